@@ -1,0 +1,34 @@
+#!/bin/bash
+# The whole test suite, from a fresh Debian 12 machine:
+#   1. install dependencies, 2. build and "make check" (unit tests, host
+#   integration tests, the rxe VM lane), 3. unit and host tests again under
+#   ASan+UBSan, 4. unit tests under valgrind.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+bash scripts/install-deps.sh
+
+step() { printf '\n=== %s ===\n' "$*"; }
+show_logs() {
+    # Print the log of every test that did not pass, so CI output says why.
+    local dir=$1 f
+    for f in $(find "$dir/tests" -name '*.log' ! -name test-suite.log 2>/dev/null); do
+        if grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "${f%.log}.trs" 2>/dev/null; then
+            echo "----- $f -----"; tail -n 80 "$f"
+        fi
+    done
+}
+
+step "build"
+bash scripts/build.sh build
+step "make check (unit, host integration, rxe VM lane)"
+if ! make -C build check; then show_logs build; exit 1; fi
+
+step "ASan + UBSan: unit and host tests"
+bash scripts/build.sh build-san --enable-sanitizers
+if ! make -C build-san check VM_TESTS=; then show_logs build-san; exit 1; fi
+
+step "valgrind: unit tests"
+if ! make -C build check-valgrind SHELL_TESTS=; then show_logs build; exit 1; fi
+
+step "all checks passed"

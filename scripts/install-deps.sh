@@ -1,0 +1,41 @@
+#!/bin/bash
+# Installs every build and test dependency of smcrbd from Debian 12's
+# packages.  Idempotent and non-interactive; needs root (or sudo).
+set -euo pipefail
+
+PACKAGES=(
+    # build
+    build-essential autoconf automake libtool pkg-config
+    libibverbs-dev liburing-dev nbdkit-plugin-dev libfuse3-dev
+    libcunit1-dev libssl-dev clang
+    # RDMA userspace (verbs providers incl. rxe, tools, benchmarks)
+    rdma-core ibverbs-utils ibverbs-providers perftest
+    # NBD clients and peers used by the tests
+    nbdkit nbd-client libnbd-bin qemu-utils qemu-block-extra fio fuse3
+    # protocol checks, memory checks
+    tshark valgrind
+    # the rxe VM lane: a stock Debian kernel under qemu, busybox initramfs
+    qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
+    e2fsprogs xxd python3 procps psmisc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed' ||
+        missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#PACKAGES[@]} packages present"
+    exit 0
+fi
+
+SUDO=
+[ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+echo "install-deps: installing ${missing[*]}"
+# tshark asks whether non-root users may capture; answer no.
+echo "wireshark-common wireshark-common/install-setuid boolean false" |
+    $SUDO debconf-set-selections
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,76 @@
+# Shared helpers for shell tests.  Source it first:  . "${srcdir:-.}/functions.sh"
+#
+#   requires CMD [ARGS...]   skip the test (exit 77) with a reason unless the
+#                            command runs successfully
+#   requires_root            skip unless running as root
+#   cleanup_fn FN            run FN at exit, last registered first
+#   fail MSG                 print MSG and exit 1
+#   run_prog PROG ARGS...    run one of our programs, under valgrind when
+#                            SMCR_VALGRIND=1
+#   wait_for SECONDS CMD...  poll until CMD succeeds, or fail
+#   free_port                print a free TCP port on 127.0.0.1
+
+set -u
+set -o pipefail
+
+: "${srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
+: "${abs_top_builddir:=$(cd "$srcdir/.." && pwd)}"
+: "${abs_top_srcdir:=$(cd "$srcdir/.." && pwd)}"
+export srcdir abs_top_builddir abs_top_srcdir
+
+skip() { echo "SKIP: $(basename "$0"): $*"; exit 77; }
+fail() { echo "FAIL: $(basename "$0"): $*" >&2; exit 1; }
+
+requires() {
+    if ! "$@" >/dev/null 2>&1; then
+        skip "requires '$*' (not available here)"
+    fi
+}
+
+requires_root() {
+    [ "$(id -u)" = 0 ] || skip "needs root"
+}
+
+_cleanup_fns=()
+_run_cleanups() {
+    local rc=$? i
+    for (( i=${#_cleanup_fns[@]}-1; i>=0; i-- )); do
+        eval "${_cleanup_fns[$i]}" || true
+    done
+    exit "$rc"
+}
+trap _run_cleanups EXIT
+trap 'exit 130' INT TERM
+
+cleanup_fn() { _cleanup_fns+=("$*"); }
+
+run_prog() {
+    if [ "${SMCR_VALGRIND:-0}" = 1 ]; then
+        valgrind --quiet --error-exitcode=99 --leak-check=full \
+            --errors-for-leak-kinds=definite "$@"
+    else
+        "$@"
+    fi
+}
+
+wait_for() {
+    local secs=$1 i; shift
+    for (( i=0; i<secs*10; i++ )); do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    fail "timed out after ${secs}s waiting for: $*"
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+        echo $(( 20000 + RANDOM % 20000 ))
+}
+
+# Fresh scratch directory, removed at exit.
+scratch_dir() {
+    local d
+    d=$(mktemp -d "${TMPDIR:-/tmp}/smcrbd-test.XXXXXX")
+    cleanup_fn "rm -rf '$d'"
+    echo "$d"
+}

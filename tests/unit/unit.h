@@ -1,0 +1,17 @@
+/* smcrbd: a small CUnit front end shared by the unit test programs. */
+#ifndef SMCR_TESTS_UNIT_H
+#define SMCR_TESTS_UNIT_H
+
+#include <CUnit/CUnit.h>
+
+struct unit_suite {
+	const char *name;
+	CU_TestInfo *tests;
+};
+
+/* Runs every suite (basic runner, verbose), prints the summary and returns
+ * the process exit status: 0 if all assertions passed, 1 otherwise.
+ * argv[1], if given, runs only the suite of that name. */
+int unit_main(int argc, char **argv, const struct unit_suite *suites);
+
+#endif
