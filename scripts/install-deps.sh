@@ -11,7 +11,7 @@ PACKAGES=(
     # RDMA userspace (verbs providers incl. rxe, tools, benchmarks)
     rdma-core ibverbs-utils ibverbs-providers perftest
     # NBD clients and peers used by the tests
-    nbdkit nbd-client libnbd-bin qemu-utils qemu-block-extra fio fuse3
+    nbdkit nbd-client libnbd-bin python3-libnbd qemu-utils qemu-block-extra fio fuse3
     # protocol checks, memory checks
     tshark valgrind
     # the rxe VM lane: a stock Debian kernel under qemu, busybox initramfs
