@@ -1,0 +1,490 @@
+/* smcrbd: RNIC access through libibverbs. */
+#include <config.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+
+#include "dev.h"
+#include "log.h"
+
+/* 4.096 us * 2^14 = 67 ms per try, 7 retries: a dead path is reported by a
+ * completion error in about half a second. */
+const struct smcr_qp_timing smcr_qp_timing_default = {
+	.timeout = 14,
+	.retry_cnt = 7,
+	.rnr_retry = 7,
+};
+
+void smcr_devs_init(struct smcr_devs *devs)
+{
+	devs->head = NULL;
+}
+
+static void dev_close(struct smcr_dev *dev)
+{
+	if (dev->chan)
+		ibv_destroy_comp_channel(dev->chan);
+	if (dev->pd)
+		ibv_dealloc_pd(dev->pd);
+	if (dev->ctx)
+		ibv_close_device(dev->ctx);
+	free(dev);
+}
+
+void smcr_devs_fini(struct smcr_devs *devs)
+{
+	struct smcr_dev *dev, *next;
+
+	for (dev = devs->head; dev; dev = next) {
+		next = dev->next;
+		if (dev->refs)
+			smcr_warn("device %s closed with %u references", dev->name,
+				  dev->refs);
+		dev_close(dev);
+	}
+	devs->head = NULL;
+}
+
+/* Open a device by verbs device pointer, or return the one already open. */
+static int dev_open(struct smcr_devs *devs, struct ibv_device *ibdev,
+		    struct smcr_dev **devp)
+{
+	const char *name = ibv_get_device_name(ibdev);
+	struct smcr_dev *dev;
+	int ret;
+
+	for (dev = devs->head; dev; dev = dev->next) {
+		if (strcmp(dev->name, name) == 0) {
+			*devp = dev;
+			return 0;
+		}
+	}
+	dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return -ENOMEM;
+	snprintf(dev->name, sizeof(dev->name), "%s", name);
+	dev->ctx = ibv_open_device(ibdev);
+	if (!dev->ctx) {
+		ret = errno ? -errno : -ENODEV;
+		smcr_err("cannot open RDMA device %s: %s", name, strerror(-ret));
+		goto out_free;
+	}
+	if (ibv_query_device(dev->ctx, &dev->attr)) {
+		ret = -EIO;
+		goto out_close;
+	}
+	dev->pd = ibv_alloc_pd(dev->ctx);
+	if (!dev->pd) {
+		ret = -ENOMEM;
+		smcr_err("%s: cannot allocate a protection domain", name);
+		goto out_close;
+	}
+	dev->chan = ibv_create_comp_channel(dev->ctx);
+	if (!dev->chan) {
+		ret = -ENOMEM;
+		smcr_err("%s: cannot create a completion channel", name);
+		goto out_dealloc_pd;
+	}
+	dev->next = devs->head;
+	devs->head = dev;
+	*devp = dev;
+	return 0;
+
+out_dealloc_pd:
+	ibv_dealloc_pd(dev->pd);
+out_close:
+	ibv_close_device(dev->ctx);
+out_free:
+	free(dev);
+	return ret;
+}
+
+void smcr_dev_get(struct smcr_port_ref *ref)
+{
+	ref->dev->refs++;
+}
+
+void smcr_dev_put(struct smcr_devs *devs, struct smcr_port_ref *ref)
+{
+	struct smcr_dev **pp;
+	struct smcr_dev *dev = ref->dev;
+
+	if (!dev)
+		return;
+	ref->dev = NULL;
+	if (--dev->refs)
+		return;
+	for (pp = &devs->head; *pp; pp = &(*pp)->next) {
+		if (*pp == dev) {
+			*pp = dev->next;
+			break;
+		}
+	}
+	dev_close(dev);
+}
+
+unsigned int smcr_mtu_bytes(enum ibv_mtu mtu)
+{
+	if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096)
+		return 0;
+	return 128u << mtu;
+}
+
+int smcr_gid_from_addr(const struct sockaddr *addr, uint8_t gid[SMCR_GID_LEN])
+{
+	if (addr->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const void *)addr;
+
+		memset(gid, 0, 10);
+		gid[10] = 0xff;
+		gid[11] = 0xff;
+		memcpy(gid + 12, &sin->sin_addr, 4);
+		return 0;
+	}
+	if (addr->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const void *)addr;
+
+		memcpy(gid, &sin6->sin6_addr, SMCR_GID_LEN);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+static void netdev_mac(unsigned int ifindex, char *name, uint8_t *mac)
+{
+	struct ifreq ifr;
+	int fd;
+
+	name[0] = 0;
+	memset(mac, 0, SMCR_MAC_LEN);
+	if (!ifindex || !if_indextoname(ifindex, name)) {
+		name[0] = 0;
+		return;
+	}
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr) == 0)
+		memcpy(mac, ifr.ifr_hwaddr.sa_data, SMCR_MAC_LEN);
+	close(fd);
+}
+
+/* A GID that carries an IP address: IPv4-mapped or not link-local. */
+static bool gid_has_ip(const uint8_t *gid)
+{
+	static const uint8_t v4_prefix[12] = { [10] = 0xff, [11] = 0xff };
+
+	if (memcmp(gid, v4_prefix, sizeof(v4_prefix)) == 0)
+		return true;
+	return !(gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80);
+}
+
+static int port_fill(struct smcr_dev *dev, uint8_t port,
+		     const struct ibv_gid_entry *ent, struct smcr_port_ref *ref)
+{
+	memset(ref, 0, sizeof(*ref));
+	ref->dev = dev;
+	ref->port = port;
+	ref->gid_index = (int)ent->gid_index;
+	memcpy(ref->gid, ent->gid.raw, SMCR_GID_LEN);
+	netdev_mac(ent->ndev_ifindex, ref->netdev, ref->mac);
+	return smcr_port_refresh(ref);
+}
+
+int smcr_port_refresh(struct smcr_port_ref *ref)
+{
+	struct ibv_port_attr pattr;
+	int ret;
+
+	ret = ibv_query_port(ref->dev->ctx, ref->port, &pattr);
+	if (ret)
+		return -ret;
+	ref->up = pattr.state == IBV_PORT_ACTIVE;
+	ref->mtu = pattr.active_mtu;
+	return 0;
+}
+
+/* Calls fn for each RoCE v2 GID entry of every port of every device until fn
+ * returns non-zero; returns that value, or 0. */
+typedef int (*gid_visit_fn)(struct smcr_devs *devs, struct ibv_device *ibdev,
+			    uint8_t port, const struct ibv_gid_entry *ent,
+			    void *arg);
+
+static int visit_gids(struct smcr_devs *devs, const char *only_dev,
+		      int only_port, gid_visit_fn fn, void *arg)
+{
+	struct ibv_device **list;
+	int i, n, ret = 0;
+
+	list = ibv_get_device_list(&n);
+	if (!list)
+		return errno ? -errno : -ENODEV;
+	for (i = 0; i < n && !ret; i++) {
+		struct ibv_context *ctx;
+		struct ibv_device_attr dattr;
+		uint8_t port;
+
+		if (only_dev && strcmp(ibv_get_device_name(list[i]), only_dev))
+			continue;
+		ctx = ibv_open_device(list[i]);
+		if (!ctx)
+			continue;
+		if (ibv_query_device(ctx, &dattr)) {
+			ibv_close_device(ctx);
+			continue;
+		}
+		for (port = 1; port <= dattr.phys_port_cnt && !ret; port++) {
+			struct ibv_port_attr pattr;
+			uint32_t idx;
+
+			if (only_port > 0 && port != only_port)
+				continue;
+			if (ibv_query_port(ctx, port, &pattr))
+				continue;
+			for (idx = 0; idx < (uint32_t)pattr.gid_tbl_len && !ret; idx++) {
+				struct ibv_gid_entry ent;
+
+				if (ibv_query_gid_ex(ctx, port, idx, &ent, 0))
+					continue;
+				if (ent.gid_type != IBV_GID_TYPE_ROCE_V2)
+					continue;
+				ret = fn(devs, list[i], port, &ent, arg);
+			}
+		}
+		ibv_close_device(ctx);
+	}
+	ibv_free_device_list(list);
+	return ret;
+}
+
+struct resolve_arg {
+	uint8_t gid[SMCR_GID_LEN];
+	bool any_ip;		/* match the first GID with an IP */
+	struct smcr_port_ref *ref;
+};
+
+static int resolve_visit(struct smcr_devs *devs, struct ibv_device *ibdev,
+			 uint8_t port, const struct ibv_gid_entry *ent, void *arg)
+{
+	struct resolve_arg *ra = arg;
+	struct smcr_dev *dev;
+	int ret;
+
+	if (ra->any_ip ? !gid_has_ip(ent->gid.raw) :
+	    memcmp(ent->gid.raw, ra->gid, SMCR_GID_LEN) != 0)
+		return 0;
+	ret = dev_open(devs, ibdev, &dev);
+	if (ret)
+		return ret;
+	ret = port_fill(dev, port, ent, ra->ref);
+	if (ret)
+		return ret;
+	smcr_dev_get(ra->ref);
+	return 1;
+}
+
+int smcr_dev_resolve_addr(struct smcr_devs *devs, const struct sockaddr *addr,
+			  struct smcr_port_ref *ref)
+{
+	struct resolve_arg ra = { .ref = ref };
+	int ret;
+
+	ret = smcr_gid_from_addr(addr, ra.gid);
+	if (ret)
+		return ret;
+	ret = visit_gids(devs, NULL, 0, resolve_visit, &ra);
+	if (ret < 0)
+		return ret;
+	return ret == 1 ? 0 : -ENODEV;
+}
+
+int smcr_dev_resolve_name(struct smcr_devs *devs, const char *spec,
+			  struct smcr_port_ref *ref)
+{
+	struct resolve_arg ra = { .any_ip = true, .ref = ref };
+	char name[IBV_SYSFS_NAME_MAX];
+	const char *colon = strchr(spec, ':');
+	int port = 1, ret;
+	size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+
+	if (len == 0 || len >= sizeof(name))
+		return -EINVAL;
+	memcpy(name, spec, len);
+	name[len] = 0;
+	if (colon) {
+		char *end;
+		long p = strtol(colon + 1, &end, 10);
+
+		if (*end || p < 1 || p > 255)
+			return -EINVAL;
+		port = (int)p;
+	}
+	ret = visit_gids(devs, name, port, resolve_visit, &ra);
+	if (ret < 0)
+		return ret;
+	return ret == 1 ? 0 : -ENODEV;
+}
+
+struct list_arg {
+	struct smcr_port_ref *refs;
+	int max, n;
+	char last_dev[IBV_SYSFS_NAME_MAX];
+	int last_port;
+};
+
+static int list_visit(struct smcr_devs *devs, struct ibv_device *ibdev,
+		      uint8_t port, const struct ibv_gid_entry *ent, void *arg)
+{
+	struct list_arg *la = arg;
+	const char *name = ibv_get_device_name(ibdev);
+	struct smcr_port_ref *ref;
+	struct smcr_dev *dev;
+	int ret;
+
+	/* One entry per port: its first RoCE v2 GID that has an IP. */
+	if (!gid_has_ip(ent->gid.raw))
+		return 0;
+	if (la->last_port == port && strcmp(la->last_dev, name) == 0)
+		return 0;
+	if (la->n >= la->max)
+		return 1;
+	ret = dev_open(devs, ibdev, &dev);
+	if (ret)
+		return ret;
+	ref = &la->refs[la->n];
+	ret = port_fill(dev, port, ent, ref);
+	if (ret)
+		return ret;
+	snprintf(la->last_dev, sizeof(la->last_dev), "%s", name);
+	la->last_port = port;
+	if (!ref->up)
+		return 0;
+	smcr_dev_get(ref);
+	la->n++;
+	return 0;
+}
+
+int smcr_dev_list_ports(struct smcr_devs *devs, struct smcr_port_ref *refs,
+			int max)
+{
+	struct list_arg la = { .refs = refs, .max = max };
+	int ret;
+
+	ret = visit_gids(devs, NULL, 0, list_visit, &la);
+	if (ret < 0) {
+		while (la.n > 0)
+			smcr_dev_put(devs, &refs[--la.n]);
+		return ret;
+	}
+	return la.n;
+}
+
+int smcr_qp_create(struct smcr_port_ref *ref, struct ibv_cq *send_cq,
+		   struct ibv_cq *recv_cq, uint32_t max_send_wr,
+		   uint32_t max_recv_wr, struct ibv_qp **qpp)
+{
+	struct ibv_qp_init_attr attr = {
+		.send_cq = send_cq,
+		.recv_cq = recv_cq,
+		.cap = {
+			.max_send_wr = max_send_wr,
+			.max_recv_wr = max_recv_wr,
+			.max_send_sge = 2,
+			.max_recv_sge = 1,
+			.max_inline_data = 64,
+		},
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0,
+	};
+	struct ibv_qp *qp;
+
+	qp = ibv_create_qp(ref->dev->pd, &attr);
+	if (!qp) {
+		/* Some providers have no inline support. */
+		attr.cap.max_inline_data = 0;
+		qp = ibv_create_qp(ref->dev->pd, &attr);
+	}
+	if (!qp) {
+		int ret = errno ? -errno : -ENOMEM;
+
+		smcr_err("%s: cannot create an RC QP: %s", ref->dev->name,
+			 strerror(-ret));
+		return ret;
+	}
+	*qpp = qp;
+	return 0;
+}
+
+int smcr_qp_to_init(struct ibv_qp *qp, const struct smcr_port_ref *ref)
+{
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = ref->port,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE,
+	};
+
+	return -ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+					 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+int smcr_qp_to_rtr(struct ibv_qp *qp, const struct smcr_port_ref *ref,
+		   const struct smcr_qp_peer *peer)
+{
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = peer->mtu < ref->mtu ? peer->mtu : ref->mtu,
+		.dest_qp_num = peer->qpn & 0xffffff,
+		.rq_psn = peer->psn & 0xffffff,
+		.max_dest_rd_atomic = 1,
+		.min_rnr_timer = 12,
+		.ah_attr = {
+			.is_global = 1,
+			.port_num = ref->port,
+			.sl = 0,
+			.grh = {
+				.sgid_index = (uint8_t)ref->gid_index,
+				.hop_limit = 64,
+			},
+		},
+	};
+
+	memcpy(attr.ah_attr.grh.dgid.raw, peer->gid, SMCR_GID_LEN);
+	return -ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV |
+					 IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+					 IBV_QP_MIN_RNR_TIMER);
+}
+
+int smcr_qp_to_rts(struct ibv_qp *qp, uint32_t psn,
+		   const struct smcr_qp_timing *timing)
+{
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_RTS,
+		.sq_psn = psn & 0xffffff,
+		.timeout = timing->timeout,
+		.retry_cnt = timing->retry_cnt,
+		.rnr_retry = timing->rnr_retry,
+		.max_rd_atomic = 1,
+	};
+
+	return -ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
+					 IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+int smcr_qp_to_err(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+	return -ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+}

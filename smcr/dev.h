@@ -1,0 +1,117 @@
+/* smcrbd: RNIC access through libibverbs: devices, ports, GIDs, PDs,
+ * completion channels and RC QP state changes.
+ *
+ * All functions return 0 or a positive count on success and -errno on
+ * failure.  A struct smcr_devs is not thread safe: the engine that owns it
+ * serialises access.
+ */
+#ifndef SMCR_DEV_H
+#define SMCR_DEV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <net/if.h>
+#include <sys/socket.h>
+
+#include <infiniband/verbs.h>
+
+#define SMCR_GID_LEN 16
+#define SMCR_MAC_LEN 6
+
+/* One opened RNIC: its verbs context, the protection domain every buffer of
+ * ours on this device is registered in, and one completion channel. */
+struct smcr_dev {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *chan;
+	struct ibv_device_attr attr;
+	char name[IBV_SYSFS_NAME_MAX];
+	unsigned int refs;
+	struct smcr_dev *next;
+};
+
+/* The set of devices a context has opened. */
+struct smcr_devs {
+	struct smcr_dev *head;
+};
+
+/* The local end of one link: a device port and the GID used on it. */
+struct smcr_port_ref {
+	struct smcr_dev *dev;
+	uint8_t port;
+	int gid_index;
+	uint8_t gid[SMCR_GID_LEN];
+	uint8_t mac[SMCR_MAC_LEN];
+	enum ibv_mtu mtu;		/* active MTU of the port */
+	bool up;			/* port state ACTIVE */
+	char netdev[IF_NAMESIZE];	/* "" if the port has none */
+};
+
+/* What one side of an RC QP tells the other (carried in CLC or ADD LINK). */
+struct smcr_qp_peer {
+	uint32_t qpn;			/* 24 bits */
+	uint32_t psn;			/* 24 bits: the peer's initial send PSN */
+	uint8_t gid[SMCR_GID_LEN];
+	enum ibv_mtu mtu;
+};
+
+/* Timeout and retry budget for RC QPs (IB encoding of the ACK timeout:
+ * 4.096 us * 2^timeout). */
+struct smcr_qp_timing {
+	uint8_t timeout;
+	uint8_t retry_cnt;
+	uint8_t rnr_retry;
+};
+
+extern const struct smcr_qp_timing smcr_qp_timing_default;
+
+void smcr_devs_init(struct smcr_devs *devs);
+/* Closes every device; all references must have been put. */
+void smcr_devs_fini(struct smcr_devs *devs);
+
+/* Find the RoCE v2 GID of a local IPv4 or IPv6 address on any device and
+ * port, open that device (or take a reference) and fill *ref.
+ * Returns -ENODEV when no RNIC carries the address. */
+int smcr_dev_resolve_addr(struct smcr_devs *devs, const struct sockaddr *addr,
+			  struct smcr_port_ref *ref);
+
+/* Resolve "DEVICE[:PORT]" (port 1 by default) using the first RoCE v2 GID
+ * with an IP address on that port, else GID index 0. */
+int smcr_dev_resolve_name(struct smcr_devs *devs, const char *spec,
+			  struct smcr_port_ref *ref);
+
+/* Every active port of every device with a usable RoCE v2 GID, at most max,
+ * each holding a device reference.  Returns the number found. */
+int smcr_dev_list_ports(struct smcr_devs *devs, struct smcr_port_ref *refs,
+			int max);
+
+/* Take another reference on ref->dev / drop one (closing it at zero). */
+void smcr_dev_get(struct smcr_port_ref *ref);
+void smcr_dev_put(struct smcr_devs *devs, struct smcr_port_ref *ref);
+
+/* Refresh ref->up and ref->mtu from the port's current attributes. */
+int smcr_port_refresh(struct smcr_port_ref *ref);
+
+/* An RC QP on ref's device with the given CQs and queue sizes. */
+int smcr_qp_create(struct smcr_port_ref *ref, struct ibv_cq *send_cq,
+		   struct ibv_cq *recv_cq, uint32_t max_send_wr,
+		   uint32_t max_recv_wr, struct ibv_qp **qpp);
+
+/* RESET -> INIT, allowing remote writes into our memory. */
+int smcr_qp_to_init(struct ibv_qp *qp, const struct smcr_port_ref *ref);
+/* INIT -> RTR towards the peer; mtu is min(local, peer). */
+int smcr_qp_to_rtr(struct ibv_qp *qp, const struct smcr_port_ref *ref,
+		   const struct smcr_qp_peer *peer);
+/* RTR -> RTS with our initial send PSN. */
+int smcr_qp_to_rts(struct ibv_qp *qp, uint32_t psn,
+		   const struct smcr_qp_timing *timing);
+/* Any state -> ERR: outstanding work requests flush with errors. */
+int smcr_qp_to_err(struct ibv_qp *qp);
+
+/* MTU enum <-> bytes; 0 / IBV_MTU_1024 for values out of range. */
+unsigned int smcr_mtu_bytes(enum ibv_mtu mtu);
+
+/* Fill gid with the IPv4-mapped or IPv6 RoCE v2 GID of addr. */
+int smcr_gid_from_addr(const struct sockaddr *addr, uint8_t gid[SMCR_GID_LEN]);
+
+#endif
