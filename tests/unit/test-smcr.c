@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "unit.h"
+#include "smcr-suites.h"
 #include "log.h"
 
 static void test_log_level_env(void)
@@ -22,6 +23,7 @@ static CU_TestInfo log_tests[] = {
 
 static const struct unit_suite suites[] = {
 	{ "log", log_tests },
+	{ "rmb", smcr_rmb_tests },
 	{ NULL, NULL },
 };
 

@@ -1,0 +1,281 @@
+/* smcrbd: Remote Memory Buffers. */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+
+#include "dev.h"
+#include "log.h"
+#include "rmb.h"
+
+/* "RMBE" in IBM-1047, like the RFC's "SMCR" eye catchers. */
+const uint8_t smcr_rmbe_eyecatcher[SMCR_RMBE_EYE_LEN] = { 0xd9, 0xd4, 0xc2, 0xc5 };
+
+uint8_t smcr_rmb_size_code(size_t want)
+{
+	uint8_t code = 0;
+
+	while (code + 1 < SMCR_RMB_CLASSES &&
+	       smcr_rmb_code_size(code) - SMCR_RMBE_EYE_LEN < want)
+		code++;
+	return code;
+}
+
+void smcr_rmb_pool_init(struct smcr_rmb_pool *pool, size_t max_bytes)
+{
+	memset(pool, 0, sizeof(*pool));
+	pool->max_bytes = max_bytes;
+	pool->next_id = 1;
+}
+
+static void rmb_destroy(struct smcr_rmb_pool *pool, struct smcr_rmb *rmb)
+{
+	unsigned int i;
+
+	for (i = 0; i < rmb->nmrs; i++)
+		ibv_dereg_mr(rmb->mrs[i].mr);
+	pool->bytes -= rmb->len;
+	pool->nrmbs--;
+	free(rmb->buf);
+	free(rmb);
+}
+
+void smcr_rmb_pool_fini(struct smcr_rmb_pool *pool)
+{
+	unsigned int code;
+
+	for (code = 0; code < SMCR_RMB_CLASSES; code++) {
+		struct smcr_rmb *rmb, *next;
+
+		for (rmb = pool->classes[code]; rmb; rmb = next) {
+			next = rmb->next;
+			rmb_destroy(pool, rmb);
+		}
+		pool->classes[code] = NULL;
+	}
+}
+
+static void rmbe_init(struct smcr_rmb *rmb, unsigned int i)
+{
+	uint8_t *base = rmb->buf + (size_t)i * rmb->elem_size;
+
+	memcpy(base, smcr_rmbe_eyecatcher, SMCR_RMBE_EYE_LEN);
+	memset(base + SMCR_RMBE_EYE_LEN, 0, rmb->elem_size - SMCR_RMBE_EYE_LEN);
+}
+
+static int rmb_create(struct smcr_rmb_pool *pool, uint8_t code,
+		      struct smcr_rmb **rmbp)
+{
+	uint32_t elem = smcr_rmb_code_size(code);
+	unsigned int n = SMCR_RMB_TARGET_SIZE / elem, i;
+	struct smcr_rmb *rmb;
+	int ret;
+
+	if (n < 1)
+		n = 1;
+	if (n > SMCR_RMB_MAX_ELEMS)
+		n = SMCR_RMB_MAX_ELEMS;
+	if (pool->max_bytes && pool->bytes + (size_t)n * elem > pool->max_bytes) {
+		/* Try a single element before giving up. */
+		n = 1;
+		if (pool->bytes + elem > pool->max_bytes)
+			return -ENOBUFS;
+	}
+	rmb = calloc(1, sizeof(*rmb));
+	if (!rmb)
+		return -ENOMEM;
+	rmb->len = (size_t)n * elem;
+	ret = posix_memalign((void **)&rmb->buf, 4096, rmb->len);
+	if (ret) {
+		free(rmb);
+		return -ret;
+	}
+	rmb->elem_size = elem;
+	rmb->size_code = code;
+	rmb->nelems = (uint8_t)n;
+	rmb->id = pool->next_id++;
+	for (i = 0; i < n; i++)
+		rmbe_init(rmb, i);
+	rmb->next = pool->classes[code];
+	pool->classes[code] = rmb;
+	pool->bytes += rmb->len;
+	pool->nrmbs++;
+	*rmbp = rmb;
+	return 0;
+}
+
+int smcr_rmbe_get(struct smcr_rmb *rmb, uint8_t index, struct smcr_rmbe *out)
+{
+	if (index < 1 || index > rmb->nelems)
+		return -EINVAL;
+	out->rmb = rmb;
+	out->index = index;
+	out->data = rmb->buf + (size_t)(index - 1) * rmb->elem_size +
+		    SMCR_RMBE_EYE_LEN;
+	out->data_len = rmb->elem_size - SMCR_RMBE_EYE_LEN;
+	return 0;
+}
+
+static int rmb_take(struct smcr_rmb *rmb, struct smcr_rmbe *out)
+{
+	unsigned int i;
+
+	for (i = 0; i < rmb->nelems; i++) {
+		if (!(rmb->used & (1ull << i))) {
+			rmb->used |= 1ull << i;
+			return smcr_rmbe_get(rmb, (uint8_t)(i + 1), out);
+		}
+	}
+	return -ENOSPC;
+}
+
+int smcr_rmbe_alloc(struct smcr_rmb_pool *pool, size_t want,
+		    struct smcr_rmbe *out, bool *new_rmb)
+{
+	uint8_t code = smcr_rmb_size_code(want);
+	struct smcr_rmb *rmb;
+	int ret;
+
+	*new_rmb = false;
+	for (rmb = pool->classes[code]; rmb; rmb = rmb->next)
+		if (rmb_take(rmb, out) == 0)
+			return 0;
+	ret = rmb_create(pool, code, &rmb);
+	if (ret)
+		return ret;
+	*new_rmb = true;
+	return rmb_take(rmb, out);
+}
+
+void smcr_rmbe_free(struct smcr_rmb_pool *pool, struct smcr_rmbe *rmbe)
+{
+	struct smcr_rmb *rmb = rmbe->rmb;
+	unsigned int i;
+
+	(void)pool;
+	if (!rmb)
+		return;
+	i = rmbe->index - 1u;
+	rmbe_init(rmb, i);
+	rmb->used &= ~(1ull << i);
+	rmbe->rmb = NULL;
+	rmbe->data = NULL;
+}
+
+bool smcr_rmbe_intact(const struct smcr_rmbe *rmbe)
+{
+	return memcmp(rmbe->data - SMCR_RMBE_EYE_LEN, smcr_rmbe_eyecatcher,
+		      SMCR_RMBE_EYE_LEN) == 0;
+}
+
+struct smcr_rmb *smcr_rmb_find(struct smcr_rmb_pool *pool, uint32_t id)
+{
+	struct smcr_rmb *rmb;
+	unsigned int code;
+
+	smcr_rmb_pool_for_each(pool, code, rmb)
+		if (rmb->id == id)
+			return rmb;
+	return NULL;
+}
+
+unsigned int smcr_rmb_pool_trim(struct smcr_rmb_pool *pool,
+				void (*fn)(struct smcr_rmb *rmb, void *arg),
+				void *arg)
+{
+	unsigned int code, freed = 0;
+
+	for (code = 0; code < SMCR_RMB_CLASSES; code++) {
+		struct smcr_rmb **pp = &pool->classes[code];
+
+		while (*pp) {
+			struct smcr_rmb *rmb = *pp;
+
+			if (rmb->used) {
+				pp = &rmb->next;
+				continue;
+			}
+			if (fn)
+				fn(rmb, arg);
+			*pp = rmb->next;
+			rmb_destroy(pool, rmb);
+			freed++;
+		}
+	}
+	return freed;
+}
+
+static int rmb_mr_slot(const struct smcr_rmb *rmb, const struct smcr_dev *dev)
+{
+	unsigned int i;
+
+	for (i = 0; i < rmb->nmrs; i++)
+		if (rmb->mrs[i].dev == dev)
+			return (int)i;
+	return -1;
+}
+
+int smcr_rmb_reg(struct smcr_rmb *rmb, struct smcr_dev *dev)
+{
+	struct ibv_mr *mr;
+
+	if (rmb_mr_slot(rmb, dev) >= 0)
+		return 0;
+	if (rmb->nmrs >= SMCR_RMB_MAX_DEVS)
+		return -ENOSPC;
+	mr = ibv_reg_mr(dev->pd, rmb->buf, rmb->len,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!mr) {
+		int ret = errno ? -errno : -ENOMEM;
+
+		smcr_err("%s: cannot register a %zu-byte RMB", dev->name, rmb->len);
+		return ret;
+	}
+	rmb->mrs[rmb->nmrs].dev = dev;
+	rmb->mrs[rmb->nmrs].mr = mr;
+	rmb->nmrs++;
+	return 0;
+}
+
+void smcr_rmb_dereg(struct smcr_rmb *rmb, struct smcr_dev *dev)
+{
+	int i = rmb_mr_slot(rmb, dev);
+
+	if (i < 0)
+		return;
+	ibv_dereg_mr(rmb->mrs[i].mr);
+	rmb->mrs[i] = rmb->mrs[--rmb->nmrs];
+}
+
+uint32_t smcr_rmb_rkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev)
+{
+	int i = rmb_mr_slot(rmb, dev);
+
+	return i < 0 ? 0 : rmb->mrs[i].mr->rkey;
+}
+
+int smcr_rmb_pool_reg(struct smcr_rmb_pool *pool, struct smcr_dev *dev)
+{
+	struct smcr_rmb *rmb;
+	unsigned int code;
+	int ret;
+
+	smcr_rmb_pool_for_each(pool, code, rmb) {
+		ret = smcr_rmb_reg(rmb, dev);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+void smcr_rmb_pool_dereg(struct smcr_rmb_pool *pool, struct smcr_dev *dev)
+{
+	struct smcr_rmb *rmb;
+	unsigned int code;
+
+	smcr_rmb_pool_for_each(pool, code, rmb)
+		smcr_rmb_dereg(rmb, dev);
+}

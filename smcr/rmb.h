@@ -1,0 +1,117 @@
+/* smcrbd: Remote Memory Buffers (RFC 7609 §2.1, §4.1-4.4).
+ *
+ * An RMB is one pinned buffer split into equal RMB elements (RMBEs), one per
+ * connection.  Each RMBE starts with a 4-byte eye catcher, followed by the
+ * wrapping receive area the peer RDMA-writes into; cursors are offsets into
+ * that data area.  RMBs come in size classes (16 KiB << code, code 0..5, the
+ * RFC's 4-bit compressed size), belong to one link group's pool, and are
+ * registered once per RDMA device the group has links on.
+ *
+ * Functions return 0 or -errno.  A pool is not thread safe.
+ */
+#ifndef SMCR_RMB_H
+#define SMCR_RMB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct smcr_dev;
+struct ibv_mr;
+
+#define SMCR_RMB_CLASSES	6	/* 16 KiB .. 512 KiB */
+#define SMCR_RMB_MIN_SIZE	16384u
+#define SMCR_RMBE_EYE_LEN	4
+#define SMCR_RMB_MAX_DEVS	9	/* 8 symmetric links + 1 asymmetric */
+#define SMCR_RMB_MAX_ELEMS	64
+/* Bytes we aim for per RMB: small elements are grouped. */
+#define SMCR_RMB_TARGET_SIZE	(256u * 1024u)
+
+extern const uint8_t smcr_rmbe_eyecatcher[SMCR_RMBE_EYE_LEN];
+
+struct smcr_rmb_mr {
+	struct smcr_dev *dev;
+	struct ibv_mr *mr;
+};
+
+struct smcr_rmb {
+	uint8_t *buf;
+	size_t len;
+	uint32_t elem_size;		/* incl. the eye catcher */
+	uint8_t size_code;
+	uint8_t nelems;
+	uint64_t used;			/* bit i: element i + 1 in use */
+	uint32_t id;			/* unique within the pool */
+	bool announced;			/* the peer has its rkeys */
+	unsigned int nmrs;
+	struct smcr_rmb_mr mrs[SMCR_RMB_MAX_DEVS];
+	struct smcr_rmb *next;
+};
+
+/* One connection's element. */
+struct smcr_rmbe {
+	struct smcr_rmb *rmb;
+	uint8_t index;			/* 1-based, as on the wire */
+	uint8_t *data;			/* receive area */
+	uint32_t data_len;		/* elem_size - SMCR_RMBE_EYE_LEN */
+};
+
+struct smcr_rmb_pool {
+	struct smcr_rmb *classes[SMCR_RMB_CLASSES];
+	size_t bytes;			/* allocated in all RMBs */
+	size_t max_bytes;		/* 0: unlimited */
+	uint32_t next_id;
+	unsigned int nrmbs;
+};
+
+/* Element size of a compressed size code; code must be < SMCR_RMB_CLASSES. */
+static inline uint32_t smcr_rmb_code_size(uint8_t code)
+{
+	return SMCR_RMB_MIN_SIZE << code;
+}
+
+/* Smallest code whose element holds want bytes of data, clamped to the
+ * largest class. */
+uint8_t smcr_rmb_size_code(size_t want);
+
+void smcr_rmb_pool_init(struct smcr_rmb_pool *pool, size_t max_bytes);
+/* Deregisters and frees every RMB, used or not. */
+void smcr_rmb_pool_fini(struct smcr_rmb_pool *pool);
+
+/* Take a free element of the class that fits want bytes, from an existing
+ * RMB when one has room, else from a new RMB (*new_rmb set: it must be
+ * registered and announced to the peer before use).  -ENOBUFS when the pool
+ * limit is reached. */
+int smcr_rmbe_alloc(struct smcr_rmb_pool *pool, size_t want,
+		    struct smcr_rmbe *out, bool *new_rmb);
+/* Return an element: its data is zeroed and its eye catcher rewritten. */
+void smcr_rmbe_free(struct smcr_rmb_pool *pool, struct smcr_rmbe *rmbe);
+/* Is the element's eye catcher intact? */
+bool smcr_rmbe_intact(const struct smcr_rmbe *rmbe);
+/* Look up element index (1-based) of an RMB; -EINVAL if out of range. */
+int smcr_rmbe_get(struct smcr_rmb *rmb, uint8_t index, struct smcr_rmbe *out);
+
+/* Find an RMB by id, or NULL. */
+struct smcr_rmb *smcr_rmb_find(struct smcr_rmb_pool *pool, uint32_t id);
+
+/* Free RMBs no connection uses, calling fn first (e.g. to send DELETE
+ * RKEY); returns how many were freed. */
+unsigned int smcr_rmb_pool_trim(struct smcr_rmb_pool *pool,
+				void (*fn)(struct smcr_rmb *rmb, void *arg),
+				void *arg);
+
+/* Register rmb for local and remote write on dev (no-op if it already is);
+ * deregister it from dev; rkey of rmb on dev (0 if not registered). */
+int smcr_rmb_reg(struct smcr_rmb *rmb, struct smcr_dev *dev);
+void smcr_rmb_dereg(struct smcr_rmb *rmb, struct smcr_dev *dev);
+uint32_t smcr_rmb_rkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev);
+/* The same for every RMB of the pool. */
+int smcr_rmb_pool_reg(struct smcr_rmb_pool *pool, struct smcr_dev *dev);
+void smcr_rmb_pool_dereg(struct smcr_rmb_pool *pool, struct smcr_dev *dev);
+
+/* Iterate over every RMB of a pool. */
+#define smcr_rmb_pool_for_each(pool, code, rmb)				\
+	for ((code) = 0; (code) < SMCR_RMB_CLASSES; (code)++)		\
+		for ((rmb) = (pool)->classes[code]; (rmb); (rmb) = (rmb)->next)
+
+#endif

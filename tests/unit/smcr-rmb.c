@@ -1,0 +1,107 @@
+/* smcrbd: unit tests for the RMB pool (no RDMA device needed). */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "unit.h"
+#include "smcr-suites.h"
+#include "rmb.h"
+
+static void test_size_code(void)
+{
+	CU_ASSERT_EQUAL(smcr_rmb_size_code(0), 0);
+	CU_ASSERT_EQUAL(smcr_rmb_size_code(16384 - SMCR_RMBE_EYE_LEN), 0);
+	CU_ASSERT_EQUAL(smcr_rmb_size_code(16384 - SMCR_RMBE_EYE_LEN + 1), 1);
+	CU_ASSERT_EQUAL(smcr_rmb_size_code(65536), 3);
+	CU_ASSERT_EQUAL(smcr_rmb_size_code(512 * 1024 - SMCR_RMBE_EYE_LEN), 5);
+	/* Larger requests are clamped to the largest class. */
+	CU_ASSERT_EQUAL(smcr_rmb_size_code(64u << 20), SMCR_RMB_CLASSES - 1);
+	CU_ASSERT_EQUAL(smcr_rmb_code_size(0), 16384);
+	CU_ASSERT_EQUAL(smcr_rmb_code_size(5), 512 * 1024);
+}
+
+static void test_alloc_reuse(void)
+{
+	struct smcr_rmb_pool pool;
+	struct smcr_rmbe e[20];
+	bool fresh;
+	unsigned int i, fresh_count = 0;
+
+	smcr_rmb_pool_init(&pool, 0);
+	/* 16 KiB elements: 16 per RMB, so 20 elements need two RMBs. */
+	for (i = 0; i < 20; i++) {
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&pool, 1000, &e[i], &fresh), 0);
+		fresh_count += fresh;
+		CU_ASSERT_EQUAL(e[i].data_len, 16384 - SMCR_RMBE_EYE_LEN);
+		CU_ASSERT(smcr_rmbe_intact(&e[i]));
+		CU_ASSERT(e[i].index >= 1 && e[i].index <= e[i].rmb->nelems);
+	}
+	CU_ASSERT_EQUAL(fresh_count, 2);
+	CU_ASSERT_EQUAL(pool.nrmbs, 2);
+	/* Elements never overlap. */
+	for (i = 1; i < 20; i++)
+		CU_ASSERT(e[i].data != e[0].data);
+	/* A freed element is zeroed and handed out again without a new RMB. */
+	memset(e[3].data, 0xab, e[3].data_len);
+	smcr_rmbe_free(&pool, &e[3]);
+	CU_ASSERT_EQUAL(smcr_rmbe_alloc(&pool, 1000, &e[3], &fresh), 0);
+	CU_ASSERT_FALSE(fresh);
+	CU_ASSERT_EQUAL(e[3].data[0], 0);
+	CU_ASSERT_EQUAL(e[3].data[e[3].data_len - 1], 0);
+	CU_ASSERT_EQUAL(pool.nrmbs, 2);
+	/* Nothing is trimmed while elements are in use. */
+	CU_ASSERT_EQUAL(smcr_rmb_pool_trim(&pool, NULL, NULL), 0);
+	for (i = 0; i < 20; i++)
+		smcr_rmbe_free(&pool, &e[i]);
+	CU_ASSERT_EQUAL(smcr_rmb_pool_trim(&pool, NULL, NULL), 2);
+	CU_ASSERT_EQUAL(pool.bytes, 0);
+	smcr_rmb_pool_fini(&pool);
+}
+
+static void test_eyecatcher_overlay(void)
+{
+	struct smcr_rmb_pool pool;
+	struct smcr_rmbe e, again;
+	bool fresh;
+
+	smcr_rmb_pool_init(&pool, 0);
+	CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&pool, 100000, &e, &fresh), 0);
+	CU_ASSERT_EQUAL(e.rmb->size_code, 3);
+	CU_ASSERT(smcr_rmbe_intact(&e));
+	e.data[-1] ^= 0xff;		/* an overlay of the eye catcher */
+	CU_ASSERT_FALSE(smcr_rmbe_intact(&e));
+	/* Lookup by wire index finds the same element; bad indexes fail. */
+	CU_ASSERT_EQUAL(smcr_rmbe_get(e.rmb, e.index, &again), 0);
+	CU_ASSERT_PTR_EQUAL(again.data, e.data);
+	CU_ASSERT_EQUAL(smcr_rmbe_get(e.rmb, 0, &again), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_rmbe_get(e.rmb, (uint8_t)(e.rmb->nelems + 1), &again), -EINVAL);
+	CU_ASSERT_PTR_EQUAL(smcr_rmb_find(&pool, e.rmb->id), e.rmb);
+	CU_ASSERT_PTR_NULL(smcr_rmb_find(&pool, e.rmb->id + 100));
+	smcr_rmbe_free(&pool, &e);
+	smcr_rmb_pool_fini(&pool);
+}
+
+static void test_pool_limit(void)
+{
+	struct smcr_rmb_pool pool;
+	struct smcr_rmbe a, b;
+	bool fresh;
+
+	/* Room for one 512 KiB element only. */
+	smcr_rmb_pool_init(&pool, 600 * 1024);
+	CU_ASSERT_EQUAL(smcr_rmbe_alloc(&pool, 400000, &a, &fresh), 0);
+	CU_ASSERT_EQUAL(smcr_rmbe_alloc(&pool, 400000, &b, &fresh), -ENOBUFS);
+	/* A smaller class still fits in what is left. */
+	CU_ASSERT_EQUAL(smcr_rmbe_alloc(&pool, 1000, &b, &fresh), 0);
+	CU_ASSERT(pool.bytes <= 600 * 1024);
+	smcr_rmb_pool_fini(&pool);
+}
+
+CU_TestInfo smcr_rmb_tests[] = {
+	{ "size code", test_size_code },
+	{ "alloc and reuse", test_alloc_reuse },
+	{ "eye catcher and lookup", test_eyecatcher_overlay },
+	{ "pool limit", test_pool_limit },
+	CU_TEST_INFO_NULL,
+};

@@ -1,0 +1,9 @@
+/* smcrbd: the test arrays of the libsmcr unit test program. */
+#ifndef SMCR_TESTS_SMCR_SUITES_H
+#define SMCR_TESTS_SMCR_SUITES_H
+
+#include <CUnit/CUnit.h>
+
+extern CU_TestInfo smcr_rmb_tests[];
+
+#endif
