@@ -1,0 +1,455 @@
+/* smcrbd: TCP option (RFC 7609 A.1) and CLC message (A.2) codecs. */
+#include <config.h>
+
+#include <string.h>
+
+#include "byteorder.h"
+#include "msg.h"
+#include "wire.h"
+
+static const uint8_t eyecatcher[4] = {
+	SMCR_EYECATCHER_0, SMCR_EYECATCHER_1, SMCR_EYECATCHER_2, SMCR_EYECATCHER_3,
+};
+
+const char *smcr_msg_strerror(int err)
+{
+	switch (err) {
+	case SMCR_E_TRUNC: return "message truncated";
+	case SMCR_E_EYECATCHER: return "bad eyecatcher";
+	case SMCR_E_TRAILER: return "bad trailing eyecatcher";
+	case SMCR_E_LENGTH: return "bad message length";
+	case SMCR_E_TYPE: return "unknown message type";
+	case SMCR_E_OPTIONAL: return "unsupported optional message type";
+	case SMCR_E_NOTTYPE: return "unexpected message type";
+	case SMCR_E_VERSION: return "unsupported SMC version";
+	case SMCR_E_RANGE: return "field out of range";
+	case SMCR_E_PREFIXES: return "IPv6 prefixes do not fit";
+	case SMCR_E_NOSPC: return "buffer too small";
+	case SMCR_E_INVAL: return "value does not fit its field";
+	default: return "unknown error";
+	}
+}
+
+/* ---- A.1 TCP option ------------------------------------------------------ */
+
+int smcr_tcpopt_encode(void *buf, size_t len)
+{
+	struct smcr_wire_tcpopt w = {
+		.kind = SMCR_TCPOPT_KIND,
+		.len = SMCR_TCPOPT_LEN,
+		.exid = htobe32(SMCR_EYECATCHER_BE32),
+	};
+
+	if (len < sizeof(w))
+		return SMCR_E_NOSPC;
+	memcpy(buf, &w, sizeof(w));
+	return sizeof(w);
+}
+
+int smcr_tcpopt_find(const void *opts, size_t len)
+{
+	const uint8_t *p = opts;
+	size_t i = 0;
+	int found = 0;
+
+	while (i < len) {
+		uint8_t kind = p[i], olen;
+
+		if (kind == 0)			/* end of option list */
+			break;
+		if (kind == 1) {		/* no-operation */
+			i++;
+			continue;
+		}
+		if (len - i < 2)
+			return SMCR_E_TRUNC;
+		olen = p[i + 1];
+		if (olen < 2)
+			return SMCR_E_LENGTH;
+		if (olen > len - i)
+			return SMCR_E_TRUNC;
+		/* RFC 6994: kind 254 carries a 16- or 32-bit ExID; ours is the
+		 * 32-bit E2D4C3D9.  Other users of kind 254 are not ours. */
+		if (kind == SMCR_TCPOPT_KIND && olen >= 6 &&
+		    memcmp(p + i + 2, eyecatcher, 4) == 0) {
+			if (olen != SMCR_TCPOPT_LEN)
+				return SMCR_E_LENGTH;
+			found = 1;
+		}
+		i += olen;
+	}
+	return found;
+}
+
+int smcr_tcpopt_find_in_tcphdr(const void *tcphdr, size_t len)
+{
+	const uint8_t *p = tcphdr;
+	size_t hlen;
+
+	if (len < 20)
+		return SMCR_E_TRUNC;
+	hlen = (size_t)(p[12] >> 4) * 4;	/* data offset, in 32-bit words */
+	if (hlen < 20)
+		return SMCR_E_LENGTH;
+	if (hlen > len)
+		return SMCR_E_TRUNC;
+	return smcr_tcpopt_find(p + 20, hlen - 20);
+}
+
+/* ---- A.2 CLC ------------------------------------------------------------- */
+
+const char *smcr_decline_str(uint32_t diag)
+{
+	switch (diag) {
+	case SMCR_DECL_MEM: return "insufficient memory resources";
+	case SMCR_DECL_TIMEOUT_CL: return "timeout waiting for CONFIRM LINK";
+	case SMCR_DECL_TIMEOUT_AL: return "timeout waiting for ADD LINK";
+	case SMCR_DECL_CNFERR: return "configuration error";
+	case SMCR_DECL_PEERNOSMC: return "peer did not indicate SMC";
+	case SMCR_DECL_IPSEC: return "IPsec in use";
+	case SMCR_DECL_NOSMCDEV: return "no SMC device found";
+	case SMCR_DECL_NOSMCRDEV: return "no SMC-R device found";
+	case SMCR_DECL_MODEUNSUPP: return "SMC modes do not match";
+	case SMCR_DECL_RMBE_EC: return "peer uses RMBE eyecatchers";
+	case SMCR_DECL_OPTUNSUPP: return "socket option not supported";
+	case SMCR_DECL_DIFFPREFIX: return "IP prefix or subnet mismatch";
+	case SMCR_DECL_GETVLANERR: return "cannot get VLAN";
+	case SMCR_DECL_NOACTLINK: return "no active link in link group";
+	case SMCR_DECL_NOSRVLINK: return "server's link not found";
+	case SMCR_DECL_VERSMISMAT: return "SMC version mismatch";
+	case SMCR_DECL_SYNCERR: return "synchronisation error";
+	case SMCR_DECL_PEERDECL: return "peer declined";
+	case SMCR_DECL_INTERR: return "internal error";
+	case SMCR_DECL_ERR_RTOK: return "rtoken handling failed";
+	case SMCR_DECL_ERR_RDYLNK: return "link setup failed";
+	case SMCR_DECL_ERR_REGBUF: return "buffer registration failed";
+	default: return "unknown";
+	}
+}
+
+static void peer_id_to_wire(struct smcr_wire_peer_id *w, const struct smcr_peer_id *h)
+{
+	w->instance = htobe16(h->instance);
+	memcpy(w->mac, h->mac, sizeof(w->mac));
+}
+
+static void peer_id_from_wire(struct smcr_peer_id *h, const struct smcr_wire_peer_id *w)
+{
+	h->instance = be16toh(w->instance);
+	memcpy(h->mac, w->mac, sizeof(h->mac));
+}
+
+static void hdr_to_wire(struct smcr_wire_clc_hdr *w, uint8_t type, size_t length,
+			uint8_t flags)
+{
+	memcpy(w->eyecatcher, eyecatcher, sizeof(eyecatcher));
+	w->type = type;
+	w->length = htobe16((uint16_t)length);
+	w->version_flags = (uint8_t)(SMCR_CLC_VERSION << 4 | (flags & 0x0F));
+}
+
+static size_t min_len(uint8_t type)
+{
+	switch (type) {
+	case SMCR_CLC_PROPOSAL: return SMCR_CLC_PROPOSAL_MIN_LEN;
+	case SMCR_CLC_ACCEPT: return SMCR_CLC_ACCEPT_LEN;
+	case SMCR_CLC_CONFIRM: return SMCR_CLC_CONFIRM_LEN;
+	case SMCR_CLC_DECLINE: return SMCR_CLC_DECLINE_LEN;
+	default: return 0;
+	}
+}
+
+int smcr_clc_hdr_decode(const void *buf, size_t len, struct smcr_clc_hdr *hdr)
+{
+	struct smcr_wire_clc_hdr w;
+
+	if (len < sizeof(w))
+		return SMCR_E_TRUNC;
+	memcpy(&w, buf, sizeof(w));
+	if (memcmp(w.eyecatcher, eyecatcher, sizeof(eyecatcher)) != 0)
+		return SMCR_E_EYECATCHER;
+	hdr->type = w.type;
+	hdr->length = be16toh(w.length);
+	hdr->version = w.version_flags >> 4;
+	hdr->flags = w.version_flags & 0x0F;
+	if (hdr->version != SMCR_CLC_VERSION)
+		/* A v2 (or later) peer: the caller reads hdr->length bytes
+		 * and declines.  Its messages have other layouts, so nothing
+		 * but the header is checked. */
+		return hdr->length >= sizeof(w) ? SMCR_E_VERSION : SMCR_E_LENGTH;
+	if (min_len(hdr->type) == 0)
+		return SMCR_E_TYPE;
+	if (hdr->length < min_len(hdr->type))
+		return SMCR_E_LENGTH;
+	return hdr->length;
+}
+
+static bool trailer_ok(const uint8_t *msg, size_t length)
+{
+	return memcmp(msg + length - SMCR_CLC_TRAILER_LEN, eyecatcher,
+		      SMCR_CLC_TRAILER_LEN) == 0;
+}
+
+static int proposal_decode(const uint8_t *p, size_t length, struct smcr_clc_proposal *m)
+{
+	struct smcr_wire_clc_proposal_head head;
+	struct smcr_wire_clc_ip_area ip;
+	size_t off, room;
+	unsigned int i;
+
+	memcpy(&head, p, sizeof(head));
+	peer_id_from_wire(&m->peer_id, &head.peer_id);
+	memcpy(m->gid, head.gid, sizeof(m->gid));
+	memcpy(m->mac, head.mac, sizeof(m->mac));
+	m->ip_area_offset = be16toh(head.ip_area_offset);
+
+	/* head, growth area, IP area, prefixes, trailer */
+	off = sizeof(head) + m->ip_area_offset;
+	if (off + sizeof(ip) + SMCR_CLC_TRAILER_LEN > length)
+		return SMCR_E_LENGTH;
+	memcpy(&ip, p + off, sizeof(ip));
+	off += sizeof(ip);
+	m->ipv4_subnet = be32toh(ip.ipv4_subnet);
+	m->ipv4_mask_len = ip.ipv4_mask_len;
+	m->ipv6_prefix_count = ip.ipv6_prefix_count;
+	if (m->ipv4_mask_len > 32)
+		return SMCR_E_RANGE;
+	if (m->ipv6_prefix_count > SMCR_CLC_MAX_IPV6_PREFIXES)
+		return SMCR_E_RANGE;
+
+	room = length - SMCR_CLC_TRAILER_LEN - off;
+	if ((size_t)m->ipv6_prefix_count * sizeof(struct smcr_wire_ipv6_prefix) > room)
+		return SMCR_E_PREFIXES;
+	if ((size_t)m->ipv6_prefix_count * sizeof(struct smcr_wire_ipv6_prefix) < room)
+		return SMCR_E_LENGTH;	/* bytes left over before the trailer */
+	for (i = 0; i < m->ipv6_prefix_count; i++) {
+		struct smcr_wire_ipv6_prefix w;
+
+		memcpy(&w, p + off, sizeof(w));
+		off += sizeof(w);
+		memcpy(m->ipv6_prefix[i].prefix, w.prefix, sizeof(w.prefix));
+		m->ipv6_prefix[i].len = w.prefix_len;
+		if (w.prefix_len > 128)
+			return SMCR_E_RANGE;
+	}
+	return 0;
+}
+
+static int acc_conf_decode(const uint8_t *p, uint8_t type, struct smcr_clc_accept_confirm *m)
+{
+	struct smcr_wire_clc_accept_confirm w;
+
+	memcpy(&w, p, sizeof(w));
+	m->first_contact = type == SMCR_CLC_ACCEPT &&
+		(w.hdr.version_flags & SMCR_CLC_FLAG_FIRST_CONTACT);
+	peer_id_from_wire(&m->peer_id, &w.peer_id);
+	memcpy(m->gid, w.gid, sizeof(m->gid));
+	memcpy(m->mac, w.mac, sizeof(m->mac));
+	m->qpn = smcr_get_be24(w.qpn);
+	m->rmb_rkey = be32toh(w.rmb_rkey);
+	m->rmbe_idx = w.rmbe_idx;
+	m->rmbe_alert_token = be32toh(w.rmbe_alert_token);
+	m->rmbe_size = w.rmbe_size_mtu >> 4;
+	m->qp_mtu = w.rmbe_size_mtu & 0x0F;
+	m->rmb_vaddr = be64toh(w.rmb_vaddr);
+	m->psn = smcr_get_be24(w.psn);
+	/* A.2.3: the MTU "should only be validated in the first contact
+	 * exchange". */
+	if (m->first_contact && !smcr_mtu_valid(m->qp_mtu))
+		return SMCR_E_RANGE;
+	return 0;
+}
+
+static int decline_decode(const uint8_t *p, struct smcr_clc_decline *m)
+{
+	struct smcr_wire_clc_decline w;
+
+	memcpy(&w, p, sizeof(w));
+	m->out_of_sync = w.hdr.version_flags & SMCR_CLC_FLAG_OUT_OF_SYNC;
+	peer_id_from_wire(&m->peer_id, &w.peer_id);
+	m->diagnosis = be32toh(w.diagnosis);
+	return 0;
+}
+
+int smcr_clc_decode(const void *buf, size_t len, struct smcr_clc_msg *msg)
+{
+	const uint8_t *p = buf;
+	int rc;
+
+	memset(msg, 0, sizeof(*msg));
+	rc = smcr_clc_hdr_decode(buf, len, &msg->hdr);
+	if (rc < 0)
+		return rc;
+	if (len < msg->hdr.length)
+		return SMCR_E_TRUNC;
+	switch (msg->hdr.type) {
+	case SMCR_CLC_PROPOSAL:
+		if (!trailer_ok(p, msg->hdr.length))
+			return SMCR_E_TRAILER;
+		rc = proposal_decode(p, msg->hdr.length, &msg->proposal);
+		break;
+	case SMCR_CLC_ACCEPT:
+	case SMCR_CLC_CONFIRM:
+		if (msg->hdr.length != SMCR_CLC_ACCEPT_LEN)
+			return SMCR_E_LENGTH;
+		if (!trailer_ok(p, msg->hdr.length))
+			return SMCR_E_TRAILER;
+		rc = acc_conf_decode(p, msg->hdr.type, &msg->accept);
+		break;
+	case SMCR_CLC_DECLINE:
+		if (msg->hdr.length != SMCR_CLC_DECLINE_LEN)
+			return SMCR_E_LENGTH;
+		if (!trailer_ok(p, msg->hdr.length))
+			return SMCR_E_TRAILER;
+		rc = decline_decode(p, &msg->decline);
+		break;
+	default:
+		return SMCR_E_TYPE;	/* not reached: hdr_decode checked */
+	}
+	return rc < 0 ? rc : msg->hdr.length;
+}
+
+int smcr_clc_decode_type(const void *buf, size_t len, enum smcr_clc_type type,
+			 struct smcr_clc_msg *msg)
+{
+	int rc = smcr_clc_decode(buf, len, msg);
+
+	if (rc >= 0 && msg->hdr.type != type)
+		return SMCR_E_NOTTYPE;
+	return rc;
+}
+
+static int proposal_len(const struct smcr_clc_proposal *m)
+{
+	if (m->ipv6_prefix_count > SMCR_CLC_MAX_IPV6_PREFIXES || m->ipv4_mask_len > 32)
+		return SMCR_E_INVAL;
+	for (unsigned int i = 0; i < m->ipv6_prefix_count; i++)
+		if (m->ipv6_prefix[i].len > 128)
+			return SMCR_E_INVAL;
+	size_t n = sizeof(struct smcr_wire_clc_proposal) + m->ip_area_offset +
+		(size_t)m->ipv6_prefix_count * sizeof(struct smcr_wire_ipv6_prefix);
+	if (n > UINT16_MAX)
+		return SMCR_E_INVAL;
+	return (int)n;
+}
+
+static int acc_conf_check(const struct smcr_clc_accept_confirm *m)
+{
+	if (m->qpn > SMCR_U24_MAX || m->psn > SMCR_U24_MAX ||
+	    m->rmbe_size > 0x0F || m->qp_mtu > 0x0F)
+		return SMCR_E_INVAL;
+	return 0;
+}
+
+int smcr_clc_encoded_len(const struct smcr_clc_msg *msg)
+{
+	int rc;
+
+	switch (msg->hdr.type) {
+	case SMCR_CLC_PROPOSAL:
+		return proposal_len(&msg->proposal);
+	case SMCR_CLC_ACCEPT:
+	case SMCR_CLC_CONFIRM:
+		rc = acc_conf_check(&msg->accept);
+		return rc < 0 ? rc : SMCR_CLC_ACCEPT_LEN;
+	case SMCR_CLC_DECLINE:
+		return SMCR_CLC_DECLINE_LEN;
+	default:
+		return SMCR_E_TYPE;
+	}
+}
+
+static void proposal_encode(const struct smcr_clc_proposal *m, uint8_t *p, size_t length)
+{
+	struct smcr_wire_clc_proposal_head head;
+	struct smcr_wire_clc_ip_area ip;
+	size_t off;
+
+	memset(&head, 0, sizeof(head));
+	hdr_to_wire(&head.hdr, SMCR_CLC_PROPOSAL, length, 0);
+	peer_id_to_wire(&head.peer_id, &m->peer_id);
+	memcpy(head.gid, m->gid, sizeof(head.gid));
+	memcpy(head.mac, m->mac, sizeof(head.mac));
+	head.ip_area_offset = htobe16(m->ip_area_offset);
+	memcpy(p, &head, sizeof(head));
+	off = sizeof(head);
+
+	memset(p + off, 0, m->ip_area_offset);	/* growth area */
+	off += m->ip_area_offset;
+
+	memset(&ip, 0, sizeof(ip));
+	ip.ipv4_subnet = htobe32(m->ipv4_subnet);
+	ip.ipv4_mask_len = m->ipv4_mask_len;
+	ip.ipv6_prefix_count = m->ipv6_prefix_count;
+	memcpy(p + off, &ip, sizeof(ip));
+	off += sizeof(ip);
+
+	for (unsigned int i = 0; i < m->ipv6_prefix_count; i++) {
+		struct smcr_wire_ipv6_prefix w;
+
+		memcpy(w.prefix, m->ipv6_prefix[i].prefix, sizeof(w.prefix));
+		w.prefix_len = m->ipv6_prefix[i].len;
+		memcpy(p + off, &w, sizeof(w));
+		off += sizeof(w);
+	}
+	memcpy(p + off, eyecatcher, sizeof(eyecatcher));
+}
+
+static void acc_conf_encode(const struct smcr_clc_accept_confirm *m, uint8_t type, uint8_t *p)
+{
+	struct smcr_wire_clc_accept_confirm w;
+
+	memset(&w, 0, sizeof(w));
+	hdr_to_wire(&w.hdr, type, sizeof(w),
+		    type == SMCR_CLC_ACCEPT && m->first_contact ? SMCR_CLC_FLAG_FIRST_CONTACT : 0);
+	peer_id_to_wire(&w.peer_id, &m->peer_id);
+	memcpy(w.gid, m->gid, sizeof(w.gid));
+	memcpy(w.mac, m->mac, sizeof(w.mac));
+	smcr_put_be24(w.qpn, m->qpn);
+	w.rmb_rkey = htobe32(m->rmb_rkey);
+	w.rmbe_idx = m->rmbe_idx;
+	w.rmbe_alert_token = htobe32(m->rmbe_alert_token);
+	w.rmbe_size_mtu = (uint8_t)(m->rmbe_size << 4 | m->qp_mtu);
+	w.rmb_vaddr = htobe64(m->rmb_vaddr);
+	smcr_put_be24(w.psn, m->psn);
+	memcpy(w.trailer.eyecatcher, eyecatcher, sizeof(eyecatcher));
+	memcpy(p, &w, sizeof(w));
+}
+
+static void decline_encode(const struct smcr_clc_decline *m, uint8_t *p)
+{
+	struct smcr_wire_clc_decline w;
+
+	memset(&w, 0, sizeof(w));
+	hdr_to_wire(&w.hdr, SMCR_CLC_DECLINE, sizeof(w),
+		    m->out_of_sync ? SMCR_CLC_FLAG_OUT_OF_SYNC : 0);
+	peer_id_to_wire(&w.peer_id, &m->peer_id);
+	w.diagnosis = htobe32(m->diagnosis);
+	memcpy(w.trailer.eyecatcher, eyecatcher, sizeof(eyecatcher));
+	memcpy(p, &w, sizeof(w));
+}
+
+int smcr_clc_encode(const struct smcr_clc_msg *msg, void *buf, size_t len)
+{
+	int n = smcr_clc_encoded_len(msg);
+
+	if (n < 0)
+		return n;
+	if (len < (size_t)n)
+		return SMCR_E_NOSPC;
+	switch (msg->hdr.type) {
+	case SMCR_CLC_PROPOSAL:
+		proposal_encode(&msg->proposal, buf, (size_t)n);
+		break;
+	case SMCR_CLC_ACCEPT:
+		acc_conf_encode(&msg->accept, SMCR_CLC_ACCEPT, buf);
+		break;
+	case SMCR_CLC_CONFIRM:
+		acc_conf_encode(&msg->confirm, SMCR_CLC_CONFIRM, buf);
+		break;
+	case SMCR_CLC_DECLINE:
+		decline_encode(&msg->decline, buf);
+		break;
+	}
+	return n;
+}
