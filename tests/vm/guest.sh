@@ -1,0 +1,119 @@
+#!/bin/bash
+# The rxe lane's guest agent: PID 1 inside each VM after the initramfs has
+# switch_rooted into the overlay on the host's root filesystem.
+#
+# Kernel command line (set by lib.sh):
+#   smcr.name=A          the VM's name (its role: A, B, ...)
+#   smcr.idx=1           host number: the VM's address on link L is 10.1.L.idx
+#   smcr.links=2         number of virtio NICs (eth0 = link 1, eth1 = link 2)
+#   smcr.share=DIR       the host directory shared read-write (9p tag
+#                        "smcrshare"), mounted at the same path in the guest
+#   smcr.script=PATH     optional: run "PATH NAME ARGS..." once set up,
+#   smcr.args=a,b,c      as command "boot" (see below)
+#
+# It mounts the basic filesystems, loads virtio_net + rdma_rxe + ib_uverbs,
+# puts 10.1.L.idx/24 on eth(L-1) and an rxe device rxe(L-1) on top of it,
+# writes DIR/ready and then serves commands: the host drops DIR/cmd/ID.sh,
+# the agent moves it to DIR/run/ and runs it in the background with
+# stdout/stderr in DIR/out/ID.out and DIR/out/ID.err and, when it ends, its
+# exit status in DIR/out/ID.rc.  DIR/halt makes the agent power the VM off.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root LANG=C.UTF-8 TERM=dumb
+t0=${EPOCHREALTIME/./}
+
+say() { echo "guest ${name:-?}: $*" >/dev/console; }
+halt_now() {
+    sync
+    /bin/busybox poweroff -f
+    sleep 10
+}
+die() { say "FATAL: $*"; [ -n "${share:-}" ] && echo "$*" >"$share/fatal"; halt_now; }
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t tmpfs -o mode=0755 tmpfs /run
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+
+name=X idx=1 links=0 share= script= args=
+for arg in $(</proc/cmdline); do
+    case $arg in
+        smcr.name=*)   name=${arg#*=} ;;
+        smcr.idx=*)    idx=${arg#*=} ;;
+        smcr.links=*)  links=${arg#*=} ;;
+        smcr.share=*)  share=${arg#*=} ;;
+        smcr.script=*) script=${arg#*=} ;;
+        smcr.args=*)   args=${arg#*=} ;;
+    esac
+done
+[ -n "$share" ] || die "no smcr.share= on the kernel command line"
+hostname "smcr-$name"
+ip link set lo up
+ulimit -l unlimited
+ulimit -c 0
+
+mkdir -p "$share"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,cache=none \
+    smcrshare "$share" || die "cannot mount the shared directory at $share"
+mkdir -p "$share/cmd" "$share/run" "$share/out" || die "shared directory not writable"
+
+setup_links() {
+    local i dev
+    modprobe -a virtio_net rdma_rxe ib_uverbs || return 1
+    for (( i=0; i<links; i++ )); do
+        dev=eth$i
+        for (( n=0; n<100; n++ )); do
+            [ -e "/sys/class/net/$dev" ] && break
+            sleep 0.05
+        done
+        [ -e "/sys/class/net/$dev" ] || { say "no $dev"; return 1; }
+        ip addr add "10.1.$((i+1)).$idx/24" dev "$dev" || return 1
+        ip link set "$dev" up || return 1
+        rdma link add "rxe$i" type rxe netdev "$dev" || return 1
+    done
+}
+if [ "$links" -gt 0 ]; then
+    setup_links >"$share/setup.log" 2>&1 || die "link setup failed: $(tail -n 5 "$share/setup.log")"
+else
+    modprobe -a rdma_rxe ib_uverbs >"$share/setup.log" 2>&1
+fi
+{
+    echo "kernel $(uname -r) after $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms in userspace"
+    ip -br addr
+    rdma link show 2>/dev/null
+} >"$share/ready.tmp"
+mv "$share/ready.tmp" "$share/ready"
+say "ready ($(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms)"
+
+# The agent.  One background job per command; bash (PID 1) reaps them and
+# anything orphaned.  Sleep with a builtin read on a FIFO: no fork per tick.
+mkfifo /run/agent-tick
+exec 9<>/run/agent-tick
+start_cmd() {
+    local id=$1
+    mv "$share/cmd/$id.sh" "$share/run/$id.sh" || return
+    (
+        cd /
+        bash "$share/run/$id.sh" >"$share/out/$id.out" 2>"$share/out/$id.err" </dev/null
+        echo $? >"$share/out/$id.rc.tmp"
+        mv "$share/out/$id.rc.tmp" "$share/out/$id.rc"
+    ) &
+}
+if [ -n "$script" ]; then
+    IFS=, read -r -a argv <<<"$args"
+    printf '%q ' "$script" "$name" "${argv[@]}" >"$share/cmd/boot.sh"
+    echo >>"$share/cmd/boot.sh"
+fi
+shopt -s nullglob
+while :; do
+    for f in "$share"/cmd/*.sh; do
+        f=${f##*/}
+        start_cmd "${f%.sh}"
+    done
+    [ -e "$share/halt" ] && break
+    read -r -t 0.05 -u 9 _
+done
+say "halting"
+halt_now

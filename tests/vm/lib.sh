@@ -1,0 +1,411 @@
+# The rxe VM lane: boot Debian's stock kernel under qemu (TCG) with the host's
+# root filesystem shared read-only, one or two VMs ("hosts" A and B), each
+# with up to two virtio NICs; NIC L of A and NIC L of B form link L, a
+# "-netdev dgram" UDP pair on 127.0.0.1.  Every NIC carries an rxe device.
+# See tests/vm/README.md and design.md §4.
+#
+# Source it from a VM test (it sources ../functions.sh):
+#     . "$(dirname "$0")/lib.sh"
+#
+#   vm_requires              skip (77) unless qemu, the kernel, its modules,
+#                            busybox and root are there
+#   vm_start_pair            boot A and B with two links each; returns when
+#                            both are set up (10.1.L.1 = A, 10.1.L.2 = B,
+#                            rxe0 on eth0 = link 1, rxe1 on eth1 = link 2)
+#   vm_start_single [LINKS]  boot A alone (no NICs unless LINKS > 0)
+#   vm_start NAME IDX LINKS [SCRIPT [ARGS,...]]
+#                            boot one VM (low level: vm_start_pair is two of
+#                            these plus the port plumbing); SCRIPT runs in
+#                            the guest as "SCRIPT NAME ARGS..." (job "boot")
+#   vm_run [-t SECS] NAME CMD...
+#                            run CMD (a shell string) in VM NAME; blocks,
+#                            prints its stdout/stderr, returns its status
+#   vm_bg NAME CMD...        start CMD in the background, print its job id
+#   vm_wait [-t SECS] NAME ID
+#                            wait for a job, print its output, return status
+#   vm_ip NAME LINK          print the VM's address on link LINK
+#   vm_link NAME LINK on|off set_link on the VM's side of link LINK (the
+#                            guest sees carrier loss on that NIC)
+#   vm_cable LINK on|off     both ends of link LINK: a pulled cable
+#   vm_qmp NAME JSON         send one QMP command, print the reply
+#   vm_hmp NAME CMD          human monitor command through QMP
+#   vm_share NAME            print the VM's shared read-write directory (the
+#                            same path inside the guest)
+#   vm_log NAME              print the path of the VM's serial log
+#   vm_stop [NAME...]        power the VMs off (all by default) and wait
+#
+# Commands run in the guest as root in bash, with cwd and the abs_* variables
+# of the host test, and see the host's files (so ${abs_top_builddir} binaries
+# work) with a tmpfs overlay on top.  Environment knobs:
+#   SMCR_VM_KERNEL   kernel image (default: newest /boot/vmlinuz-*)
+#   SMCR_VM_MEM      MiB per VM (default 768)
+#   SMCR_VM_TIMEOUT  watchdog: kill a VM after this many seconds (default 300)
+#   SMCR_VM_CMD_TIMEOUT  default limit of vm_run / vm_wait (default 120)
+#   SMCR_VM_WORKDIR  where logs and shared dirs go (default:
+#                    ${abs_builddir}/vm/<test name>.d, kept after the test)
+
+_vm_libdir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$_vm_libdir/../functions.sh"
+
+: "${SMCR_VM_MEM:=768}"
+: "${SMCR_VM_TIMEOUT:=300}"
+: "${SMCR_VM_CMD_TIMEOUT:=120}"
+: "${abs_builddir:=$abs_top_builddir/tests}"
+
+# Modules the initramfs loads to reach the host root (with dependencies).
+VM_INITRAMFS_MODULES="virtio_pci 9pnet_virtio 9p overlay"
+
+declare -A _vm_dir _vm_idx _vm_links _vm_sock
+_vm_names=()
+_vm_t0=${EPOCHREALTIME/./}
+
+_vm_ms() { echo $(( (${EPOCHREALTIME/./} - _vm_t0) / 1000 )); }
+vm_say() { echo "[vm $(printf '%6.1f' "$(_vm_ms)e-3")s] $*"; }
+
+vm_requires() {
+    requires_root
+    command -v qemu-system-x86_64 >/dev/null 2>&1 ||
+        skip "qemu-system-x86_64 not found (Debian package qemu-system-x86)"
+    VM_KERNEL=${SMCR_VM_KERNEL:-$(ls -1v /boot/vmlinuz-* 2>/dev/null | tail -n 1)}
+    [ -n "$VM_KERNEL" ] && [ -r "$VM_KERNEL" ] ||
+        skip "no kernel image in /boot (Debian package linux-image-amd64)"
+    VM_KVER=${VM_KERNEL##*/vmlinuz-}
+    [ -f "/lib/modules/$VM_KVER/modules.dep" ] ||
+        skip "no modules for kernel $VM_KVER in /lib/modules"
+    [ -x /bin/busybox ] ||
+        skip "no /bin/busybox (Debian package busybox-static)"
+    command -v modprobe >/dev/null 2>&1 || skip "no modprobe (Debian package kmod)"
+    for m in rdma_rxe ib_uverbs virtio_net 9p overlay; do
+        modprobe -S "$VM_KVER" -n "$m" >/dev/null 2>&1 ||
+            skip "kernel $VM_KVER has no module $m"
+    done
+    export VM_KERNEL VM_KVER
+}
+
+# Builds (or reuses) the initramfs: busybox, the modules to reach the host
+# root, and initramfs-init.sh as /init.  Prints its path.
+vm_initramfs() {
+    local out=$abs_top_builddir/tests/vm/initramfs-$VM_KVER.cpio
+    local init=$_vm_libdir/initramfs-init.sh
+    if [ -s "$out" ] && [ "$out" -nt "$init" ] && [ "$out" -nt /bin/busybox ] &&
+        [ "$out" -nt "/lib/modules/$VM_KVER/modules.dep" ]; then
+        echo "$out"; return 0
+    fi
+    local stage n=0 ko base
+    mkdir -p "${out%/*}"
+    stage=$(mktemp -d "${out%/*}/initramfs.XXXXXX")
+    mkdir -p "$stage"/{bin,modules,proc,dev,sys}
+    cp /bin/busybox "$stage/bin/busybox"
+    ln -s busybox "$stage/bin/sh"
+    cp "$init" "$stage/init"
+    chmod 755 "$stage/init"
+    # modprobe prints the insmod lines in load order, dependencies first.
+    while read -r ko; do
+        n=$((n + 1)); base=$(printf '%02d-%s' "$n" "${ko##*/}")
+        case $ko in
+            *.ko)     cp "$ko" "$stage/modules/$base" ;;
+            *.ko.xz)  xz -dc "$ko" >"$stage/modules/${base%.xz}" ;;
+            *.ko.zst) zstd -qdc "$ko" >"$stage/modules/${base%.zst}" ;;
+            *.ko.gz)  gzip -dc "$ko" >"$stage/modules/${base%.gz}" ;;
+            *) rm -rf "$stage"; fail "unknown module format: $ko" ;;
+        esac || { rm -rf "$stage"; fail "cannot copy $ko"; }
+    done < <(modprobe -S "$VM_KVER" --show-depends -a $VM_INITRAMFS_MODULES |
+                 awk '$1 == "insmod" && !seen[$2]++ { print $2 }')
+    [ "$n" -gt 0 ] || { rm -rf "$stage"; fail "found no modules for the initramfs"; }
+    (cd "$stage" && find . | LC_ALL=C sort | busybox cpio -o -H newc 2>/dev/null) \
+        >"$out.tmp.$$" || { rm -rf "$stage" "$out.tmp.$$"; fail "cpio failed"; }
+    mv "$out.tmp.$$" "$out"
+    rm -rf "$stage"
+    echo "$out"
+}
+
+# Prints N free UDP ports on 127.0.0.1.
+_vm_udp_ports() {
+    python3 - "$1" <<'EOF' 2>/dev/null ||
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+EOF
+    { local i p=$(( 30000 + RANDOM % 20000 )); for (( i=0; i<$1; i++ )); do printf '%s ' $((p+i)); done; echo; }
+}
+
+_vm_workdir() {
+    if [ -z "${_vm_work:-}" ]; then
+        local t; t=$(basename "$0" .sh)
+        _vm_work=${SMCR_VM_WORKDIR:-$abs_builddir/vm/$t.d}
+        rm -rf "$_vm_work"
+        mkdir -p "$_vm_work" || fail "cannot create $_vm_work"
+        case $_vm_work in *[[:space:],]*) fail "work dir path must not contain blanks or commas: $_vm_work" ;; esac
+        cleanup_fn _vm_cleanup
+    fi
+}
+
+# vm_start NAME IDX LINKS [SCRIPT [ARGS]] -- NICs come from _vm_nics_NAME
+# (qemu arguments, set by vm_start_pair); boots in the background.  Call
+# vm_wait_ready afterwards.
+vm_start() {
+    local name=$1 idx=$2 links=$3 script=${4:-} args=${5:-}
+    [ -n "${VM_KVER:-}" ] || vm_requires
+    _vm_workdir
+    local initrd dir qmp cmdline
+    initrd=$(vm_initramfs) || exit 1
+    dir=$_vm_work/$name
+    mkdir -p "$dir/share"
+    qmp=$dir/qmp.sock
+    [ ${#qmp} -lt 100 ] || qmp=$(mktemp -u "/tmp/smcr-vm-$name.XXXXXX")
+    _vm_dir[$name]=$dir _vm_idx[$name]=$idx _vm_links[$name]=$links _vm_sock[$name]=$qmp
+    _vm_names+=("$name")
+    cmdline="console=ttyS0 quiet panic=-1 mitigations=off nokaslr 8250.nr_uarts=1"
+    cmdline+=" smcr.init=$_vm_libdir/guest.sh smcr.name=$name smcr.idx=$idx"
+    cmdline+=" smcr.links=$links smcr.share=$dir/share"
+    [ -n "$script" ] && cmdline+=" smcr.script=$script smcr.args=$args"
+    local -a nics
+    eval "nics=(\${_vm_nics_$name[@]+\"\${_vm_nics_$name[@]}\"})"
+    (
+        exec 0</dev/null
+        timeout -k 5 "$SMCR_VM_TIMEOUT" qemu-system-x86_64 \
+            -nodefaults -no-user-config -machine pc,accel=tcg -cpu max \
+            -smp 1 -m "$SMCR_VM_MEM" -display none -vga none -no-reboot \
+            -kernel "$VM_KERNEL" -initrd "$initrd" -append "$cmdline" \
+            -serial "file:$dir/serial.log" \
+            -qmp "unix:$qmp,server=on,wait=off" -pidfile "$dir/qemu.pid" \
+            -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+            -virtfs "local,path=$dir/share,mount_tag=smcrshare,security_model=none,multidevs=remap" \
+            "${nics[@]}" >"$dir/qemu.log" 2>&1
+        rc=$?
+        if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+            echo "watchdog: VM $name still running after ${SMCR_VM_TIMEOUT}s (SMCR_VM_TIMEOUT): killed it; serial log: $dir/serial.log" |
+                tee -a "$dir/qemu.log" >&2
+        fi
+        echo "$rc" >"$dir/qemu.rc"
+    ) &
+    eval "_vm_wrapper_$name=$!"
+}
+
+# Waits until the guest agent of NAME is up (or fails with its logs).
+vm_wait_ready() {
+    local name=$1 dir=${_vm_dir[$1]} limit=${2:-120} i
+    for (( i=0; i<limit*20; i++ )); do
+        [ -e "$dir/share/ready" ] && { vm_say "$name up: $(head -n 1 "$dir/share/ready")"; return 0; }
+        [ -e "$dir/share/fatal" ] && _vm_died "$name" "guest setup failed: $(cat "$dir/share/fatal")"
+        [ -e "$dir/qemu.rc" ] && _vm_died "$name" "qemu exited ($(cat "$dir/qemu.rc")) before the guest was up"
+        sleep 0.05
+    done
+    _vm_died "$name" "guest not up after ${limit}s"
+}
+
+_vm_died() {
+    local name=$1; shift
+    local dir=${_vm_dir[$name]}
+    {
+        echo "VM $name: $*"
+        echo "--- qemu log $dir/qemu.log:"; tail -n 20 "$dir/qemu.log" 2>/dev/null
+    } >&2
+    fail "VM $name: $*"
+}
+
+# Link L of A and B: A's end on udp port pA, B's on pB.
+_vm_plumb_pair() {
+    local links=$1 l ports p
+    read -r -a ports <<<"$(_vm_udp_ports $((2 * links)))"
+    _vm_nics_A=() _vm_nics_B=()
+    for (( l=1; l<=links; l++ )); do
+        local pa=${ports[$((2*l-2))]} pb=${ports[$((2*l-1))]}
+        _vm_nics_A+=(-netdev "dgram,id=link$l,local.type=inet,local.host=127.0.0.1,local.port=$pa,remote.type=inet,remote.host=127.0.0.1,remote.port=$pb"
+                     -device "virtio-net-pci,netdev=link$l,mac=52:54:00:5c:01:0$l")
+        _vm_nics_B+=(-netdev "dgram,id=link$l,local.type=inet,local.host=127.0.0.1,local.port=$pb,remote.type=inet,remote.host=127.0.0.1,remote.port=$pa"
+                     -device "virtio-net-pci,netdev=link$l,mac=52:54:00:5c:02:0$l")
+    done
+}
+
+vm_start_pair() {
+    local links=${1:-2}
+    vm_requires
+    _vm_plumb_pair "$links"
+    vm_say "booting A and B ($links links, kernel $VM_KVER)"
+    vm_start A 1 "$links"
+    vm_start B 2 "$links"
+    vm_wait_ready A
+    vm_wait_ready B
+}
+
+vm_start_single() {
+    local links=${1:-0} l ports
+    vm_requires
+    _vm_nics_A=()
+    if [ "$links" -gt 0 ]; then
+        # Dead-end links: nobody listens on the remote ports.
+        read -r -a ports <<<"$(_vm_udp_ports $((2 * links)))"
+        for (( l=1; l<=links; l++ )); do
+            _vm_nics_A+=(-netdev "dgram,id=link$l,local.type=inet,local.host=127.0.0.1,local.port=${ports[$((2*l-2))]},remote.type=inet,remote.host=127.0.0.1,remote.port=${ports[$((2*l-1))]}"
+                         -device "virtio-net-pci,netdev=link$l,mac=52:54:00:5c:01:0$l")
+        done
+    fi
+    vm_say "booting A ($links links, kernel $VM_KVER)"
+    vm_start A 1 "$links"
+    vm_wait_ready A
+}
+
+_vm_check() {
+    [ -n "${_vm_dir[$1]:-}" ] || fail "no VM named '$1'"
+}
+
+vm_share() { _vm_check "$1"; echo "${_vm_dir[$1]}/share"; }
+vm_log() { _vm_check "$1"; echo "${_vm_dir[$1]}/serial.log"; }
+vm_ip() { _vm_check "$1"; echo "10.1.$2.${_vm_idx[$1]}"; }
+
+vm_bg() {
+    local name=$1; shift
+    _vm_check "$name"
+    local dir=${_vm_dir[$name]}/share id
+    id=j${EPOCHREALTIME/./}$BASHPID$RANDOM
+    local what="$*"
+    what=${what%%$'\n'*}
+    {
+        echo "# vm_bg $name: ${what:0:120}"
+        local v
+        for v in srcdir abs_srcdir abs_top_srcdir abs_top_builddir abs_builddir SMCR_VALGRIND; do
+            [ -n "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${!v}"
+        done
+        printf 'export SMCR_VM_NAME=%q\n' "$name"
+        printf 'cd %q 2>/dev/null || cd /\n' "$PWD"
+        echo "$*"
+    } >"$dir/cmd/.$id.tmp"
+    mv "$dir/cmd/.$id.tmp" "$dir/cmd/$id.sh"
+    echo "$id"
+}
+
+vm_wait() {
+    local limit=$SMCR_VM_CMD_TIMEOUT
+    [ "$1" = -t ] && { limit=$2; shift 2; }
+    local name=$1 id=$2 i
+    _vm_check "$name"
+    local dir=${_vm_dir[$name]}
+    for (( i=0; i<limit*50; i++ )); do
+        [ -e "$dir/share/out/$id.rc" ] && break
+        if [ -e "$dir/qemu.rc" ]; then
+            _vm_died "$name" "VM ended while job $id ran ($(head -n 1 "$dir/share/run/$id.sh" 2>/dev/null))"
+        fi
+        sleep 0.02
+    done
+    [ -e "$dir/share/out/$id.rc" ] ||
+        _vm_died "$name" "job $id did not finish within ${limit}s: $(sed -n '1s/^# //p' "$dir/share/run/$id.sh" 2>/dev/null)"
+    cat "$dir/share/out/$id.out"
+    cat "$dir/share/out/$id.err" >&2
+    return "$(cat "$dir/share/out/$id.rc")"
+}
+
+vm_run() {
+    local topt=()
+    [ "$1" = -t ] && { topt=(-t "$2"); shift 2; }
+    local name=$1 id; shift
+    id=$(vm_bg "$name" "$@") || return 1
+    vm_wait "${topt[@]}" "$name" "$id"
+}
+
+vm_qmp() {
+    local name=$1 json=$2
+    _vm_check "$name"
+    python3 - "${_vm_sock[$name]}" "$json" <<'EOF'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+def reply():
+    while True:
+        m = json.loads(f.readline())
+        if "event" not in m:
+            return m
+reply()  # greeting
+f.write('{"execute": "qmp_capabilities"}\n'); f.flush()
+reply()
+f.write(sys.argv[2] + "\n"); f.flush()
+r = reply()
+if "error" in r:
+    print(r["error"].get("desc", r), file=sys.stderr)
+    sys.exit(1)
+ret = r.get("return")
+if isinstance(ret, str):
+    print(ret, end="")
+elif ret:
+    print(json.dumps(ret))
+EOF
+}
+
+vm_hmp() {
+    local cmd
+    cmd=$(printf '%s' "$2" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
+    vm_qmp "$1" "{\"execute\": \"human-monitor-command\", \"arguments\": {\"command-line\": $cmd}}"
+}
+
+vm_link() {
+    local name=$1 link=$2 state=$3 up
+    case $state in on|up) up=true ;; off|down) up=false ;; *) fail "vm_link: on or off, not '$state'" ;; esac
+    [ "$link" -ge 1 ] && [ "$link" -le "${_vm_links[$name]:-0}" ] ||
+        fail "vm_link: VM $name has no link $link"
+    vm_qmp "$name" "{\"execute\": \"set_link\", \"arguments\": {\"name\": \"link$link\", \"up\": $up}}" ||
+        fail "vm_link $name $link $state failed"
+}
+
+vm_cable() {
+    local n
+    for n in "${_vm_names[@]}"; do
+        [ "${_vm_links[$n]:-0}" -ge "$1" ] && vm_link "$n" "$1" "$2"
+    done
+    return 0
+}
+
+# Waits for a VM's qemu to end, up to SECS; kills it after that.
+_vm_reap() {
+    local name=$1 secs=$2 dir=${_vm_dir[$1]} i pid w
+    for (( i=0; i<secs*20; i++ )); do
+        [ -e "$dir/qemu.rc" ] && break
+        sleep 0.05
+    done
+    if [ ! -e "$dir/qemu.rc" ]; then
+        pid=$(cat "$dir/qemu.pid" 2>/dev/null)
+        [ -n "$pid" ] && kill "$pid" 2>/dev/null
+        for (( i=0; i<100; i++ )); do [ -e "$dir/qemu.rc" ] && break; sleep 0.05; done
+        [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+    fi
+    w=_vm_wrapper_$name
+    [ -n "${!w:-}" ] && wait "${!w}" 2>/dev/null
+    eval "_vm_wrapper_$name="
+    [ "${_vm_sock[$name]}" = "$dir/qmp.sock" ] || rm -f "${_vm_sock[$name]}"
+}
+
+vm_stop() {
+    local names=("$@") n
+    [ ${#names[@]} -gt 0 ] || names=("${_vm_names[@]}")
+    for n in "${names[@]}"; do
+        _vm_check "$n"
+        [ -e "${_vm_dir[$n]}/qemu.rc" ] || touch "${_vm_dir[$n]}/share/halt"
+    done
+    for n in "${names[@]}"; do
+        _vm_reap "$n" 30
+    done
+    vm_say "stopped ${names[*]}"
+}
+
+# At exit (functions.sh's cleanup runner; its "rc" is the test's status):
+# kill what still runs and show the serial logs when the test failed.
+_vm_cleanup() {
+    local n status=${rc:-0}
+    for n in "${_vm_names[@]}"; do
+        [ -e "${_vm_dir[$n]}/qemu.rc" ] && continue
+        touch "${_vm_dir[$n]}/share/halt"
+        _vm_reap "$n" 5
+    done
+    if [ "$status" != 0 ] && [ "$status" != 77 ]; then
+        for n in "${_vm_names[@]}"; do
+            echo "--- VM $n serial log ${_vm_dir[$n]}/serial.log (tail):"
+            tail -n 25 "${_vm_dir[$n]}/serial.log" 2>/dev/null
+        done
+        echo "--- work dir (guest jobs in */share/out): $_vm_work"
+    fi
+}
