@@ -1,0 +1,123 @@
+/* smcrbd: the server half of NBD, independent of how requests are executed.
+ *
+ *  - nbd_server_handshake(): fixed newstyle negotiation over a transport
+ *    (blocking, with timeouts), ending in the transmission phase or not;
+ *  - nbd_request_check(): validation of one request against the export;
+ *  - nbd_reply_build(): the bytes of a reply (simple or structured,
+ *    successes, error chunks with offsets, partial reads).
+ *
+ * The smcrd engine (server/) does the I/O in between. */
+#ifndef SMCRBD_NBD_SERVER_H
+#define SMCRBD_NBD_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nbd-wire.h"
+#include "transport.h"
+
+/* What the handshake tells a client about an export. */
+struct nbd_server_export {
+	const char *name;		/* canonical name */
+	const char *description;	/* may be NULL */
+	uint64_t size;
+	uint16_t tflags;		/* without NBD_FLAG_SEND_DF (added when
+					 * structured replies are on) */
+	uint32_t min_block;		/* power of two, 1..65536 */
+	uint32_t pref_block;
+	uint32_t max_payload;
+};
+
+/* Callbacks into the daemon.  lookup returns 0 and a handle that the
+ * caller owns (released with release), -ENOENT for an unknown export,
+ * -EACCES if this client may not use it. */
+struct nbd_server_ops {
+	int (*lookup)(void *ctx, const char *name, struct nbd_server_export *out,
+		      void **handle);
+	void (*release)(void *ctx, void *handle);
+	/* Calls cb for every export this client may see; stops at the first
+	 * negative return of cb and returns it. */
+	int (*list)(void *ctx, int (*cb)(void *arg, const char *name, const char *desc),
+		    void *arg);
+	/* True once the server is shutting down. */
+	bool (*shutting_down)(void *ctx);
+	/* Optional: a message for policy refusals (e.g. "too many clients");
+	 * when set, every option that would select an export is refused
+	 * with NBD_REP_ERR_POLICY and this text. */
+	const char *(*refusal)(void *ctx);
+};
+
+struct nbd_handshake_limits {
+	int timeout_ms;			/* per read/write; < 0: none */
+	int cancel_fd;			/* readable: stop waiting; -1: none */
+	unsigned max_options;		/* options per session before hangup */
+};
+
+/* Result of a successful handshake. */
+struct nbd_server_session {
+	void *handle;			/* from ops->lookup, owned by caller */
+	struct nbd_server_export exp;
+	uint16_t tflags;		/* as sent to the client */
+	bool structured;
+	bool no_zeroes;
+	bool fixed_newstyle;
+	bool block_size_ack;		/* client asked for NBD_INFO_BLOCK_SIZE */
+};
+
+/* Runs the handshake.  0: transmission phase with *out filled in.
+ * -ECONNABORTED: the client aborted or hung up; -EPROTO: the client broke
+ * the protocol; -ENOENT/-EACCES: NBD_OPT_EXPORT_NAME for an unknown or
+ * forbidden export; -ESHUTDOWN, -ETIMEDOUT, -ECANCELED, other -errno. */
+int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *ops,
+			 void *ctx, const struct nbd_handshake_limits *lim,
+			 struct nbd_server_session *out);
+
+/* --- transmission phase ------------------------------------------------ */
+
+struct nbd_tx_params {
+	uint64_t size;
+	uint16_t tflags;		/* as sent */
+	bool structured;
+	uint32_t min_block;
+	uint32_t max_payload;
+};
+
+void nbd_tx_params_from_session(const struct nbd_server_session *s, struct nbd_tx_params *p);
+
+/* Checks one decoded request.  Returns 0 if it may be executed, or the NBD
+ * error to reply with (NBD_EINVAL, NBD_EPERM, NBD_ENOSPC, NBD_EOVERFLOW),
+ * with *msg pointing to a static explanation.  Whatever the verdict, a
+ * WRITE's payload (length bytes) follows on the wire and must be read or
+ * skipped.  NBD_CMD_DISC is valid (the caller ends the session). */
+uint32_t nbd_request_check(const struct nbd_tx_params *p, const struct nbd_request *r,
+			   const char **msg);
+
+/* Wire bytes of a reply around the data: head, then data_len bytes of
+ * data (READ only), then tail. */
+#define NBD_REPLY_MSG_MAX	96
+#define NBD_REPLY_PART_MAX	(sizeof(struct nbd_chunk_wire) + \
+				 sizeof(struct nbd_chunk_error_wire) + \
+				 NBD_REPLY_MSG_MAX + 8)
+struct nbd_reply_buf {
+	uint8_t head[NBD_REPLY_PART_MAX];
+	uint8_t tail[NBD_REPLY_PART_MAX];
+	uint16_t head_len;
+	uint16_t tail_len;
+	uint32_t data_len;
+};
+
+/* No offset for an error. */
+#define NBD_NO_OFFSET	UINT64_MAX
+
+/* Builds the reply to r.
+ *  error == 0: success; for READ, data_len must equal r->length.
+ *  error != 0: for READ, data_len good bytes (from r->offset) may precede
+ *    the error (structured replies only; simple replies carry no data on
+ *    error); err_offset is the absolute offset of the failure or
+ *    NBD_NO_OFFSET; msg is optional text for structured error chunks. */
+void nbd_reply_build(const struct nbd_tx_params *p, const struct nbd_request *r,
+		     uint32_t error, uint32_t data_len, uint64_t err_offset,
+		     const char *msg, struct nbd_reply_buf *out);
+
+#endif

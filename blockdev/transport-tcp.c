@@ -1,0 +1,226 @@
+/* smcrbd: the TCP transport (any connected stream socket). */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport.h"
+
+struct tcp_transport {
+	struct bd_transport base;
+	int fd;
+};
+
+static struct tcp_transport *tcp_of(struct bd_transport *t)
+{
+	return (struct tcp_transport *)t;
+}
+
+static ssize_t tcp_readv(struct bd_transport *t, const struct iovec *iov, int iovcnt)
+{
+	ssize_t n;
+
+	do {
+		if (iovcnt == 1)
+			n = recv(tcp_of(t)->fd, iov[0].iov_base, iov[0].iov_len, 0);
+		else
+			n = readv(tcp_of(t)->fd, iov, iovcnt);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+static ssize_t tcp_writev(struct bd_transport *t, const struct iovec *iov, int iovcnt)
+{
+	struct msghdr msg = {
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)iovcnt,
+	};
+	ssize_t n;
+
+	do {
+		n = sendmsg(tcp_of(t)->fd, &msg, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+static int tcp_poll_fd(struct bd_transport *t)
+{
+	return tcp_of(t)->fd;
+}
+
+static short tcp_poll_events(struct bd_transport *t, unsigned want)
+{
+	short ev = 0;
+
+	if (want & BD_WANT_READ)
+		ev |= POLLIN | POLLRDHUP;
+	if (want & BD_WANT_WRITE)
+		ev |= POLLOUT;
+	return ev;
+}
+
+static int tcp_peer_addr(struct bd_transport *t, struct sockaddr_storage *ss, socklen_t *len)
+{
+	*len = sizeof(*ss);
+	if (getpeername(tcp_of(t)->fd, (struct sockaddr *)ss, len) < 0)
+		return -errno;
+	return 0;
+}
+
+static int tcp_shutdown(struct bd_transport *t)
+{
+	if (shutdown(tcp_of(t)->fd, SHUT_WR) < 0)
+		return -errno;
+	return 0;
+}
+
+static void tcp_close(struct bd_transport *t)
+{
+	close(tcp_of(t)->fd);
+	free(t);
+}
+
+static const struct bd_transport_ops tcp_ops = {
+	.name = "tcp",
+	.readv = tcp_readv,
+	.writev = tcp_writev,
+	.poll_fd = tcp_poll_fd,
+	.poll_events = tcp_poll_events,
+	.peer_addr = tcp_peer_addr,
+	.shutdown = tcp_shutdown,
+	.close = tcp_close,
+};
+
+void bd_format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(buf, size, "%s:%u", host, ntohs(in->sin_port));
+	} else if (sa->sa_family == AF_INET6 &&
+		   len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, size, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else if (sa->sa_family == AF_UNIX) {
+		snprintf(buf, size, "local");
+	} else {
+		snprintf(buf, size, "family-%d", sa->sa_family);
+	}
+}
+
+int bd_tcp_transport_new(int fd, struct bd_transport **out)
+{
+	struct tcp_transport *tt;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int one = 1, fl;
+
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	tt = calloc(1, sizeof(*tt));
+	if (!tt)
+		return -ENOMEM;
+	tt->base.ops = &tcp_ops;
+	tt->fd = fd;
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0) {
+		if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		bd_format_addr((struct sockaddr *)&ss, len, tt->base.peer,
+			       sizeof(tt->base.peer));
+	} else {
+		snprintf(tt->base.peer, sizeof(tt->base.peer), "fd-%d", fd);
+	}
+	*out = &tt->base;
+	return 0;
+}
+
+int bd_tcp_fd(struct bd_transport *t)
+{
+	return t->ops == &tcp_ops ? tcp_of(t)->fd : -1;
+}
+
+static int connect_one(const struct addrinfo *ai, int timeout_ms)
+{
+	struct pollfd pfd;
+	socklen_t elen = sizeof(int);
+	int fd, err = 0, r;
+
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		    ai->ai_protocol);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		return fd;
+	if (errno != EINPROGRESS) {
+		err = -errno;
+		goto out_close;
+	}
+	pfd.fd = fd;
+	pfd.events = POLLOUT;
+	do {
+		r = poll(&pfd, 1, timeout_ms);
+	} while (r < 0 && errno == EINTR);
+	if (r == 0) {
+		err = -ETIMEDOUT;
+		goto out_close;
+	}
+	if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0) {
+		err = -errno;
+		goto out_close;
+	}
+	if (err) {
+		err = -err;
+		goto out_close;
+	}
+	return fd;
+out_close:
+	close(fd);
+	return err;
+}
+
+int bd_tcp_connect(const char *host, const char *port, int timeout_ms,
+		   struct bd_transport **out)
+{
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+	};
+	struct addrinfo *res, *ai;
+	int fd = -ECONNREFUSED, r;
+
+	r = getaddrinfo(host, port, &hints, &res);
+	if (r != 0)
+		return r == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = connect_one(ai, timeout_ms);
+		if (fd >= 0)
+			break;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return fd;
+	r = bd_tcp_transport_new(fd, out);
+	if (r < 0)
+		close(fd);
+	return r;
+}

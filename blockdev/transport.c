@@ -1,0 +1,158 @@
+/* smcrbd: transport helpers shared by every implementation. */
+#include <config.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "transport.h"
+
+int bd_peer_addr(struct bd_transport *t, struct sockaddr_storage *ss, socklen_t *len)
+{
+	if (!t->ops->peer_addr)
+		return -ENOTSUP;
+	return t->ops->peer_addr(t, ss, len);
+}
+
+int bd_shutdown(struct bd_transport *t)
+{
+	if (!t->ops->shutdown)
+		return 0;
+	return t->ops->shutdown(t);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int bd_wait(struct bd_transport *t, unsigned want, int timeout_ms, int cancel_fd)
+{
+	struct pollfd pfd[2];
+	int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
+	nfds_t n = 1;
+
+	pfd[0].fd = bd_poll_fd(t);
+	pfd[0].events = bd_poll_events(t, want);
+	if (cancel_fd >= 0) {
+		pfd[1].fd = cancel_fd;
+		pfd[1].events = POLLIN;
+		n = 2;
+	}
+	for (;;) {
+		int left = -1, r;
+
+		if (deadline >= 0) {
+			int64_t d = deadline - now_ms();
+
+			left = d > 0 ? (int)d : 0;
+		}
+		pfd[0].revents = 0;
+		if (n == 2)
+			pfd[1].revents = 0;
+		r = poll(pfd, n, left);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (n == 2 && pfd[1].revents)
+			return -ECANCELED;
+		if (pfd[0].revents)
+			return 0;
+	}
+}
+
+int bd_read_full(struct bd_transport *t, void *buf, size_t len, int timeout_ms,
+		 int cancel_fd)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		struct iovec iov = { .iov_base = p, .iov_len = len };
+		ssize_t n = bd_readv(t, &iov, 1);
+
+		if (n == -EAGAIN) {
+			int r = bd_wait(t, BD_WANT_READ, timeout_ms, cancel_fd);
+
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -ECONNRESET;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int bd_skip_full(struct bd_transport *t, size_t len, int timeout_ms, int cancel_fd)
+{
+	uint8_t scratch[4096];
+
+	while (len) {
+		size_t n = len < sizeof(scratch) ? len : sizeof(scratch);
+		int r = bd_read_full(t, scratch, n, timeout_ms, cancel_fd);
+
+		if (r < 0)
+			return r;
+		len -= n;
+	}
+	return 0;
+}
+
+int bd_writev_full(struct bd_transport *t, const struct iovec *iov_in, int iovcnt,
+		   int timeout_ms, int cancel_fd)
+{
+	struct iovec iov[16];
+	int i, cnt = 0;
+
+	if (iovcnt > 16)
+		return -EINVAL;
+	for (i = 0; i < iovcnt; i++)
+		if (iov_in[i].iov_len)
+			iov[cnt++] = iov_in[i];
+	i = 0;
+	while (i < cnt) {
+		ssize_t n = bd_writev(t, iov + i, cnt - i);
+
+		if (n == -EAGAIN) {
+			int r = bd_wait(t, BD_WANT_WRITE, timeout_ms, cancel_fd);
+
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		while (n > 0 && i < cnt) {
+			if ((size_t)n >= iov[i].iov_len) {
+				n -= (ssize_t)iov[i].iov_len;
+				i++;
+			} else {
+				iov[i].iov_base = (uint8_t *)iov[i].iov_base + n;
+				iov[i].iov_len -= (size_t)n;
+				n = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+int bd_write_full(struct bd_transport *t, const void *buf, size_t len, int timeout_ms,
+		  int cancel_fd)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+
+	return bd_writev_full(t, &iov, 1, timeout_ms, cancel_fd);
+}

@@ -1,0 +1,146 @@
+/* smcrbd: the one byte-stream interface the NBD code runs on.
+ *
+ * A transport is a connected, reliable, ordered byte stream in non-blocking
+ * mode: a TCP socket (transport-tcp.c) or an SMC-R connection (libsmcr,
+ * later).  Code above it (handshake, client, the smcrd engine) never looks
+ * at sockets: it moves bytes with readv/writev and sleeps in poll(2) (or an
+ * io_uring poll) on poll_fd() until progress may be possible.
+ *
+ * Required ops: readv, writev, poll_fd, poll_events, close.
+ *
+ * Optional zero-copy ops, for transports whose bytes already sit in memory
+ * the engine can hand to io_uring (SMC-R: the receive RMBE and the send
+ * buffer, both registered memory):
+ *
+ *   rx_peek/rx_consume: look at received bytes in place (at most two
+ *     pieces when the ring buffer wraps) and release them later, in
+ *     order.  An NBD WRITE payload is written to disk straight out of the
+ *     RMBE, and consumed (window given back to the peer) when the disk
+ *     write completes.
+ *   tx_reserve/tx_commit: reserve the next len bytes of the send stream
+ *     (at most two pieces), fill them (e.g. io_uring reads file data
+ *     into them), and commit reservations in the order they were made.
+ *     While reservations are outstanding the caller must not call writev.
+ *
+ * All functions return -errno on failure; none of them blocks. */
+#ifndef SMCRBD_TRANSPORT_H
+#define SMCRBD_TRANSPORT_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct bd_transport;
+
+/* What the caller waits for; poll_events maps it to poll(2) events. */
+#define BD_WANT_READ	1u
+#define BD_WANT_WRITE	2u
+
+struct bd_transport_ops {
+	const char *name;			/* "tcp", "smcr" */
+
+	/* Moves bytes.  Returns the count (> 0), 0 at the end of the
+	 * stream (readv only), -EAGAIN if nothing can move now, or -errno. */
+	ssize_t (*readv)(struct bd_transport *t, const struct iovec *iov, int iovcnt);
+	ssize_t (*writev)(struct bd_transport *t, const struct iovec *iov, int iovcnt);
+
+	/* The descriptor to poll, and the poll(2) events that mean the
+	 * wanted direction(s) may progress.  The descriptor stays the same
+	 * for the life of the transport. */
+	int (*poll_fd)(struct bd_transport *t);
+	short (*poll_events)(struct bd_transport *t, unsigned want);
+
+	/* Address of the peer (for export ACLs and logs).  Optional. */
+	int (*peer_addr)(struct bd_transport *t, struct sockaddr_storage *ss,
+			 socklen_t *len);
+	/* Ends the sending direction after queued bytes (orderly close).
+	 * Optional. */
+	int (*shutdown)(struct bd_transport *t);
+	/* Closes and frees the transport. */
+	void (*close)(struct bd_transport *t);
+
+	/* --- optional zero-copy receive ---------------------------------
+	 * Fills up to two iovecs with the received, unconsumed bytes from
+	 * the oldest on; returns their total (> 0), 0 at the end of the
+	 * stream, -EAGAIN if none, or -errno.  The memory stays valid and
+	 * unchanged until consumed. */
+	ssize_t (*rx_peek)(struct bd_transport *t, struct iovec iov[2]);
+	/* Releases the oldest len bytes. */
+	int (*rx_consume)(struct bd_transport *t, size_t len);
+
+	/* --- optional zero-copy send ------------------------------------
+	 * Reserves the next len bytes of the stream in up to two iovecs.
+	 * -EAGAIN: no room now (poll for BD_WANT_WRITE); -EMSGSIZE: len can
+	 * never fit (use writev). */
+	int (*tx_reserve)(struct bd_transport *t, size_t len, struct iovec iov[2]);
+	/* Sends the oldest outstanding reservation, which must be len
+	 * bytes long. */
+	int (*tx_commit)(struct bd_transport *t, size_t len);
+};
+
+struct bd_transport {
+	const struct bd_transport_ops *ops;
+	char peer[64];				/* printable peer, for logs */
+};
+
+static inline ssize_t bd_readv(struct bd_transport *t, const struct iovec *iov, int n)
+{
+	return t->ops->readv(t, iov, n);
+}
+
+static inline ssize_t bd_writev(struct bd_transport *t, const struct iovec *iov, int n)
+{
+	return t->ops->writev(t, iov, n);
+}
+
+static inline int bd_poll_fd(struct bd_transport *t)
+{
+	return t->ops->poll_fd(t);
+}
+
+static inline short bd_poll_events(struct bd_transport *t, unsigned want)
+{
+	return t->ops->poll_events(t, want);
+}
+
+static inline void bd_close(struct bd_transport *t)
+{
+	if (t)
+		t->ops->close(t);
+}
+
+int bd_peer_addr(struct bd_transport *t, struct sockaddr_storage *ss, socklen_t *len);
+int bd_shutdown(struct bd_transport *t);
+
+/* --- blocking helpers (handshakes, the client half) ---------------------
+ * timeout_ms < 0 waits forever; cancel_fd >= 0 aborts the wait with
+ * -ECANCELED when it becomes readable.  -ETIMEDOUT on timeout. */
+int bd_wait(struct bd_transport *t, unsigned want, int timeout_ms, int cancel_fd);
+/* Reads exactly len bytes; -ECONNRESET if the stream ends first. */
+int bd_read_full(struct bd_transport *t, void *buf, size_t len, int timeout_ms,
+		 int cancel_fd);
+/* Reads and drops len bytes. */
+int bd_skip_full(struct bd_transport *t, size_t len, int timeout_ms, int cancel_fd);
+/* Writes all of iov (the array is not modified). */
+int bd_writev_full(struct bd_transport *t, const struct iovec *iov, int iovcnt,
+		   int timeout_ms, int cancel_fd);
+int bd_write_full(struct bd_transport *t, const void *buf, size_t len, int timeout_ms,
+		  int cancel_fd);
+
+/* --- TCP ---------------------------------------------------------------- */
+
+/* Wraps a connected stream socket (TCP, or a socketpair in tests): sets it
+ * non-blocking and TCP_NODELAY (where applicable).  Takes ownership of fd
+ * on success. */
+int bd_tcp_transport_new(int fd, struct bd_transport **out);
+/* Connects to host:port (numeric or name) and wraps the socket. */
+int bd_tcp_connect(const char *host, const char *port, int timeout_ms,
+		   struct bd_transport **out);
+/* The socket of a TCP transport, or -1 for other transports. */
+int bd_tcp_fd(struct bd_transport *t);
+
+/* Formats a socket address as "1.2.3.4:5" / "[::1]:5". */
+void bd_format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);
+
+#endif
