@@ -130,13 +130,6 @@ void smcr_dev_put(struct smcr_devs *devs, struct smcr_port_ref *ref)
 	dev_close(dev);
 }
 
-unsigned int smcr_mtu_bytes(enum ibv_mtu mtu)
-{
-	if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096)
-		return 0;
-	return 128u << mtu;
-}
-
 int smcr_gid_from_addr(const struct sockaddr *addr, uint8_t gid[SMCR_GID_LEN])
 {
 	if (addr->sa_family == AF_INET) {

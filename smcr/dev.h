@@ -15,8 +15,7 @@
 
 #include <infiniband/verbs.h>
 
-#define SMCR_GID_LEN 16
-#define SMCR_MAC_LEN 6
+#include "msg.h"	/* SMCR_GID_LEN, SMCR_MAC_LEN, smcr_mtu_bytes */
 
 /* One opened RNIC: its verbs context, the protection domain every buffer of
  * ours on this device is registered in, and one completion channel. */
@@ -107,9 +106,6 @@ int smcr_qp_to_rts(struct ibv_qp *qp, uint32_t psn,
 		   const struct smcr_qp_timing *timing);
 /* Any state -> ERR: outstanding work requests flush with errors. */
 int smcr_qp_to_err(struct ibv_qp *qp);
-
-/* MTU enum <-> bytes; 0 / IBV_MTU_1024 for values out of range. */
-unsigned int smcr_mtu_bytes(enum ibv_mtu mtu);
 
 /* Fill gid with the IPv4-mapped or IPv6 RoCE v2 GID of addr. */
 int smcr_gid_from_addr(const struct sockaddr *addr, uint8_t gid[SMCR_GID_LEN]);

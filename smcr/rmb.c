@@ -19,7 +19,7 @@ uint8_t smcr_rmb_size_code(size_t want)
 	uint8_t code = 0;
 
 	while (code + 1 < SMCR_RMB_CLASSES &&
-	       smcr_rmb_code_size(code) - SMCR_RMBE_EYE_LEN < want)
+	       smcr_rmb_size_decompress(code) - SMCR_RMBE_EYE_LEN < want)
 		code++;
 	return code;
 }
@@ -69,7 +69,7 @@ static void rmbe_init(struct smcr_rmb *rmb, unsigned int i)
 static int rmb_create(struct smcr_rmb_pool *pool, uint8_t code,
 		      struct smcr_rmb **rmbp)
 {
-	uint32_t elem = smcr_rmb_code_size(code);
+	uint32_t elem = smcr_rmb_size_decompress(code);
 	unsigned int n = SMCR_RMB_TARGET_SIZE / elem, i;
 	struct smcr_rmb *rmb;
 	int ret;

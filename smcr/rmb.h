@@ -16,11 +16,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cursor.h"	/* smcr_rmb_size_decompress */
+
 struct smcr_dev;
 struct ibv_mr;
 
 #define SMCR_RMB_CLASSES	6	/* 16 KiB .. 512 KiB */
-#define SMCR_RMB_MIN_SIZE	16384u
 #define SMCR_RMBE_EYE_LEN	4
 #define SMCR_RMB_MAX_DEVS	9	/* 8 symmetric links + 1 asymmetric */
 #define SMCR_RMB_MAX_ELEMS	64
@@ -63,12 +64,6 @@ struct smcr_rmb_pool {
 	uint32_t next_id;
 	unsigned int nrmbs;
 };
-
-/* Element size of a compressed size code; code must be < SMCR_RMB_CLASSES. */
-static inline uint32_t smcr_rmb_code_size(uint8_t code)
-{
-	return SMCR_RMB_MIN_SIZE << code;
-}
 
 /* Smallest code whose element holds want bytes of data, clamped to the
  * largest class. */

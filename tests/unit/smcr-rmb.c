@@ -17,8 +17,8 @@ static void test_size_code(void)
 	CU_ASSERT_EQUAL(smcr_rmb_size_code(512 * 1024 - SMCR_RMBE_EYE_LEN), 5);
 	/* Larger requests are clamped to the largest class. */
 	CU_ASSERT_EQUAL(smcr_rmb_size_code(64u << 20), SMCR_RMB_CLASSES - 1);
-	CU_ASSERT_EQUAL(smcr_rmb_code_size(0), 16384);
-	CU_ASSERT_EQUAL(smcr_rmb_code_size(5), 512 * 1024);
+	CU_ASSERT_EQUAL(smcr_rmb_size_decompress(0), 16384);
+	CU_ASSERT_EQUAL(smcr_rmb_size_decompress(5), 512 * 1024);
 }
 
 static void test_alloc_reuse(void)

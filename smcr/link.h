@@ -1,0 +1,91 @@
+/* smcrbd: one SMC-R link as the protocol layers see it.
+ *
+ * The CDC, LLC and link-group logic never call verbs directly: they post
+ * RDMA writes and 44-byte SENDs through struct smcr_link_ops and are told of
+ * completions and received messages through the smcr_link_*() callbacks
+ * below.  The product's implementation is verbs (link_verbs.c); the unit
+ * tests plug in an in-memory wire with fault injection.
+ *
+ * Functions return 0 or -errno.
+ */
+#ifndef SMCR_LINK_H
+#define SMCR_LINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SMCR_MSG_LEN 44		/* every LLC and CDC message */
+
+struct smcr_link;
+
+/* A piece of local memory to RDMA-write from. */
+struct smcr_sge {
+	const void *addr;
+	uint32_t len;
+	uint32_t lkey;
+};
+
+enum smcr_link_state {
+	SMCR_LINK_INACTIVE = 0,	/* being set up */
+	SMCR_LINK_ACTIVE,	/* CONFIRM LINK done: usable for data */
+	SMCR_LINK_DELETING,
+	SMCR_LINK_FAILED,	/* QP in error: connections must move */
+};
+
+struct smcr_link_ops {
+	/* RDMA WRITE the gathered local pieces to raddr/rkey.  When signaled,
+	 * smcr_link_write_done() reports its completion with wr_id. */
+	int (*post_write)(struct smcr_link *link, const struct smcr_sge *sge,
+			  unsigned int nsge, uint64_t raddr, uint32_t rkey,
+			  uint64_t wr_id, bool signaled);
+	/* SEND one 44-byte message; smcr_link_send_done() reports it. */
+	int (*post_send)(struct smcr_link *link, const void *msg, uint64_t wr_id);
+	/* Force the link into the error state (fault injection, shutdown). */
+	void (*fail)(struct smcr_link *link);
+};
+
+/* Completion and receive upcalls, driven by whoever owns the link. */
+struct smcr_link_handler {
+	void (*write_done)(struct smcr_link *link, uint64_t wr_id, int status);
+	void (*send_done)(struct smcr_link *link, uint64_t wr_id, int status);
+	void (*recv)(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN]);
+	/* The link is unusable (completion error, port down, fault). */
+	void (*down)(struct smcr_link *link, int reason);
+};
+
+struct smcr_link {
+	const struct smcr_link_ops *ops;
+	const struct smcr_link_handler *handler;
+	void *handler_arg;		/* owner's context (the link group) */
+	void *priv;			/* the implementation's own state */
+	enum smcr_link_state state;
+	uint8_t link_id;		/* on the wire, unique in the group */
+	uint8_t slot;			/* index in the group's link array */
+	/* Counters. */
+	uint64_t writes, write_bytes, sends, recvs, errors;
+	unsigned int nconns;		/* connections using this link */
+};
+
+static inline int smcr_link_write(struct smcr_link *link,
+				  const struct smcr_sge *sge, unsigned int nsge,
+				  uint64_t raddr, uint32_t rkey, uint64_t wr_id,
+				  bool signaled)
+{
+	unsigned int i;
+
+	link->writes++;
+	for (i = 0; i < nsge; i++)
+		link->write_bytes += sge[i].len;
+	return link->ops->post_write(link, sge, nsge, raddr, rkey, wr_id,
+				     signaled);
+}
+
+static inline int smcr_link_send(struct smcr_link *link, const void *msg,
+				 uint64_t wr_id)
+{
+	link->sends++;
+	return link->ops->post_send(link, msg, wr_id);
+}
+
+#endif
