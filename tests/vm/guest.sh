@@ -21,21 +21,24 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 TERM=dumb
 t0=${EPOCHREALTIME/./}
 
+# Static busybox for the small tools: an exec of a dynamic binary from the
+# 9p root costs ~100 ms under TCG, busybox ~20 ms.
+bb() { /bin/busybox "$@"; }
 say() { echo "guest ${name:-?}: $*" >/dev/console; }
 halt_now() {
-    sync
-    /bin/busybox poweroff -f
-    sleep 10
+    bb sync
+    bb poweroff -f
+    bb sleep 10
 }
 die() { say "FATAL: $*"; [ -n "${share:-}" ] && echo "$*" >"$share/fatal"; halt_now; }
 
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t tmpfs -o mode=0755 tmpfs /run
-mount -t tmpfs -o mode=1777 tmpfs /tmp
-mkdir -p /dev/pts /dev/shm
-mount -t devpts devpts /dev/pts
-mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+bb mount -t proc proc /proc
+bb mount -t sysfs sysfs /sys
+bb mount -t tmpfs -o mode=0755 tmpfs /run
+bb mount -t tmpfs -o mode=1777 tmpfs /tmp
+bb mkdir -p /dev/pts /dev/shm
+bb mount -t devpts devpts /dev/pts
+bb mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 
 name=X idx=1 links=0 share= script= args=
 for arg in $(</proc/cmdline); do
@@ -49,62 +52,81 @@ for arg in $(</proc/cmdline); do
     esac
 done
 [ -n "$share" ] || die "no smcr.share= on the kernel command line"
-hostname "smcr-$name"
-ip link set lo up
+echo "smcr-$name" >/proc/sys/kernel/hostname
+bb ip link set lo up
 ulimit -l unlimited
 ulimit -c 0
 
-mkdir -p "$share"
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,cache=none \
+bb mkdir -p "$share"
+bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,cache=none \
     smcrshare "$share" || die "cannot mount the shared directory at $share"
-mkdir -p "$share/cmd" "$share/run" "$share/out" || die "shared directory not writable"
+bb mkdir -p "$share/cmd" "$share/run" "$share/out" || die "shared directory not writable"
+
+# Waits until rxe device $1 has the RoCE v2 GID of IPv4 address 10.1.$2.$idx.
+wait_gid() {
+    local dev=$1 want g i n
+    want=$(printf '0000:0000:0000:0000:0000:ffff:0a01:%02x%02x' "$2" "$idx")
+    for (( n=0; n<200; n++ )); do
+        for (( i=0; i<16; i++ )); do
+            read -r g 2>/dev/null <"/sys/class/infiniband/$dev/ports/1/gids/$i" || continue
+            [ "$g" = "$want" ] && return 0
+        done
+        read -r -t 0.05 -u 9 _
+    done
+    echo "rxe device $dev has no GID for 10.1.$2.$idx"
+    return 1
+}
 
 setup_links() {
-    local i dev
+    local i dev n
     modprobe -a virtio_net rdma_rxe ib_uverbs || return 1
     for (( i=0; i<links; i++ )); do
         dev=eth$i
         for (( n=0; n<100; n++ )); do
             [ -e "/sys/class/net/$dev" ] && break
-            sleep 0.05
+            read -r -t 0.05 -u 9 _
         done
-        [ -e "/sys/class/net/$dev" ] || { say "no $dev"; return 1; }
-        ip addr add "10.1.$((i+1)).$idx/24" dev "$dev" || return 1
-        ip link set "$dev" up || return 1
+        [ -e "/sys/class/net/$dev" ] || { echo "no $dev"; return 1; }
+        bb ip addr add "10.1.$((i+1)).$idx/24" dev "$dev" || return 1
+        bb ip link set "$dev" up || return 1
         rdma link add "rxe$i" type rxe netdev "$dev" || return 1
     done
+    for (( i=0; i<links; i++ )); do
+        wait_gid "rxe$i" $((i+1)) || return 1
+    done
 }
+# A FIFO nobody writes: "read -t" on it sleeps without forking.
+bb mkfifo /run/agent-tick
+exec 9<>/run/agent-tick
 if [ "$links" -gt 0 ]; then
-    setup_links >"$share/setup.log" 2>&1 || die "link setup failed: $(tail -n 5 "$share/setup.log")"
+    setup_links >"$share/setup.log" 2>&1 || die "link setup failed: $(bb tail -n 5 "$share/setup.log")"
 else
     modprobe -a rdma_rxe ib_uverbs >"$share/setup.log" 2>&1
 fi
 {
-    echo "kernel $(uname -r) after $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms in userspace"
-    ip -br addr
-    rdma link show 2>/dev/null
+    echo "kernel $(</proc/sys/kernel/osrelease) after $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms in userspace"
+    bb ip -o -4 addr show
 } >"$share/ready.tmp"
-mv "$share/ready.tmp" "$share/ready"
+bb mv "$share/ready.tmp" "$share/ready"
 say "ready ($(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms)"
 
 # The agent.  One background job per command; bash (PID 1) reaps them and
-# anything orphaned.  Sleep with a builtin read on a FIFO: no fork per tick.
-mkfifo /run/agent-tick
-exec 9<>/run/agent-tick
+# anything orphaned.  It polls the command directory every 50 ms.
 start_cmd() {
     local id=$1
-    mv "$share/cmd/$id.sh" "$share/run/$id.sh" || return
+    bb mv "$share/cmd/$id.sh" "$share/run/$id.sh" || return
     (
         cd /
         bash "$share/run/$id.sh" >"$share/out/$id.out" 2>"$share/out/$id.err" </dev/null
         echo $? >"$share/out/$id.rc.tmp"
-        mv "$share/out/$id.rc.tmp" "$share/out/$id.rc"
+        bb mv "$share/out/$id.rc.tmp" "$share/out/$id.rc"
     ) &
 }
 if [ -n "$script" ]; then
     IFS=, read -r -a argv <<<"$args"
-    printf '%q ' "$script" "$name" "${argv[@]}" >"$share/cmd/boot.sh"
-    echo >>"$share/cmd/boot.sh"
+    printf '%q ' "$script" "$name" "${argv[@]}" >"$share/cmd/.boot.tmp"
+    echo >>"$share/cmd/.boot.tmp"
+    bb mv "$share/cmd/.boot.tmp" "$share/cmd/boot.sh"
 fi
 shopt -s nullglob
 while :; do

@@ -41,6 +41,9 @@
 #   SMCR_VM_MEM      MiB per VM (default 768)
 #   SMCR_VM_TIMEOUT  watchdog: kill a VM after this many seconds (default 300)
 #   SMCR_VM_CMD_TIMEOUT  default limit of vm_run / vm_wait (default 120)
+#   SMCR_VM_APPEND   extra kernel command line (e.g. "loglevel=7" to see
+#                    the kernel's messages in the serial log)
+#   SMCR_VM_QEMU_ARGS  extra qemu arguments (word-split)
 #   SMCR_VM_WORKDIR  where logs and shared dirs go (default:
 #                    ${abs_builddir}/vm/<test name>.d, kept after the test)
 
@@ -119,6 +122,32 @@ vm_initramfs() {
     echo "$out"
 }
 
+# Prints the image to boot: the kernel's uncompressed vmlinux (extracted once
+# from the bzImage, booted through PVH: TCG takes seconds to decompress xz),
+# or the bzImage itself when that is not possible or SMCR_VM_PVH=0.
+vm_kernel_image() {
+    local out=$abs_top_builddir/tests/vm/vmlinux-$VM_KVER magic off
+    if [ "${SMCR_VM_PVH:-1}" = 0 ] ||
+        ! grep -q '^CONFIG_PVH=y' "/boot/config-$VM_KVER" 2>/dev/null; then
+        echo "$VM_KERNEL"; return 0
+    fi
+    if [ -s "$out" ] && [ "$out" -nt "$VM_KERNEL" ]; then
+        echo "$out"; return 0
+    fi
+    for magic in '\xfd7zXZ\x00:xz -dc --single-stream' '\x28\xb5\x2f\xfd:zstd -dcq' \
+                 '\x1f\x8b\x08:gzip -dc'; do
+        off=$(LC_ALL=C grep -obUaP "${magic%%:*}" "$VM_KERNEL" 2>/dev/null | head -n 1 | cut -d: -f1)
+        [ -n "$off" ] || continue
+        tail -c +$((off + 1)) "$VM_KERNEL" | ${magic#*:} >"$out.tmp.$$" 2>/dev/null
+        if [ "$(head -c 4 "$out.tmp.$$" | od -An -c | tr -d ' ')" = '177ELF' ]; then
+            mv "$out.tmp.$$" "$out"
+            echo "$out"; return 0
+        fi
+    done
+    rm -f "$out.tmp.$$"
+    echo "$VM_KERNEL"
+}
+
 # Prints N free UDP ports on 127.0.0.1.
 _vm_udp_ports() {
     python3 - "$1" <<'EOF' 2>/dev/null ||
@@ -153,29 +182,31 @@ vm_start() {
     _vm_workdir
     local initrd dir qmp cmdline
     initrd=$(vm_initramfs) || exit 1
+    [ -n "${VM_BOOT_IMAGE:-}" ] || VM_BOOT_IMAGE=$(vm_kernel_image)
     dir=$_vm_work/$name
     mkdir -p "$dir/share"
     qmp=$dir/qmp.sock
     [ ${#qmp} -lt 100 ] || qmp=$(mktemp -u "/tmp/smcr-vm-$name.XXXXXX")
     _vm_dir[$name]=$dir _vm_idx[$name]=$idx _vm_links[$name]=$links _vm_sock[$name]=$qmp
     _vm_names+=("$name")
-    cmdline="console=ttyS0 quiet panic=-1 mitigations=off nokaslr 8250.nr_uarts=1"
+    cmdline="console=ttyS0 quiet panic=-1 mitigations=off nokaslr 8250.nr_uarts=1 cryptomgr.notests"
     cmdline+=" smcr.init=$_vm_libdir/guest.sh smcr.name=$name smcr.idx=$idx"
     cmdline+=" smcr.links=$links smcr.share=$dir/share"
     [ -n "$script" ] && cmdline+=" smcr.script=$script smcr.args=$args"
+    cmdline+=${SMCR_VM_APPEND:+ $SMCR_VM_APPEND}
     local -a nics
     eval "nics=(\${_vm_nics_$name[@]+\"\${_vm_nics_$name[@]}\"})"
     (
         exec 0</dev/null
         timeout -k 5 "$SMCR_VM_TIMEOUT" qemu-system-x86_64 \
-            -nodefaults -no-user-config -machine pc,accel=tcg -cpu max \
+            -nodefaults -no-user-config -machine pc,accel=tcg -cpu qemu64 \
             -smp 1 -m "$SMCR_VM_MEM" -display none -vga none -no-reboot \
-            -kernel "$VM_KERNEL" -initrd "$initrd" -append "$cmdline" \
+            -kernel "$VM_BOOT_IMAGE" -initrd "$initrd" -append "$cmdline" \
             -serial "file:$dir/serial.log" \
             -qmp "unix:$qmp,server=on,wait=off" -pidfile "$dir/qemu.pid" \
             -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
             -virtfs "local,path=$dir/share,mount_tag=smcrshare,security_model=none,multidevs=remap" \
-            "${nics[@]}" >"$dir/qemu.log" 2>&1
+            "${nics[@]}" ${SMCR_VM_QEMU_ARGS:-} >"$dir/qemu.log" 2>&1
         rc=$?
         if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
             echo "watchdog: VM $name still running after ${SMCR_VM_TIMEOUT}s (SMCR_VM_TIMEOUT): killed it; serial log: $dir/serial.log" |
