@@ -1,0 +1,24 @@
+#!/bin/bash
+# Runs every libFuzzer target over its seed corpus (each input once, a
+# regression check), then FUZZ_CHECK_RUNS mutations from there.  Any crash,
+# sanitizer report or failed property fails the test.
+set -u
+: "${srcdir:=.}" "${FUZZ_TARGETS:=fuzz-clc fuzz-llc fuzz-cdc fuzz-tcpopt}"
+: "${FUZZ_CHECK_RUNS:=20000}"
+work=$(mktemp -d "${TMPDIR:-/tmp}/smcrbd-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+rc=0
+for t in $FUZZ_TARGETS; do
+    n=${t#fuzz-}
+    seeds=("$srcdir/corpus/$n"/*)
+    echo "=== $t: ${#seeds[@]} seeds, then $FUZZ_CHECK_RUNS runs"
+    if ! "./$t" -artifact_prefix="$work/" "${seeds[@]}"; then
+        echo "FAIL: $t on its seed corpus"; rc=1; continue
+    fi
+    mkdir -p "$work/$n"
+    if ! "./$t" -runs="$FUZZ_CHECK_RUNS" -seed=1 -artifact_prefix="$work/" \
+            "$work/$n" "$srcdir/corpus/$n"; then
+        echo "FAIL: $t while mutating"; rc=1
+    fi
+done
+exit "$rc"
