@@ -16,8 +16,12 @@
 #include <stdint.h>
 
 #define SMCR_MSG_LEN 44		/* every LLC and CDC message */
+/* Link slots of a group: 8 symmetric links (RFC 7609 §2.2.2) plus the one
+ * asymmetric link the RFC allows. */
+#define SMCR_LINK_SLOTS 9
 
 struct smcr_link;
+struct smcr_dev;
 
 /* A piece of local memory to RDMA-write from. */
 struct smcr_sge {
@@ -43,6 +47,9 @@ struct smcr_link_ops {
 	int (*post_send)(struct smcr_link *link, const void *msg, uint64_t wr_id);
 	/* Force the link into the error state (fault injection, shutdown). */
 	void (*fail)(struct smcr_link *link);
+	/* Free send queue slots: a caller posting n work requests at once
+	 * checks for n first, so that a batch is never half posted. */
+	unsigned int (*sq_free)(struct smcr_link *link);
 };
 
 /* Completion and receive upcalls, driven by whoever owns the link. */
@@ -59,6 +66,7 @@ struct smcr_link {
 	const struct smcr_link_handler *handler;
 	void *handler_arg;		/* owner's context (the link group) */
 	void *priv;			/* the implementation's own state */
+	struct smcr_dev *dev;		/* NULL for the test double */
 	enum smcr_link_state state;
 	uint8_t link_id;		/* on the wire, unique in the group */
 	uint8_t slot;			/* index in the group's link array */

@@ -257,6 +257,13 @@ uint32_t smcr_rmb_rkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev)
 	return i < 0 ? 0 : rmb->mrs[i].mr->rkey;
 }
 
+uint32_t smcr_rmb_lkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev)
+{
+	int i = rmb_mr_slot(rmb, dev);
+
+	return i < 0 ? 0 : rmb->mrs[i].mr->lkey;
+}
+
 int smcr_rmb_pool_reg(struct smcr_rmb_pool *pool, struct smcr_dev *dev)
 {
 	struct smcr_rmb *rmb;

@@ -100,6 +100,7 @@ unsigned int smcr_rmb_pool_trim(struct smcr_rmb_pool *pool,
 int smcr_rmb_reg(struct smcr_rmb *rmb, struct smcr_dev *dev);
 void smcr_rmb_dereg(struct smcr_rmb *rmb, struct smcr_dev *dev);
 uint32_t smcr_rmb_rkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev);
+uint32_t smcr_rmb_lkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev);
 /* The same for every RMB of the pool. */
 int smcr_rmb_pool_reg(struct smcr_rmb_pool *pool, struct smcr_dev *dev);
 void smcr_rmb_pool_dereg(struct smcr_rmb_pool *pool, struct smcr_dev *dev);

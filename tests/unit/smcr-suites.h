@@ -5,5 +5,6 @@
 #include <CUnit/CUnit.h>
 
 extern CU_TestInfo smcr_rmb_tests[];
+extern CU_TestInfo smcr_conn_tests[];
 
 #endif

@@ -24,6 +24,7 @@ static CU_TestInfo log_tests[] = {
 static const struct unit_suite suites[] = {
 	{ "log", log_tests },
 	{ "rmb", smcr_rmb_tests },
+	{ "conn", smcr_conn_tests },
 	{ NULL, NULL },
 };
 

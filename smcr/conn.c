@@ -1,0 +1,603 @@
+/* smcrbd: one SMC-R connection's data path (RFC 7609 §4). */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "conn.h"
+#include "log.h"
+
+static inline uint32_t rx_len(const struct smcr_conn *conn)
+{
+	return conn->rmbe.data_len;
+}
+
+uint32_t smcr_conn_rx_avail(const struct smcr_conn *conn)
+{
+	return (uint32_t)smcr_cursor_diff(rx_len(conn), &conn->rx_cons,
+					  &conn->rx_prod);
+}
+
+uint32_t smcr_conn_tx_space(const struct smcr_conn *conn)
+{
+	uint64_t used = smcr_cursor_diff(conn->tx_len, &conn->tx_peer_cons,
+					 &conn->tx_fill);
+
+	return used >= conn->tx_len ? 0 : conn->tx_len - (uint32_t)used;
+}
+
+static void conn_notify(struct smcr_conn *conn)
+{
+	if (conn->notify)
+		conn->notify(conn, conn->notify_arg);
+}
+
+int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p)
+{
+	if (p->peer_elem_size <= SMCR_RMBE_EYE_LEN ||
+	    p->sndbuf.data_len != p->peer_elem_size - SMCR_RMBE_EYE_LEN ||
+	    p->peer_index < 1 || !p->link || !p->peer_rmb)
+		return -EINVAL;
+	memset(conn, 0, sizeof(*conn));
+	conn->token = p->token;
+	conn->peer_token = p->peer_token;
+	conn->rmbe = p->rmbe;
+	conn->sndbuf = p->sndbuf;
+	conn->peer_rmb = p->peer_rmb;
+	conn->peer_offset = (uint32_t)(p->peer_index - 1) * p->peer_elem_size +
+			    SMCR_RMBE_EYE_LEN;
+	conn->tx_len = p->sndbuf.data_len;
+	conn->link = p->link;
+	conn->link->nconns++;
+	/* The first CDC carries seqno 1 (A.4); nothing is confirmed yet. */
+	conn->tx_seq = 0;
+	conn->ss = 0;
+	conn->rx_seq = 0;
+	return 0;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+static uint32_t wire_count(uint32_t count)
+{
+	return count + SMCR_RMBE_EYE_LEN;
+}
+
+static void cdc_fill(const struct smcr_conn *conn, struct smcr_cdc_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->token = conn->peer_token;
+	m->prod.wrap = conn->tx_prod.wrap;
+	m->prod.count = wire_count(conn->tx_prod.count);
+	m->cons.wrap = conn->rx_cons.wrap;
+	m->cons.count = wire_count(conn->rx_cons.count);
+	m->writer_blocked = conn->blocked;
+	m->peer_done_writing = conn->done_sent;
+	m->peer_conn_closed = conn->closed_sent;
+	m->peer_abort = conn->abort_sent;
+}
+
+/* Post one CDC with the current state; the caller has checked for room. */
+static int cdc_post(struct smcr_conn *conn)
+{
+	uint8_t buf[SMCR_CDC_LEN];
+	struct smcr_cdc_msg m;
+	unsigned int slot;
+	uint16_t seq = (uint16_t)(conn->tx_seq + 1);
+	int ret;
+
+	if (conn->inflight_n >= SMCR_CONN_INFLIGHT)
+		return -EAGAIN;
+	cdc_fill(conn, &m);
+	m.seqno = seq;
+	smcr_cdc_encode(&m, buf, sizeof(buf));
+	ret = smcr_link_send(conn->link, buf,
+			     smcr_wr_id(conn->token, SMCR_WR_TAG_CDC, seq));
+	if (ret)
+		return ret;
+	conn->tx_seq = seq;
+	slot = (conn->inflight_head + conn->inflight_n) % SMCR_CONN_INFLIGHT;
+	conn->inflight[slot].seq = seq;
+	conn->inflight[slot].prod = conn->tx_prod;
+	conn->inflight_n++;
+	conn->tx_prod_sent = conn->tx_prod;
+	conn->rx_cons_sent = conn->rx_cons;
+	conn->peer_cons_req = false;
+	conn->cdc_due = false;
+	conn->stats.cdc_sent++;
+	return 0;
+}
+
+/* RDMA-write [tx_prod, tx_fill) into the peer's RMBE: one write, or two
+ * when the range wraps. */
+static int data_post(struct smcr_conn *conn, unsigned int *nposted)
+{
+	uint64_t n = smcr_cursor_diff(conn->tx_len, &conn->tx_prod, &conn->tx_fill);
+	struct smcr_link *link = conn->link;
+	uint32_t slot = link->slot;
+	uint32_t lkey, off = conn->tx_prod.count;
+	unsigned int i = 0;
+	int ret;
+
+	*nposted = 0;
+	if (n == 0)
+		return 0;
+	lkey = link->dev ? smcr_rmb_lkey(conn->sndbuf.rmb, link->dev) : 0;
+	while (n > 0) {
+		uint32_t chunk = conn->tx_len - off;
+		struct smcr_sge sge;
+
+		if (chunk > n)
+			chunk = (uint32_t)n;
+		sge.addr = conn->sndbuf.data + off;
+		sge.len = chunk;
+		sge.lkey = lkey;
+		ret = smcr_link_write(link, &sge, 1,
+				      conn->peer_rmb->vaddr[slot] + conn->peer_offset + off,
+				      conn->peer_rmb->rkey[slot], 0, false);
+		if (ret)
+			return ret;
+		smcr_cursor_advance(conn->tx_len, &conn->tx_prod, chunk);
+		conn->stats.writes++;
+		conn->stats.bytes_sent += chunk;
+		n -= chunk;
+		off = 0;
+		i++;
+	}
+	*nposted = i;
+	return 0;
+}
+
+/* The failover validation CDC: "I saw seqno SS acknowledged" (§4.6.1). */
+static int fo_post(struct smcr_conn *conn)
+{
+	uint8_t buf[SMCR_CDC_LEN];
+	struct smcr_cdc_msg m;
+	int ret;
+
+	memset(&m, 0, sizeof(m));
+	m.token = conn->peer_token;
+	m.seqno = conn->ss;
+	m.failover_validation = true;
+	smcr_cdc_encode(&m, buf, sizeof(buf));
+	ret = smcr_link_send(conn->link, buf,
+			     smcr_wr_id(conn->token, SMCR_WR_TAG_CDC_UNTRACKED, conn->ss));
+	if (ret == 0)
+		conn->fo_pending = false;
+	return ret;
+}
+
+/* All data accepted from the application has been written and announced. */
+static bool tx_drained(const struct smcr_conn *conn)
+{
+	return smcr_cursor_cmp(conn->tx_len, &conn->tx_prod, &conn->tx_fill) == 0;
+}
+
+bool smcr_conn_tx_pending(const struct smcr_conn *conn)
+{
+	if (conn->abort_sent || conn->peer_aborted || conn->error)
+		return false;
+	return conn->fo_pending || conn->cdc_due || !tx_drained(conn);
+}
+
+int smcr_conn_flush(struct smcr_conn *conn)
+{
+	struct smcr_link *link = conn->link;
+	bool data;
+	unsigned int n;
+	int ret;
+
+	if (conn->abort_sent || conn->peer_aborted || conn->error)
+		return 0;
+	if (conn->closed_sent && !conn->cdc_due)
+		return 0;
+	data = !tx_drained(conn);
+	/* Two writes at most plus the CDC (after a failover, the validation
+	 * CDC first), posted as one batch. */
+	if (link->ops->sq_free &&
+	    link->ops->sq_free(link) < (data ? 3u : 1u) + conn->fo_pending) {
+		if (data)
+			conn->cdc_due = true;
+		return -EAGAIN;
+	}
+	if (conn->inflight_n >= SMCR_CONN_INFLIGHT) {
+		conn->cdc_due = conn->cdc_due || data;
+		return -EAGAIN;
+	}
+	if (conn->fo_pending) {
+		ret = fo_post(conn);
+		if (ret)
+			return ret;
+	}
+	if (data) {
+		ret = data_post(conn, &n);
+		if (ret) {
+			smcr_warn("conn %08x: RDMA write failed: %s", conn->token,
+				  strerror(-ret));
+			return ret;
+		}
+		conn->cdc_due = true;
+	}
+	if (tx_drained(conn)) {
+		if (conn->want_done && !conn->done_sent) {
+			conn->done_sent = true;
+			conn->cdc_due = true;
+		}
+		if (conn->want_close && !conn->closed_sent) {
+			conn->closed_sent = true;
+			conn->done_sent = true;
+			conn->cdc_due = true;
+		}
+	}
+	if (!conn->cdc_due)
+		return 0;
+	return cdc_post(conn);
+}
+
+static int conn_usable_for_send(const struct smcr_conn *conn)
+{
+	if (conn->error)
+		return conn->error;
+	if (conn->want_done || conn->want_close)
+		return -EPIPE;
+	if (conn->peer_closed)
+		return -EPIPE;
+	return 0;
+}
+
+ssize_t smcr_conn_reserve(struct smcr_conn *conn, struct iovec iov[2])
+{
+	uint32_t space, off, first;
+	int ret = conn_usable_for_send(conn);
+
+	if (ret)
+		return ret;
+	space = smcr_conn_tx_space(conn);
+	off = conn->tx_fill.count;
+	first = conn->tx_len - off;
+	if (first > space)
+		first = space;
+	iov[0].iov_base = conn->sndbuf.data + off;
+	iov[0].iov_len = first;
+	iov[1].iov_base = conn->sndbuf.data;
+	iov[1].iov_len = space - first;
+	return space;
+}
+
+int smcr_conn_commit(struct smcr_conn *conn, size_t n)
+{
+	int ret = conn_usable_for_send(conn);
+
+	if (ret)
+		return ret;
+	if (n > smcr_conn_tx_space(conn))
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+	smcr_cursor_advance(conn->tx_len, &conn->tx_fill, n);
+	ret = smcr_conn_flush(conn);
+	/* The data is accepted; a full send queue only delays it. */
+	return ret == -EAGAIN ? 0 : ret;
+}
+
+ssize_t smcr_conn_send(struct smcr_conn *conn, const void *buf, size_t len)
+{
+	struct iovec iov[2];
+	ssize_t space = smcr_conn_reserve(conn, iov);
+	size_t n, first;
+	int ret;
+
+	if (space < 0)
+		return space;
+	if (len == 0)
+		return 0;
+	if (space == 0) {
+		/* Tell the peer once that we wait for window (B bit). */
+		if (!conn->blocked) {
+			conn->blocked = true;
+			conn->cdc_due = true;
+			conn->stats.blocked++;
+			smcr_conn_flush(conn);
+		}
+		return -EAGAIN;
+	}
+	n = len < (size_t)space ? len : (size_t)space;
+	first = n < iov[0].iov_len ? n : iov[0].iov_len;
+	memcpy(iov[0].iov_base, buf, first);
+	memcpy(iov[1].iov_base, (const uint8_t *)buf + first, n - first);
+	if (conn->blocked) {
+		conn->blocked = false;
+		conn->cdc_due = true;
+	}
+	ret = smcr_conn_commit(conn, n);
+	return ret ? ret : (ssize_t)n;
+}
+
+int smcr_conn_shutdown(struct smcr_conn *conn)
+{
+	if (conn->error)
+		return conn->error;
+	conn->want_done = true;
+	conn->blocked = false;
+	smcr_conn_flush(conn);
+	return 0;
+}
+
+int smcr_conn_close(struct smcr_conn *conn)
+{
+	if (conn->error)
+		return 0;
+	conn->want_done = true;
+	conn->want_close = true;
+	conn->blocked = false;
+	smcr_conn_flush(conn);
+	return 0;
+}
+
+void smcr_conn_abort(struct smcr_conn *conn, int error)
+{
+	uint8_t buf[SMCR_CDC_LEN];
+	struct smcr_cdc_msg m;
+
+	if (!conn->error)
+		conn->error = error ? error : -ECONNABORTED;
+	if (!conn->abort_sent && !conn->peer_aborted && !conn->closed_sent) {
+		/* Best effort: tell the peer we will not touch its RMBE again. */
+		conn->abort_sent = true;
+		cdc_fill(conn, &m);
+		m.seqno = (uint16_t)(conn->tx_seq + 1);
+		smcr_cdc_encode(&m, buf, sizeof(buf));
+		if (smcr_link_send(conn->link, buf,
+				   smcr_wr_id(conn->token, SMCR_WR_TAG_CDC_UNTRACKED, m.seqno)) == 0)
+			conn->tx_seq = m.seqno;
+	}
+	conn->abort_sent = true;
+	conn_notify(conn);
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+ssize_t smcr_conn_peek(struct smcr_conn *conn, struct iovec iov[2])
+{
+	uint32_t avail = smcr_conn_rx_avail(conn);
+	uint32_t off = conn->rx_cons.count, first;
+
+	if (conn->error)
+		return conn->error;
+	if (avail == 0)
+		return conn->peer_done ? 0 : -EAGAIN;
+	first = rx_len(conn) - off;
+	if (first > avail)
+		first = avail;
+	iov[0].iov_base = conn->rmbe.data + off;
+	iov[0].iov_len = first;
+	iov[1].iov_base = conn->rmbe.data;
+	iov[1].iov_len = avail - first;
+	return avail;
+}
+
+/* Should consuming lead to a CDC now? (§4.5.1) */
+static bool window_update_due(const struct smcr_conn *conn)
+{
+	uint32_t len = rx_len(conn);
+	uint64_t sender_used, gain;
+
+	if (smcr_cursor_cmp(len, &conn->rx_cons, &conn->rx_cons_sent) == 0)
+		return false;
+	if (conn->peer_blocked || conn->peer_cons_req)
+		return true;
+	/* The window the sender sees is below half the buffer, and this
+	 * update opens it by at least a tenth. */
+	sender_used = smcr_cursor_diff(len, &conn->rx_cons_sent, &conn->rx_prod);
+	gain = smcr_cursor_diff(len, &conn->rx_cons_sent, &conn->rx_cons);
+	return (len - sender_used) * 2 < len && gain * 10 >= len;
+}
+
+int smcr_conn_consume(struct smcr_conn *conn, size_t n)
+{
+	if (conn->error)
+		return conn->error;
+	if (n > smcr_conn_rx_avail(conn))
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+	smcr_cursor_advance(rx_len(conn), &conn->rx_cons, n);
+	conn->stats.bytes_recv += n;
+	if (window_update_due(conn)) {
+		conn->cdc_due = true;
+		conn->stats.window_updates++;
+		smcr_conn_flush(conn);
+	}
+	return 0;
+}
+
+ssize_t smcr_conn_recv(struct smcr_conn *conn, void *buf, size_t len)
+{
+	struct iovec iov[2];
+	ssize_t avail = smcr_conn_peek(conn, iov);
+	size_t n, first;
+	int ret;
+
+	if (avail <= 0)
+		return avail;
+	n = len < (size_t)avail ? len : (size_t)avail;
+	first = n < iov[0].iov_len ? n : iov[0].iov_len;
+	memcpy(buf, iov[0].iov_base, first);
+	memcpy((uint8_t *)buf + first, iov[1].iov_base, n - first);
+	ret = smcr_conn_consume(conn, n);
+	return ret ? ret : (ssize_t)n;
+}
+
+/* A wire cursor into an RMBE of data_len bytes, as a data-area cursor. */
+static bool cursor_from_wire(uint32_t data_len, const struct smcr_cdc_cursor *w,
+			     struct smcr_cdc_cursor *c)
+{
+	if (w->count < SMCR_RMBE_EYE_LEN ||
+	    w->count - SMCR_RMBE_EYE_LEN >= data_len)
+		return false;
+	c->wrap = w->wrap;
+	c->count = w->count - SMCR_RMBE_EYE_LEN;
+	return true;
+}
+
+static int cdc_reject(struct smcr_conn *conn, const char *why)
+{
+	smcr_warn("conn %08x: bad CDC from peer (%s): aborting the connection",
+		  conn->token, why);
+	smcr_conn_abort(conn, -EPROTO);
+	return -EPROTO;
+}
+
+int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
+{
+	struct smcr_cdc_cursor prod, cons;
+	uint32_t len = rx_len(conn);
+
+	if (m->token != conn->token)
+		return cdc_reject(conn, "alert token");
+	if (conn->abort_sent || conn->peer_aborted)
+		return 0;
+	conn->stats.cdc_recv++;
+	if (m->failover_validation) {
+		/* §4.6.1: the sender saw seqno m->seqno acknowledged; if we
+		 * have not processed it, data was lost. */
+		if (smcr_seq_before(conn->rx_seq, m->seqno)) {
+			smcr_warn("conn %08x: failover lost data (received %u, peer sent %u)",
+				  conn->token, conn->rx_seq, m->seqno);
+			smcr_conn_abort(conn, -ECONNRESET);
+			return -ECONNRESET;
+		}
+		return 0;
+	}
+	if (m->peer_abort) {
+		conn->peer_aborted = true;
+		if (!conn->error)
+			conn->error = -ECONNRESET;
+		conn_notify(conn);
+		return 0;
+	}
+	/* Old messages may be lost, never applied after newer ones. */
+	if (!smcr_seq_after(m->seqno, conn->rx_seq)) {
+		conn->stats.cdc_stale++;
+		return 0;
+	}
+	if (!cursor_from_wire(len, &m->prod, &prod))
+		return cdc_reject(conn, "producer cursor outside the RMBE");
+	if (!cursor_from_wire(conn->tx_len, &m->cons, &cons))
+		return cdc_reject(conn, "consumer cursor outside the RMBE");
+	if (smcr_cursor_dist(len, &conn->rx_prod, &prod) < 0)
+		return cdc_reject(conn, "producer cursor moved backwards");
+	if (smcr_cursor_dist(len, &conn->rx_cons, &prod) > (int64_t)len)
+		return cdc_reject(conn, "producer cursor overruns unread data");
+	if (smcr_cursor_dist(conn->tx_len, &conn->tx_peer_cons, &cons) < 0)
+		return cdc_reject(conn, "consumer cursor moved backwards");
+	if (smcr_cursor_dist(conn->tx_len, &cons, &conn->tx_prod) < 0)
+		return cdc_reject(conn, "consumer cursor beyond what was written");
+	if (!smcr_rmbe_intact(&conn->rmbe))
+		return cdc_reject(conn, "RMBE eye catcher overwritten");
+
+	conn->rx_seq = m->seqno;
+	conn->rx_prod = prod;
+	conn->tx_peer_cons = cons;
+	conn->peer_blocked = m->writer_blocked;
+	conn->peer_cons_req = conn->peer_cons_req || m->cons_update_req;
+	conn->urg_pending = m->urg_pending;
+	conn->urg_present = m->urg_present;
+	if (m->peer_done_writing)
+		conn->peer_done = true;
+	if (m->peer_conn_closed) {
+		conn->peer_done = true;
+		conn->peer_closed = true;
+	}
+	/* A blocked writer, or a request, wants our cursor at once. */
+	if (window_update_due(conn) ||
+	    (conn->peer_cons_req &&
+	     smcr_cursor_cmp(len, &conn->rx_cons, &conn->rx_cons_sent) != 0))
+		conn->cdc_due = true;
+	/* Window opened for a blocked writer of ours, or data is pending. */
+	if (conn->blocked && smcr_conn_tx_space(conn) > 0) {
+		conn->blocked = false;
+		conn->cdc_due = true;
+	}
+	smcr_conn_flush(conn);
+	conn_notify(conn);
+	return 0;
+}
+
+void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status)
+{
+	unsigned int i;
+
+	if (status)
+		return;		/* the link group fails the link over */
+	/* Completions arrive in order; drop everything up to seq. */
+	for (i = 0; i < conn->inflight_n; i++) {
+		unsigned int slot = (conn->inflight_head + i) % SMCR_CONN_INFLIGHT;
+
+		if (conn->inflight[slot].seq != seq)
+			continue;
+		conn->ss = seq;
+		conn->ss_prod = conn->inflight[slot].prod;
+		conn->inflight_head = (slot + 1) % SMCR_CONN_INFLIGHT;
+		conn->inflight_n -= i + 1;
+		break;
+	}
+	if (conn->cdc_due || !tx_drained(conn))
+		smcr_conn_flush(conn);
+	conn_notify(conn);
+}
+
+int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
+{
+	struct smcr_cdc_cursor from;
+	uint64_t replay;
+	int ret;
+
+	if (conn->link)
+		conn->link->nconns--;
+	conn->link = link;
+	link->nconns++;
+	if (conn->abort_sent || conn->peer_aborted)
+		return 0;
+	conn->stats.failovers++;
+	/* Replay from the last confirmed write (or from what the peer has
+	 * already consumed, if that is further) under a new seqno (§4.6.2). */
+	from = conn->ss_prod;
+	if (smcr_cursor_cmp(conn->tx_len, &conn->tx_peer_cons, &from) > 0)
+		from = conn->tx_peer_cons;
+	if (smcr_cursor_cmp(conn->tx_len, &from, &conn->tx_prod) < 0) {
+		replay = smcr_cursor_diff(conn->tx_len, &from, &conn->tx_prod);
+		conn->stats.replayed_bytes += replay;
+		conn->stats.bytes_sent -= replay;
+		conn->tx_prod = from;
+	}
+	conn->inflight_n = 0;
+	conn->fo_pending = true;
+	/* The flags already sent go out again with the replayed state. */
+	conn->cdc_due = true;
+	ret = smcr_conn_flush(conn);
+	return ret == -EAGAIN ? 0 : ret;
+}
+
+unsigned int smcr_conn_poll(const struct smcr_conn *conn)
+{
+	unsigned int ev = 0;
+
+	if (conn->error)
+		return SMCR_POLLERR | SMCR_POLLIN | SMCR_POLLOUT;
+	if (smcr_conn_rx_avail(conn) > 0 || conn->peer_done)
+		ev |= SMCR_POLLIN;
+	if (conn->peer_done)
+		ev |= SMCR_POLLHUP;
+	if (!conn->want_done && smcr_conn_tx_space(conn) > 0)
+		ev |= SMCR_POLLOUT;
+	return ev;
+}
+
+bool smcr_conn_finished(const struct smcr_conn *conn)
+{
+	/* After an abort, from either side, neither touches the RMBEs again. */
+	if (conn->abort_sent || conn->peer_aborted)
+		return true;
+	return conn->closed_sent && conn->inflight_n == 0 && conn->peer_closed;
+}

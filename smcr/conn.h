@@ -1,0 +1,171 @@
+/* smcrbd: one SMC-R connection's data path (RFC 7609 §4): cursors, RDMA
+ * writes into the peer's RMBE followed by a CDC message, window updates
+ * (§4.5.1), close and abort (§4.8), failover validation and replay (§4.6).
+ *
+ * The receive side is our RMBE, which the peer writes into.  The send side
+ * is a local send buffer laid out exactly like the peer's RMBE: data sits at
+ * the offset it will have in the peer's RMBE, so the bytes of every write the
+ * peer has not confirmed are still at hand for a replay on another link.
+ *
+ * Cursors here are offsets into RMBE data areas; on the wire they are
+ * offsets into the whole RMBE, i.e. 4 more (the eye catcher, A.4).
+ *
+ * Not thread safe: the link group's owner serialises all calls.  Functions
+ * return 0 (or a byte count) on success and -errno on failure.
+ */
+#ifndef SMCR_CONN_H
+#define SMCR_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "cursor.h"
+#include "link.h"
+#include "msg.h"
+#include "rmb.h"
+
+/* Where one RMB of the peer is on each link of the group. */
+struct smcr_peer_rmb {
+	uint64_t vaddr[SMCR_LINK_SLOTS];
+	uint32_t rkey[SMCR_LINK_SLOTS];
+};
+
+/* CDC messages posted but not yet completed, per connection. */
+#define SMCR_CONN_INFLIGHT 32
+
+/* Work request ids of CDC sends: the alert token, a tag, the seqno. */
+#define SMCR_WR_TAG_CDC		0x1u
+#define SMCR_WR_TAG_CDC_UNTRACKED 0x2u	/* failover validation, abort */
+#define SMCR_WR_TAG_LLC		0x3u
+static inline uint64_t smcr_wr_id(uint32_t token, unsigned int tag, uint16_t seq)
+{
+	return (uint64_t)token << 32 | (uint64_t)tag << 16 | seq;
+}
+static inline uint32_t smcr_wr_token(uint64_t id) { return (uint32_t)(id >> 32); }
+static inline unsigned int smcr_wr_tag(uint64_t id) { return (id >> 16) & 0xffff; }
+static inline uint16_t smcr_wr_seq(uint64_t id) { return (uint16_t)id; }
+
+/* smcr_conn_poll() bits. */
+#define SMCR_POLLIN	0x1u	/* data to read, or end of stream */
+#define SMCR_POLLOUT	0x2u	/* room to write */
+#define SMCR_POLLHUP	0x4u	/* the peer is done writing */
+#define SMCR_POLLERR	0x8u	/* aborted: calls return conn->error */
+
+struct smcr_conn_stats {
+	uint64_t bytes_sent, bytes_recv;
+	uint64_t cdc_sent, cdc_recv, cdc_stale;
+	uint64_t writes;
+	uint64_t window_updates;	/* CDCs sent only to move the window */
+	uint64_t blocked;		/* times we ran out of peer window */
+	uint64_t failovers, replayed_bytes;
+};
+
+struct smcr_conn {
+	struct smcr_link *link;		/* the link we send on */
+	uint32_t token;			/* ours: the peer puts it in its CDCs */
+	uint32_t peer_token;
+	int error;			/* set once aborted (-ECONNRESET ...) */
+	/* Called on every change the application may wait for. */
+	void (*notify)(struct smcr_conn *conn, void *arg);
+	void *notify_arg;
+
+	/* receive side: our RMBE */
+	struct smcr_rmbe rmbe;
+	struct smcr_cdc_cursor rx_prod;		/* what the peer has written */
+	struct smcr_cdc_cursor rx_cons;		/* what we have consumed */
+	struct smcr_cdc_cursor rx_cons_sent;	/* consumer cursor last sent */
+	uint16_t rx_seq;			/* last CDC applied: also SR */
+	bool peer_blocked;			/* B seen: update on every consume */
+	bool peer_cons_req;			/* R seen */
+	bool peer_done;				/* D seen: end of stream */
+	bool peer_closed;			/* C seen */
+	bool peer_aborted;			/* A seen */
+	bool urg_pending, urg_present;		/* P, U seen (data stays in order) */
+
+	/* send side: the peer's RMBE, mirrored by sndbuf */
+	struct smcr_rmbe sndbuf;
+	const struct smcr_peer_rmb *peer_rmb;
+	uint32_t peer_offset;			/* of the element's data area in the RMB */
+	uint32_t tx_len;			/* peer's RMBE data area */
+	struct smcr_cdc_cursor tx_fill;		/* accepted from the application */
+	struct smcr_cdc_cursor tx_prod;		/* RDMA-written */
+	struct smcr_cdc_cursor tx_prod_sent;	/* announced in a CDC */
+	struct smcr_cdc_cursor tx_peer_cons;	/* peer's consumer cursor */
+	uint16_t tx_seq;			/* last seqno sent */
+	uint16_t ss;				/* Sequence Sent (§4.6.1) */
+	struct smcr_cdc_cursor ss_prod;		/* producer cursor of SS */
+	struct {
+		uint16_t seq;
+		struct smcr_cdc_cursor prod;
+	} inflight[SMCR_CONN_INFLIGHT];
+	unsigned int inflight_head, inflight_n;
+	bool blocked;				/* we are out of window (B) */
+	bool cdc_due;				/* a CDC must go out */
+	bool want_done, done_sent;		/* D */
+	bool want_close, closed_sent;		/* C */
+	bool abort_sent;			/* A */
+	bool fo_pending;			/* failover validation CDC due */
+
+	struct smcr_conn_stats stats;
+};
+
+struct smcr_conn_params {
+	uint32_t token, peer_token;
+	struct smcr_rmbe rmbe;			/* ours, allocated and registered */
+	struct smcr_rmbe sndbuf;		/* data_len must equal the peer's */
+	const struct smcr_peer_rmb *peer_rmb;
+	uint8_t peer_index;			/* 1-based, from CLC */
+	uint32_t peer_elem_size;		/* from CLC, incl. eye catcher */
+	struct smcr_link *link;
+};
+
+/* Set up a connection in the ACTIVE state.  -EINVAL if the send buffer does
+ * not match the peer's RMBE. */
+int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p);
+
+/* Application side. */
+ssize_t smcr_conn_send(struct smcr_conn *conn, const void *buf, size_t len);
+/* Zero copy: up to two pieces of free send space at the fill cursor (the
+ * second when it wraps); returns their total size, or -errno. */
+ssize_t smcr_conn_reserve(struct smcr_conn *conn, struct iovec iov[2]);
+/* Hand n bytes of the reserved space to the peer. */
+int smcr_conn_commit(struct smcr_conn *conn, size_t n);
+/* Copy out and consume; 0 at end of stream, -EAGAIN when nothing is there. */
+ssize_t smcr_conn_recv(struct smcr_conn *conn, void *buf, size_t len);
+/* Zero copy: up to two pieces of received data; returns their total size
+ * (0 at end of stream), -EAGAIN when nothing is there, or -errno. */
+ssize_t smcr_conn_peek(struct smcr_conn *conn, struct iovec iov[2]);
+int smcr_conn_consume(struct smcr_conn *conn, size_t n);
+/* No more data from us (SHUT_WR): D goes out once all data is written. */
+int smcr_conn_shutdown(struct smcr_conn *conn);
+/* Done with the connection: C goes out once all data is written. */
+int smcr_conn_close(struct smcr_conn *conn);
+/* Abnormal close: A goes out, everything pending is dropped. */
+void smcr_conn_abort(struct smcr_conn *conn, int error);
+unsigned int smcr_conn_poll(const struct smcr_conn *conn);
+/* Both sides are done with the RMBEs: the owner may free them. */
+bool smcr_conn_finished(const struct smcr_conn *conn);
+
+/* Link group side. */
+/* Post what is pending: data, then a CDC if one is due.  -EAGAIN when the
+ * link's send queue is full (call again after a completion). */
+int smcr_conn_flush(struct smcr_conn *conn);
+/* Something is waiting to be posted (data, a CDC, failover validation):
+ * the link group calls smcr_conn_flush() again when its link has room. */
+bool smcr_conn_tx_pending(const struct smcr_conn *conn);
+/* A CDC for this connection arrived.  A message that fails validation
+ * aborts the connection (and only it) and returns -EPROTO. */
+int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m);
+/* A CDC send of ours completed (status 0) or failed. */
+void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status);
+/* Move the connection to another link: send the failover validation CDC
+ * and replay every write the peer has not confirmed. */
+int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link);
+
+/* Bytes readable now / free send space now. */
+uint32_t smcr_conn_rx_avail(const struct smcr_conn *conn);
+uint32_t smcr_conn_tx_space(const struct smcr_conn *conn);
+
+#endif

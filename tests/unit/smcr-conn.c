@@ -1,0 +1,561 @@
+/* smcrbd: the CDC data path of two peers driven against each other through
+ * the in-memory wire: random write sizes, wrap-around, small windows, close,
+ * abort, bad CDCs, and failover between two links. */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+#include "smcr-suites.h"
+#include "conn.h"
+#include "memwire.h"
+
+#define NCONN 4
+#define NLINK 2
+
+struct peer {
+	const char *name;
+	struct smcr_rmb_pool rmbs, sndbufs;
+	struct smcr_conn conn[NCONN];
+	struct smcr_peer_rmb peer_rmb[NCONN];
+	struct memwire_end *ends[NLINK];
+	unsigned int downs;
+	/* stream state per connection */
+	uint64_t sent[NCONN], rcvd[NCONN];
+	unsigned int bad_bytes;
+};
+
+static struct peer A, B;
+static struct memwire_end wire[NLINK][2];	/* [slot][0] is A's end */
+static uint32_t rng = 12345;
+
+static uint32_t rnd(void)
+{
+	rng = rng * 1103515245u + 12345u;
+	return rng >> 8;
+}
+
+/* Byte i of the stream from side `from` on connection c. */
+static uint8_t stream_byte(const struct peer *from, unsigned int c, uint64_t i)
+{
+	uint64_t x = i * 0x9E3779B97F4A7C15ull + c * 7919u + (from == &A ? 1 : 2);
+
+	x ^= x >> 29;
+	return (uint8_t)(x ^ (x >> 17));
+}
+
+static struct smcr_conn *conn_by_token(struct peer *p, uint32_t token)
+{
+	unsigned int i;
+
+	for (i = 0; i < NCONN; i++)
+		if (p->conn[i].token == token)
+			return &p->conn[i];
+	return NULL;
+}
+
+static void h_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
+{
+	struct peer *p = link->handler_arg;
+	struct smcr_cdc_msg m;
+	struct smcr_conn *conn;
+
+	CU_ASSERT_EQUAL_FATAL(smcr_cdc_decode(msg, SMCR_MSG_LEN, &m), SMCR_CDC_LEN);
+	conn = conn_by_token(p, m.token);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(conn);
+	smcr_conn_rx_cdc(conn, &m);
+}
+
+static void h_send_done(struct smcr_link *link, uint64_t wr_id, int status)
+{
+	struct peer *p = link->handler_arg;
+	struct smcr_conn *conn = conn_by_token(p, smcr_wr_token(wr_id));
+
+	unsigned int i;
+
+	if (conn && smcr_wr_tag(wr_id) == SMCR_WR_TAG_CDC)
+		smcr_conn_cdc_done(conn, smcr_wr_seq(wr_id), status);
+	/* As the link group does: room on the link, retry who waits. */
+	for (i = 0; i < NCONN; i++)
+		if (p->conn[i].link == link && smcr_conn_tx_pending(&p->conn[i]))
+			smcr_conn_flush(&p->conn[i]);
+}
+
+static void h_down(struct smcr_link *link, int reason)
+{
+	struct peer *p = link->handler_arg;
+	unsigned int i, s;
+
+	(void)reason;
+	p->downs++;
+	for (i = 0; i < NCONN; i++) {
+		if (p->conn[i].link != link)
+			continue;
+		for (s = 0; s < NLINK; s++) {
+			if (&p->ends[s]->link != link &&
+			    p->ends[s]->link.state == SMCR_LINK_ACTIVE) {
+				CU_ASSERT_EQUAL(smcr_conn_failover(&p->conn[i],
+								   &p->ends[s]->link), 0);
+				break;
+			}
+		}
+	}
+}
+
+static const struct smcr_link_handler handler = {
+	.send_done = h_send_done,
+	.recv = h_recv,
+	.down = h_down,
+};
+
+/* Make every RMB of p reachable by the other side on every link. */
+static void expose(struct peer *p, unsigned int side)
+{
+	struct smcr_rmb *rmb;
+	unsigned int code, s;
+
+	for (s = 0; s < NLINK; s++)
+		smcr_rmb_pool_for_each(&p->rmbs, code, rmb)
+			memwire_add_mr(&wire[s][side], rmb->buf, rmb->len,
+				       rmb->id * 16 + s);
+}
+
+static void setup(size_t rmbe_a, size_t rmbe_b, unsigned int sq_depth)
+{
+	struct smcr_rmbe ea[NCONN], eb[NCONN], sa, sb;
+	unsigned int i, s;
+	bool fresh;
+
+	memset(&A, 0, sizeof(A));
+	memset(&B, 0, sizeof(B));
+	A.name = "A";
+	B.name = "B";
+	smcr_rmb_pool_init(&A.rmbs, 0);
+	smcr_rmb_pool_init(&A.sndbufs, 0);
+	smcr_rmb_pool_init(&B.rmbs, 0);
+	smcr_rmb_pool_init(&B.sndbufs, 0);
+	for (s = 0; s < NLINK; s++) {
+		memwire_pair(&wire[s][0], &wire[s][1], (uint8_t)(s + 1), (uint8_t)s,
+			     sq_depth, &handler, &A, &handler, &B);
+		A.ends[s] = &wire[s][0];
+		B.ends[s] = &wire[s][1];
+	}
+	for (i = 0; i < NCONN; i++) {
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&A.rmbs, rmbe_a, &ea[i], &fresh), 0);
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&B.rmbs, rmbe_b, &eb[i], &fresh), 0);
+	}
+	expose(&A, 0);
+	expose(&B, 1);
+	for (i = 0; i < NCONN; i++) {
+		struct smcr_conn_params pa, pb;
+
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&A.sndbufs, eb[i].data_len, &sa, &fresh), 0);
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&B.sndbufs, ea[i].data_len, &sb, &fresh), 0);
+		for (s = 0; s < NLINK; s++) {
+			A.peer_rmb[i].vaddr[s] = (uintptr_t)eb[i].rmb->buf;
+			A.peer_rmb[i].rkey[s] = eb[i].rmb->id * 16 + s;
+			B.peer_rmb[i].vaddr[s] = (uintptr_t)ea[i].rmb->buf;
+			B.peer_rmb[i].rkey[s] = ea[i].rmb->id * 16 + s;
+		}
+		pa = (struct smcr_conn_params){
+			.token = 0xA000 + i, .peer_token = 0xB000 + i,
+			.rmbe = ea[i], .sndbuf = sa, .peer_rmb = &A.peer_rmb[i],
+			.peer_index = eb[i].index, .peer_elem_size = eb[i].rmb->elem_size,
+			.link = &A.ends[i % NLINK]->link,
+		};
+		pb = (struct smcr_conn_params){
+			.token = 0xB000 + i, .peer_token = 0xA000 + i,
+			.rmbe = eb[i], .sndbuf = sb, .peer_rmb = &B.peer_rmb[i],
+			.peer_index = ea[i].index, .peer_elem_size = ea[i].rmb->elem_size,
+			.link = &B.ends[i % NLINK]->link,
+		};
+		CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&A.conn[i], &pa), 0);
+		CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&B.conn[i], &pb), 0);
+	}
+}
+
+static void teardown(void)
+{
+	unsigned int s;
+
+	for (s = 0; s < NLINK; s++) {
+		memwire_free(&wire[s][0]);
+		memwire_free(&wire[s][1]);
+	}
+	smcr_rmb_pool_fini(&A.rmbs);
+	smcr_rmb_pool_fini(&A.sndbufs);
+	smcr_rmb_pool_fini(&B.rmbs);
+	smcr_rmb_pool_fini(&B.sndbufs);
+}
+
+static struct memwire_end *all_ends[NLINK * 2];
+
+static void run_wire(unsigned int max_steps)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < NLINK; i++) {
+		all_ends[2 * i] = &wire[i][0];
+		all_ends[2 * i + 1] = &wire[i][1];
+	}
+	if (max_steps == 0) {
+		memwire_run(all_ends, NLINK * 2);
+		return;
+	}
+	for (i = 0; i < max_steps; i++)
+		n += (unsigned int)memwire_step(all_ends[rnd() % (NLINK * 2)]);
+}
+
+/* One round: every connection of p sends a random-size piece of its stream
+ * (up to total) and reads and checks what has arrived. */
+static void pump(struct peer *p, struct peer *other, uint64_t total,
+		 size_t max_piece, bool zero_copy)
+{
+	uint8_t buf[70000];
+	unsigned int c;
+
+	for (c = 0; c < NCONN; c++) {
+		struct smcr_conn *conn = &p->conn[c];
+		uint64_t left = total - p->sent[c];
+		size_t want = 1 + rnd() % max_piece, k;
+		ssize_t n;
+
+		if (want > left)
+			want = (size_t)left;
+		if (want && !zero_copy) {
+			for (k = 0; k < want; k++)
+				buf[k] = stream_byte(p, c, p->sent[c] + k);
+			n = smcr_conn_send(conn, buf, want);
+			if (n > 0)
+				p->sent[c] += (uint64_t)n;
+			else
+				CU_ASSERT_EQUAL(n, -EAGAIN);
+		} else if (want) {
+			struct iovec iov[2];
+			ssize_t space = smcr_conn_reserve(conn, iov);
+			size_t j, done = 0;
+
+			CU_ASSERT(space >= 0);
+			if (space > 0) {
+				if ((size_t)space < want)
+					want = (size_t)space;
+				for (j = 0; j < 2 && done < want; j++) {
+					uint8_t *d = iov[j].iov_base;
+
+					for (k = 0; k < iov[j].iov_len && done < want; k++, done++)
+						d[k] = stream_byte(p, c, p->sent[c] + done);
+				}
+				CU_ASSERT_EQUAL(smcr_conn_commit(conn, want), 0);
+				p->sent[c] += want;
+			}
+		}
+		/* Receive: copying or peeking, alternately. */
+		if (rnd() & 1) {
+			n = smcr_conn_recv(conn, buf, 1 + rnd() % sizeof(buf));
+			for (k = 0; n > 0 && k < (size_t)n; k++)
+				if (buf[k] != stream_byte(other, c, p->rcvd[c] + k))
+					p->bad_bytes++;
+			if (n > 0)
+				p->rcvd[c] += (uint64_t)n;
+		} else {
+			struct iovec iov[2];
+			ssize_t avail = smcr_conn_peek(conn, iov);
+			size_t j, done = 0;
+
+			if (avail > 0) {
+				for (j = 0; j < 2; j++)
+					for (k = 0; k < iov[j].iov_len; k++, done++)
+						if (((uint8_t *)iov[j].iov_base)[k] !=
+						    stream_byte(other, c, p->rcvd[c] + done))
+							p->bad_bytes++;
+				CU_ASSERT_EQUAL(smcr_conn_consume(conn, (size_t)avail), 0);
+				p->rcvd[c] += (uint64_t)avail;
+			}
+		}
+	}
+}
+
+static bool all_done(uint64_t total)
+{
+	unsigned int c;
+
+	for (c = 0; c < NCONN; c++)
+		if (A.rcvd[c] < total || B.rcvd[c] < total)
+			return false;
+	return true;
+}
+
+/* Stream total bytes each way on every connection; fault link 0 after
+ * fault_at rounds if fault is set.  Returns the rounds used. */
+static unsigned int stream(uint64_t total, size_t max_piece, unsigned int steps,
+			   int fault_at, enum memwire_fault fault, bool zero_copy)
+{
+	unsigned int round;
+
+	for (round = 0; round < 200000 && !all_done(total); round++) {
+		if ((int)round == fault_at)
+			memwire_fault(&wire[0][0], fault);
+		pump(&A, &B, total, max_piece, zero_copy);
+		pump(&B, &A, total, max_piece, !zero_copy);
+		run_wire(steps);
+		for (unsigned int c = 0; c < NCONN; c++)
+			if (A.conn[c].error || B.conn[c].error)
+				return round;
+	}
+	run_wire(0);
+	return round;
+}
+
+static void check_streams(uint64_t total)
+{
+	unsigned int c;
+
+	CU_ASSERT_EQUAL(A.bad_bytes, 0);
+	CU_ASSERT_EQUAL(B.bad_bytes, 0);
+	for (c = 0; c < NCONN; c++) {
+		CU_ASSERT_EQUAL(A.conn[c].error, 0);
+		CU_ASSERT_EQUAL(B.conn[c].error, 0);
+		CU_ASSERT_EQUAL(A.rcvd[c], total);
+		CU_ASSERT_EQUAL(B.rcvd[c], total);
+	}
+}
+
+static void test_stream_small_window(void)
+{
+	const uint64_t total = 1u << 20;
+	unsigned int c;
+
+	/* 16 KiB RMBEs, pieces up to 6 KiB: many wraps and full windows. */
+	setup(1000, 1000, 64);
+	stream(total, 6000, 7, -1, MEMWIRE_OK, false);
+	check_streams(total);
+	for (c = 0; c < NCONN; c++) {
+		/* 1 MiB through a 16 KiB - 4 area wraps 64 times. */
+		CU_ASSERT(A.conn[c].rx_cons.wrap >= 64);
+		CU_ASSERT(B.conn[c].tx_prod.wrap >= 64);
+		CU_ASSERT_EQUAL(A.conn[c].stats.bytes_recv, total);
+		CU_ASSERT_EQUAL(A.conn[c].stats.bytes_sent, total);
+		CU_ASSERT(A.conn[c].stats.blocked > 0);
+		CU_ASSERT(A.conn[c].stats.cdc_stale == 0);
+	}
+	teardown();
+}
+
+static void test_stream_zero_copy_asym(void)
+{
+	const uint64_t total = 3u << 20;
+
+	/* Different RMBE sizes each way, zero-copy sends one way. */
+	setup(60000, 200000, 16);
+	stream(total, 65000, 3, -1, MEMWIRE_OK, true);
+	check_streams(total);
+	CU_ASSERT_EQUAL(A.conn[0].tx_len, 256 * 1024 - SMCR_RMBE_EYE_LEN);
+	CU_ASSERT_EQUAL(B.conn[0].tx_len, 64 * 1024 - SMCR_RMBE_EYE_LEN);
+	teardown();
+}
+
+static void test_window_update_threshold(void)
+{
+	uint8_t buf[16384];
+	struct smcr_conn *a, *b;
+	uint64_t cdc_before;
+
+	setup(1000, 1000, 64);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	memset(buf, 7, sizeof(buf));
+	/* 2 KiB: B consumes it, the sender's window is still above half: no
+	 * CDC only for the window (§4.5.1 example a). */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 2048), 2048);
+	run_wire(0);
+	cdc_before = b->stats.cdc_sent;
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 2048);
+	run_wire(0);
+	CU_ASSERT_EQUAL(b->stats.cdc_sent, cdc_before);
+	CU_ASSERT_EQUAL(b->stats.window_updates, 0);
+	/* Fill past half: consuming now frees more than a tenth: update. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 8192), 8192);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 8192);
+	run_wire(0);
+	CU_ASSERT_EQUAL(b->stats.window_updates, 1);
+	CU_ASSERT_EQUAL(smcr_cursor_cmp(a->tx_len, &a->tx_peer_cons, &a->tx_prod), 0);
+	teardown();
+}
+
+static void test_close_orders(void)
+{
+	uint8_t buf[100];
+	struct smcr_conn *a, *b;
+
+	setup(1000, 1000, 64);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	/* A half-closes after data: B reads the data, then end of stream,
+	 * and can still send to A. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, "hello", 5), 5);
+	CU_ASSERT_EQUAL(smcr_conn_shutdown(a), 0);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, "x", 1), -EPIPE);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 5);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 0);
+	CU_ASSERT(smcr_conn_poll(b) & SMCR_POLLHUP);
+	CU_ASSERT_EQUAL(smcr_conn_send(b, "world", 5), 5);
+	CU_ASSERT_EQUAL(smcr_conn_close(b), 0);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(a, buf, sizeof(buf)), 5);
+	CU_ASSERT_EQUAL(memcmp(buf, "world", 5), 0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(a, buf, sizeof(buf)), 0);
+	CU_ASSERT_FALSE(smcr_conn_finished(a));
+	CU_ASSERT_EQUAL(smcr_conn_close(a), 0);
+	run_wire(0);
+	CU_ASSERT(smcr_conn_finished(a));
+	CU_ASSERT(smcr_conn_finished(b));
+
+	/* The other order on another connection: B closes first. */
+	a = &A.conn[1];
+	b = &B.conn[1];
+	CU_ASSERT_EQUAL(smcr_conn_close(b), 0);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(a, buf, sizeof(buf)), 0);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, "late", 4), -EPIPE);
+	CU_ASSERT_EQUAL(smcr_conn_close(a), 0);
+	run_wire(0);
+	CU_ASSERT(smcr_conn_finished(a));
+	CU_ASSERT(smcr_conn_finished(b));
+	CU_ASSERT_EQUAL(a->error, 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	teardown();
+}
+
+static void test_abort_mid_transfer(void)
+{
+	uint8_t buf[4096];
+
+	setup(1000, 1000, 64);
+	memset(buf, 1, sizeof(buf));
+	CU_ASSERT_EQUAL(smcr_conn_send(&A.conn[0], buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	smcr_conn_abort(&A.conn[0], -ECONNABORTED);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(&B.conn[0], buf, sizeof(buf)), -ECONNRESET);
+	CU_ASSERT(smcr_conn_poll(&B.conn[0]) & SMCR_POLLERR);
+	CU_ASSERT(smcr_conn_finished(&A.conn[0]));
+	CU_ASSERT(smcr_conn_finished(&B.conn[0]));
+	/* The other connections are untouched. */
+	CU_ASSERT_EQUAL(smcr_conn_send(&A.conn[1], buf, 10), 10);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(&B.conn[1], buf, sizeof(buf)), 10);
+	teardown();
+}
+
+static void test_bad_cdc(void)
+{
+	uint8_t buf[100];
+	struct smcr_cdc_msg m;
+	struct smcr_conn *b = &B.conn[2];
+
+	setup(1000, 1000, 64);
+	b = &B.conn[2];
+	/* Producer cursor beyond the RMBE: only that connection dies. */
+	memset(&m, 0, sizeof(m));
+	m.seqno = 1;
+	m.token = b->token;
+	m.prod.count = b->rmbe.data_len + SMCR_RMBE_EYE_LEN;
+	m.cons.count = SMCR_RMBE_EYE_LEN;
+	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), -EPROTO);
+	CU_ASSERT_EQUAL(b->error, -EPROTO);
+	/* Cursor inside the eye catcher, on another connection. */
+	b = &B.conn[3];
+	m.token = b->token;
+	m.prod.count = 2;
+	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), -EPROTO);
+	/* More data than the window allows, on a third. */
+	b = &B.conn[1];
+	m.token = b->token;
+	m.prod.wrap = 1;
+	m.prod.count = 100 + SMCR_RMBE_EYE_LEN;
+	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), -EPROTO);
+	/* Consumer cursor ahead of what B wrote. */
+	b = &B.conn[0];
+	memset(&m, 0, sizeof(m));
+	m.seqno = 1;
+	m.token = b->token;
+	m.prod.count = SMCR_RMBE_EYE_LEN;
+	m.cons.count = SMCR_RMBE_EYE_LEN + 10;
+	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), -EPROTO);
+	run_wire(0);
+	/* A sees the aborts; a fresh setup's connection still works. */
+	CU_ASSERT_EQUAL(smcr_conn_recv(&A.conn[2], buf, sizeof(buf)), -ECONNRESET);
+	teardown();
+
+	setup(1000, 1000, 64);
+	CU_ASSERT_EQUAL(smcr_conn_send(&A.conn[2], "ok", 2), 2);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(&B.conn[2], buf, sizeof(buf)), 2);
+	teardown();
+}
+
+static void test_failover_cut(void)
+{
+	const uint64_t total = 1u << 20;
+	unsigned int c;
+
+	/* Cut link 0 mid-stream with writes and CDCs in flight: every
+	 * connection on it moves to link 1 and nothing is lost. */
+	setup(30000, 30000, 16);
+	stream(total, 9000, 5, 40, MEMWIRE_CUT, false);
+	check_streams(total);
+	CU_ASSERT_EQUAL(A.downs, 1);
+	CU_ASSERT_EQUAL(B.downs, 1);
+	for (c = 0; c < NCONN; c++) {
+		CU_ASSERT_PTR_EQUAL(A.conn[c].link, &wire[1][0].link);
+		CU_ASSERT_PTR_EQUAL(B.conn[c].link, &wire[1][1].link);
+	}
+	/* Connections 0 and 2 started on link 0 and were replayed. */
+	CU_ASSERT_EQUAL(A.conn[0].stats.failovers, 1);
+	CU_ASSERT_EQUAL(A.conn[1].stats.failovers, 0);
+	CU_ASSERT(A.conn[0].stats.replayed_bytes + B.conn[0].stats.replayed_bytes > 0);
+	CU_ASSERT_EQUAL(wire[1][0].bad_rkey + wire[1][1].bad_rkey, 0);
+	teardown();
+}
+
+static void test_failover_lost_data(void)
+{
+	uint8_t buf[4096];
+	struct smcr_conn *a, *b;
+
+	/* The RNIC acks a write + CDC that never reach B's memory; then the
+	 * link dies.  A's validation CDC names a seqno B never processed:
+	 * B must reset (§4.6.1). */
+	setup(1000, 1000, 64);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	memset(buf, 3, sizeof(buf));
+	memwire_fault(&wire[0][0], MEMWIRE_ACK_NO_PLACE);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	run_wire(0);
+	CU_ASSERT_EQUAL(a->ss, 1);
+	CU_ASSERT_EQUAL(b->rx_seq, 0);
+	memwire_fault(&wire[0][0], MEMWIRE_CUT);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 1), 1);
+	run_wire(0);
+	CU_ASSERT_EQUAL(b->error, -ECONNRESET);
+	CU_ASSERT_EQUAL(smcr_conn_recv(a, buf, sizeof(buf)), -ECONNRESET);
+	/* Connection 1 was on link 1 and is unaffected. */
+	CU_ASSERT_EQUAL(A.conn[1].error, 0);
+	teardown();
+}
+
+CU_TestInfo smcr_conn_tests[] = {
+	{ "stream, small windows, wrap", test_stream_small_window },
+	{ "stream, zero copy, asymmetric RMBEs", test_stream_zero_copy_asym },
+	{ "window update threshold", test_window_update_threshold },
+	{ "close in both orders", test_close_orders },
+	{ "abort mid-transfer", test_abort_mid_transfer },
+	{ "bad CDC aborts one connection", test_bad_cdc },
+	{ "failover: cut link, replay", test_failover_cut },
+	{ "failover: acked but lost data resets", test_failover_lost_data },
+	CU_TEST_INFO_NULL,
+};
