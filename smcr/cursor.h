@@ -8,10 +8,10 @@
  * always holds for the producer and consumer of one connection (they are at
  * most one RMBE apart).
  *
- * The RFC's RMBE begins with a 4-byte eyecatcher and cursors wrap to 4;
- * Linux (and we, telling the peer so in CONFIRM LINK) use no eyecatcher and
- * cursors wrap to 0.  These helpers work on the data area only: with an
- * eyecatcher, pass size - 4 and add 4 to count when addressing memory.
+ * The RFC's RMBE begins with a 4-byte eyecatcher and wire cursors start and
+ * wrap at 4; ours do too (smcr/rmb.h).  Linux puts no eyecatcher in its
+ * RMBEs.  These helpers work on the data area only: pass size - 4, and
+ * smcr/conn.c adds 4 to count on the wire.
  *
  * All helpers are pure inline functions, host byte order.
  */
