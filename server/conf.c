@@ -1,0 +1,580 @@
+/* smcrd: configuration parsing.
+ *
+ * Config file format (one setting per line, '#' starts a comment):
+ *
+ *   listen = 0.0.0.0
+ *   port = 10809
+ *   queue-depth = 128
+ *
+ *   [export disk0]
+ *   path = /dev/sdb
+ *   read-only = yes
+ *   allow = 10.0.0.0/8, 192.168.0.0/16
+ */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+
+#define DEFAULT_QUEUE_DEPTH	128
+#define DEFAULT_MAX_CLIENTS	128
+#define DEFAULT_MAX_MEMORY	(UINT64_C(1) << 30)
+
+void config_defaults(struct smcrd_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->queue_depth = DEFAULT_QUEUE_DEPTH;
+	cfg->max_clients = DEFAULT_MAX_CLIENTS;
+	cfg->max_memory = DEFAULT_MAX_MEMORY;
+}
+
+void config_free(struct smcrd_config *cfg)
+{
+	free(cfg->listen);
+	free(cfg->port);
+	free(cfg->smcr_port);
+	free(cfg->pidfile);
+	free(cfg->log_file);
+	free(cfg->config_file);
+	export_list_free(&cfg->cli_exports);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (tolower((unsigned char)*end)) {
+	case '\0': break;
+	case 'k': shift = 10; end++; break;
+	case 'm': shift = 20; end++; break;
+	case 'g': shift = 30; end++; break;
+	case 't': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' || *end == 'I')
+		end++;
+	if (*end == 'b' || *end == 'B')
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int parse_bool(const char *s, bool *out)
+{
+	if (!strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcasecmp(s, "on") ||
+	    !strcmp(s, "1")) {
+		*out = true;
+		return 0;
+	}
+	if (!strcasecmp(s, "no") || !strcasecmp(s, "false") || !strcasecmp(s, "off") ||
+	    !strcmp(s, "0")) {
+		*out = false;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int acl_parse(const char *s, struct acl_entry *out)
+{
+	char buf[INET6_ADDRSTRLEN + 8];
+	char *slash;
+	unsigned max;
+
+	memset(out, 0, sizeof(*out));
+	if (!strcmp(s, "*") || !strcmp(s, "all")) {
+		out->family = AF_UNSPEC;
+		return 0;
+	}
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	slash = strchr(buf, '/');
+	if (slash)
+		*slash++ = '\0';
+	if (inet_pton(AF_INET, buf, out->addr) == 1) {
+		out->family = AF_INET;
+		max = 32;
+	} else if (inet_pton(AF_INET6, buf, out->addr) == 1) {
+		out->family = AF_INET6;
+		max = 128;
+	} else {
+		return -EINVAL;
+	}
+	out->prefix = max;
+	if (slash && parse_uint(slash, 0, max, &out->prefix) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+static bool prefix_eq(const uint8_t *a, const uint8_t *b, unsigned bits)
+{
+	unsigned full = bits / 8, rest = bits % 8;
+
+	if (memcmp(a, b, full))
+		return false;
+	if (rest) {
+		uint8_t mask = (uint8_t)(0xff << (8 - rest));
+
+		return (a[full] & mask) == (b[full] & mask);
+	}
+	return true;
+}
+
+bool acl_match(const struct acl_entry *v, unsigned n, const struct sockaddr *sa)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	const uint8_t *a4 = NULL, *a6 = NULL;
+	unsigned i;
+
+	if (n == 0)
+		return true;
+	if (sa->sa_family == AF_INET) {
+		a4 = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+	} else if (sa->sa_family == AF_INET6) {
+		a6 = (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (!memcmp(a6, v4mapped, sizeof(v4mapped)))
+			a4 = a6 + 12;
+	}
+	for (i = 0; i < n; i++) {
+		if (v[i].family == AF_UNSPEC)
+			return true;
+		if (v[i].family == AF_INET && a4 && prefix_eq(a4, v[i].addr, v[i].prefix))
+			return true;
+		if (v[i].family == AF_INET6 && a6 && prefix_eq(a6, v[i].addr, v[i].prefix))
+			return true;
+	}
+	return false;
+}
+
+void export_spec_free(struct export_spec *s)
+{
+	free(s->name);
+	free(s->path);
+	free(s->description);
+	free(s->allow);
+	memset(s, 0, sizeof(*s));
+}
+
+int export_list_add(struct export_list *l, struct export_spec *spec)
+{
+	struct export_spec *v;
+	unsigned i;
+
+	for (i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i].name, spec->name))
+			return -EEXIST;
+	v = realloc(l->v, (l->n + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	l->v = v;
+	l->v[l->n++] = *spec;
+	memset(spec, 0, sizeof(*spec));
+	return 0;
+}
+
+void export_list_free(struct export_list *l)
+{
+	unsigned i;
+
+	for (i = 0; i < l->n; i++)
+		export_spec_free(&l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+static int add_allow(struct export_spec *s, const char *list, char *err, size_t errlen)
+{
+	char *copy = strdup(list), *tok, *save = NULL;
+	int r = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+		struct acl_entry e, *v;
+
+		if (acl_parse(tok, &e) < 0) {
+			seterr(err, errlen, "bad address prefix '%s'", tok);
+			r = -EINVAL;
+			break;
+		}
+		v = realloc(s->allow, (s->nallow + 1) * sizeof(*v));
+		if (!v) {
+			r = -ENOMEM;
+			break;
+		}
+		s->allow = v;
+		s->allow[s->nallow++] = e;
+	}
+	free(copy);
+	return r;
+}
+
+static bool name_valid(const char *name)
+{
+	return strlen(name) <= 4096;
+}
+
+/* One export setting (file keys and --export keys share names). */
+static int export_set(struct export_spec *s, const char *key, const char *val, char *err,
+		      size_t errlen)
+{
+	char **dst = NULL;
+
+	if (!strcmp(key, "path")) {
+		dst = &s->path;
+	} else if (!strcmp(key, "description") || !strcmp(key, "desc")) {
+		dst = &s->description;
+	} else if (!strcmp(key, "read-only") || !strcmp(key, "readonly") ||
+		   !strcmp(key, "ro")) {
+		if (!val) {
+			s->read_only = true;
+			return 0;
+		}
+		if (parse_bool(val, &s->read_only) < 0)
+			goto bad_value;
+		return 0;
+	} else if (!strcmp(key, "rw")) {
+		s->read_only = false;
+		return 0;
+	} else if (!strcmp(key, "direct")) {
+		bool b = true;
+
+		if (val && parse_bool(val, &b) < 0)
+			goto bad_value;
+		s->direct = b;
+		return 0;
+	} else if (!strcmp(key, "block-size") || !strcmp(key, "blocksize")) {
+		uint64_t v;
+
+		if (!val || parse_size(val, &v) < 0 || v == 0 || v > 65536 || (v & (v - 1))) {
+			seterr(err, errlen, "block size must be a power of two 1..65536");
+			return -EINVAL;
+		}
+		s->block_size = (uint32_t)v;
+		return 0;
+	} else if (!strcmp(key, "allow")) {
+		if (!val)
+			goto bad_value;
+		return add_allow(s, val, err, errlen);
+	} else {
+		seterr(err, errlen, "unknown export setting '%s'", key);
+		return -EINVAL;
+	}
+	if (!val)
+		goto bad_value;
+	free(*dst);
+	*dst = strdup(val);
+	return *dst ? 0 : -ENOMEM;
+bad_value:
+	seterr(err, errlen, "bad value for '%s'", key);
+	return -EINVAL;
+}
+
+int config_parse_export_arg(const char *arg, struct export_spec *out, char *err,
+			    size_t errlen)
+{
+	char *copy, *eq, *rest, *tok, *save = NULL;
+	int r = -EINVAL;
+
+	memset(out, 0, sizeof(*out));
+	out->direct = -1;
+	copy = strdup(arg);
+	if (!copy)
+		return -ENOMEM;
+	/* The first field is NAME=PATH (or a bare PATH). */
+	rest = strchr(copy, ',');
+	if (rest)
+		*rest++ = '\0';
+	eq = strchr(copy, '=');
+	if (eq) {
+		*eq = '\0';
+		out->name = strdup(copy);
+		out->path = strdup(eq + 1);
+	} else {
+		const char *base = strrchr(copy, '/');
+
+		out->name = strdup(base ? base + 1 : copy);
+		out->path = strdup(copy);
+	}
+	if (!out->name || !out->path) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	if (!*out->path) {
+		seterr(err, errlen, "export '%s' has no path", out->name);
+		goto out_free;
+	}
+	if (!name_valid(out->name)) {
+		seterr(err, errlen, "export name too long");
+		goto out_free;
+	}
+	for (tok = rest ? strtok_r(rest, ",", &save) : NULL; tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *v = strchr(tok, '=');
+
+		if (v)
+			*v++ = '\0';
+		r = export_set(out, tok, v, err, errlen);
+		if (r < 0)
+			goto out_free;
+	}
+	free(copy);
+	return 0;
+out_free:
+	free(copy);
+	export_spec_free(out);
+	return r;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+static int set_str(char **dst, const char *val)
+{
+	char *v = strdup(val);
+
+	if (!v)
+		return -ENOMEM;
+	free(*dst);
+	*dst = v;
+	return 0;
+}
+
+static int global_set(struct smcrd_config *cfg, const char *key, const char *val,
+		      char *err, size_t errlen)
+{
+#define FROM_CLI(bit) (cfg->set_mask & (bit))
+	uint64_t sz;
+	bool b;
+
+	if (!strcmp(key, "listen"))
+		return FROM_CLI(CFG_SET_LISTEN) ? 0 : set_str(&cfg->listen, val);
+	if (!strcmp(key, "port"))
+		return FROM_CLI(CFG_SET_PORT) ? 0 : set_str(&cfg->port, val);
+	if (!strcmp(key, "smcr-port"))
+		return FROM_CLI(CFG_SET_SMCR_PORT) ? 0 : set_str(&cfg->smcr_port, val);
+	if (!strcmp(key, "pidfile"))
+		return FROM_CLI(CFG_SET_PIDFILE) ? 0 : set_str(&cfg->pidfile, val);
+	if (!strcmp(key, "log-file"))
+		return FROM_CLI(CFG_SET_LOG_FILE) ? 0 : set_str(&cfg->log_file, val);
+	if (!strcmp(key, "queue-depth")) {
+		unsigned v;
+
+		if (parse_uint(val, 1, 4096, &v) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_QUEUE_DEPTH))
+			cfg->queue_depth = v;
+		return 0;
+	}
+	if (!strcmp(key, "threads")) {
+		unsigned v;
+
+		if (parse_uint(val, 1, 256, &v) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_THREADS))
+			cfg->threads = v;
+		return 0;
+	}
+	if (!strcmp(key, "max-clients")) {
+		unsigned v;
+
+		if (parse_uint(val, 1, 65536, &v) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_MAX_CLIENTS))
+			cfg->max_clients = v;
+		return 0;
+	}
+	if (!strcmp(key, "max-memory")) {
+		if (parse_size(val, &sz) < 0 || sz < (64u << 20))
+			goto bad;
+		if (!FROM_CLI(CFG_SET_MAX_MEMORY))
+			cfg->max_memory = sz;
+		return 0;
+	}
+	if (!strcmp(key, "direct")) {
+		if (parse_bool(val, &b) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_DIRECT))
+			cfg->direct = b;
+		return 0;
+	}
+	seterr(err, errlen, "unknown setting '%s'", key);
+	return -EINVAL;
+bad:
+	seterr(err, errlen, "bad value '%s' for '%s'", val, key);
+	return -EINVAL;
+#undef FROM_CLI
+}
+
+int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_globals,
+		     struct export_list *out, char *err, size_t errlen)
+{
+	struct export_spec cur;
+	bool in_export = false;
+	char *line = NULL;
+	size_t cap = 0;
+	unsigned lineno = 0;
+	FILE *f;
+	char e2[200];
+	int r = 0;
+
+	memset(&cur, 0, sizeof(cur));
+	f = fopen(path, "re");
+	if (!f) {
+		r = -errno;
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return r;
+	}
+	while (getline(&line, &cap, f) > 0) {
+		char *s, *eq, *key, *val, *hash;
+
+		lineno++;
+		hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		s = trim(line);
+		if (!*s)
+			continue;
+		if (*s == '[') {
+			char *end = strchr(s, ']');
+			char *name;
+
+			if (!end || end[1]) {
+				seterr(err, errlen, "%s:%u: bad section header", path, lineno);
+				r = -EINVAL;
+				goto out_free;
+			}
+			*end = '\0';
+			name = trim(s + 1);
+			if (!strncmp(name, "export", 6) && (isspace((unsigned char)name[6]))) {
+				name = trim(name + 6);
+			} else {
+				seterr(err, errlen, "%s:%u: expected [export NAME]", path, lineno);
+				r = -EINVAL;
+				goto out_free;
+			}
+			if (in_export) {
+				r = export_list_add(out, &cur);
+				if (r < 0)
+					goto out_dup;
+			}
+			memset(&cur, 0, sizeof(cur));
+			cur.direct = -1;
+			cur.name = strdup(name);
+			if (!cur.name) {
+				r = -ENOMEM;
+				goto out_free;
+			}
+			in_export = true;
+			continue;
+		}
+		eq = strchr(s, '=');
+		if (!eq) {
+			seterr(err, errlen, "%s:%u: expected KEY = VALUE", path, lineno);
+			r = -EINVAL;
+			goto out_free;
+		}
+		*eq = '\0';
+		key = trim(s);
+		val = trim(eq + 1);
+		if (in_export)
+			r = export_set(&cur, key, val, e2, sizeof(e2));
+		else
+			r = apply_globals ? global_set(cfg, key, val, e2, sizeof(e2)) : 0;
+		if (r < 0) {
+			seterr(err, errlen, "%s:%u: %s", path, lineno, e2);
+			goto out_free;
+		}
+	}
+	if (ferror(f)) {
+		r = -EIO;
+		seterr(err, errlen, "%s: read error", path);
+		goto out_free;
+	}
+	if (in_export) {
+		in_export = false;
+		r = export_list_add(out, &cur);
+		if (r < 0)
+			goto out_dup;
+	}
+	goto out_free;
+out_dup:
+	seterr(err, errlen, "%s: export '%s' %s", path, cur.name,
+	       r == -EEXIST ? "defined twice" : "cannot be added");
+out_free:
+	if (in_export || cur.name)
+		export_spec_free(&cur);
+	free(line);
+	fclose(f);
+	if (r == 0) {
+		unsigned i;
+
+		for (i = 0; i < out->n; i++)
+			if (!out->v[i].path) {
+				seterr(err, errlen, "%s: export '%s' has no path", path,
+				       out->v[i].name);
+				return -EINVAL;
+			}
+	}
+	return r;
+}

@@ -1,0 +1,89 @@
+/* smcrd: configuration (command line and config file). */
+#ifndef SMCRD_CONF_H
+#define SMCRD_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* An allowed client address prefix. */
+struct acl_entry {
+	int family;			/* AF_INET or AF_INET6 */
+	uint8_t addr[16];
+	unsigned prefix;		/* bits */
+};
+
+/* An export as configured (not opened yet). */
+struct export_spec {
+	char *name;
+	char *path;
+	char *description;
+	bool read_only;
+	int direct;			/* -1: the global setting */
+	uint32_t block_size;		/* minimum block size; 0: default */
+	struct acl_entry *allow;	/* none: everybody */
+	unsigned nallow;
+};
+
+struct export_list {
+	struct export_spec *v;
+	unsigned n;
+};
+
+struct smcrd_config {
+	char *listen;
+	char *port;
+	char *smcr_port;
+	unsigned queue_depth;		/* requests in flight per connection */
+	unsigned threads;		/* I/O worker threads */
+	unsigned max_clients;
+	uint64_t max_memory;		/* bytes of request buffers */
+	bool direct;
+	bool foreground;
+	bool verbose;
+	char *pidfile;
+	char *log_file;
+	char *config_file;		/* absolute */
+	struct export_list cli_exports;	/* from --export, kept across reloads */
+	/* Which globals the command line set (they win over the file). */
+	unsigned set_mask;
+};
+
+#define CFG_SET_LISTEN		(1u << 0)
+#define CFG_SET_PORT		(1u << 1)
+#define CFG_SET_SMCR_PORT	(1u << 2)
+#define CFG_SET_QUEUE_DEPTH	(1u << 3)
+#define CFG_SET_THREADS		(1u << 4)
+#define CFG_SET_MAX_CLIENTS	(1u << 5)
+#define CFG_SET_MAX_MEMORY	(1u << 6)
+#define CFG_SET_DIRECT		(1u << 7)
+#define CFG_SET_PIDFILE		(1u << 8)
+#define CFG_SET_LOG_FILE	(1u << 9)
+
+void config_defaults(struct smcrd_config *cfg);
+void config_free(struct smcrd_config *cfg);
+
+/* "name=path[,ro][,allow=PREFIX]...[,blocksize=N][,direct][,desc=TEXT]"
+ * (also a bare "path", named after its last path component). */
+int config_parse_export_arg(const char *arg, struct export_spec *out, char *err,
+			    size_t errlen);
+/* Reads the config file: globals (unless set on the command line) into
+ * cfg when apply_globals, exports into *out (appended). */
+int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_globals,
+		     struct export_list *out, char *err, size_t errlen);
+
+int export_list_add(struct export_list *l, struct export_spec *spec);
+void export_list_free(struct export_list *l);
+void export_spec_free(struct export_spec *s);
+
+/* "10.0.0.0/8", "::1", "fd00::/8", "*" (everything). */
+int acl_parse(const char *s, struct acl_entry *out);
+bool acl_match(const struct acl_entry *v, unsigned n, const struct sockaddr *sa);
+
+/* "64M", "1G", "4096", "4k". */
+int parse_size(const char *s, uint64_t *out);
+int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
+int parse_bool(const char *s, bool *out);
+
+#endif

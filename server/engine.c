@@ -1,0 +1,1429 @@
+/* smcrd: io_uring engine (see engine.h). */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "log.h"
+#include "nbd-wire.h"
+
+/* user_data: a pointer with a tag in its low 3 bits. */
+enum tag {
+	TAG_REQ = 0,		/* struct req: file I/O */
+	TAG_POLL_IN = 1,	/* struct conn: multishot poll, readable */
+	TAG_POLL_OUT = 2,	/* struct conn: one-shot poll, writable */
+	TAG_WAKE = 3,		/* struct worker: eventfd readable */
+	TAG_TIMER = 4,		/* struct worker: drain tick */
+	TAG_IGNORE = 5,		/* cancellations */
+};
+#define TAG_MASK	UINT64_C(7)
+
+#define RING_ENTRIES	512
+#define CQ_ENTRIES	8192
+#define RBUF_SIZE	(256u << 10)
+#define IOV_BATCH	64
+#define ZERO_BUF_SIZE	(1u << 20)
+#define POOL_MIN_SHIFT	12
+#define POOL_MAX_SHIFT	25
+#define POOL_CLASSES	(POOL_MAX_SHIFT - POOL_MIN_SHIFT + 1)
+#define POOL_MMAP_SHIFT	18		/* >= 256 KiB: mmap'ed */
+#define POOL_CACHE_MAX	(64u << 20)	/* bytes kept for reuse per worker */
+#define DRAIN_TICK_MS	100
+#define DRAIN_IDLE_MS	200
+
+struct worker;
+struct conn;
+
+/* Phases of a request's I/O. */
+enum phase {
+	PH_NONE,
+	PH_READ,
+	PH_WRITE,
+	PH_SYNC,		/* FLUSH, or FUA after TRIM/WRITE_ZEROES */
+	PH_PUNCH,		/* TRIM, WRITE_ZEROES without NO_HOLE */
+	PH_ZERO_RANGE,		/* WRITE_ZEROES */
+	PH_ZERO_WRITE,		/* WRITE_ZEROES fallback: write zero buffers */
+	PH_CACHE,
+};
+
+struct req {
+	struct conn *c;
+	struct req *next;		/* tx queue or free list */
+	struct nbd_request r;
+	void *buf;
+	unsigned buf_class;
+	enum phase phase;
+	uint64_t done;			/* bytes done of the current phase */
+	uint32_t error;			/* NBD error */
+	uint64_t err_off;
+	const char *msg;
+	struct nbd_reply_buf rb;
+};
+
+struct conn {
+	struct worker *w;
+	struct conn *next, *prev;	/* worker's list */
+	struct conn *kick_next;		/* worker's kick list */
+	struct conn *dirty_next;	/* worker's dirty list */
+	struct conn *mem_next;		/* worker's memory wait list */
+	struct bd_transport *t;
+	int pfd;
+	struct export *exp;
+	struct nbd_tx_params tp;
+	/* receive */
+	uint8_t *rbuf;
+	uint32_t rstart, rend;
+	struct req *rx_req;		/* WRITE whose payload is arriving */
+	uint64_t skip;			/* payload bytes to drop */
+	bool rx_short;			/* last read drained the transport */
+	bool rx_stop;			/* EOF, DISC or error: read no more */
+	bool rx_blocked;		/* queue depth reached */
+	bool mem_blocked;
+	/* transmit */
+	struct req *tx_head, *tx_tail;
+	size_t tx_off;
+	bool poll_out;
+	bool kicked, dirty;
+	/* life */
+	unsigned inflight;		/* requests not yet fully answered */
+	unsigned io_pending;		/* SQEs whose CQE is outstanding */
+	bool poll_in;
+	bool closing;
+	bool drain;
+	uint64_t last_rx_ms;
+	/* statistics */
+	uint64_t nreq, rbytes, wbytes;
+};
+
+struct worker {
+	struct engine *e;
+	unsigned idx;
+	pthread_t thread;
+	bool started;
+	struct io_uring ring;
+	int evfd;
+	uint64_t evbuf;
+	pthread_mutex_t lock;
+	struct conn *incoming;		/* handed over, under lock */
+	bool drain_req;			/* under lock */
+	unsigned nconns;		/* atomic: for placement */
+	struct conn *conns;
+	struct conn *kick_head;
+	struct conn *dirty_head;
+	struct conn *mem_head, *mem_tail;
+	struct req *req_free;
+	void *pool[POOL_CLASSES];
+	size_t pool_cached;
+	uint64_t mem_used, mem_limit;
+	bool draining;
+	bool timer_armed;
+	uint64_t drain_deadline;
+	struct __kernel_timespec tick;
+};
+
+struct engine {
+	struct engine_params p;
+	struct worker *w;
+	unsigned nw;
+	void *zero_buf;
+	unsigned conns;			/* atomic */
+	bool draining;			/* atomic */
+	pthread_mutex_t start_lock;
+	pthread_cond_t start_cond;
+	unsigned start_count;
+	int start_err;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t ud(void *p, enum tag tag)
+{
+	return (uint64_t)(uintptr_t)p | (uint64_t)tag;
+}
+
+/* --- buffer pool ---------------------------------------------------------- */
+
+static unsigned size_class(uint64_t len)
+{
+	unsigned shift = POOL_MIN_SHIFT;
+
+	while ((UINT64_C(1) << shift) < len)
+		shift++;
+	return shift - POOL_MIN_SHIFT;
+}
+
+static void *buf_alloc_fresh(unsigned cls)
+{
+	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
+	void *p;
+
+	if (cls + POOL_MIN_SHIFT >= POOL_MMAP_SHIFT) {
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+		return p == MAP_FAILED ? NULL : p;
+	}
+	if (posix_memalign(&p, 4096, size))
+		return NULL;
+	/* Defined contents: io_uring fills buffers behind valgrind's back. */
+	memset(p, 0, size);
+	return p;
+}
+
+static void buf_release(unsigned cls, void *p)
+{
+	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
+
+	if (cls + POOL_MIN_SHIFT >= POOL_MMAP_SHIFT)
+		munmap(p, size);
+	else
+		free(p);
+}
+
+/* NULL with *blocked set: over the memory limit, try again later. */
+static void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, bool *blocked)
+{
+	unsigned cls = size_class(len);
+	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
+	void *p;
+
+	*blocked = false;
+	if (w->mem_used && w->mem_used + size > w->mem_limit) {
+		*blocked = true;
+		return NULL;
+	}
+	p = w->pool[cls];
+	if (p) {
+		w->pool[cls] = *(void **)p;
+		w->pool_cached -= size;
+	} else {
+		p = buf_alloc_fresh(cls);
+		if (!p)
+			return NULL;
+	}
+	w->mem_used += size;
+	*cls_out = cls;
+	return p;
+}
+
+static void buf_put(struct worker *w, unsigned cls, void *p)
+{
+	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
+
+	w->mem_used -= size;
+	if (w->pool_cached + size <= POOL_CACHE_MAX) {
+		*(void **)p = w->pool[cls];
+		w->pool[cls] = p;
+		w->pool_cached += size;
+	} else {
+		buf_release(cls, p);
+	}
+}
+
+static void pool_free_all(struct worker *w)
+{
+	unsigned cls;
+
+	for (cls = 0; cls < POOL_CLASSES; cls++) {
+		while (w->pool[cls]) {
+			void *p = w->pool[cls];
+
+			w->pool[cls] = *(void **)p;
+			buf_release(cls, p);
+		}
+	}
+	w->pool_cached = 0;
+}
+
+/* --- lists ------------------------------------------------------------------ */
+
+static void conn_kick(struct conn *c)
+{
+	if (c->kicked || c->closing)
+		return;
+	c->kicked = true;
+	c->kick_next = c->w->kick_head;
+	c->w->kick_head = c;
+}
+
+static void conn_dirty(struct conn *c)
+{
+	if (c->dirty || c->closing)
+		return;
+	c->dirty = true;
+	c->dirty_next = c->w->dirty_head;
+	c->w->dirty_head = c;
+}
+
+static void mem_wait(struct conn *c)
+{
+	struct worker *w = c->w;
+
+	if (c->mem_blocked)
+		return;
+	c->mem_blocked = true;
+	c->mem_next = NULL;
+	if (w->mem_tail)
+		w->mem_tail->mem_next = c;
+	else
+		w->mem_head = c;
+	w->mem_tail = c;
+}
+
+static void mem_wake(struct worker *w)
+{
+	struct conn *c = w->mem_head;
+
+	w->mem_head = w->mem_tail = NULL;
+	while (c) {
+		struct conn *next = c->mem_next;
+
+		c->mem_blocked = false;
+		conn_kick(c);
+		c = next;
+	}
+}
+
+static void mem_unlink(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct conn **pp, *prev = NULL;
+
+	if (!c->mem_blocked)
+		return;
+	for (pp = &w->mem_head; *pp; prev = *pp, pp = &(*pp)->mem_next) {
+		if (*pp == c) {
+			*pp = c->mem_next;
+			if (w->mem_tail == c)
+				w->mem_tail = prev;
+			break;
+		}
+	}
+	c->mem_blocked = false;
+}
+
+/* --- submission ------------------------------------------------------------ */
+
+static struct io_uring_sqe *get_sqe(struct worker *w)
+{
+	struct io_uring_sqe *sqe;
+
+	while (!(sqe = io_uring_get_sqe(&w->ring))) {
+		int r = io_uring_submit(&w->ring);
+
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+			smcr_err("worker %u: io_uring_submit: %s", w->idx, strerror(-r));
+			abort();
+		}
+	}
+	return sqe;
+}
+
+static void arm_poll_in(struct conn *c)
+{
+	struct io_uring_sqe *sqe = get_sqe(c->w);
+
+	io_uring_prep_poll_multishot(sqe, c->pfd, (unsigned)bd_poll_events(c->t, BD_WANT_READ));
+	io_uring_sqe_set_data64(sqe, ud(c, TAG_POLL_IN));
+	c->poll_in = true;
+	c->io_pending++;
+}
+
+static void arm_poll_out(struct conn *c)
+{
+	struct io_uring_sqe *sqe;
+
+	if (c->poll_out || c->closing)
+		return;
+	sqe = get_sqe(c->w);
+	io_uring_prep_poll_add(sqe, c->pfd, (unsigned)bd_poll_events(c->t, BD_WANT_WRITE));
+	io_uring_sqe_set_data64(sqe, ud(c, TAG_POLL_OUT));
+	c->poll_out = true;
+	c->io_pending++;
+}
+
+static void cancel_ud(struct worker *w, uint64_t data)
+{
+	struct io_uring_sqe *sqe = get_sqe(w);
+
+	io_uring_prep_cancel64(sqe, data, 0);
+	io_uring_sqe_set_data64(sqe, ud(w, TAG_IGNORE));
+}
+
+/* --- connection life ----------------------------------------------------- */
+
+static void req_free(struct req *q);
+
+static void conn_destroy(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct engine *e = w->e;
+
+	while (c->tx_head) {
+		struct req *q = c->tx_head;
+
+		c->tx_head = q->next;
+		req_free(q);
+	}
+	if (c->rx_req)
+		req_free(c->rx_req);
+	mem_unlink(c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	smcr_info("client %s: export '%s' closed (%llu requests, %llu bytes read, "
+		  "%llu bytes written)", c->t->peer, c->exp->spec.name,
+		  (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
+		  (unsigned long long)c->wbytes);
+	bd_close(c->t);
+	export_put(c->exp);
+	free(c->rbuf);
+	free(c);
+	__atomic_sub_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&e->conns, 1, __ATOMIC_RELAXED);
+	if (e->p.closed)
+		e->p.closed(e->p.closed_arg);
+}
+
+static void conn_maybe_destroy(struct conn *c)
+{
+	if (c->closing && c->io_pending == 0 && !c->kicked && !c->dirty)
+		conn_destroy(c);
+}
+
+/* Stops everything; the connection goes once its SQEs have completed. */
+static void conn_close(struct conn *c, const char *why)
+{
+	if (c->closing)
+		return;
+	if (why)
+		smcr_info("client %s: %s", c->t->peer, why);
+	c->closing = true;
+	c->rx_stop = true;
+	if (c->poll_in)
+		cancel_ud(c->w, ud(c, TAG_POLL_IN));
+	if (c->poll_out)
+		cancel_ud(c->w, ud(c, TAG_POLL_OUT));
+	/* Destroyed at a safe point (conn_maybe_destroy callers). */
+}
+
+/* Closes once nothing is left to do (after DISC, EOF, or when draining). */
+static void conn_maybe_finish(struct conn *c)
+{
+	if (c->closing || c->inflight || c->tx_head)
+		return;
+	if (c->rx_stop)
+		conn_close(c, NULL);
+}
+
+/* --- replies ------------------------------------------------------------ */
+
+static struct req *req_new(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct req *q = w->req_free;
+
+	if (q)
+		w->req_free = q->next;
+	else if (!(q = malloc(sizeof(*q))))
+		return NULL;
+	q->c = c;
+	q->next = NULL;
+	q->buf = NULL;
+	q->phase = PH_NONE;
+	q->done = 0;
+	q->error = 0;
+	q->err_off = NBD_NO_OFFSET;
+	q->msg = NULL;
+	c->inflight++;
+	c->nreq++;
+	return q;
+}
+
+static void req_free(struct req *q)
+{
+	struct conn *c = q->c;
+	struct worker *w = c->w;
+
+	if (q->buf) {
+		buf_put(w, q->buf_class, q->buf);
+		q->buf = NULL;
+		if (w->mem_head)
+			mem_wake(w);
+	}
+	c->inflight--;
+	if (c->rx_blocked) {
+		c->rx_blocked = false;
+		conn_kick(c);
+	}
+	q->next = w->req_free;
+	w->req_free = q;
+}
+
+/* Queues the reply of q (data_len bytes of q->buf for READ). */
+static void req_reply(struct req *q, uint32_t error, uint32_t data_len)
+{
+	struct conn *c = q->c;
+
+	if (c->closing) {
+		req_free(q);
+		return;
+	}
+	q->error = error;
+	nbd_reply_build(&c->tp, &q->r, error, data_len, q->err_off, q->msg, &q->rb);
+	if (q->r.type == NBD_CMD_READ)
+		c->rbytes += q->rb.data_len;
+	else if (q->r.type == NBD_CMD_WRITE && !error)
+		c->wbytes += q->r.length;
+	q->next = NULL;
+	if (c->tx_tail)
+		c->tx_tail->next = q;
+	else
+		c->tx_head = q;
+	c->tx_tail = q;
+	conn_dirty(c);
+}
+
+static void conn_flush(struct conn *c)
+{
+	while (c->tx_head && !c->closing) {
+		struct iovec iov[IOV_BATCH];
+		size_t skip = c->tx_off, total = 0;
+		struct req *q;
+		ssize_t n;
+		int cnt = 0;
+
+		for (q = c->tx_head; q && cnt <= IOV_BATCH - 3; q = q->next) {
+			struct iovec parts[3] = {
+				{ q->rb.head, q->rb.head_len },
+				{ q->buf, q->rb.data_len },
+				{ q->rb.tail, q->rb.tail_len },
+			};
+			int i;
+
+			for (i = 0; i < 3; i++) {
+				if (!parts[i].iov_len)
+					continue;
+				if (skip >= parts[i].iov_len) {
+					skip -= parts[i].iov_len;
+					continue;
+				}
+				iov[cnt].iov_base = (uint8_t *)parts[i].iov_base + skip;
+				iov[cnt].iov_len = parts[i].iov_len - skip;
+				skip = 0;
+				total += iov[cnt].iov_len;
+				cnt++;
+			}
+		}
+		n = bd_writev(c->t, iov, cnt);
+		if (n == -EAGAIN) {
+			arm_poll_out(c);
+			return;
+		}
+		if (n < 0) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "send failed: %s", strerror((int)-n));
+			conn_close(c, n == -EPIPE || n == -ECONNRESET ? "client went away" : why);
+			return;
+		}
+		/* Retire what went out completely. */
+		c->tx_off += (size_t)n;
+		while ((q = c->tx_head)) {
+			size_t len = q->rb.head_len + q->rb.data_len + q->rb.tail_len;
+
+			if (c->tx_off < len)
+				break;
+			c->tx_off -= len;
+			c->tx_head = q->next;
+			if (!c->tx_head)
+				c->tx_tail = NULL;
+			req_free(q);
+		}
+		if ((size_t)n < total) {
+			arm_poll_out(c);
+			return;
+		}
+	}
+	conn_maybe_finish(c);
+}
+
+/* --- request execution ---------------------------------------------------- */
+
+static void req_submit(struct req *q);
+
+static int io_fd(const struct export *e, uint64_t off, uint64_t len, const void *buf)
+{
+	uint64_t m;
+
+	if (e->dfd < 0)
+		return e->fd;
+	m = e->dio_align - 1;
+	if (((off | len | (uint64_t)(uintptr_t)buf) & m) == 0)
+		return e->dfd;
+	return e->fd;
+}
+
+static void prep(struct req *q, struct io_uring_sqe *sqe)
+{
+	io_uring_sqe_set_data64(sqe, ud(q, TAG_REQ));
+	q->c->io_pending++;
+}
+
+static void start_zeroes(struct req *q)
+{
+	struct export *e = q->c->exp;
+	bool no_punch = __atomic_load_n(&e->no_punch, __ATOMIC_RELAXED);
+	bool no_zr = __atomic_load_n(&e->no_zero_range, __ATOMIC_RELAXED);
+
+	if (!(q->r.flags & NBD_CMD_FLAG_NO_HOLE) && !no_punch)
+		q->phase = PH_PUNCH;
+	else if (!no_zr)
+		q->phase = PH_ZERO_RANGE;
+	else if (q->r.flags & NBD_CMD_FLAG_FAST_ZERO) {
+		q->msg = "zeroing is not faster than writing";
+		q->phase = PH_NONE;
+		req_reply(q, NBD_ENOTSUP, 0);
+		return;
+	} else
+		q->phase = PH_ZERO_WRITE;
+	req_submit(q);
+}
+
+/* Starts a request that passed the checks. */
+static void req_start(struct req *q)
+{
+	switch (q->r.type) {
+	case NBD_CMD_READ:
+		q->phase = PH_READ;
+		break;
+	case NBD_CMD_WRITE:
+		q->phase = PH_WRITE;
+		break;
+	case NBD_CMD_FLUSH:
+		q->phase = PH_SYNC;
+		break;
+	case NBD_CMD_TRIM:
+		if (__atomic_load_n(&q->c->exp->no_punch, __ATOMIC_RELAXED)) {
+			req_reply(q, 0, 0);	/* a hint only */
+			return;
+		}
+		q->phase = PH_PUNCH;
+		break;
+	case NBD_CMD_WRITE_ZEROES:
+		start_zeroes(q);
+		return;
+	case NBD_CMD_CACHE:
+		q->phase = PH_CACHE;
+		break;
+	default:
+		req_reply(q, NBD_EINVAL, 0);
+		return;
+	}
+	if (q->r.length == 0 && q->phase != PH_SYNC) {
+		req_reply(q, 0, 0);
+		return;
+	}
+	req_submit(q);
+}
+
+static void req_submit(struct req *q)
+{
+	struct conn *c = q->c;
+	struct export *e = c->exp;
+	struct io_uring_sqe *sqe = get_sqe(c->w);
+	uint64_t off = q->r.offset + q->done;
+	uint64_t left = q->r.length - q->done;
+	uint8_t *p = (uint8_t *)q->buf + q->done;
+
+	switch (q->phase) {
+	case PH_READ:
+		io_uring_prep_read(sqe, io_fd(e, off, left, p), p, (unsigned)left, off);
+		break;
+	case PH_WRITE:
+		io_uring_prep_write(sqe, io_fd(e, off, left, p), p, (unsigned)left, off);
+		if (q->r.flags & NBD_CMD_FLAG_FUA)
+			sqe->rw_flags = RWF_DSYNC;
+		break;
+	case PH_SYNC:
+		io_uring_prep_fsync(sqe, e->fd, IORING_FSYNC_DATASYNC);
+		break;
+	case PH_PUNCH:
+		io_uring_prep_fallocate(sqe, e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					(off_t)q->r.offset, (off_t)q->r.length);
+		break;
+	case PH_ZERO_RANGE:
+		io_uring_prep_fallocate(sqe, e->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+					(off_t)q->r.offset, (off_t)q->r.length);
+		break;
+	case PH_ZERO_WRITE:
+		if (left > ZERO_BUF_SIZE)
+			left = ZERO_BUF_SIZE;
+		io_uring_prep_write(sqe, e->fd, c->w->e->zero_buf, (unsigned)left, off);
+		break;
+	case PH_CACHE:
+		io_uring_prep_fadvise(sqe, e->fd, q->r.offset, (off_t)q->r.length,
+				      POSIX_FADV_WILLNEED);
+		break;
+	default:
+		abort();
+	}
+	prep(q, sqe);
+}
+
+static bool not_supported(int res)
+{
+	return res == -EOPNOTSUPP || res == -ENOTSUP || res == -ENOSYS || res == -ENOTTY;
+}
+
+/* After TRIM / WRITE_ZEROES succeeded: FUA wants the data on disk. */
+static void zeroes_done(struct req *q)
+{
+	if ((q->r.flags & NBD_CMD_FLAG_FUA) && q->phase != PH_SYNC) {
+		q->phase = PH_SYNC;
+		q->done = 0;
+		req_submit(q);
+		return;
+	}
+	req_reply(q, 0, 0);
+}
+
+static void req_fail(struct req *q, int res, uint64_t good)
+{
+	q->err_off = q->r.offset + good;
+	q->msg = strerror(-res);
+	req_reply(q, nbd_errno_to_wire(-res), (uint32_t)good);
+}
+
+static void req_complete(struct req *q, int res)
+{
+	struct conn *c = q->c;
+	struct export *e = c->exp;
+
+	c->io_pending--;
+	if (c->closing) {
+		req_free(q);
+		return;
+	}
+	if (res == -EINTR || res == -EAGAIN) {
+		req_submit(q);
+		return;
+	}
+	switch (q->phase) {
+	case PH_READ:
+	case PH_WRITE:
+		if (res < 0) {
+			req_fail(q, res, q->phase == PH_READ ? q->done : 0);
+			return;
+		}
+		if (res == 0) {
+			q->msg = q->phase == PH_READ ? "unexpected end of file"
+						     : "no progress writing";
+			q->err_off = q->r.offset + q->done;
+			req_reply(q, NBD_EIO, q->phase == PH_READ ? (uint32_t)q->done : 0);
+			return;
+		}
+		q->done += (uint64_t)res;
+		if (q->done < q->r.length) {
+			req_submit(q);
+			return;
+		}
+		req_reply(q, 0, q->phase == PH_READ ? q->r.length : 0);
+		return;
+	case PH_SYNC:
+		if (res < 0) {
+			req_fail(q, res, 0);
+			return;
+		}
+		req_reply(q, 0, 0);
+		return;
+	case PH_PUNCH:
+		if (res == 0) {
+			zeroes_done(q);
+			return;
+		}
+		if (not_supported(res)) {
+			__atomic_store_n(&e->no_punch, 1, __ATOMIC_RELAXED);
+			if (q->r.type == NBD_CMD_TRIM) {
+				req_reply(q, 0, 0);
+				return;
+			}
+			start_zeroes(q);
+			return;
+		}
+		req_fail(q, res, 0);
+		return;
+	case PH_ZERO_RANGE:
+		if (res == 0) {
+			zeroes_done(q);
+			return;
+		}
+		if (not_supported(res)) {
+			__atomic_store_n(&e->no_zero_range, 1, __ATOMIC_RELAXED);
+			if (q->r.flags & NBD_CMD_FLAG_FAST_ZERO) {
+				q->msg = "zeroing is not faster than writing";
+				req_reply(q, NBD_ENOTSUP, 0);
+				return;
+			}
+			q->phase = PH_ZERO_WRITE;
+			q->done = 0;
+			req_submit(q);
+			return;
+		}
+		req_fail(q, res, 0);
+		return;
+	case PH_ZERO_WRITE:
+		if (res <= 0) {
+			req_fail(q, res ? res : -EIO, 0);
+			return;
+		}
+		q->done += (uint64_t)res;
+		if (q->done < q->r.length) {
+			req_submit(q);
+			return;
+		}
+		zeroes_done(q);
+		return;
+	case PH_CACHE:
+		req_reply(q, 0, 0);	/* advisory */
+		return;
+	default:
+		abort();
+	}
+}
+
+/* --- receive ---------------------------------------------------------------- */
+
+enum { RX_AGAIN, RX_STOP };
+
+/* Reads into up to two places; handles EOF and errors. */
+static ssize_t rx_read(struct conn *c, struct iovec *iov, int cnt)
+{
+	size_t want = 0;
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < cnt; i++)
+		want += iov[i].iov_len;
+	n = bd_readv(c->t, iov, cnt);
+	if (n == -EAGAIN) {
+		c->rx_short = true;
+		return 0;
+	}
+	if (n == 0) {
+		c->rx_stop = true;
+		if (c->rx_req) {
+			req_free(c->rx_req);
+			c->rx_req = NULL;
+		}
+		smcr_dbg("client %s: end of stream", c->t->peer);
+		conn_maybe_finish(c);
+		return -1;
+	}
+	if (n < 0) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "receive failed: %s", strerror((int)-n));
+		conn_close(c, n == -ECONNRESET ? "connection reset by client" : why);
+		return -1;
+	}
+	if ((size_t)n < want)
+		c->rx_short = true;
+	c->last_rx_ms = c->drain ? now_ms() : 0;
+	return n;
+}
+
+static int rx_parse(struct conn *c)
+{
+	struct nbd_request_wire w;
+	struct nbd_request r;
+	const char *msg = NULL;
+	uint32_t err;
+	struct req *q;
+
+	memcpy(&w, c->rbuf + c->rstart, sizeof(w));
+	if (nbd_request_decode(&w, &r) < 0) {
+		smcr_warn("client %s: bad request magic: dropping the connection",
+			  c->t->peer);
+		conn_close(c, NULL);
+		return RX_STOP;
+	}
+	err = nbd_request_check(&c->tp, &r, &msg);
+	if (r.type == NBD_CMD_DISC) {
+		c->rstart += sizeof(w);
+		c->rx_stop = true;
+		smcr_dbg("client %s: NBD_CMD_DISC", c->t->peer);
+		conn_maybe_finish(c);
+		return RX_STOP;
+	}
+	if (c->drain && !err) {
+		err = NBD_ESHUTDOWN;
+		msg = "server is shutting down";
+	}
+	q = req_new(c);
+	if (!q) {
+		conn_close(c, "out of memory");
+		return RX_STOP;
+	}
+	q->r = r;
+	if (!err && r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) {
+		bool blocked;
+
+		q->buf = buf_get(c->w, r.length, &q->buf_class, &blocked);
+		if (!q->buf) {
+			req_free(q);
+			c->nreq--;
+			if (blocked) {
+				mem_wait(c);
+				return RX_STOP;
+			}
+			err = NBD_ENOMEM;
+			msg = "out of memory";
+			q = req_new(c);
+			if (!q) {
+				conn_close(c, "out of memory");
+				return RX_STOP;
+			}
+			q->r = r;
+		}
+	}
+	c->rstart += sizeof(w);
+	if (err) {
+		if (r.type == NBD_CMD_WRITE)
+			c->skip = r.length;
+		smcr_dbg("client %s: %s off=%llu len=%u flags=0x%x: error %u: %s",
+			 c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.offset,
+			 r.length, r.flags, err, msg);
+		q->msg = msg;
+		req_reply(q, err, 0);
+		return RX_AGAIN;
+	}
+	if (r.type == NBD_CMD_WRITE && r.length) {
+		c->rx_req = q;
+		return RX_AGAIN;
+	}
+	req_start(q);
+	return RX_AGAIN;
+}
+
+static void rx_pump(struct conn *c)
+{
+	struct worker *w = c->w;
+	unsigned qd = w->e->p.queue_depth;
+
+	while (!c->closing && !c->rx_stop && !c->mem_blocked) {
+		uint32_t avail = c->rend - c->rstart;
+		struct iovec iov[2];
+		ssize_t n;
+
+		if (c->rx_req) {
+			struct req *q = c->rx_req;
+			uint64_t need = q->r.length - q->done;
+			uint32_t take = avail < need ? avail : (uint32_t)need;
+
+			memcpy((uint8_t *)q->buf + q->done, c->rbuf + c->rstart, take);
+			c->rstart += take;
+			q->done += take;
+			need -= take;
+			if (need) {
+				if (c->rx_short)
+					return;
+				/* The rest of the payload, and what follows. */
+				c->rstart = c->rend = 0;
+				iov[0].iov_base = (uint8_t *)q->buf + q->done;
+				iov[0].iov_len = need;
+				iov[1].iov_base = c->rbuf;
+				iov[1].iov_len = RBUF_SIZE;
+				n = rx_read(c, iov, 2);
+				if (n <= 0)
+					return;
+				if ((uint64_t)n <= need) {
+					q->done += (uint64_t)n;
+					continue;
+				}
+				q->done += need;
+				c->rend = (uint32_t)((uint64_t)n - need);
+			}
+			c->rx_req = NULL;
+			q->done = 0;
+			req_start(q);
+			continue;
+		}
+		if (c->skip) {
+			uint32_t take = avail < c->skip ? avail : (uint32_t)c->skip;
+
+			c->rstart += take;
+			c->skip -= take;
+			if (!c->skip)
+				continue;
+		} else if (avail >= sizeof(struct nbd_request_wire)) {
+			if (c->inflight >= qd) {
+				c->rx_blocked = true;
+				return;
+			}
+			if (rx_parse(c) == RX_STOP)
+				return;
+			continue;
+		}
+		/* Need more bytes. */
+		if (c->rx_short)
+			return;
+		if (c->rstart == c->rend) {
+			c->rstart = c->rend = 0;
+		} else if (c->rstart > RBUF_SIZE / 2) {
+			memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
+			c->rend -= c->rstart;
+			c->rstart = 0;
+		}
+		iov[0].iov_base = c->rbuf + c->rend;
+		iov[0].iov_len = RBUF_SIZE - c->rend;
+		n = rx_read(c, iov, 1);
+		if (n <= 0)
+			return;
+		c->rend += (uint32_t)n;
+	}
+}
+
+/* --- worker ------------------------------------------------------------- */
+
+static void conn_start(struct worker *w, struct conn *c)
+{
+	c->w = w;
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+	if (w->draining)
+		c->drain = true;
+	arm_poll_in(c);
+	/* Requests may have arrived with the handshake. */
+	conn_kick(c);
+}
+
+static void arm_timer(struct worker *w)
+{
+	struct io_uring_sqe *sqe;
+
+	if (w->timer_armed)
+		return;
+	sqe = get_sqe(w);
+	w->tick.tv_sec = 0;
+	w->tick.tv_nsec = DRAIN_TICK_MS * 1000000L;
+	io_uring_prep_timeout(sqe, &w->tick, 0, 0);
+	io_uring_sqe_set_data64(sqe, ud(w, TAG_TIMER));
+	w->timer_armed = true;
+}
+
+static void drain_check(struct worker *w)
+{
+	uint64_t now = now_ms();
+	bool force = now >= w->drain_deadline;
+	struct conn *c, *next;
+
+	for (c = w->conns; c; c = next) {
+		next = c->next;
+		if (c->closing)
+			continue;
+		if (force) {
+			conn_close(c, "drain timeout: closing");
+			conn_maybe_destroy(c);
+			continue;
+		}
+		if (!c->last_rx_ms)
+			c->last_rx_ms = now;
+		if (!c->inflight && !c->tx_head && !c->rx_req &&
+		    now - c->last_rx_ms >= DRAIN_IDLE_MS) {
+			conn_close(c, "drained: closing");
+			conn_maybe_destroy(c);
+		}
+	}
+}
+
+static void take_incoming(struct worker *w)
+{
+	struct conn *list;
+	bool drain;
+
+	pthread_mutex_lock(&w->lock);
+	list = w->incoming;
+	w->incoming = NULL;
+	drain = w->drain_req;
+	pthread_mutex_unlock(&w->lock);
+	while (list) {
+		struct conn *c = list;
+
+		list = c->next;
+		c->next = c->prev = NULL;
+		conn_start(w, c);
+	}
+	if (drain && !w->draining) {
+		struct conn *c;
+
+		w->draining = true;
+		w->drain_deadline = now_ms() + w->e->p.drain_timeout_ms;
+		for (c = w->conns; c; c = c->next) {
+			c->drain = true;
+			c->last_rx_ms = now_ms();
+		}
+		arm_timer(w);
+	}
+}
+
+static void arm_wake(struct worker *w)
+{
+	struct io_uring_sqe *sqe = get_sqe(w);
+
+	io_uring_prep_read(sqe, w->evfd, &w->evbuf, sizeof(w->evbuf), 0);
+	io_uring_sqe_set_data64(sqe, ud(w, TAG_WAKE));
+}
+
+static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
+{
+	uint64_t data = io_uring_cqe_get_data64(cqe);
+	void *p = (void *)(uintptr_t)(data & ~TAG_MASK);
+	struct conn *c;
+
+	switch ((enum tag)(data & TAG_MASK)) {
+	case TAG_REQ:
+		c = ((struct req *)p)->c;
+		req_complete(p, cqe->res);
+		conn_maybe_destroy(c);
+		break;
+	case TAG_POLL_IN:
+		c = p;
+		if (!(cqe->flags & IORING_CQE_F_MORE)) {
+			c->poll_in = false;
+			c->io_pending--;
+			if (!c->closing && cqe->res >= 0)
+				arm_poll_in(c);
+		}
+		if (c->closing) {
+			conn_maybe_destroy(c);
+			break;
+		}
+		c->rx_short = false;
+		if (cqe->res < 0 && cqe->res != -ECANCELED) {
+			smcr_warn("client %s: poll: %s", c->t->peer, strerror(-cqe->res));
+			conn_close(c, NULL);
+			conn_maybe_destroy(c);
+			break;
+		}
+		conn_kick(c);
+		break;
+	case TAG_POLL_OUT:
+		c = p;
+		c->poll_out = false;
+		c->io_pending--;
+		if (c->closing) {
+			conn_maybe_destroy(c);
+			break;
+		}
+		conn_dirty(c);
+		break;
+	case TAG_WAKE:
+		take_incoming(w);
+		arm_wake(w);
+		break;
+	case TAG_TIMER:
+		w->timer_armed = false;
+		if (w->draining) {
+			drain_check(w);
+			if (w->conns)
+				arm_timer(w);
+		}
+		break;
+	case TAG_IGNORE:
+		break;
+	}
+}
+
+/* Runs kicked connections (reading) and dirty ones (sending) until both
+ * lists are empty. */
+static void run_lists(struct worker *w)
+{
+	unsigned rounds;
+
+	for (rounds = 0; rounds < 64 && (w->kick_head || w->dirty_head); rounds++) {
+		struct conn *c;
+
+		while ((c = w->kick_head)) {
+			w->kick_head = c->kick_next;
+			c->kicked = false;
+			rx_pump(c);
+			conn_maybe_destroy(c);
+		}
+		while ((c = w->dirty_head)) {
+			w->dirty_head = c->dirty_next;
+			c->dirty = false;
+			conn_flush(c);
+			conn_maybe_destroy(c);
+		}
+	}
+}
+
+static int ring_setup(struct worker *w)
+{
+	static const unsigned tries[] = {
+		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN,
+		0,
+	};
+	struct io_uring_params params;
+	unsigned i;
+	int r = -EINVAL;
+
+	/* The newest flags this kernel takes; SINGLE_ISSUER binds the ring
+	 * to this (the worker) thread. */
+	for (i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+		memset(&params, 0, sizeof(params));
+		params.flags = IORING_SETUP_CQSIZE | tries[i];
+		params.cq_entries = CQ_ENTRIES;
+		r = io_uring_queue_init_params(RING_ENTRIES, &w->ring, &params);
+		if (r != -EINVAL)
+			break;
+	}
+	return r;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	char name[16];
+	int r;
+
+	snprintf(name, sizeof(name), "smcrd-io%u", w->idx);
+	pthread_setname_np(pthread_self(), name);
+	r = ring_setup(w);
+	pthread_mutex_lock(&w->e->start_lock);
+	if (r < 0 && !w->e->start_err)
+		w->e->start_err = r;
+	w->e->start_count++;
+	pthread_cond_signal(&w->e->start_cond);
+	pthread_mutex_unlock(&w->e->start_lock);
+	if (r < 0)
+		return NULL;
+	arm_wake(w);
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+
+		run_lists(w);
+		if (w->draining && !w->conns && !w->kick_head && !w->dirty_head)
+			break;
+		r = io_uring_submit_and_wait(&w->ring,
+					     (w->kick_head || w->dirty_head) ? 0 : 1);
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
+			smcr_err("worker %u: io_uring_enter: %s", w->idx, strerror(-r));
+			abort();
+		}
+		io_uring_for_each_cqe(&w->ring, head, cqe) {
+			handle_cqe(w, cqe);
+			n++;
+		}
+		io_uring_cq_advance(&w->ring, n);
+	}
+	io_uring_queue_exit(&w->ring);
+	return NULL;
+}
+
+static int worker_init(struct engine *e, struct worker *w, unsigned idx)
+{
+	w->e = e;
+	w->idx = idx;
+	w->mem_limit = e->p.max_memory / e->nw;
+	w->evfd = eventfd(0, EFD_CLOEXEC);
+	if (w->evfd < 0)
+		return -errno;
+	pthread_mutex_init(&w->lock, NULL);
+	return 0;
+}
+
+static void worker_fini(struct worker *w)
+{
+	struct req *q;
+
+	close(w->evfd);
+	while ((q = w->req_free)) {
+		w->req_free = q->next;
+		free(q);
+	}
+	pool_free_all(w);
+	pthread_mutex_destroy(&w->lock);
+}
+
+int engine_start(const struct engine_params *p, struct engine **out)
+{
+	struct engine *e;
+	unsigned i, n;
+	int r = 0;
+
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->p = *p;
+	e->nw = p->threads ? p->threads : 1;
+	pthread_mutex_init(&e->start_lock, NULL);
+	pthread_cond_init(&e->start_cond, NULL);
+	e->w = calloc(e->nw, sizeof(*e->w));
+	if (!e->w) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	e->zero_buf = mmap(NULL, ZERO_BUF_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (e->zero_buf == MAP_FAILED) {
+		r = -errno;
+		goto out_free_w;
+	}
+	for (i = 0; i < e->nw; i++) {
+		r = worker_init(e, &e->w[i], i);
+		if (r < 0)
+			goto out_fini;
+	}
+	for (n = 0; n < e->nw; n++) {
+		r = -pthread_create(&e->w[n].thread, NULL, worker_main, &e->w[n]);
+		if (r < 0)
+			break;
+		e->w[n].started = true;
+	}
+	/* Wait for every started worker to set up its ring. */
+	pthread_mutex_lock(&e->start_lock);
+	while (e->start_count < n)
+		pthread_cond_wait(&e->start_cond, &e->start_lock);
+	if (r == 0)
+		r = e->start_err;
+	pthread_mutex_unlock(&e->start_lock);
+	if (r < 0) {
+		smcr_err("io_uring setup: %s", strerror(-r));
+		engine_drain(e);
+		engine_stop(e);
+		return r;
+	}
+	*out = e;
+	return 0;
+out_fini:
+	while (i--)
+		worker_fini(&e->w[i]);
+	munmap(e->zero_buf, ZERO_BUF_SIZE);
+out_free_w:
+	free(e->w);
+out_free:
+	pthread_cond_destroy(&e->start_cond);
+	pthread_mutex_destroy(&e->start_lock);
+	free(e);
+	return r;
+}
+
+static void worker_wake(struct worker *w)
+{
+	uint64_t one = 1;
+
+	if (write(w->evfd, &one, sizeof(one)) < 0)
+		smcr_warn("worker %u: eventfd: %s", w->idx, strerror(errno));
+}
+
+int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
+	       const struct nbd_server_session *s)
+{
+	struct worker *w = &e->w[0];
+	struct conn *c;
+	unsigned i, best = UINT32_MAX;
+
+	if (__atomic_load_n(&e->draining, __ATOMIC_ACQUIRE))
+		goto out_refuse;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto out_refuse;
+	c->rbuf = malloc(RBUF_SIZE);
+	if (!c->rbuf) {
+		free(c);
+		goto out_refuse;
+	}
+	c->t = t;
+	c->pfd = bd_poll_fd(t);
+	c->exp = exp;
+	nbd_tx_params_from_session(s, &c->tp);
+	for (i = 0; i < e->nw; i++) {
+		unsigned n = __atomic_load_n(&e->w[i].nconns, __ATOMIC_RELAXED);
+
+		if (n < best) {
+			best = n;
+			w = &e->w[i];
+		}
+	}
+	__atomic_add_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&e->conns, 1, __ATOMIC_RELAXED);
+	smcr_info("client %s: export '%s' (%s replies, worker %u)", t->peer,
+		  exp->spec.name, s->structured ? "structured" : "simple", w->idx);
+	pthread_mutex_lock(&w->lock);
+	if (w->drain_req) {
+		pthread_mutex_unlock(&w->lock);
+		__atomic_sub_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&e->conns, 1, __ATOMIC_RELAXED);
+		free(c->rbuf);
+		free(c);
+		goto out_refuse;
+	}
+	c->next = w->incoming;
+	w->incoming = c;
+	pthread_mutex_unlock(&w->lock);
+	worker_wake(w);
+	return 0;
+out_refuse:
+	bd_close(t);
+	export_put(exp);
+	return -ESHUTDOWN;
+}
+
+void engine_drain(struct engine *e)
+{
+	unsigned i;
+
+	__atomic_store_n(&e->draining, true, __ATOMIC_RELEASE);
+	for (i = 0; i < e->nw; i++) {
+		pthread_mutex_lock(&e->w[i].lock);
+		e->w[i].drain_req = true;
+		pthread_mutex_unlock(&e->w[i].lock);
+		worker_wake(&e->w[i]);
+	}
+}
+
+void engine_stop(struct engine *e)
+{
+	unsigned i;
+
+	for (i = 0; i < e->nw; i++) {
+		if (e->w[i].started)
+			pthread_join(e->w[i].thread, NULL);
+		worker_fini(&e->w[i]);
+	}
+	munmap(e->zero_buf, ZERO_BUF_SIZE);
+	free(e->w);
+	pthread_cond_destroy(&e->start_cond);
+	pthread_mutex_destroy(&e->start_lock);
+	free(e);
+}
+
+unsigned engine_connections(struct engine *e)
+{
+	return __atomic_load_n(&e->conns, __ATOMIC_RELAXED);
+}

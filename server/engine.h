@@ -1,0 +1,43 @@
+/* smcrd: the I/O engine.
+ *
+ * N worker threads, each with one io_uring that drives everything of the
+ * connections it owns: a multishot poll on each transport's poll fd, the
+ * file I/O (read/write/fsync/fallocate/fadvise) and a wakeup eventfd.
+ * Requests are parsed from the transport as they arrive, executed
+ * concurrently (up to the queue depth per connection), and answered in
+ * completion order; replies of one loop iteration leave in one writev. */
+#ifndef SMCRD_ENGINE_H
+#define SMCRD_ENGINE_H
+
+#include <stdint.h>
+
+#include "export.h"
+#include "nbd-server.h"
+#include "transport.h"
+
+struct engine_params {
+	unsigned threads;		/* worker threads (>= 1) */
+	unsigned queue_depth;		/* requests in flight per connection */
+	uint64_t max_memory;		/* request buffers, all workers */
+	unsigned drain_timeout_ms;	/* SIGTERM: give up after this */
+	/* Called (from a worker thread) when a connection is gone. */
+	void (*closed)(void *arg);
+	void *closed_arg;
+};
+
+struct engine;
+
+int engine_start(const struct engine_params *p, struct engine **out);
+/* Hands a connection in the transmission phase to a worker.  Takes
+ * ownership of t and of the reference on exp, also on failure. */
+int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
+	       const struct nbd_server_session *s);
+/* Starts draining: requests already received are finished and answered,
+ * later ones get NBD_ESHUTDOWN, idle connections are closed.  Returns at
+ * once. */
+void engine_drain(struct engine *e);
+/* Waits until every worker has ended (drain first), then frees. */
+void engine_stop(struct engine *e);
+unsigned engine_connections(struct engine *e);
+
+#endif

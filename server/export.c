@@ -1,0 +1,218 @@
+/* smcrd: exports. */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "export.h"
+#include "log.h"
+#include "nbd-proto.h"
+
+static int spec_copy(const struct export_spec *src, struct export_spec *dst)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->read_only = src->read_only;
+	dst->direct = src->direct;
+	dst->block_size = src->block_size;
+	dst->name = strdup(src->name);
+	dst->path = strdup(src->path);
+	if (src->description)
+		dst->description = strdup(src->description);
+	if (src->nallow) {
+		dst->allow = malloc(src->nallow * sizeof(*dst->allow));
+		if (dst->allow) {
+			memcpy(dst->allow, src->allow, src->nallow * sizeof(*dst->allow));
+			dst->nallow = src->nallow;
+		}
+	}
+	if (!dst->name || !dst->path || (src->description && !dst->description) ||
+	    (src->nallow && !dst->allow)) {
+		export_spec_free(dst);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static uint32_t dio_alignment(int fd, bool blockdev)
+{
+	int ss = 0;
+
+	if (blockdev && ioctl(fd, BLKSSZGET, &ss) == 0 && ss >= 512 && ss <= 65536)
+		return (uint32_t)ss;
+	/* Safe for every file system this runs on. */
+	return 4096;
+}
+
+int export_open(const struct export_spec *spec, bool direct, struct export **out)
+{
+	struct export *e;
+	struct stat st;
+	int flags = (spec->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	int r;
+
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->refs = 1;
+	e->fd = -1;
+	e->dfd = -1;
+	r = spec_copy(spec, &e->spec);
+	if (r < 0)
+		goto out_free;
+	e->fd = open(spec->path, flags);
+	if (e->fd < 0) {
+		r = -errno;
+		goto out_spec;
+	}
+	if (fstat(e->fd, &st) < 0) {
+		r = -errno;
+		goto out_close;
+	}
+	if (S_ISBLK(st.st_mode)) {
+		uint64_t size;
+
+		if (ioctl(e->fd, BLKGETSIZE64, &size) < 0) {
+			r = -errno;
+			goto out_close;
+		}
+		e->size = size;
+		e->blockdev = true;
+	} else if (S_ISREG(st.st_mode)) {
+		e->size = (uint64_t)st.st_size;
+	} else {
+		r = -ENOTBLK;
+		goto out_close;
+	}
+	if (direct) {
+		e->dfd = open(spec->path, flags | O_DIRECT);
+		if (e->dfd < 0) {
+			r = -errno;
+			smcr_err("export '%s': %s: O_DIRECT: %s", spec->name, spec->path,
+				 strerror(errno));
+			goto out_close;
+		}
+		e->dio_align = dio_alignment(e->dfd, e->blockdev);
+	}
+	e->min_block = spec->block_size ? spec->block_size : 1;
+	e->pref_block = e->min_block > 4096 ? e->min_block : 4096;
+	e->tflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
+		    NBD_FLAG_CAN_MULTI_CONN | NBD_FLAG_SEND_CACHE;
+	if (spec->read_only)
+		e->tflags |= NBD_FLAG_READ_ONLY;
+	else
+		e->tflags |= NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES |
+			     NBD_FLAG_SEND_FAST_ZERO;
+	*out = e;
+	return 0;
+out_close:
+	close(e->fd);
+out_spec:
+	export_spec_free(&e->spec);
+out_free:
+	free(e);
+	return r;
+}
+
+struct export *export_get(struct export *e)
+{
+	__atomic_add_fetch(&e->refs, 1, __ATOMIC_RELAXED);
+	return e;
+}
+
+void export_put(struct export *e)
+{
+	if (!e || __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	if (e->dfd >= 0)
+		close(e->dfd);
+	close(e->fd);
+	export_spec_free(&e->spec);
+	free(e);
+}
+
+bool export_allows(const struct export *e, const struct sockaddr *sa)
+{
+	return acl_match(e->spec.allow, e->spec.nallow, sa);
+}
+
+void export_table_free(struct export_table *t)
+{
+	unsigned i;
+
+	if (!t)
+		return;
+	for (i = 0; i < t->n; i++)
+		export_put(t->v[i]);
+	free(t->v);
+	free(t);
+}
+
+static int open_list(struct export_table *t, const struct export_list *l, bool direct,
+		     char *err, size_t errlen)
+{
+	unsigned i;
+	int r;
+
+	for (i = 0; l && i < l->n; i++) {
+		const struct export_spec *s = &l->v[i];
+		struct export *e;
+
+		if (*s->name && export_table_find(t, s->name)) {
+			snprintf(err, errlen, "export '%s' defined twice", s->name);
+			return -EEXIST;
+		}
+		r = export_open(s, s->direct >= 0 ? s->direct : direct, &e);
+		if (r < 0) {
+			snprintf(err, errlen, "export '%s': %s: %s", s->name, s->path,
+				 strerror(-r));
+			return r;
+		}
+		t->v[t->n++] = e;
+	}
+	return 0;
+}
+
+int export_table_open(const struct export_list *a, const struct export_list *b,
+		      bool direct, struct export_table **out, char *err, size_t errlen)
+{
+	struct export_table *t;
+	unsigned n = (a ? a->n : 0) + (b ? b->n : 0);
+	int r;
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->v = calloc(n ? n : 1, sizeof(*t->v));
+	if (!t->v) {
+		free(t);
+		return -ENOMEM;
+	}
+	r = open_list(t, a, direct, err, errlen);
+	if (r == 0)
+		r = open_list(t, b, direct, err, errlen);
+	if (r < 0) {
+		export_table_free(t);
+		return r;
+	}
+	*out = t;
+	return 0;
+}
+
+struct export *export_table_find(const struct export_table *t, const char *name)
+{
+	unsigned i;
+
+	if (!*name)
+		return t->n ? t->v[0] : NULL;
+	for (i = 0; i < t->n; i++)
+		if (!strcmp(t->v[i]->spec.name, name))
+			return t->v[i];
+	return NULL;
+}

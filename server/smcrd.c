@@ -1,0 +1,832 @@
+/* smcrd: the smcrbd target daemon.  Exports files and block devices over
+ * NBD (plain TCP now; SMC-R once libsmcr provides connections). */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "engine.h"
+#include "export.h"
+#include "log.h"
+#include "nbd-server.h"
+#include "transport.h"
+
+#define EXIT_USAGE		2
+#define HANDSHAKE_TIMEOUT_MS	30000
+#define HANDSHAKE_MAX_OPTIONS	128
+#define MAX_REFUSING		16
+#define LISTEN_MAX		8
+
+struct server {
+	struct smcrd_config cfg;
+	pthread_mutex_t lock;		/* table, counters */
+	pthread_cond_t cond;
+	struct export_table *table;
+	struct engine *engine;
+	unsigned clients;		/* handshaking + connected */
+	unsigned handshakes;		/* threads running */
+	unsigned refusing;
+	bool stopping;
+	int cancel_fd;			/* pipe read end: readable when stopping */
+	int cancel_wr;
+	int lfd[LISTEN_MAX];
+	unsigned nlfd;
+	char cwd[PATH_MAX];
+};
+
+struct hs_ctx {
+	struct server *srv;
+	struct bd_transport *t;
+	struct sockaddr_storage peer;
+	char refusal[96];
+};
+
+/* --- handshake callbacks ------------------------------------------------ */
+
+static void fill_export(const struct export *e, struct nbd_server_export *out)
+{
+	out->name = e->spec.name;
+	out->description = e->spec.description;
+	out->size = e->size;
+	out->tflags = e->tflags;
+	out->min_block = e->min_block;
+	out->pref_block = e->pref_block;
+	out->max_payload = NBD_MAX_PAYLOAD;
+}
+
+static int cb_lookup(void *arg, const char *name, struct nbd_server_export *out,
+		     void **handle)
+{
+	struct hs_ctx *h = arg;
+	struct server *s = h->srv;
+	struct export *e;
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	e = s->table ? export_table_find(s->table, name) : NULL;
+	if (!e)
+		r = -ENOENT;
+	else if (!export_allows(e, (struct sockaddr *)&h->peer))
+		r = -EACCES;
+	else {
+		fill_export(e, out);
+		*handle = export_get(e);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (r == -EACCES)
+		smcr_info("client %s: export '%s' not allowed for this address", h->t->peer,
+			  name);
+	return r;
+}
+
+static void cb_release(void *arg, void *handle)
+{
+	export_put(handle);
+}
+
+static int cb_list(void *arg, int (*cb)(void *, const char *, const char *), void *cbarg)
+{
+	struct hs_ctx *h = arg;
+	struct server *s = h->srv;
+	struct export **v;
+	unsigned i, n = 0;
+	int r = 0;
+
+	/* References, so that the (slow) client is served without the lock. */
+	pthread_mutex_lock(&s->lock);
+	v = calloc(s->table->n ? s->table->n : 1, sizeof(*v));
+	if (v)
+		for (i = 0; i < s->table->n; i++)
+			if (export_allows(s->table->v[i], (struct sockaddr *)&h->peer))
+				v[n++] = export_get(s->table->v[i]);
+	pthread_mutex_unlock(&s->lock);
+	if (!v)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (r >= 0)
+			r = cb(cbarg, v[i]->spec.name, v[i]->spec.description);
+		export_put(v[i]);
+	}
+	free(v);
+	return r;
+}
+
+static bool cb_shutting_down(void *arg)
+{
+	struct hs_ctx *h = arg;
+	bool r;
+
+	pthread_mutex_lock(&h->srv->lock);
+	r = h->srv->stopping;
+	pthread_mutex_unlock(&h->srv->lock);
+	return r;
+}
+
+static const char *cb_refusal(void *arg)
+{
+	struct hs_ctx *h = arg;
+
+	return h->refusal[0] ? h->refusal : NULL;
+}
+
+static const struct nbd_server_ops hs_ops = {
+	.lookup = cb_lookup,
+	.release = cb_release,
+	.list = cb_list,
+	.shutting_down = cb_shutting_down,
+	.refusal = cb_refusal,
+};
+
+static void client_gone(void *arg)
+{
+	struct server *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	s->clients--;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void *handshake_main(void *arg)
+{
+	struct hs_ctx *h = arg;
+	struct server *s = h->srv;
+	struct nbd_handshake_limits lim = {
+		.timeout_ms = HANDSHAKE_TIMEOUT_MS,
+		.cancel_fd = s->cancel_fd,
+		.max_options = HANDSHAKE_MAX_OPTIONS,
+	};
+	struct nbd_server_session sess;
+	bool counted = !h->refusal[0];
+	int r;
+
+	r = nbd_server_handshake(h->t, &hs_ops, h, &lim, &sess);
+	if (r == 0) {
+		/* The engine owns the transport and the export reference now,
+		 * and reports the end through client_gone(). */
+		if (engine_add(s->engine, h->t, sess.handle, &sess) == 0)
+			counted = false;
+		h->t = NULL;
+	} else if (r == -ECONNABORTED) {
+		smcr_dbg("client %s: left during the handshake", h->t->peer);
+	} else {
+		smcr_info("client %s: handshake ended: %s", h->t->peer, strerror(-r));
+	}
+	bd_close(h->t);
+	pthread_mutex_lock(&s->lock);
+	if (counted)
+		s->clients--;
+	if (h->refusal[0])
+		s->refusing--;
+	s->handshakes--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	free(h);
+	return NULL;
+}
+
+static void accept_one(struct server *s, int lfd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct hs_ctx *h;
+	pthread_attr_t attr;
+	pthread_t th;
+	bool refuse = false;
+	int fd, r;
+
+	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			smcr_warn("accept: %s", strerror(errno));
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		close(fd);
+		return;
+	}
+	h->srv = s;
+	h->peer = ss;
+	r = bd_tcp_transport_new(fd, &h->t);
+	if (r < 0) {
+		close(fd);
+		free(h);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (s->clients >= s->cfg.max_clients) {
+		if (s->refusing >= MAX_REFUSING) {
+			pthread_mutex_unlock(&s->lock);
+			smcr_warn("client %s: too many clients (max-clients %u): closing",
+				  h->t->peer, s->cfg.max_clients);
+			bd_close(h->t);
+			free(h);
+			return;
+		}
+		refuse = true;
+		s->refusing++;
+		snprintf(h->refusal, sizeof(h->refusal),
+			 "server has too many clients (max-clients %u)", s->cfg.max_clients);
+	} else {
+		s->clients++;
+	}
+	s->handshakes++;
+	pthread_mutex_unlock(&s->lock);
+	if (refuse)
+		smcr_warn("client %s: too many clients (max-clients %u): refusing",
+			  h->t->peer, s->cfg.max_clients);
+	else
+		smcr_dbg("client %s: connected", h->t->peer);
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	r = pthread_create(&th, &attr, handshake_main, h);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		smcr_err("client %s: cannot start a thread: %s", h->t->peer, strerror(r));
+		pthread_mutex_lock(&s->lock);
+		if (!refuse)
+			s->clients--;
+		else
+			s->refusing--;
+		s->handshakes--;
+		pthread_mutex_unlock(&s->lock);
+		bd_close(h->t);
+		free(h);
+	}
+}
+
+/* --- listening ------------------------------------------------------------ */
+
+static int listen_on(struct server *s, const char *host, const char *port)
+{
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_PASSIVE,
+	};
+	struct addrinfo *res, *ai;
+	int r, one = 1;
+
+	r = getaddrinfo(host, port, &hints, &res);
+	if (r) {
+		smcr_err("listen %s port %s: %s", host ? host : "*", port, gai_strerror(r));
+		return -EINVAL;
+	}
+	for (ai = res; ai && s->nlfd < LISTEN_MAX; ai = ai->ai_next) {
+		char addr[80];
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+				ai->ai_protocol);
+
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ai->ai_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		bd_format_addr(ai->ai_addr, ai->ai_addrlen, addr, sizeof(addr));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+			smcr_err("listen on %s: %s", addr, strerror(errno));
+			close(fd);
+			continue;
+		}
+		smcr_info("listening for NBD over TCP on %s", addr);
+		s->lfd[s->nlfd++] = fd;
+	}
+	freeaddrinfo(res);
+	return s->nlfd ? 0 : -EADDRNOTAVAIL;
+}
+
+/* --- configuration ------------------------------------------------------ */
+
+static char *abs_path(const char *cwd, const char *p)
+{
+	char *r;
+
+	if (p[0] == '/')
+		return strdup(p);
+	if (asprintf(&r, "%s/%s", cwd, p) < 0)
+		return NULL;
+	return r;
+}
+
+/* Relative export paths are relative to the directory smcrd started in. */
+static int absolutize(struct server *s, struct export_list *l)
+{
+	unsigned i;
+
+	for (i = 0; i < l->n; i++) {
+		char *p = abs_path(s->cwd, l->v[i].path);
+
+		if (!p)
+			return -ENOMEM;
+		free(l->v[i].path);
+		l->v[i].path = p;
+	}
+	return 0;
+}
+
+static int build_table(struct server *s, bool apply_globals, struct export_table **out)
+{
+	struct export_list file = { NULL, 0 };
+	char err[512] = "";
+	int r;
+
+	if (s->cfg.config_file) {
+		r = config_load_file(s->cfg.config_file, &s->cfg, apply_globals, &file, err,
+				     sizeof(err));
+		if (r < 0) {
+			smcr_err("%s", err);
+			goto out_free;
+		}
+		r = absolutize(s, &file);
+		if (r < 0)
+			goto out_free;
+	}
+	r = export_table_open(&s->cfg.cli_exports, &file, s->cfg.direct, out, err,
+			      sizeof(err));
+	if (r < 0)
+		smcr_err("%s", err);
+out_free:
+	export_list_free(&file);
+	return r;
+}
+
+static void log_table(const struct export_table *t)
+{
+	unsigned i;
+
+	for (i = 0; i < t->n; i++) {
+		const struct export *e = t->v[i];
+
+		smcr_info("export '%s': %s, %llu bytes%s%s%s", e->spec.name, e->spec.path,
+			  (unsigned long long)e->size, e->spec.read_only ? ", read-only" : "",
+			  e->dfd >= 0 ? ", O_DIRECT" : "",
+			  e->spec.nallow ? ", address-restricted" : "");
+	}
+	if (!t->n)
+		smcr_warn("no exports configured");
+}
+
+static void reload(struct server *s)
+{
+	struct export_table *t, *old;
+
+	if (!s->cfg.config_file) {
+		smcr_info("SIGHUP: no config file: nothing to reload");
+		return;
+	}
+	smcr_info("SIGHUP: reloading exports from %s", s->cfg.config_file);
+	if (build_table(s, false, &t) < 0) {
+		smcr_err("reload failed: keeping the current exports");
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	old = s->table;
+	s->table = t;
+	pthread_mutex_unlock(&s->lock);
+	/* Connected clients keep their own references. */
+	export_table_free(old);
+	log_table(t);
+}
+
+/* --- daemon ----------------------------------------------------------------- */
+
+static int write_pidfile(const char *path)
+{
+	FILE *f = fopen(path, "we");
+
+	if (!f) {
+		smcr_err("pid file %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	fprintf(f, "%ld\n", (long)getpid());
+	if (fclose(f) != 0) {
+		smcr_err("pid file %s: %s", path, strerror(errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Forks; the parent waits until the child reports readiness and exits
+ * with its status.  Returns the pipe to report on (child). */
+static int daemonize(void)
+{
+	int p[2];
+	pid_t pid;
+	char st = 1;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(p[1]);
+		if (read(p[0], &st, 1) != 1)
+			st = 1;
+		_exit(st);
+	}
+	close(p[0]);
+	if (setsid() < 0)
+		return -errno;
+	return p[1];
+}
+
+static void detach_stdio(const char *log_file)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		if (!log_file)
+			dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+}
+
+/* --- command line ------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: smcrd [OPTION]... [--export NAME=PATH[,ro][,allow=PREFIX]...]...\n"
+"Exports files and block devices over NBD (TCP; SMC-R later).\n"
+"\n"
+"  -e, --export SPEC        export NAME=PATH with options, comma-separated:\n"
+"                             ro, allow=PREFIX (repeatable, e.g. 10.0.0.0/8),\n"
+"                             blocksize=N, direct, desc=TEXT\n"
+"  -c, --config FILE        read settings and exports from FILE (SIGHUP\n"
+"                             re-reads its exports)\n"
+"  -l, --listen ADDR        listen on ADDR (default: all addresses)\n"
+"  -p, --port PORT          NBD over TCP port (default 10809)\n"
+"      --smcr-port PORT     SMC-R port (reserved: SMC-R is not built yet)\n"
+"  -q, --queue-depth N      requests in flight per connection (default 128)\n"
+"  -t, --threads N          I/O worker threads (default: online CPUs)\n"
+"  -m, --max-clients N      simultaneous clients (default 128)\n"
+"  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
+"  -d, --direct             O_DIRECT on every export\n"
+"  -f, --foreground         stay in the foreground, log to stderr\n"
+"  -P, --pidfile FILE       write the process id to FILE\n"
+"  -L, --log-file FILE      append log lines to FILE\n"
+"  -v, --verbose            debug logging\n"
+"  -h, --help               this text\n"
+"  -V, --version            version\n"
+"\n"
+"Signals: SIGTERM/SIGINT drain in-flight requests and exit; SIGHUP reloads\n"
+"the exports of the config file, connected clients stay.\n"
+"See smcrd(8).\n");
+}
+
+enum { OPT_SMCR_PORT = 256 };
+
+static const struct option long_opts[] = {
+	{ "export", required_argument, NULL, 'e' },
+	{ "config", required_argument, NULL, 'c' },
+	{ "listen", required_argument, NULL, 'l' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "smcr-port", required_argument, NULL, OPT_SMCR_PORT },
+	{ "queue-depth", required_argument, NULL, 'q' },
+	{ "threads", required_argument, NULL, 't' },
+	{ "max-clients", required_argument, NULL, 'm' },
+	{ "max-memory", required_argument, NULL, 'M' },
+	{ "direct", no_argument, NULL, 'd' },
+	{ "foreground", no_argument, NULL, 'f' },
+	{ "pidfile", required_argument, NULL, 'P' },
+	{ "log-file", required_argument, NULL, 'L' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int set_arg(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : -ENOMEM;
+}
+
+static int parse_args(struct server *s, int argc, char **argv)
+{
+	struct smcrd_config *cfg = &s->cfg;
+	char err[256];
+	int c;
+
+	while ((c = getopt_long(argc, argv, "e:c:l:p:q:t:m:M:dfP:L:vhV", long_opts, NULL)) != -1) {
+		struct export_spec spec;
+		uint64_t sz;
+
+		switch (c) {
+		case 'e':
+			if (config_parse_export_arg(optarg, &spec, err, sizeof(err)) < 0) {
+				fprintf(stderr, "smcrd: --export %s: %s\n", optarg, err);
+				return -EINVAL;
+			}
+			if (export_list_add(&cfg->cli_exports, &spec) < 0) {
+				fprintf(stderr, "smcrd: export '%s' given twice\n", spec.name);
+				export_spec_free(&spec);
+				return -EINVAL;
+			}
+			break;
+		case 'c':
+			free(cfg->config_file);
+			cfg->config_file = abs_path(s->cwd, optarg);
+			break;
+		case 'l':
+			set_arg(&cfg->listen, optarg);
+			cfg->set_mask |= CFG_SET_LISTEN;
+			break;
+		case 'p':
+			set_arg(&cfg->port, optarg);
+			cfg->set_mask |= CFG_SET_PORT;
+			break;
+		case OPT_SMCR_PORT:
+			set_arg(&cfg->smcr_port, optarg);
+			cfg->set_mask |= CFG_SET_SMCR_PORT;
+			break;
+		case 'q':
+			if (parse_uint(optarg, 1, 4096, &cfg->queue_depth) < 0)
+				goto bad;
+			cfg->set_mask |= CFG_SET_QUEUE_DEPTH;
+			break;
+		case 't':
+			if (parse_uint(optarg, 1, 256, &cfg->threads) < 0)
+				goto bad;
+			cfg->set_mask |= CFG_SET_THREADS;
+			break;
+		case 'm':
+			if (parse_uint(optarg, 1, 65536, &cfg->max_clients) < 0)
+				goto bad;
+			cfg->set_mask |= CFG_SET_MAX_CLIENTS;
+			break;
+		case 'M':
+			if (parse_size(optarg, &sz) < 0 || sz < (64u << 20))
+				goto bad;
+			cfg->max_memory = sz;
+			cfg->set_mask |= CFG_SET_MAX_MEMORY;
+			break;
+		case 'd':
+			cfg->direct = true;
+			cfg->set_mask |= CFG_SET_DIRECT;
+			break;
+		case 'f':
+			cfg->foreground = true;
+			break;
+		case 'P':
+			free(cfg->pidfile);
+			cfg->pidfile = abs_path(s->cwd, optarg);
+			cfg->set_mask |= CFG_SET_PIDFILE;
+			break;
+		case 'L':
+			free(cfg->log_file);
+			cfg->log_file = abs_path(s->cwd, optarg);
+			cfg->set_mask |= CFG_SET_LOG_FILE;
+			break;
+		case 'v':
+			cfg->verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case 'V':
+			printf("smcrd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+		continue;
+bad:
+		fprintf(stderr, "smcrd: bad value '%s' for -%c\n", optarg, c);
+		return -EINVAL;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "smcrd: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!cfg->config_file && !cfg->cli_exports.n) {
+		fprintf(stderr, "smcrd: nothing to export (use --export or --config)\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* --- main ----------------------------------------------------------------- */
+
+static void serve(struct server *s, int sfd)
+{
+	struct pollfd pfd[LISTEN_MAX + 1];
+	unsigned i;
+
+	for (i = 0; i < s->nlfd; i++) {
+		pfd[i].fd = s->lfd[i];
+		pfd[i].events = POLLIN;
+	}
+	pfd[s->nlfd].fd = sfd;
+	pfd[s->nlfd].events = POLLIN;
+	for (;;) {
+		int r = poll(pfd, s->nlfd + 1, -1);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			smcr_err("poll: %s", strerror(errno));
+			return;
+		}
+		if (pfd[s->nlfd].revents) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGHUP) {
+					reload(s);
+				} else {
+					smcr_info("%s: draining and exiting",
+						  strsignal((int)si.ssi_signo));
+					return;
+				}
+			}
+		}
+		for (i = 0; i < s->nlfd; i++)
+			if (pfd[i].revents)
+				accept_one(s, s->lfd[i]);
+	}
+}
+
+static void shutdown_server(struct server *s)
+{
+	unsigned i;
+	char b = 1;
+
+	for (i = 0; i < s->nlfd; i++)
+		close(s->lfd[i]);
+	s->nlfd = 0;
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	pthread_mutex_unlock(&s->lock);
+	/* Handshakes in progress: wake them up, they end with an error. */
+	if (write(s->cancel_wr, &b, 1) < 0)
+		smcr_warn("cancel pipe: %s", strerror(errno));
+	engine_drain(s->engine);
+	pthread_mutex_lock(&s->lock);
+	while (s->handshakes)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	engine_stop(s->engine);
+	s->engine = NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct server s;
+	struct engine_params ep;
+	sigset_t sigs;
+	int sfd = -1, notify = -1, r, status = EXIT_FAILURE;
+	long ncpu;
+
+	memset(&s, 0, sizeof(s));
+	config_defaults(&s.cfg);
+	smcr_log_set_ident("smcrd");
+	pthread_mutex_init(&s.lock, NULL);
+	pthread_cond_init(&s.cond, NULL);
+	s.cancel_fd = s.cancel_wr = -1;
+	if (!getcwd(s.cwd, sizeof(s.cwd)))
+		strcpy(s.cwd, "/");
+
+	r = parse_args(&s, argc, argv);
+	if (r) {
+		status = r > 0 ? EXIT_SUCCESS : EXIT_USAGE;
+		goto out_config;
+	}
+	if (s.cfg.verbose)
+		smcr_log_set_level(SMCR_LOG_DEBUG);
+	if (absolutize(&s, &s.cfg.cli_exports) < 0)
+		goto out_config;
+	if (build_table(&s, true, &s.table) < 0) {
+		status = EXIT_USAGE;
+		goto out_config;
+	}
+	if (s.cfg.log_file) {
+		int fd = open(s.cfg.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+
+		if (fd < 0) {
+			smcr_err("log file %s: %s", s.cfg.log_file, strerror(errno));
+			goto out_table;
+		}
+		dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+	if (!s.cfg.port)
+		s.cfg.port = strdup("10809");
+	if (!s.cfg.threads) {
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		s.cfg.threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
+	}
+	if (listen_on(&s, s.cfg.listen, s.cfg.port) < 0)
+		goto out_table;
+	if (s.cfg.smcr_port)
+		smcr_warn("SMC-R is not built yet: --smcr-port %s ignored, serving NBD over "
+			  "TCP only", s.cfg.smcr_port);
+	log_table(s.table);
+
+	/* Signals are taken synchronously by the main thread only. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (!s.cfg.foreground) {
+		notify = daemonize();
+		if (notify < 0) {
+			smcr_err("daemonize: %s", strerror(-notify));
+			goto out_listen;
+		}
+	}
+	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	if (sfd < 0) {
+		smcr_err("signalfd: %s", strerror(errno));
+		goto out_listen;
+	}
+	{
+		int p[2];
+
+		if (pipe2(p, O_CLOEXEC) < 0) {
+			smcr_err("pipe: %s", strerror(errno));
+			goto out_sfd;
+		}
+		s.cancel_fd = p[0];
+		s.cancel_wr = p[1];
+	}
+	if (s.cfg.pidfile && write_pidfile(s.cfg.pidfile) < 0)
+		goto out_pipe;
+
+	memset(&ep, 0, sizeof(ep));
+	ep.threads = s.cfg.threads;
+	ep.queue_depth = s.cfg.queue_depth;
+	ep.max_memory = s.cfg.max_memory;
+	ep.drain_timeout_ms = 30000;
+	ep.closed = client_gone;
+	ep.closed_arg = &s;
+	r = engine_start(&ep, &s.engine);
+	if (r < 0) {
+		smcr_err("cannot start the I/O engine: %s", strerror(-r));
+		goto out_pidfile;
+	}
+	smcr_info("smcrd %s ready: %u I/O threads, queue depth %u, max %u clients",
+		  PACKAGE_VERSION, s.cfg.threads, s.cfg.queue_depth, s.cfg.max_clients);
+	if (notify >= 0) {
+		char ok = 0;
+
+		detach_stdio(s.cfg.log_file);
+		if (write(notify, &ok, 1) < 0)
+			smcr_warn("cannot notify the parent: %s", strerror(errno));
+		close(notify);
+		notify = -1;
+	}
+
+	serve(&s, sfd);
+	shutdown_server(&s);
+	smcr_info("exiting");
+	status = EXIT_SUCCESS;
+
+out_pidfile:
+	if (s.cfg.pidfile)
+		unlink(s.cfg.pidfile);
+out_pipe:
+	close(s.cancel_fd);
+	close(s.cancel_wr);
+out_sfd:
+	close(sfd);
+out_listen:
+	for (r = 0; r < (int)s.nlfd; r++)
+		close(s.lfd[r]);
+	if (notify >= 0)
+		close(notify);		/* the parent reads EOF: failure */
+out_table:
+	export_table_free(s.table);
+out_config:
+	config_free(&s.cfg);
+	pthread_cond_destroy(&s.cond);
+	pthread_mutex_destroy(&s.lock);
+	return status;
+}
