@@ -158,12 +158,21 @@ struct smcr_ipv6_prefix {
 	uint8_t len;		/* 0..128 */
 };
 
+/* The size of the growth area ("offset to mask/prefix area") to send in a
+ * Proposal.  A.2.2 says it is 0 in this version and that receivers must
+ * skip it, whatever it is.  Linux since 5.11 always sends 40 (its SMC-D
+ * area, zeros for SMC-R), and Wireshark's SMC dissector (4.0 on Debian 12,
+ * and later versions) assumes those 40 bytes: it shows an offset-0 Proposal
+ * as malformed.  Sending 40 zero bytes is legal, and parses everywhere. */
+#define SMCR_CLC_IP_AREA_OFFSET_LINUX 40
+
 /* A.2.2 */
 struct smcr_clc_proposal {
 	struct smcr_peer_id peer_id;
 	uint8_t gid[SMCR_GID_LEN];		/* client's preferred GID */
 	uint8_t mac[SMCR_MAC_LEN];		/* client's preferred MAC */
-	uint16_t ip_area_offset;		/* growth area size; encoded as zeros */
+	uint16_t ip_area_offset;		/* growth area size, sent as zeros:
+						 * SMCR_CLC_IP_AREA_OFFSET_LINUX */
 	uint32_t ipv4_subnet;			/* host order, e.g. 0xffffff00 */
 	uint8_t ipv4_mask_len;			/* 0..32 */
 	uint8_t ipv6_prefix_count;		/* 0..8 */
