@@ -39,7 +39,10 @@
 # work) with a tmpfs overlay on top.  Environment knobs:
 #   SMCR_VM_KERNEL   kernel image (default: newest /boot/vmlinuz-*)
 #   SMCR_VM_MEM      MiB per VM (default 768)
-#   SMCR_VM_TIMEOUT  watchdog: kill a VM after this many seconds (default 300)
+#   SMCR_VM_ACCEL    qemu accelerator (default tcg; a /dev/kvm may exist and
+#                    still not run these guests, so KVM is opt-in: "kvm")
+#   SMCR_VM_TIMEOUT  watchdog: kill a VM after this many seconds (default
+#                    240; keep it below the test's "# smcr-timeout")
 #   SMCR_VM_CMD_TIMEOUT  default limit of vm_run / vm_wait (default 120)
 #   SMCR_VM_APPEND   extra kernel command line (e.g. "loglevel=7" to see
 #                    the kernel's messages in the serial log)
@@ -51,7 +54,7 @@ _vm_libdir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$_vm_libdir/../functions.sh"
 
 : "${SMCR_VM_MEM:=768}"
-: "${SMCR_VM_TIMEOUT:=300}"
+: "${SMCR_VM_TIMEOUT:=240}"
 : "${SMCR_VM_CMD_TIMEOUT:=120}"
 : "${abs_builddir:=$abs_top_builddir/tests}"
 
@@ -195,11 +198,12 @@ vm_start() {
     [ -n "$script" ] && cmdline+=" smcr.script=$script smcr.args=$args"
     cmdline+=${SMCR_VM_APPEND:+ $SMCR_VM_APPEND}
     local -a nics
+    local accel=${SMCR_VM_ACCEL:-tcg}
     eval "nics=(\${_vm_nics_$name[@]+\"\${_vm_nics_$name[@]}\"})"
     (
         exec 0</dev/null
         timeout -k 5 "$SMCR_VM_TIMEOUT" qemu-system-x86_64 \
-            -nodefaults -no-user-config -machine pc,accel=tcg -cpu qemu64 \
+            -nodefaults -no-user-config -machine "pc,accel=$accel" -cpu qemu64 \
             -smp 1 -m "$SMCR_VM_MEM" -display none -vga none -no-reboot \
             -kernel "$VM_BOOT_IMAGE" -initrd "$initrd" -append "$cmdline" \
             -serial "file:$dir/serial.log" \
@@ -209,8 +213,7 @@ vm_start() {
             "${nics[@]}" ${SMCR_VM_QEMU_ARGS:-} >"$dir/qemu.log" 2>&1
         rc=$?
         if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-            echo "watchdog: VM $name still running after ${SMCR_VM_TIMEOUT}s (SMCR_VM_TIMEOUT): killed it; serial log: $dir/serial.log" |
-                tee -a "$dir/qemu.log" >&2
+            echo "watchdog: VM $name still running after ${SMCR_VM_TIMEOUT}s (SMCR_VM_TIMEOUT): killed it; serial log: $dir/serial.log" >&2
         fi
         echo "$rc" >"$dir/qemu.rc"
     ) &

@@ -2,7 +2,8 @@
 # rxe lane smoke 2 (single VM): the kernel's nbd-client attaches /dev/nbd0
 # to an nbdkit memory export inside the guest; a pattern written through the
 # block device with O_DIRECT must read back identical after dropping caches.
-# smcr-timeout: 300
+# smcr-timeout: 180
+: "${SMCR_VM_TIMEOUT:=120}"
 . "$(dirname "$0")/lib.sh"
 vm_requires
 requires nbdkit --version
