@@ -35,7 +35,6 @@ die() { say "FATAL: $*"; [ -n "${share:-}" ] && echo "$*" >"$share/fatal"; halt_
 bb mount -t proc proc /proc
 bb mount -t sysfs sysfs /sys
 bb mount -t tmpfs -o mode=0755 tmpfs /run
-bb mount -t tmpfs -o mode=1777 tmpfs /tmp
 bb mkdir -p /dev/pts /dev/shm
 bb mount -t devpts devpts /dev/pts
 bb mount -t tmpfs -o mode=1777 tmpfs /dev/shm
