@@ -106,10 +106,12 @@ enum smcr_clc_type {
 #define SMCR_CLC_FLAG_FIRST_CONTACT 0x08	/* Accept: F */
 #define SMCR_CLC_FLAG_OUT_OF_SYNC 0x08		/* Decline: S */
 
-/* Largest message a v1 peer can send: a Proposal with eight prefixes and
- * no growth area.  (A growth area can make it longer; the length field
- * allows up to 65535.) */
-#define SMCR_CLC_MAX_V1_LEN (SMCR_CLC_PROPOSAL_MIN_LEN + 17 * SMCR_CLC_MAX_IPV6_PREFIXES)
+/* The longest v1 message seen in practice: a Proposal with eight IPv6
+ * prefixes and Linux's 40-byte growth area (228 bytes).  The length field
+ * allows up to 65535 (a larger growth area); a stream reader that buffers
+ * only this much should decline anything longer. */
+#define SMCR_CLC_MAX_V1_LEN (SMCR_CLC_PROPOSAL_MIN_LEN + SMCR_CLC_IP_AREA_OFFSET_LINUX + \
+			     17 * SMCR_CLC_MAX_IPV6_PREFIXES)
 
 /* Peer diagnosis codes for Decline.  RFC 7609 leaves them to the
  * implementation; these are the values Linux AF_SMC uses (net/smc/smc_clc.h),

@@ -499,7 +499,7 @@ static void test_clc_proposal_v6(void)
 /* Eight prefixes, the most A.2.2 allows. */
 static void test_clc_proposal_max(void)
 {
-	uint8_t v[SMCR_CLC_MAX_V1_LEN];
+	uint8_t v[52 + 8 * 17];
 	struct smcr_clc_msg m;
 	size_t len = sizeof(v);
 	unsigned int i;
@@ -513,7 +513,6 @@ static void test_clc_proposal_max(void)
 		put8(v, 48 + 17 * i + 1, i);
 		put8(v, 48 + 17 * i + 16, 56 + i);
 	}
-	CU_ASSERT_EQUAL(len, 188);
 	CU_ASSERT_EQUAL(clc_dec(v, len, &m), 188);
 	CU_ASSERT_EQUAL(m.proposal.ipv6_prefix_count, 8);
 	for (i = 0; i < 8; i++) {
@@ -523,6 +522,11 @@ static void test_clc_proposal_max(void)
 	check_clc_encode(&m, v, len);
 	m.proposal.ipv6_prefix_count = 9;
 	CU_ASSERT_EQUAL(smcr_clc_encode(&m, v, len), SMCR_E_INVAL);
+	/* with Linux's growth area, the longest message a v1 peer sends */
+	m.proposal.ipv6_prefix_count = 8;
+	m.proposal.ip_area_offset = SMCR_CLC_IP_AREA_OFFSET_LINUX;
+	CU_ASSERT_EQUAL(smcr_clc_encoded_len(&m), SMCR_CLC_MAX_V1_LEN);
+	CU_ASSERT_EQUAL(SMCR_CLC_MAX_V1_LEN, 228);
 }
 
 /* A.2.2 "Offset to mask/prefix area": a future growth area is skipped. */
@@ -551,6 +555,32 @@ static void test_clc_proposal_growth(void)
 	CU_ASSERT_EQUAL(clc_dec_patched(v, len, 38, 0xFF), SMCR_E_LENGTH);
 	/* a mask longer than 32 bits */
 	CU_ASSERT_EQUAL(clc_dec_patched(v, len, 52, 33), SMCR_E_RANGE);
+}
+
+/* What Linux (5.11 and later) sends: a 40-byte growth area, its SMC-D
+ * information, zeros for SMC-R. */
+static void test_clc_proposal_linux(void)
+{
+	uint8_t v[92];
+	struct smcr_clc_msg m;
+	size_t len = sizeof(v);			/* 40 + 40 + 8 + 4 */
+
+	memset(v, 0, len);
+	clc_hdr(v, 1, (unsigned int)len, 0);
+	peer_id(v, 8, 0x0bad, mac_a);
+	putbytes(v, 16, gid_a, 16);
+	putbytes(v, 32, mac_a, 6);
+	put16(v, 38, 40);			/* offset: Linux's SMC-D area at 40 */
+	put32(v, 80, 0xFFFFF000);		/* IP area at 80 */
+	put8(v, 84, 20);
+	put8(v, 87, 0);
+	CU_ASSERT_EQUAL(clc_dec(v, len, &m), 92);
+	CU_ASSERT_EQUAL(m.proposal.ip_area_offset, SMCR_CLC_IP_AREA_OFFSET_LINUX);
+	CU_ASSERT_EQUAL(m.proposal.ipv4_subnet, 0xFFFFF000);
+	CU_ASSERT_EQUAL(m.proposal.ipv4_mask_len, 20);
+	check_peer_id(&m.proposal.peer_id, 0x0bad, mac_a);
+	check_clc_encode(&m, v, len);
+	check_truncations(clc_decode, v, len, sizeof(m));
 }
 
 /* A.2.3 Figure 28 SMC Accept, 68 bytes. */
@@ -1418,6 +1448,7 @@ static CU_TestInfo clc_tests[] = {
 	{ "proposal ipv6", test_clc_proposal_v6 },
 	{ "proposal 8 prefixes", test_clc_proposal_max },
 	{ "proposal growth area", test_clc_proposal_growth },
+	{ "proposal linux layout", test_clc_proposal_linux },
 	{ "accept", test_clc_accept },
 	{ "confirm", test_clc_confirm },
 	{ "decline", test_clc_decline },
