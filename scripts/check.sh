@@ -19,14 +19,26 @@ show_logs() {
     done
 }
 
+summary() {
+    # What each test verified: CUnit totals, verified byte counts, skips.
+    local dir=$1 f
+    echo "--- what the tests verified ($dir) ---"
+    for f in $(find "$dir/tests" -name '*.log' ! -name test-suite.log | sort); do
+        grep -hE '^[0-9]+ tests run|verified|^SKIP|agree|^bench' "$f" 2>/dev/null |
+            sed "s|^|$(basename "${f%.log}"): |"
+    done
+}
+
 step "build"
 bash scripts/build.sh build
 step "make check (unit, host integration, rxe VM lane)"
 if ! make -C build check; then show_logs build; exit 1; fi
+summary build
 
 step "ASan + UBSan: unit and host tests"
 bash scripts/build.sh build-san --enable-sanitizers
 if ! make -C build-san check VM_TESTS=; then show_logs build-san; exit 1; fi
+summary build-san
 
 step "valgrind: unit tests"
 if ! make -C build check-valgrind SHELL_TESTS=; then show_logs build; exit 1; fi
