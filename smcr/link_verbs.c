@@ -1,0 +1,657 @@
+/* smcrbd: struct smcr_link_ops over one RC QP (libibverbs). */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
+
+#include "link_verbs.h"
+#include "log.h"
+
+#define VL_SLOT		64u		/* bytes per message buffer */
+#define VL_RECV_BIT	(1ull << 63)	/* in a receive's wr_id */
+#define VL_DEF_SQ	128u
+#define VL_DEF_RQ	64u
+
+enum { SQ_WRITE = 1, SQ_SEND = 2 };
+
+/* One posted send queue work request. */
+struct sq_ent {
+	uint64_t wr_id;			/* the caller's */
+	uint8_t kind;
+	bool user_signaled;		/* the caller wants an upcall */
+};
+
+struct smcr_vlink {
+	struct smcr_link link;		/* first: a link is its vlink */
+	struct smcr_vlink_set *set;
+	struct smcr_vlink *next;
+	struct smcr_port_ref ref;
+	const struct smcr_qp_timing *timing;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t *bufs;			/* rq_depth receive slots, then sq_depth send slots */
+	size_t bufs_len;
+	unsigned int sq_depth, rq_depth, signal_every;
+	/* Send queue: sequence numbers [sq_tail, sq_head) are outstanding;
+	 * entry seq lives at sq[seq % sq_depth] and is the verbs wr_id. */
+	struct sq_ent *sq;
+	uint64_t sq_head, sq_tail;
+	unsigned int since_signal;
+	uint32_t psn;
+	bool down;
+	struct smcr_vlink_stats stats;
+};
+
+static struct smcr_vlink *vl_of(const struct smcr_link *link)
+{
+	return (struct smcr_vlink *)link->priv;
+}
+
+static int wc_errno(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECANCELED;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -ETIMEDOUT;
+	case IBV_WC_LOC_PROT_ERR:
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EACCES;
+	case IBV_WC_REM_INV_REQ_ERR:
+	case IBV_WC_LOC_LEN_ERR:
+		return -EPROTO;
+	default:
+		return -EIO;
+	}
+}
+
+/* The link is unusable: QP to error (nothing it still carries may be
+ * placed once the owner has replayed it elsewhere), tell the owner once. */
+static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
+{
+	int ret;
+
+	if (vl->down)
+		return;
+	vl->down = true;
+	vl->link.state = SMCR_LINK_FAILED;
+	vl->link.errors++;
+	vl->stats.down_reason = reason;
+	vl->stats.down_wc_status = st;
+	ret = smcr_qp_to_err(vl->qp);
+	if (ret)
+		smcr_warn("link %u (%s): QP to error: %s", vl->link.link_id,
+			  vl->ref.dev->name, strerror(-ret));
+	smcr_info("link %u (%s, QP 0x%06x) down: %s", vl->link.link_id,
+		  vl->ref.dev->name, vl->qp->qp_num, strerror(-reason));
+	if (vl->link.handler && vl->link.handler->down)
+		vl->link.handler->down(&vl->link, reason);
+}
+
+/* ---- posting ------------------------------------------------------------ */
+
+static unsigned int sq_used(const struct smcr_vlink *vl)
+{
+	return (unsigned int)(vl->sq_head - vl->sq_tail);
+}
+
+static int sq_post(struct smcr_vlink *vl, struct ibv_send_wr *wr, uint8_t kind,
+		   uint64_t wr_id, bool user_signaled)
+{
+	struct ibv_send_wr *bad;
+	struct sq_ent *e;
+	bool sig = user_signaled || vl->since_signal + 1 >= vl->signal_every;
+	int ret;
+
+	wr->wr_id = vl->sq_head;
+	wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
+	ret = ibv_post_send(vl->qp, wr, &bad);
+	if (ret)
+		return -ret;
+	e = &vl->sq[vl->sq_head % vl->sq_depth];
+	e->wr_id = wr_id;
+	e->kind = kind;
+	e->user_signaled = user_signaled;
+	vl->sq_head++;
+	if (sig) {
+		vl->since_signal = 0;
+		if (!user_signaled)
+			vl->stats.forced_signals++;
+	} else {
+		vl->since_signal++;
+	}
+	return 0;
+}
+
+static int vl_post_write(struct smcr_link *link, const struct smcr_sge *sge,
+			 unsigned int nsge, uint64_t raddr, uint32_t rkey,
+			 uint64_t wr_id, bool signaled)
+{
+	struct smcr_vlink *vl = vl_of(link);
+	struct ibv_sge isge[2];
+	struct ibv_send_wr wr;
+	unsigned int i;
+
+	if (vl->down)
+		return -ENOTCONN;
+	if (nsge == 0 || nsge > 2)
+		return -EINVAL;
+	if (sq_used(vl) >= vl->sq_depth)
+		return -EAGAIN;
+	for (i = 0; i < nsge; i++) {
+		isge[i].addr = (uintptr_t)sge[i].addr;
+		isge[i].length = sge[i].len;
+		isge[i].lkey = sge[i].lkey;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = isge;
+	wr.num_sge = (int)nsge;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return sq_post(vl, &wr, SQ_WRITE, wr_id, signaled);
+}
+
+static uint8_t *send_slot(struct smcr_vlink *vl, uint64_t seq)
+{
+	return vl->bufs + (size_t)(vl->rq_depth + seq % vl->sq_depth) * VL_SLOT;
+}
+
+static int vl_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
+{
+	struct smcr_vlink *vl = vl_of(link);
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	uint8_t *slot;
+
+	if (vl->down)
+		return -ENOTCONN;
+	if (sq_used(vl) >= vl->sq_depth)
+		return -EAGAIN;
+	/* The slot of this sequence number is free until it completes. */
+	slot = send_slot(vl, vl->sq_head);
+	memcpy(slot, msg, SMCR_MSG_LEN);
+	sge.addr = (uintptr_t)slot;
+	sge.length = SMCR_MSG_LEN;
+	sge.lkey = vl->mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	return sq_post(vl, &wr, SQ_SEND, wr_id, true);
+}
+
+static void vl_fail(struct smcr_link *link)
+{
+	link_down(vl_of(link), -ECONNABORTED, IBV_WC_SUCCESS);
+}
+
+static unsigned int vl_sq_free(struct smcr_link *link)
+{
+	struct smcr_vlink *vl = vl_of(link);
+
+	if (vl->down)
+		return 0;
+	return vl->sq_depth - sq_used(vl);
+}
+
+const struct smcr_link_ops smcr_vlink_ops = {
+	.post_write = vl_post_write,
+	.post_send = vl_post_send,
+	.fail = vl_fail,
+	.sq_free = vl_sq_free,
+};
+
+static int post_recv(struct smcr_vlink *vl, unsigned int idx)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(vl->bufs + (size_t)idx * VL_SLOT),
+		.length = SMCR_MSG_LEN,
+		.lkey = vl->mr->lkey,
+	};
+	struct ibv_recv_wr wr = {
+		.wr_id = VL_RECV_BIT | idx,
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+	struct ibv_recv_wr *bad;
+
+	return -ibv_post_recv(vl->qp, &wr, &bad);
+}
+
+/* ---- completions -------------------------------------------------------- */
+
+static void recv_done(struct smcr_vlink *vl, const struct ibv_wc *wc)
+{
+	unsigned int idx = (unsigned int)(wc->wr_id & ~VL_RECV_BIT);
+	const struct smcr_link_handler *h = vl->link.handler;
+	int ret;
+
+	if (idx >= vl->rq_depth) {
+		smcr_warn("link %u: receive completion for unknown buffer %u",
+			  vl->link.link_id, idx);
+		return;
+	}
+	if (wc->status != IBV_WC_SUCCESS)
+		return;		/* flushed, or the link went down already */
+	if (wc->byte_len != SMCR_MSG_LEN) {
+		vl->stats.bad_recvs++;
+		smcr_warn("link %u: dropped a %u-byte message", vl->link.link_id,
+			  wc->byte_len);
+	} else {
+		vl->link.recvs++;
+		if (h && h->recv)
+			h->recv(&vl->link, vl->bufs + (size_t)idx * VL_SLOT);
+	}
+	if (vl->down)
+		return;
+	ret = post_recv(vl, idx);
+	if (ret) {
+		smcr_warn("link %u: cannot repost a receive buffer: %s",
+			  vl->link.link_id, strerror(-ret));
+		link_down(vl, ret, IBV_WC_SUCCESS);
+	}
+}
+
+static void send_done(struct smcr_vlink *vl, const struct ibv_wc *wc, int status)
+{
+	const struct smcr_link_handler *h = vl->link.handler;
+	uint64_t seq = wc->wr_id;
+	struct sq_ent e;
+
+	if (seq < vl->sq_tail || seq >= vl->sq_head) {
+		smcr_warn("link %u: completion for unknown work request %llu",
+			  vl->link.link_id, (unsigned long long)seq);
+		return;
+	}
+	/* Unsignaled requests before this one are done as well. */
+	e = vl->sq[seq % vl->sq_depth];
+	vl->sq_tail = seq + 1;
+	if (!e.user_signaled || !h)
+		return;
+	if (e.kind == SQ_WRITE && h->write_done)
+		h->write_done(&vl->link, e.wr_id, status);
+	else if (e.kind == SQ_SEND && h->send_done)
+		h->send_done(&vl->link, e.wr_id, status);
+}
+
+static void complete(struct smcr_vlink *vl, const struct ibv_wc *wc)
+{
+	int status = wc_errno(wc->status);
+
+	vl->stats.completions++;
+	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
+		vl->stats.flushed++;
+	} else if (wc->status != IBV_WC_SUCCESS) {
+		smcr_info("link %u (%s): work request failed: %s (vendor error 0x%x)",
+			  vl->link.link_id, vl->ref.dev->name,
+			  ibv_wc_status_str(wc->status), wc->vendor_err);
+		link_down(vl, status, wc->status);
+	}
+	if (wc->wr_id & VL_RECV_BIT)
+		recv_done(vl, wc);
+	else
+		send_done(vl, wc, status);
+}
+
+static int poll_cq(struct smcr_vlink *vl)
+{
+	struct ibv_wc wc[16];
+	int n, i, total = 0;
+
+	for (;;) {
+		n = ibv_poll_cq(vl->cq, 16, wc);
+		if (n < 0) {
+			smcr_warn("link %u: polling the CQ failed", vl->link.link_id);
+			link_down(vl, -EIO, IBV_WC_GENERAL_ERR);
+			return -EIO;
+		}
+		if (n == 0)
+			return total;
+		for (i = 0; i < n; i++)
+			complete(vl, &wc[i]);
+		total += n;
+	}
+}
+
+int smcr_vlink_poll(struct smcr_link *link)
+{
+	return poll_cq(vl_of(link));
+}
+
+int smcr_vlink_cq_event(struct smcr_dev *dev)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+	int total = 0, ret;
+
+	while (ibv_get_cq_event(dev->chan, &cq, &ctx) == 0) {
+		struct smcr_vlink *vl = ctx;
+
+		ibv_ack_cq_events(cq, 1);
+		vl->stats.cq_events++;
+		/* Arm before polling: a completion that arrives after the
+		 * last poll raises a new event. */
+		if (ibv_req_notify_cq(cq, 0)) {
+			smcr_warn("link %u: cannot arm the CQ", vl->link.link_id);
+			link_down(vl, -EIO, IBV_WC_GENERAL_ERR);
+		}
+		ret = poll_cq(vl);
+		if (ret > 0)
+			total += ret;
+	}
+	if (errno != EAGAIN && errno != EWOULDBLOCK)
+		return -errno;
+	return total;
+}
+
+/* ---- async events ------------------------------------------------------- */
+
+static void down_matching(struct smcr_vlink_set *set, struct smcr_dev *dev,
+			  int port, int reason)
+{
+	struct smcr_vlink *vl;
+
+	for (vl = set->head; vl; vl = vl->next)
+		if (vl->ref.dev == dev && (port == 0 || vl->ref.port == port))
+			link_down(vl, reason, IBV_WC_SUCCESS);
+}
+
+int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev)
+{
+	struct ibv_async_event ev;
+	int n = 0;
+
+	while (ibv_get_async_event(dev->ctx, &ev) == 0) {
+		enum ibv_event_type type = ev.event_type;
+		struct smcr_vlink *vl = NULL;
+		int port = 0;
+
+		switch (type) {
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+		case IBV_EVENT_COMM_EST:
+		case IBV_EVENT_SQ_DRAINED:
+		case IBV_EVENT_PATH_MIG:
+		case IBV_EVENT_PATH_MIG_ERR:
+		case IBV_EVENT_QP_LAST_WQE_REACHED:
+			vl = ev.element.qp->qp_context;
+			break;
+		case IBV_EVENT_CQ_ERR:
+			vl = ev.element.cq->cq_context;
+			break;
+		case IBV_EVENT_PORT_ACTIVE:
+		case IBV_EVENT_PORT_ERR:
+		case IBV_EVENT_LID_CHANGE:
+		case IBV_EVENT_PKEY_CHANGE:
+		case IBV_EVENT_GID_CHANGE:
+		case IBV_EVENT_SM_CHANGE:
+		case IBV_EVENT_CLIENT_REREGISTER:
+			port = ev.element.port_num;
+			break;
+		default:
+			break;
+		}
+		/* Ack first: the handler may tear things down later on. */
+		ibv_ack_async_event(&ev);
+		n++;
+		smcr_dbg("%s: async event %s", dev->name, ibv_event_type_str(type));
+
+		switch (type) {
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+		case IBV_EVENT_CQ_ERR:
+			if (vl) {
+				smcr_info("link %u (%s): %s", vl->link.link_id,
+					  dev->name, ibv_event_type_str(type));
+				link_down(vl, type == IBV_EVENT_QP_ACCESS_ERR ?
+					  -EACCES : -EIO, IBV_WC_SUCCESS);
+			}
+			break;
+		case IBV_EVENT_PORT_ERR:
+			smcr_info("%s port %d: port error", dev->name, port);
+			down_matching(set, dev, port, -ENETDOWN);
+			if (set->port_event)
+				set->port_event(dev, (uint8_t)port, type,
+						set->port_event_arg);
+			break;
+		case IBV_EVENT_DEVICE_FATAL:
+			smcr_warn("%s: fatal device error", dev->name);
+			down_matching(set, dev, 0, -ENODEV);
+			if (set->port_event)
+				set->port_event(dev, 0, type, set->port_event_arg);
+			break;
+		case IBV_EVENT_PORT_ACTIVE:
+		case IBV_EVENT_LID_CHANGE:
+		case IBV_EVENT_PKEY_CHANGE:
+		case IBV_EVENT_GID_CHANGE:
+		case IBV_EVENT_SM_CHANGE:
+		case IBV_EVENT_CLIENT_REREGISTER:
+			if (type == IBV_EVENT_PORT_ACTIVE)
+				smcr_info("%s port %d: active", dev->name, port);
+			if (set->port_event)
+				set->port_event(dev, (uint8_t)port, type,
+						set->port_event_arg);
+			break;
+		default:
+			break;
+		}
+	}
+	if (errno != EAGAIN && errno != EWOULDBLOCK)
+		return -errno;
+	return n;
+}
+
+/* ---- life cycle --------------------------------------------------------- */
+
+void smcr_vlink_set_init(struct smcr_vlink_set *set)
+{
+	memset(set, 0, sizeof(*set));
+}
+
+static int set_nonblock(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0)
+		return -errno;
+	if (flags & O_NONBLOCK)
+		return 0;
+	return fcntl(fd, F_SETFL, flags | O_NONBLOCK) ? -errno : 0;
+}
+
+static uint32_t random_psn(void)
+{
+	uint32_t v;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
+		v = (uint32_t)time(NULL) * 2654435761u ^ (uint32_t)getpid();
+	return v & 0xffffff;
+}
+
+int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *ref,
+		      const struct smcr_vlink_attr *attr,
+		      const struct smcr_link_handler *handler, void *handler_arg,
+		      struct smcr_link **linkp)
+{
+	struct smcr_dev *dev = ref->dev;
+	struct smcr_vlink *vl;
+	unsigned int i;
+	int ret;
+
+	if (!dev || !dev->chan)
+		return -EINVAL;
+	vl = calloc(1, sizeof(*vl));
+	if (!vl)
+		return -ENOMEM;
+	vl->set = set;
+	vl->ref = *ref;
+	vl->sq_depth = attr && attr->sq_depth ? attr->sq_depth : VL_DEF_SQ;
+	vl->rq_depth = attr && attr->rq_depth ? attr->rq_depth : VL_DEF_RQ;
+	vl->signal_every = attr && attr->signal_every ? attr->signal_every :
+			   vl->sq_depth / 4;
+	if (vl->signal_every < 1)
+		vl->signal_every = 1;
+	if (vl->signal_every > vl->sq_depth)
+		vl->signal_every = vl->sq_depth;
+	vl->timing = attr && attr->timing ? attr->timing : &smcr_qp_timing_default;
+	vl->psn = random_psn();
+
+	ret = set_nonblock(dev->chan->fd);
+	if (!ret)
+		ret = set_nonblock(dev->ctx->async_fd);
+	if (ret)
+		goto err_free_vl;
+	vl->sq = calloc(vl->sq_depth, sizeof(*vl->sq));
+	if (!vl->sq) {
+		ret = -ENOMEM;
+		goto err_free_vl;
+	}
+	vl->bufs_len = (size_t)(vl->rq_depth + vl->sq_depth) * VL_SLOT;
+	vl->bufs = calloc(1, vl->bufs_len);
+	if (!vl->bufs) {
+		ret = -ENOMEM;
+		goto err_free_sq;
+	}
+	vl->mr = ibv_reg_mr(dev->pd, vl->bufs, vl->bufs_len, IBV_ACCESS_LOCAL_WRITE);
+	if (!vl->mr) {
+		ret = errno ? -errno : -ENOMEM;
+		smcr_err("%s: cannot register link buffers: %s", dev->name,
+			 strerror(-ret));
+		goto err_free_bufs;
+	}
+	vl->cq = ibv_create_cq(dev->ctx, (int)(vl->sq_depth + vl->rq_depth), vl,
+			       dev->chan, 0);
+	if (!vl->cq) {
+		ret = errno ? -errno : -ENOMEM;
+		smcr_err("%s: cannot create a CQ: %s", dev->name, strerror(-ret));
+		goto err_dereg_mr;
+	}
+	ret = -ibv_req_notify_cq(vl->cq, 0);
+	if (ret)
+		goto err_destroy_cq;
+	ret = smcr_qp_create(&vl->ref, vl->cq, vl->cq, vl->sq_depth, vl->rq_depth,
+			     &vl->qp);
+	if (ret)
+		goto err_destroy_cq;
+	vl->qp->qp_context = vl;
+	ret = smcr_qp_to_init(vl->qp, &vl->ref);
+	if (ret) {
+		smcr_err("%s: QP to INIT: %s", dev->name, strerror(-ret));
+		goto err_destroy_qp;
+	}
+	for (i = 0; i < vl->rq_depth; i++) {
+		ret = post_recv(vl, i);
+		if (ret) {
+			smcr_err("%s: cannot post receive buffers: %s", dev->name,
+				 strerror(-ret));
+			goto err_destroy_qp;
+		}
+	}
+
+	vl->link.ops = &smcr_vlink_ops;
+	vl->link.handler = handler;
+	vl->link.handler_arg = handler_arg;
+	vl->link.priv = vl;
+	vl->link.dev = dev;
+	vl->link.state = SMCR_LINK_INACTIVE;
+	vl->next = set->head;
+	set->head = vl;
+	*linkp = &vl->link;
+	return 0;
+
+err_destroy_qp:
+	ibv_destroy_qp(vl->qp);
+err_destroy_cq:
+	ibv_destroy_cq(vl->cq);
+err_dereg_mr:
+	ibv_dereg_mr(vl->mr);
+err_free_bufs:
+	free(vl->bufs);
+err_free_sq:
+	free(vl->sq);
+err_free_vl:
+	free(vl);
+	return ret;
+}
+
+void smcr_vlink_local(const struct smcr_link *link, struct smcr_qp_peer *out)
+{
+	const struct smcr_vlink *vl = vl_of(link);
+
+	memset(out, 0, sizeof(*out));
+	out->qpn = vl->qp->qp_num;
+	out->psn = vl->psn;
+	memcpy(out->gid, vl->ref.gid, SMCR_GID_LEN);
+	out->mtu = vl->ref.mtu;
+}
+
+int smcr_vlink_connect(struct smcr_link *link, const struct smcr_qp_peer *peer)
+{
+	struct smcr_vlink *vl = vl_of(link);
+	int ret;
+
+	if (vl->down)
+		return -ENOTCONN;
+	ret = smcr_qp_to_rtr(vl->qp, &vl->ref, peer);
+	if (ret) {
+		smcr_err("%s: QP 0x%06x to RTR: %s", vl->ref.dev->name,
+			 vl->qp->qp_num, strerror(-ret));
+		return ret;
+	}
+	ret = smcr_qp_to_rts(vl->qp, vl->psn, vl->timing);
+	if (ret) {
+		smcr_err("%s: QP 0x%06x to RTS: %s", vl->ref.dev->name,
+			 vl->qp->qp_num, strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
+void smcr_vlink_destroy(struct smcr_link *link)
+{
+	struct smcr_vlink *vl, **pp;
+	int ret;
+
+	if (!link)
+		return;
+	vl = vl_of(link);
+	for (pp = &vl->set->head; *pp; pp = &(*pp)->next) {
+		if (*pp == vl) {
+			*pp = vl->next;
+			break;
+		}
+	}
+	ret = ibv_destroy_qp(vl->qp);
+	if (ret)
+		smcr_warn("%s: destroying QP: %s", vl->ref.dev->name, strerror(ret));
+	ret = ibv_destroy_cq(vl->cq);
+	if (ret)
+		smcr_warn("%s: destroying CQ: %s", vl->ref.dev->name, strerror(ret));
+	ibv_dereg_mr(vl->mr);
+	free(vl->bufs);
+	free(vl->sq);
+	free(vl);
+}
+
+const struct smcr_vlink_stats *smcr_vlink_stats(const struct smcr_link *link)
+{
+	return &vl_of(link)->stats;
+}
+
+struct ibv_qp *smcr_vlink_qp(const struct smcr_link *link)
+{
+	return vl_of(link)->qp;
+}

@@ -1,0 +1,115 @@
+/* smcrbd: the product's struct smcr_link_ops over one RC QP (libibverbs).
+ *
+ * Per link: one CQ bound to the device's completion channel (dev->chan), an
+ * RC QP, a ring of registered 44-byte receive buffers that is always posted
+ * (each buffer is posted again as soon as its message has been handed to the
+ * owner), a ring of registered 44-byte send slots, and per-work-request
+ * accounting of the send queue: an unsignaled RDMA write keeps its slot until
+ * a later signaled work request completes, so sq_free() counts exactly what
+ * the QP can still take; every signal_every-th work request is signaled even
+ * when the caller did not ask for it, so that slots always come back.
+ *
+ * Completions are dispatched to the owner's struct smcr_link_handler:
+ * recv() with the 44 bytes; send_done()/write_done() with 0 or -errno
+ * (write_done only for writes posted signaled).  A completion error other
+ * than a flush, an async QP error, a port error on the link's port, a fatal
+ * device error, or smcr_link_ops.fail() make the link FAILED: its QP goes to
+ * the error state at once (so that nothing it still carries is placed after
+ * the owner has replayed it elsewhere), handler->down() is called exactly
+ * once, and everything outstanding then completes with flush errors.
+ *
+ * Independent of link groups: the owner (a link group, or a test program)
+ * supplies the handler, drives the state, and calls the event functions from
+ * its event loop; nothing here busy-waits.  Not thread safe: the owner
+ * serialises all calls.  Upcalls run inside smcr_vlink_cq_event() /
+ * smcr_vlink_async_event() / ops->fail(); a handler may post on any link and
+ * fail any link, but must not destroy a link from inside an upcall.
+ *
+ * The owner keeps the device (struct smcr_port_ref's dev) open for as long as
+ * the link exists.  Functions return 0 or -errno.
+ */
+#ifndef SMCR_LINK_VERBS_H
+#define SMCR_LINK_VERBS_H
+
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "dev.h"
+#include "link.h"
+
+struct smcr_vlink;
+
+/* Every verbs link of one owner: what the async event dispatcher searches
+ * for the links of a port or device. */
+struct smcr_vlink_set {
+	struct smcr_vlink *head;
+	/* Port events that do not take a link down (IBV_EVENT_PORT_ACTIVE,
+	 * GID or LID changes, ...), so that a link group can re-add links;
+	 * NULL to ignore them. */
+	void (*port_event)(struct smcr_dev *dev, uint8_t port,
+			   enum ibv_event_type event, void *arg);
+	void *port_event_arg;
+};
+
+struct smcr_vlink_attr {
+	unsigned int sq_depth;		/* send queue slots; 0: 128 */
+	unsigned int rq_depth;		/* receive buffers; 0: 64 */
+	unsigned int signal_every;	/* 0: sq_depth / 4 */
+	const struct smcr_qp_timing *timing;	/* NULL: smcr_qp_timing_default */
+};
+
+/* Link counters beyond those of struct smcr_link. */
+struct smcr_vlink_stats {
+	uint64_t cq_events, completions;
+	uint64_t forced_signals;	/* unsignaled WRs we signaled for slots */
+	uint64_t flushed;		/* completions with a flush error */
+	uint64_t bad_recvs;		/* messages that were not 44 bytes */
+	int down_reason;		/* -errno given to handler->down, or 0 */
+	enum ibv_wc_status down_wc_status;	/* when a completion took it down */
+};
+
+void smcr_vlink_set_init(struct smcr_vlink_set *set);
+
+/* Create a link on ref's device and port: CQ on dev->chan (armed), RC QP in
+ * INIT with all receive buffers posted, a random initial send PSN.  The
+ * link is INACTIVE; link_id, slot and state are the owner's to set (ACTIVE
+ * once it has confirmed the link, e.g. after CONFIRM LINK).  The completion channel's and the async event fd are made
+ * non-blocking.  *linkp is the link the protocol layers use. */
+int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *ref,
+		      const struct smcr_vlink_attr *attr,
+		      const struct smcr_link_handler *handler, void *handler_arg,
+		      struct smcr_link **linkp);
+
+/* What the peer needs to connect to this link: QPN, initial PSN, GID, MTU. */
+void smcr_vlink_local(const struct smcr_link *link, struct smcr_qp_peer *out);
+
+/* INIT -> RTR -> RTS towards the peer (the state is left to the owner). */
+int smcr_vlink_connect(struct smcr_link *link, const struct smcr_qp_peer *peer);
+
+/* Destroy the QP, CQ and buffers (no upcalls; outstanding work is simply
+ * dropped) and unlink it from its set.  NULL is a no-op. */
+void smcr_vlink_destroy(struct smcr_link *link);
+
+/* Drain the device's completion channel: for every CQ event, ack, re-arm
+ * and poll its CQ until empty, dispatching upcalls.  Call when dev->chan->fd
+ * is readable.  Returns the number of completions processed. */
+int smcr_vlink_cq_event(struct smcr_dev *dev);
+
+/* Drain the device's async events (dev->ctx->async_fd readable): QP errors
+ * take their link down, IBV_EVENT_PORT_ERR every link of set on that port,
+ * IBV_EVENT_DEVICE_FATAL every link of set on the device; other port events
+ * go to set->port_event.  Returns the number of events processed. */
+int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev);
+
+/* Poll one link's CQ until empty without waiting for an event (for an
+ * owner that wants the completions now, e.g. before tearing down). */
+int smcr_vlink_poll(struct smcr_link *link);
+
+const struct smcr_vlink_stats *smcr_vlink_stats(const struct smcr_link *link);
+/* The link's QP (for diagnostics and tests). */
+struct ibv_qp *smcr_vlink_qp(const struct smcr_link *link);
+
+extern const struct smcr_link_ops smcr_vlink_ops;
+
+#endif
