@@ -208,6 +208,22 @@ unsigned int smcr_rmb_pool_trim(struct smcr_rmb_pool *pool,
 	return freed;
 }
 
+int smcr_rmb_destroy(struct smcr_rmb_pool *pool, struct smcr_rmb *rmb)
+{
+	struct smcr_rmb **pp;
+
+	if (rmb->used)
+		return -EBUSY;
+	for (pp = &pool->classes[rmb->size_code]; *pp; pp = &(*pp)->next) {
+		if (*pp == rmb) {
+			*pp = rmb->next;
+			rmb_destroy(pool, rmb);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 static int rmb_mr_slot(const struct smcr_rmb *rmb, const struct smcr_dev *dev)
 {
 	unsigned int i;

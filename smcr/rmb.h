@@ -95,6 +95,9 @@ unsigned int smcr_rmb_pool_trim(struct smcr_rmb_pool *pool,
 				void (*fn)(struct smcr_rmb *rmb, void *arg),
 				void *arg);
 
+/* Free one RMB; -EBUSY while a connection uses one of its elements. */
+int smcr_rmb_destroy(struct smcr_rmb_pool *pool, struct smcr_rmb *rmb);
+
 /* Register rmb for local and remote write on dev (no-op if it already is);
  * deregister it from dev; rkey of rmb on dev (0 if not registered). */
 int smcr_rmb_reg(struct smcr_rmb *rmb, struct smcr_dev *dev);

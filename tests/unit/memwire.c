@@ -88,9 +88,10 @@ static void report_down(struct memwire_end *e)
 	if (e->failed)
 		return;
 	e->failed = true;
-	e->link.state = SMCR_LINK_FAILED;
+	/* The owner learns first; the state is its to change. */
 	if (e->link.handler->down)
 		e->link.handler->down(&e->link, -EIO);
+	e->link.state = SMCR_LINK_FAILED;
 }
 
 static void flush_all(struct memwire_end *e)
@@ -130,21 +131,31 @@ static const struct smcr_link_ops memwire_ops = {
 	.sq_free = mw_sq_free,
 };
 
+void memwire_init(struct memwire_end *e, unsigned int sq_depth,
+		  const struct smcr_link_handler *h, void *arg)
+{
+	memset(e, 0, sizeof(*e));
+	e->sq_depth = sq_depth;
+	e->link.ops = &memwire_ops;
+	e->link.handler = h;
+	e->link.handler_arg = arg;
+	e->link.state = SMCR_LINK_INACTIVE;
+}
+
+void memwire_connect(struct memwire_end *e, struct memwire_end *peer)
+{
+	e->peer = peer;
+}
+
 void memwire_pair(struct memwire_end *a, struct memwire_end *b,
 		  uint8_t link_id, uint8_t slot, unsigned int sq_depth,
 		  const struct smcr_link_handler *ha, void *arga,
 		  const struct smcr_link_handler *hb, void *argb)
 {
-	memset(a, 0, sizeof(*a));
-	memset(b, 0, sizeof(*b));
+	memwire_init(a, sq_depth, ha, arga);
+	memwire_init(b, sq_depth, hb, argb);
 	a->peer = b;
 	b->peer = a;
-	a->sq_depth = b->sq_depth = sq_depth;
-	a->link.ops = b->link.ops = &memwire_ops;
-	a->link.handler = ha;
-	a->link.handler_arg = arga;
-	b->link.handler = hb;
-	b->link.handler_arg = argb;
 	a->link.link_id = b->link.link_id = link_id;
 	a->link.slot = b->link.slot = slot;
 	a->link.state = b->link.state = SMCR_LINK_ACTIVE;
@@ -152,7 +163,15 @@ void memwire_pair(struct memwire_end *a, struct memwire_end *b,
 
 void memwire_add_mr(struct memwire_end *e, void *base, uint64_t len, uint32_t rkey)
 {
-	struct memwire_mr *mr = &e->mrs[e->nmrs++];
+	struct memwire_mr *mr;
+	unsigned int i;
+
+	for (i = 0; i < e->nmrs; i++)
+		if (e->mrs[i].rkey == rkey)
+			return;
+	if (e->nmrs >= sizeof(e->mrs) / sizeof(e->mrs[0]))
+		abort();
+	mr = &e->mrs[e->nmrs++];
 
 	mr->base = base;
 	mr->len = len;
@@ -183,11 +202,22 @@ int memwire_step(struct memwire_end *e)
 
 	if (!op)
 		return 0;
+	if (e->fault == MEMWIRE_BLACKHOLE || !e->peer) {
+		e->head = op->next;
+		if (!e->head)
+			e->tail = NULL;
+		e->queued--;
+		free(op);
+		return 1;
+	}
 	if (e->fault == MEMWIRE_CUT) {
 		report_down(e);
-		report_down(e->peer);
 		flush_all(e);
-		flush_all(e->peer);
+		if (e->peer->peer == e) {
+			e->peer->fault = MEMWIRE_CUT;
+			report_down(e->peer);
+			flush_all(e->peer);
+		}
 		return 1;
 	}
 	e->head = op->next;
@@ -226,7 +256,7 @@ int memwire_step(struct memwire_end *e)
 void memwire_fault(struct memwire_end *e, enum memwire_fault f)
 {
 	e->fault = f;
-	if (f == MEMWIRE_CUT)
+	if ((f == MEMWIRE_CUT || f == MEMWIRE_BLACKHOLE) && e->peer)
 		e->peer->fault = f;
 }
 

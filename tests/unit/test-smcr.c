@@ -25,6 +25,7 @@ static const struct unit_suite suites[] = {
 	{ "log", log_tests },
 	{ "rmb", smcr_rmb_tests },
 	{ "conn", smcr_conn_tests },
+	{ "lgr", smcr_lgr_tests },
 	{ NULL, NULL },
 };
 

@@ -1,0 +1,524 @@
+/* smcrbd: SMC-R link groups: links, connections, buffers, failover. */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lgr.h"
+#include "log.h"
+
+const struct smcr_lgr_config smcr_lgr_config_default = {
+	.max_links = 2,
+	.llc_timeout_ms = 2000,
+	.llc_retries = 2,
+	.test_link_idle_ms = 1000,
+	.test_link_timeout_ms = 2000,
+	.max_rmb_bytes = 0,
+};
+
+static uint64_t lgr_now(struct smcr_lgr *lgr)
+{
+	return lgr->ops->now_ms(lgr);
+}
+
+static void lgr_event(struct smcr_lgr *lgr, enum smcr_lgr_event ev,
+		      struct smcr_link *link, int status)
+{
+	if (lgr->ops->event)
+		lgr->ops->event(lgr, ev, link, status);
+}
+
+int smcr_lgr_create(enum smcr_role role, const struct smcr_lgr_ops *ops,
+		    void *owner, const struct smcr_lgr_config *cfg,
+		    struct smcr_lgr **lgrp)
+{
+	struct smcr_lgr *lgr = calloc(1, sizeof(*lgr));
+
+	if (!lgr)
+		return -ENOMEM;
+	lgr->role = role;
+	lgr->ops = ops;
+	lgr->owner = owner;
+	lgr->cfg = cfg ? *cfg : smcr_lgr_config_default;
+	if (lgr->cfg.max_links < 2)
+		lgr->cfg.max_links = 2;
+	if (lgr->cfg.max_links > SMCR_MAX_LINKS)
+		lgr->cfg.max_links = SMCR_MAX_LINKS;
+	lgr->max_links = lgr->cfg.max_links;
+	lgr->next_token = 1;
+	smcr_rmb_pool_init(&lgr->rmbs, lgr->cfg.max_rmb_bytes);
+	smcr_rmb_pool_init(&lgr->sndbufs, lgr->cfg.max_rmb_bytes);
+	*lgrp = lgr;
+	return 0;
+}
+
+static void link_release(struct smcr_lgr *lgr, uint8_t slot)
+{
+	struct smcr_lgr_link *ll = &lgr->links[slot];
+	struct smcr_link *link = ll->link;
+
+	if (!link)
+		return;
+	memset(ll, 0, sizeof(*ll));
+	lgr->ops->link_destroy(lgr, link);
+}
+
+void smcr_lgr_destroy(struct smcr_lgr *lgr)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++)
+		if (lgr->conns[i] && !lgr->conns[i]->error)
+			smcr_conn_abort(lgr->conns[i], -ECONNRESET);
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		link_release(lgr, (uint8_t)i);
+	smcr_rmb_pool_fini(&lgr->rmbs);
+	smcr_rmb_pool_fini(&lgr->sndbufs);
+	free(lgr);
+}
+
+int smcr_lgr_slot(const struct smcr_lgr *lgr, const struct smcr_link *link)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (link && lgr->links[i].link == link)
+			return (int)i;
+	return -1;
+}
+
+unsigned int smcr_lgr_active_links(const struct smcr_lgr *lgr)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (lgr->links[i].link &&
+		    lgr->links[i].link->state == SMCR_LINK_ACTIVE)
+			n++;
+	return n;
+}
+
+struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr)
+{
+	struct smcr_link *best = NULL;
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		struct smcr_link *l = lgr->links[i].link;
+
+		if (!l || l->state != SMCR_LINK_ACTIVE)
+			continue;
+		if (!best || l->nconns < best->nconns)
+			best = l;
+	}
+	return best;
+}
+
+/* Register every RMB of ours on a new link's device. */
+static int lgr_reg_all(struct smcr_lgr *lgr, struct smcr_link *link)
+{
+	struct smcr_rmb *rmb;
+	unsigned int code;
+	uint32_t rkey;
+	uint64_t vaddr;
+	int ret;
+
+	smcr_rmb_pool_for_each(&lgr->rmbs, code, rmb) {
+		ret = lgr->ops->rmb_reg(lgr, rmb, link, &rkey, &vaddr);
+		if (ret)
+			return ret;
+	}
+	smcr_rmb_pool_for_each(&lgr->sndbufs, code, rmb) {
+		ret = lgr->ops->rmb_reg(lgr, rmb, link, &rkey, &vaddr);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int smcr_lgr_first_link(struct smcr_lgr *lgr, struct smcr_link *link,
+			const struct smcr_link_info *local,
+			const struct smcr_link_info *peer)
+{
+	struct smcr_lgr_link *ll = &lgr->links[0];
+	int ret;
+
+	if (ll->link)
+		return -EBUSY;
+	ll->link = link;
+	ll->local = *local;
+	ll->peer = *peer;
+	ll->connected = true;
+	ll->last_rx_ms = lgr_now(lgr);
+	link->slot = 0;
+	link->link_id = 1;
+	link->handler = &smcr_lgr_link_handler;
+	link->handler_arg = lgr;
+	link->state = SMCR_LINK_INACTIVE;
+	ret = lgr_reg_all(lgr, link);
+	if (ret)
+		return ret;
+	if (lgr->role == SMCR_ROLE_SERVER)
+		return smcr_llc_start(lgr, SMCR_FLOW_CONFIRM_LINK, 0, 0, NULL);
+	return 0;
+}
+
+int smcr_lgr_add_link(struct smcr_lgr *lgr)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (lgr->links[i].link && !lgr->links[i].asym)
+			n++;
+	if (n >= lgr->max_links)
+		return -EBUSY;
+	return smcr_llc_start(lgr, SMCR_FLOW_ADD_LINK, 0, 0, NULL);
+}
+
+int smcr_lgr_delete_link(struct smcr_lgr *lgr, uint8_t slot, uint32_t reason)
+{
+	if (slot >= SMCR_LINK_SLOTS || !lgr->links[slot].link)
+		return -ENOENT;
+	return smcr_llc_start(lgr, SMCR_FLOW_DELETE_LINK, slot, reason, NULL);
+}
+
+void smcr_lgr_terminate(struct smcr_lgr *lgr, int error)
+{
+	unsigned int i;
+
+	if (lgr->terminated)
+		return;
+	lgr->terminated = true;
+	smcr_warn("link group ended (%d): resetting %u connection(s)", error,
+		  lgr->nconns);
+	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++)
+		if (lgr->conns[i] && !lgr->conns[i]->error)
+			smcr_conn_abort(lgr->conns[i], error);
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (lgr->links[i].link)
+			lgr->links[i].link->state = SMCR_LINK_FAILED;
+	lgr_event(lgr, SMCR_LGR_TERMINATED, NULL, error);
+}
+
+void smcr_lgr_link_down(struct smcr_lgr *lgr, struct smcr_link *link, int reason)
+{
+	int slot = smcr_lgr_slot(lgr, link);
+	struct smcr_link *to;
+	unsigned int i;
+
+	if (slot < 0 || link->state == SMCR_LINK_FAILED)
+		return;
+	link->state = SMCR_LINK_FAILED;
+	lgr->stats.link_failures++;
+	smcr_warn("link group: link %u failed (%d), moving its connections",
+		  link->link_id, reason);
+	/* Move every connection to a surviving link (§4.6). */
+	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+		struct smcr_conn *conn = lgr->conns[i];
+
+		if (!conn || conn->link != link)
+			continue;
+		to = smcr_lgr_pick_link(lgr);
+		if (!to)
+			break;
+		lgr->stats.failovers++;
+		if (smcr_conn_failover(conn, to))
+			smcr_conn_abort(conn, -ECONNRESET);
+	}
+	smcr_llc_link_gone(lgr, (uint8_t)slot);
+	lgr_event(lgr, SMCR_LGR_LINK_DOWN, link, reason);
+	if (!smcr_lgr_active_links(lgr)) {
+		smcr_lgr_terminate(lgr, -ECONNRESET);
+		return;
+	}
+	/* The server deletes the link; the client asks it to (disorderly). */
+	smcr_llc_start(lgr, SMCR_FLOW_DELETE_LINK, (uint8_t)slot,
+		       SMCR_LLC_DEL_LOST_PATH, NULL);
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+uint32_t smcr_lgr_conn_token(struct smcr_lgr *lgr)
+{
+	uint32_t t;
+
+	do {
+		t = lgr->next_token++;
+		if (!t)
+			t = lgr->next_token++;
+	} while (smcr_lgr_conn_find(lgr, t));
+	return t;
+}
+
+int smcr_lgr_conn_add(struct smcr_lgr *lgr, struct smcr_conn *conn)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+		if (!lgr->conns[i]) {
+			lgr->conns[i] = conn;
+			lgr->nconns++;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+void smcr_lgr_conn_remove(struct smcr_lgr *lgr, struct smcr_conn *conn)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+		if (lgr->conns[i] == conn) {
+			lgr->conns[i] = NULL;
+			lgr->nconns--;
+			if (conn->link)
+				conn->link->nconns--;
+			conn->link = NULL;
+			return;
+		}
+	}
+}
+
+struct smcr_conn *smcr_lgr_conn_find(struct smcr_lgr *lgr, uint32_t token)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++)
+		if (lgr->conns[i] && lgr->conns[i]->token == token)
+			return lgr->conns[i];
+	return NULL;
+}
+
+/* ---- buffers ---------------------------------------------------------------- */
+
+int smcr_lgr_rmb_token(struct smcr_lgr *lgr, struct smcr_rmb *rmb,
+		       uint8_t slot, uint32_t *rkey, uint64_t *vaddr)
+{
+	if (slot >= SMCR_LINK_SLOTS || !lgr->links[slot].link)
+		return -ENOENT;
+	/* Registration is idempotent: this only reads the keys. */
+	return lgr->ops->rmb_reg(lgr, rmb, lgr->links[slot].link, rkey, vaddr);
+}
+
+static int buf_reg_all_links(struct smcr_lgr *lgr, struct smcr_rmb *rmb)
+{
+	unsigned int i;
+	uint32_t rkey;
+	uint64_t vaddr;
+	int ret;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		struct smcr_link *l = lgr->links[i].link;
+
+		if (!l || l->state == SMCR_LINK_FAILED)
+			continue;
+		ret = lgr->ops->rmb_reg(lgr, rmb, l, &rkey, &vaddr);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int smcr_lgr_rmbe_alloc(struct smcr_lgr *lgr, size_t want,
+			struct smcr_rmbe *rmbe, bool *pending)
+{
+	bool fresh;
+	int ret;
+
+	*pending = false;
+	ret = smcr_rmbe_alloc(&lgr->rmbs, want, rmbe, &fresh);
+	if (ret)
+		return ret;
+	if (!fresh) {
+		/* An RMB still being announced is not usable yet either. */
+		*pending = !rmbe->rmb->announced;
+		return 0;
+	}
+	ret = buf_reg_all_links(lgr, rmbe->rmb);
+	if (ret)
+		goto out_free;
+	/* On first contact the CLC message itself announces the RMB (one
+	 * link only); later ones go through CONFIRM RKEY. */
+	if (smcr_lgr_active_links(lgr) == 0 && lgr->nconns == 0) {
+		rmbe->rmb->announced = true;
+		return 0;
+	}
+	ret = smcr_llc_start(lgr, SMCR_FLOW_CONFIRM_RKEY, 0, 0, rmbe->rmb);
+	if (ret)
+		goto out_free;
+	*pending = true;
+	return 0;
+
+out_free:
+	smcr_rmbe_free(&lgr->rmbs, rmbe);
+	return ret;
+}
+
+int smcr_lgr_sndbuf_alloc(struct smcr_lgr *lgr, uint32_t elem_size,
+			  struct smcr_rmbe *buf)
+{
+	bool fresh;
+	int ret;
+
+	if (elem_size <= SMCR_RMBE_EYE_LEN)
+		return -EINVAL;
+	ret = smcr_rmbe_alloc(&lgr->sndbufs, elem_size - SMCR_RMBE_EYE_LEN,
+			      buf, &fresh);
+	if (ret)
+		return ret;
+	if (buf->data_len != elem_size - SMCR_RMBE_EYE_LEN) {
+		/* The peer's element size is not one of our classes. */
+		smcr_rmbe_free(&lgr->sndbufs, buf);
+		return -EINVAL;
+	}
+	if (fresh) {
+		ret = buf_reg_all_links(lgr, buf->rmb);
+		if (ret) {
+			smcr_rmbe_free(&lgr->sndbufs, buf);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int smcr_lgr_rmb_trim(struct smcr_lgr *lgr)
+{
+	struct smcr_rmb *rmb;
+	unsigned int code;
+
+	/* Unused RMBs the peer knows of are deleted through DELETE RKEY
+	 * first; the exchange frees them when the peer has answered. */
+	smcr_rmb_pool_for_each(&lgr->rmbs, code, rmb) {
+		if (!rmb->used && rmb->announced) {
+			rmb->announced = false;
+			smcr_llc_start(lgr, SMCR_FLOW_DELETE_RKEY, 0, 0, rmb);
+		}
+	}
+	smcr_rmb_pool_trim(&lgr->sndbufs, NULL, NULL);
+	return 0;
+}
+
+struct smcr_lgr_peer_rmb *smcr_lgr_peer_rmb_find(struct smcr_lgr *lgr,
+						 uint8_t slot, uint32_t rkey)
+{
+	unsigned int i;
+
+	if (slot >= SMCR_LINK_SLOTS)
+		return NULL;
+	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++)
+		if (lgr->peer_rmbs[i].used && lgr->peer_rmbs[i].r.rkey[slot] == rkey)
+			return &lgr->peer_rmbs[i];
+	return NULL;
+}
+
+struct smcr_lgr_peer_rmb *smcr_lgr_peer_rmb_add(struct smcr_lgr *lgr,
+						uint8_t slot, uint32_t rkey,
+						uint64_t vaddr)
+{
+	struct smcr_lgr_peer_rmb *p = smcr_lgr_peer_rmb_find(lgr, slot, rkey);
+	unsigned int i;
+
+	if (p)
+		return p;
+	if (slot >= SMCR_LINK_SLOTS)
+		return NULL;
+	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++) {
+		p = &lgr->peer_rmbs[i];
+		if (p->used)
+			continue;
+		memset(p, 0, sizeof(*p));
+		p->used = true;
+		p->r.rkey[slot] = rkey;
+		p->r.vaddr[slot] = vaddr;
+		return p;
+	}
+	return NULL;
+}
+
+/* ---- link upcalls ------------------------------------------------------------ */
+
+static struct smcr_lgr *link_lgr(struct smcr_link *link)
+{
+	return link->handler_arg;
+}
+
+void smcr_lgr_kick(struct smcr_lgr *lgr, struct smcr_link *link)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+		struct smcr_conn *conn = lgr->conns[i];
+
+		if (conn && conn->link == link && smcr_conn_tx_pending(conn))
+			if (smcr_conn_flush(conn) == -EAGAIN)
+				break;
+	}
+}
+
+static void lgr_send_done(struct smcr_link *link, uint64_t wr_id, int status)
+{
+	struct smcr_lgr *lgr = link_lgr(link);
+	struct smcr_conn *conn;
+
+	if (smcr_wr_tag(wr_id) == SMCR_WR_TAG_CDC) {
+		conn = smcr_lgr_conn_find(lgr, smcr_wr_token(wr_id));
+		if (conn)
+			smcr_conn_cdc_done(conn, smcr_wr_seq(wr_id), status);
+	}
+	if (status == 0)
+		smcr_lgr_kick(lgr, link);
+}
+
+static void lgr_write_done(struct smcr_link *link, uint64_t wr_id, int status)
+{
+	(void)wr_id;
+	if (status == 0)
+		smcr_lgr_kick(link_lgr(link), link);
+}
+
+static void lgr_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
+{
+	struct smcr_lgr *lgr = link_lgr(link);
+	int slot = smcr_lgr_slot(lgr, link);
+	struct smcr_cdc_msg m;
+	struct smcr_conn *conn;
+
+	if (slot < 0)
+		return;
+	lgr->links[slot].last_rx_ms = lgr_now(lgr);
+	if (!smcr_wr_is_cdc(msg, SMCR_MSG_LEN)) {
+		smcr_llc_rx(lgr, link, msg);
+		return;
+	}
+	if (smcr_cdc_decode(msg, SMCR_MSG_LEN, &m) < 0) {
+		smcr_warn("link %u: malformed CDC message dropped", link->link_id);
+		return;
+	}
+	conn = smcr_lgr_conn_find(lgr, m.token);
+	if (!conn) {
+		/* Late messages of a closed connection are harmless. */
+		smcr_dbg("link %u: CDC for unknown token %08x", link->link_id, m.token);
+		return;
+	}
+	smcr_conn_rx_cdc(conn, &m);
+}
+
+static void lgr_down(struct smcr_link *link, int reason)
+{
+	smcr_lgr_link_down(link_lgr(link), link, reason);
+}
+
+const struct smcr_link_handler smcr_lgr_link_handler = {
+	.write_done = lgr_write_done,
+	.send_done = lgr_send_done,
+	.recv = lgr_recv,
+	.down = lgr_down,
+};
+
+void smcr_lgr_tick(struct smcr_lgr *lgr)
+{
+	if (!lgr->terminated)
+		smcr_llc_tick(lgr, lgr_now(lgr));
+}

@@ -1,0 +1,260 @@
+/* smcrbd: SMC-R link groups (RFC 7609 §2.2, §3.5.5) and their LLC flows.
+ *
+ * A link group joins two peers with up to SMCR_LINK_SLOTS links.  It owns
+ * the connections between them (by alert token), its RMBs (never shared
+ * with another group) and send buffers, and the RKeys the peer announced
+ * for each of its RMBs on each link.  lgr.c holds the group: links coming
+ * and going, routing of received messages, failover of connections when a
+ * link dies.  llc.c holds the LLC exchanges: CONFIRM LINK, ADD LINK (+CONT),
+ * DELETE LINK, CONFIRM RKEY (+CONT), DELETE RKEY, TEST LINK, serialised
+ * with the collision rules of §3.5.5.3 and the timeouts of Appendix C.7.
+ *
+ * The group never calls verbs: it asks its owner for links and memory
+ * registrations through struct smcr_lgr_ops, so the same code runs over
+ * rxe, real RNICs and the unit tests' in-memory wire.
+ *
+ * Not thread safe: the owner serialises every call (one engine thread).
+ * Functions return 0 or -errno.
+ */
+#ifndef SMCR_LGR_H
+#define SMCR_LGR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "link.h"
+#include "msg.h"
+#include "rmb.h"
+
+enum smcr_role {
+	SMCR_ROLE_CLIENT = 0,
+	SMCR_ROLE_SERVER = 1,
+};
+
+/* One end of a QP, as CLC, ADD LINK and CONFIRM LINK carry it. */
+struct smcr_link_info {
+	uint8_t mac[SMCR_MAC_LEN];
+	uint8_t gid[SMCR_GID_LEN];
+	uint32_t qpn;
+	uint32_t psn;
+	uint8_t mtu;			/* enum ibv_mtu / CLC encoding */
+};
+
+enum smcr_lgr_event {
+	SMCR_LGR_LINK_UP,		/* a link was confirmed */
+	SMCR_LGR_LINK_DOWN,		/* a link failed; connections moved */
+	SMCR_LGR_LINK_DELETED,		/* DELETE LINK done, resources freed */
+	SMCR_LGR_RMB_CONFIRMED,		/* our new RMB may be used (status 0) or not */
+	SMCR_LGR_TERMINATED,		/* no link left: the group is dead */
+};
+
+struct smcr_lgr;
+
+struct smcr_lgr_ops {
+	/* A local link end for a new link.  peer is the other side's QP when
+	 * known (client answering ADD LINK), NULL otherwise.  The owner picks
+	 * a port: one the group does not use yet, or (asym) any.  Fills local.
+	 * -ENODEV when there is no suitable port. */
+	int (*link_create)(struct smcr_lgr *lgr, const struct smcr_link_info *peer,
+			   bool asym, struct smcr_link **linkp,
+			   struct smcr_link_info *local);
+	/* Connect a created link to the peer's QP (RTR, RTS). */
+	int (*link_connect)(struct smcr_lgr *lgr, struct smcr_link *link,
+			    const struct smcr_link_info *peer);
+	/* Tear a link down; no upcall for it may follow. */
+	void (*link_destroy)(struct smcr_lgr *lgr, struct smcr_link *link);
+	/* Register one of our buffers on the link's device: rkey and vaddr
+	 * as the peer must use them on that link. */
+	int (*rmb_reg)(struct smcr_lgr *lgr, struct smcr_rmb *rmb,
+		       struct smcr_link *link, uint32_t *rkey, uint64_t *vaddr);
+	/* Something the owner may want to know (wake-ups, counters). */
+	void (*event)(struct smcr_lgr *lgr, enum smcr_lgr_event ev,
+		      struct smcr_link *link, int status);
+	/* Milliseconds on a monotonic clock. */
+	uint64_t (*now_ms)(struct smcr_lgr *lgr);
+};
+
+struct smcr_lgr_config {
+	uint8_t max_links;		/* 2..8 symmetric links we accept */
+	uint32_t llc_timeout_ms;	/* reply to an LLC request (C.7) */
+	unsigned int llc_retries;	/* resends before giving up */
+	uint32_t test_link_idle_ms;	/* TEST LINK after this idle time; 0: off */
+	uint32_t test_link_timeout_ms;	/* no reply: the link is down */
+	size_t max_rmb_bytes;		/* 0: unlimited */
+};
+
+extern const struct smcr_lgr_config smcr_lgr_config_default;
+
+/* A peer's RMB, as its RKeys on our links. */
+struct smcr_lgr_peer_rmb {
+	bool used;
+	unsigned int refs;		/* connections using it */
+	struct smcr_peer_rmb r;		/* by link slot */
+};
+
+#define SMCR_LGR_MAX_PEER_RMBS 255
+#define SMCR_LGR_MAX_CONNS 255
+
+struct smcr_lgr_link {
+	struct smcr_link *link;
+	struct smcr_link_info local, peer;
+	bool connected;			/* QP is RTS */
+	bool asym;			/* reuses a port of another link */
+	uint64_t last_rx_ms;		/* anything received on it */
+	uint64_t test_sent_ms;		/* TEST LINK outstanding since (0: none) */
+	uint8_t test_data[16];
+};
+
+/* Counters, as smcrctl shows them. */
+struct smcr_lgr_stats {
+	uint64_t llc_sent, llc_recv, llc_bad, llc_timeouts, llc_retries;
+	uint64_t links_added, links_deleted, link_failures;
+	uint64_t failovers;		/* connections moved to another link */
+	uint64_t rkeys_confirmed, rkeys_deleted, rkey_rejects;
+	uint64_t test_links;
+};
+
+enum smcr_llc_flow_kind {
+	SMCR_FLOW_NONE = 0,
+	SMCR_FLOW_CONFIRM_LINK,		/* first link */
+	SMCR_FLOW_ADD_LINK,		/* incl. CONT and CONFIRM LINK on the new link */
+	SMCR_FLOW_DELETE_LINK,
+	SMCR_FLOW_CONFIRM_RKEY,
+	SMCR_FLOW_DELETE_RKEY,
+};
+
+/* The one configuration exchange in progress (§3.5.5.3). */
+struct smcr_llc_flow {
+	enum smcr_llc_flow_kind kind;
+	bool local;			/* we started it */
+	uint8_t slot;			/* the link it is about */
+	uint8_t via;			/* the link it runs over */
+	uint8_t step;
+	uint64_t deadline_ms;
+	unsigned int tries;
+	uint8_t req[SMCR_LLC_LEN];	/* last request, for resends */
+	struct smcr_rmb *rmb;		/* CONFIRM/DELETE RKEY */
+	/* ADD LINK CONT bookkeeping: RMBs of ours still to announce. */
+	unsigned int cont_sent, cont_total, cont_peer_left;
+	bool cont_peer_done;
+};
+
+/* Requests waiting for the current exchange to end. */
+#define SMCR_LLC_QUEUE 16
+struct smcr_llc_pending {
+	enum smcr_llc_flow_kind kind;
+	uint8_t slot;
+	uint32_t reason;
+	struct smcr_rmb *rmb;
+};
+
+struct smcr_lgr {
+	enum smcr_role role;
+	const struct smcr_lgr_ops *ops;
+	void *owner;			/* the owner's context */
+	struct smcr_lgr_config cfg;
+	uint8_t peer_id[8];
+	uint8_t max_links;		/* negotiated in CONFIRM LINK */
+	bool terminated;
+	struct smcr_lgr_link links[SMCR_LINK_SLOTS];
+	struct smcr_rmb_pool rmbs;	/* ours, announced to the peer */
+	struct smcr_rmb_pool sndbufs;	/* ours, local only */
+	struct smcr_lgr_peer_rmb peer_rmbs[SMCR_LGR_MAX_PEER_RMBS];
+	struct smcr_conn *conns[SMCR_LGR_MAX_CONNS];
+	unsigned int nconns;
+	uint32_t next_token;
+	struct smcr_llc_flow flow;
+	struct smcr_llc_pending queue[SMCR_LLC_QUEUE];
+	unsigned int nqueue;
+	struct smcr_lgr_stats stats;
+	struct smcr_lgr *next;		/* the owner's list */
+};
+
+/* The handler to give every link of a group (handler_arg = the group). */
+extern const struct smcr_link_handler smcr_lgr_link_handler;
+
+int smcr_lgr_create(enum smcr_role role, const struct smcr_lgr_ops *ops,
+		    void *owner, const struct smcr_lgr_config *cfg,
+		    struct smcr_lgr **lgrp);
+/* Aborts every connection, destroys every link, frees every buffer. */
+void smcr_lgr_destroy(struct smcr_lgr *lgr);
+
+/* First contact: put the first link (created and connected by the owner
+ * during CLC) in slot 0.  The server then starts CONFIRM LINK on it. */
+int smcr_lgr_first_link(struct smcr_lgr *lgr, struct smcr_link *link,
+			const struct smcr_link_info *local,
+			const struct smcr_link_info *peer);
+
+/* Server: try to add a link on a port the group does not use yet (or an
+ * asymmetric one); client: tell the server a new port is there.  Queued
+ * behind a running exchange.  -EBUSY at the maximum number of links. */
+int smcr_lgr_add_link(struct smcr_lgr *lgr);
+/* Orderly removal of a link (operator command, port going away). */
+int smcr_lgr_delete_link(struct smcr_lgr *lgr, uint8_t slot, uint32_t reason);
+
+/* The group is dead: every connection is reset with error. */
+void smcr_lgr_terminate(struct smcr_lgr *lgr, int error);
+
+/* A link reported down (also called by the link handler's down upcall). */
+void smcr_lgr_link_down(struct smcr_lgr *lgr, struct smcr_link *link, int reason);
+
+/* Count of links usable for data. */
+unsigned int smcr_lgr_active_links(const struct smcr_lgr *lgr);
+/* The active link with the fewest connections, or NULL. */
+struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr);
+/* Slot of a link of this group, or -1. */
+int smcr_lgr_slot(const struct smcr_lgr *lgr, const struct smcr_link *link);
+
+/* Connections.  smcr_lgr_conn_token() reserves a fresh alert token. */
+uint32_t smcr_lgr_conn_token(struct smcr_lgr *lgr);
+int smcr_lgr_conn_add(struct smcr_lgr *lgr, struct smcr_conn *conn);
+void smcr_lgr_conn_remove(struct smcr_lgr *lgr, struct smcr_conn *conn);
+struct smcr_conn *smcr_lgr_conn_find(struct smcr_lgr *lgr, uint32_t token);
+
+/* Our RMBE for a new connection.  When it comes from a new RMB, that RMB
+ * is registered on every link and announced with CONFIRM RKEY: *pending is
+ * set and SMCR_LGR_RMB_CONFIRMED follows; otherwise it is usable now. */
+int smcr_lgr_rmbe_alloc(struct smcr_lgr *lgr, size_t want,
+			struct smcr_rmbe *rmbe, bool *pending);
+/* A send buffer matching a peer RMBE of elem_size bytes. */
+int smcr_lgr_sndbuf_alloc(struct smcr_lgr *lgr, uint32_t elem_size,
+			  struct smcr_rmbe *buf);
+/* rkey/vaddr of one of our RMBs on a link (for CLC). */
+int smcr_lgr_rmb_token(struct smcr_lgr *lgr, struct smcr_rmb *rmb,
+		       uint8_t slot, uint32_t *rkey, uint64_t *vaddr);
+/* Free RMBs no connection uses: DELETE RKEY, then free. */
+int smcr_lgr_rmb_trim(struct smcr_lgr *lgr);
+
+/* The peer's RMB announced by rkey on link slot (in CLC the first time:
+ * smcr_lgr_peer_rmb_add; later via CONFIRM RKEY).  NULL if unknown. */
+struct smcr_lgr_peer_rmb *smcr_lgr_peer_rmb_find(struct smcr_lgr *lgr,
+						 uint8_t slot, uint32_t rkey);
+struct smcr_lgr_peer_rmb *smcr_lgr_peer_rmb_add(struct smcr_lgr *lgr,
+						uint8_t slot, uint32_t rkey,
+						uint64_t vaddr);
+
+/* Timers: TEST LINK on idle links, LLC reply timeouts.  Call every
+ * SMCR_LGR_TICK_MS or so. */
+#define SMCR_LGR_TICK_MS 100
+void smcr_lgr_tick(struct smcr_lgr *lgr);
+
+/* Send buffered work on a link that has room again (send completions). */
+void smcr_lgr_kick(struct smcr_lgr *lgr, struct smcr_link *link);
+
+/* ---- llc.c ----------------------------------------------------------- */
+
+/* An LLC message arrived on link. */
+void smcr_llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
+		 const uint8_t msg[SMCR_LLC_LEN]);
+/* Start or queue an exchange. */
+int smcr_llc_start(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
+		   uint8_t slot, uint32_t reason, struct smcr_rmb *rmb);
+/* Deadline check of the running exchange and of TEST LINK. */
+void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t now);
+/* A link in slot is gone: end any exchange that depends on it. */
+void smcr_llc_link_gone(struct smcr_lgr *lgr, uint8_t slot);
+/* Send a TEST LINK request on slot. */
+int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot);
+
+#endif

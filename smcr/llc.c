@@ -1,0 +1,1067 @@
+/* smcrbd: LLC exchanges of a link group (RFC 7609 §3.5.1.5-6, §3.5.5,
+ * Appendix A.3, C.7).  One configuration exchange runs at a time; what
+ * starts meanwhile waits in a queue.  TEST LINK, a client's ADD LINK hint
+ * and a client's DELETE LINK request are independent messages. */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "lgr.h"
+#include "log.h"
+
+static const char *flow_name(enum smcr_llc_flow_kind k)
+{
+	switch (k) {
+	case SMCR_FLOW_CONFIRM_LINK: return "CONFIRM LINK";
+	case SMCR_FLOW_ADD_LINK: return "ADD LINK";
+	case SMCR_FLOW_DELETE_LINK: return "DELETE LINK";
+	case SMCR_FLOW_CONFIRM_RKEY: return "CONFIRM RKEY";
+	case SMCR_FLOW_DELETE_RKEY: return "DELETE RKEY";
+	default: return "none";
+	}
+}
+
+static uint64_t now(struct smcr_lgr *lgr)
+{
+	return lgr->ops->now_ms(lgr);
+}
+
+static int slot_of_id(const struct smcr_lgr *lgr, uint8_t id)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (lgr->links[i].link && lgr->links[i].link->link_id == id)
+			return (int)i;
+	return -1;
+}
+
+static bool slot_usable(const struct smcr_lgr *lgr, unsigned int slot)
+{
+	const struct smcr_link *l = lgr->links[slot].link;
+
+	return l && l->state == SMCR_LINK_ACTIVE;
+}
+
+/* An active link other than `avoid` to carry a message, or -1. */
+static int pick_via(const struct smcr_lgr *lgr, int avoid)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if ((int)i != avoid && slot_usable(lgr, i))
+			return (int)i;
+	return -1;
+}
+
+static int llc_send(struct smcr_lgr *lgr, unsigned int slot,
+		    const struct smcr_llc_msg *m, uint8_t *copy)
+{
+	uint8_t buf[SMCR_LLC_LEN];
+	struct smcr_link *link = lgr->links[slot].link;
+	int ret;
+
+	if (!link || link->state == SMCR_LINK_FAILED)
+		return -ENOTCONN;
+	ret = smcr_llc_encode(m, buf, sizeof(buf));
+	if (ret < 0)
+		return ret;
+	if (copy)
+		memcpy(copy, buf, sizeof(buf));
+	ret = smcr_link_send(link, buf, smcr_wr_id(0, SMCR_WR_TAG_LLC, m->type));
+	if (ret == 0)
+		lgr->stats.llc_sent++;
+	smcr_dbg("llc: sent %s %s on link %u (%d)", smcr_llc_type_str(m->type),
+		 m->reply ? "reply" : "request", link->link_id, ret);
+	return ret;
+}
+
+/* Send a request of the running exchange: kept for resends. */
+static int flow_send(struct smcr_lgr *lgr, unsigned int slot,
+		     const struct smcr_llc_msg *m)
+{
+	lgr->flow.via = (uint8_t)slot;
+	lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+	return llc_send(lgr, slot, m, lgr->flow.req);
+}
+
+static void flow_next(struct smcr_lgr *lgr);
+
+static void flow_end(struct smcr_lgr *lgr)
+{
+	memset(&lgr->flow, 0, sizeof(lgr->flow));
+	flow_next(lgr);
+}
+
+static void link_info_from_confirm(struct smcr_link_info *i,
+				   const struct smcr_llc_confirm_link *c)
+{
+	memcpy(i->mac, c->mac, SMCR_MAC_LEN);
+	memcpy(i->gid, c->gid, SMCR_GID_LEN);
+	i->qpn = c->qpn;
+}
+
+static void confirm_link_fill(struct smcr_lgr *lgr, unsigned int slot,
+			      struct smcr_llc_msg *m, bool reply)
+{
+	struct smcr_lgr_link *ll = &lgr->links[slot];
+
+	memset(m, 0, sizeof(*m));
+	m->type = SMCR_LLC_CONFIRM_LINK;
+	m->reply = reply;
+	memcpy(m->confirm_link.mac, ll->local.mac, SMCR_MAC_LEN);
+	memcpy(m->confirm_link.gid, ll->local.gid, SMCR_GID_LEN);
+	m->confirm_link.qpn = ll->local.qpn;
+	m->confirm_link.link_num = ll->link->link_id;
+	m->confirm_link.link_uid = ll->local.qpn ^ 0x5c300000u;
+	m->confirm_link.max_links = lgr->max_links;
+}
+
+static void link_activate(struct smcr_lgr *lgr, unsigned int slot)
+{
+	struct smcr_link *link = lgr->links[slot].link;
+
+	link->state = SMCR_LINK_ACTIVE;
+	lgr->links[slot].last_rx_ms = now(lgr);
+	lgr->stats.links_added++;
+	smcr_info("link group: link %u up (%u active)", link->link_id,
+		  smcr_lgr_active_links(lgr));
+	if (lgr->ops->event)
+		lgr->ops->event(lgr, SMCR_LGR_LINK_UP, link, 0);
+}
+
+/* Drop a link's resources after DELETE LINK (or its failure). */
+static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
+{
+	struct smcr_lgr_link *ll = &lgr->links[slot];
+	struct smcr_link *link = ll->link;
+	unsigned int i;
+
+	if (!link)
+		return;
+	/* Anyone still on it moves first (orderly delete). */
+	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+		struct smcr_conn *conn = lgr->conns[i];
+		struct smcr_link *to;
+
+		if (!conn || conn->link != link)
+			continue;
+		link->state = SMCR_LINK_DELETING;
+		to = smcr_lgr_pick_link(lgr);
+		if (!to || smcr_conn_failover(conn, to))
+			smcr_conn_abort(conn, -ECONNRESET);
+		else
+			lgr->stats.failovers++;
+	}
+	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++) {
+		lgr->peer_rmbs[i].r.rkey[slot] = 0;
+		lgr->peer_rmbs[i].r.vaddr[slot] = 0;
+	}
+	lgr->stats.links_deleted++;
+	smcr_info("link group: link %u deleted", link->link_id);
+	if (lgr->ops->event)
+		lgr->ops->event(lgr, SMCR_LGR_LINK_DELETED, link, 0);
+	memset(ll, 0, sizeof(*ll));
+	lgr->ops->link_destroy(lgr, link);
+}
+
+/* ---- ADD LINK ------------------------------------------------------------ */
+
+static int free_slot(const struct smcr_lgr *lgr)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (!lgr->links[i].link)
+			return (int)i;
+	return -1;
+}
+
+static uint8_t free_link_id(const struct smcr_lgr *lgr)
+{
+	unsigned int id;
+
+	for (id = 1; id < 256; id++)
+		if (slot_of_id(lgr, (uint8_t)id) < 0)
+			return (uint8_t)id;
+	return 0;
+}
+
+static bool have_asym(const struct smcr_lgr *lgr)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (lgr->links[i].link && lgr->links[i].asym)
+			return true;
+	return false;
+}
+
+/* Create a local link end in a free slot; an asymmetric one (a port the
+ * group already uses) only if allowed and there is none yet. */
+static int link_new(struct smcr_lgr *lgr, const struct smcr_link_info *peer,
+		    uint8_t id, bool allow_asym, int *slotp)
+{
+	int slot = free_slot(lgr);
+	struct smcr_lgr_link *ll;
+	struct smcr_link *link;
+	bool asym = false;
+	int ret;
+
+	if (slot < 0 || !id)
+		return -ENOSPC;
+	ll = &lgr->links[slot];
+	ret = lgr->ops->link_create(lgr, peer, false, &link, &ll->local);
+	if (ret == -ENODEV && allow_asym && !have_asym(lgr)) {
+		asym = true;
+		ret = lgr->ops->link_create(lgr, peer, true, &link, &ll->local);
+	}
+	if (ret)
+		return ret;
+	ll->link = link;
+	ll->asym = asym;
+	link->slot = (uint8_t)slot;
+	link->link_id = id;
+	link->state = SMCR_LINK_INACTIVE;
+	link->handler = &smcr_lgr_link_handler;
+	link->handler_arg = lgr;
+	*slotp = slot;
+	return 0;
+}
+
+static void add_link_fill(struct smcr_lgr *lgr, unsigned int slot,
+			  struct smcr_llc_msg *m, bool reply)
+{
+	struct smcr_lgr_link *ll = &lgr->links[slot];
+
+	memset(m, 0, sizeof(*m));
+	m->type = SMCR_LLC_ADD_LINK;
+	m->reply = reply;
+	memcpy(m->add_link.mac, ll->local.mac, SMCR_MAC_LEN);
+	memcpy(m->add_link.gid, ll->local.gid, SMCR_GID_LEN);
+	m->add_link.qpn = ll->local.qpn;
+	m->add_link.psn = ll->local.psn;
+	m->add_link.qp_mtu = ll->local.mtu;
+	m->add_link.link_num = ll->link->link_id;
+}
+
+static void info_from_add_link(struct smcr_link_info *i,
+			       const struct smcr_llc_add_link *a)
+{
+	memcpy(i->mac, a->mac, SMCR_MAC_LEN);
+	memcpy(i->gid, a->gid, SMCR_GID_LEN);
+	i->qpn = a->qpn;
+	i->psn = a->psn;
+	i->mtu = a->qp_mtu;
+}
+
+/* Connect a new link and register our buffers on it. */
+static int link_bringup(struct smcr_lgr *lgr, unsigned int slot,
+			const struct smcr_link_info *peer)
+{
+	struct smcr_lgr_link *ll = &lgr->links[slot];
+	struct smcr_rmb *rmb;
+	unsigned int code;
+	uint32_t rkey;
+	uint64_t vaddr;
+	int ret;
+
+	ll->peer = *peer;
+	ret = lgr->ops->link_connect(lgr, ll->link, peer);
+	if (ret)
+		return ret;
+	ll->connected = true;
+	smcr_rmb_pool_for_each(&lgr->rmbs, code, rmb) {
+		ret = lgr->ops->rmb_reg(lgr, rmb, ll->link, &rkey, &vaddr);
+		if (ret)
+			return ret;
+	}
+	smcr_rmb_pool_for_each(&lgr->sndbufs, code, rmb) {
+		ret = lgr->ops->rmb_reg(lgr, rmb, ll->link, &rkey, &vaddr);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static unsigned int announced_rmbs(struct smcr_lgr *lgr)
+{
+	struct smcr_rmb *rmb;
+	unsigned int code, n = 0;
+
+	smcr_rmb_pool_for_each(&lgr->rmbs, code, rmb)
+		n += rmb->announced;
+	return n;
+}
+
+static struct smcr_rmb *nth_announced(struct smcr_lgr *lgr, unsigned int n)
+{
+	struct smcr_rmb *rmb;
+	unsigned int code;
+
+	smcr_rmb_pool_for_each(&lgr->rmbs, code, rmb)
+		if (rmb->announced && n-- == 0)
+			return rmb;
+	return NULL;
+}
+
+/* One ADD LINK CONTINUATION with our next (up to) two RToken pairs. */
+static int add_link_cont_send(struct smcr_lgr *lgr, bool reply)
+{
+	struct smcr_llc_flow *f = &lgr->flow;
+	struct smcr_llc_msg m;
+	unsigned int k;
+
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_ADD_LINK_CONT;
+	m.reply = reply;
+	m.add_link_cont.link_num = lgr->links[f->slot].link->link_id;
+	m.add_link_cont.num_rtokens = (uint8_t)(f->cont_total - f->cont_sent);
+	for (k = 0; k < 2 && f->cont_sent < f->cont_total; k++, f->cont_sent++) {
+		struct smcr_rmb *rmb = nth_announced(lgr, f->cont_sent);
+		struct smcr_llc_rtoken_pair *p = &m.add_link_cont.pair[k];
+		uint64_t va;
+
+		if (!rmb)
+			break;
+		lgr->ops->rmb_reg(lgr, rmb, lgr->links[f->via].link, &p->ref_rkey, &va);
+		lgr->ops->rmb_reg(lgr, rmb, lgr->links[f->slot].link, &p->new_rkey,
+				  &p->new_vaddr);
+	}
+	return reply ? llc_send(lgr, f->via, &m, NULL) : flow_send(lgr, f->via, &m);
+}
+
+static void add_link_fail(struct smcr_lgr *lgr, const char *why)
+{
+	struct smcr_llc_flow *f = &lgr->flow;
+
+	smcr_warn("link group: ADD LINK failed: %s", why);
+	if (lgr->links[f->slot].link &&
+	    lgr->links[f->slot].link->state != SMCR_LINK_ACTIVE) {
+		memset(&lgr->links[f->slot].peer, 0, sizeof(lgr->links[f->slot].peer));
+		lgr->ops->link_destroy(lgr, lgr->links[f->slot].link);
+		memset(&lgr->links[f->slot], 0, sizeof(lgr->links[f->slot]));
+	}
+	flow_end(lgr);
+}
+
+/* Server: start adding a link. */
+static int add_link_start(struct smcr_lgr *lgr)
+{
+	struct smcr_llc_msg m;
+	int via = pick_via(lgr, -1), slot, ret;
+
+	if (via < 0)
+		return -ENOTCONN;
+	ret = link_new(lgr, NULL, free_link_id(lgr), true, &slot);
+	if (ret) {
+		smcr_dbg("link group: no port for another link (%d)", ret);
+		return ret;
+	}
+	lgr->flow.slot = (uint8_t)slot;
+	lgr->flow.step = 1;
+	add_link_fill(lgr, (unsigned int)slot, &m, false);
+	return flow_send(lgr, (unsigned int)via, &m);
+}
+
+/* Both sides: the RToken pair exchange is over when each side has sent
+ * all its pairs and heard the peer's last. */
+static bool cont_done(const struct smcr_llc_flow *f)
+{
+	return f->cont_sent >= f->cont_total && f->cont_peer_done;
+}
+
+static void add_link_cont_rx(struct smcr_lgr *lgr, unsigned int via,
+			     const struct smcr_llc_add_link_cont *c)
+{
+	struct smcr_llc_flow *f = &lgr->flow;
+	unsigned int k, n = c->num_rtokens < 2 ? c->num_rtokens : 2;
+	struct smcr_llc_msg m;
+
+	for (k = 0; k < n; k++) {
+		struct smcr_lgr_peer_rmb *p =
+			smcr_lgr_peer_rmb_find(lgr, (uint8_t)via, c->pair[k].ref_rkey);
+
+		if (!p) {
+			smcr_warn("link group: ADD LINK CONT names unknown rkey %08x",
+				  c->pair[k].ref_rkey);
+			continue;
+		}
+		p->r.rkey[f->slot] = c->pair[k].new_rkey;
+		p->r.vaddr[f->slot] = c->pair[k].new_vaddr;
+	}
+	if (c->num_rtokens <= 2)
+		f->cont_peer_done = true;
+	if (lgr->role == SMCR_ROLE_CLIENT) {
+		/* Answer every request with our next pairs (possibly none). */
+		add_link_cont_send(lgr, true);
+		f->deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+		return;
+	}
+	if (!cont_done(f)) {
+		add_link_cont_send(lgr, false);
+		return;
+	}
+	/* Pairs exchanged: confirm the new link over itself. */
+	f->step = 3;
+	confirm_link_fill(lgr, f->slot, &m, false);
+	lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+	if (llc_send(lgr, f->slot, &m, lgr->flow.req))
+		add_link_fail(lgr, "cannot send CONFIRM LINK on the new link");
+}
+
+/* Client: the server asks to add a link. */
+static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
+			    const struct smcr_llc_add_link *a)
+{
+	struct smcr_link_info peer;
+	struct smcr_llc_msg m;
+	bool same_rnic = false;
+	unsigned int i;
+	int slot, ret;
+
+	info_from_add_link(&peer, a);
+	/* The server on an RNIC it already uses: only a second RNIC of ours
+	 * makes that a link; otherwise it would be parallel (§3.5.1.6.1). */
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (lgr->links[i].link &&
+		    memcmp(lgr->links[i].peer.gid, peer.gid, SMCR_GID_LEN) == 0)
+			same_rnic = true;
+	if (lgr->flow.kind != SMCR_FLOW_NONE) {
+		/* Our own CONFIRM/DELETE RKEY yields (§3.5.5.3.3): redone after. */
+		if (lgr->flow.local && lgr->nqueue < SMCR_LLC_QUEUE) {
+			lgr->queue[lgr->nqueue++] = (struct smcr_llc_pending){
+				.kind = lgr->flow.kind, .rmb = lgr->flow.rmb };
+		}
+		memset(&lgr->flow, 0, sizeof(lgr->flow));
+	}
+	ret = slot_of_id(lgr, a->link_num) >= 0 ? -EEXIST :
+	      link_new(lgr, &peer, a->link_num, !same_rnic, &slot);
+	if (ret == 0)
+		ret = link_bringup(lgr, (unsigned int)slot, &peer);
+	if (ret) {
+		smcr_info("link group: rejecting ADD LINK %u (%d)", a->link_num, ret);
+		if (ret != -EEXIST && ret != -ENOSPC && slot_of_id(lgr, a->link_num) >= 0) {
+			slot = slot_of_id(lgr, a->link_num);
+			lgr->ops->link_destroy(lgr, lgr->links[slot].link);
+			memset(&lgr->links[slot], 0, sizeof(lgr->links[slot]));
+		}
+		memset(&m, 0, sizeof(m));
+		m.type = SMCR_LLC_ADD_LINK;
+		m.reply = true;
+		m.add_link.reject = true;
+		m.add_link.reason = SMCR_LLC_ADD_REJ_NO_ALT_PATH;
+		m.add_link.link_num = a->link_num;
+		llc_send(lgr, via, &m, NULL);
+		flow_next(lgr);
+		return;
+	}
+	lgr->flow.kind = SMCR_FLOW_ADD_LINK;
+	lgr->flow.local = false;
+	lgr->flow.slot = (uint8_t)slot;
+	lgr->flow.via = (uint8_t)via;
+	lgr->flow.step = 2;
+	lgr->flow.cont_total = announced_rmbs(lgr);
+	lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+	add_link_fill(lgr, (unsigned int)slot, &m, true);
+	llc_send(lgr, via, &m, NULL);
+}
+
+/* Server: the client answered our ADD LINK. */
+static void add_link_reply_rx(struct smcr_lgr *lgr, const struct smcr_llc_add_link *a)
+{
+	struct smcr_llc_flow *f = &lgr->flow;
+	struct smcr_link_info peer;
+
+	if (f->kind != SMCR_FLOW_ADD_LINK || !f->local || f->step != 1 ||
+	    a->link_num != lgr->links[f->slot].link->link_id) {
+		lgr->stats.llc_bad++;
+		return;
+	}
+	if (a->reject) {
+		add_link_fail(lgr, "the peer rejected it (no alternate path)");
+		return;
+	}
+	info_from_add_link(&peer, a);
+	if (link_bringup(lgr, f->slot, &peer)) {
+		add_link_fail(lgr, "cannot connect the new QP");
+		return;
+	}
+	f->step = 2;
+	f->cont_total = announced_rmbs(lgr);
+	add_link_cont_send(lgr, false);
+}
+
+/* ---- CONFIRM LINK ---------------------------------------------------------- */
+
+static void confirm_link_rx(struct smcr_lgr *lgr, unsigned int slot,
+			    const struct smcr_llc_msg *m)
+{
+	const struct smcr_llc_confirm_link *c = &m->confirm_link;
+	struct smcr_llc_flow *f = &lgr->flow;
+	struct smcr_llc_msg r;
+
+	if (c->link_num != lgr->links[slot].link->link_id) {
+		lgr->stats.llc_bad++;
+		return;
+	}
+	if (!m->reply) {
+		/* Client: the server confirms a link over itself. */
+		if (lgr->role != SMCR_ROLE_CLIENT) {
+			lgr->stats.llc_bad++;
+			return;
+		}
+		if (c->max_links >= 2 && c->max_links < lgr->max_links)
+			lgr->max_links = c->max_links;
+		link_info_from_confirm(&lgr->links[slot].peer, c);
+		confirm_link_fill(lgr, slot, &r, true);
+		if (llc_send(lgr, slot, &r, NULL) == 0 &&
+		    lgr->links[slot].link->state != SMCR_LINK_ACTIVE)
+			link_activate(lgr, slot);
+		if (f->kind == SMCR_FLOW_ADD_LINK && !f->local && f->slot == slot)
+			flow_end(lgr);
+		return;
+	}
+	/* Server: the client's answer. */
+	if ((f->kind != SMCR_FLOW_CONFIRM_LINK && f->kind != SMCR_FLOW_ADD_LINK) ||
+	    f->slot != slot) {
+		lgr->stats.llc_bad++;
+		return;
+	}
+	if (c->max_links >= 2 && c->max_links < lgr->max_links)
+		lgr->max_links = c->max_links;
+	link_activate(lgr, slot);
+	flow_end(lgr);
+	/* Redundancy: try a second link right away (§3.5.1.6). */
+	if (lgr->role == SMCR_ROLE_SERVER && smcr_lgr_active_links(lgr) < 2)
+		smcr_lgr_add_link(lgr);
+}
+
+/* ---- DELETE LINK ------------------------------------------------------------ */
+
+static int delete_link_start(struct smcr_lgr *lgr, uint8_t slot, uint32_t reason)
+{
+	struct smcr_llc_msg m;
+	int via = pick_via(lgr, slot);
+
+	if (!lgr->links[slot].link)
+		return -ENOENT;
+	/* A link that still works may carry the request about itself. */
+	if (via < 0 && slot_usable(lgr, slot))
+		via = slot;
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_DELETE_LINK;
+	m.delete_link.link_num = lgr->links[slot].link->link_id;
+	m.delete_link.reason = reason;
+	m.delete_link.orderly = reason != SMCR_LLC_DEL_LOST_PATH;
+	if (lgr->role == SMCR_ROLE_CLIENT) {
+		/* A request for the server to run the exchange: no reply. */
+		if (via >= 0)
+			llc_send(lgr, (unsigned int)via, &m, NULL);
+		return 1;	/* not a flow */
+	}
+	if (via < 0) {
+		link_delete(lgr, slot);
+		return 1;
+	}
+	lgr->flow.slot = slot;
+	return flow_send(lgr, (unsigned int)via, &m);
+}
+
+static void delete_link_rx(struct smcr_lgr *lgr, unsigned int via,
+			   const struct smcr_llc_msg *m)
+{
+	const struct smcr_llc_delete_link *d = &m->delete_link;
+	int slot = slot_of_id(lgr, d->link_num);
+	struct smcr_llc_msg r;
+
+	if (d->all) {
+		smcr_warn("link group: the peer deletes the whole group");
+		smcr_lgr_terminate(lgr, -ECONNRESET);
+		return;
+	}
+	if (m->reply) {
+		if (lgr->flow.kind == SMCR_FLOW_DELETE_LINK && lgr->flow.local &&
+		    slot == lgr->flow.slot) {
+			link_delete(lgr, (unsigned int)slot);
+			flow_end(lgr);
+		} else {
+			lgr->stats.llc_bad++;
+		}
+		return;
+	}
+	if (lgr->role == SMCR_ROLE_SERVER) {
+		/* The client asks us to delete: run the exchange (queued
+		 * behind a running one, §3.5.5.3). */
+		if (slot >= 0) {
+			if (lgr->links[slot].link->state == SMCR_LINK_ACTIVE &&
+			    !d->orderly)
+				smcr_lgr_link_down(lgr, lgr->links[slot].link, -ECONNRESET);
+			else
+				smcr_llc_start(lgr, SMCR_FLOW_DELETE_LINK,
+					       (uint8_t)slot, d->reason, NULL);
+		}
+		return;
+	}
+	/* Client: the server deletes a link; we must agree. */
+	memset(&r, 0, sizeof(r));
+	r.type = SMCR_LLC_DELETE_LINK;
+	r.reply = true;
+	r.delete_link.link_num = d->link_num;
+	r.delete_link.reason = slot < 0 ? SMCR_LLC_DEL_NO_LINK : d->reason;
+	if (slot >= 0) {
+		struct smcr_link *l = lgr->links[slot].link;
+
+		if (l->state == SMCR_LINK_ACTIVE)
+			l->state = SMCR_LINK_DELETING;
+		link_delete(lgr, (unsigned int)slot);
+	}
+	llc_send(lgr, via, &r, NULL);
+}
+
+/* ---- CONFIRM RKEY / DELETE RKEY ------------------------------------------- */
+
+static int confirm_rkey_start(struct smcr_lgr *lgr, struct smcr_rmb *rmb)
+{
+	struct smcr_llc_msg m;
+	int via = pick_via(lgr, -1);
+	unsigned int i, n = 0;
+
+	if (via < 0)
+		return -ENOTCONN;
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_CONFIRM_RKEY;
+	lgr->ops->rmb_reg(lgr, rmb, lgr->links[via].link, &m.confirm_rkey.rkey,
+			  &m.confirm_rkey.vaddr);
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		struct smcr_llc_rkey_spec *s;
+
+		if ((int)i == via || !slot_usable(lgr, i))
+			continue;
+		if (n >= 2)
+			break;	/* more links than one message holds: CONT below */
+		s = &m.confirm_rkey.other[n++];
+		s->link_num = lgr->links[i].link->link_id;
+		lgr->ops->rmb_reg(lgr, rmb, lgr->links[i].link, &s->rkey, &s->vaddr);
+	}
+	m.confirm_rkey.num_tokens = (uint8_t)n;
+	lgr->flow.rmb = rmb;
+	return flow_send(lgr, (unsigned int)via, &m);
+}
+
+static bool config_exchange_running(const struct smcr_lgr *lgr)
+{
+	return lgr->flow.kind == SMCR_FLOW_ADD_LINK ||
+	       lgr->flow.kind == SMCR_FLOW_DELETE_LINK ||
+	       lgr->flow.kind == SMCR_FLOW_CONFIRM_LINK;
+}
+
+static void confirm_rkey_rx(struct smcr_lgr *lgr, unsigned int via,
+			    const struct smcr_llc_msg *m)
+{
+	const struct smcr_llc_confirm_rkey *c = &m->confirm_rkey;
+	struct smcr_lgr_peer_rmb *p;
+	struct smcr_llc_msg r;
+	unsigned int k;
+
+	if (m->reply) {
+		struct smcr_rmb *rmb = lgr->flow.rmb;
+
+		if (lgr->flow.kind != SMCR_FLOW_CONFIRM_RKEY || !rmb) {
+			lgr->stats.llc_bad++;
+			return;
+		}
+		if (c->negative) {
+			/* The peer was busy changing links: announce again
+			 * once that is over. */
+			lgr->stats.rkey_rejects++;
+			memset(&lgr->flow, 0, sizeof(lgr->flow));
+			smcr_llc_start(lgr, SMCR_FLOW_CONFIRM_RKEY, 0, 0, rmb);
+			return;
+		}
+		rmb->announced = true;
+		lgr->stats.rkeys_confirmed++;
+		flow_end(lgr);
+		if (lgr->ops->event)
+			lgr->ops->event(lgr, SMCR_LGR_RMB_CONFIRMED, NULL, 0);
+		return;
+	}
+	r = *m;
+	r.reply = true;
+	if (config_exchange_running(lgr)) {
+		r.confirm_rkey.negative = true;
+		llc_send(lgr, via, &r, NULL);
+		return;
+	}
+	p = smcr_lgr_peer_rmb_add(lgr, (uint8_t)via, c->rkey, c->vaddr);
+	if (!p) {
+		r.confirm_rkey.negative = true;
+		llc_send(lgr, via, &r, NULL);
+		return;
+	}
+	for (k = 0; k < c->num_tokens && k < 2; k++) {
+		int s = slot_of_id(lgr, c->other[k].link_num);
+
+		if (s < 0)
+			continue;
+		p->r.rkey[s] = c->other[k].rkey;
+		p->r.vaddr[s] = c->other[k].vaddr;
+	}
+	llc_send(lgr, via, &r, NULL);
+}
+
+static void confirm_rkey_cont_rx(struct smcr_lgr *lgr, unsigned int via,
+				 const struct smcr_llc_msg *m)
+{
+	/* We never send more than one message's worth (up to three links);
+	 * a peer with more links gets its tokens accepted link by link. */
+	const struct smcr_llc_confirm_rkey_cont *c = &m->confirm_rkey_cont;
+	unsigned int k;
+
+	(void)via;
+	for (k = 0; k < c->num_left && k < 3; k++) {
+		int s = slot_of_id(lgr, c->spec[k].link_num);
+		unsigned int i;
+
+		if (s < 0)
+			continue;
+		for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++) {
+			struct smcr_lgr_peer_rmb *p = &lgr->peer_rmbs[i];
+
+			if (p->used && p->r.rkey[s] == 0) {
+				p->r.rkey[s] = c->spec[k].rkey;
+				p->r.vaddr[s] = c->spec[k].vaddr;
+				break;
+			}
+		}
+	}
+}
+
+static int delete_rkey_start(struct smcr_lgr *lgr, struct smcr_rmb *rmb)
+{
+	struct smcr_llc_msg m;
+	uint64_t va;
+	int via = pick_via(lgr, -1);
+
+	if (via < 0) {
+		smcr_rmb_destroy(&lgr->rmbs, rmb);
+		return 1;
+	}
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_DELETE_RKEY;
+	m.delete_rkey.count = 1;
+	lgr->ops->rmb_reg(lgr, rmb, lgr->links[via].link, &m.delete_rkey.rkey[0], &va);
+	lgr->flow.rmb = rmb;
+	return flow_send(lgr, (unsigned int)via, &m);
+}
+
+static void delete_rkey_rx(struct smcr_lgr *lgr, unsigned int via,
+			   const struct smcr_llc_msg *m)
+{
+	const struct smcr_llc_delete_rkey *d = &m->delete_rkey;
+	struct smcr_llc_msg r;
+	unsigned int k;
+
+	if (m->reply) {
+		struct smcr_rmb *rmb = lgr->flow.rmb;
+
+		if (lgr->flow.kind != SMCR_FLOW_DELETE_RKEY || !rmb) {
+			lgr->stats.llc_bad++;
+			return;
+		}
+		/* Reused meanwhile?  Then it stays, announced again. */
+		if (smcr_rmb_destroy(&lgr->rmbs, rmb) == 0)
+			lgr->stats.rkeys_deleted++;
+		else
+			smcr_llc_start(lgr, SMCR_FLOW_CONFIRM_RKEY, 0, 0, rmb);
+		flow_end(lgr);
+		return;
+	}
+	r = *m;
+	r.reply = true;
+	r.delete_rkey.err_mask = 0;
+	for (k = 0; k < d->count; k++) {
+		struct smcr_lgr_peer_rmb *p =
+			smcr_lgr_peer_rmb_find(lgr, (uint8_t)via, d->rkey[k]);
+
+		if (!p || p->refs) {
+			r.delete_rkey.err_mask |= (uint8_t)(0x80u >> k);
+			continue;
+		}
+		memset(p, 0, sizeof(*p));
+	}
+	r.delete_rkey.negative = r.delete_rkey.err_mask != 0;
+	llc_send(lgr, via, &r, NULL);
+}
+
+/* ---- TEST LINK -------------------------------------------------------------- */
+
+int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot)
+{
+	struct smcr_lgr_link *ll = &lgr->links[slot];
+	struct smcr_llc_msg m;
+	uint64_t t = now(lgr);
+
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_TEST_LINK;
+	memcpy(m.test_link.user_data, &t, sizeof(t));
+	memcpy(ll->test_data, m.test_link.user_data, sizeof(ll->test_data));
+	ll->test_sent_ms = t ? t : 1;
+	lgr->stats.test_links++;
+	return llc_send(lgr, slot, &m, NULL);
+}
+
+static void test_link_rx(struct smcr_lgr *lgr, unsigned int slot,
+			 const struct smcr_llc_msg *m)
+{
+	struct smcr_lgr_link *ll = &lgr->links[slot];
+	struct smcr_llc_msg r;
+
+	if (m->reply) {
+		if (memcmp(m->test_link.user_data, ll->test_data,
+			   sizeof(ll->test_data)) == 0)
+			ll->test_sent_ms = 0;
+		return;
+	}
+	r = *m;
+	r.reply = true;
+	llc_send(lgr, slot, &r, NULL);
+}
+
+/* ---- dispatch, queue, timers ------------------------------------------------ */
+
+static int flow_begin(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
+		      uint8_t slot, uint32_t reason, struct smcr_rmb *rmb)
+{
+	struct smcr_llc_msg m;
+	int ret;
+
+	memset(&lgr->flow, 0, sizeof(lgr->flow));
+	lgr->flow.kind = kind;
+	lgr->flow.local = true;
+	lgr->flow.slot = slot;
+	switch (kind) {
+	case SMCR_FLOW_CONFIRM_LINK:
+		confirm_link_fill(lgr, slot, &m, false);
+		ret = flow_send(lgr, slot, &m);
+		break;
+	case SMCR_FLOW_ADD_LINK:
+		if (lgr->role == SMCR_ROLE_CLIENT) {
+			/* A hint to the server, not an exchange. */
+			int via = pick_via(lgr, -1);
+
+			memset(&m, 0, sizeof(m));
+			m.type = SMCR_LLC_ADD_LINK;
+			ret = via < 0 ? -ENOTCONN :
+			      llc_send(lgr, (unsigned int)via, &m, NULL);
+			ret = ret ? ret : 1;
+			break;
+		}
+		ret = add_link_start(lgr);
+		break;
+	case SMCR_FLOW_DELETE_LINK:
+		ret = delete_link_start(lgr, slot, reason);
+		break;
+	case SMCR_FLOW_CONFIRM_RKEY:
+		ret = confirm_rkey_start(lgr, rmb);
+		break;
+	case SMCR_FLOW_DELETE_RKEY:
+		ret = delete_rkey_start(lgr, rmb);
+		break;
+	default:
+		ret = -EINVAL;
+	}
+	if (ret) {
+		/* Done at once (1), or could not start (< 0). */
+		if (ret < 0)
+			smcr_dbg("llc: %s not started: %d", flow_name(kind), ret);
+		if (ret < 0 && kind == SMCR_FLOW_CONFIRM_RKEY && lgr->ops->event)
+			lgr->ops->event(lgr, SMCR_LGR_RMB_CONFIRMED, NULL, ret);
+		memset(&lgr->flow, 0, sizeof(lgr->flow));
+		return ret < 0 ? ret : 0;
+	}
+	return 0;
+}
+
+static void flow_next(struct smcr_lgr *lgr)
+{
+	while (lgr->flow.kind == SMCR_FLOW_NONE && lgr->nqueue > 0 &&
+	       !lgr->terminated) {
+		struct smcr_llc_pending p = lgr->queue[0];
+
+		memmove(&lgr->queue[0], &lgr->queue[1],
+			--lgr->nqueue * sizeof(lgr->queue[0]));
+		flow_begin(lgr, p.kind, p.slot, p.reason, p.rmb);
+	}
+}
+
+int smcr_llc_start(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
+		   uint8_t slot, uint32_t reason, struct smcr_rmb *rmb)
+{
+	if (lgr->terminated)
+		return -ENOTCONN;
+	if (lgr->flow.kind != SMCR_FLOW_NONE) {
+		if (lgr->nqueue >= SMCR_LLC_QUEUE)
+			return -EBUSY;
+		lgr->queue[lgr->nqueue++] = (struct smcr_llc_pending){
+			.kind = kind, .slot = slot, .reason = reason, .rmb = rmb };
+		return 0;
+	}
+	return flow_begin(lgr, kind, slot, reason, rmb);
+}
+
+void smcr_llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
+		 const uint8_t msg[SMCR_LLC_LEN])
+{
+	int slot = smcr_lgr_slot(lgr, link);
+	struct smcr_llc_msg m;
+	int ret;
+
+	if (slot < 0 || lgr->terminated)
+		return;
+	ret = smcr_llc_decode(msg, SMCR_LLC_LEN, &m);
+	if (ret == SMCR_E_OPTIONAL)
+		return;		/* unknown optional type: ignore (A.3) */
+	if (ret < 0) {
+		/* A peer that speaks garbage on a link loses that link. */
+		lgr->stats.llc_bad++;
+		smcr_warn("link %u: malformed LLC message (%s): link down",
+			  link->link_id, smcr_msg_strerror(ret));
+		smcr_lgr_link_down(lgr, link, -EPROTO);
+		return;
+	}
+	lgr->stats.llc_recv++;
+	smcr_dbg("llc: got %s %s on link %u", smcr_llc_type_str(m.type),
+		 m.reply ? "reply" : "request", link->link_id);
+	switch (m.type) {
+	case SMCR_LLC_CONFIRM_LINK:
+		confirm_link_rx(lgr, (unsigned int)slot, &m);
+		break;
+	case SMCR_LLC_ADD_LINK:
+		if (lgr->role == SMCR_ROLE_CLIENT && !m.reply)
+			add_link_req_rx(lgr, (unsigned int)slot, &m.add_link);
+		else if (lgr->role == SMCR_ROLE_SERVER && m.reply)
+			add_link_reply_rx(lgr, &m.add_link);
+		else if (lgr->role == SMCR_ROLE_SERVER && !config_exchange_running(lgr))
+			smcr_llc_start(lgr, SMCR_FLOW_ADD_LINK, 0, 0, NULL);
+		break;
+	case SMCR_LLC_ADD_LINK_CONT:
+		if (lgr->flow.kind == SMCR_FLOW_ADD_LINK && lgr->flow.step >= 2)
+			add_link_cont_rx(lgr, (unsigned int)slot, &m.add_link_cont);
+		else
+			lgr->stats.llc_bad++;
+		break;
+	case SMCR_LLC_DELETE_LINK:
+		delete_link_rx(lgr, (unsigned int)slot, &m);
+		break;
+	case SMCR_LLC_CONFIRM_RKEY:
+		confirm_rkey_rx(lgr, (unsigned int)slot, &m);
+		break;
+	case SMCR_LLC_CONFIRM_RKEY_CONT:
+		confirm_rkey_cont_rx(lgr, (unsigned int)slot, &m);
+		break;
+	case SMCR_LLC_DELETE_RKEY:
+		delete_rkey_rx(lgr, (unsigned int)slot, &m);
+		break;
+	case SMCR_LLC_TEST_LINK:
+		test_link_rx(lgr, (unsigned int)slot, &m);
+		break;
+	default:
+		lgr->stats.llc_bad++;
+	}
+}
+
+void smcr_llc_link_gone(struct smcr_lgr *lgr, uint8_t slot)
+{
+	struct smcr_llc_flow *f = &lgr->flow;
+
+	if (f->kind == SMCR_FLOW_NONE)
+		return;
+	if (f->kind == SMCR_FLOW_ADD_LINK && f->slot == slot) {
+		add_link_fail(lgr, "the new link failed");
+		return;
+	}
+	if (f->via == slot && f->local) {
+		/* Resend over a surviving link at the next tick. */
+		int via = pick_via(lgr, slot);
+
+		if (via >= 0 && f->kind != SMCR_FLOW_ADD_LINK) {
+			f->via = (uint8_t)via;
+			f->deadline_ms = 0;
+		} else if (f->kind == SMCR_FLOW_ADD_LINK) {
+			add_link_fail(lgr, "the link carrying it failed");
+		}
+	}
+}
+
+static void flow_timeout(struct smcr_lgr *lgr)
+{
+	struct smcr_llc_flow *f = &lgr->flow;
+	struct smcr_rmb *rmb = f->rmb;
+	enum smcr_llc_flow_kind kind = f->kind;
+
+	lgr->stats.llc_timeouts++;
+	/* Requests whose repetition is harmless are resent (C.7). */
+	if (f->local && kind != SMCR_FLOW_ADD_LINK && f->tries < lgr->cfg.llc_retries &&
+	    lgr->links[f->via].link && lgr->links[f->via].link->state != SMCR_LINK_FAILED) {
+		struct smcr_link *link = lgr->links[f->via].link;
+
+		f->tries++;
+		lgr->stats.llc_retries++;
+		f->deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+		if (smcr_link_send(link, f->req, smcr_wr_id(0, SMCR_WR_TAG_LLC, f->req[0])) == 0)
+			return;
+	}
+	smcr_warn("llc: %s timed out", flow_name(kind));
+	switch (kind) {
+	case SMCR_FLOW_CONFIRM_LINK:
+		/* The first link never came up: the group is unusable. */
+		smcr_lgr_link_down(lgr, lgr->links[f->slot].link, -ETIMEDOUT);
+		memset(f, 0, sizeof(*f));
+		return;
+	case SMCR_FLOW_ADD_LINK:
+		add_link_fail(lgr, "timeout");
+		return;
+	case SMCR_FLOW_DELETE_LINK:
+		link_delete(lgr, f->slot);
+		break;
+	case SMCR_FLOW_CONFIRM_RKEY:
+		if (lgr->ops->event)
+			lgr->ops->event(lgr, SMCR_LGR_RMB_CONFIRMED, NULL, -ETIMEDOUT);
+		break;
+	case SMCR_FLOW_DELETE_RKEY:
+		if (rmb)
+			smcr_rmb_destroy(&lgr->rmbs, rmb);
+		break;
+	default:
+		break;
+	}
+	flow_end(lgr);
+}
+
+void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
+{
+	unsigned int i;
+
+	if (lgr->flow.kind != SMCR_FLOW_NONE && t >= lgr->flow.deadline_ms)
+		flow_timeout(lgr);
+	for (i = 0; i < SMCR_LINK_SLOTS && !lgr->terminated; i++) {
+		struct smcr_lgr_link *ll = &lgr->links[i];
+
+		if (!ll->link || ll->link->state != SMCR_LINK_ACTIVE ||
+		    !lgr->cfg.test_link_idle_ms)
+			continue;
+		if (ll->test_sent_ms) {
+			if (t - ll->test_sent_ms >= lgr->cfg.test_link_timeout_ms) {
+				smcr_warn("link %u: no TEST LINK reply in %u ms: link down",
+					  ll->link->link_id, lgr->cfg.test_link_timeout_ms);
+				ll->test_sent_ms = 0;
+				smcr_lgr_link_down(lgr, ll->link, -ETIMEDOUT);
+			}
+			continue;
+		}
+		if (t - ll->last_rx_ms >= lgr->cfg.test_link_idle_ms)
+			smcr_llc_test_link(lgr, (uint8_t)i);
+	}
+}

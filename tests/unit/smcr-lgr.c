@@ -1,0 +1,708 @@
+/* smcrbd: link groups of two peers driven against each other through the
+ * in-memory wire: CONFIRM LINK, ADD LINK (+CONT), CONFIRM/DELETE RKEY,
+ * DELETE LINK, TEST LINK, failover and re-add, asymmetric groups, LLC
+ * collisions and timeouts. */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+#include "smcr-suites.h"
+#include "lgr.h"
+#include "memwire.h"
+
+#define MAX_ENDS 32
+#define NCONN 4
+
+struct host {
+	const char *name;
+	unsigned int id, nports;
+	struct smcr_lgr *lgr;
+	struct memwire_end *ends[MAX_ENDS];
+	unsigned int port_of[MAX_ENDS];
+	unsigned int nends;
+	unsigned int events[SMCR_LGR_TERMINATED + 1];
+	int last_rmb_status;
+	struct smcr_conn conn[NCONN];
+	uint64_t sent[NCONN], rcvd[NCONN];
+	unsigned int bad;
+};
+
+static struct host S, C;		/* server, client */
+static uint64_t clock_ms;
+static uint32_t seed = 99;
+
+static uint32_t rnd(void)
+{
+	seed = seed * 1103515245u + 12345u;
+	return seed >> 8;
+}
+
+static struct host *host_of(struct smcr_lgr *lgr)
+{
+	return lgr->owner;
+}
+
+static struct memwire_end *end_of(struct smcr_link *l)
+{
+	return (struct memwire_end *)l;
+}
+
+static int end_index(struct host *h, struct smcr_link *l)
+{
+	unsigned int i;
+
+	for (i = 0; i < h->nends; i++)
+		if (&h->ends[i]->link == l)
+			return (int)i;
+	return -1;
+}
+
+/* The peer end with this QPN (our test QPNs are unique across hosts). */
+static struct memwire_end *end_by_qpn(uint32_t qpn)
+{
+	struct host *hs[2] = { &S, &C };
+	unsigned int k, i;
+
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < hs[k]->nends; i++)
+			if (hs[k]->ends[i] && hs[k]->ends[i]->link.priv ==
+			    (void *)(uintptr_t)qpn)
+				return hs[k]->ends[i];
+	return NULL;
+}
+
+static bool port_used(struct host *h, unsigned int port)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		struct smcr_link *l = h->lgr->links[i].link;
+		int e = l ? end_index(h, l) : -1;
+
+		if (e >= 0 && h->port_of[e] == port)
+			return true;
+	}
+	return false;
+}
+
+static int op_link_create(struct smcr_lgr *lgr, const struct smcr_link_info *peer,
+			  bool asym, struct smcr_link **linkp,
+			  struct smcr_link_info *local)
+{
+	struct host *h = host_of(lgr);
+	struct memwire_end *e;
+	unsigned int port;
+
+	(void)peer;
+	for (port = 0; port < h->nports; port++)
+		if (!port_used(h, port))
+			break;
+	if (port == h->nports) {
+		if (!asym || h->nports == 0)
+			return -ENODEV;
+		port = 0;
+	}
+	e = calloc(1, sizeof(*e));
+	memwire_init(e, 64, &smcr_lgr_link_handler, lgr);
+	h->port_of[h->nends] = port;
+	h->ends[h->nends++] = e;
+	memset(local, 0, sizeof(*local));
+	local->qpn = h->id * 1000 + h->nends;
+	local->psn = 100 + h->nends;
+	local->mtu = 3;
+	local->gid[15] = (uint8_t)(h->id * 16 + port);
+	local->mac[5] = (uint8_t)(h->id * 16 + port);
+	e->link.priv = (void *)(uintptr_t)local->qpn;
+	*linkp = &e->link;
+	return 0;
+}
+
+static int op_link_connect(struct smcr_lgr *lgr, struct smcr_link *link,
+			   const struct smcr_link_info *peer)
+{
+	struct memwire_end *p = end_by_qpn(peer->qpn);
+
+	(void)lgr;
+	if (!p)
+		return -ENOENT;
+	memwire_connect(end_of(link), p);
+	return 0;
+}
+
+static void op_link_destroy(struct smcr_lgr *lgr, struct smcr_link *link)
+{
+	struct host *h = host_of(lgr);
+	int i = end_index(h, link);
+
+	/* Keep the end allocated (its peer may still point at it) but make
+	 * it deliver nothing more. */
+	if (i >= 0) {
+		memwire_free(h->ends[i]);
+		h->ends[i]->fault = MEMWIRE_BLACKHOLE;
+		h->ends[i]->link.state = SMCR_LINK_FAILED;
+		h->ends[i]->failed = true;
+		h->ends[i]->link.priv = NULL;
+	}
+}
+
+static int op_rmb_reg(struct smcr_lgr *lgr, struct smcr_rmb *rmb,
+		      struct smcr_link *link, uint32_t *rkey, uint64_t *vaddr)
+{
+	struct host *h = host_of(lgr);
+	int i = end_index(h, link);
+
+	if (i < 0)
+		return -ENOENT;
+	/* One key per RMB and device (port), as with verbs. */
+	*rkey = h->id << 24 | rmb->id << 8 | h->port_of[i];
+	*vaddr = (uintptr_t)rmb->buf;
+	memwire_add_mr(h->ends[i], rmb->buf, rmb->len, *rkey);
+	/* Other links on the same port share the registration. */
+	for (unsigned int k = 0; k < h->nends; k++)
+		if (h->port_of[k] == h->port_of[i] && k != (unsigned int)i)
+			memwire_add_mr(h->ends[k], rmb->buf, rmb->len, *rkey);
+	return 0;
+}
+
+static void op_event(struct smcr_lgr *lgr, enum smcr_lgr_event ev,
+		     struct smcr_link *link, int status)
+{
+	struct host *h = host_of(lgr);
+
+	(void)link;
+	h->events[ev]++;
+	if (ev == SMCR_LGR_RMB_CONFIRMED)
+		h->last_rmb_status = status;
+}
+
+static uint64_t op_now(struct smcr_lgr *lgr)
+{
+	(void)lgr;
+	return clock_ms;
+}
+
+static const struct smcr_lgr_ops ops = {
+	.link_create = op_link_create,
+	.link_connect = op_link_connect,
+	.link_destroy = op_link_destroy,
+	.rmb_reg = op_rmb_reg,
+	.event = op_event,
+	.now_ms = op_now,
+};
+
+/* Deliver everything, in random interleaving, advancing the clock. */
+static void run(void)
+{
+	struct memwire_end *all[2 * MAX_ENDS];
+	unsigned int n = 0, i, idle = 0;
+
+	for (i = 0; i < S.nends; i++)
+		all[n++] = S.ends[i];
+	for (i = 0; i < C.nends; i++)
+		all[n++] = C.ends[i];
+	while (idle < 4 * n) {
+		if (memwire_step(all[rnd() % n]))
+			idle = 0;
+		else
+			idle++;
+		/* New links may have appeared. */
+		if (n != S.nends + C.nends) {
+			n = 0;
+			for (i = 0; i < S.nends; i++)
+				all[n++] = S.ends[i];
+			for (i = 0; i < C.nends; i++)
+				all[n++] = C.ends[i];
+		}
+	}
+}
+
+/* Advance time by ms in ticks, delivering as we go. */
+static void wait_ms(unsigned int ms)
+{
+	unsigned int t;
+
+	for (t = 0; t < ms; t += SMCR_LGR_TICK_MS) {
+		clock_ms += SMCR_LGR_TICK_MS;
+		if (S.lgr)
+			smcr_lgr_tick(S.lgr);
+		if (C.lgr)
+			smcr_lgr_tick(C.lgr);
+		run();
+	}
+}
+
+/* First contact as CLC would do it: one RMBE each, the first link, each
+ * side learns the other's RMB on link 1.  Then CONFIRM LINK and the
+ * server's ADD LINK run. */
+static void group_up(unsigned int sports, unsigned int cports,
+		     const struct smcr_lgr_config *cfg)
+{
+	struct smcr_link *sl, *cl;
+	struct smcr_link_info si, ci;
+	struct smcr_rmbe se, ce;
+	uint32_t rk;
+	uint64_t va;
+	bool pend;
+
+	memset(&S, 0, sizeof(S));
+	memset(&C, 0, sizeof(C));
+	S.name = "server";
+	S.id = 1;
+	S.nports = sports;
+	C.name = "client";
+	C.id = 2;
+	C.nports = cports;
+	clock_ms = 1000;
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_create(SMCR_ROLE_SERVER, &ops, &S, cfg, &S.lgr), 0);
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_create(SMCR_ROLE_CLIENT, &ops, &C, cfg, &C.lgr), 0);
+	CU_ASSERT_EQUAL_FATAL(op_link_create(S.lgr, NULL, false, &sl, &si), 0);
+	CU_ASSERT_EQUAL_FATAL(op_link_create(C.lgr, &si, false, &cl, &ci), 0);
+	CU_ASSERT_EQUAL_FATAL(op_link_connect(S.lgr, sl, &ci), 0);
+	CU_ASSERT_EQUAL_FATAL(op_link_connect(C.lgr, cl, &si), 0);
+	/* Server: CONFIRM LINK starts here, after the CLC Confirm. */
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_first_link(C.lgr, cl, &ci, &si), 0);
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(S.lgr, 1000, &se, &pend), 0);
+	CU_ASSERT_FALSE(pend);
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(C.lgr, 1000, &ce, &pend), 0);
+	CU_ASSERT_FALSE(pend);
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_first_link(S.lgr, sl, &si, &ci), 0);
+	/* CLC carried each side's RMB rkey on link 1. */
+	CU_ASSERT_EQUAL(smcr_lgr_rmb_token(S.lgr, se.rmb, 0, &rk, &va), 0);
+	CU_ASSERT_PTR_NOT_NULL(smcr_lgr_peer_rmb_add(C.lgr, 0, rk, va));
+	CU_ASSERT_EQUAL(smcr_lgr_rmb_token(C.lgr, ce.rmb, 0, &rk, &va), 0);
+	CU_ASSERT_PTR_NOT_NULL(smcr_lgr_peer_rmb_add(S.lgr, 0, rk, va));
+	/* Keep the elements for connection 0. */
+	S.conn[0].rmbe = se;
+	C.conn[0].rmbe = ce;
+	run();
+}
+
+static void group_down(void)
+{
+	unsigned int i;
+
+	smcr_lgr_destroy(S.lgr);
+	smcr_lgr_destroy(C.lgr);
+	for (i = 0; i < S.nends; i++) {
+		memwire_free(S.ends[i]);
+		free(S.ends[i]);
+	}
+	for (i = 0; i < C.nends; i++) {
+		memwire_free(C.ends[i]);
+		free(C.ends[i]);
+	}
+	S.lgr = C.lgr = NULL;
+}
+
+static void test_first_contact_two_links(void)
+{
+	struct smcr_lgr_peer_rmb *p;
+	unsigned int i, n = 0;
+
+	group_up(2, 2, NULL);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	CU_ASSERT_EQUAL(S.events[SMCR_LGR_LINK_UP], 2);
+	CU_ASSERT_EQUAL(C.events[SMCR_LGR_LINK_UP], 2);
+	CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+	CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_NONE);
+	/* Symmetric: the two links use different ports on both sides. */
+	CU_ASSERT_FALSE(S.lgr->links[1].asym);
+	CU_ASSERT_FALSE(C.lgr->links[1].asym);
+	CU_ASSERT_EQUAL(S.lgr->links[1].link->link_id, C.lgr->links[1].link->link_id);
+	/* ADD LINK CONT gave each side the other's RMB on link 2. */
+	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++) {
+		p = &S.lgr->peer_rmbs[i];
+		if (!p->used)
+			continue;
+		n++;
+		CU_ASSERT(p->r.rkey[0] != 0);
+		CU_ASSERT(p->r.rkey[1] != 0);
+		CU_ASSERT(p->r.rkey[0] != p->r.rkey[1]);
+	}
+	CU_ASSERT_EQUAL(n, 1);
+	p = NULL;
+	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++)
+		if (C.lgr->peer_rmbs[i].used)
+			p = &C.lgr->peer_rmbs[i];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT(p->r.rkey[1] != 0);
+	CU_ASSERT_EQUAL(S.lgr->stats.llc_bad + C.lgr->stats.llc_bad, 0);
+	group_down();
+}
+
+static void test_asymmetric(void)
+{
+	/* The client has one RNIC: the second link reuses its port. */
+	group_up(2, 1, NULL);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	CU_ASSERT_TRUE(C.lgr->links[1].asym);
+	CU_ASSERT_FALSE(S.lgr->links[1].asym);
+	group_down();
+	/* Both have one: the server tries an asymmetric link, the client
+	 * would make it parallel and rejects; one link stays. */
+	group_up(1, 1, NULL);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+	CU_ASSERT_PTR_NULL(S.lgr->links[1].link);
+	CU_ASSERT_PTR_NULL(C.lgr->links[1].link);
+	group_down();
+}
+
+static void test_confirm_delete_rkey(void)
+{
+	struct smcr_rmbe e[20];
+	bool pend;
+	unsigned int i, fresh = 0, peers = 0;
+
+	group_up(2, 2, NULL);
+	/* 16 KiB elements come 16 to an RMB: the 16th element of the client
+	 * needs a new RMB, announced on both links with CONFIRM RKEY. */
+	for (i = 0; i < 20; i++) {
+		CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(C.lgr, 1000, &e[i], &pend), 0);
+		fresh += pend;
+	}
+	CU_ASSERT_EQUAL(fresh, 5);	/* 4 more from the pending RMB */
+	run();
+	CU_ASSERT_EQUAL(C.events[SMCR_LGR_RMB_CONFIRMED], 1);
+	CU_ASSERT_EQUAL(C.last_rmb_status, 0);
+	CU_ASSERT_TRUE(e[19].rmb->announced);
+	CU_ASSERT_EQUAL(C.lgr->stats.rkeys_confirmed, 1);
+	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++) {
+		struct smcr_lgr_peer_rmb *p = &S.lgr->peer_rmbs[i];
+
+		if (!p->used)
+			continue;
+		peers++;
+		CU_ASSERT(p->r.rkey[0] && p->r.rkey[1]);
+	}
+	CU_ASSERT_EQUAL(peers, 2);
+	/* Free the new RMB's elements and trim: DELETE RKEY, peer forgets. */
+	for (i = 15; i < 20; i++)
+		smcr_rmbe_free(&C.lgr->rmbs, &e[i]);
+	CU_ASSERT_EQUAL(smcr_lgr_rmb_trim(C.lgr), 0);
+	run();
+	CU_ASSERT_EQUAL(C.lgr->stats.rkeys_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->rmbs.nrmbs, 1);
+	peers = 0;
+	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++)
+		peers += S.lgr->peer_rmbs[i].used;
+	CU_ASSERT_EQUAL(peers, 1);
+	group_down();
+}
+
+/* Connections over the group, streaming both ways. */
+static uint8_t sbyte(const struct host *from, unsigned int c, uint64_t i)
+{
+	uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull + c * 31 + from->id;
+
+	return (uint8_t)(x ^ (x >> 23));
+}
+
+static void conns_up(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < NCONN; i++) {
+		struct smcr_conn_params sp, cp;
+		struct smcr_rmbe se = S.conn[i].rmbe, ce = C.conn[i].rmbe, sb, cb;
+		struct smcr_lgr_peer_rmb *sp_rmb, *cp_rmb;
+		uint32_t rk;
+		uint64_t va;
+		bool pend;
+
+		if (i > 0) {
+			CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(S.lgr, 1000, &se, &pend), 0);
+			CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(C.lgr, 1000, &ce, &pend), 0);
+		}
+		CU_ASSERT_EQUAL_FATAL(smcr_lgr_sndbuf_alloc(S.lgr, ce.rmb->elem_size, &sb), 0);
+		CU_ASSERT_EQUAL_FATAL(smcr_lgr_sndbuf_alloc(C.lgr, se.rmb->elem_size, &cb), 0);
+		smcr_lgr_rmb_token(S.lgr, se.rmb, 0, &rk, &va);
+		cp_rmb = smcr_lgr_peer_rmb_find(C.lgr, 0, rk);
+		smcr_lgr_rmb_token(C.lgr, ce.rmb, 0, &rk, &va);
+		sp_rmb = smcr_lgr_peer_rmb_find(S.lgr, 0, rk);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(sp_rmb);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(cp_rmb);
+		sp = (struct smcr_conn_params){
+			.token = smcr_lgr_conn_token(S.lgr), .peer_token = 0,
+			.rmbe = se, .sndbuf = sb, .peer_rmb = &sp_rmb->r,
+			.peer_index = ce.index, .peer_elem_size = ce.rmb->elem_size,
+			.link = smcr_lgr_pick_link(S.lgr),
+		};
+		cp = (struct smcr_conn_params){
+			.token = smcr_lgr_conn_token(C.lgr), .peer_token = sp.token,
+			.rmbe = ce, .sndbuf = cb, .peer_rmb = &cp_rmb->r,
+			.peer_index = se.index, .peer_elem_size = se.rmb->elem_size,
+			.link = smcr_lgr_pick_link(C.lgr),
+		};
+		sp.peer_token = cp.token;
+		CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&S.conn[i], &sp), 0);
+		CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&C.conn[i], &cp), 0);
+		CU_ASSERT_EQUAL(smcr_lgr_conn_add(S.lgr, &S.conn[i]), 0);
+		CU_ASSERT_EQUAL(smcr_lgr_conn_add(C.lgr, &C.conn[i]), 0);
+	}
+	run();
+}
+
+static void pump(struct host *h, struct host *o, uint64_t total)
+{
+	uint8_t buf[8192];
+	unsigned int c;
+	size_t k;
+
+	for (c = 0; c < NCONN; c++) {
+		size_t want = 1 + rnd() % sizeof(buf);
+		ssize_t n;
+
+		if (h->conn[c].error)
+			continue;
+		if (want > total - h->sent[c])
+			want = (size_t)(total - h->sent[c]);
+		for (k = 0; k < want; k++)
+			buf[k] = sbyte(h, c, h->sent[c] + k);
+		n = want ? smcr_conn_send(&h->conn[c], buf, want) : 0;
+		if (n > 0)
+			h->sent[c] += (uint64_t)n;
+		n = smcr_conn_recv(&h->conn[c], buf, sizeof(buf));
+		for (k = 0; n > 0 && k < (size_t)n; k++)
+			if (buf[k] != sbyte(o, c, h->rcvd[c] + k))
+				h->bad++;
+		if (n > 0)
+			h->rcvd[c] += (uint64_t)n;
+	}
+}
+
+static bool streamed(uint64_t total)
+{
+	unsigned int c;
+
+	for (c = 0; c < NCONN; c++)
+		if (S.rcvd[c] < total || C.rcvd[c] < total)
+			return false;
+	return true;
+}
+
+static void stream_with(uint64_t total, void (*at)(unsigned int round))
+{
+	unsigned int round;
+
+	for (round = 0; round < 20000 && !streamed(total); round++) {
+		if (at)
+			at(round);
+		pump(&S, &C, total);
+		pump(&C, &S, total);
+		clock_ms += 10;
+		if (round % 10 == 0) {
+			smcr_lgr_tick(S.lgr);
+			smcr_lgr_tick(C.lgr);
+		}
+		run();
+	}
+}
+
+static void check_stream(uint64_t total)
+{
+	unsigned int c;
+
+	CU_ASSERT_EQUAL(S.bad, 0);
+	CU_ASSERT_EQUAL(C.bad, 0);
+	for (c = 0; c < NCONN; c++) {
+		CU_ASSERT_EQUAL(S.conn[c].error, 0);
+		CU_ASSERT_EQUAL(C.conn[c].error, 0);
+		CU_ASSERT_EQUAL(S.rcvd[c], total);
+		CU_ASSERT_EQUAL(C.rcvd[c], total);
+	}
+}
+
+static void cut_link1(unsigned int round)
+{
+	if (round == 30)
+		memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_CUT);
+}
+
+static void test_failover_and_readd(void)
+{
+	const uint64_t total = 512 * 1024;
+
+	group_up(2, 2, NULL);
+	conns_up();
+	/* Connections are spread over both links. */
+	CU_ASSERT(S.lgr->links[0].link->nconns > 0);
+	CU_ASSERT(S.lgr->links[1].link->nconns > 0);
+	stream_with(total, cut_link1);
+	check_stream(total);
+	/* The dead link was deleted on both sides; data kept flowing. */
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 1);
+	CU_ASSERT(S.lgr->stats.failovers + C.lgr->stats.failovers >= 2);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	/* The port comes back: the server adds a link again. */
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), 0);
+	run();
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_added, 3);
+	/* And the re-added link carries data: cut the other one now. */
+	memset(S.sent, 0, sizeof(S.sent));
+	memset(S.rcvd, 0, sizeof(S.rcvd));
+	memset(C.sent, 0, sizeof(C.sent));
+	memset(C.rcvd, 0, sizeof(C.rcvd));
+	memwire_fault(end_of(S.lgr->links[1].link), MEMWIRE_CUT);
+	stream_with(total, NULL);
+	check_stream(total);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 2);
+	group_down();
+}
+
+static void test_test_link_silent_loss(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	uint64_t cut_at;
+
+	cfg.test_link_idle_ms = 300;
+	cfg.test_link_timeout_ms = 600;
+	group_up(2, 2, &cfg);
+	conns_up();
+	/* Traffic on link 1 vanishes, the port stays up. */
+	memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_BLACKHOLE);
+	cut_at = clock_ms;
+	while (S.lgr->stats.link_failures == 0 && clock_ms - cut_at < 5000)
+		wait_ms(SMCR_LGR_TICK_MS);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 1);
+	/* Idle time plus reply timeout, give or take a tick. */
+	CU_ASSERT(clock_ms - cut_at <= cfg.test_link_idle_ms +
+				       cfg.test_link_timeout_ms + 2 * SMCR_LGR_TICK_MS);
+	CU_ASSERT(S.lgr->stats.test_links > 0);
+	wait_ms(3000);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	group_down();
+}
+
+static void test_both_links_down(void)
+{
+	unsigned int c;
+
+	group_up(2, 2, NULL);
+	conns_up();
+	memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_CUT);
+	memwire_fault(end_of(S.lgr->links[1].link), MEMWIRE_CUT);
+	CU_ASSERT_EQUAL(smcr_conn_send(&S.conn[0], "x", 1), 1);
+	CU_ASSERT_EQUAL(smcr_conn_send(&S.conn[1], "y", 1), 1);
+	CU_ASSERT_EQUAL(smcr_conn_send(&C.conn[0], "x", 1), 1);
+	CU_ASSERT_EQUAL(smcr_conn_send(&C.conn[1], "y", 1), 1);
+	run();
+	CU_ASSERT_TRUE(S.lgr->terminated);
+	CU_ASSERT_TRUE(C.lgr->terminated);
+	CU_ASSERT_EQUAL(S.events[SMCR_LGR_TERMINATED], 1);
+	for (c = 0; c < NCONN; c++) {
+		char b[4];
+
+		CU_ASSERT_EQUAL(smcr_conn_recv(&S.conn[c], b, sizeof(b)), -ECONNRESET);
+		CU_ASSERT_EQUAL(smcr_conn_recv(&C.conn[c], b, sizeof(b)), -ECONNRESET);
+		CU_ASSERT(smcr_conn_finished(&S.conn[c]));
+	}
+	group_down();
+}
+
+static void test_collision_rkey_vs_add_link(void)
+{
+	struct smcr_rmbe e[17];
+	bool pend = false;
+	unsigned int i;
+
+	/* One RNIC each: a single link.  Then both get a second one. */
+	group_up(1, 1, NULL);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	S.nports = 2;
+	C.nports = 2;
+	/* The client needs a new RMB (CONFIRM RKEY) exactly while the server
+	 * starts ADD LINK: both requests cross on the wire. */
+	for (i = 0; i < 16; i++)
+		CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(C.lgr, 1000, &e[i], &pend), 0);
+	CU_ASSERT_TRUE(pend);
+	CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_CONFIRM_RKEY);
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), 0);
+	CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_ADD_LINK);
+	run();
+	/* §3.5.5.3.3: the client processed ADD LINK, got a negative
+	 * CONFIRM RKEY, and announced the RMB again afterwards, now with
+	 * both links' keys. */
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	CU_ASSERT_EQUAL(S.lgr->stats.rkey_rejects + C.lgr->stats.rkey_rejects, 1);
+	CU_ASSERT_TRUE(e[15].rmb->announced);
+	CU_ASSERT_EQUAL(C.last_rmb_status, 0);
+	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++) {
+		struct smcr_lgr_peer_rmb *p = &S.lgr->peer_rmbs[i];
+
+		if (p->used)
+			CU_ASSERT(p->r.rkey[0] && p->r.rkey[1]);
+	}
+	group_down();
+}
+
+static void test_collision_delete_during_add(void)
+{
+	/* A client's disorderly DELETE LINK request arriving while the
+	 * server's ADD LINK runs is queued and handled after it. */
+	group_up(1, 1, NULL);
+	S.nports = 2;
+	C.nports = 2;
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), 0);
+	CU_ASSERT_EQUAL(smcr_llc_start(C.lgr, SMCR_FLOW_DELETE_LINK, 0,
+				       SMCR_LLC_DEL_OP_INIT_TERM, NULL), 0);
+	run();
+	CU_ASSERT_EQUAL(S.lgr->stats.links_added, 2);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
+	CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+	group_down();
+}
+
+static void test_llc_timeout(void)
+{
+	struct smcr_rmbe e[17];
+	bool pend = false;
+	unsigned int i;
+
+	group_up(2, 2, NULL);
+	/* The peer goes silent on every link: CONFIRM RKEY is resent
+	 * llc_retries times, then fails with a clear outcome. */
+	memwire_fault(end_of(C.lgr->links[0].link), MEMWIRE_BLACKHOLE);
+	memwire_fault(end_of(C.lgr->links[1].link), MEMWIRE_BLACKHOLE);
+	C.lgr->cfg.test_link_idle_ms = 0;
+	S.lgr->cfg.test_link_idle_ms = 0;
+	for (i = 0; i < 16; i++)
+		CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(C.lgr, 1000, &e[i], &pend), 0);
+	CU_ASSERT_TRUE(pend);
+	wait_ms((C.lgr->cfg.llc_retries + 2) * C.lgr->cfg.llc_timeout_ms);
+	CU_ASSERT_EQUAL(C.lgr->stats.llc_retries, C.lgr->cfg.llc_retries);
+	CU_ASSERT_EQUAL(C.lgr->stats.llc_timeouts, C.lgr->cfg.llc_retries + 1);
+	CU_ASSERT_EQUAL(C.last_rmb_status, -ETIMEDOUT);
+	CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_NONE);
+	group_down();
+}
+
+CU_TestInfo smcr_lgr_tests[] = {
+	{ "first contact: CONFIRM LINK + ADD LINK", test_first_contact_two_links },
+	{ "asymmetric and single-RNIC groups", test_asymmetric },
+	{ "CONFIRM RKEY and DELETE RKEY", test_confirm_delete_rkey },
+	{ "failover under load, DELETE LINK, re-add", test_failover_and_readd },
+	{ "TEST LINK detects silent loss", test_test_link_silent_loss },
+	{ "both links down: connections reset", test_both_links_down },
+	{ "collision: CONFIRM RKEY vs ADD LINK", test_collision_rkey_vs_add_link },
+	{ "collision: DELETE LINK during ADD LINK", test_collision_delete_during_add },
+	{ "LLC timeout: retries, then an outcome", test_llc_timeout },
+	CU_TEST_INFO_NULL,
+};
