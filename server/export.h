@@ -22,6 +22,7 @@ struct export {
 	/* Learned at run time (atomic): fallocate modes the file lacks. */
 	int no_punch;
 	int no_zero_range;
+	int no_nowait_write;		/* RWF_NOWAIT buffered writes */
 };
 
 /* Opens spec's path (copied).  direct: open an O_DIRECT descriptor too. */
