@@ -32,7 +32,7 @@ struct smcr_vlink {
 	struct smcr_vlink_set *set;
 	struct smcr_vlink *next;
 	struct smcr_port_ref ref;
-	const struct smcr_qp_timing *timing;
+	struct smcr_qp_timing timing;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
@@ -472,13 +472,23 @@ static int set_nonblock(int fd)
 	return fcntl(fd, F_SETFL, flags | O_NONBLOCK) ? -errno : 0;
 }
 
-static uint32_t random_psn(void)
+/* A random initial PSN; early after boot the entropy pool may not be
+ * ready, then the clock, the pid and the link's address have to do. */
+static uint32_t random_psn(const void *salt)
 {
+	struct timespec ts;
+	uint64_t x;
 	uint32_t v;
 
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-		v = (uint32_t)time(NULL) * 2654435761u ^ (uint32_t)getpid();
-	return v & 0xffffff;
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v))
+		return v & 0xffffff;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	x = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^
+	    (uint64_t)getpid() << 20 ^ (uint64_t)(uintptr_t)salt;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return (uint32_t)x & 0xffffff;
 }
 
 int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *ref,
@@ -506,8 +516,13 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 		vl->signal_every = 1;
 	if (vl->signal_every > vl->sq_depth)
 		vl->signal_every = vl->sq_depth;
-	vl->timing = attr && attr->timing ? attr->timing : &smcr_qp_timing_default;
-	vl->psn = random_psn();
+	vl->timing = attr && attr->timing ? *attr->timing : smcr_qp_timing_default;
+	/* rxe takes a transport retry count of 7 for "retry forever" (as the
+	 * IBTA does only for the RNR retry count): a silently dead path would
+	 * never complete with an error.  6 bounds it everywhere. */
+	if (vl->timing.retry_cnt > 6)
+		vl->timing.retry_cnt = 6;
+	vl->psn = random_psn(vl);
 
 	ret = set_nonblock(dev->chan->fd);
 	if (!ret)
@@ -611,7 +626,7 @@ int smcr_vlink_connect(struct smcr_link *link, const struct smcr_qp_peer *peer)
 			 vl->qp->qp_num, strerror(-ret));
 		return ret;
 	}
-	ret = smcr_qp_to_rts(vl->qp, vl->psn, vl->timing);
+	ret = smcr_qp_to_rts(vl->qp, vl->psn, &vl->timing);
 	if (ret) {
 		smcr_err("%s: QP 0x%06x to RTS: %s", vl->ref.dev->name,
 			 vl->qp->qp_num, strerror(-ret));

@@ -56,7 +56,9 @@ struct smcr_vlink_attr {
 	unsigned int sq_depth;		/* send queue slots; 0: 128 */
 	unsigned int rq_depth;		/* receive buffers; 0: 64 */
 	unsigned int signal_every;	/* 0: sq_depth / 4 */
-	const struct smcr_qp_timing *timing;	/* NULL: smcr_qp_timing_default */
+	/* NULL: smcr_qp_timing_default.  A retry count above 6 is taken as 6:
+	 * rxe retries forever at 7. */
+	const struct smcr_qp_timing *timing;
 };
 
 /* Link counters beyond those of struct smcr_link. */
