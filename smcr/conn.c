@@ -253,6 +253,13 @@ ssize_t smcr_conn_reserve(struct smcr_conn *conn, struct iovec iov[2])
 	if (ret)
 		return ret;
 	space = smcr_conn_tx_space(conn);
+	if (space == 0 && !conn->blocked) {
+		/* Tell the peer once that we wait for window (B bit). */
+		conn->blocked = true;
+		conn->cdc_due = true;
+		conn->stats.blocked++;
+		smcr_conn_flush(conn);
+	}
 	off = conn->tx_fill.count;
 	first = conn->tx_len - off;
 	if (first > space)
@@ -291,16 +298,8 @@ ssize_t smcr_conn_send(struct smcr_conn *conn, const void *buf, size_t len)
 		return space;
 	if (len == 0)
 		return 0;
-	if (space == 0) {
-		/* Tell the peer once that we wait for window (B bit). */
-		if (!conn->blocked) {
-			conn->blocked = true;
-			conn->cdc_due = true;
-			conn->stats.blocked++;
-			smcr_conn_flush(conn);
-		}
+	if (space == 0)
 		return -EAGAIN;
-	}
 	n = len < (size_t)space ? len : (size_t)space;
 	first = n < iov[0].iov_len ? n : iov[0].iov_len;
 	memcpy(iov[0].iov_base, buf, first);

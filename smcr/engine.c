@@ -1,0 +1,647 @@
+/* smcrbd: the context: devices, link groups over verbs links, the progress
+ * thread (completion channels, async events, timers). */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+
+#include "engine.h"
+#include "log.h"
+
+enum { SRC_WAKE = 1, SRC_TIMER, SRC_CHAN, SRC_ASYNC };
+
+uint64_t smcr_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static struct smcr_ctx *lgr_ctx(struct smcr_lgr *lgr)
+{
+	return lgr->owner;
+}
+
+static void wake_thread(struct smcr_ctx *ctx)
+{
+	uint64_t one = 1;
+
+	if (write(ctx->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		smcr_warn("engine: cannot wake the progress thread: %s", strerror(errno));
+}
+
+/* ---- devices ------------------------------------------------------------- */
+
+static bool dev_polled(struct smcr_ctx *ctx, struct smcr_dev *dev, int *count)
+{
+	int i;
+
+	*count = 0;
+	for (i = 0; i < ctx->nports; i++) {
+		if (ctx->ports[i].dev == dev)
+			(*count)++;
+	}
+	return *count > 1;
+}
+
+static int ep_add(struct smcr_ctx *ctx, int fd, uint32_t kind, void *ptr)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	/* Tag in the low bits of an aligned pointer (or the kind alone). */
+	ev.data.u64 = (uint64_t)(uintptr_t)ptr | kind;
+	if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int port_add(struct smcr_ctx *ctx, const struct smcr_port_ref *ref)
+{
+	int n, ret;
+
+	if (ctx->nports >= SMCR_MAX_PORTS)
+		return -ENOSPC;
+	ctx->ports[ctx->nports++] = *ref;
+	if (dev_polled(ctx, ref->dev, &n))
+		return 0;
+	ret = ep_add(ctx, ref->dev->chan->fd, SRC_CHAN, ref->dev);
+	if (!ret)
+		ret = ep_add(ctx, ref->dev->ctx->async_fd, SRC_ASYNC, ref->dev);
+	if (ret)
+		smcr_warn("engine: cannot watch device %s: %s", ref->dev->name,
+			  strerror(-ret));
+	smcr_info("engine: RDMA port %s:%u (%s) available", ref->dev->name,
+		  ref->port, ref->netdev[0] ? ref->netdev : "no netdev");
+	return ret;
+}
+
+static bool port_known(struct smcr_ctx *ctx, const struct smcr_port_ref *ref)
+{
+	int i;
+
+	for (i = 0; i < ctx->nports; i++)
+		if (ctx->ports[i].dev == ref->dev && ctx->ports[i].port == ref->port)
+			return true;
+	return false;
+}
+
+/* Look for ports that appeared (a device added, a port up). */
+static void ports_rescan(struct smcr_ctx *ctx)
+{
+	struct smcr_port_ref found[SMCR_MAX_PORTS];
+	int i, n;
+
+	if (ctx->opts.devices || ctx->opts.no_smc)
+		return;
+	n = smcr_dev_list_ports(&ctx->devs, found, SMCR_MAX_PORTS);
+	for (i = 0; i < n; i++) {
+		if (port_known(ctx, &found[i]))
+			smcr_dev_put(&ctx->devs, &found[i]);
+		else
+			port_add(ctx, &found[i]);
+	}
+	for (i = 0; i < ctx->nports; i++)
+		smcr_port_refresh(&ctx->ports[i]);
+}
+
+struct smcr_port_ref *smcr_engine_port_for(struct smcr_ctx *ctx,
+					   const struct sockaddr *local)
+{
+	uint8_t gid[SMCR_GID_LEN];
+	struct smcr_port_ref ref;
+	int i;
+
+	if (smcr_gid_from_addr(local, gid))
+		return NULL;
+	for (i = 0; i < ctx->nports; i++)
+		if (ctx->ports[i].up && memcmp(ctx->ports[i].gid, gid, SMCR_GID_LEN) == 0)
+			return &ctx->ports[i];
+	/* A port we have not seen yet (e.g. rxe added after start). */
+	if (ctx->opts.devices || smcr_dev_resolve_addr(&ctx->devs, local, &ref))
+		return NULL;
+	if (port_known(ctx, &ref)) {
+		smcr_dev_put(&ctx->devs, &ref);
+		return NULL;
+	}
+	if (port_add(ctx, &ref))
+		return NULL;
+	return &ctx->ports[ctx->nports - 1];
+}
+
+/* ---- link group ops over verbs links -------------------------------------- */
+
+static bool port_in_lgr(struct smcr_lgr *lgr, const struct smcr_port_ref *p)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (lgr->links[i].link &&
+		    memcmp(lgr->links[i].local.gid, p->gid, SMCR_GID_LEN) == 0)
+			return true;
+	return false;
+}
+
+/* Same IPv4 /24 (or IPv6 /64) as the peer's GID: likely the same LAN. */
+static bool same_lan(const uint8_t *a, const uint8_t *b)
+{
+	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+
+	if (memcmp(a, v4, 12) == 0 && memcmp(b, v4, 12) == 0)
+		return memcmp(a + 12, b + 12, 3) == 0;
+	return memcmp(a, b, 8) == 0;
+}
+
+int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
+			struct smcr_port_ref *port, struct smcr_link **linkp,
+			struct smcr_link_info *local)
+{
+	struct smcr_vlink_attr attr = { .sq_depth = 256, .rq_depth = 128 };
+	struct smcr_qp_peer q;
+	int ret;
+
+	ret = smcr_vlink_create(&ctx->vlinks, port, &attr, &smcr_lgr_link_handler,
+				lgr, linkp);
+	if (ret)
+		return ret;
+	smcr_vlink_local(*linkp, &q);
+	memset(local, 0, sizeof(*local));
+	memcpy(local->gid, q.gid, SMCR_GID_LEN);
+	memcpy(local->mac, port->mac, SMCR_MAC_LEN);
+	local->qpn = q.qpn;
+	local->psn = q.psn;
+	local->mtu = (uint8_t)q.mtu;
+	return 0;
+}
+
+static int op_link_create(struct smcr_lgr *lgr, const struct smcr_link_info *peer,
+			  bool asym, struct smcr_link **linkp,
+			  struct smcr_link_info *local)
+{
+	struct smcr_ctx *ctx = lgr_ctx(lgr);
+	struct smcr_port_ref *pick = NULL;
+	int i;
+
+	for (i = 0; i < ctx->nports; i++) {
+		struct smcr_port_ref *p = &ctx->ports[i];
+
+		if (!p->up || port_in_lgr(lgr, p))
+			continue;
+		if (!pick || (peer && same_lan(p->gid, peer->gid)))
+			pick = p;
+	}
+	if (!pick && asym) {
+		for (i = 0; i < ctx->nports && !pick; i++)
+			if (ctx->ports[i].up)
+				pick = &ctx->ports[i];
+	}
+	if (!pick)
+		return -ENODEV;
+	return smcr_engine_link_on(ctx, lgr, pick, linkp, local);
+}
+
+static int op_link_connect(struct smcr_lgr *lgr, struct smcr_link *link,
+			   const struct smcr_link_info *peer)
+{
+	struct smcr_qp_peer q = {
+		.qpn = peer->qpn,
+		.psn = peer->psn,
+		.mtu = (enum ibv_mtu)peer->mtu,
+	};
+
+	(void)lgr;
+	memcpy(q.gid, peer->gid, SMCR_GID_LEN);
+	if (!smcr_mtu_valid(peer->mtu))
+		q.mtu = IBV_MTU_1024;
+	return smcr_vlink_connect(link, &q);
+}
+
+static void op_link_destroy(struct smcr_lgr *lgr, struct smcr_link *link)
+{
+	struct smcr_ctx *ctx = lgr_ctx(lgr);
+
+	/* Never from inside an upcall: the progress thread reaps it. */
+	link->handler_arg = NULL;
+	if (ctx->ngrave < sizeof(ctx->graveyard) / sizeof(ctx->graveyard[0])) {
+		ctx->graveyard[ctx->ngrave++] = link;
+		wake_thread(ctx);
+	} else {
+		smcr_err("engine: too many links to reap; leaking one");
+	}
+}
+
+static int op_rmb_reg(struct smcr_lgr *lgr, struct smcr_rmb *rmb,
+		      struct smcr_link *link, uint32_t *rkey, uint64_t *vaddr)
+{
+	int ret;
+
+	(void)lgr;
+	if (!link->dev)
+		return -ENODEV;
+	ret = smcr_rmb_reg(rmb, link->dev);
+	if (ret)
+		return ret;
+	*rkey = smcr_rmb_rkey(rmb, link->dev);
+	*vaddr = (uint64_t)(uintptr_t)rmb->buf;
+	return 0;
+}
+
+static void op_event(struct smcr_lgr *lgr, enum smcr_lgr_event ev,
+		     struct smcr_link *link, int status)
+{
+	struct smcr_ctx *ctx = lgr_ctx(lgr);
+	struct smcr_sock *s;
+
+	(void)link;
+	(void)status;
+	pthread_cond_broadcast(&ctx->lgr_cond);
+	if (ev == SMCR_LGR_TERMINATED || ev == SMCR_LGR_LINK_DOWN) {
+		for (s = ctx->socks; s; s = s->next) {
+			if (s->lgr != lgr)
+				continue;
+			pthread_cond_broadcast(&s->cond);
+			if (s->evfd >= 0) {
+				uint64_t one = 1;
+
+				if (write(s->evfd, &one, sizeof(one)) < 0)
+					smcr_dbg("engine: eventfd: %s", strerror(errno));
+			}
+		}
+	}
+}
+
+static uint64_t op_now(struct smcr_lgr *lgr)
+{
+	(void)lgr;
+	return smcr_now_ms();
+}
+
+const struct smcr_lgr_ops smcr_engine_lgr_ops = {
+	.link_create = op_link_create,
+	.link_connect = op_link_connect,
+	.link_destroy = op_link_destroy,
+	.rmb_reg = op_rmb_reg,
+	.event = op_event,
+	.now_ms = op_now,
+};
+
+struct smcr_lgr *smcr_engine_lgr_find(struct smcr_ctx *ctx, enum smcr_role role,
+				      const uint8_t peer_id[8])
+{
+	struct smcr_lgr *lgr;
+
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
+		if (lgr->role == role && !lgr->terminated &&
+		    memcmp(lgr->peer_id, peer_id, 8) == 0 &&
+		    smcr_lgr_active_links(lgr) > 0)
+			return lgr;
+	return NULL;
+}
+
+int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
+		     unsigned int timeout_ms)
+{
+	struct timespec ts;
+	int ret = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	while (!pred(arg) && ret == 0)
+		ret = pthread_cond_timedwait(&ctx->lgr_cond, &ctx->lock, &ts);
+	return pred(arg) ? 0 : -ETIMEDOUT;
+}
+
+/* ---- the progress thread -------------------------------------------------- */
+
+static void port_event(struct smcr_dev *dev, uint8_t port,
+		       enum ibv_event_type event, void *arg)
+{
+	struct smcr_ctx *ctx = arg;
+	struct smcr_lgr *lgr;
+	int i;
+
+	for (i = 0; i < ctx->nports; i++)
+		if (ctx->ports[i].dev == dev && ctx->ports[i].port == port)
+			smcr_port_refresh(&ctx->ports[i]);
+	if (event != IBV_EVENT_PORT_ACTIVE)
+		return;
+	smcr_info("engine: %s:%u is active again", dev->name, port);
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
+		if (!lgr->terminated && smcr_lgr_active_links(lgr) < lgr->max_links)
+			smcr_lgr_add_link(lgr);
+}
+
+static void lgr_stats_add(struct smcr_stats *st, const struct smcr_lgr *lgr)
+{
+	st->links_added += lgr->stats.links_added;
+	st->links_deleted += lgr->stats.links_deleted;
+	st->link_failures += lgr->stats.link_failures;
+	st->failovers += lgr->stats.failovers;
+	st->llc_sent += lgr->stats.llc_sent;
+	st->llc_recv += lgr->stats.llc_recv;
+	st->rkeys_confirmed += lgr->stats.rkeys_confirmed;
+	st->test_links += lgr->stats.test_links;
+}
+
+static void reap(struct smcr_ctx *ctx)
+{
+	struct smcr_lgr **pp;
+
+	while (ctx->ngrave)
+		smcr_vlink_destroy(ctx->graveyard[--ctx->ngrave]);
+	/* Dead groups nobody uses any more. */
+	for (pp = &ctx->lgrs; *pp;) {
+		struct smcr_lgr *lgr = *pp;
+
+		if (lgr->terminated && lgr->nconns == 0) {
+			*pp = lgr->next;
+			lgr_stats_add(&ctx->stats, lgr);
+			smcr_lgr_destroy(lgr);
+			while (ctx->ngrave)
+				smcr_vlink_destroy(ctx->graveyard[--ctx->ngrave]);
+			continue;
+		}
+		pp = &lgr->next;
+	}
+}
+
+static void tick(struct smcr_ctx *ctx)
+{
+	struct smcr_lgr *lgr;
+	uint64_t now = smcr_now_ms();
+	bool short_of_links = false;
+
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
+		if (lgr->terminated)
+			continue;
+		smcr_lgr_tick(lgr);
+		if (smcr_lgr_active_links(lgr) < 2)
+			short_of_links = true;
+	}
+	/* A group without redundancy looks for ports every 2 s (a device
+	 * re-added, a cable back) and the server tries to add a link. */
+	if (short_of_links && now - ctx->last_rescan_ms >= 2000) {
+		ctx->last_rescan_ms = now;
+		ports_rescan(ctx);
+		for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
+			if (!lgr->terminated && lgr->role == SMCR_ROLE_SERVER &&
+			    smcr_lgr_active_links(lgr) > 0 &&
+			    smcr_lgr_active_links(lgr) < 2 &&
+			    lgr->flow.kind == SMCR_FLOW_NONE)
+				smcr_lgr_add_link(lgr);
+	}
+}
+
+static void *progress(void *arg)
+{
+	struct smcr_ctx *ctx = arg;
+	struct epoll_event evs[16];
+	int n, i;
+
+	for (;;) {
+		n = epoll_wait(ctx->epfd, evs, 16, -1);
+		if (n < 0 && errno != EINTR) {
+			smcr_err("engine: epoll_wait: %s", strerror(errno));
+			break;
+		}
+		pthread_mutex_lock(&ctx->lock);
+		if (ctx->stop) {
+			pthread_mutex_unlock(&ctx->lock);
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			uint64_t v = evs[i].data.u64, junk;
+			struct smcr_dev *dev = (struct smcr_dev *)(uintptr_t)(v & ~7ull);
+
+			switch (v & 7) {
+			case SRC_WAKE:
+				if (read(ctx->wakefd, &junk, sizeof(junk)) < 0)
+					junk = 0;
+				break;
+			case SRC_TIMER:
+				if (read(ctx->timerfd, &junk, sizeof(junk)) > 0)
+					tick(ctx);
+				break;
+			case SRC_CHAN:
+				smcr_vlink_cq_event(dev);
+				break;
+			case SRC_ASYNC:
+				smcr_vlink_async_event(&ctx->vlinks, dev);
+				break;
+			}
+		}
+		reap(ctx);
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	return NULL;
+}
+
+/* ---- context ----------------------------------------------------------- */
+
+static unsigned int env_uint(const char *name, unsigned int dflt)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long x;
+
+	if (!v || !*v)
+		return dflt;
+	x = strtoul(v, &end, 0);
+	return *end ? dflt : (unsigned int)x;
+}
+
+static int ports_from_spec(struct smcr_ctx *ctx, const char *spec)
+{
+	char buf[256], *tok, *save = NULL;
+	int ret;
+
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		struct smcr_port_ref ref;
+
+		ret = smcr_dev_resolve_name(&ctx->devs, tok, &ref);
+		if (ret) {
+			smcr_err("engine: RDMA port %s: %s", tok, strerror(-ret));
+			return ret;
+		}
+		ret = port_add(ctx, &ref);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
+{
+	struct itimerspec its = {
+		.it_interval = { .tv_nsec = SMCR_LGR_TICK_MS * 1000000L },
+		.it_value = { .tv_nsec = SMCR_LGR_TICK_MS * 1000000L },
+	};
+	pthread_condattr_t ca;
+	struct smcr_ctx *ctx;
+	const char *env;
+	int ret, i;
+
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	if (opts)
+		ctx->opts = *opts;
+	env = getenv("SMCR_DEVICES");
+	if (!ctx->opts.devices && env && *env)
+		ctx->opts.devices = env;
+	if (!ctx->opts.rmbe_size)
+		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 64 * 1024);
+	if (!ctx->opts.clc_timeout_ms)
+		ctx->opts.clc_timeout_ms = 2000;
+	if (!ctx->opts.link_wait_ms)
+		ctx->opts.link_wait_ms = 5000;
+	ctx->lgr_cfg = smcr_lgr_config_default;
+	if (ctx->opts.max_links)
+		ctx->lgr_cfg.max_links = (uint8_t)ctx->opts.max_links;
+	if (ctx->opts.llc_timeout_ms)
+		ctx->lgr_cfg.llc_timeout_ms = ctx->opts.llc_timeout_ms;
+	ctx->lgr_cfg.test_link_idle_ms = ctx->opts.test_link_ms ? ctx->opts.test_link_ms :
+		env_uint("SMCR_TEST_LINK_MS", ctx->lgr_cfg.test_link_idle_ms);
+	if (ctx->opts.test_link_timeout_ms)
+		ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms;
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ctx->lgr_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	smcr_devs_init(&ctx->devs);
+	smcr_vlink_set_init(&ctx->vlinks);
+	ctx->vlinks.port_event = port_event;
+	ctx->vlinks.port_event_arg = ctx;
+	ctx->wakefd = ctx->timerfd = -1;
+	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ctx->epfd < 0) {
+		ret = -errno;
+		goto out_free;
+	}
+	ctx->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ctx->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (ctx->wakefd < 0 || ctx->timerfd < 0 ||
+	    timerfd_settime(ctx->timerfd, 0, &its, NULL)) {
+		ret = -errno;
+		goto out_close_fds;
+	}
+	ret = ep_add(ctx, ctx->wakefd, SRC_WAKE, NULL);
+	if (!ret)
+		ret = ep_add(ctx, ctx->timerfd, SRC_TIMER, NULL);
+	if (ret)
+		goto out_close_fds;
+	if (!ctx->opts.no_smc) {
+		if (ctx->opts.devices) {
+			ret = ports_from_spec(ctx, ctx->opts.devices);
+			if (ret)
+				goto out_put_ports;
+		} else {
+			ports_rescan(ctx);
+		}
+	}
+	/* Peer ID (A.2.1): a random instance and the first RNIC's MAC. */
+	for (i = 0; i < 2; i++)
+		ctx->peer_id[i] = (uint8_t)(rand() ^ getpid() >> (8 * i));
+	if (ctx->nports)
+		memcpy(ctx->peer_id + 2, ctx->ports[0].mac, SMCR_MAC_LEN);
+	else
+		for (i = 2; i < 8; i++)
+			ctx->peer_id[i] = (uint8_t)rand();
+	ctx->last_rescan_ms = smcr_now_ms();
+	ret = pthread_create(&ctx->thread, NULL, progress, ctx);
+	if (ret) {
+		ret = -ret;
+		goto out_put_ports;
+	}
+	ctx->thread_running = true;
+	*ctxp = ctx;
+	return 0;
+
+out_put_ports:
+	for (i = 0; i < ctx->nports; i++)
+		smcr_dev_put(&ctx->devs, &ctx->ports[i]);
+	smcr_devs_fini(&ctx->devs);
+out_close_fds:
+	if (ctx->timerfd >= 0)
+		close(ctx->timerfd);
+	if (ctx->wakefd >= 0)
+		close(ctx->wakefd);
+	close(ctx->epfd);
+out_free:
+	pthread_cond_destroy(&ctx->lgr_cond);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+	return ret;
+}
+
+void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
+{
+	struct smcr_lgr *lgr;
+	struct smcr_sock *s;
+
+	*st = ctx->stats;
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
+		lgr_stats_add(st, lgr);
+		st->link_groups++;
+	}
+	for (s = ctx->socks; s; s = s->next) {
+		if (!s->smc || s->listener)
+			continue;
+		st->cdc_sent += s->conn.stats.cdc_sent;
+		st->cdc_recv += s->conn.stats.cdc_recv;
+		st->rdma_writes += s->conn.stats.writes;
+		st->bytes_sent += s->conn.stats.bytes_sent;
+		st->bytes_recv += s->conn.stats.bytes_recv;
+	}
+}
+
+void smcr_ctx_destroy(struct smcr_ctx *ctx)
+{
+	struct smcr_lgr *lgr;
+	int i;
+
+	if (!ctx)
+		return;
+	while (ctx->socks)
+		smcr_abort(ctx->socks);
+	pthread_mutex_lock(&ctx->lock);
+	ctx->stop = true;
+	wake_thread(ctx);
+	pthread_mutex_unlock(&ctx->lock);
+	if (ctx->thread_running)
+		pthread_join(ctx->thread, NULL);
+	while ((lgr = ctx->lgrs)) {
+		ctx->lgrs = lgr->next;
+		smcr_lgr_destroy(lgr);
+	}
+	while (ctx->ngrave)
+		smcr_vlink_destroy(ctx->graveyard[--ctx->ngrave]);
+	for (i = 0; i < ctx->nports; i++)
+		smcr_dev_put(&ctx->devs, &ctx->ports[i]);
+	smcr_devs_fini(&ctx->devs);
+	close(ctx->timerfd);
+	close(ctx->wakefd);
+	close(ctx->epfd);
+	pthread_cond_destroy(&ctx->lgr_cond);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+}

@@ -1,0 +1,73 @@
+/* smcrbd: the context behind the public API: devices, link groups over
+ * verbs links, the progress thread and its timers.  Internal. */
+#ifndef SMCR_ENGINE_H
+#define SMCR_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dev.h"
+#include "lgr.h"
+#include "link_verbs.h"
+#include "smcr.h"
+
+#define SMCR_MAX_PORTS 16
+
+struct smcr_sock {
+	struct smcr_ctx *ctx;
+	int fd;				/* the TCP socket */
+	int evfd;			/* eventfd for smcr_sock_fd() */
+	bool listener;
+	bool smc;			/* false: plain TCP (fallback) */
+	bool first_contact;
+	uint32_t fallback_reason;
+	bool fallback_by_peer;
+	struct smcr_lgr *lgr;
+	struct smcr_conn conn;
+	struct smcr_lgr_peer_rmb *peer_rmb;
+	pthread_cond_t cond;		/* state changed (ctx->lock) */
+	struct smcr_sock *next;
+};
+
+struct smcr_ctx {
+	pthread_mutex_t lock;
+	pthread_t thread;
+	bool thread_running, stop;
+	int epfd, wakefd, timerfd;
+	struct smcr_ctx_opts opts;
+	struct smcr_devs devs;
+	struct smcr_port_ref ports[SMCR_MAX_PORTS];
+	int nports;
+	struct smcr_vlink_set vlinks;
+	struct smcr_link *graveyard[64];	/* links to destroy after upcalls */
+	unsigned int ngrave;
+	struct smcr_lgr *lgrs;
+	struct smcr_sock *socks;
+	uint8_t peer_id[8];
+	struct smcr_lgr_config lgr_cfg;
+	struct smcr_stats stats;
+	uint64_t last_rescan_ms;
+	pthread_cond_t lgr_cond;	/* link or RKEY state changed */
+};
+
+extern const struct smcr_lgr_ops smcr_engine_lgr_ops;
+
+uint64_t smcr_now_ms(void);
+/* The port carrying a local address, or NULL. */
+struct smcr_port_ref *smcr_engine_port_for(struct smcr_ctx *ctx,
+					   const struct sockaddr *local);
+/* A link group to peer_id, or NULL. */
+struct smcr_lgr *smcr_engine_lgr_find(struct smcr_ctx *ctx, enum smcr_role role,
+				      const uint8_t peer_id[8]);
+/* Create a verbs link on a port for a group. */
+int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
+			struct smcr_port_ref *port, struct smcr_link **linkp,
+			struct smcr_link_info *local);
+/* Wait (ctx->lock held) on ctx->lgr_cond until pred(arg) or timeout. */
+int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
+		     unsigned int timeout_ms);
+/* Sum the counters of every group and connection into ctx->stats. */
+void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st);
+
+#endif

@@ -1,0 +1,133 @@
+/* libsmcr: Shared Memory Communications over RDMA (RFC 7609) in userspace.
+ *
+ * A context owns the RDMA devices, the link groups to peers and a progress
+ * thread.  Sockets look like TCP sockets: a connection starts as a TCP
+ * connection, the CLC handshake on it sets up (or reuses) a link group, and
+ * from then on data moves by RDMA writes into the peer's memory.  When
+ * SMC-R is not possible both ends carry on over the TCP connection, which
+ * the application does not notice except through smcr_sock_info().
+ *
+ * Conventions (like liburing): functions return 0 or a non-negative count
+ * on success and -errno on failure; errno is not used.
+ *
+ * Thread safety: all functions may be called from any thread.  A context
+ * serialises its state with one lock; calls on one socket from several
+ * threads at once are safe but their data interleaves arbitrarily (as with
+ * TCP).  Blocking calls sleep on a condition variable, never spin, and are
+ * woken by the progress thread.
+ */
+#ifndef SMCR_SMCR_H
+#define SMCR_SMCR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct smcr_ctx;
+struct smcr_sock;
+
+struct smcr_ctx_opts {
+	/* RDMA ports to use, "dev[:port],dev[:port]"; NULL: every active
+	 * port with a RoCE v2 GID that carries an IP address. */
+	const char *devices;
+	uint32_t rmbe_size;		/* receive buffer per connection; 0: 64 KiB */
+	unsigned int max_links;		/* links per group, 2..8; 0: 2 */
+	unsigned int clc_timeout_ms;	/* each CLC reply; 0: 2000 */
+	unsigned int llc_timeout_ms;	/* each LLC reply; 0: 2000 */
+	unsigned int test_link_ms;	/* TEST LINK after idle; 0: 1000 */
+	unsigned int test_link_timeout_ms;	/* 0: 2000 */
+	unsigned int link_wait_ms;	/* first link confirmation; 0: 5000 */
+	bool no_smc;			/* never propose/accept SMC-R (TCP only) */
+};
+
+/* Defaults come from the environment as well: SMCR_DEVICES, SMCR_RMBE_SIZE,
+ * SMCR_TEST_LINK_MS, SMCR_FAULT (see smcr_fault()). */
+int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp);
+/* Closes every socket and link group, stops the progress thread. */
+void smcr_ctx_destroy(struct smcr_ctx *ctx);
+
+/* Sockets.  addr is an IPv4 or IPv6 TCP address. */
+int smcr_listen(struct smcr_ctx *ctx, const struct sockaddr *addr,
+		socklen_t addrlen, int backlog, struct smcr_sock **sockp);
+/* Accept one connection and run the CLC handshake (blocking). */
+int smcr_accept(struct smcr_sock *listener, struct smcr_sock **sockp);
+/* Connect and run the CLC handshake (blocking). */
+int smcr_connect(struct smcr_ctx *ctx, const struct sockaddr *addr,
+		 socklen_t addrlen, struct smcr_sock **sockp);
+/* Wrap a TCP socket that is already connected (fd is taken over). */
+int smcr_connect_fd(struct smcr_ctx *ctx, int fd, struct smcr_sock **sockp);
+int smcr_accept_fd(struct smcr_ctx *ctx, int fd, struct smcr_sock **sockp);
+
+#define SMCR_DONTWAIT 0x1		/* -EAGAIN instead of blocking */
+
+ssize_t smcr_send(struct smcr_sock *s, const void *buf, size_t len, int flags);
+ssize_t smcr_recv(struct smcr_sock *s, void *buf, size_t len, int flags);
+/* Send and receive exactly len bytes (blocking); -EPIPE/-ECONNRESET... */
+int smcr_send_all(struct smcr_sock *s, const void *buf, size_t len);
+int smcr_recv_all(struct smcr_sock *s, void *buf, size_t len);
+
+/* Zero copy (SMC-R only; -EOPNOTSUPP on a fallback socket).  reserve:
+ * up to two pieces of the send buffer (which mirrors the peer's receive
+ * buffer); fill them, then commit n bytes.  peek: up to two pieces of
+ * received data in our receive buffer; consume n bytes when done. */
+ssize_t smcr_reserve(struct smcr_sock *s, struct iovec iov[2], int flags);
+int smcr_commit(struct smcr_sock *s, size_t n);
+ssize_t smcr_peek(struct smcr_sock *s, struct iovec iov[2], int flags);
+int smcr_consume(struct smcr_sock *s, size_t n);
+
+int smcr_shutdown(struct smcr_sock *s, int how);	/* SHUT_WR */
+/* Orderly close; the socket is freed.  abort: reset instead. */
+int smcr_close(struct smcr_sock *s);
+void smcr_abort(struct smcr_sock *s);
+
+/* A file descriptor that polls readable when the socket may have changed
+ * state; then smcr_sock_events() says what is ready (SMCR_EV_*).  For a
+ * fallback socket it is the TCP socket itself. */
+int smcr_sock_fd(struct smcr_sock *s);
+#define SMCR_EV_IN	0x1
+#define SMCR_EV_OUT	0x2
+#define SMCR_EV_HUP	0x4
+#define SMCR_EV_ERR	0x8
+unsigned int smcr_sock_events(struct smcr_sock *s);
+
+struct smcr_sock_info {
+	bool smc;			/* false: fell back to TCP */
+	bool first_contact;
+	uint32_t fallback_reason;	/* CLC decline code when !smc */
+	bool fallback_by_peer;
+	uint8_t link_id;		/* link the connection sends on */
+	uint32_t token, peer_token;
+	uint32_t rmbe_size, peer_rmbe_size;
+	uint64_t bytes_sent, bytes_recv;
+	uint64_t failovers;
+};
+int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info);
+
+/* Context-wide counters. */
+struct smcr_stats {
+	uint64_t connections, smc_connections, fallbacks;
+	uint64_t fallback_by_reason[16];	/* see smcr_stats_reason() */
+	uint64_t link_groups, links_added, links_deleted, link_failures;
+	uint64_t failovers, cdc_sent, cdc_recv, rdma_writes, bytes_sent, bytes_recv;
+	uint64_t llc_sent, llc_recv, rkeys_confirmed, test_links;
+};
+int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
+/* Printable status: link groups, links, connections (for tools). */
+int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json);
+
+/* Fault injection: "fail-link=N" forces link N (id) of every group into
+ * the error state.  Also read from SMCR_FAULT at smcr_ctx_create(). */
+int smcr_fault(struct smcr_ctx *ctx, const char *spec);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,526 @@
+/* smcrbd: the socket half of the public API: data calls, close, events,
+ * status.  Connection setup (CLC) is in sock_clc.c. */
+#include <config.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include "engine.h"
+#include "log.h"
+#include "sock.h"
+
+/* How long a closed connection may wait for the peer's close. */
+#define SMCR_LINGER_MS 10000
+
+static void sock_notify(struct smcr_conn *conn, void *arg)
+{
+	struct smcr_sock *s = arg;
+	uint64_t one = 1;
+
+	(void)conn;
+	pthread_cond_broadcast(&s->cond);
+	if (s->evfd >= 0 && write(s->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		smcr_dbg("sock: eventfd: %s", strerror(errno));
+}
+
+struct smcr_sock *smcr_sock_new(struct smcr_ctx *ctx, int fd)
+{
+	struct smcr_sock *s = calloc(1, sizeof(*s));
+	pthread_condattr_t ca;
+
+	if (!s)
+		return NULL;
+	s->ctx = ctx;
+	s->fd = fd;
+	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->evfd < 0) {
+		free(s);
+		return NULL;
+	}
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	return s;
+}
+
+/* ctx->lock held. */
+void smcr_sock_link(struct smcr_sock *s)
+{
+	s->conn.notify = sock_notify;
+	s->conn.notify_arg = s;
+	s->next = s->ctx->socks;
+	s->ctx->socks = s;
+}
+
+/* Give back everything; ctx->lock held, s unlinked from ctx->socks. */
+static void sock_free_locked(struct smcr_sock *s)
+{
+	struct smcr_ctx *ctx = s->ctx;
+
+	if (s->smc && s->lgr) {
+		struct smcr_lgr *lgr = s->lgr;
+
+		ctx->stats.cdc_sent += s->conn.stats.cdc_sent;
+		ctx->stats.cdc_recv += s->conn.stats.cdc_recv;
+		ctx->stats.rdma_writes += s->conn.stats.writes;
+		ctx->stats.bytes_sent += s->conn.stats.bytes_sent;
+		ctx->stats.bytes_recv += s->conn.stats.bytes_recv;
+		smcr_lgr_conn_remove(lgr, &s->conn);
+		if (s->conn.rmbe.rmb)
+			smcr_rmbe_free(&lgr->rmbs, &s->conn.rmbe);
+		if (s->conn.sndbuf.rmb)
+			smcr_rmbe_free(&lgr->sndbufs, &s->conn.sndbuf);
+		if (s->peer_rmb && s->peer_rmb->refs)
+			s->peer_rmb->refs--;
+	}
+	if (s->fd >= 0)
+		close(s->fd);
+	if (s->evfd >= 0)
+		close(s->evfd);
+	pthread_cond_destroy(&s->cond);
+	free(s);
+}
+
+void smcr_sock_destroy_locked(struct smcr_sock *s)
+{
+	struct smcr_sock **pp;
+
+	for (pp = &s->ctx->socks; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	}
+	sock_free_locked(s);
+}
+
+/* Wait on s->cond for up to ms (ctx->lock held). */
+static void sock_wait(struct smcr_sock *s, unsigned int ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += (long)ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(&s->cond, &s->ctx->lock, &ts);
+}
+
+static ssize_t tcp_io(struct smcr_sock *s, void *buf, size_t len, int flags,
+		      bool out)
+{
+	int f = MSG_NOSIGNAL | ((flags & SMCR_DONTWAIT) ? MSG_DONTWAIT : 0);
+	ssize_t n;
+
+	do {
+		n = out ? send(s->fd, buf, len, f) : recv(s->fd, buf, len, f);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+ssize_t smcr_send(struct smcr_sock *s, const void *buf, size_t len, int flags)
+{
+	ssize_t n;
+
+	if (!s->smc)
+		return tcp_io(s, (void *)buf, len, flags, true);
+	pthread_mutex_lock(&s->ctx->lock);
+	for (;;) {
+		n = smcr_conn_send(&s->conn, buf, len);
+		if (n != -EAGAIN || (flags & SMCR_DONTWAIT))
+			break;
+		sock_wait(s, 1000);
+	}
+	pthread_mutex_unlock(&s->ctx->lock);
+	return n;
+}
+
+ssize_t smcr_recv(struct smcr_sock *s, void *buf, size_t len, int flags)
+{
+	ssize_t n;
+
+	if (!s->smc)
+		return tcp_io(s, buf, len, flags, false);
+	pthread_mutex_lock(&s->ctx->lock);
+	for (;;) {
+		n = smcr_conn_recv(&s->conn, buf, len);
+		if (n != -EAGAIN || (flags & SMCR_DONTWAIT))
+			break;
+		sock_wait(s, 1000);
+	}
+	pthread_mutex_unlock(&s->ctx->lock);
+	return n;
+}
+
+int smcr_send_all(struct smcr_sock *s, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = smcr_send(s, p, len, 0);
+
+		if (n < 0)
+			return (int)n;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int smcr_recv_all(struct smcr_sock *s, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = smcr_recv(s, p, len, 0);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -ECONNRESET;	/* end of stream mid-message */
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+ssize_t smcr_reserve(struct smcr_sock *s, struct iovec iov[2], int flags)
+{
+	ssize_t n;
+
+	if (!s->smc)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&s->ctx->lock);
+	for (;;) {
+		n = smcr_conn_reserve(&s->conn, iov);
+		if (n != 0 || (flags & SMCR_DONTWAIT))
+			break;
+		sock_wait(s, 1000);
+	}
+	pthread_mutex_unlock(&s->ctx->lock);
+	return n == 0 ? -EAGAIN : n;
+}
+
+int smcr_commit(struct smcr_sock *s, size_t n)
+{
+	int ret;
+
+	if (!s->smc)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&s->ctx->lock);
+	ret = smcr_conn_commit(&s->conn, n);
+	pthread_mutex_unlock(&s->ctx->lock);
+	return ret;
+}
+
+ssize_t smcr_peek(struct smcr_sock *s, struct iovec iov[2], int flags)
+{
+	ssize_t n;
+
+	if (!s->smc)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&s->ctx->lock);
+	for (;;) {
+		n = smcr_conn_peek(&s->conn, iov);
+		if (n != -EAGAIN || (flags & SMCR_DONTWAIT))
+			break;
+		sock_wait(s, 1000);
+	}
+	pthread_mutex_unlock(&s->ctx->lock);
+	return n;
+}
+
+int smcr_consume(struct smcr_sock *s, size_t n)
+{
+	int ret;
+
+	if (!s->smc)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&s->ctx->lock);
+	ret = smcr_conn_consume(&s->conn, n);
+	pthread_mutex_unlock(&s->ctx->lock);
+	return ret;
+}
+
+int smcr_shutdown(struct smcr_sock *s, int how)
+{
+	int ret;
+
+	if (!s->smc)
+		return shutdown(s->fd, how) ? -errno : 0;
+	if (how != SHUT_WR && how != SHUT_RDWR)
+		return 0;
+	pthread_mutex_lock(&s->ctx->lock);
+	ret = smcr_conn_shutdown(&s->conn);
+	pthread_mutex_unlock(&s->ctx->lock);
+	return ret;
+}
+
+int smcr_close(struct smcr_sock *s)
+{
+	struct smcr_ctx *ctx = s->ctx;
+	uint64_t until = smcr_now_ms() + SMCR_LINGER_MS;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (s->smc && !s->listener) {
+		smcr_conn_close(&s->conn);
+		/* The RMBEs are reused only when both sides are done with
+		 * them (§4.4.2): wait for the peer's close, bounded. */
+		while (!smcr_conn_finished(&s->conn) && smcr_now_ms() < until &&
+		       !(s->lgr && s->lgr->terminated))
+			sock_wait(s, 200);
+		if (!smcr_conn_finished(&s->conn))
+			smcr_conn_abort(&s->conn, -ETIMEDOUT);
+	}
+	smcr_sock_destroy_locked(s);
+	pthread_mutex_unlock(&ctx->lock);
+	return 0;
+}
+
+void smcr_abort(struct smcr_sock *s)
+{
+	struct smcr_ctx *ctx = s->ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (s->smc && !s->listener)
+		smcr_conn_abort(&s->conn, -ECONNABORTED);
+	else if (s->fd >= 0 && !s->listener) {
+		struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	}
+	smcr_sock_destroy_locked(s);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+int smcr_sock_fd(struct smcr_sock *s)
+{
+	return s->smc ? s->evfd : s->fd;
+}
+
+unsigned int smcr_sock_events(struct smcr_sock *s)
+{
+	unsigned int ev = 0, c;
+	uint64_t junk;
+
+	if (!s->smc) {
+		struct pollfd p = { .fd = s->fd, .events = POLLIN | POLLOUT };
+
+		if (poll(&p, 1, 0) > 0) {
+			ev |= (p.revents & POLLIN) ? SMCR_EV_IN : 0;
+			ev |= (p.revents & POLLOUT) ? SMCR_EV_OUT : 0;
+			ev |= (p.revents & POLLHUP) ? SMCR_EV_HUP : 0;
+			ev |= (p.revents & POLLERR) ? SMCR_EV_ERR : 0;
+		}
+		return ev;
+	}
+	if (read(s->evfd, &junk, sizeof(junk)) < 0)
+		junk = 0;
+	pthread_mutex_lock(&s->ctx->lock);
+	c = smcr_conn_poll(&s->conn);
+	pthread_mutex_unlock(&s->ctx->lock);
+	ev |= (c & SMCR_POLLIN) ? SMCR_EV_IN : 0;
+	ev |= (c & SMCR_POLLOUT) ? SMCR_EV_OUT : 0;
+	ev |= (c & SMCR_POLLHUP) ? SMCR_EV_HUP : 0;
+	ev |= (c & SMCR_POLLERR) ? SMCR_EV_ERR : 0;
+	return ev;
+}
+
+int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	pthread_mutex_lock(&s->ctx->lock);
+	info->smc = s->smc;
+	info->first_contact = s->first_contact;
+	info->fallback_reason = s->fallback_reason;
+	info->fallback_by_peer = s->fallback_by_peer;
+	if (s->smc) {
+		info->link_id = s->conn.link ? s->conn.link->link_id : 0;
+		info->token = s->conn.token;
+		info->peer_token = s->conn.peer_token;
+		info->rmbe_size = s->conn.rmbe.data_len + SMCR_RMBE_EYE_LEN;
+		info->peer_rmbe_size = s->conn.tx_len + SMCR_RMBE_EYE_LEN;
+		info->bytes_sent = s->conn.stats.bytes_sent;
+		info->bytes_recv = s->conn.stats.bytes_recv;
+		info->failovers = s->conn.stats.failovers;
+	}
+	pthread_mutex_unlock(&s->ctx->lock);
+	return 0;
+}
+
+int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
+{
+	pthread_mutex_lock(&ctx->lock);
+	smcr_engine_collect(ctx, st);
+	pthread_mutex_unlock(&ctx->lock);
+	return 0;
+}
+
+int smcr_fault(struct smcr_ctx *ctx, const char *spec)
+{
+	struct smcr_lgr *lgr;
+	unsigned int id, n = 0, i;
+
+	if (sscanf(spec, "fail-link=%u", &id) != 1 || id < 1 || id > 255)
+		return -EINVAL;
+	pthread_mutex_lock(&ctx->lock);
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
+		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+			struct smcr_link *l = lgr->links[i].link;
+
+			if (l && l->link_id == id && l->state != SMCR_LINK_FAILED) {
+				smcr_info("fault injection: failing link %u", id);
+				l->ops->fail(l);
+				n++;
+			}
+		}
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return n ? (int)n : -ENOENT;
+}
+
+static const char *link_state_str(enum smcr_link_state st)
+{
+	switch (st) {
+	case SMCR_LINK_INACTIVE: return "inactive";
+	case SMCR_LINK_ACTIVE: return "active";
+	case SMCR_LINK_DELETING: return "deleting";
+	case SMCR_LINK_FAILED: return "failed";
+	}
+	return "?";
+}
+
+static void gid_str(const uint8_t *gid, char *out, size_t len)
+{
+	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+
+	if (memcmp(gid, v4, 12) == 0)
+		snprintf(out, len, "%u.%u.%u.%u", gid[12], gid[13], gid[14], gid[15]);
+	else
+		snprintf(out, len, "%02x%02x:%02x%02x:...:%02x%02x", gid[0], gid[1],
+			 gid[2], gid[3], gid[14], gid[15]);
+}
+
+/* Appends to buf; returns the new offset (clamped). */
+__attribute__((format(printf, 4, 5)))
+static size_t out(char *buf, size_t len, size_t off, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (off >= len)
+		return off;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + off, len - off, fmt, ap);
+	va_end(ap);
+	return n < 0 ? off : off + (size_t)n;
+}
+
+int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
+{
+	struct smcr_lgr *lgr;
+	struct smcr_sock *s;
+	size_t off = 0;
+	unsigned int i, g = 0;
+
+	pthread_mutex_lock(&ctx->lock);
+	off = out(buf, len, off, json ? "{\"link_groups\":[" : "");
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next, g++) {
+		unsigned int nl = 0;
+
+		off = json ? out(buf, len, off, "%s{\"role\":\"%s\",\"terminated\":%s,\"connections\":%u,\"links\":[",
+				 g ? "," : "", lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
+				 lgr->terminated ? "true" : "false", lgr->nconns) :
+			     out(buf, len, off, "link group %u: %s, %u connection(s)%s\n", g,
+				 lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
+				 lgr->nconns, lgr->terminated ? ", terminated" : "");
+		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+			struct smcr_lgr_link *ll = &lgr->links[i];
+			char lg[48], pg[48];
+
+			if (!ll->link)
+				continue;
+			gid_str(ll->local.gid, lg, sizeof(lg));
+			gid_str(ll->peer.gid, pg, sizeof(pg));
+			off = json ? out(buf, len, off,
+					 "%s{\"id\":%u,\"state\":\"%s\",\"device\":\"%s\",\"local_gid\":\"%s\",\"peer_gid\":\"%s\",\"qpn\":%u,\"peer_qpn\":%u,\"asym\":%s,\"connections\":%u,\"writes\":%llu,\"sends\":%llu,\"recvs\":%llu}",
+					 nl++ ? "," : "", ll->link->link_id,
+					 link_state_str(ll->link->state),
+					 ll->link->dev ? ll->link->dev->name : "-", lg, pg,
+					 ll->local.qpn, ll->peer.qpn, ll->asym ? "true" : "false",
+					 ll->link->nconns,
+					 (unsigned long long)ll->link->writes,
+					 (unsigned long long)ll->link->sends,
+					 (unsigned long long)ll->link->recvs) :
+				     out(buf, len, off,
+					 "  link %u %-8s %s %s -> %s qpn %u -> %u%s, %u conn(s), %llu writes, %llu sends, %llu recvs\n",
+					 ll->link->link_id, link_state_str(ll->link->state),
+					 ll->link->dev ? ll->link->dev->name : "-", lg, pg,
+					 ll->local.qpn, ll->peer.qpn, ll->asym ? " (asym)" : "",
+					 ll->link->nconns,
+					 (unsigned long long)ll->link->writes,
+					 (unsigned long long)ll->link->sends,
+					 (unsigned long long)ll->link->recvs);
+		}
+		off = out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu}}" :
+			  "  failovers %llu, links added %llu, deleted %llu, failed %llu, LLC sent %llu, received %llu\n",
+			  (unsigned long long)lgr->stats.failovers,
+			  (unsigned long long)lgr->stats.links_added,
+			  (unsigned long long)lgr->stats.links_deleted,
+			  (unsigned long long)lgr->stats.link_failures,
+			  (unsigned long long)lgr->stats.llc_sent,
+			  (unsigned long long)lgr->stats.llc_recv);
+	}
+	off = out(buf, len, off, json ? "],\"connections\":[" : "");
+	g = 0;
+	for (s = ctx->socks; s; s = s->next) {
+		if (s->listener)
+			continue;
+		if (!s->smc) {
+			off = json ? out(buf, len, off, "%s{\"smc\":false,\"fallback_reason\":%u}",
+					 g++ ? "," : "", s->fallback_reason) :
+				     out(buf, len, off, "connection: TCP fallback (reason 0x%08x%s)\n",
+					 s->fallback_reason, s->fallback_by_peer ? ", by peer" : "");
+			continue;
+		}
+		off = json ? out(buf, len, off,
+				 "%s{\"smc\":true,\"token\":%u,\"link\":%u,\"rmbe\":%u,\"peer_rmbe\":%u,\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],\"tx_prod\":[%u,%u],\"tx_peer_cons\":[%u,%u],\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"failovers\":%llu}",
+				 g++ ? "," : "", s->conn.token,
+				 s->conn.link ? s->conn.link->link_id : 0,
+				 s->conn.rmbe.data_len + SMCR_RMBE_EYE_LEN,
+				 s->conn.tx_len + SMCR_RMBE_EYE_LEN,
+				 s->conn.rx_prod.wrap, s->conn.rx_prod.count,
+				 s->conn.rx_cons.wrap, s->conn.rx_cons.count,
+				 s->conn.tx_prod.wrap, s->conn.tx_prod.count,
+				 s->conn.tx_peer_cons.wrap, s->conn.tx_peer_cons.count,
+				 (unsigned long long)s->conn.stats.bytes_sent,
+				 (unsigned long long)s->conn.stats.bytes_recv,
+				 (unsigned long long)s->conn.stats.failovers) :
+			     out(buf, len, off,
+				 "connection %08x: link %u, RMBE %u, peer RMBE %u, rx prod %u:%u cons %u:%u, tx prod %u:%u peer cons %u:%u, sent %llu, received %llu, failovers %llu\n",
+				 s->conn.token, s->conn.link ? s->conn.link->link_id : 0,
+				 s->conn.rmbe.data_len + SMCR_RMBE_EYE_LEN,
+				 s->conn.tx_len + SMCR_RMBE_EYE_LEN,
+				 s->conn.rx_prod.wrap, s->conn.rx_prod.count,
+				 s->conn.rx_cons.wrap, s->conn.rx_cons.count,
+				 s->conn.tx_prod.wrap, s->conn.tx_prod.count,
+				 s->conn.tx_peer_cons.wrap, s->conn.tx_peer_cons.count,
+				 (unsigned long long)s->conn.stats.bytes_sent,
+				 (unsigned long long)s->conn.stats.bytes_recv,
+				 (unsigned long long)s->conn.stats.failovers);
+	}
+	off = out(buf, len, off, json ? "]}\n" : "");
+	pthread_mutex_unlock(&ctx->lock);
+	return off >= len ? -ENOSPC : (int)off;
+}
