@@ -20,9 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "conf.h"
-#include "engine.h"
-#include "export.h"
+#include "smcrd-conf.h"
+#include "smcrd-engine.h"
+#include "smcrd-export.h"
 #include "log.h"
 #include "nbd-server.h"
 #include "transport.h"

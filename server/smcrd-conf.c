@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf.h"
+#include "smcrd-conf.h"
 
 #define DEFAULT_QUEUE_DEPTH	128
 #define DEFAULT_MAX_CLIENTS	128

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "export.h"
+#include "smcrd-export.h"
 #include "log.h"
 #include "nbd-proto.h"
 

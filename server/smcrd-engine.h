@@ -6,12 +6,12 @@
  * Requests are parsed from the transport as they arrive, executed
  * concurrently (up to the queue depth per connection), and answered in
  * completion order; replies of one loop iteration leave in one writev. */
-#ifndef SMCRD_ENGINE_H
-#define SMCRD_ENGINE_H
+#ifndef SMCRD_SMCRD_ENGINE_H
+#define SMCRD_SMCRD_ENGINE_H
 
 #include <stdint.h>
 
-#include "export.h"
+#include "smcrd-export.h"
 #include "nbd-server.h"
 #include "transport.h"
 

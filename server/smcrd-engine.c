@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "smcrd-engine.h"
 #include "log.h"
 #include "nbd-wire.h"
 

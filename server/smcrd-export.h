@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "conf.h"
+#include "smcrd-conf.h"
 
 struct export {
 	int refs;			/* atomic */

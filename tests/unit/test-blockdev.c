@@ -1,0 +1,1161 @@
+/* smcrbd: unit tests for blockdev (NBD codecs, request checks, replies,
+ * handshake, client) and smcrd's engine, config and exports. */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "smcrd-conf.h"
+#include "smcrd-engine.h"
+#include "smcrd-export.h"
+#include "nbd-client.h"
+#include "nbd-server.h"
+#include "nbd-wire.h"
+#include "transport.h"
+
+#define ASSERT_BYTES(buf, ...)						\
+	do {								\
+		static const uint8_t exp_[] = { __VA_ARGS__ };		\
+		CU_ASSERT_EQUAL(memcmp((buf), exp_, sizeof(exp_)), 0);	\
+	} while (0)
+
+/* --- codecs ----------------------------------------------------------------- */
+
+static void test_request_bytes(void)
+{
+	struct nbd_request r = {
+		.flags = NBD_CMD_FLAG_FUA, .type = NBD_CMD_WRITE,
+		.cookie = UINT64_C(0x0102030405060708),
+		.offset = UINT64_C(0x1122334455667788), .length = 0x1000,
+	}, back;
+	struct nbd_request_wire w;
+
+	nbd_request_encode(&r, &w);
+	CU_ASSERT_EQUAL(sizeof(w), 28);
+	ASSERT_BYTES(&w, 0x25, 0x60, 0x95, 0x13, 0x00, 0x01, 0x00, 0x01,
+		     0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+		     0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
+		     0x00, 0x00, 0x10, 0x00);
+	CU_ASSERT_EQUAL(nbd_request_decode(&w, &back), 0);
+	CU_ASSERT_EQUAL(back.flags, r.flags);
+	CU_ASSERT_EQUAL(back.type, r.type);
+	CU_ASSERT_EQUAL(back.cookie, r.cookie);
+	CU_ASSERT_EQUAL(back.offset, r.offset);
+	CU_ASSERT_EQUAL(back.length, r.length);
+	((uint8_t *)&w)[0] = 0x26;
+	CU_ASSERT_EQUAL(nbd_request_decode(&w, &back), -EPROTO);
+}
+
+static void test_handshake_bytes(void)
+{
+	struct nbd_greeting_wire g;
+	struct nbd_client_flags_wire cf;
+	struct nbd_opt o = { .option = NBD_OPT_GO, .len = 0x0a }, ob;
+	struct nbd_opt_wire ow;
+	struct nbd_opt_reply rep = { .option = NBD_OPT_LIST, .type = NBD_REP_ERR_UNKNOWN,
+				     .len = 3 }, repb;
+	struct nbd_opt_reply_wire rw;
+	struct nbd_export_name_reply_wire en;
+	uint16_t flags;
+	uint64_t size;
+
+	nbd_greeting_encode(NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES, &g);
+	ASSERT_BYTES(&g, 'N', 'B', 'D', 'M', 'A', 'G', 'I', 'C',
+		     'I', 'H', 'A', 'V', 'E', 'O', 'P', 'T', 0x00, 0x03);
+	CU_ASSERT_EQUAL(nbd_greeting_decode(&g, &flags), 0);
+	CU_ASSERT_EQUAL(flags, 3);
+
+	nbd_client_flags_encode(NBD_FLAG_C_FIXED_NEWSTYLE, &cf);
+	ASSERT_BYTES(&cf, 0, 0, 0, 1);
+
+	nbd_opt_encode(&o, &ow);
+	ASSERT_BYTES(&ow, 'I', 'H', 'A', 'V', 'E', 'O', 'P', 'T', 0, 0, 0, 7, 0, 0, 0, 0x0a);
+	CU_ASSERT_EQUAL(nbd_opt_decode(&ow, &ob), 0);
+	CU_ASSERT_EQUAL(ob.option, NBD_OPT_GO);
+	CU_ASSERT_EQUAL(ob.len, 10);
+
+	nbd_opt_reply_encode(&rep, &rw);
+	ASSERT_BYTES(&rw, 0x00, 0x03, 0xe8, 0x89, 0x04, 0x55, 0x65, 0xa9,
+		     0, 0, 0, 3, 0x80, 0, 0, 6, 0, 0, 0, 3);
+	CU_ASSERT_EQUAL(nbd_opt_reply_decode(&rw, &repb), 0);
+	CU_ASSERT_EQUAL(repb.type, NBD_REP_ERR_UNKNOWN);
+	((uint8_t *)&rw)[7] = 0;
+	CU_ASSERT_EQUAL(nbd_opt_reply_decode(&rw, &repb), -EPROTO);
+
+	nbd_export_name_reply_encode(0x100000, 0x0105, &en);
+	ASSERT_BYTES(&en, 0, 0, 0, 0, 0, 0x10, 0, 0, 0x01, 0x05);
+	nbd_export_name_reply_decode(&en, &size, &flags);
+	CU_ASSERT_EQUAL(size, 0x100000);
+	CU_ASSERT_EQUAL(flags, 0x0105);
+}
+
+static void test_info_bytes(void)
+{
+	struct nbd_info_export_wire ie;
+	struct nbd_info_block_size_wire ib;
+	struct nbd_export_info info;
+	uint16_t type;
+	uint8_t odd[5] = { 0, 0, 1, 2, 3 };
+	uint8_t unknown[4] = { 0x12, 0x34, 1, 2 };
+
+	memset(&info, 0, sizeof(info));
+	nbd_info_export_encode(UINT64_C(0x123456789a), 0x0d, &ie);
+	ASSERT_BYTES(&ie, 0, 0, 0, 0, 0, 0x12, 0x34, 0x56, 0x78, 0x9a, 0, 0x0d);
+	nbd_info_block_size_encode(1, 4096, 32 << 20, &ib);
+	ASSERT_BYTES(&ib, 0, 3, 0, 0, 0, 1, 0, 0, 0x10, 0, 0x02, 0, 0, 0);
+	CU_ASSERT_EQUAL(nbd_info_decode(&ie, sizeof(ie), &type, &info), 0);
+	CU_ASSERT_EQUAL(type, NBD_INFO_EXPORT);
+	CU_ASSERT_EQUAL(info.size, UINT64_C(0x123456789a));
+	CU_ASSERT_EQUAL(info.flags, 0x0d);
+	CU_ASSERT_EQUAL(nbd_info_decode(&ib, sizeof(ib), &type, &info), 0);
+	CU_ASSERT_EQUAL(info.min_block, 1);
+	CU_ASSERT_EQUAL(info.pref_block, 4096);
+	CU_ASSERT_EQUAL(info.max_payload, 32u << 20);
+	/* An INFO_EXPORT of the wrong length is a protocol error. */
+	CU_ASSERT_EQUAL(nbd_info_decode(odd, sizeof(odd), &type, &info), -EPROTO);
+	/* Unknown types are ignored. */
+	CU_ASSERT_EQUAL(nbd_info_decode(unknown, sizeof(unknown), &type, &info), 0);
+	CU_ASSERT_EQUAL(type, 0x1234);
+	CU_ASSERT_EQUAL(nbd_info_decode(unknown, 1, &type, &info), -EPROTO);
+}
+
+static void test_reply_bytes(void)
+{
+	struct nbd_simple_reply s = { .error = NBD_EPERM, .cookie = 0xabcd }, sb;
+	struct nbd_simple_reply_wire sw;
+	struct nbd_chunk c = { .flags = NBD_REPLY_FLAG_DONE, .type = NBD_REPLY_TYPE_OFFSET_DATA,
+			       .cookie = 7, .length = 8 + 512 }, cb;
+	struct nbd_chunk_wire cw;
+
+	nbd_simple_reply_encode(&s, &sw);
+	ASSERT_BYTES(&sw, 0x67, 0x44, 0x66, 0x98, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xab, 0xcd);
+	CU_ASSERT_EQUAL(nbd_reply_magic(&sw), NBD_SIMPLE_REPLY_MAGIC);
+	CU_ASSERT_EQUAL(nbd_simple_reply_decode(&sw, &sb), 0);
+	CU_ASSERT_EQUAL(sb.error, NBD_EPERM);
+	CU_ASSERT_EQUAL(sb.cookie, 0xabcd);
+
+	nbd_chunk_encode(&c, &cw);
+	ASSERT_BYTES(&cw, 0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7,
+		     0, 0, 0x02, 0x08);
+	CU_ASSERT_EQUAL(nbd_reply_magic(&cw), NBD_STRUCTURED_REPLY_MAGIC);
+	CU_ASSERT_EQUAL(nbd_chunk_decode(&cw, &cb), 0);
+	CU_ASSERT_EQUAL(cb.type, NBD_REPLY_TYPE_OFFSET_DATA);
+	CU_ASSERT_EQUAL(cb.length, 520);
+	CU_ASSERT_EQUAL(nbd_simple_reply_decode((struct nbd_simple_reply_wire *)&cw, &sb),
+			-EPROTO);
+}
+
+static void test_error_chunk(void)
+{
+	uint8_t buf[128];
+	char msg[16];
+	uint32_t err;
+	uint64_t off;
+	int n;
+
+	n = nbd_error_chunk_build(buf, sizeof(buf), 9, NBD_REPLY_FLAG_DONE, NBD_EIO, "bad",
+				  1, 0x2000);
+	CU_ASSERT_EQUAL(n, 20 + 6 + 3 + 8);
+	ASSERT_BYTES(buf, 0x66, 0x8e, 0x33, 0xef, 0, 1, 0x80, 2, 0, 0, 0, 0, 0, 0, 0, 9,
+		     0, 0, 0, 17, 0, 0, 0, 5, 0, 3, 'b', 'a', 'd',
+		     0, 0, 0, 0, 0, 0, 0x20, 0);
+	CU_ASSERT_EQUAL(nbd_error_chunk_parse(buf + 20, 17, NBD_REPLY_TYPE_ERROR_OFFSET, &err,
+					      msg, sizeof(msg), &off), 0);
+	CU_ASSERT_EQUAL(err, NBD_EIO);
+	CU_ASSERT_STRING_EQUAL(msg, "bad");
+	CU_ASSERT_EQUAL(off, 0x2000);
+	/* Message longer than the payload: inconsistent. */
+	buf[25] = 20;
+	CU_ASSERT_EQUAL(nbd_error_chunk_parse(buf + 20, 17, NBD_REPLY_TYPE_ERROR_OFFSET, &err,
+					      NULL, 0, &off), -EPROTO);
+	/* Plain error chunk, message truncated to the buffer. */
+	n = nbd_error_chunk_build(buf, 30, 1, NBD_REPLY_FLAG_DONE, NBD_EINVAL,
+				  "a long message", 0, 0);
+	CU_ASSERT_EQUAL(n, 30);
+	CU_ASSERT_EQUAL(nbd_error_chunk_build(buf, 10, 1, 0, NBD_EINVAL, NULL, 0, 0), -ENOSPC);
+}
+
+static void test_errno_map(void)
+{
+	CU_ASSERT_EQUAL(nbd_errno_to_wire(0), 0);
+	CU_ASSERT_EQUAL(nbd_errno_to_wire(EROFS), NBD_EPERM);
+	CU_ASSERT_EQUAL(nbd_errno_to_wire(EDQUOT), NBD_ENOSPC);
+	CU_ASSERT_EQUAL(nbd_errno_to_wire(EFBIG), NBD_ENOSPC);
+	CU_ASSERT_EQUAL(nbd_errno_to_wire(ENOTSUP), NBD_ENOTSUP);
+	CU_ASSERT_EQUAL(nbd_errno_to_wire(EBADF), NBD_EIO);
+	CU_ASSERT_STRING_EQUAL(nbd_cmd_name(NBD_CMD_WRITE_ZEROES), "WRITE_ZEROES");
+	CU_ASSERT_STRING_EQUAL(nbd_rep_name(NBD_REP_ERR_UNKNOWN), "ERR_UNKNOWN");
+}
+
+static CU_TestInfo codec_tests[] = {
+	{ "request bytes", test_request_bytes },
+	{ "handshake bytes", test_handshake_bytes },
+	{ "info bytes", test_info_bytes },
+	{ "reply bytes", test_reply_bytes },
+	{ "error chunk", test_error_chunk },
+	{ "errno map", test_errno_map },
+	CU_TEST_INFO_NULL,
+};
+
+/* --- request checks -------------------------------------------------------- */
+
+static struct nbd_tx_params tp_rw = {
+	.size = 1 << 20,
+	.tflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
+		  NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES | NBD_FLAG_SEND_DF,
+	.structured = true,
+	.min_block = 1,
+	.max_payload = NBD_MAX_PAYLOAD,
+};
+
+static uint32_t check(const struct nbd_tx_params *p, uint16_t type, uint16_t flags,
+		      uint64_t off, uint32_t len)
+{
+	struct nbd_request r = { .flags = flags, .type = type, .offset = off, .length = len };
+	const char *msg = NULL;
+	uint32_t e = nbd_request_check(p, &r, &msg);
+
+	if (e)
+		CU_ASSERT_PTR_NOT_NULL(msg);
+	return e;
+}
+
+static void test_check_bounds(void)
+{
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, 0, 0, 4096), 0);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, 0, (1 << 20) - 4096, 4096), 0);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, 0, (1 << 20) - 4095, 4096), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, 0, 1 << 20, 0), 0);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, 0, (1 << 20) + 1, 0), NBD_EINVAL);
+	/* offset + length overflows 64 bits */
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, 0, UINT64_MAX - 100, 4096), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_WRITE, 0, (1 << 20) - 1, 2), NBD_ENOSPC);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_WRITE_ZEROES, 0, 1 << 20, 1), NBD_ENOSPC);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_TRIM, 0, 1 << 20, 1), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_CACHE, 0, 1 << 20, 1), NBD_EINVAL);
+}
+
+static void test_check_limits(void)
+{
+	struct nbd_tx_params big = tp_rw, simple = tp_rw;
+
+	big.size = UINT64_C(1) << 40;
+	CU_ASSERT_EQUAL(check(&big, NBD_CMD_READ, 0, 0, NBD_MAX_PAYLOAD), 0);
+	CU_ASSERT_EQUAL(check(&big, NBD_CMD_READ, 0, 0, NBD_MAX_PAYLOAD + 1), NBD_EOVERFLOW);
+	simple.size = big.size;
+	simple.structured = false;
+	CU_ASSERT_EQUAL(check(&simple, NBD_CMD_READ, 0, 0, NBD_MAX_PAYLOAD + 1), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&big, NBD_CMD_WRITE, 0, 0, NBD_MAX_PAYLOAD + 1), NBD_EINVAL);
+	/* No payload: TRIM and WRITE_ZEROES may be longer. */
+	CU_ASSERT_EQUAL(check(&big, NBD_CMD_TRIM, 0, 0, UINT32_MAX), 0);
+	CU_ASSERT_EQUAL(check(&big, NBD_CMD_WRITE_ZEROES, 0, 0, UINT32_MAX), 0);
+}
+
+static void test_check_commands(void)
+{
+	struct nbd_tx_params ro = tp_rw, nodf = tp_rw, fz = tp_rw, aligned = tp_rw;
+
+	CU_ASSERT_EQUAL(check(&tp_rw, 42, 0, 0, 0), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_BLOCK_STATUS, 0, 0, 512), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, 1u << 9, 0, 512), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, NBD_CMD_FLAG_NO_HOLE, 0, 512), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, NBD_CMD_FLAG_DF, 0, 512), 0);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_READ, NBD_CMD_FLAG_FUA, 0, 512), 0);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE, 0, 512), 0);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_FAST_ZERO, 0, 512),
+			NBD_EINVAL);
+	fz.tflags |= NBD_FLAG_SEND_FAST_ZERO;
+	CU_ASSERT_EQUAL(check(&fz, NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_FAST_ZERO, 0, 512), 0);
+	nodf.tflags &= (uint16_t)~NBD_FLAG_SEND_DF;
+	CU_ASSERT_EQUAL(check(&nodf, NBD_CMD_READ, NBD_CMD_FLAG_DF, 0, 512), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_FLUSH, 0, 0, 0), 0);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_FLUSH, 0, 512, 0), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&tp_rw, NBD_CMD_DISC, 0, 0, 0), 0);
+
+	ro.tflags |= NBD_FLAG_READ_ONLY;
+	CU_ASSERT_EQUAL(check(&ro, NBD_CMD_WRITE, 0, 0, 512), NBD_EPERM);
+	CU_ASSERT_EQUAL(check(&ro, NBD_CMD_WRITE, NBD_CMD_FLAG_FUA, 0, 512), NBD_EPERM);
+	CU_ASSERT_EQUAL(check(&ro, NBD_CMD_TRIM, 0, 0, 512), NBD_EPERM);
+	CU_ASSERT_EQUAL(check(&ro, NBD_CMD_WRITE_ZEROES, 0, 0, 512), NBD_EPERM);
+	CU_ASSERT_EQUAL(check(&ro, NBD_CMD_READ, 0, 0, 512), 0);
+	CU_ASSERT_EQUAL(check(&ro, NBD_CMD_FLUSH, 0, 0, 0), 0);
+
+	aligned.min_block = 512;
+	CU_ASSERT_EQUAL(check(&aligned, NBD_CMD_READ, 0, 512, 1024), 0);
+	CU_ASSERT_EQUAL(check(&aligned, NBD_CMD_READ, 0, 511, 1024), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&aligned, NBD_CMD_WRITE, 0, 512, 1000), NBD_EINVAL);
+}
+
+static CU_TestInfo check_tests[] = {
+	{ "bounds", test_check_bounds },
+	{ "limits", test_check_limits },
+	{ "commands and flags", test_check_commands },
+	CU_TEST_INFO_NULL,
+};
+
+/* --- reply builder ------------------------------------------------------------ */
+
+static void test_reply_simple(void)
+{
+	struct nbd_tx_params p = tp_rw;
+	struct nbd_request r = { .type = NBD_CMD_READ, .cookie = 5, .offset = 512, .length = 1024 };
+	struct nbd_reply_buf rb;
+
+	p.structured = false;
+	nbd_reply_build(&p, &r, 0, 1024, NBD_NO_OFFSET, NULL, &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 16);
+	CU_ASSERT_EQUAL(rb.data_len, 1024);
+	CU_ASSERT_EQUAL(rb.tail_len, 0);
+	ASSERT_BYTES(rb.head, 0x67, 0x44, 0x66, 0x98, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5);
+	/* Errors carry no data in simple replies. */
+	nbd_reply_build(&p, &r, NBD_EIO, 512, 1024, "x", &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 16);
+	CU_ASSERT_EQUAL(rb.data_len, 0);
+	ASSERT_BYTES(rb.head, 0x67, 0x44, 0x66, 0x98, 0, 0, 0, 5);
+}
+
+static void test_reply_structured(void)
+{
+	struct nbd_request r = { .type = NBD_CMD_READ, .cookie = 5, .offset = 512, .length = 1024 };
+	struct nbd_request z = { .type = NBD_CMD_READ, .cookie = 6, .offset = 0, .length = 0 };
+	struct nbd_request w = { .type = NBD_CMD_WRITE, .cookie = 7, .offset = 0, .length = 8 };
+	struct nbd_reply_buf rb;
+	struct nbd_chunk c;
+	uint32_t err;
+	uint64_t off;
+
+	nbd_reply_build(&tp_rw, &r, 0, 1024, NBD_NO_OFFSET, NULL, &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 28);
+	CU_ASSERT_EQUAL(rb.data_len, 1024);
+	ASSERT_BYTES(rb.head, 0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5,
+		     0, 0, 0x04, 0x08, 0, 0, 0, 0, 0, 0, 0x02, 0x00);
+
+	/* Zero-length read: a lone NONE chunk. */
+	nbd_reply_build(&tp_rw, &z, 0, 0, NBD_NO_OFFSET, NULL, &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 20);
+	CU_ASSERT_EQUAL(rb.data_len, 0);
+	ASSERT_BYTES(rb.head, 0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 0);
+
+	/* Partial read: data chunk (not final), then an error at the end of it. */
+	nbd_reply_build(&tp_rw, &r, NBD_EIO, 512, NBD_NO_OFFSET, "disk", &rb);
+	CU_ASSERT_EQUAL(rb.data_len, 512);
+	CU_ASSERT_EQUAL(nbd_chunk_decode((struct nbd_chunk_wire *)rb.head, &c), 0);
+	CU_ASSERT_EQUAL(c.flags, 0);
+	CU_ASSERT_EQUAL(c.type, NBD_REPLY_TYPE_OFFSET_DATA);
+	CU_ASSERT_EQUAL(c.length, 8 + 512);
+	CU_ASSERT_EQUAL(nbd_chunk_decode((struct nbd_chunk_wire *)rb.tail, &c), 0);
+	CU_ASSERT_EQUAL(c.flags, NBD_REPLY_FLAG_DONE);
+	CU_ASSERT_EQUAL(c.type, NBD_REPLY_TYPE_ERROR_OFFSET);
+	CU_ASSERT_EQUAL(nbd_error_chunk_parse(rb.tail + 20, c.length, c.type, &err, NULL, 0,
+					      &off), 0);
+	CU_ASSERT_EQUAL(err, NBD_EIO);
+	CU_ASSERT_EQUAL(off, 1024);
+
+	/* Validation error on a read: a plain error chunk with the message. */
+	nbd_reply_build(&tp_rw, &r, NBD_EINVAL, 0, NBD_NO_OFFSET, "beyond the end", &rb);
+	CU_ASSERT_EQUAL(rb.data_len, 0);
+	CU_ASSERT_EQUAL(rb.tail_len, 0);
+	CU_ASSERT_EQUAL(nbd_chunk_decode((struct nbd_chunk_wire *)rb.head, &c), 0);
+	CU_ASSERT_EQUAL(c.type, NBD_REPLY_TYPE_ERROR);
+	CU_ASSERT_EQUAL(c.flags, NBD_REPLY_FLAG_DONE);
+	CU_ASSERT_EQUAL(c.length, 6 + strlen("beyond the end"));
+
+	/* Other commands: simple reply on success, error chunk with offset. */
+	nbd_reply_build(&tp_rw, &w, 0, 0, NBD_NO_OFFSET, NULL, &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 16);
+	nbd_reply_build(&tp_rw, &w, NBD_ENOSPC, 0, 4, "full", &rb);
+	CU_ASSERT_EQUAL(nbd_chunk_decode((struct nbd_chunk_wire *)rb.head, &c), 0);
+	CU_ASSERT_EQUAL(c.type, NBD_REPLY_TYPE_ERROR_OFFSET);
+}
+
+static CU_TestInfo reply_tests[] = {
+	{ "simple", test_reply_simple },
+	{ "structured", test_reply_structured },
+	CU_TEST_INFO_NULL,
+};
+
+/* --- handshake over a socketpair ------------------------------------------- */
+
+struct fake_srv {
+	struct bd_transport *t;
+	bool shutdown;
+	int result;
+	struct nbd_server_session sess;
+	int lookups, releases;
+};
+
+static const struct nbd_server_export fake_exports[] = {
+	{ .name = "disk", .description = "the disk", .size = 1 << 20,
+	  .tflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH, .min_block = 1,
+	  .pref_block = 4096, .max_payload = NBD_MAX_PAYLOAD },
+	{ .name = "secret", .size = 4096, .tflags = NBD_FLAG_HAS_FLAGS,
+	  .min_block = 512, .pref_block = 4096, .max_payload = NBD_MAX_PAYLOAD },
+};
+
+static int fake_lookup(void *ctx, const char *name, struct nbd_server_export *out,
+		       void **handle)
+{
+	struct fake_srv *s = ctx;
+
+	if (!*name)
+		name = "disk";
+	if (!strcmp(name, "secret"))
+		return -EACCES;
+	if (strcmp(name, "disk"))
+		return -ENOENT;
+	*out = fake_exports[0];
+	*handle = s;
+	s->lookups++;
+	return 0;
+}
+
+static void fake_release(void *ctx, void *handle)
+{
+	struct fake_srv *s = ctx;
+
+	CU_ASSERT_PTR_EQUAL(handle, s);
+	s->releases++;
+}
+
+static int fake_list(void *ctx, int (*cb)(void *, const char *, const char *), void *arg)
+{
+	return cb(arg, fake_exports[0].name, fake_exports[0].description);
+}
+
+static bool fake_shutting_down(void *ctx)
+{
+	return ((struct fake_srv *)ctx)->shutdown;
+}
+
+static const struct nbd_server_ops fake_ops = {
+	.lookup = fake_lookup,
+	.release = fake_release,
+	.list = fake_list,
+	.shutting_down = fake_shutting_down,
+};
+
+static void *fake_server_main(void *arg)
+{
+	struct fake_srv *s = arg;
+	struct nbd_handshake_limits lim = { .timeout_ms = 5000, .cancel_fd = -1,
+					    .max_options = 32 };
+
+	s->result = nbd_server_handshake(s->t, &fake_ops, s, &lim, &s->sess);
+	if (s->result < 0) {
+		/* As smcrd does: a failed handshake ends the connection. */
+		bd_close(s->t);
+		s->t = NULL;
+	}
+	return NULL;
+}
+
+static void pair(struct bd_transport **a, struct bd_transport **b)
+{
+	int sv[2];
+
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	CU_ASSERT_FATAL(bd_tcp_transport_new(sv[0], a) == 0);
+	CU_ASSERT_FATAL(bd_tcp_transport_new(sv[1], b) == 0);
+}
+
+struct listed {
+	int n;
+	char names[4][32];
+};
+
+static int list_cb(void *arg, const char *name, const char *desc)
+{
+	struct listed *l = arg;
+
+	if (l->n < 4)
+		snprintf(l->names[l->n++], sizeof(l->names[0]), "%s:%s", name, desc);
+	return 0;
+}
+
+static void test_handshake_go(void)
+{
+	struct fake_srv s = { 0 };
+	struct bd_transport *ct;
+	struct nbd_client *c;
+	struct nbd_export_info info;
+	struct listed l = { 0 };
+	const char *msg;
+	uint32_t rep;
+	pthread_t th;
+
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_handshake_flags(c),
+			NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
+
+	CU_ASSERT_EQUAL(nbd_client_list(c, list_cb, &l), 0);
+	CU_ASSERT_EQUAL(l.n, 1);
+	CU_ASSERT_STRING_EQUAL(l.names[0], "disk:the disk");
+
+	CU_ASSERT_EQUAL(nbd_client_info(c, "nope", &info), -ENOENT);
+	CU_ASSERT_EQUAL(nbd_client_last_reply(c, &msg), NBD_REP_ERR_UNKNOWN);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "nope"));
+	CU_ASSERT_EQUAL(nbd_client_info(c, "secret", &info), -EACCES);
+	CU_ASSERT_EQUAL(nbd_client_last_reply(c, NULL), NBD_REP_ERR_POLICY);
+
+	CU_ASSERT_EQUAL(nbd_client_option(c, 99, "xyz", 3, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_UNSUP);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_LIST, "x", 1, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_INVALID);
+	/* INFO with an information list not matching the option length */
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_INFO, "\0\0\0\0\0\1", 6, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_INVALID);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_STARTTLS, NULL, 0, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_UNSUP);
+
+	CU_ASSERT_EQUAL(nbd_client_info(c, "", &info), 0);
+	CU_ASSERT_EQUAL(info.size, 1 << 20);
+	CU_ASSERT_EQUAL(info.pref_block, 4096);
+	CU_ASSERT_EQUAL(info.flags & NBD_FLAG_SEND_DF, 0);
+
+	CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
+	CU_ASSERT_EQUAL(nbd_client_structured(c), -EINVAL);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "disk", &info), 0);
+	CU_ASSERT_EQUAL(info.flags, NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_DF);
+	CU_ASSERT_EQUAL(info.max_payload, NBD_MAX_PAYLOAD);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, 0);
+	CU_ASSERT(s.sess.structured);
+	CU_ASSERT(s.sess.block_size_ack);
+	CU_ASSERT_EQUAL(s.sess.exp.size, 1 << 20);
+	/* INFO "" released its handle; GO keeps its own. */
+	CU_ASSERT_EQUAL(s.lookups, 2);
+	CU_ASSERT_EQUAL(s.releases, 1);
+	nbd_client_close(c);
+	bd_close(s.t);
+}
+
+static void test_handshake_export_name(void)
+{
+	struct fake_srv s = { 0 };
+	struct bd_transport *ct;
+	struct nbd_client *c;
+	struct nbd_export_info info;
+	pthread_t th;
+
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_export_name(c, "disk", &info), 0);
+	CU_ASSERT_EQUAL(info.size, 1 << 20);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, 0);
+	CU_ASSERT(!s.sess.structured);
+	nbd_client_close(c);
+	bd_close(s.t);
+
+	/* An unknown name can only be answered by hanging up. */
+	memset(&s, 0, sizeof(s));
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	/* The server hangs up: the reply is never complete. */
+	CU_ASSERT_EQUAL(nbd_client_export_name(c, "nope", &info), -ECONNRESET);
+	pthread_join(th, NULL);
+	bd_close(s.t);
+	CU_ASSERT_EQUAL(s.result, -ENOENT);
+	nbd_client_close(c);
+}
+
+static void test_handshake_abort_and_garbage(void)
+{
+	struct fake_srv s = { 0 };
+	struct bd_transport *ct;
+	struct nbd_client *c;
+	uint8_t buf[18];
+	uint32_t bad_flags = htonl(0x80);
+	pthread_t th;
+
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_abort(c), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, -ECONNABORTED);
+	nbd_client_close(c);
+	bd_close(s.t);
+
+	/* Unknown client flags: the server hangs up. */
+	memset(&s, 0, sizeof(s));
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_EQUAL(bd_read_full(ct, buf, sizeof(buf), 5000, -1), 0);
+	CU_ASSERT_EQUAL(bd_write_full(ct, &bad_flags, 4, 5000, -1), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, -EPROTO);
+	bd_close(ct);
+	bd_close(s.t);
+
+	/* Garbage instead of an option. */
+	memset(&s, 0, sizeof(s));
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	CU_ASSERT_EQUAL(bd_write_full(ct, "GET / HTTP/1.0\r\n\r\n", 18, 5000, -1), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, -EPROTO);
+	nbd_client_close(c);
+	bd_close(s.t);
+
+	/* Shutting down: options are refused with ERR_SHUTDOWN. */
+	memset(&s, 0, sizeof(s));
+	s.shutdown = true;
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "disk", NULL), -ESHUTDOWN);
+	CU_ASSERT_EQUAL(nbd_client_abort(c), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, -ECONNABORTED);
+	nbd_client_close(c);
+	bd_close(s.t);
+}
+
+static CU_TestInfo handshake_tests[] = {
+	{ "list, info, go", test_handshake_go },
+	{ "export name", test_handshake_export_name },
+	{ "abort and garbage", test_handshake_abort_and_garbage },
+	CU_TEST_INFO_NULL,
+};
+
+/* --- engine: smcrd's io_uring loop against our client ------------------------ */
+
+struct engine_env {
+	char dir[64];
+	char path[96];
+	struct export *exp;
+	struct engine *e;
+	int closed;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+};
+
+static void env_closed(void *arg)
+{
+	struct engine_env *env = arg;
+
+	pthread_mutex_lock(&env->lock);
+	env->closed++;
+	pthread_cond_broadcast(&env->cond);
+	pthread_mutex_unlock(&env->lock);
+}
+
+static int env_setup(struct engine_env *env, uint64_t size, bool ro, uint32_t bs)
+{
+	struct engine_params ep = {
+		.threads = 2, .queue_depth = 16, .max_memory = 256u << 20,
+		.drain_timeout_ms = 5000, .closed = env_closed, .closed_arg = env,
+	};
+	struct export_spec spec = { .name = (char *)"t", .direct = -1, .block_size = bs,
+				    .read_only = ro };
+	int fd;
+
+	memset(env, 0, sizeof(*env));
+	pthread_mutex_init(&env->lock, NULL);
+	pthread_cond_init(&env->cond, NULL);
+	snprintf(env->dir, sizeof(env->dir), "%s/smcrbd-unit.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(env->dir))
+		return -errno;
+	snprintf(env->path, sizeof(env->path), "%s/disk", env->dir);
+	fd = open(env->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
+		return -errno;
+	close(fd);
+	spec.path = env->path;
+	if (export_open(&spec, false, &env->exp) < 0)
+		return -1;
+	return engine_start(&ep, &env->e);
+}
+
+static void env_teardown(struct engine_env *env)
+{
+	engine_drain(env->e);
+	engine_stop(env->e);
+	export_put(env->exp);
+	unlink(env->path);
+	rmdir(env->dir);
+	pthread_cond_destroy(&env->cond);
+	pthread_mutex_destroy(&env->lock);
+}
+
+static void env_wait_closed(struct engine_env *env, int n)
+{
+	pthread_mutex_lock(&env->lock);
+	while (env->closed < n)
+		pthread_cond_wait(&env->cond, &env->lock);
+	pthread_mutex_unlock(&env->lock);
+}
+
+/* Builds a client whose transport is connected to the engine, by running
+ * a real handshake against a one-export server thread that then hands the
+ * connection to the engine. */
+struct hand {
+	struct engine_env *env;
+	struct bd_transport *t;
+	int result;
+};
+
+static int env_lookup(void *ctx, const char *name, struct nbd_server_export *out,
+		      void **handle)
+{
+	struct hand *h = ctx;
+	struct export *e = h->env->exp;
+
+	if (*name && strcmp(name, e->spec.name))
+		return -ENOENT;
+	out->name = e->spec.name;
+	out->description = NULL;
+	out->size = e->size;
+	out->tflags = e->tflags;
+	out->min_block = e->min_block;
+	out->pref_block = e->pref_block;
+	out->max_payload = NBD_MAX_PAYLOAD;
+	*handle = export_get(e);
+	return 0;
+}
+
+static void env_release(void *ctx, void *handle)
+{
+	export_put(handle);
+}
+
+static int env_list(void *ctx, int (*cb)(void *, const char *, const char *), void *arg)
+{
+	return cb(arg, ((struct hand *)ctx)->env->exp->spec.name, NULL);
+}
+
+static bool env_shutting_down(void *ctx)
+{
+	return false;
+}
+
+static const struct nbd_server_ops env_ops = {
+	.lookup = env_lookup, .release = env_release, .list = env_list,
+	.shutting_down = env_shutting_down,
+};
+
+static void *hand_main(void *arg)
+{
+	struct hand *h = arg;
+	struct nbd_handshake_limits lim = { .timeout_ms = 5000, .cancel_fd = -1,
+					    .max_options = 32 };
+	struct nbd_server_session sess;
+
+	h->result = nbd_server_handshake(h->t, &env_ops, h, &lim, &sess);
+	if (h->result == 0)
+		h->result = engine_add(h->env->e, h->t, sess.handle, &sess);
+	else
+		bd_close(h->t);
+	return NULL;
+}
+
+static struct nbd_client *connect_engine(struct engine_env *env, bool structured)
+{
+	struct hand h = { .env = env };
+	struct bd_transport *ct;
+	struct nbd_client *c = NULL;
+	pthread_t th;
+
+	pair(&ct, &h.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, hand_main, &h) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 10000, &c) == 0);
+	if (structured)
+		CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "t", NULL), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(h.result, 0);
+	return c;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)((i * 131 + seed * 7 + (i >> 9)) & 0xff);
+}
+
+static void test_engine_rw(void)
+{
+	struct engine_env env;
+	struct nbd_client *c;
+	uint8_t *wbuf = malloc(1 << 20), *rbuf = malloc(1 << 20);
+	int mode;
+
+	CU_ASSERT_FATAL(wbuf && rbuf);
+	CU_ASSERT_FATAL(env_setup(&env, 8 << 20, false, 0) == 0);
+	for (mode = 0; mode < 2; mode++) {
+		bool structured = mode == 1;
+
+		c = connect_engine(&env, structured);
+		CU_ASSERT_FATAL(c != NULL);
+		fill(wbuf, 1 << 20, (unsigned)mode);
+		CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, 1 << 20, 1 << 20, 0), 0);
+		CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, 4096, 0, NBD_CMD_FLAG_FUA), 0);
+		CU_ASSERT_EQUAL(nbd_client_flush(c, 0), 0);
+		memset(rbuf, 0, 1 << 20);
+		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 1 << 20, 1 << 20, 0), 0);
+		CU_ASSERT_EQUAL(memcmp(rbuf, wbuf, 1 << 20), 0);
+		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 4096, 0, 0), 0);
+		CU_ASSERT_EQUAL(memcmp(rbuf, wbuf, 4096), 0);
+		/* Odd sizes and offsets (min block 1). */
+		CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf + 3, 777, 12345, 0), 0);
+		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 777, 12345, 0), 0);
+		CU_ASSERT_EQUAL(memcmp(rbuf, wbuf + 3, 777), 0);
+		/* Zero-length read and write. */
+		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 0, 0, 0), 0);
+		CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, 0, 0, 0), 0);
+		/* Write zeroes (punch, then provisioned) and trim. */
+		CU_ASSERT_EQUAL(nbd_client_zero(c, 65536, 1 << 20, 0), 0);
+		CU_ASSERT_EQUAL(nbd_client_zero(c, 4096, (1 << 20) + 65536,
+						NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_FUA), 0);
+		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 65536 + 8192, 1 << 20, 0), 0);
+		{
+			static const uint8_t zero[65536 + 4096];
+
+			CU_ASSERT_EQUAL(memcmp(rbuf, zero, sizeof(zero)), 0);
+		}
+		CU_ASSERT_EQUAL(memcmp(rbuf + 65536 + 4096, wbuf + 65536 + 4096, 4096), 0);
+		CU_ASSERT_EQUAL(nbd_client_trim(c, 8192, 2 << 20, 0), 0);
+		CU_ASSERT_EQUAL(nbd_client_cache(c, 8192, 0, 0), 0);
+		CU_ASSERT_EQUAL(nbd_client_disconnect(c), 0);
+		env_wait_closed(&env, mode + 1);
+		nbd_client_close(c);
+	}
+	env_teardown(&env);
+	free(wbuf);
+	free(rbuf);
+}
+
+static void test_engine_errors(void)
+{
+	struct engine_env env;
+	struct nbd_client *c;
+	uint8_t buf[8192];
+	uint64_t cookie, off;
+	int r, res;
+
+	memset(buf, 0, sizeof(buf));
+	CU_ASSERT_FATAL(env_setup(&env, 1 << 20, false, 512) == 0);
+	c = connect_engine(&env, true);
+	CU_ASSERT_FATAL(c != NULL);
+	/* Past the end: EINVAL, and the connection still works. */
+	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 4096, (1 << 20) - 512, 0), -EINVAL);
+	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, 4096, (1 << 20) - 512, 0), -ENOSPC);
+	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 512, 0, 0), 0);
+	/* Misaligned for the 512-byte minimum block. */
+	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 100, 0, 0), -EINVAL);
+	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, 512, 100, 0), -EINVAL);
+	/* Unknown command, bad flags. */
+	r = nbd_client_submit(c, 77, 0, 0, 0, NULL, &cookie);
+	CU_ASSERT_EQUAL(r, 0);
+	CU_ASSERT_EQUAL(nbd_client_wait_cookie(c, cookie, &res, &off), 0);
+	CU_ASSERT_EQUAL(res, -EINVAL);
+	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 512, 0, NBD_CMD_FLAG_NO_HOLE), -EINVAL);
+	CU_ASSERT_EQUAL(nbd_client_flush(c, 0), 0);
+	/* Still fine after all that. */
+	memset(buf, 0xa5, sizeof(buf));
+	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, sizeof(buf), 4096, 0), 0);
+	memset(buf, 0, sizeof(buf));
+	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, sizeof(buf), 4096, 0), 0);
+	CU_ASSERT_EQUAL(buf[0], 0xa5);
+	CU_ASSERT_EQUAL(buf[sizeof(buf) - 1], 0xa5);
+	nbd_client_disconnect(c);
+	env_wait_closed(&env, 1);
+	nbd_client_close(c);
+
+	/* Garbage in the transmission phase: only that client is dropped. */
+	c = connect_engine(&env, false);
+	CU_ASSERT_FATAL(c != NULL);
+	{
+		struct nbd_client *good = connect_engine(&env, false);
+		struct bd_transport *t = nbd_client_transport(c);
+		char junk[64];
+
+		memset(junk, 'Z', sizeof(junk));
+		CU_ASSERT_EQUAL(bd_write_full(t, junk, sizeof(junk), 5000, -1), 0);
+		env_wait_closed(&env, 2);
+		CU_ASSERT_EQUAL(bd_read_full(t, junk, 1, 5000, -1), -ECONNRESET);
+		CU_ASSERT_EQUAL(nbd_client_pread(good, buf, 512, 0, 0), 0);
+		nbd_client_disconnect(good);
+		env_wait_closed(&env, 3);
+		nbd_client_close(good);
+	}
+	nbd_client_close(c);
+	env_teardown(&env);
+}
+
+static void test_engine_readonly(void)
+{
+	struct engine_env env;
+	struct nbd_client *c;
+	uint8_t buf[4096] = { 0 };
+
+	CU_ASSERT_FATAL(env_setup(&env, 1 << 20, true, 0) == 0);
+	c = connect_engine(&env, false);
+	CU_ASSERT_FATAL(c != NULL);
+	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, sizeof(buf), 0, 0), -EPERM);
+	CU_ASSERT_EQUAL(nbd_client_trim(c, 4096, 0, 0), -EPERM);
+	CU_ASSERT_EQUAL(nbd_client_zero(c, 4096, 0, 0), -EPERM);
+	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, sizeof(buf), 0, 0), 0);
+	nbd_client_disconnect(c);
+	env_wait_closed(&env, 1);
+	nbd_client_close(c);
+	env_teardown(&env);
+}
+
+/* Many requests in flight; replies may come in any order. */
+static void test_engine_pipeline(void)
+{
+	enum { N = 64, LEN = 65536 };
+	struct engine_env env;
+	struct nbd_client *c;
+	uint8_t *wbuf = malloc((size_t)N * LEN), *rbuf = calloc(N, LEN);
+	uint64_t cookies[N];
+	int i, done, res;
+
+	CU_ASSERT_FATAL(wbuf && rbuf);
+	CU_ASSERT_FATAL(env_setup(&env, (uint64_t)N * LEN, false, 0) == 0);
+	c = connect_engine(&env, true);
+	CU_ASSERT_FATAL(c != NULL);
+	fill(wbuf, (size_t)N * LEN, 9);
+	for (i = 0; i < N; i++)
+		CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_WRITE, 0, (uint64_t)i * LEN, LEN,
+						  wbuf + (size_t)i * LEN, &cookies[i]), 0);
+	CU_ASSERT_EQUAL(nbd_client_inflight(c), N);
+	for (done = 0; done < N; done++) {
+		uint64_t ck;
+
+		CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+		CU_ASSERT_EQUAL(res, 0);
+	}
+	for (i = 0; i < N; i++)
+		CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_READ, 0, (uint64_t)i * LEN, LEN,
+						  rbuf + (size_t)i * LEN, &cookies[i]), 0);
+	/* Collect in reverse order of submission. */
+	for (i = N - 1; i >= 0; i--) {
+		CU_ASSERT_EQUAL(nbd_client_wait_cookie(c, cookies[i], &res, NULL), 0);
+		CU_ASSERT_EQUAL(res, 0);
+	}
+	CU_ASSERT_EQUAL(memcmp(wbuf, rbuf, (size_t)N * LEN), 0);
+	nbd_client_disconnect(c);
+	env_wait_closed(&env, 1);
+	nbd_client_close(c);
+	env_teardown(&env);
+	free(wbuf);
+	free(rbuf);
+}
+
+/* Requests sent together with NBD_CMD_DISC are all answered first. */
+static void test_engine_disc_drains(void)
+{
+	enum { N = 16 };
+	struct engine_env env;
+	struct nbd_client *c;
+	uint8_t *buf = malloc(N * 4096);
+	uint64_t ck;
+	int i, res;
+
+	CU_ASSERT_FATAL(buf != NULL);
+	CU_ASSERT_FATAL(env_setup(&env, 1 << 20, false, 0) == 0);
+	c = connect_engine(&env, false);
+	CU_ASSERT_FATAL(c != NULL);
+	memset(buf, 0x3c, N * 4096);
+	for (i = 0; i < N; i++)
+		CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_WRITE, 0, (uint64_t)i * 4096, 4096,
+						  buf + i * 4096, NULL), 0);
+	CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_DISC, 0, 0, 0, NULL, NULL), 0);
+	for (i = 0; i < N; i++) {
+		CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+		CU_ASSERT_EQUAL(res, 0);
+	}
+	env_wait_closed(&env, 1);
+	nbd_client_close(c);
+	env_teardown(&env);
+	free(buf);
+}
+
+static CU_TestInfo engine_tests[] = {
+	{ "read write flush zero trim", test_engine_rw },
+	{ "errors keep the connection", test_engine_errors },
+	{ "read-only export", test_engine_readonly },
+	{ "pipeline out of order", test_engine_pipeline },
+	{ "disc answers in-flight", test_engine_disc_drains },
+	CU_TEST_INFO_NULL,
+};
+
+/* --- config ------------------------------------------------------------------ */
+
+static void test_export_arg(void)
+{
+	struct export_spec s;
+	char err[128];
+
+	CU_ASSERT_EQUAL(config_parse_export_arg("disk=/tmp/x,ro,allow=10.0.0.0/8,"
+						"allow=::1,blocksize=4096,desc=hello",
+						&s, err, sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(s.name, "disk");
+	CU_ASSERT_STRING_EQUAL(s.path, "/tmp/x");
+	CU_ASSERT(s.read_only);
+	CU_ASSERT_EQUAL(s.block_size, 4096);
+	CU_ASSERT_EQUAL(s.nallow, 2);
+	CU_ASSERT_STRING_EQUAL(s.description, "hello");
+	export_spec_free(&s);
+
+	CU_ASSERT_EQUAL(config_parse_export_arg("/dev/sdb", &s, err, sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(s.name, "sdb");
+	CU_ASSERT(!s.read_only);
+	export_spec_free(&s);
+
+	CU_ASSERT_EQUAL(config_parse_export_arg("d=/x,bogus", &s, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "bogus"));
+	CU_ASSERT_EQUAL(config_parse_export_arg("d=/x,blocksize=1000", &s, err, sizeof(err)),
+			-EINVAL);
+	CU_ASSERT_EQUAL(config_parse_export_arg("d=/x,allow=10.0.0.0/33", &s, err,
+						sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(config_parse_export_arg("d=", &s, err, sizeof(err)), -EINVAL);
+}
+
+static void test_acl(void)
+{
+	struct acl_entry v[2];
+	struct sockaddr_in a4 = { .sin_family = AF_INET };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
+
+	CU_ASSERT_EQUAL(acl_parse("10.1.0.0/16", &v[0]), 0);
+	CU_ASSERT_EQUAL(acl_parse("fd00::/8", &v[1]), 0);
+	inet_pton(AF_INET, "10.1.200.3", &a4.sin_addr);
+	CU_ASSERT(acl_match(v, 2, (struct sockaddr *)&a4));
+	inet_pton(AF_INET, "10.2.0.1", &a4.sin_addr);
+	CU_ASSERT(!acl_match(v, 2, (struct sockaddr *)&a4));
+	CU_ASSERT(acl_match(v, 0, (struct sockaddr *)&a4));
+	inet_pton(AF_INET6, "fd12::1", &a6.sin6_addr);
+	CU_ASSERT(acl_match(v, 2, (struct sockaddr *)&a6));
+	inet_pton(AF_INET6, "::ffff:10.1.0.9", &a6.sin6_addr);
+	CU_ASSERT(acl_match(v, 2, (struct sockaddr *)&a6));
+	inet_pton(AF_INET6, "2001:db8::1", &a6.sin6_addr);
+	CU_ASSERT(!acl_match(v, 2, (struct sockaddr *)&a6));
+	CU_ASSERT_EQUAL(acl_parse("10.1.2.3/7", &v[0]), 0);
+	inet_pton(AF_INET, "11.255.0.1", &a4.sin_addr);
+	CU_ASSERT(acl_match(v, 1, (struct sockaddr *)&a4));
+	CU_ASSERT_EQUAL(acl_parse("*", &v[0]), 0);
+	CU_ASSERT(acl_match(v, 1, (struct sockaddr *)&a6));
+	CU_ASSERT_EQUAL(acl_parse("nonsense", &v[0]), -EINVAL);
+}
+
+static void test_sizes(void)
+{
+	uint64_t v;
+	unsigned u;
+	bool b;
+
+	CU_ASSERT_EQUAL(parse_size("64M", &v), 0);
+	CU_ASSERT_EQUAL(v, 64u << 20);
+	CU_ASSERT_EQUAL(parse_size("4k", &v), 0);
+	CU_ASSERT_EQUAL(v, 4096);
+	CU_ASSERT_EQUAL(parse_size("1GiB", &v), 0);
+	CU_ASSERT_EQUAL(v, 1u << 30);
+	CU_ASSERT_EQUAL(parse_size("12x", &v), -EINVAL);
+	CU_ASSERT_EQUAL(parse_size("-1", &v), -EINVAL);
+	CU_ASSERT_EQUAL(parse_uint("10", 1, 5, &u), -ERANGE);
+	CU_ASSERT_EQUAL(parse_uint("5", 1, 5, &u), 0);
+	CU_ASSERT_EQUAL(parse_bool("Yes", &b), 0);
+	CU_ASSERT(b);
+	CU_ASSERT_EQUAL(parse_bool("maybe", &b), -EINVAL);
+}
+
+static void test_config_file(void)
+{
+	char path[] = "/tmp/smcrbd-conf.XXXXXX";
+	struct smcrd_config cfg;
+	struct export_list l = { NULL, 0 };
+	char err[256];
+	FILE *f;
+	int fd;
+
+	fd = mkstemp(path);
+	CU_ASSERT_FATAL(fd >= 0);
+	f = fdopen(fd, "w");
+	fprintf(f, "# smcrd\nport = 10900\nqueue-depth = 32  # comment\n\n"
+		   "[export a]\npath = /tmp/a\nread-only = yes\nallow = 10.0.0.0/8, ::1\n"
+		   "[export b]\npath=/tmp/b\ndescription = the b disk\n");
+	fclose(f);
+	config_defaults(&cfg);
+	cfg.set_mask = CFG_SET_QUEUE_DEPTH;	/* given on the command line */
+	cfg.queue_depth = 7;
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), 0);
+	CU_ASSERT_STRING_EQUAL(cfg.port, "10900");
+	CU_ASSERT_EQUAL(cfg.queue_depth, 7);
+	CU_ASSERT_EQUAL(l.n, 2);
+	CU_ASSERT_STRING_EQUAL(l.v[0].name, "a");
+	CU_ASSERT(l.v[0].read_only);
+	CU_ASSERT_EQUAL(l.v[0].nallow, 2);
+	CU_ASSERT_STRING_EQUAL(l.v[1].description, "the b disk");
+	export_list_free(&l);
+	config_free(&cfg);
+
+	f = fopen(path, "w");
+	fprintf(f, "[export a]\npath = /tmp/a\n[export a]\npath = /tmp/b\n");
+	fclose(f);
+	config_defaults(&cfg);
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), -EEXIST);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "twice"));
+	export_list_free(&l);
+
+	f = fopen(path, "w");
+	fprintf(f, "[export a]\nread-only = yes\n");
+	fclose(f);
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no path"));
+	export_list_free(&l);
+
+	f = fopen(path, "w");
+	fprintf(f, "bogus = 1\n");
+	fclose(f);
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, ":1:"));
+	export_list_free(&l);
+	config_free(&cfg);
+	unlink(path);
+}
+
+static CU_TestInfo config_tests[] = {
+	{ "--export argument", test_export_arg },
+	{ "address prefixes", test_acl },
+	{ "numbers", test_sizes },
+	{ "config file", test_config_file },
+	CU_TEST_INFO_NULL,
+};
+
+static const struct unit_suite suites[] = {
+	{ "codec", codec_tests },
+	{ "check", check_tests },
+	{ "reply", reply_tests },
+	{ "handshake", handshake_tests },
+	{ "engine", engine_tests },
+	{ "config", config_tests },
+	{ NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+	return unit_main(argc, argv, suites);
+}
