@@ -58,6 +58,8 @@ int smcr_listen(struct smcr_ctx *ctx, const struct sockaddr *addr,
 		socklen_t addrlen, int backlog, struct smcr_sock **sockp);
 /* Accept one connection and run the CLC handshake (blocking). */
 int smcr_accept(struct smcr_sock *listener, struct smcr_sock **sockp);
+/* The listening TCP socket, readable when smcr_accept() will not block. */
+int smcr_listen_fd(struct smcr_sock *listener);
 /* Connect and run the CLC handshake (blocking). */
 int smcr_connect(struct smcr_ctx *ctx, const struct sockaddr *addr,
 		 socklen_t addrlen, struct smcr_sock **sockp);
@@ -111,14 +113,20 @@ struct smcr_sock_info {
 int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info);
 
 /* Context-wide counters. */
+#define SMCR_STATS_REASONS 32
 struct smcr_stats {
 	uint64_t connections, smc_connections, fallbacks;
-	uint64_t fallback_by_reason[16];	/* see smcr_stats_reason() */
+	/* Fallbacks by CLC decline code: slot i counts smcr_stats_reason(i). */
+	uint64_t fallback_by_reason[SMCR_STATS_REASONS];
 	uint64_t link_groups, links_added, links_deleted, link_failures;
 	uint64_t failovers, cdc_sent, cdc_recv, rdma_writes, bytes_sent, bytes_recv;
 	uint64_t llc_sent, llc_recv, rkeys_confirmed, test_links;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
+/* The decline code counted in fallback_by_reason[i] (0: other), and its
+ * description. */
+uint32_t smcr_stats_reason(unsigned int i);
+const char *smcr_reason_str(uint32_t code);
 /* Printable status: link groups, links, connections (for tools). */
 int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json);
 

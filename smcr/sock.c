@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include "clc.h"
 #include "engine.h"
 #include "log.h"
 #include "sock.h"
@@ -365,6 +366,16 @@ int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
 	smcr_engine_collect(ctx, st);
 	pthread_mutex_unlock(&ctx->lock);
 	return 0;
+}
+
+uint32_t smcr_stats_reason(unsigned int i)
+{
+	return smcr_clc_reason_code(i);
+}
+
+const char *smcr_reason_str(uint32_t code)
+{
+	return smcr_clc_decline_str(code);
 }
 
 int smcr_fault(struct smcr_ctx *ctx, const char *spec)

@@ -1,0 +1,554 @@
+/* smcrbd: connection setup of the public API: TCP connect/accept, then the
+ * CLC exchange (clc.c) whose callbacks find or create the link group, the
+ * RMBE and the connection; TCP fallback when SMC-R is not possible. */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include "clc.h"
+#include "engine.h"
+#include "log.h"
+#include "sock.h"
+
+/* What one CLC exchange set up so far (for undo). */
+struct setup {
+	struct smcr_ctx *ctx;
+	struct smcr_sock *s;
+	struct smcr_port_ref *port;
+	struct smcr_lgr *lgr;
+	bool new_lgr;
+	struct smcr_link *link;		/* first contact: the new link */
+	struct smcr_link_info local;
+	int slot;
+	bool conn_added;
+};
+
+static void peer_id_bytes(const struct smcr_peer_id *id, uint8_t out[8])
+{
+	out[0] = (uint8_t)(id->instance >> 8);
+	out[1] = (uint8_t)id->instance;
+	memcpy(out + 2, id->mac, SMCR_MAC_LEN);
+}
+
+static void our_peer_id(const struct smcr_ctx *ctx, struct smcr_peer_id *id)
+{
+	id->instance = (uint16_t)(ctx->peer_id[0] << 8 | ctx->peer_id[1]);
+	memcpy(id->mac, ctx->peer_id + 2, SMCR_MAC_LEN);
+}
+
+static struct smcr_port_ref *port_of_fd(struct smcr_ctx *ctx, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len))
+		return NULL;
+	return smcr_engine_port_for(ctx, (struct sockaddr *)&ss);
+}
+
+static bool rmb_announced(void *arg)
+{
+	struct smcr_rmbe *e = arg;
+
+	return e->rmb->announced;
+}
+
+struct link_wait {
+	struct smcr_lgr *lgr;
+	int slot;
+};
+
+static bool link_settled(void *arg)
+{
+	struct link_wait *w = arg;
+	struct smcr_link *l = w->lgr->links[w->slot].link;
+
+	return !l || l->state != SMCR_LINK_INACTIVE || w->lgr->terminated;
+}
+
+/* Our RMBE, waiting for CONFIRM RKEY when it comes from a new RMB. */
+static uint32_t rmbe_get(struct setup *st, struct smcr_rmbe *e)
+{
+	struct smcr_ctx *ctx = st->ctx;
+	bool pending;
+	int ret;
+
+	ret = smcr_lgr_rmbe_alloc(st->lgr, ctx->opts.rmbe_size, e, &pending);
+	if (ret) {
+		smcr_warn("connect: no RMBE: %s", strerror(-ret));
+		return SMCR_DECL_MEM;
+	}
+	if (pending && smcr_engine_wait(ctx, rmb_announced, e,
+					ctx->lgr_cfg.llc_timeout_ms *
+					(ctx->lgr_cfg.llc_retries + 2))) {
+		smcr_rmbe_free(&st->lgr->rmbs, e);
+		return SMCR_DECL_ERR_RTOK;
+	}
+	return 0;
+}
+
+/* The connection on top of the link group; the peer's side is in acc. */
+static uint32_t conn_make(struct setup *st, const struct smcr_clc_accept_confirm *peer,
+			  const struct smcr_rmbe *rmbe, uint32_t token)
+{
+	struct smcr_sock *s = st->s;
+	struct smcr_lgr_peer_rmb *prmb;
+	struct smcr_conn_params p;
+	struct smcr_rmbe sb;
+	uint32_t psize = smcr_rmb_size_decompress(peer->rmbe_size);
+	int ret;
+
+	prmb = smcr_lgr_peer_rmb_add(st->lgr, (uint8_t)st->slot, peer->rmb_rkey,
+				     peer->rmb_vaddr);
+	if (!prmb)
+		return SMCR_DECL_MEM;
+	if (!prmb->r.vaddr[st->slot])
+		prmb->r.vaddr[st->slot] = peer->rmb_vaddr;
+	ret = smcr_lgr_sndbuf_alloc(st->lgr, psize, &sb);
+	if (ret)
+		return SMCR_DECL_MEM;
+	p = (struct smcr_conn_params){
+		.token = token,
+		.peer_token = peer->rmbe_alert_token,
+		.rmbe = *rmbe,
+		.sndbuf = sb,
+		.peer_rmb = &prmb->r,
+		.peer_index = peer->rmbe_idx,
+		.peer_elem_size = psize,
+		.link = st->lgr->links[st->slot].link,
+	};
+	ret = smcr_conn_init(&s->conn, &p);
+	if (!ret)
+		ret = smcr_lgr_conn_add(st->lgr, &s->conn);
+	if (ret) {
+		smcr_rmbe_free(&st->lgr->sndbufs, &sb);
+		return SMCR_DECL_MEM;
+	}
+	s->lgr = st->lgr;
+	s->peer_rmb = prmb;
+	prmb->refs++;
+	st->conn_added = true;
+	return 0;
+}
+
+static void fill_ours(struct setup *st, const struct smcr_rmbe *rmbe,
+		      struct smcr_clc_accept_confirm *m)
+{
+	struct smcr_lgr_link *ll = &st->lgr->links[st->slot];
+	const struct smcr_link_info *li = ll->link ? &ll->local : &st->local;
+	uint32_t rkey = 0;
+	uint64_t va = 0;
+
+	our_peer_id(st->ctx, &m->peer_id);
+	memcpy(m->gid, li->gid, SMCR_GID_LEN);
+	memcpy(m->mac, li->mac, SMCR_MAC_LEN);
+	m->qpn = li->qpn;
+	m->psn = li->psn;
+	m->qp_mtu = li->mtu;
+	smcr_engine_lgr_ops.rmb_reg(st->lgr, rmbe->rmb,
+				    ll->link ? ll->link : st->link, &rkey, &va);
+	m->rmb_rkey = rkey;
+	m->rmb_vaddr = va;
+	m->rmbe_idx = rmbe->index;
+	m->rmbe_alert_token = st->s->conn.token;
+	m->rmbe_size = rmbe->rmb->size_code;
+}
+
+static int lgr_new(struct setup *st, enum smcr_role role, const struct smcr_peer_id *peer)
+{
+	int ret = smcr_lgr_create(role, &smcr_engine_lgr_ops, st->ctx,
+				  &st->ctx->lgr_cfg, &st->lgr);
+
+	if (ret)
+		return ret;
+	peer_id_bytes(peer, st->lgr->peer_id);
+	st->lgr->next = st->ctx->lgrs;
+	st->ctx->lgrs = st->lgr;
+	st->new_lgr = true;
+	return 0;
+}
+
+static int slot_by_peer_qpn(struct smcr_lgr *lgr, uint32_t qpn)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (lgr->links[i].link && lgr->links[i].peer.qpn == qpn &&
+		    lgr->links[i].link->state == SMCR_LINK_ACTIVE)
+			return (int)i;
+	return -1;
+}
+
+/* ---- client ------------------------------------------------------------ */
+
+static uint32_t cl_propose(void *arg, int fd, struct smcr_clc_proposal *prop)
+{
+	struct setup *st = arg;
+	uint32_t code = 0;
+
+	pthread_mutex_lock(&st->ctx->lock);
+	st->port = port_of_fd(st->ctx, fd);
+	if (!st->port) {
+		code = SMCR_DECL_NOSMCRDEV;
+		goto out_unlock;
+	}
+	our_peer_id(st->ctx, &prop->peer_id);
+	memcpy(prop->gid, st->port->gid, SMCR_GID_LEN);
+	memcpy(prop->mac, st->port->mac, SMCR_MAC_LEN);
+	prop->ip_area_offset = SMCR_CLC_IP_AREA_OFFSET_LINUX;
+	if (smcr_clc_local_prefixes(fd, prop))
+		code = SMCR_DECL_CNFERR;
+out_unlock:
+	pthread_mutex_unlock(&st->ctx->lock);
+	return code;
+}
+
+static uint32_t cl_accept(void *arg, int fd, const struct smcr_clc_proposal *prop,
+			  const struct smcr_clc_accept_confirm *acc,
+			  struct smcr_clc_accept_confirm *conf)
+{
+	struct setup *st = arg;
+	struct smcr_ctx *ctx = st->ctx;
+	struct smcr_rmbe rmbe;
+	uint8_t pid[8];
+	uint32_t code = 0;
+	int ret;
+
+	(void)fd;
+	(void)prop;
+	pthread_mutex_lock(&ctx->lock);
+	peer_id_bytes(&acc->peer_id, pid);
+	if (acc->first_contact) {
+		struct smcr_link_info peer = { .qpn = acc->qpn, .psn = acc->psn,
+					       .mtu = acc->qp_mtu };
+
+		memcpy(peer.gid, acc->gid, SMCR_GID_LEN);
+		memcpy(peer.mac, acc->mac, SMCR_MAC_LEN);
+		if (lgr_new(st, SMCR_ROLE_CLIENT, &acc->peer_id)) {
+			code = SMCR_DECL_MEM;
+			goto out_unlock;
+		}
+		ret = smcr_engine_link_on(ctx, st->lgr, st->port, &st->link, &st->local);
+		if (!ret)
+			ret = smcr_engine_lgr_ops.link_connect(st->lgr, st->link, &peer);
+		if (!ret)
+			ret = smcr_lgr_first_link(st->lgr, st->link, &st->local, &peer);
+		if (ret) {
+			smcr_warn("connect: first link: %s", strerror(-ret));
+			code = SMCR_DECL_ERR_RDYLNK;
+			goto out_unlock;
+		}
+		st->link = NULL;	/* the group owns it now */
+		st->slot = 0;
+	} else {
+		st->lgr = smcr_engine_lgr_find(ctx, SMCR_ROLE_CLIENT, pid);
+		st->slot = st->lgr ? slot_by_peer_qpn(st->lgr, acc->qpn) : -1;
+		if (st->slot < 0) {
+			/* The server believes in a group we do not have. */
+			code = SMCR_DECL_SYNCERR;
+			goto out_unlock;
+		}
+	}
+	code = rmbe_get(st, &rmbe);
+	if (code)
+		goto out_unlock;
+	code = conn_make(st, acc, &rmbe, smcr_lgr_conn_token(st->lgr));
+	if (code) {
+		smcr_rmbe_free(&st->lgr->rmbs, &rmbe);
+		goto out_unlock;
+	}
+	fill_ours(st, &rmbe, conf);
+out_unlock:
+	pthread_mutex_unlock(&ctx->lock);
+	return code;
+}
+
+/* ---- server ------------------------------------------------------------ */
+
+static uint32_t sv_accept_proposal(void *arg, int fd, const struct smcr_clc_proposal *prop,
+				   struct smcr_clc_accept_confirm *acc)
+{
+	struct setup *st = arg;
+	struct smcr_ctx *ctx = st->ctx;
+	struct smcr_rmbe rmbe;
+	uint8_t pid[8];
+	uint32_t code = 0;
+	int ret;
+
+	pthread_mutex_lock(&ctx->lock);
+	st->port = port_of_fd(ctx, fd);
+	if (!st->port) {
+		code = SMCR_DECL_NOSMCRDEV;
+		goto out_unlock;
+	}
+	peer_id_bytes(&prop->peer_id, pid);
+	st->lgr = smcr_engine_lgr_find(ctx, SMCR_ROLE_SERVER, pid);
+	if (st->lgr) {
+		struct smcr_link *l = smcr_lgr_pick_link(st->lgr);
+
+		st->slot = smcr_lgr_slot(st->lgr, l);
+		acc->first_contact = false;
+	} else {
+		if (smcr_clc_prefix_match(fd, prop) != 1) {
+			code = SMCR_DECL_DIFFPREFIX;
+			goto out_unlock;
+		}
+		if (lgr_new(st, SMCR_ROLE_SERVER, &prop->peer_id)) {
+			code = SMCR_DECL_MEM;
+			goto out_unlock;
+		}
+		ret = smcr_engine_link_on(ctx, st->lgr, st->port, &st->link, &st->local);
+		if (ret) {
+			code = SMCR_DECL_ERR_RDYLNK;
+			goto out_unlock;
+		}
+		st->slot = 0;
+		acc->first_contact = true;
+	}
+	code = rmbe_get(st, &rmbe);
+	if (code)
+		goto out_unlock;
+	st->s->conn.rmbe = rmbe;
+	st->s->conn.token = smcr_lgr_conn_token(st->lgr);
+	fill_ours(st, &rmbe, acc);
+	acc->first_contact = st->new_lgr;
+out_unlock:
+	pthread_mutex_unlock(&ctx->lock);
+	return code;
+}
+
+static uint32_t sv_confirm(void *arg, int fd, const struct smcr_clc_accept_confirm *acc,
+			   const struct smcr_clc_accept_confirm *conf)
+{
+	struct setup *st = arg;
+	struct smcr_ctx *ctx = st->ctx;
+	struct smcr_rmbe rmbe = st->s->conn.rmbe;
+	uint32_t token = st->s->conn.token;
+	uint32_t code = 0;
+	int ret;
+
+	(void)fd;
+	(void)acc;
+	pthread_mutex_lock(&ctx->lock);
+	if (st->link) {
+		struct smcr_link_info peer = { .qpn = conf->qpn, .psn = conf->psn,
+					       .mtu = conf->qp_mtu };
+
+		memcpy(peer.gid, conf->gid, SMCR_GID_LEN);
+		memcpy(peer.mac, conf->mac, SMCR_MAC_LEN);
+		ret = smcr_engine_lgr_ops.link_connect(st->lgr, st->link, &peer);
+		if (!ret)
+			ret = smcr_lgr_first_link(st->lgr, st->link, &st->local, &peer);
+		if (ret) {
+			code = SMCR_DECL_ERR_RDYLNK;
+			goto out_unlock;
+		}
+		st->link = NULL;
+	} else if (st->lgr->links[st->slot].peer.qpn != conf->qpn) {
+		code = SMCR_DECL_SYNCERR;
+		goto out_unlock;
+	}
+	/* The token is the one our Accept announced. */
+	code = conn_make(st, conf, &rmbe, token);
+out_unlock:
+	pthread_mutex_unlock(&ctx->lock);
+	return code;
+}
+
+static void undo(void *arg, const struct smcr_clc_result *res)
+{
+	struct setup *st = arg;
+	struct smcr_sock *s = st->s;
+
+	(void)res;
+	pthread_mutex_lock(&st->ctx->lock);
+	if (st->conn_added) {
+		smcr_lgr_conn_remove(st->lgr, &s->conn);
+		smcr_rmbe_free(&st->lgr->sndbufs, &s->conn.sndbuf);
+		if (s->peer_rmb && s->peer_rmb->refs)
+			s->peer_rmb->refs--;
+		st->conn_added = false;
+	}
+	if (s->conn.rmbe.rmb)
+		smcr_rmbe_free(&st->lgr->rmbs, &s->conn.rmbe);
+	memset(&s->conn, 0, sizeof(s->conn));
+	s->lgr = NULL;
+	s->peer_rmb = NULL;
+	if (st->link) {
+		smcr_engine_lgr_ops.link_destroy(st->lgr, st->link);
+		st->link = NULL;
+	}
+	if (st->new_lgr)
+		smcr_lgr_terminate(st->lgr, -ECONNABORTED);
+	pthread_mutex_unlock(&st->ctx->lock);
+}
+
+static const struct smcr_clc_ops clc_ops = {
+	.propose = cl_propose,
+	.accept = cl_accept,
+	.accept_proposal = sv_accept_proposal,
+	.confirm = sv_confirm,
+	.undo = undo,
+};
+
+/* ---- connect / accept ------------------------------------------------------ */
+
+static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock **sockp)
+{
+	struct smcr_clc_cfg cfg = {
+		.proposal_timeout_ms = (int)ctx->opts.clc_timeout_ms,
+		.reply_timeout_ms = (int)ctx->opts.clc_timeout_ms,
+		.send_timeout_ms = (int)ctx->opts.clc_timeout_ms,
+	};
+	struct smcr_clc_result res;
+	struct setup st = { .ctx = ctx };
+	struct smcr_sock *s;
+	int one = 1, ret;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	s = smcr_sock_new(ctx, fd);
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	st.s = s;
+	our_peer_id(ctx, &cfg.peer_id);
+	if (ctx->opts.no_smc) {
+		ret = SMCR_CLC_FALLBACK;
+		memset(&res, 0, sizeof(res));
+		res.reason = SMCR_DECL_NOSMCDEV;
+		res.side = SMCR_CLC_SIDE_LOCAL;
+	} else {
+		ret = server ? smcr_clc_server(fd, &clc_ops, &st, &cfg, &res) :
+			       smcr_clc_client(fd, &clc_ops, &st, &cfg, &res);
+	}
+	pthread_mutex_lock(&ctx->lock);
+	ctx->stats.connections++;
+	if (ret < 0) {
+		smcr_warn("%s: CLC handshake failed: %s", server ? "accept" : "connect",
+			  strerror(-ret));
+		goto out_free;
+	}
+	if (ret == SMCR_CLC_FALLBACK) {
+		s->smc = false;
+		s->fallback_reason = res.reason;
+		s->fallback_by_peer = res.side == SMCR_CLC_SIDE_PEER;
+		ctx->stats.fallbacks++;
+		ctx->stats.fallback_by_reason[smcr_clc_reason_index(res.reason) %
+					      SMCR_STATS_REASONS]++;
+		smcr_info("%s: TCP fallback: %s (%s)", server ? "accept" : "connect",
+			  smcr_clc_decline_str(res.reason),
+			  s->fallback_by_peer ? "peer" : "local");
+		smcr_sock_link(s);
+		*sockp = s;
+		pthread_mutex_unlock(&ctx->lock);
+		return 0;
+	}
+	s->smc = true;
+	s->first_contact = res.first_contact;
+	smcr_sock_link(s);
+	if (res.first_contact) {
+		/* CONFIRM LINK must finish before data flows (§3.5.1.5). */
+		struct link_wait w = { .lgr = s->lgr, .slot = 0 };
+
+		smcr_engine_wait(ctx, link_settled, &w, ctx->opts.link_wait_ms);
+		if (!s->lgr->links[0].link ||
+		    s->lgr->links[0].link->state != SMCR_LINK_ACTIVE) {
+			smcr_warn("%s: first link not confirmed in %u ms",
+				  server ? "accept" : "connect", ctx->opts.link_wait_ms);
+			smcr_lgr_terminate(s->lgr, -ETIMEDOUT);
+			ret = -ETIMEDOUT;
+			smcr_sock_destroy_locked(s);
+			pthread_mutex_unlock(&ctx->lock);
+			return ret;
+		}
+	}
+	ctx->stats.smc_connections++;
+	*sockp = s;
+	pthread_mutex_unlock(&ctx->lock);
+	return 0;
+
+out_free:
+	/* undo() released whatever SMC-R state the exchange had set up. */
+	s->smc = false;
+	smcr_sock_destroy_locked(s);
+	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+int smcr_connect_fd(struct smcr_ctx *ctx, int fd, struct smcr_sock **sockp)
+{
+	return handshake(ctx, fd, false, sockp);
+}
+
+int smcr_accept_fd(struct smcr_ctx *ctx, int fd, struct smcr_sock **sockp)
+{
+	return handshake(ctx, fd, true, sockp);
+}
+
+int smcr_connect(struct smcr_ctx *ctx, const struct sockaddr *addr,
+		 socklen_t addrlen, struct smcr_sock **sockp)
+{
+	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, addr, addrlen)) {
+		int ret = -errno;
+
+		close(fd);
+		return ret;
+	}
+	return smcr_connect_fd(ctx, fd, sockp);
+}
+
+int smcr_listen(struct smcr_ctx *ctx, const struct sockaddr *addr,
+		socklen_t addrlen, int backlog, struct smcr_sock **sockp)
+{
+	struct smcr_sock *s;
+	int fd, one = 1, ret;
+
+	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, addr, addrlen) || listen(fd, backlog)) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	s = smcr_sock_new(ctx, fd);
+	if (!s) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->listener = true;
+	pthread_mutex_lock(&ctx->lock);
+	smcr_sock_link(s);
+	pthread_mutex_unlock(&ctx->lock);
+	*sockp = s;
+	return 0;
+}
+
+int smcr_accept(struct smcr_sock *listener, struct smcr_sock **sockp)
+{
+	int fd;
+
+	do {
+		fd = accept4(listener->fd, NULL, NULL, SOCK_CLOEXEC);
+	} while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return -errno;
+	return smcr_accept_fd(listener->ctx, fd, sockp);
+}
+
+int smcr_listen_fd(struct smcr_sock *listener)
+{
+	return listener->fd;
+}
