@@ -1,0 +1,692 @@
+/* smcr-stream: stream tests and benchmarks over our SMC-R (libsmcr), plain
+ * TCP, or the kernel's SMC-R (AF_SMC), with the same flags for all three.
+ *
+ *   smcr-stream server [-t smcr|tcp|smc] [-p PORT] [-n CONNS]
+ *   smcr-stream client HOST [-t ...] [-p PORT] [-m MODE] [-s SIZE]
+ *                      [-b BYTES] [-d SECONDS] [-n CONNS] [-i ITERS]
+ *
+ * Modes (the client says which in a 16-byte header; the server follows):
+ *   bw      the client sends BYTES (or for SECONDS) in SIZE-byte messages;
+ *           both print MB/s
+ *   lat     ping-pong of SIZE-byte messages, ITERS times; prints the mean
+ *           round trip in microseconds
+ *   verify  each of CONNS connections sends BYTES of a pseudo-random stream
+ *           both ways at once; each side checks SHA-256 of what it received
+ *           against the sender's, sent after the data; exit 1 on mismatch
+ *
+ * Output ends with one line per result that scripts grep:
+ *   "result bw <transport> <MB/s>", "result lat <transport> <usec>",
+ *   "result verify <transport> <conns> <bytes> ok|FAIL".
+ * The server handles CONNS connections (default 1), then prints its stack
+ * counters ("stats ...") and exits.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <openssl/evp.h>
+
+#include "smcr.h"
+
+#ifndef AF_SMC
+#define AF_SMC 43
+#endif
+
+enum transport { T_SMCR, T_TCP, T_SMC };
+enum mode { M_BW = 1, M_LAT, M_VERIFY };
+
+static const char *tnames[] = { "smcr", "tcp", "smc" };
+
+struct opts {
+	enum transport t;
+	enum mode mode;
+	const char *host;
+	int port;
+	size_t size;
+	uint64_t bytes;
+	double seconds;
+	unsigned int conns, iters;
+};
+
+static struct opts o = {
+	.t = T_SMCR, .mode = M_BW, .port = 12345, .size = 65536,
+	.bytes = 64u << 20, .conns = 1, .iters = 1000,
+};
+static struct smcr_ctx *ctx;
+
+/* One connection over any of the three transports. */
+struct conn {
+	struct smcr_sock *s;
+	int fd;
+};
+
+static ssize_t c_send(struct conn *c, const void *b, size_t n)
+{
+	ssize_t r;
+
+	if (c->s)
+		return smcr_send(c->s, b, n, 0);
+	do
+		r = send(c->fd, b, n, MSG_NOSIGNAL);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : r;
+}
+
+static ssize_t c_recv(struct conn *c, void *b, size_t n)
+{
+	ssize_t r;
+
+	if (c->s)
+		return smcr_recv(c->s, b, n, 0);
+	do
+		r = recv(c->fd, b, n, 0);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : r;
+}
+
+static int c_send_all(struct conn *c, const void *b, size_t n)
+{
+	const uint8_t *p = b;
+
+	while (n) {
+		ssize_t r = c_send(c, p, n);
+
+		if (r < 0)
+			return (int)r;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int c_recv_all(struct conn *c, void *b, size_t n)
+{
+	uint8_t *p = b;
+
+	while (n) {
+		ssize_t r = c_recv(c, p, n);
+
+		if (r < 0)
+			return (int)r;
+		if (r == 0)
+			return -ECONNRESET;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static void c_close(struct conn *c)
+{
+	if (c->s)
+		smcr_close(c->s);
+	else
+		close(c->fd);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	char p[16];
+	int ret;
+
+	snprintf(p, sizeof(p), "%d", port);
+	ret = getaddrinfo(host, p, &hints, &ai);
+	if (ret) {
+		fprintf(stderr, "smcr-stream: %s: %s\n", host, gai_strerror(ret));
+		return -EINVAL;
+	}
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static int plain_socket(int family)
+{
+	/* AF_SMC takes the IP family as its protocol (0: IPv4, 1: IPv6). */
+	if (o.t == T_SMC)
+		return socket(AF_SMC, SOCK_STREAM, family == AF_INET6 ? 1 : 0);
+	return socket(family, SOCK_STREAM, 0);
+}
+
+static int do_connect(struct conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int ret, one = 1;
+
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	ret = resolve(o.host, o.port, &ss, &len);
+	if (ret)
+		return ret;
+	if (o.t == T_SMCR)
+		return smcr_connect(ctx, (struct sockaddr *)&ss, len, &c->s);
+	c->fd = plain_socket(ss.ss_family);
+	if (c->fd < 0)
+		return -errno;
+	if (connect(c->fd, (struct sockaddr *)&ss, len)) {
+		ret = -errno;
+		close(c->fd);
+		return ret;
+	}
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+/* The stream both sides agree on: byte i of direction dir on conn k. */
+static void fill(uint8_t *b, size_t n, uint64_t off, unsigned int k, int dir)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t x = (off + i) * 0x9E3779B97F4A7C15ull + k * 131u + (unsigned int)dir;
+
+		b[i] = (uint8_t)(x >> 56 ^ x >> 23);
+	}
+}
+
+struct hdr {
+	uint32_t mode, conn;
+	uint64_t bytes_or_iters;
+	uint64_t size;
+};
+
+struct verify_job {
+	struct conn c;
+	unsigned int k;
+	int dir;		/* our sending direction: 0 client, 1 server */
+	uint64_t bytes;
+	size_t size;
+	int err;
+	bool ok;
+};
+
+static void *verify_recv(void *arg)
+{
+	struct verify_job *j = arg;
+	uint8_t *buf = malloc(j->size), *want = malloc(j->size);
+	uint8_t md[32], peer_md[32];
+	EVP_MD_CTX *h = EVP_MD_CTX_new();
+	uint64_t got = 0;
+	unsigned int mdlen;
+
+	EVP_DigestInit_ex(h, EVP_sha256(), NULL);
+	j->ok = true;
+	while (got < j->bytes) {
+		size_t n = j->bytes - got < j->size ? (size_t)(j->bytes - got) : j->size;
+		ssize_t r = c_recv(&j->c, buf, n);
+
+		if (r <= 0) {
+			j->err = r < 0 ? (int)r : -ECONNRESET;
+			j->ok = false;
+			break;
+		}
+		fill(want, (size_t)r, got, j->k, !j->dir);
+		if (memcmp(buf, want, (size_t)r))
+			j->ok = false;
+		EVP_DigestUpdate(h, buf, (size_t)r);
+		got += (uint64_t)r;
+	}
+	EVP_DigestFinal_ex(h, md, &mdlen);
+	if (j->err == 0 && c_recv_all(&j->c, peer_md, sizeof(peer_md)) == 0)
+		j->ok = j->ok && memcmp(md, peer_md, sizeof(md)) == 0;
+	else
+		j->ok = false;
+	EVP_MD_CTX_free(h);
+	free(buf);
+	free(want);
+	return NULL;
+}
+
+/* Send our stream and its SHA-256 while a thread receives the peer's. */
+static bool verify_conn(struct verify_job *j)
+{
+	uint8_t *buf = malloc(j->size), md[32];
+	EVP_MD_CTX *h = EVP_MD_CTX_new();
+	uint64_t sent = 0;
+	unsigned int mdlen;
+	pthread_t rt;
+	int ret = 0;
+
+	EVP_DigestInit_ex(h, EVP_sha256(), NULL);
+	pthread_create(&rt, NULL, verify_recv, j);
+	while (sent < j->bytes && ret == 0) {
+		size_t n = j->bytes - sent < j->size ? (size_t)(j->bytes - sent) : j->size;
+
+		fill(buf, n, sent, j->k, j->dir);
+		EVP_DigestUpdate(h, buf, n);
+		ret = c_send_all(&j->c, buf, n);
+		sent += n;
+	}
+	EVP_DigestFinal_ex(h, md, &mdlen);
+	if (ret == 0)
+		ret = c_send_all(&j->c, md, sizeof(md));
+	pthread_join(rt, NULL);
+	if (ret)
+		j->err = ret;
+	EVP_MD_CTX_free(h);
+	free(buf);
+	return j->ok && ret == 0;
+}
+
+static void *verify_thread(void *arg)
+{
+	verify_conn(arg);
+	return NULL;
+}
+
+static void print_stats(const char *who)
+{
+	struct smcr_stats st;
+	unsigned int i;
+
+	if (!ctx || smcr_ctx_stats(ctx, &st))
+		return;
+	printf("stats %s: connections %llu smc %llu fallbacks %llu link_groups %llu "
+	       "links_added %llu link_failures %llu failovers %llu rkeys_confirmed %llu "
+	       "cdc_sent %llu rdma_writes %llu bytes_sent %llu bytes_recv %llu\n", who,
+	       (unsigned long long)st.connections, (unsigned long long)st.smc_connections,
+	       (unsigned long long)st.fallbacks, (unsigned long long)st.link_groups,
+	       (unsigned long long)st.links_added, (unsigned long long)st.link_failures,
+	       (unsigned long long)st.failovers, (unsigned long long)st.rkeys_confirmed,
+	       (unsigned long long)st.cdc_sent, (unsigned long long)st.rdma_writes,
+	       (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv);
+	for (i = 0; i < SMCR_STATS_REASONS; i++)
+		if (st.fallback_by_reason[i])
+			printf("stats %s: fallback reason 0x%08x (%s): %llu\n", who,
+			       smcr_stats_reason(i), smcr_reason_str(smcr_stats_reason(i)),
+			       (unsigned long long)st.fallback_by_reason[i]);
+}
+
+static void print_info(struct conn *c, const char *who)
+{
+	struct smcr_sock_info info;
+
+	if (!c->s || smcr_sock_info(c->s, &info))
+		return;
+	if (info.smc)
+		printf("%s: SMC-R (%s contact), link %u, RMBE %u, peer RMBE %u\n", who,
+		       info.first_contact ? "first" : "subsequent", info.link_id,
+		       info.rmbe_size, info.peer_rmbe_size);
+	else
+		printf("%s: TCP fallback: %s (%s)\n", who, smcr_reason_str(info.fallback_reason),
+		       info.fallback_by_peer ? "declined by peer" : "local");
+}
+
+/* ---- server ------------------------------------------------------------- */
+
+static int serve_one(struct conn *c, unsigned int idx)
+{
+	struct hdr h;
+	uint8_t *buf;
+	int ret;
+
+	ret = c_recv_all(c, &h, sizeof(h));
+	if (ret)
+		return ret;
+	buf = malloc(h.size ? h.size : 1);
+	if (h.mode == M_BW) {
+		uint64_t got = 0;
+		double t0 = now_s(), dt;
+		ssize_t r;
+
+		while ((r = c_recv(c, buf, h.size)) > 0)
+			got += (uint64_t)r;
+		dt = now_s() - t0;
+		printf("server: received %llu bytes in %.3f s: %.1f MB/s\n",
+		       (unsigned long long)got, dt, (double)got / dt / 1e6);
+		ret = r < 0 ? (int)r : 0;
+		if (ret == 0)
+			ret = c_send_all(c, &got, sizeof(got));
+	} else if (h.mode == M_LAT) {
+		uint64_t i;
+
+		for (i = 0; i < h.bytes_or_iters && ret == 0; i++) {
+			ret = c_recv_all(c, buf, h.size);
+			if (ret == 0)
+				ret = c_send_all(c, buf, h.size);
+		}
+	} else if (h.mode == M_VERIFY) {
+		struct verify_job j = { .c = *c, .k = h.conn, .dir = 1,
+					.bytes = h.bytes_or_iters, .size = h.size };
+
+		ret = verify_conn(&j) ? 0 : -EIO;
+		printf("server: conn %u verify %s (%llu bytes each way)\n", idx,
+		       ret ? "FAIL" : "ok", (unsigned long long)j.bytes);
+	} else {
+		ret = -EPROTO;
+	}
+	free(buf);
+	return ret;
+}
+
+struct srv_job {
+	struct conn c;
+	unsigned int idx;
+	int ret;
+};
+
+static void *serve_thread(void *arg)
+{
+	struct srv_job *j = arg;
+
+	j->ret = serve_one(&j->c, j->idx);
+	c_close(&j->c);
+	return NULL;
+}
+
+static int run_server(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct srv_job *jobs = calloc(o.conns, sizeof(*jobs));
+	pthread_t *th = calloc(o.conns, sizeof(*th));
+	struct smcr_sock *ls = NULL;
+	unsigned int i, fails = 0;
+	int lfd = -1, ret, one = 1;
+
+	sin.sin_port = htons((uint16_t)o.port);
+	if (o.t == T_SMCR) {
+		ret = smcr_listen(ctx, (struct sockaddr *)&sin, sizeof(sin), 128, &ls);
+	} else {
+		lfd = plain_socket(AF_INET);
+		ret = lfd < 0 ? -errno : 0;
+		if (!ret) {
+			setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+			if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) || listen(lfd, 128))
+				ret = -errno;
+		}
+	}
+	if (ret) {
+		fprintf(stderr, "smcr-stream: listen on port %d: %s\n", o.port, strerror(-ret));
+		return 1;
+	}
+	printf("server: listening on port %d (%s), %u connection(s)\n", o.port,
+	       tnames[o.t], o.conns);
+	fflush(stdout);
+	for (i = 0; i < o.conns; i++) {
+		jobs[i].idx = i;
+		jobs[i].c.fd = -1;
+		if (ls) {
+			ret = smcr_accept(ls, &jobs[i].c.s);
+		} else {
+			jobs[i].c.fd = accept(lfd, NULL, NULL);
+			ret = jobs[i].c.fd < 0 ? -errno : 0;
+			if (!ret)
+				setsockopt(jobs[i].c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		}
+		if (ret) {
+			fprintf(stderr, "smcr-stream: accept: %s\n", strerror(-ret));
+			jobs[i].ret = ret;
+			fails++;
+			continue;
+		}
+		if (i == 0)
+			print_info(&jobs[i].c, "server");
+		pthread_create(&th[i], NULL, serve_thread, &jobs[i]);
+	}
+	for (i = 0; i < o.conns; i++) {
+		if (jobs[i].c.s || jobs[i].c.fd >= 0) {
+			pthread_join(th[i], NULL);
+			if (jobs[i].ret) {
+				fprintf(stderr, "smcr-stream: connection %u: %s\n", i,
+					strerror(-jobs[i].ret));
+				fails++;
+			}
+		}
+	}
+	print_stats("server");
+	if (ls)
+		smcr_close(ls);
+	else
+		close(lfd);
+	free(jobs);
+	free(th);
+	return fails ? 1 : 0;
+}
+
+/* ---- client ------------------------------------------------------------- */
+
+static int run_bw(void)
+{
+	struct conn c;
+	struct hdr h = { .mode = M_BW, .size = o.size };
+	uint8_t *buf = malloc(o.size);
+	uint64_t sent = 0, acked = 0;
+	double t0, dt;
+	int ret;
+
+	ret = do_connect(&c);
+	if (ret) {
+		fprintf(stderr, "smcr-stream: connect: %s\n", strerror(-ret));
+		return 1;
+	}
+	print_info(&c, "client");
+	fill(buf, o.size, 0, 0, 0);
+	ret = c_send_all(&c, &h, sizeof(h));
+	t0 = now_s();
+	while (ret == 0) {
+		if (o.seconds > 0 ? now_s() - t0 >= o.seconds : sent >= o.bytes)
+			break;
+		ret = c_send_all(&c, buf, o.size);
+		sent += o.size;
+	}
+	if (ret == 0) {
+		if (c.s)
+			smcr_shutdown(c.s, SHUT_WR);
+		else
+			shutdown(c.fd, SHUT_WR);
+		ret = c_recv_all(&c, &acked, sizeof(acked));
+	}
+	dt = now_s() - t0;
+	if (ret || acked != sent) {
+		fprintf(stderr, "smcr-stream: bw: %s (sent %llu, server got %llu)\n",
+			ret ? strerror(-ret) : "short", (unsigned long long)sent,
+			(unsigned long long)acked);
+		ret = 1;
+	} else {
+		printf("client: sent %llu bytes in %.3f s\n", (unsigned long long)sent, dt);
+		printf("result bw %s %.1f\n", tnames[o.t], (double)sent / dt / 1e6);
+	}
+	print_stats("client");
+	c_close(&c);
+	free(buf);
+	return ret ? 1 : 0;
+}
+
+static int run_lat(void)
+{
+	struct conn c;
+	struct hdr h = { .mode = M_LAT, .size = o.size, .bytes_or_iters = o.iters };
+	uint8_t *buf = calloc(1, o.size);
+	double t0, dt;
+	unsigned int i;
+	int ret;
+
+	ret = do_connect(&c);
+	if (ret) {
+		fprintf(stderr, "smcr-stream: connect: %s\n", strerror(-ret));
+		return 1;
+	}
+	print_info(&c, "client");
+	ret = c_send_all(&c, &h, sizeof(h));
+	t0 = now_s();
+	for (i = 0; i < o.iters && ret == 0; i++) {
+		ret = c_send_all(&c, buf, o.size);
+		if (ret == 0)
+			ret = c_recv_all(&c, buf, o.size);
+	}
+	dt = now_s() - t0;
+	if (ret) {
+		fprintf(stderr, "smcr-stream: lat: %s\n", strerror(-ret));
+	} else {
+		printf("client: %u round trips of %zu bytes in %.3f s\n", o.iters, o.size, dt);
+		printf("result lat %s %.1f\n", tnames[o.t], dt / o.iters * 1e6);
+	}
+	c_close(&c);
+	free(buf);
+	return ret ? 1 : 0;
+}
+
+static int run_verify(void)
+{
+	struct verify_job *jobs = calloc(o.conns, sizeof(*jobs));
+	pthread_t *th = calloc(o.conns, sizeof(*th));
+	unsigned int i, ok = 0;
+	int ret;
+
+	/* Connect one by one (CLC is sequential per connection anyway). */
+	for (i = 0; i < o.conns; i++) {
+		struct hdr h = { .mode = M_VERIFY, .conn = i, .size = o.size,
+				 .bytes_or_iters = o.bytes };
+
+		ret = do_connect(&jobs[i].c);
+		if (ret == 0)
+			ret = c_send_all(&jobs[i].c, &h, sizeof(h));
+		if (ret) {
+			fprintf(stderr, "smcr-stream: connection %u: %s\n", i, strerror(-ret));
+			o.conns = i;
+			break;
+		}
+		if (i == 0 || i == o.conns - 1)
+			print_info(&jobs[i].c, "client");
+		jobs[i].k = i;
+		jobs[i].dir = 0;
+		jobs[i].bytes = o.bytes;
+		jobs[i].size = o.size;
+	}
+	for (i = 0; i < o.conns; i++)
+		pthread_create(&th[i], NULL, verify_thread, &jobs[i]);
+	for (i = 0; i < o.conns; i++) {
+		pthread_join(th[i], NULL);
+		if (jobs[i].ok && !jobs[i].err)
+			ok++;
+		else
+			fprintf(stderr, "smcr-stream: connection %u: %s\n", i,
+				jobs[i].err ? strerror(-jobs[i].err) : "data mismatch");
+		c_close(&jobs[i].c);
+	}
+	print_stats("client");
+	printf("client: %u of %u connection(s) verified %llu bytes each way (SHA-256)\n",
+	       ok, o.conns, (unsigned long long)o.bytes);
+	printf("result verify %s %u %llu %s\n", tnames[o.t], o.conns,
+	       (unsigned long long)o.bytes, ok == o.conns && ok ? "ok" : "FAIL");
+	free(jobs);
+	free(th);
+	return ok == o.conns && ok ? 0 : 1;
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	switch (*end) {
+	case 'k': case 'K': v *= 1024; break;
+	case 'm': case 'M': v *= 1024 * 1024; break;
+	case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+	default: break;
+	}
+	return (uint64_t)v;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: smcr-stream server [-t smcr|tcp|smc] [-p PORT] [-n CONNS]\n"
+		"       smcr-stream client HOST [-t smcr|tcp|smc] [-p PORT] [-m bw|lat|verify]\n"
+		"                   [-s SIZE] [-b BYTES] [-d SECONDS] [-n CONNS] [-i ITERS]\n"
+		"Transports: smcr (this stack, falls back to TCP), tcp, smc (kernel AF_SMC).\n"
+		"Defaults: port 12345, bw, 64K messages, 64M bytes, 1 connection, 1000 iterations.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool server;
+	int c, ret;
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	server = !strcmp(argv[1], "server");
+	if (!server && strcmp(argv[1], "client")) {
+		usage(stderr);
+		return 2;
+	}
+	optind = 2;
+	if (!server) {
+		if (argc < 3) {
+			usage(stderr);
+			return 2;
+		}
+		o.host = argv[2];
+		optind = 3;
+	}
+	while ((c = getopt_long(argc, argv, "t:p:m:s:b:d:n:i:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			o.t = !strcmp(optarg, "tcp") ? T_TCP : !strcmp(optarg, "smc") ? T_SMC : T_SMCR;
+			break;
+		case 'p': o.port = atoi(optarg); break;
+		case 'm':
+			o.mode = !strcmp(optarg, "lat") ? M_LAT :
+				 !strcmp(optarg, "verify") ? M_VERIFY : M_BW;
+			break;
+		case 's': o.size = (size_t)parse_size(optarg); break;
+		case 'b': o.bytes = parse_size(optarg); break;
+		case 'd': o.seconds = atof(optarg); break;
+		case 'n': o.conns = (unsigned int)atoi(optarg); break;
+		case 'i': o.iters = (unsigned int)atoi(optarg); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!o.size || !o.conns) {
+		usage(stderr);
+		return 2;
+	}
+	if (o.t == T_SMCR) {
+		ret = smcr_ctx_create(NULL, &ctx);
+		if (ret) {
+			fprintf(stderr, "smcr-stream: %s\n", strerror(-ret));
+			return 1;
+		}
+	}
+	if (server)
+		ret = run_server();
+	else
+		ret = o.mode == M_LAT ? run_lat() : o.mode == M_VERIFY ? run_verify() : run_bw();
+	fflush(stdout);
+	smcr_ctx_destroy(ctx);
+	return ret;
+}
