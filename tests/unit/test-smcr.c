@@ -26,6 +26,7 @@ static const struct unit_suite suites[] = {
 	{ "rmb", smcr_rmb_tests },
 	{ "conn", smcr_conn_tests },
 	{ "lgr", smcr_lgr_tests },
+	{ "clc", smcr_clc_tests },
 	{ NULL, NULL },
 };
 

@@ -1,0 +1,243 @@
+/* smcrbd: the CLC rendezvous flows (RFC 7609 §3.5) over a connected TCP
+ * socket, with fallback to TCP on the same socket (§3.5.1.6.4, App. C).
+ *
+ * The flows know nothing of link groups or verbs: the caller decides what to
+ * offer and what to do with the peer's answer through struct smcr_clc_ops.
+ *
+ *   client                                  server
+ *   ops->propose          --Proposal-->     ops->accept_proposal
+ *   ops->accept           <--Accept----
+ *                         --Confirm--->     ops->confirm
+ *
+ * Any of the three messages may be replaced by a Decline (in lieu of the
+ * expected message, never chasing one: C.1); both sides then fall back.
+ *
+ * Outcomes (return value and res->outcome)
+ * ----------------------------------------
+ * SMCR_CLC_SMCR (0)      use SMC-R.  On first contact the caller still runs
+ *                        CONFIRM LINK and may receive or send a Decline
+ *                        until then (C.2): smcr_clc_recv_decline() and
+ *                        smcr_clc_send_decline().
+ * SMCR_CLC_FALLBACK (1)  a Decline was sent or received: carry on with plain
+ *                        TCP on the same socket.  The stream stands exactly
+ *                        at the first application byte in both directions
+ *                        (each side read exactly the CLC bytes the other
+ *                        wrote, no more), so the application never sees CLC.
+ * -errno                 (res->outcome SMCR_CLC_ABORT) the connection must be
+ *                        closed: what the stream holds is not known, or the
+ *                        RFC forbids a fallback.  -ETIMEDOUT (C.5: a CLC
+ *                        timeout terminates the connection), -EPROTO (C.6:
+ *                        not a CLC message, a bad length or trailer, a type
+ *                        out of turn), -ECONNRESET (peer closed, possibly
+ *                        mid-message), other errors of send/recv/poll, or
+ *                        -EINVAL for bad arguments.
+ *
+ * The one exception to C.5, on request (cfg->fallback_on_silence): a server
+ * that has received no byte at all when the Proposal wait times out falls
+ * back, because nothing was read or written yet.  A client that never
+ * speaks first (e.g. a plain NBD client on an SMC-R port with no TCP option
+ * negotiation) then gets plain TCP after the timeout.
+ *
+ * Protocol decisions (C.6 and Linux net/smc behaviour)
+ * -----------------------------------------------------
+ * - A v2 (or later) header: the whole message is read and dropped (the
+ *   16-bit length bounds it at 64 KiB), then a Proposal is answered with a
+ *   Decline SMCR_DECL_VERSMISMAT, an Accept in lieu of Confirm likewise,
+ *   and a v2 Decline is taken as a Decline (its diagnosis sits where v1 has
+ *   it).  Other v2 messages abort.
+ * - Bad enumerated values (an Accept's or first-contact Confirm's QP MTU;
+ *   a Proposal's prefix lengths and counts): Decline and fall back, with
+ *   SMCR_DECL_CNFERR (MTU) or SMCR_DECL_DIFFPREFIX (prefixes, as Linux
+ *   declines a Proposal whose prefixes it cannot match).
+ * - A v1 Proposal longer than SMCR_CLC_MAX_V1_LEN (a larger growth area):
+ *   read, dropped, declined with SMCR_DECL_CNFERR.
+ * - Every other parsing error aborts without a Decline.
+ * - Our Declines carry cfg->peer_id, and the S flag (out of sync, C.4)
+ *   when the diagnosis is SMCR_DECL_SYNCERR.
+ * - A server never declines after its Accept on a subsequent contact
+ *   (C.3): if ops->confirm refuses one, the server aborts.
+ *
+ * I/O
+ * ---
+ * Only recv/send with MSG_DONTWAIT and poll() are used, so the socket may
+ * be blocking or non-blocking on entry and its file status flags are never
+ * changed.  EINTR is retried; partial reads and writes are resumed; every
+ * wait is bounded by a deadline per message.  SIGPIPE is never raised
+ * (MSG_NOSIGNAL).
+ *
+ * Threads: nothing here keeps global state; a call only touches its
+ * arguments.  Counters of one exchange land in res->stats; callers add
+ * them into their own totals with smcr_clc_stats_add() under their lock.
+ */
+#ifndef SMCR_CLC_H
+#define SMCR_CLC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "msg.h"
+
+/* Local reasons (this stack's own, in the timeout class 0x02 of the
+ * diagnosis codes; Linux has no code for a CLC wait, it fails the socket).
+ * They are reported and counted, never sent in a Decline. */
+#define SMCR_DECL_TIMEOUT_PROPOSAL	0x02ff0001u /* server: no Proposal in time */
+#define SMCR_DECL_TIMEOUT_ACCEPT	0x02ff0002u /* client: no Accept/Decline in time */
+#define SMCR_DECL_TIMEOUT_CONFIRM	0x02ff0003u /* server: no Confirm/Decline in time */
+
+/* Defaults of struct smcr_clc_cfg (milliseconds). */
+#define SMCR_CLC_DEFAULT_TIMEOUT_MS 2000
+
+struct smcr_clc_cfg {
+	/* Ours, sent in every Decline we send.  (Proposal, Accept and
+	 * Confirm carry the peer ID the callbacks put there.) */
+	struct smcr_peer_id peer_id;
+	/* Each wait for one message (from the start of the wait to its last
+	 * byte) and each send; 0 or negative: SMCR_CLC_DEFAULT_TIMEOUT_MS.
+	 * There is no "forever". */
+	int proposal_timeout_ms;	/* server: waiting for the Proposal */
+	int reply_timeout_ms;		/* client: Accept; server: Confirm */
+	int send_timeout_ms;		/* room in the socket buffer */
+	/* Server: fall back instead of aborting when the Proposal wait
+	 * times out with no byte received (see above).  Default off (C.5). */
+	bool fallback_on_silence;
+};
+
+enum smcr_clc_outcome {
+	SMCR_CLC_SMCR = 0,
+	SMCR_CLC_FALLBACK = 1,
+	SMCR_CLC_ABORT = 2,
+};
+
+enum smcr_clc_side {
+	SMCR_CLC_SIDE_NONE = 0,
+	SMCR_CLC_SIDE_LOCAL,		/* we declined, or timed out */
+	SMCR_CLC_SIDE_PEER,		/* the peer's Decline */
+};
+
+/* Diagnosis codes counted one by one; anything else lands in the last slot
+ * ("other").  smcr_clc_reason_index() maps a code to its slot. */
+#define SMCR_CLC_NREASONS 26
+
+struct smcr_clc_stats {
+	uint64_t proposals_sent, proposals_rcvd;
+	uint64_t accepts_sent, accepts_rcvd;
+	uint64_t confirms_sent, confirms_rcvd;
+	uint64_t declines_sent, declines_rcvd;
+	uint64_t smcr;			/* exchanges ending in SMC-R ... */
+	uint64_t first_contacts;	/*   ... of which first contacts */
+	uint64_t fallbacks;		/* exchanges ending in TCP fallback */
+	uint64_t aborts;		/* exchanges ending in a closed connection */
+	uint64_t timeouts;		/* waits that timed out (abort or fallback) */
+	uint64_t proto_errors;		/* C.6 protocol errors (abort) */
+	uint64_t version_mismatches;	/* v2+ messages dropped */
+	uint64_t declines_sent_by[SMCR_CLC_NREASONS];
+	uint64_t declines_rcvd_by[SMCR_CLC_NREASONS];
+	uint64_t fallbacks_by[SMCR_CLC_NREASONS];
+};
+
+struct smcr_clc_result {
+	enum smcr_clc_outcome outcome;
+	int err;			/* ABORT: the -errno returned; else 0 */
+	/* FALLBACK: the Decline's diagnosis (sent or received) or a local
+	 * SMCR_DECL_TIMEOUT_*; ABORT: a SMCR_DECL_TIMEOUT_* or 0. */
+	uint32_t reason;
+	enum smcr_clc_side side;
+	bool first_contact;		/* the Accept's F (sent or received) */
+	bool peer_out_of_sync;		/* the peer's Decline had S (C.4): its
+					 * link group must be torn down */
+	/* The messages of the exchange that happened, either direction
+	 * (have_* says which).  decline is the one sent or received. */
+	bool have_proposal, have_accept, have_confirm, have_decline;
+	struct smcr_clc_proposal proposal;
+	struct smcr_clc_accept_confirm accept;
+	struct smcr_clc_accept_confirm confirm;
+	struct smcr_clc_decline decline;
+	struct smcr_clc_stats stats;	/* this exchange only */
+};
+
+/* Callbacks.  Each returns 0 to go on or a Decline diagnosis code
+ * (SMCR_DECL_*, not 0) to decline with.  fd is the CLC socket (for
+ * getsockname, smcr_clc_local_prefixes, smcr_clc_prefix_match); the
+ * callbacks must not read or write it. */
+struct smcr_clc_ops {
+	/* Client: fill the Proposal body (peer ID, GID, MAC, ip_area_offset,
+	 * IPv4 subnet/IPv6 prefixes: smcr_clc_local_prefixes()).  A code
+	 * (e.g. SMCR_DECL_NOSMCRDEV: no RNIC) sends a Decline instead, so
+	 * the server stops waiting, and falls back. */
+	uint32_t (*propose)(void *arg, int fd, struct smcr_clc_proposal *prop);
+	/* Client: the server accepted.  First contact (acc->first_contact):
+	 * set up the link (QP to RTR) and RMBE; else find the link named by
+	 * the Accept (none: SMCR_DECL_SYNCERR, C.4) and allocate the RMBE.
+	 * Fill conf (conf->first_contact is ignored). */
+	uint32_t (*accept)(void *arg, int fd, const struct smcr_clc_proposal *prop,
+			   const struct smcr_clc_accept_confirm *acc,
+			   struct smcr_clc_accept_confirm *conf);
+	/* Server: find or create a link group (set acc->first_contact),
+	 * allocate the RMBE, fill acc.  Or decline: SMCR_DECL_MEM,
+	 * SMCR_DECL_DIFFPREFIX (smcr_clc_prefix_match), ... */
+	uint32_t (*accept_proposal)(void *arg, int fd, const struct smcr_clc_proposal *prop,
+				    struct smcr_clc_accept_confirm *acc);
+	/* Server: the client confirmed (first contact: connect the QP).  A
+	 * code is sent as a Decline on first contact; on a subsequent
+	 * contact it aborts (no Decline after an Accept: C.3). */
+	uint32_t (*confirm)(void *arg, int fd, const struct smcr_clc_accept_confirm *acc,
+			    const struct smcr_clc_accept_confirm *conf);
+	/* Optional: after accept (client) or accept_proposal (server)
+	 * returned 0, the exchange did not end in SMC-R: release what they
+	 * set up.  Called once, just before smcr_clc_client/server return. */
+	void (*undo)(void *arg, const struct smcr_clc_result *res);
+};
+
+/* The client's side, on a connected socket.  ops->propose and ops->accept
+ * are required.  cfg may be NULL (defaults, zero peer ID).  Returns
+ * SMCR_CLC_SMCR, SMCR_CLC_FALLBACK or -errno (see above); res is always
+ * filled. */
+int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
+		    const struct smcr_clc_cfg *cfg, struct smcr_clc_result *res);
+
+/* The server's side, on an accepted socket.  ops->accept_proposal and
+ * ops->confirm are required. */
+int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
+		    const struct smcr_clc_cfg *cfg, struct smcr_clc_result *res);
+
+/* For the first-contact window after the CLC exchange (C.2), until CONFIRM
+ * LINK completes.  Sends a Decline (S set for SMCR_DECL_SYNCERR) within
+ * timeout_ms (<= 0: the default).  0 or -errno.  stats may be NULL. */
+int smcr_clc_send_decline(int fd, const struct smcr_peer_id *id, uint32_t diagnosis,
+			  int timeout_ms, struct smcr_clc_stats *stats);
+
+/* Waits up to timeout_ms (0: just look; negative: the default) for a
+ * Decline.  Returns 1 with *decl filled (the stream then stands at the
+ * first application byte: fall back), 0 if no byte arrived (nothing
+ * consumed), or -errno: -ETIMEDOUT (part of a message only), -EPROTO
+ * (anything but a Decline), -ECONNRESET (peer closed).  stats may be NULL. */
+int smcr_clc_recv_decline(int fd, int timeout_ms, struct smcr_clc_decline *decl,
+			  struct smcr_clc_stats *stats);
+
+/* Fills prop's IPv4 subnet and mask length (IPv4 or v4-mapped local
+ * address: the subnet of the local interface address that covers it) or
+ * its IPv6 prefixes (every non-link-local prefix of the interface that
+ * holds the local address, at most 8), from getsockname and getifaddrs,
+ * as Linux does.  0, or -errno (-EAFNOSUPPORT for non-IP sockets,
+ * -EADDRNOTAVAIL if no interface holds the address). */
+int smcr_clc_local_prefixes(int fd, struct smcr_clc_proposal *prop);
+
+/* Server, first contact (§3.5.1.2): 1 if a local interface address of the
+ * interface holding fd's local address is on the client's IPv4 subnet
+ * (same mask length) or on one of its IPv6 prefixes, 0 if not, -errno. */
+int smcr_clc_prefix_match(int fd, const struct smcr_clc_proposal *prop);
+
+/* A description of any diagnosis code, ours included ("unknown"). */
+const char *smcr_clc_decline_str(uint32_t code);
+
+/* The stats slot of a code (SMCR_CLC_NREASONS - 1 for any other code), and
+ * the code of a slot (0 for the "other" slot). */
+unsigned int smcr_clc_reason_index(uint32_t code);
+uint32_t smcr_clc_reason_code(unsigned int index);
+
+/* dst += src, field by field. */
+void smcr_clc_stats_add(struct smcr_clc_stats *dst, const struct smcr_clc_stats *src);
+
+const char *smcr_clc_outcome_str(enum smcr_clc_outcome outcome);
+
+#endif
