@@ -97,6 +97,9 @@ struct conn {
 	uint32_t rstart, rend;
 	struct req *rx_req;		/* WRITE whose payload is arriving */
 	uint64_t skip;			/* payload bytes to drop */
+	struct req *skip_req;		/* refused WRITE: answered once its
+					 * payload is gone (clients do not
+					 * expect replies earlier) */
 	bool rx_short;			/* last read drained the transport */
 	bool rx_stop;			/* EOF, DISC or error: read no more */
 	bool rx_blocked;		/* queue depth reached */
@@ -395,6 +398,8 @@ static void conn_destroy(struct conn *c)
 	}
 	if (c->rx_req)
 		req_free(c->rx_req);
+	if (c->skip_req)
+		req_free(c->skip_req);
 	mem_unlink(c);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -879,6 +884,10 @@ static ssize_t rx_read(struct conn *c, struct iovec *iov, int cnt)
 			req_free(c->rx_req);
 			c->rx_req = NULL;
 		}
+		if (c->skip_req) {
+			req_free(c->skip_req);
+			c->skip_req = NULL;
+		}
 		smcr_dbg("client %s: end of stream", c->t->peer);
 		conn_maybe_finish(c);
 		return -1;
@@ -952,12 +961,16 @@ static int rx_parse(struct conn *c)
 	}
 	c->rstart += sizeof(w);
 	if (err) {
-		if (r.type == NBD_CMD_WRITE)
-			c->skip = r.length;
 		smcr_dbg("client %s: %s off=%llu len=%u flags=0x%x: error %u: %s",
 			 c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.offset,
 			 r.length, r.flags, err, msg);
 		q->msg = msg;
+		if (r.type == NBD_CMD_WRITE && r.length) {
+			c->skip = r.length;
+			c->skip_req = q;
+			q->error = err;
+			return RX_AGAIN;
+		}
 		req_reply(q, err, 0);
 		return RX_AGAIN;
 	}
@@ -1017,8 +1030,14 @@ static void rx_pump(struct conn *c)
 
 			c->rstart += take;
 			c->skip -= take;
-			if (!c->skip)
+			if (!c->skip) {
+				struct req *q = c->skip_req;
+
+				c->skip_req = NULL;
+				if (q)
+					req_reply(q, q->error, 0);
 				continue;
+			}
 		} else if (avail >= sizeof(struct nbd_request_wire)) {
 			if (c->inflight >= qd) {
 				c->rx_blocked = true;

@@ -1,0 +1,24 @@
+#!/bin/bash
+# nbdcopy a 256 MiB random image into an smcrd export and back out:
+# identical (and identical in the exported file).
+# smcr-timeout: 600
+. "${srcdir:-.}/functions.sh"
+. "$srcdir/test-nbd-lib.sh"
+requires nbdcopy --version
+
+d=$(scratch_dir)
+mib=$(scale_mib 256 32)
+make_random "$d/src.img" "$mib"
+truncate -s "${mib}M" "$d/export.img"
+start_smcrd --export "disk=$d/export.img"
+
+nbdcopy "$d/src.img" "$(uri disk)" || fail "nbdcopy into the export failed"
+nbdcopy "$(uri disk)" "$d/back.img" || fail "nbdcopy out of the export failed"
+cmp "$d/src.img" "$d/back.img" || fail "data read back differs"
+cmp "$d/src.img" "$d/export.img" || fail "exported file differs"
+# Once more with one connection and no multi-conn, simple requests.
+rm -f "$d/back.img"
+nbdcopy --connections=1 --requests=1 "$(uri disk)" "$d/back.img" || fail "nbdcopy (1 conn)"
+cmp "$d/src.img" "$d/back.img" || fail "data read back (1 conn) differs"
+stop_smcrd
+echo "PASS: nbdcopy ${mib} MiB in and out, identical"
