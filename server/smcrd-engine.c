@@ -1113,8 +1113,8 @@ static void drain_check(struct worker *w)
 		}
 		if (!c->last_rx_ms)
 			c->last_rx_ms = now;
-		if (!c->inflight && !c->tx_head && !c->rx_req &&
-		    now - c->last_rx_ms >= DRAIN_IDLE_MS) {
+		if (!c->inflight && !c->tx_head && !c->rx_req && !c->skip_req &&
+		    now - c->last_rx_ms >= w->e->p.drain_idle_ms) {
 			conn_close(c, "drained: closing");
 			conn_maybe_destroy(c);
 		}
@@ -1363,6 +1363,8 @@ int engine_start(const struct engine_params *p, struct engine **out)
 	if (!e)
 		return -ENOMEM;
 	e->p = *p;
+	if (!e->p.drain_idle_ms)
+		e->p.drain_idle_ms = DRAIN_IDLE_MS;
 	e->nw = p->threads ? p->threads : 1;
 	e->valgrind = RUNNING_ON_VALGRIND;
 	pthread_mutex_init(&e->start_lock, NULL);

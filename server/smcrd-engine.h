@@ -20,6 +20,8 @@ struct engine_params {
 	unsigned queue_depth;		/* requests in flight per connection */
 	uint64_t max_memory;		/* request buffers, all workers */
 	unsigned drain_timeout_ms;	/* SIGTERM: give up after this */
+	unsigned drain_idle_ms;		/* draining: close connections idle
+					 * this long (0: 200 ms) */
 	/* Called (from a worker thread) when a connection is gone. */
 	void (*closed)(void *arg);
 	void *closed_arg;

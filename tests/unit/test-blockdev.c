@@ -661,7 +661,8 @@ static int env_setup(struct engine_env *env, uint64_t size, bool ro, uint32_t bs
 {
 	struct engine_params ep = {
 		.threads = 2, .queue_depth = 16, .max_memory = 256u << 20,
-		.drain_timeout_ms = 5000, .closed = env_closed, .closed_arg = env,
+		.drain_timeout_ms = 20000, .drain_idle_ms = 10000,
+		.closed = env_closed, .closed_arg = env,
 	};
 	struct export_spec spec = { .name = (char *)"t", .direct = -1, .block_size = bs,
 				    .read_only = ro };
@@ -993,12 +994,49 @@ static void test_engine_disc_drains(void)
 	free(buf);
 }
 
+/* Draining: requests in flight are answered, later ones get ESHUTDOWN. */
+static void test_engine_drain(void)
+{
+	struct engine_env env;
+	struct nbd_client *c;
+	uint8_t buf[4096];
+	uint64_t ck;
+	int res;
+
+	memset(buf, 0x77, sizeof(buf));
+	CU_ASSERT_FATAL(env_setup(&env, 1 << 20, false, 0) == 0);
+	c = connect_engine(&env, true);
+	CU_ASSERT_FATAL(c != NULL);
+	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, sizeof(buf), 0, 0), 0);
+	engine_drain(env.e);
+	/* New connections are refused now. */
+	{
+		struct nbd_server_session sess;
+		struct bd_transport *a, *b;
+
+		memset(&sess, 0, sizeof(sess));
+		pair(&a, &b);
+		CU_ASSERT_EQUAL(engine_add(env.e, b, export_get(env.exp), &sess), -ESHUTDOWN);
+		bd_close(a);
+	}
+	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, sizeof(buf), 4096, 0), -ESHUTDOWN);
+	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, sizeof(buf), 0, 0), -ESHUTDOWN);
+	CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_FLUSH, 0, 0, 0, NULL, &ck), 0);
+	CU_ASSERT_EQUAL(nbd_client_wait_cookie(c, ck, &res, NULL), 0);
+	CU_ASSERT_EQUAL(res, -ESHUTDOWN);
+	nbd_client_disconnect(c);
+	env_wait_closed(&env, 1);
+	nbd_client_close(c);
+	env_teardown(&env);
+}
+
 static CU_TestInfo engine_tests[] = {
 	{ "read write flush zero trim", test_engine_rw },
 	{ "errors keep the connection", test_engine_errors },
 	{ "read-only export", test_engine_readonly },
 	{ "pipeline out of order", test_engine_pipeline },
 	{ "disc answers in-flight", test_engine_disc_drains },
+	{ "drain", test_engine_drain },
 	CU_TEST_INFO_NULL,
 };
 
