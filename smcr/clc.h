@@ -18,8 +18,9 @@
  *                        CONFIRM LINK and may receive or send a Decline
  *                        until then (C.2): smcr_clc_recv_decline() and
  *                        smcr_clc_send_decline().
- * SMCR_CLC_FALLBACK (1)  a Decline was sent or received: carry on with plain
- *                        TCP on the same socket.  The stream stands exactly
+ * SMCR_CLC_FALLBACK (1)  a Decline was sent or received (or, on request, a
+ *                        silent client timed out: see below): carry on with
+ *                        plain TCP on the same socket.  The stream stands exactly
  *                        at the first application byte in both directions
  *                        (each side read exactly the CLC bytes the other
  *                        wrote, no more), so the application never sees CLC.
@@ -29,8 +30,10 @@
  *                        timeout terminates the connection), -EPROTO (C.6:
  *                        not a CLC message, a bad length or trailer, a type
  *                        out of turn), -ECONNRESET (peer closed, possibly
- *                        mid-message), other errors of send/recv/poll, or
- *                        -EINVAL for bad arguments.
+ *                        mid-message), -ECONNABORTED (ops->confirm refused
+ *                        a subsequent contact: res->reason holds its code),
+ *                        other errors of send/recv/poll, or -EINVAL for bad
+ *                        arguments.
  *
  * The one exception to C.5, on request (cfg->fallback_on_silence): a server
  * that has received no byte at all when the Proposal wait times out falls

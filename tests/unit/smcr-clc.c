@@ -1068,7 +1068,7 @@ static void test_server_silent_client(void)
 	CU_ASSERT_EQUAL(srv.res.stats.timeouts, 1);
 	CU_ASSERT_EQUAL(srv.res.stats.aborts, 1);
 	CU_ASSERT_EQUAL(srv.res.stats.declines_sent, 0);
-	CU_ASSERT(srv.elapsed_ms >= 290 && srv.elapsed_ms < 1000);
+	CU_ASSERT(srv.elapsed_ms >= 290 && srv.elapsed_ms < 1500);
 	close(r.fd);
 	close(srv.fd);
 }
@@ -1094,7 +1094,7 @@ static void test_server_silent_client_fallback(void)
 	CU_ASSERT_EQUAL(srv.res.stats.fallbacks, 1);
 	CU_ASSERT_EQUAL(srv.res.stats.fallbacks_by[smcr_clc_reason_index(SMCR_DECL_TIMEOUT_PROPOSAL)], 1);
 	CU_ASSERT_EQUAL(srv.res.stats.declines_sent, 0);
-	CU_ASSERT(srv.elapsed_ms >= 190 && srv.elapsed_ms < 1000);
+	CU_ASSERT(srv.elapsed_ms >= 190 && srv.elapsed_ms < 1500);
 	check_app_stream(r.fd, srv.fd);
 	close(r.fd);
 	close(srv.fd);
@@ -1117,7 +1117,7 @@ static void test_client_silent_server(void)
 	CU_ASSERT_EQUAL(c.res.reason, SMCR_DECL_TIMEOUT_ACCEPT);
 	CU_ASSERT_EQUAL(c.res.stats.timeouts, 1);
 	CU_ASSERT_EQUAL(c.res.stats.aborts, 1);
-	CU_ASSERT(c.elapsed_ms >= 240 && c.elapsed_ms < 1000);
+	CU_ASSERT(c.elapsed_ms >= 240 && c.elapsed_ms < 1500);
 	close(c.cfd);
 	close(c.r.fd);
 }
@@ -1201,7 +1201,7 @@ static void test_truncated_then_silent(void)
 	CU_ASSERT_EQUAL(srv.ret, -ETIMEDOUT);
 	CU_ASSERT_EQUAL(srv.res.outcome, SMCR_CLC_ABORT);
 	CU_ASSERT_EQUAL(srv.res.stats.timeouts, 1);
-	CU_ASSERT(srv.elapsed_ms >= 240 && srv.elapsed_ms < 1000);
+	CU_ASSERT(srv.elapsed_ms >= 240 && srv.elapsed_ms < 1500);
 	close(r.fd);
 	close(srv.fd);
 }
