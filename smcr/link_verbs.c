@@ -46,6 +46,7 @@ struct smcr_vlink {
 	unsigned int since_signal;
 	uint32_t psn;
 	bool down;
+	bool polling;			/* inside poll_cq(): no nesting */
 	struct smcr_vlink_stats stats;
 };
 
@@ -293,8 +294,13 @@ static void complete(struct smcr_vlink *vl, const struct ibv_wc *wc)
 	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
 		vl->stats.flushed++;
 	} else if (wc->status != IBV_WC_SUCCESS) {
-		smcr_info("link %u (%s): work request failed: %s (vendor error 0x%x)",
+		const struct sq_ent *e = &vl->sq[wc->wr_id % vl->sq_depth];
+		bool rq = wc->wr_id & VL_RECV_BIT;
+
+		smcr_info("link %u (%s): %s %016llx failed: %s (vendor error 0x%x)",
 			  vl->link.link_id, vl->ref.dev->name,
+			  rq ? "receive" : e->kind == SQ_WRITE ? "RDMA write" : "send",
+			  (unsigned long long)(rq ? wc->wr_id : e->wr_id),
 			  ibv_wc_status_str(wc->status), wc->vendor_err);
 		link_down(vl, status, wc->status);
 	}
@@ -309,19 +315,27 @@ static int poll_cq(struct smcr_vlink *vl)
 	struct ibv_wc wc[16];
 	int n, i, total = 0;
 
+	/* An upcall may drain other links (smcr_vlink_poll); polling this
+	 * CQ again from inside would hand out completions out of order. */
+	if (vl->polling)
+		return 0;
+	vl->polling = true;
 	for (;;) {
 		n = ibv_poll_cq(vl->cq, 16, wc);
 		if (n < 0) {
 			smcr_warn("link %u: polling the CQ failed", vl->link.link_id);
 			link_down(vl, -EIO, IBV_WC_GENERAL_ERR);
-			return -EIO;
+			total = -EIO;
+			break;
 		}
 		if (n == 0)
-			return total;
+			break;
 		for (i = 0; i < n; i++)
 			complete(vl, &wc[i]);
 		total += n;
 	}
+	vl->polling = false;
+	return total;
 }
 
 int smcr_vlink_poll(struct smcr_link *link)

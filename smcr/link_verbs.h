@@ -104,8 +104,17 @@ int smcr_vlink_cq_event(struct smcr_dev *dev);
  * go to set->port_event.  Returns the number of events processed. */
 int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev);
 
-/* Poll one link's CQ until empty without waiting for an event (for an
- * owner that wants the completions now, e.g. before tearing down). */
+/* Poll one link's CQ until empty without waiting for an event, dispatching
+ * upcalls.  May be called from an upcall of another link; on a link whose
+ * CQ is being polled already it returns 0 (completions stay in order).
+ *
+ * A link group needs this before it hands a failover validation CDC
+ * (RFC 7609 §4.6.1) to smcr_conn_rx_cdc(): the peer saw its messages on the
+ * old link acknowledged, so they are in that link's CQ here, but maybe not
+ * yet processed when the validation CDC arrives on another link first.
+ * Drain the group's other links, then validate; otherwise Sequence
+ * Received < Sequence Sent and the connection is reset although nothing was
+ * lost (seen on rxe: reset after a forced QP error). */
 int smcr_vlink_poll(struct smcr_link *link);
 
 const struct smcr_vlink_stats *smcr_vlink_stats(const struct smcr_link *link);

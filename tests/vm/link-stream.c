@@ -111,6 +111,8 @@ struct side {
 	uint64_t rx_total, tx_total;
 	unsigned int progress_pct;
 	unsigned int bad_cdcs;
+	unsigned int fo_cdcs;		/* failover validations received */
+	unsigned int fo_drained;	/* completions processed before them */
 	double t_fail;
 };
 
@@ -502,6 +504,19 @@ static void h_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
 		s->bad_cdcs++;
 		return;
 	}
+	if (m.failover_validation) {
+		/* What the peer saw acknowledged on another link may still
+		 * wait in that link's CQ: process it before validating. */
+		unsigned int l;
+
+		int n;
+
+		for (l = 0; l < NLINKS; l++)
+			if (s->link[l] != link &&
+			    (n = smcr_vlink_poll(s->link[l])) > 0)
+				s->fo_drained += (unsigned int)n;
+		s->fo_cdcs++;
+	}
 	smcr_conn_rx_cdc(&c->conn, &m);
 }
 
@@ -562,6 +577,25 @@ static void h_down(struct smcr_link *link, int reason)
 		printf(", %.1f ms (cut -> down)", (t - s->cut_at[l]) * 1e3);
 	printf("; moved %u connections to link %u after %.2f MiB received\n",
 	       s->moved[l], other + 1, (double)s->rx_total / (1 << 20));
+}
+
+/* Port events that do not take links down: a link group would re-add a
+ * link on a port that became active again; we report it. */
+static void h_port_event(struct smcr_dev *dev, uint8_t port,
+			 enum ibv_event_type event, void *arg)
+{
+	struct side *s = arg;
+	unsigned int l;
+
+	if (event != IBV_EVENT_PORT_ACTIVE)
+		return;
+	for (l = 0; l < NLINKS; l++) {
+		if (s->ref[l].dev != dev || s->ref[l].port != port)
+			continue;
+		printf("port active: %s port %u (link %u) %.0f ms after it went down\n",
+		       dev->name, port, l + 1,
+		       s->down_at[l] > 0 ? (now_s() - s->down_at[l]) * 1e3 : 0.0);
+	}
 }
 
 static const struct smcr_link_handler handler = {
@@ -1045,6 +1079,9 @@ static int report(struct side *s, const struct peer_result *pr)
 	}
 	if (s->bad_cdcs)
 		printf("bad CDC messages: %u\n", s->bad_cdcs);
+	if (s->fo_cdcs)
+		printf("failover validations received: %u (other links drained first: %u completions)\n",
+		       s->fo_cdcs, s->fo_drained);
 	printf("verified: %u/%u connections x %" PRIu64 " bytes each way: pattern ok %u/%u, "
 	       "sha256 equal %s%u/%u, peer received %" PRIu64 " bytes\n",
 	       pat_ok, s->o->conns, s->o->total, pat_ok, s->o->conns,
@@ -1165,6 +1202,8 @@ int main(int argc, char **argv)
 	s.token_base = o.server ? 0x5e000100u : 0xc1000100u;
 	smcr_devs_init(&s.devs);
 	smcr_vlink_set_init(&s.set);
+	s.set.port_event = h_port_event;
+	s.set.port_event_arg = &s;
 
 	ret = setup_links(&s);
 	if (ret)
