@@ -129,12 +129,17 @@ static int data_post(struct smcr_conn *conn, unsigned int *nposted)
 
 		if (chunk > n)
 			chunk = (uint32_t)n;
+		smcr_dbg("conn %08x: write %u bytes at %u, link %u rkey %08x raddr %llx",
+			 conn->token, chunk, off, link->link_id,
+			 conn->peer_rmb->rkey[slot],
+			 (unsigned long long)(conn->peer_rmb->vaddr[slot] + conn->peer_offset + off));
 		sge.addr = conn->sndbuf.data + off;
 		sge.len = chunk;
 		sge.lkey = lkey;
 		ret = smcr_link_write(link, &sge, 1,
 				      conn->peer_rmb->vaddr[slot] + conn->peer_offset + off,
-				      conn->peer_rmb->rkey[slot], 0, false);
+				      conn->peer_rmb->rkey[slot],
+				      smcr_wr_id(conn->token, SMCR_WR_TAG_WRITE, 0), false);
 		if (ret)
 			return ret;
 		smcr_cursor_advance(conn->tx_len, &conn->tx_prod, chunk);

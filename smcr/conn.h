@@ -39,6 +39,7 @@ struct smcr_peer_rmb {
 #define SMCR_WR_TAG_CDC		0x1u
 #define SMCR_WR_TAG_CDC_UNTRACKED 0x2u	/* failover validation, abort */
 #define SMCR_WR_TAG_LLC		0x3u
+#define SMCR_WR_TAG_WRITE	0x4u	/* RDMA write of data */
 static inline uint64_t smcr_wr_id(uint32_t token, unsigned int tag, uint16_t seq)
 {
 	return (uint64_t)token << 32 | (uint64_t)tag << 16 | seq;

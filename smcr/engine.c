@@ -255,6 +255,8 @@ static int op_rmb_reg(struct smcr_lgr *lgr, struct smcr_rmb *rmb,
 		return ret;
 	*rkey = smcr_rmb_rkey(rmb, link->dev);
 	*vaddr = (uint64_t)(uintptr_t)rmb->buf;
+	smcr_dbg("engine: RMB %u on %s: rkey %08x vaddr %llx", rmb->id,
+		 link->dev->name, *rkey, (unsigned long long)*vaddr);
 	return 0;
 }
 

@@ -694,6 +694,9 @@ static void confirm_rkey_rx(struct smcr_lgr *lgr, unsigned int via,
 		llc_send(lgr, via, &r, NULL);
 		return;
 	}
+	smcr_dbg("llc: CONFIRM RKEY via slot %u: rkey %08x vaddr %llx, %u other(s): link %u rkey %08x",
+		 via, c->rkey, (unsigned long long)c->vaddr, c->num_tokens,
+		 c->other[0].link_num, c->other[0].rkey);
 	p = smcr_lgr_peer_rmb_add(lgr, (uint8_t)via, c->rkey, c->vaddr);
 	if (!p) {
 		r.confirm_rkey.negative = true;
@@ -980,6 +983,17 @@ void smcr_llc_link_gone(struct smcr_lgr *lgr, uint8_t slot)
 		return;
 	if (f->kind == SMCR_FLOW_ADD_LINK && f->slot == slot) {
 		add_link_fail(lgr, "the new link failed");
+		return;
+	}
+	if (f->via == slot && f->local &&
+	    (f->kind == SMCR_FLOW_CONFIRM_RKEY || f->kind == SMCR_FLOW_DELETE_RKEY)) {
+		/* Their first rkey is the one on the carrying link: build the
+		 * request anew for another link. */
+		enum smcr_llc_flow_kind kind = f->kind;
+		struct smcr_rmb *rmb = f->rmb;
+
+		memset(f, 0, sizeof(*f));
+		flow_begin(lgr, kind, 0, 0, rmb);
 		return;
 	}
 	if (f->via == slot && f->local) {

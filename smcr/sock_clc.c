@@ -79,7 +79,10 @@ static uint32_t rmbe_get(struct setup *st, struct smcr_rmbe *e)
 	bool pending;
 	int ret;
 
-	ret = smcr_lgr_rmbe_alloc(st->lgr, ctx->opts.rmbe_size, e, &pending);
+	/* rmbe_size is the element, eye catcher included. */
+	ret = smcr_lgr_rmbe_alloc(st->lgr, ctx->opts.rmbe_size > SMCR_RMBE_EYE_LEN ?
+				  ctx->opts.rmbe_size - SMCR_RMBE_EYE_LEN : 1,
+				  e, &pending);
 	if (ret) {
 		smcr_warn("connect: no RMBE: %s", strerror(-ret));
 		return SMCR_DECL_MEM;
@@ -174,12 +177,15 @@ static int lgr_new(struct setup *st, enum smcr_role role, const struct smcr_peer
 	return 0;
 }
 
-static int slot_by_peer_qpn(struct smcr_lgr *lgr, uint32_t qpn)
+/* The link the peer named by its end: QPNs are per device (every rxe
+ * device starts at 0x11), so the GID is part of the name. */
+static int slot_by_peer(struct smcr_lgr *lgr, uint32_t qpn, const uint8_t *gid)
 {
 	unsigned int i;
 
 	for (i = 0; i < SMCR_LINK_SLOTS; i++)
 		if (lgr->links[i].link && lgr->links[i].peer.qpn == qpn &&
+		    memcmp(lgr->links[i].peer.gid, gid, SMCR_GID_LEN) == 0 &&
 		    lgr->links[i].link->state == SMCR_LINK_ACTIVE)
 			return (int)i;
 	return -1;
@@ -248,7 +254,7 @@ static uint32_t cl_accept(void *arg, int fd, const struct smcr_clc_proposal *pro
 		st->slot = 0;
 	} else {
 		st->lgr = smcr_engine_lgr_find(ctx, SMCR_ROLE_CLIENT, pid);
-		st->slot = st->lgr ? slot_by_peer_qpn(st->lgr, acc->qpn) : -1;
+		st->slot = st->lgr ? slot_by_peer(st->lgr, acc->qpn, acc->gid) : -1;
 		if (st->slot < 0) {
 			/* The server believes in a group we do not have. */
 			code = SMCR_DECL_SYNCERR;
@@ -350,7 +356,8 @@ static uint32_t sv_confirm(void *arg, int fd, const struct smcr_clc_accept_confi
 			goto out_unlock;
 		}
 		st->link = NULL;
-	} else if (st->lgr->links[st->slot].peer.qpn != conf->qpn) {
+	} else if (st->lgr->links[st->slot].peer.qpn != conf->qpn ||
+		   memcmp(st->lgr->links[st->slot].peer.gid, conf->gid, SMCR_GID_LEN)) {
 		code = SMCR_DECL_SYNCERR;
 		goto out_unlock;
 	}

@@ -60,8 +60,9 @@ static int end_index(struct host *h, struct smcr_link *l)
 	return -1;
 }
 
-/* The peer end with this QPN (our test QPNs are unique across hosts). */
-static struct memwire_end *end_by_qpn(uint32_t qpn)
+/* The peer end with this QPN on the port with this GID.  Like rxe, every
+ * port numbers its QPs from 0x11, so a QPN alone names nothing. */
+static struct memwire_end *end_by_qp(uint32_t qpn, const uint8_t *gid)
 {
 	struct host *hs[2] = { &S, &C };
 	unsigned int k, i;
@@ -69,9 +70,19 @@ static struct memwire_end *end_by_qpn(uint32_t qpn)
 	for (k = 0; k < 2; k++)
 		for (i = 0; i < hs[k]->nends; i++)
 			if (hs[k]->ends[i] && hs[k]->ends[i]->link.priv ==
-			    (void *)(uintptr_t)qpn)
+			    (void *)(uintptr_t)qpn &&
+			    gid[15] == hs[k]->id * 16 + hs[k]->port_of[i])
 				return hs[k]->ends[i];
 	return NULL;
+}
+
+static unsigned int qps_on_port(const struct host *h, unsigned int port)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < h->nends; i++)
+		n += h->port_of[i] == port;
+	return n;
 }
 
 static bool port_used(struct host *h, unsigned int port)
@@ -107,10 +118,10 @@ static int op_link_create(struct smcr_lgr *lgr, const struct smcr_link_info *pee
 	}
 	e = calloc(1, sizeof(*e));
 	memwire_init(e, 64, &smcr_lgr_link_handler, lgr);
+	memset(local, 0, sizeof(*local));
+	local->qpn = 0x11 + qps_on_port(h, port);
 	h->port_of[h->nends] = port;
 	h->ends[h->nends++] = e;
-	memset(local, 0, sizeof(*local));
-	local->qpn = h->id * 1000 + h->nends;
 	local->psn = 100 + h->nends;
 	local->mtu = 3;
 	local->gid[15] = (uint8_t)(h->id * 16 + port);
@@ -123,7 +134,7 @@ static int op_link_create(struct smcr_lgr *lgr, const struct smcr_link_info *pee
 static int op_link_connect(struct smcr_lgr *lgr, struct smcr_link *link,
 			   const struct smcr_link_info *peer)
 {
-	struct memwire_end *p = end_by_qpn(peer->qpn);
+	struct memwire_end *p = end_by_qp(peer->qpn, peer->gid);
 
 	(void)lgr;
 	if (!p)
