@@ -371,6 +371,19 @@ int smcr_vlink_cq_event(struct smcr_dev *dev)
 
 /* ---- async events ------------------------------------------------------- */
 
+/* The link of set whose QP or CQ this is (events may name QPs and CQs of
+ * the device that are not links of ours). */
+static struct smcr_vlink *find_link(struct smcr_vlink_set *set,
+				    const struct ibv_qp *qp, const struct ibv_cq *cq)
+{
+	struct smcr_vlink *vl;
+
+	for (vl = set->head; vl; vl = vl->next)
+		if ((qp && vl->qp == qp) || (cq && vl->cq == cq))
+			return vl;
+	return NULL;
+}
+
 static void down_matching(struct smcr_vlink_set *set, struct smcr_dev *dev,
 			  int port, int reason)
 {
@@ -400,10 +413,10 @@ int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev)
 		case IBV_EVENT_PATH_MIG:
 		case IBV_EVENT_PATH_MIG_ERR:
 		case IBV_EVENT_QP_LAST_WQE_REACHED:
-			vl = ev.element.qp->qp_context;
+			vl = find_link(set, ev.element.qp, NULL);
 			break;
 		case IBV_EVENT_CQ_ERR:
-			vl = ev.element.cq->cq_context;
+			vl = find_link(set, NULL, ev.element.cq);
 			break;
 		case IBV_EVENT_PORT_ACTIVE:
 		case IBV_EVENT_PORT_ERR:

@@ -44,8 +44,9 @@ struct smcr_vlink;
  * for the links of a port or device. */
 struct smcr_vlink_set {
 	struct smcr_vlink *head;
-	/* Port events that do not take a link down (IBV_EVENT_PORT_ACTIVE,
-	 * GID or LID changes, ...), so that a link group can re-add links;
+	/* Port and device events, after the links they take down are down
+	 * (IBV_EVENT_PORT_ACTIVE so that a link group can re-add links,
+	 * PORT_ERR, DEVICE_FATAL with port 0, GID or LID changes, ...);
 	 * NULL to ignore them. */
 	void (*port_event)(struct smcr_dev *dev, uint8_t port,
 			   enum ibv_event_type event, void *arg);
@@ -95,13 +96,16 @@ void smcr_vlink_destroy(struct smcr_link *link);
 
 /* Drain the device's completion channel: for every CQ event, ack, re-arm
  * and poll its CQ until empty, dispatching upcalls.  Call when dev->chan->fd
- * is readable.  Returns the number of completions processed. */
+ * is readable.  Every CQ on dev->chan must be a link's (smcr_vlink_create).
+ * Returns the number of completions processed. */
 int smcr_vlink_cq_event(struct smcr_dev *dev);
 
-/* Drain the device's async events (dev->ctx->async_fd readable): QP errors
- * take their link down, IBV_EVENT_PORT_ERR every link of set on that port,
- * IBV_EVENT_DEVICE_FATAL every link of set on the device; other port events
- * go to set->port_event.  Returns the number of events processed. */
+/* Drain the device's async events (dev->ctx->async_fd readable): QP and CQ
+ * errors take their link down, IBV_EVENT_PORT_ERR every link of set on that
+ * port, IBV_EVENT_DEVICE_FATAL every link of set on the device; then every
+ * port and device event (PORT_ACTIVE, PORT_ERR, DEVICE_FATAL with port 0,
+ * GID_CHANGE, ...) goes to set->port_event.  Events of QPs and CQs that are
+ * not links of set are ignored.  Returns the number of events processed. */
 int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev);
 
 /* Poll one link's CQ until empty without waiting for an event, dispatching
