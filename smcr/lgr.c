@@ -496,6 +496,19 @@ static void lgr_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
 		smcr_warn("link %u: malformed CDC message dropped", link->link_id);
 		return;
 	}
+	if (m.failover_validation) {
+		/* CDCs the peer sent before it switched links may still wait
+		 * in the other links' queues: take them in first, or our SR
+		 * would lag its SS and we would reset for nothing (§4.6.1). */
+		unsigned int i;
+
+		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+			struct smcr_link *l = lgr->links[i].link;
+
+			if (l && l != link && l->ops->poll)
+				l->ops->poll(l);
+		}
+	}
 	conn = smcr_lgr_conn_find(lgr, m.token);
 	if (!conn) {
 		/* Late messages of a closed connection are harmless. */

@@ -50,6 +50,9 @@ struct smcr_link_ops {
 	/* Free send queue slots: a caller posting n work requests at once
 	 * checks for n first, so that a batch is never half posted. */
 	unsigned int (*sq_free)(struct smcr_link *link);
+	/* Optional: deliver what has already completed on this link now
+	 * (the owner drains other links before it validates a failover). */
+	int (*poll)(struct smcr_link *link);
 };
 
 /* Completion and receive upcalls, driven by whoever owns the link. */

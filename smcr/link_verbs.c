@@ -211,6 +211,7 @@ const struct smcr_link_ops smcr_vlink_ops = {
 	.post_send = vl_post_send,
 	.fail = vl_fail,
 	.sq_free = vl_sq_free,
+	.poll = smcr_vlink_poll,
 };
 
 static int post_recv(struct smcr_vlink *vl, unsigned int idx)
