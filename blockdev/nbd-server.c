@@ -620,3 +620,20 @@ void nbd_reply_build(const struct nbd_tx_params *p, const struct nbd_request *r,
 			out->head_len = n;
 	}
 }
+
+void nbd_reply_build_read_stream(const struct nbd_tx_params *p, const struct nbd_request *r,
+				 struct nbd_reply_buf *out)
+{
+	struct nbd_chunk_offset_data_wire ow;
+
+	nbd_reply_build(p, r, 0, r->length, NBD_NO_OFFSET, NULL, out);
+	if (!p->structured || r->length == 0)
+		return;
+	out->head_len = put_chunk(out->head, 0, NBD_REPLY_TYPE_OFFSET_DATA, r->cookie,
+				  (uint32_t)sizeof(ow) + r->length);
+	nbd_offset_encode(r->offset, &ow);
+	memcpy(out->head + out->head_len, &ow, sizeof(ow));
+	out->head_len += sizeof(ow);
+	out->tail_len = put_chunk(out->tail, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE,
+				  r->cookie, 0);
+}

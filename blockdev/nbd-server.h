@@ -120,4 +120,11 @@ void nbd_reply_build(const struct nbd_tx_params *p, const struct nbd_request *r,
 		     uint32_t error, uint32_t data_len, uint64_t err_offset,
 		     const char *msg, struct nbd_reply_buf *out);
 
+/* The reply to a READ whose data is sent while it is still being read
+ * (e.g. sendfile): an error can only end the connection, so a structured
+ * reply is a data chunk without NBD_REPLY_FLAG_DONE and a final NONE
+ * chunk (tail); a simple reply is the plain success header. */
+void nbd_reply_build_read_stream(const struct nbd_tx_params *p, const struct nbd_request *r,
+				 struct nbd_reply_buf *out);
+
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -51,6 +52,18 @@ static ssize_t tcp_writev(struct bd_transport *t, const struct iovec *iov, int i
 
 	do {
 		n = sendmsg(tcp_of(t)->fd, &msg, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+static ssize_t tcp_send_file(struct bd_transport *t, int fd, off_t *off, size_t len)
+{
+	ssize_t n;
+
+	do {
+		n = sendfile(tcp_of(t)->fd, fd, off, len);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
@@ -103,6 +116,7 @@ static const struct bd_transport_ops tcp_ops = {
 	.peer_addr = tcp_peer_addr,
 	.shutdown = tcp_shutdown,
 	.close = tcp_close,
+	.send_file = tcp_send_file,
 };
 
 void bd_format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)

@@ -21,6 +21,8 @@
  *     (at most two pieces), fill them (e.g. io_uring reads file data
  *     into them), and commit reservations in the order they were made.
  *     While reservations are outstanding the caller must not call writev.
+ *   send_file: put file data on the stream straight from the page cache
+ *     (TCP: sendfile(2)), for large READ replies.
  *
  * All functions return -errno on failure; none of them blocks. */
 #ifndef SMCRBD_TRANSPORT_H
@@ -77,6 +79,11 @@ struct bd_transport_ops {
 	/* Sends the oldest outstanding reservation, which must be len
 	 * bytes long. */
 	int (*tx_commit)(struct bd_transport *t, size_t len);
+
+	/* --- optional: file data without a copy -------------------------
+	 * Sends up to len bytes of file fd from *off (advanced), like
+	 * writev: the count, -EAGAIN, or -errno; 0 if the file ends. */
+	ssize_t (*send_file)(struct bd_transport *t, int fd, off_t *off, size_t len);
 };
 
 struct bd_transport {
