@@ -14,11 +14,12 @@
 #include "dev.h"
 #include "log.h"
 
-/* 4.096 us * 2^14 = 67 ms per try, 7 retries: a dead path is reported by a
- * completion error in about half a second. */
+/* 4.096 us * 2^14 = 67 ms per try, 6 retries: a dead path is reported by a
+ * completion error in about half a second.  (7 would mean "retry forever"
+ * on rxe, so a silent loss would never be reported.) */
 const struct smcr_qp_timing smcr_qp_timing_default = {
 	.timeout = 14,
-	.retry_cnt = 7,
+	.retry_cnt = 6,
 	.rnr_retry = 7,
 };
 
