@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "nbd-server.h"
@@ -19,11 +20,36 @@ struct hs {
 	struct nbd_server_session *s;
 	uint8_t *data;			/* current option's data */
 	uint32_t len;
+	int64_t deadline;		/* ms, CLOCK_MONOTONIC; 0: none */
 };
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The wait allowed for the next read or write: the per-step timeout,
+ * cut to what is left of the whole handshake. */
+static int hs_timeout(struct hs *h)
+{
+	int64_t left;
+
+	if (!h->deadline)
+		return h->lim->timeout_ms;
+	left = h->deadline - mono_ms();
+	if (left < 0)
+		left = 0;
+	if (h->lim->timeout_ms >= 0 && left > h->lim->timeout_ms)
+		left = h->lim->timeout_ms;
+	return (int)left;
+}
 
 static int hs_write(struct hs *h, const struct iovec *iov, int n)
 {
-	return bd_writev_full(h->t, iov, n, h->lim->timeout_ms, h->lim->cancel_fd);
+	return bd_writev_full(h->t, iov, n, hs_timeout(h), h->lim->cancel_fd);
 }
 
 static int hs_reply(struct hs *h, uint32_t option, uint32_t type, const void *data,
@@ -305,10 +331,12 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 
 	memset(out, 0, sizeof(*out));
 	nbd_greeting_encode(NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES, &gw);
-	r = bd_write_full(t, &gw, sizeof(gw), lim->timeout_ms, lim->cancel_fd);
+	if (lim->total_ms > 0)
+		h.deadline = mono_ms() + lim->total_ms;
+	r = bd_write_full(t, &gw, sizeof(gw), hs_timeout(&h), lim->cancel_fd);
 	if (r < 0)
 		return r == -EPIPE || r == -ECONNRESET ? -ECONNABORTED : r;
-	r = bd_read_full(t, &cw, sizeof(cw), lim->timeout_ms, lim->cancel_fd);
+	r = bd_read_full(t, &cw, sizeof(cw), hs_timeout(&h), lim->cancel_fd);
 	if (r < 0)
 		return r == -ECONNRESET ? -ECONNABORTED : r;
 	cflags = nbd_client_flags_decode(&cw);
@@ -323,7 +351,7 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		struct nbd_opt_wire ow;
 		struct nbd_opt opt;
 
-		r = bd_read_full(t, &ow, sizeof(ow), lim->timeout_ms, lim->cancel_fd);
+		r = bd_read_full(t, &ow, sizeof(ow), hs_timeout(&h), lim->cancel_fd);
 		if (r < 0)
 			return r == -ECONNRESET ? -ECONNABORTED : r;
 		if (nbd_opt_decode(&ow, &opt) < 0) {
@@ -339,7 +367,7 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		h.data = malloc(opt.len ? opt.len : 1);
 		if (!h.data)
 			return -ENOMEM;
-		r = bd_read_full(t, h.data, opt.len, lim->timeout_ms, lim->cancel_fd);
+		r = bd_read_full(t, h.data, opt.len, hs_timeout(&h), lim->cancel_fd);
 		if (r < 0) {
 			free(h.data);
 			return r == -ECONNRESET ? -ECONNABORTED : r;

@@ -50,6 +50,7 @@ struct nbd_server_ops {
 
 struct nbd_handshake_limits {
 	int timeout_ms;			/* per read/write; < 0: none */
+	int total_ms;			/* whole handshake; <= 0: none */
 	int cancel_fd;			/* readable: stop waiting; -1: none */
 	unsigned max_options;		/* options per session before hangup */
 };

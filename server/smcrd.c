@@ -29,6 +29,7 @@
 
 #define EXIT_USAGE		2
 #define HANDSHAKE_TIMEOUT_MS	30000
+#define HANDSHAKE_TOTAL_MS	120000
 #define HANDSHAKE_MAX_OPTIONS	128
 #define MAX_REFUSING		16
 #define LISTEN_MAX		8
@@ -168,6 +169,7 @@ static void *handshake_main(void *arg)
 	struct server *s = h->srv;
 	struct nbd_handshake_limits lim = {
 		.timeout_ms = HANDSHAKE_TIMEOUT_MS,
+		.total_ms = HANDSHAKE_TOTAL_MS,
 		.cancel_fd = s->cancel_fd,
 		.max_options = HANDSHAKE_MAX_OPTIONS,
 	};

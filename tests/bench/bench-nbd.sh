@@ -93,6 +93,9 @@ jobs=(
 
 run_fio() { # server rw bs depth metric -> number
     local out=$dir/fio.json
+    # Same start for every server: the whole file in the page cache (this
+    # machine's kernel reclaims cold pages on its own, DAMON).
+    cat "$img" >/dev/null
     fio --name=bench --ioengine=nbd --uri="${uri[$1]}" --rw="$2" --bs="$3" \
         --iodepth="$4" --size="$size" --runtime="$runtime" --time_based \
         --randrepeat=0 --output-format=json --output="$out" >/dev/null
