@@ -99,6 +99,10 @@ int smcr_sock_fd(struct smcr_sock *s);
 #define SMCR_EV_ERR	0x8
 unsigned int smcr_sock_events(struct smcr_sock *s);
 
+/* Addresses of the TCP connection underneath (as getpeername/getsockname). */
+int smcr_getpeername(struct smcr_sock *s, struct sockaddr *addr, socklen_t *len);
+int smcr_getsockname(struct smcr_sock *s, struct sockaddr *addr, socklen_t *len);
+
 struct smcr_sock_info {
 	bool smc;			/* false: fell back to TCP */
 	bool first_contact;

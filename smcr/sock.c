@@ -338,6 +338,16 @@ unsigned int smcr_sock_events(struct smcr_sock *s)
 	return ev;
 }
 
+int smcr_getpeername(struct smcr_sock *s, struct sockaddr *addr, socklen_t *len)
+{
+	return getpeername(s->fd, addr, len) ? -errno : 0;
+}
+
+int smcr_getsockname(struct smcr_sock *s, struct sockaddr *addr, socklen_t *len)
+{
+	return getsockname(s->fd, addr, len) ? -errno : 0;
+}
+
 int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
 {
 	memset(info, 0, sizeof(*info));
