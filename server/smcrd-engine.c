@@ -82,6 +82,10 @@ struct req {
 	void *buf;
 	unsigned buf_class;
 	bool from_file;			/* READ data goes out by send_file */
+	bool zc;			/* WRITE payload in the transport (rx_peek) */
+	unsigned pin;			/* its slot in the connection's pins */
+	struct iovec zc_iov[2];		/* the payload, in place */
+	struct iovec zc_cur[2];		/* what is left to write */
 	enum phase phase;
 	uint64_t done;			/* bytes done of the current phase */
 	uint32_t error;			/* NBD error */
@@ -125,6 +129,17 @@ struct conn {
 	bool drain;
 	uint64_t last_rx_ms;
 	uint64_t mem_used;		/* request buffers held */
+	/* Zero-copy receive (transports with rx_peek): the stream is read in
+	 * place; WRITE payloads stay there (pinned) until on disk, and bytes
+	 * are consumed in order up to the oldest pin. */
+	bool zc;
+	uint64_t rx_pos;		/* stream bytes parsed */
+	uint64_t rx_cons;		/* stream bytes consumed */
+	struct pin {
+		uint64_t start;
+		bool done;
+	} *pins;			/* ring of queue-depth entries */
+	unsigned pin_head, pin_cnt;
 	/* statistics */
 	uint64_t nreq, rbytes, wbytes;
 };
@@ -150,6 +165,7 @@ struct worker {
 	size_t pool_cached;
 	uint64_t mem_used, mem_limit;
 	unsigned io_inflight;		/* TAG_REQ SQEs */
+	struct engine_stats stats;	/* written here, read with atomics */
 	uint64_t limit_logged_ms;
 	bool draining;
 	bool timer_armed;
@@ -435,6 +451,7 @@ static void conn_destroy(struct conn *c)
 		  (unsigned long long)c->wbytes);
 	bd_close(c->t);
 	export_put(c->exp);
+	free(c->pins);
 	free(c->rbuf);
 	free(c);
 	__atomic_sub_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
@@ -474,6 +491,117 @@ static void conn_maybe_finish(struct conn *c)
 		conn_close(c, NULL);
 }
 
+/* --- zero-copy receive -------------------------------------------------- */
+
+/* Gives the transport back what is parsed and not pinned. */
+static void zc_release(struct conn *c)
+{
+	unsigned cap = c->w->e->p.queue_depth;
+	uint64_t target;
+	int r;
+
+	while (c->pin_cnt && c->pins[c->pin_head].done) {
+		c->pin_head = (c->pin_head + 1) % cap;
+		c->pin_cnt--;
+	}
+	target = c->pin_cnt ? c->pins[c->pin_head].start : c->rx_pos;
+	if (target <= c->rx_cons || c->closing)
+		return;
+	r = c->t->ops->rx_consume(c->t, (size_t)(target - c->rx_cons));
+	if (r < 0) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "consume failed: %s", strerror(-r));
+		conn_close(c, why);
+		return;
+	}
+	c->rx_cons = target;
+}
+
+/* The payload of q is on disk (or failed): its bytes may go. */
+static void zc_unpin(struct req *q)
+{
+	struct conn *c = q->c;
+
+	if (!q->zc)
+		return;
+	q->zc = false;
+	c->pins[q->pin].done = true;
+	zc_release(c);
+	/* Window space came free: there may be more to read. */
+	conn_kick(c);
+}
+
+/* Copies len bytes at off of a two-piece window. */
+static void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len)
+{
+	uint8_t *d = dst;
+	int i;
+
+	for (i = 0; i < 2 && len; i++) {
+		size_t n;
+
+		if (off >= win[i].iov_len) {
+			off -= win[i].iov_len;
+			continue;
+		}
+		n = win[i].iov_len - off;
+		if (n > len)
+			n = len;
+		memcpy(d, (uint8_t *)win[i].iov_base + off, n);
+		d += n;
+		len -= n;
+		off = 0;
+	}
+}
+
+/* The window pieces covering [off, off + len). */
+static int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2])
+{
+	int i, cnt = 0;
+
+	for (i = 0; i < 2 && len; i++) {
+		size_t n;
+
+		if (off >= win[i].iov_len) {
+			off -= win[i].iov_len;
+			continue;
+		}
+		n = win[i].iov_len - off;
+		if (n > len)
+			n = len;
+		out[cnt].iov_base = (uint8_t *)win[i].iov_base + off;
+		out[cnt].iov_len = n;
+		cnt++;
+		len -= n;
+		off = 0;
+	}
+	if (cnt < 2) {
+		out[cnt].iov_base = NULL;
+		out[cnt].iov_len = 0;
+	}
+	return cnt;
+}
+
+/* The remaining pieces of a zero-copy WRITE after done bytes. */
+static int zc_remaining(struct req *q)
+{
+	uint64_t skip = q->done;
+	int i, cnt = 0;
+
+	for (i = 0; i < 2; i++) {
+		if (skip >= q->zc_iov[i].iov_len) {
+			skip -= q->zc_iov[i].iov_len;
+			continue;
+		}
+		q->zc_cur[cnt].iov_base = (uint8_t *)q->zc_iov[i].iov_base + skip;
+		q->zc_cur[cnt].iov_len = q->zc_iov[i].iov_len - skip;
+		skip = 0;
+		cnt++;
+	}
+	return cnt;
+}
+
 /* --- replies ------------------------------------------------------------ */
 
 static struct req *req_new(struct conn *c)
@@ -489,6 +617,7 @@ static struct req *req_new(struct conn *c)
 	q->next = NULL;
 	q->buf = NULL;
 	q->from_file = false;
+	q->zc = false;
 	q->phase = PH_NONE;
 	q->done = 0;
 	q->error = 0;
@@ -496,6 +625,7 @@ static struct req *req_new(struct conn *c)
 	q->msg = NULL;
 	c->inflight++;
 	c->nreq++;
+	__atomic_add_fetch(&w->stats.requests, 1, __ATOMIC_RELAXED);
 	return q;
 }
 
@@ -504,6 +634,11 @@ static void req_free(struct req *q)
 	struct conn *c = q->c;
 	struct worker *w = c->w;
 
+	if (q->zc) {
+		/* Closing: nothing to give back. */
+		q->zc = false;
+		c->pins[q->pin].done = true;
+	}
 	if (q->buf) {
 		c->mem_used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
 		buf_put(w, q->buf_class, q->buf);
@@ -529,6 +664,7 @@ static void req_reply(struct req *q, uint32_t error, uint32_t data_len)
 		req_free(q);
 		return;
 	}
+	zc_unpin(q);
 	q->error = error;
 	nbd_reply_build(&c->tp, &q->r, error, data_len, q->err_off, q->msg, &q->rb);
 	if (q->r.type == NBD_CMD_READ)
@@ -678,23 +814,28 @@ static void start_zeroes(struct req *q)
 static bool write_inline(struct req *q)
 {
 	struct export *e = q->c->exp;
-	struct iovec iov = { .iov_base = q->buf, .iov_len = q->r.length };
+	struct iovec one = { .iov_base = q->buf, .iov_len = q->r.length };
+	const struct iovec *iov = q->zc ? q->zc_iov : &one;
+	int cnt = q->zc ? (q->zc_iov[1].iov_len ? 2 : 1) : 1;
 	ssize_t n;
 
-	if ((q->r.flags & NBD_CMD_FLAG_FUA) || io_fd(e, q->r.offset, q->r.length, q->buf) != e->fd)
+	if ((q->r.flags & NBD_CMD_FLAG_FUA) ||
+	    (!q->zc && io_fd(e, q->r.offset, q->r.length, q->buf) != e->fd) ||
+	    (q->zc && e->dfd >= 0))
 		return false;
 	if (!__atomic_load_n(&e->no_nowait_write, __ATOMIC_RELAXED)) {
-		n = pwritev2(e->fd, &iov, 1, (off_t)q->r.offset, RWF_NOWAIT);
+		n = pwritev2(e->fd, iov, cnt, (off_t)q->r.offset, RWF_NOWAIT);
 		if (n == (ssize_t)q->r.length)
 			goto out_done;
 		if (n >= 0 || errno != EOPNOTSUPP)
 			return false;	/* io_uring finishes it */
 		__atomic_store_n(&e->no_nowait_write, 1, __ATOMIC_RELAXED);
 	}
-	n = pwrite(e->fd, q->buf, q->r.length, (off_t)q->r.offset);
+	n = pwritev(e->fd, iov, cnt, (off_t)q->r.offset);
 	if (n != (ssize_t)q->r.length)
 		return false;		/* io_uring retries and reports */
 out_done:
+	__atomic_add_fetch(&q->c->w->stats.inline_writes, 1, __ATOMIC_RELAXED);
 	req_reply(q, 0, 0);
 	return true;
 }
@@ -766,7 +907,13 @@ static void req_submit(struct req *q)
 		io_uring_prep_read(sqe, io_fd(e, off, left, p), p, (unsigned)left, off);
 		break;
 	case PH_WRITE:
-		io_uring_prep_write(sqe, io_fd(e, off, left, p), p, (unsigned)left, off);
+		if (q->zc) {
+			/* Straight from the transport's receive buffer; its
+			 * memory need not suit O_DIRECT: the buffered fd. */
+			io_uring_prep_writev(sqe, e->fd, q->zc_cur, (unsigned)zc_remaining(q), off);
+		} else {
+			io_uring_prep_write(sqe, io_fd(e, off, left, p), p, (unsigned)left, off);
+		}
 		if (q->r.flags & NBD_CMD_FLAG_FUA)
 			sqe->rw_flags = RWF_DSYNC;
 		break;
@@ -922,7 +1069,22 @@ static void req_complete(struct req *q, int res)
 
 /* --- receive ---------------------------------------------------------------- */
 
-enum { RX_AGAIN, RX_STOP };
+enum { RX_AGAIN, RX_STOP, RX_RETRY, RX_ZC };
+
+static void rx_eof(struct conn *c)
+{
+	c->rx_stop = true;
+	if (c->rx_req) {
+		req_free(c->rx_req);
+		c->rx_req = NULL;
+	}
+	if (c->skip_req) {
+		req_free(c->skip_req);
+		c->skip_req = NULL;
+	}
+	smcr_dbg("client %s: end of stream", c->t->peer);
+	conn_maybe_finish(c);
+}
 
 /* Reads into up to two places; handles EOF and errors. */
 static ssize_t rx_read(struct conn *c, struct iovec *iov, int cnt)
@@ -939,17 +1101,7 @@ static ssize_t rx_read(struct conn *c, struct iovec *iov, int cnt)
 		return 0;
 	}
 	if (n == 0) {
-		c->rx_stop = true;
-		if (c->rx_req) {
-			req_free(c->rx_req);
-			c->rx_req = NULL;
-		}
-		if (c->skip_req) {
-			req_free(c->skip_req);
-			c->skip_req = NULL;
-		}
-		smcr_dbg("client %s: end of stream", c->t->peer);
-		conn_maybe_finish(c);
+		rx_eof(c);
 		return -1;
 	}
 	if (n < 0) {
@@ -994,16 +1146,20 @@ static bool read_by_send_file(struct conn *c, const struct nbd_request *r)
 	return cs.nr_cache >= last - first + 1;
 }
 
-static int rx_parse(struct conn *c)
+/* Handles one request header.  zc_ready: the transport holds the whole
+ * WRITE payload in place (rx_peek) and it can be written from there.
+ * Returns RX_AGAIN (header used, go on), RX_STOP (header used, stop),
+ * RX_RETRY (header not used: try again later) or RX_ZC (header used, *zq
+ * is a WRITE to be started from the transport's memory). */
+static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool zc_ready,
+			struct req **zq)
 {
-	struct nbd_request_wire w;
 	struct nbd_request r;
 	const char *msg = NULL;
 	uint32_t err;
 	struct req *q;
 
-	memcpy(&w, c->rbuf + c->rstart, sizeof(w));
-	if (nbd_request_decode(&w, &r) < 0) {
+	if (nbd_request_decode(w, &r) < 0) {
 		smcr_warn("client %s: bad request magic: dropping the connection",
 			  c->t->peer);
 		conn_close(c, NULL);
@@ -1011,7 +1167,6 @@ static int rx_parse(struct conn *c)
 	}
 	err = nbd_request_check(&c->tp, &r, &msg);
 	if (r.type == NBD_CMD_DISC) {
-		c->rstart += sizeof(w);
 		c->rx_stop = true;
 		smcr_dbg("client %s: NBD_CMD_DISC", c->t->peer);
 		conn_maybe_finish(c);
@@ -1023,7 +1178,7 @@ static int rx_parse(struct conn *c)
 	}
 	if (c->w->io_inflight >= IO_LIMIT) {
 		mem_wait(c, "I/O");
-		return RX_STOP;
+		return RX_RETRY;
 	}
 	q = req_new(c);
 	if (!q) {
@@ -1031,9 +1186,12 @@ static int rx_parse(struct conn *c)
 		return RX_STOP;
 	}
 	q->r = r;
-	if (!err && r.type == NBD_CMD_READ && read_by_send_file(c, &r))
+	if (!err && r.type == NBD_CMD_READ && read_by_send_file(c, &r)) {
 		q->from_file = true;
-	else if (!err && r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) {
+		__atomic_add_fetch(&c->w->stats.file_reads, 1, __ATOMIC_RELAXED);
+	} else if (!err && r.type == NBD_CMD_WRITE && r.length && zc_ready) {
+		q->zc = true;
+	} else if (!err && r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) {
 		uint64_t size = (uint64_t)1 << (size_class(r.length) + POOL_MIN_SHIFT);
 		bool blocked;
 
@@ -1043,7 +1201,7 @@ static int rx_parse(struct conn *c)
 			req_free(q);
 			c->nreq--;
 			c->rx_blocked = true;
-			return RX_STOP;
+			return RX_RETRY;
 		}
 		q->buf = buf_get(c->w, r.length, &q->buf_class, &blocked);
 		if (q->buf)
@@ -1053,7 +1211,7 @@ static int rx_parse(struct conn *c)
 			c->nreq--;
 			if (blocked) {
 				mem_wait(c, "memory");
-				return RX_STOP;
+				return RX_RETRY;
 			}
 			err = NBD_ENOMEM;
 			msg = "out of memory";
@@ -1065,7 +1223,6 @@ static int rx_parse(struct conn *c)
 			q->r = r;
 		}
 	}
-	c->rstart += sizeof(w);
 	if (err) {
 		smcr_dbg("client %s: %s off=%llu len=%u flags=0x%x: error %u: %s",
 			 c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.offset,
@@ -1080,6 +1237,11 @@ static int rx_parse(struct conn *c)
 		req_reply(q, err, 0);
 		return RX_AGAIN;
 	}
+	if (q->zc) {
+		__atomic_add_fetch(&c->w->stats.zc_writes, 1, __ATOMIC_RELAXED);
+		*zq = q;
+		return RX_ZC;
+	}
 	if (r.type == NBD_CMD_WRITE && r.length) {
 		c->rx_req = q;
 		return RX_AGAIN;
@@ -1088,11 +1250,130 @@ static int rx_parse(struct conn *c)
 	return RX_AGAIN;
 }
 
+static int rx_parse(struct conn *c)
+{
+	int r = rx_parse_hdr(c, (const struct nbd_request_wire *)(c->rbuf + c->rstart), false,
+			     NULL);
+
+	if (r != RX_RETRY)
+		c->rstart += sizeof(struct nbd_request_wire);
+	return r == RX_AGAIN ? RX_AGAIN : RX_STOP;
+}
+
+/* Receiving in place (see struct conn).  One peek, then as many requests
+ * as the window holds, then the parsed bytes go back; again while that
+ * made progress. */
+static void rx_pump_zc(struct conn *c)
+{
+	unsigned qd = c->w->e->p.queue_depth;
+
+	while (!c->closing && !c->rx_stop && !c->mem_blocked) {
+		struct iovec win[2];
+		uint64_t start = c->rx_pos, base = c->rx_cons, avail, off;
+		ssize_t n = c->t->ops->rx_peek(c->t, win);
+
+		if (n == -EAGAIN)
+			return;
+		if (n < 0) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "receive failed: %s", strerror((int)-n));
+			conn_close(c, n == -ECONNRESET ? "connection reset by client" : why);
+			return;
+		}
+		if (n == 0) {
+			rx_eof(c);
+			return;
+		}
+		c->last_rx_ms = c->drain ? now_ms() : 0;
+		while (!c->closing && !c->rx_stop && !c->mem_blocked) {
+			/* win[] starts where consumption stood at the peek
+			 * (a completed write may consume meanwhile). */
+			off = c->rx_pos - base;
+			avail = (uint64_t)n - off;
+			if (c->rx_req) {
+				struct req *q = c->rx_req;
+				uint64_t need = q->r.length - q->done;
+				uint64_t take = avail < need ? avail : need;
+
+				win_copy(win, off, (uint8_t *)q->buf + q->done, take);
+				q->done += take;
+				c->rx_pos += take;
+				if (take < need)
+					break;
+				c->rx_req = NULL;
+				q->done = 0;
+				req_start(q);
+				continue;
+			}
+			if (c->skip) {
+				uint64_t take = avail < c->skip ? avail : c->skip;
+
+				c->rx_pos += take;
+				c->skip -= take;
+				if (c->skip)
+					break;
+				if (c->skip_req) {
+					struct req *q = c->skip_req;
+
+					c->skip_req = NULL;
+					req_reply(q, q->error, 0);
+				}
+				continue;
+			}
+			if (avail < sizeof(struct nbd_request_wire))
+				break;
+			if (c->inflight >= qd) {
+				c->rx_blocked = true;
+				break;
+			}
+			{
+				struct nbd_request_wire w;
+				struct nbd_request peek;
+				struct req *q = NULL;
+				bool ready = false;
+				int r;
+
+				win_copy(win, off, &w, sizeof(w));
+				if (nbd_request_decode(&w, &peek) == 0 &&
+				    peek.type == NBD_CMD_WRITE &&
+				    avail - sizeof(w) >= peek.length &&
+				    c->pin_cnt < qd)
+					ready = true;
+				r = rx_parse_hdr(c, &w, ready, &q);
+				if (r == RX_RETRY)
+					break;
+				c->rx_pos += sizeof(w);
+				if (r == RX_STOP)
+					break;
+				if (r == RX_ZC) {
+					unsigned slot = (c->pin_head + c->pin_cnt) % qd;
+
+					win_slice(win, off + sizeof(w), q->r.length, q->zc_iov);
+					c->pins[slot].start = c->rx_pos;
+					c->pins[slot].done = false;
+					c->pin_cnt++;
+					q->pin = slot;
+					c->rx_pos += q->r.length;
+					req_start(q);
+				}
+			}
+		}
+		zc_release(c);
+		if (c->rx_pos == start)
+			return;		/* nothing new: wait for the poll */
+	}
+}
+
 static void rx_pump(struct conn *c)
 {
 	struct worker *w = c->w;
 	unsigned qd = w->e->p.queue_depth;
 
+	if (c->zc) {
+		rx_pump_zc(c);
+		return;
+	}
 	while (!c->closing && !c->rx_stop && !c->mem_blocked) {
 		uint32_t avail = c->rend - c->rstart;
 		struct iovec iov[2];
@@ -1554,6 +1835,15 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	c->t = t;
 	c->pfd = bd_poll_fd(t);
 	c->exp = exp;
+	if (t->ops->rx_peek && t->ops->rx_consume) {
+		c->pins = calloc(e->p.queue_depth, sizeof(*c->pins));
+		if (!c->pins) {
+			free(c->rbuf);
+			free(c);
+			goto out_refuse;
+		}
+		c->zc = true;
+	}
 	nbd_tx_params_from_session(s, &c->tp);
 	for (i = 0; i < e->nw; i++) {
 		unsigned n = __atomic_load_n(&e->w[i].nconns, __ATOMIC_RELAXED);
@@ -1572,6 +1862,7 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 		pthread_mutex_unlock(&w->lock);
 		__atomic_sub_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
 		__atomic_sub_fetch(&e->conns, 1, __ATOMIC_RELAXED);
+		free(c->pins);
 		free(c->rbuf);
 		free(c);
 		goto out_refuse;
@@ -1614,6 +1905,21 @@ void engine_stop(struct engine *e)
 	pthread_cond_destroy(&e->start_cond);
 	pthread_mutex_destroy(&e->start_lock);
 	free(e);
+}
+
+void engine_get_stats(struct engine *e, struct engine_stats *st)
+{
+	unsigned i;
+
+	memset(st, 0, sizeof(*st));
+	for (i = 0; i < e->nw; i++) {
+		struct engine_stats *w = &e->w[i].stats;
+
+		st->requests += __atomic_load_n(&w->requests, __ATOMIC_RELAXED);
+		st->zc_writes += __atomic_load_n(&w->zc_writes, __ATOMIC_RELAXED);
+		st->file_reads += __atomic_load_n(&w->file_reads, __ATOMIC_RELAXED);
+		st->inline_writes += __atomic_load_n(&w->inline_writes, __ATOMIC_RELAXED);
+	}
 }
 
 unsigned engine_connections(struct engine *e)

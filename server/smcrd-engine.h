@@ -42,4 +42,13 @@ void engine_drain(struct engine *e);
 void engine_stop(struct engine *e);
 unsigned engine_connections(struct engine *e);
 
+/* Counters since the start (all workers). */
+struct engine_stats {
+	uint64_t requests;
+	uint64_t zc_writes;		/* WRITEs written from the transport's memory */
+	uint64_t file_reads;		/* READs sent by send_file */
+	uint64_t inline_writes;		/* buffered WRITEs done by the worker */
+};
+void engine_get_stats(struct engine *e, struct engine_stats *st);
+
 #endif
