@@ -113,6 +113,15 @@ void nbd_client_close(struct nbd_client *c)
 	free(c);
 }
 
+struct bd_transport *nbd_client_detach(struct nbd_client *c)
+{
+	struct bd_transport *t = c->t;
+
+	c->t = NULL;
+	nbd_client_close(c);
+	return t;
+}
+
 struct bd_transport *nbd_client_transport(struct nbd_client *c)
 {
 	return c->t;

@@ -99,6 +99,11 @@ int smcr_sock_fd(struct smcr_sock *s);
 #define SMCR_EV_ERR	0x8
 unsigned int smcr_sock_events(struct smcr_sock *s);
 
+/* The TCP socket underneath: for a fallback socket, the whole connection
+ * (a caller may dup() it and carry on with plain socket calls, then
+ * smcr_close() the smcr_sock); for SMC-R, the CLC socket.  Never -1. */
+int smcr_sock_tcp_fd(struct smcr_sock *s);
+
 /* Addresses of the TCP connection underneath (as getpeername/getsockname). */
 int smcr_getpeername(struct smcr_sock *s, struct sockaddr *addr, socklen_t *len);
 int smcr_getsockname(struct smcr_sock *s, struct sockaddr *addr, socklen_t *len);
@@ -137,6 +142,46 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json);
 /* Fault injection: "fail-link=N" forces link N (id) of every group into
  * the error state.  Also read from SMCR_FAULT at smcr_ctx_create(). */
 int smcr_fault(struct smcr_ctx *ctx, const char *spec);
+
+/* Control socket (smcr/ctl.c), read by smcrctl(8): a unix stream socket
+ * DIR/NAME.PID.sock served by its own thread.  A client sends one command
+ * line and reads the answer up to the end of the stream; an answer that
+ * starts with "error:" failed.  Commands:
+ *   status         smcr_ctx_dump() text, then every section's text
+ *   status-json    {"name","pid","smcr":{dump},"stats":{counters},
+ *                   "sections":{NAME:{...}}}
+ *   stats, stats-json   the smcr_ctx_stats() counters
+ *   fault SPEC     smcr_fault(), e.g. "fault fail-link=2"
+ *   anything else  offered to the sections' command hooks
+ * DIR is $SMCR_CTL_DIR, else /run/smcr for root, else
+ * $XDG_RUNTIME_DIR/smcr or /tmp/smcr-UID.  SMCR_CTL=0 in the environment
+ * disables it (smcr_ctl_open() then gives *ctlp = NULL and 0).  ctx may be
+ * NULL (a program without SMC-R still shows its sections). */
+struct smcr_ctl;
+int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp);
+/* Stops the thread and removes the socket.  NULL is allowed. */
+void smcr_ctl_close(struct smcr_ctl *ctl);
+/* The socket's path ("" for NULL). */
+const char *smcr_ctl_path(struct smcr_ctl *ctl);
+/* The directory of control sockets (as above); returns buf. */
+char *smcr_ctl_dir(char *buf, size_t len);
+
+/* A program's own part of the status (exports, clients, NBD connections).
+ * dump writes text or one JSON value into buf, like smcr_ctx_dump(): the
+ * length, or -ENOSPC when buf is too small (it is called again with a
+ * larger one).  command (optional) gets command lines the control socket
+ * does not know; it returns -ENOSYS if the line is not its own, else
+ * writes its answer into reply and returns its length or -errno.  The
+ * callbacks run on the control thread.  At most 8 sections. */
+struct smcr_ctl_section {
+	const char *name;
+	int (*dump)(void *arg, char *buf, size_t len, bool json);
+	int (*command)(void *arg, const char *line, char *reply, size_t len);
+	void *arg;
+};
+int smcr_ctl_add_section(struct smcr_ctl *ctl, const struct smcr_ctl_section *sec);
+/* Waits until no callback of that section runs. */
+int smcr_ctl_remove_section(struct smcr_ctl *ctl, const char *name);
 
 #ifdef __cplusplus
 }

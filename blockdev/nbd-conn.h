@@ -1,0 +1,140 @@
+/* smcrbd: an NBD export as the clients use it (nbdkit plugin, smcr-fuse).
+ *
+ * nbdc_open() connects to an export over SMC-R (CLC first, TCP fallback
+ * when RDMA is not possible) or plain TCP, with several connections when
+ * the server sets the multi-conn flag.  Requests are spread over the
+ * connections (the least loaded one that is up); each connection has its
+ * own thread, which sends requests, reads replies and calls the
+ * completion callbacks.
+ *
+ * Losing a connection (or the whole link group, or the server) does not
+ * fail the requests on it (the RTRS model): they move to another
+ * connection that is up, or wait while their connection reconnects with
+ * exponential backoff, and are sent again (reads and writes at the same
+ * offset are idempotent; so are FLUSH, TRIM and WRITE_ZEROES).  A request
+ * fails with -EIO only when it has waited longer than the timeout for a
+ * connection; while no connection has been up for longer than that, new
+ * requests fail at once, and succeed again once one is back.  A reply
+ * with NBD_ESHUTDOWN (server shutting down) counts as a lost connection.
+ * A connection that has requests out and receives nothing for io_timeout
+ * is declared dead as well.
+ *
+ * Errors are -errno. */
+#ifndef SMCRBD_NBD_CONN_H
+#define SMCRBD_NBD_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nbd-proto.h"
+
+struct nbdc;
+struct smcr_ctx;
+struct smcr_ctl;
+
+/* Default SMC-R port of smcrd (its TCP NBD port is NBD_DEFAULT_PORT). */
+#define NBDC_SMCR_PORT		10810
+
+enum nbdc_transport {
+	NBDC_SMCR = 0,		/* SMC-R, TCP fallback by CLC Decline */
+	NBDC_TCP,		/* plain NBD over TCP */
+};
+
+/* smcr://host[:port]/export and nbd://host[:port]/export (IPv6 hosts in
+ * brackets; an empty export name is allowed).  The port defaults to
+ * NBDC_SMCR_PORT or NBD_DEFAULT_PORT. */
+struct nbdc_uri {
+	enum nbdc_transport transport;
+	char host[256];
+	char port[16];
+	char export[NBD_MAX_STRING + 1];
+};
+int nbdc_uri_parse(const char *uri, struct nbdc_uri *u);
+/* HOST, HOST:PORT, [V6]:PORT into host and port (default_port if none). */
+int nbdc_hostport_parse(const char *s, unsigned default_port, char *host,
+			size_t hostlen, char *port, size_t portlen);
+const char *nbdc_transport_name(enum nbdc_transport t);
+
+struct nbdc_opts {
+	const char *host;
+	const char *port;			/* NULL: the transport's default */
+	const char *export;			/* NULL: "" */
+	enum nbdc_transport transport;
+	unsigned connections;			/* 0: 1; 1 if no multi-conn */
+	unsigned timeout_ms;			/* 0: 30 s (see above) */
+	unsigned io_timeout_ms;			/* 0: 60 s; UINT32_MAX: never */
+	unsigned connect_timeout_ms;		/* each attempt; 0: 5 s */
+	unsigned backoff_min_ms, backoff_max_ms;	/* 0: 100 ms, 5 s */
+	bool read_only;				/* refuse writes here */
+	/* SMC-R context to use; NULL: nbdc creates its own for SMC-R. */
+	struct smcr_ctx *ctx;
+	/* Status on a control socket: an existing one (ctl), or open one
+	 * named ctl_name (smcr_ctl_open); neither: none. */
+	struct smcr_ctl *ctl;
+	const char *ctl_name;
+};
+
+/* Connects every connection once (failing if any does not come up) and
+ * starts their threads.  Call it in the process that does the I/O (after
+ * any fork). */
+int nbdc_open(const struct nbdc_opts *opts, struct nbdc **out);
+/* Same, from a URI; opts (may be NULL) give the other settings. */
+int nbdc_open_uri(const char *uri, const struct nbdc_opts *opts, struct nbdc **out);
+/* Lets requests still out finish (a few seconds at most), fails what is
+ * left with -ESHUTDOWN, sends NBD_CMD_DISC and frees everything.  No
+ * other call may run at the same time or later. */
+void nbdc_close(struct nbdc *e);
+
+uint64_t nbdc_size(struct nbdc *e);
+uint16_t nbdc_flags(struct nbdc *e);		/* transmission flags */
+bool nbdc_read_only(struct nbdc *e);
+unsigned nbdc_connections(struct nbdc *e);
+/* Largest READ/WRITE payload of one request (nbdc_submit). */
+uint32_t nbdc_max_request(struct nbdc *e);
+/* The SMC-R context in use (NULL over TCP). */
+struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e);
+
+/* Asynchronous requests.  type is NBD_CMD_READ, WRITE, FLUSH, TRIM,
+ * WRITE_ZEROES or CACHE; flags are NBD_CMD_FLAG_*; buf (READ, WRITE)
+ * must stay valid until done is called.  On success (0) done is called
+ * exactly once, on a connection thread, with 0 or -errno; it must not
+ * block for long nor call nbdc_close, and may submit more requests.
+ * Errors returned at once: -EINVAL, -EROFS (read-only), -ENOTSUP (the
+ * server does not offer the command), -EIO (no connection for longer
+ * than the timeout), -ESHUTDOWN (closing). */
+typedef void (*nbdc_done_fn)(void *arg, int result);
+int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
+		uint32_t len, void *buf, nbdc_done_fn done, void *arg);
+
+/* Blocking calls of any length (split into requests sent in parallel). */
+int nbdc_pread(struct nbdc *e, void *buf, size_t len, uint64_t offset, uint16_t flags);
+int nbdc_pwrite(struct nbdc *e, const void *buf, size_t len, uint64_t offset,
+		uint16_t flags);
+int nbdc_flush(struct nbdc *e, uint16_t flags);
+int nbdc_trim(struct nbdc *e, uint64_t len, uint64_t offset, uint16_t flags);
+int nbdc_zero(struct nbdc *e, uint64_t len, uint64_t offset, uint16_t flags);
+int nbdc_cache(struct nbdc *e, uint64_t len, uint64_t offset, uint16_t flags);
+
+struct nbdc_stats {
+	uint64_t requests;		/* submitted */
+	uint64_t completed;		/* done called (with any result) */
+	uint64_t errors;		/* ... with an error */
+	uint64_t bytes_read, bytes_written;
+	uint64_t reconnects;		/* connections that came back */
+	uint64_t reconnect_failures;	/* attempts that failed */
+	uint64_t connections_lost;
+	uint64_t resent;		/* requests sent again after a loss */
+	uint64_t timed_out;		/* failed after the timeout */
+	unsigned inflight;		/* submitted, not yet done */
+	unsigned connections_up;
+};
+void nbdc_get_stats(struct nbdc *e, struct nbdc_stats *st);
+/* Status text or JSON, like smcr_ctx_dump(): length or -ENOSPC. */
+int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json);
+
+/* Fault injection (tests, "nbd drop" on the control socket): drops
+ * every connection as if the server had gone away; they reconnect. */
+void nbdc_drop_connections(struct nbdc *e);
+
+#endif

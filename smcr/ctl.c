@@ -1,0 +1,646 @@
+/* smcrbd: the control socket of a libsmcr program (see smcr.h), which
+ * smcrctl(8) reads: status of the link groups, links and connections,
+ * counters, the program's own sections, fault injection.
+ *
+ * One thread per control socket: it polls the listening socket and an
+ * eventfd (stop), and answers each client in turn: one command line in,
+ * the answer out, close.  A client that does not send its line within
+ * two seconds is dropped. */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "log.h"
+#include "smcr.h"
+
+#define CTL_MAX_SECTIONS	8
+#define CTL_LINE_MAX		512
+#define CTL_CLIENT_MS		2000
+#define CTL_BUF_MAX		(16u << 20)
+
+struct ctl_section {
+	char name[32];
+	struct smcr_ctl_section sec;
+	bool used;
+};
+
+struct smcr_ctl {
+	struct smcr_ctx *ctx;
+	char name[64];
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int lfd;
+	int stopfd;
+	pthread_t thread;
+	/* Sections: lock protects the table; busy counts callbacks running
+	 * (remove waits for it to drop). */
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	unsigned int busy;
+	struct ctl_section secs[CTL_MAX_SECTIONS];
+};
+
+char *smcr_ctl_dir(char *buf, size_t len)
+{
+	const char *env = getenv("SMCR_CTL_DIR");
+
+	if (env && *env)
+		snprintf(buf, len, "%s", env);
+	else if (geteuid() == 0)
+		snprintf(buf, len, "/run/smcr");
+	else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
+		snprintf(buf, len, "%s/smcr", env);
+	else
+		snprintf(buf, len, "/tmp/smcr-%u", (unsigned int)geteuid());
+	return buf;
+}
+
+const char *smcr_ctl_path(struct smcr_ctl *ctl)
+{
+	return ctl ? ctl->path : "";
+}
+
+/* --- answers --------------------------------------------------------- */
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static bool sb_reserve(struct sbuf *b, size_t more)
+{
+	size_t cap = b->cap ? b->cap : 4096;
+	char *p;
+
+	if (b->oom)
+		return false;
+	if (b->len + more + 1 <= b->cap)
+		return true;
+	while (cap < b->len + more + 1)
+		cap *= 2;
+	if (cap > CTL_BUF_MAX || !(p = realloc(b->p, cap))) {
+		b->oom = true;
+		return false;
+	}
+	b->p = p;
+	b->cap = cap;
+	return true;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!sb_reserve(b, 256))
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= b->cap - b->len) {
+		if (!sb_reserve(b, (size_t)n))
+			return;
+		va_start(ap, fmt);
+		vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+	}
+	b->len += (size_t)n;
+}
+
+/* Appends what a dump-like function writes, growing the buffer on
+ * -ENOSPC.  Returns 0 or -errno (nothing appended). */
+static int sb_dump(struct sbuf *b, int (*fn)(void *, char *, size_t, bool), void *arg,
+		   bool json)
+{
+	size_t want = 16384;
+	int n;
+
+	for (;;) {
+		if (!sb_reserve(b, want))
+			return -ENOMEM;
+		n = fn(arg, b->p + b->len, b->cap - b->len, json);
+		if (n >= 0 && (size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			b->p[b->len] = '\0';
+			return 0;
+		}
+		if (n != -ENOSPC && n < 0)
+			return n;
+		want = (b->cap - b->len) * 2;
+	}
+}
+
+static int ctx_dump_fn(void *arg, char *buf, size_t len, bool json)
+{
+	return smcr_ctx_dump(arg, buf, len, json);
+}
+
+static void stats_text(struct sbuf *b, const struct smcr_stats *st)
+{
+	unsigned int i;
+
+	sb_printf(b,
+		  "connections %llu\nsmc_connections %llu\nfallbacks %llu\n"
+		  "link_groups %llu\nlinks_added %llu\nlinks_deleted %llu\n"
+		  "link_failures %llu\nfailovers %llu\ncdc_sent %llu\ncdc_recv %llu\n"
+		  "rdma_writes %llu\nbytes_sent %llu\nbytes_recv %llu\nllc_sent %llu\n"
+		  "llc_recv %llu\nrkeys_confirmed %llu\ntest_links %llu\n",
+		  (unsigned long long)st->connections,
+		  (unsigned long long)st->smc_connections,
+		  (unsigned long long)st->fallbacks,
+		  (unsigned long long)st->link_groups,
+		  (unsigned long long)st->links_added,
+		  (unsigned long long)st->links_deleted,
+		  (unsigned long long)st->link_failures,
+		  (unsigned long long)st->failovers,
+		  (unsigned long long)st->cdc_sent,
+		  (unsigned long long)st->cdc_recv,
+		  (unsigned long long)st->rdma_writes,
+		  (unsigned long long)st->bytes_sent,
+		  (unsigned long long)st->bytes_recv,
+		  (unsigned long long)st->llc_sent,
+		  (unsigned long long)st->llc_recv,
+		  (unsigned long long)st->rkeys_confirmed,
+		  (unsigned long long)st->test_links);
+	for (i = 0; i < SMCR_STATS_REASONS; i++)
+		if (st->fallback_by_reason[i])
+			sb_printf(b, "fallback 0x%08x %llu (%s)\n", smcr_stats_reason(i),
+				  (unsigned long long)st->fallback_by_reason[i],
+				  smcr_reason_str(smcr_stats_reason(i)));
+}
+
+static void json_str(struct sbuf *b, const char *s)
+{
+	sb_printf(b, "\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			sb_printf(b, "\\%c", c);
+		else if (c < 0x20)
+			sb_printf(b, "\\u%04x", c);
+		else
+			sb_printf(b, "%c", c);
+	}
+	sb_printf(b, "\"");
+}
+
+static void stats_json(struct sbuf *b, const struct smcr_stats *st)
+{
+	unsigned int i, n = 0;
+
+	sb_printf(b,
+		  "{\"connections\":%llu,\"smc_connections\":%llu,\"fallbacks\":%llu,"
+		  "\"link_groups\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,"
+		  "\"link_failures\":%llu,\"failovers\":%llu,\"cdc_sent\":%llu,"
+		  "\"cdc_recv\":%llu,\"rdma_writes\":%llu,\"bytes_sent\":%llu,"
+		  "\"bytes_recv\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,"
+		  "\"rkeys_confirmed\":%llu,\"test_links\":%llu,\"fallback_reasons\":[",
+		  (unsigned long long)st->connections,
+		  (unsigned long long)st->smc_connections,
+		  (unsigned long long)st->fallbacks,
+		  (unsigned long long)st->link_groups,
+		  (unsigned long long)st->links_added,
+		  (unsigned long long)st->links_deleted,
+		  (unsigned long long)st->link_failures,
+		  (unsigned long long)st->failovers,
+		  (unsigned long long)st->cdc_sent,
+		  (unsigned long long)st->cdc_recv,
+		  (unsigned long long)st->rdma_writes,
+		  (unsigned long long)st->bytes_sent,
+		  (unsigned long long)st->bytes_recv,
+		  (unsigned long long)st->llc_sent,
+		  (unsigned long long)st->llc_recv,
+		  (unsigned long long)st->rkeys_confirmed,
+		  (unsigned long long)st->test_links);
+	for (i = 0; i < SMCR_STATS_REASONS; i++) {
+		if (!st->fallback_by_reason[i])
+			continue;
+		sb_printf(b, "%s{\"code\":%u,\"count\":%llu,\"reason\":", n++ ? "," : "",
+			  smcr_stats_reason(i),
+			  (unsigned long long)st->fallback_by_reason[i]);
+		json_str(b, smcr_reason_str(smcr_stats_reason(i)));
+		sb_printf(b, "}");
+	}
+	sb_printf(b, "]}");
+}
+
+/* Runs fn on each used section with the table unlocked (busy held). */
+static void sections_begin(struct smcr_ctl *ctl)
+{
+	pthread_mutex_lock(&ctl->lock);
+	ctl->busy++;
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+static void sections_end(struct smcr_ctl *ctl)
+{
+	pthread_mutex_lock(&ctl->lock);
+	if (--ctl->busy == 0)
+		pthread_cond_broadcast(&ctl->idle);
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+static void status(struct smcr_ctl *ctl, struct sbuf *b, bool json)
+{
+	struct smcr_stats st;
+	unsigned int i, n = 0;
+
+	if (json) {
+		sb_printf(b, "{\"name\":");
+		json_str(b, ctl->name);
+		sb_printf(b, ",\"pid\":%d,\"smcr\":", (int)getpid());
+		if (ctl->ctx) {
+			size_t mark = b->len;
+
+			if (sb_dump(b, ctx_dump_fn, ctl->ctx, true) < 0) {
+				b->len = mark;
+				sb_printf(b, "null");
+			}
+			/* smcr_ctx_dump ends its JSON with a newline. */
+			while (b->len > mark && (b->p[b->len - 1] == '\n'))
+				b->len--;
+			smcr_ctx_stats(ctl->ctx, &st);
+			sb_printf(b, ",\"stats\":");
+			stats_json(b, &st);
+		} else {
+			sb_printf(b, "null,\"stats\":null");
+		}
+		sb_printf(b, ",\"sections\":{");
+	} else {
+		sb_printf(b, "%s (pid %d)\n", ctl->name, (int)getpid());
+		if (ctl->ctx) {
+			size_t mark = b->len;
+
+			if (sb_dump(b, ctx_dump_fn, ctl->ctx, false) < 0)
+				b->len = mark;
+			if (b->len == mark)
+				sb_printf(b, "no link groups\n");
+		} else {
+			sb_printf(b, "no SMC-R context\n");
+		}
+	}
+	sections_begin(ctl);
+	for (i = 0; i < CTL_MAX_SECTIONS; i++) {
+		struct ctl_section *s = &ctl->secs[i];
+		size_t mark;
+
+		if (!s->used || !s->sec.dump)
+			continue;
+		mark = b->len;
+		if (json) {
+			sb_printf(b, "%s", n++ ? "," : "");
+			json_str(b, s->name);
+			sb_printf(b, ":");
+		} else {
+			sb_printf(b, "[%s]\n", s->name);
+		}
+		if (sb_dump(b, s->sec.dump, s->sec.arg, json) < 0) {
+			b->len = mark;
+			if (json && mark == b->len && n == 1)
+				n = 0;
+		}
+	}
+	sections_end(ctl);
+	if (json)
+		sb_printf(b, "}}\n");
+}
+
+static void command(struct smcr_ctl *ctl, const char *line, struct sbuf *b)
+{
+	struct smcr_stats st;
+	unsigned int i;
+	int r;
+
+	if (!strcmp(line, "status")) {
+		status(ctl, b, false);
+	} else if (!strcmp(line, "status-json")) {
+		status(ctl, b, true);
+	} else if (!strcmp(line, "stats") || !strcmp(line, "stats-json")) {
+		if (!ctl->ctx) {
+			sb_printf(b, "error: no SMC-R context in this program\n");
+			return;
+		}
+		smcr_ctx_stats(ctl->ctx, &st);
+		if (line[5]) {
+			stats_json(b, &st);
+			sb_printf(b, "\n");
+		} else {
+			stats_text(b, &st);
+		}
+	} else if (!strncmp(line, "fault ", 6)) {
+		if (!ctl->ctx) {
+			sb_printf(b, "error: no SMC-R context in this program\n");
+			return;
+		}
+		r = smcr_fault(ctl->ctx, line + 6);
+		if (r < 0)
+			sb_printf(b, "error: %s: %s\n", line + 6,
+				  r == -ENOENT ? "no such link" : strerror(-r));
+		else
+			sb_printf(b, "ok: %s: %d link(s)\n", line + 6, r);
+	} else if (!strcmp(line, "help")) {
+		sb_printf(b, "commands: status, status-json, stats, stats-json, fault SPEC");
+		sections_begin(ctl);
+		for (i = 0; i < CTL_MAX_SECTIONS; i++)
+			if (ctl->secs[i].used && ctl->secs[i].sec.command)
+				sb_printf(b, ", %s ...", ctl->secs[i].name);
+		sections_end(ctl);
+		sb_printf(b, "\n");
+	} else {
+		r = -ENOSYS;
+		sections_begin(ctl);
+		for (i = 0; i < CTL_MAX_SECTIONS && r == -ENOSYS; i++) {
+			struct ctl_section *s = &ctl->secs[i];
+			size_t room = 65536;
+
+			if (!s->used || !s->sec.command || !sb_reserve(b, room))
+				continue;
+			r = s->sec.command(s->sec.arg, line, b->p + b->len, b->cap - b->len);
+			if (r >= 0) {
+				b->len += (size_t)r < b->cap - b->len ? (size_t)r :
+					  b->cap - b->len - 1;
+				b->p[b->len] = '\0';
+			}
+		}
+		sections_end(ctl);
+		if (r == -ENOSYS)
+			sb_printf(b, "error: unknown command '%s' (try help)\n", line);
+		else if (r < 0)
+			sb_printf(b, "error: %s: %s\n", line, strerror(-r));
+	}
+}
+
+/* --- the thread ---------------------------------------------------------- */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void serve_one(struct smcr_ctl *ctl, int fd)
+{
+	char line[CTL_LINE_MAX];
+	struct sbuf b = { 0 };
+	int64_t deadline = mono_ms() + CTL_CLIENT_MS;
+	size_t got = 0, off;
+	char *nl = NULL;
+
+	while (!nl && got < sizeof(line) - 1) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - mono_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return;
+		n = recv(fd, line + got, sizeof(line) - 1 - got, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		line[got] = '\0';
+		nl = strchr(line, '\n');
+	}
+	line[got] = '\0';
+	if (nl)
+		*nl = '\0';
+	while (got && (line[strlen(line) - 1] == '\r' || line[strlen(line) - 1] == ' '))
+		line[strlen(line) - 1] = '\0';
+	if (!*line)
+		return;
+	command(ctl, line, &b);
+	if (b.oom) {
+		free(b.p);
+		b = (struct sbuf){ 0 };
+		sb_printf(&b, "error: out of memory\n");
+	}
+	for (off = 0; off < b.len;) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		ssize_t n = send(fd, b.p + off, b.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			int64_t left = deadline + 8000 - mono_ms();
+
+			if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+				break;
+			continue;
+		}
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	free(b.p);
+}
+
+static void *ctl_thread(void *arg)
+{
+	struct smcr_ctl *ctl = arg;
+
+	for (;;) {
+		struct pollfd p[2] = {
+			{ .fd = ctl->lfd, .events = POLLIN },
+			{ .fd = ctl->stopfd, .events = POLLIN },
+		};
+		int fd;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			smcr_err("ctl: poll: %s", strerror(errno));
+			break;
+		}
+		if (p[1].revents)
+			break;
+		if (!p[0].revents)
+			continue;
+		fd = accept4(ctl->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		serve_one(ctl, fd);
+		close(fd);
+	}
+	return NULL;
+}
+
+/* --- setup ------------------------------------------------------------- */
+
+static int mkdir_p(const char *dir)
+{
+	char tmp[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *p;
+
+	if (snprintf(tmp, sizeof(tmp), "%s", dir) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *env = getenv("SMCR_CTL");
+	char dir[sizeof(sa.sun_path)];
+	struct smcr_ctl *ctl;
+	pthread_condattr_t ca;
+	int ret;
+
+	*ctlp = NULL;
+	if (env && (!strcmp(env, "0") || !strcmp(env, "no") || !strcmp(env, "off")))
+		return 0;
+	if (!name || !*name || strchr(name, '/'))
+		return -EINVAL;
+	ctl = calloc(1, sizeof(*ctl));
+	if (!ctl)
+		return -ENOMEM;
+	ctl->ctx = ctx;
+	ctl->lfd = ctl->stopfd = -1;
+	snprintf(ctl->name, sizeof(ctl->name), "%s", name);
+	smcr_ctl_dir(dir, sizeof(dir));
+	ret = mkdir_p(dir);
+	if (ret) {
+		smcr_warn("ctl: cannot create %s: %s", dir, strerror(-ret));
+		goto out_free;
+	}
+	if (snprintf(ctl->path, sizeof(ctl->path), "%s/%s.%d.sock", dir, ctl->name,
+		     (int)getpid()) >= (int)sizeof(ctl->path)) {
+		ret = -ENAMETOOLONG;
+		goto out_free;
+	}
+	memcpy(sa.sun_path, ctl->path, sizeof(sa.sun_path));
+	ctl->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	ctl->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ctl->lfd < 0 || ctl->stopfd < 0) {
+		ret = -errno;
+		goto out_close;
+	}
+	/* A socket left by an earlier process with our pid is stale. */
+	unlink(ctl->path);
+	if (bind(ctl->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(ctl->lfd, 16)) {
+		ret = -errno;
+		smcr_warn("ctl: %s: %s", ctl->path, strerror(-ret));
+		goto out_close;
+	}
+	chmod(ctl->path, 0660);
+	pthread_mutex_init(&ctl->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ctl->idle, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = -pthread_create(&ctl->thread, NULL, ctl_thread, ctl);
+	if (ret) {
+		pthread_cond_destroy(&ctl->idle);
+		pthread_mutex_destroy(&ctl->lock);
+		unlink(ctl->path);
+		goto out_close;
+	}
+	smcr_dbg("ctl: listening on %s", ctl->path);
+	*ctlp = ctl;
+	return 0;
+
+out_close:
+	if (ctl->lfd >= 0)
+		close(ctl->lfd);
+	if (ctl->stopfd >= 0)
+		close(ctl->stopfd);
+out_free:
+	free(ctl);
+	return ret;
+}
+
+void smcr_ctl_close(struct smcr_ctl *ctl)
+{
+	uint64_t one = 1;
+
+	if (!ctl)
+		return;
+	if (write(ctl->stopfd, &one, sizeof(one)) < 0)
+		smcr_warn("ctl: stop: %s", strerror(errno));
+	pthread_join(ctl->thread, NULL);
+	unlink(ctl->path);
+	close(ctl->lfd);
+	close(ctl->stopfd);
+	pthread_cond_destroy(&ctl->idle);
+	pthread_mutex_destroy(&ctl->lock);
+	free(ctl);
+}
+
+int smcr_ctl_add_section(struct smcr_ctl *ctl, const struct smcr_ctl_section *sec)
+{
+	unsigned int i;
+	int ret = -ENOSPC;
+
+	if (!ctl)
+		return 0;
+	if (!sec || !sec->name || !*sec->name || strlen(sec->name) >= sizeof(ctl->secs[0].name))
+		return -EINVAL;
+	pthread_mutex_lock(&ctl->lock);
+	while (ctl->busy)
+		pthread_cond_wait(&ctl->idle, &ctl->lock);
+	for (i = 0; i < CTL_MAX_SECTIONS; i++)
+		if (ctl->secs[i].used && !strcmp(ctl->secs[i].name, sec->name)) {
+			ret = -EEXIST;
+			goto out;
+		}
+	for (i = 0; i < CTL_MAX_SECTIONS; i++) {
+		if (ctl->secs[i].used)
+			continue;
+		snprintf(ctl->secs[i].name, sizeof(ctl->secs[i].name), "%s", sec->name);
+		ctl->secs[i].sec = *sec;
+		ctl->secs[i].sec.name = ctl->secs[i].name;
+		ctl->secs[i].used = true;
+		ret = 0;
+		break;
+	}
+out:
+	pthread_mutex_unlock(&ctl->lock);
+	return ret;
+}
+
+int smcr_ctl_remove_section(struct smcr_ctl *ctl, const char *name)
+{
+	unsigned int i;
+	int ret = -ENOENT;
+
+	if (!ctl)
+		return 0;
+	pthread_mutex_lock(&ctl->lock);
+	while (ctl->busy)
+		pthread_cond_wait(&ctl->idle, &ctl->lock);
+	for (i = 0; i < CTL_MAX_SECTIONS; i++)
+		if (ctl->secs[i].used && !strcmp(ctl->secs[i].name, name)) {
+			ctl->secs[i].used = false;
+			ret = 0;
+		}
+	pthread_mutex_unlock(&ctl->lock);
+	return ret;
+}

@@ -1,0 +1,72 @@
+# Shared helpers of the client shell tests (test-client-*.sh).  Source it
+# after functions.sh and test-nbd-lib.sh.  Not a test itself.
+#
+#   restart_smcrd ARGS...   starts smcrd again on the same $PORT
+#   kill_smcrd              SIGKILL (a crash), and reaps it
+#   start_nbdkit ARGS...    nbdkit with our plugin (build tree) on a unix
+#                           socket $NBDKIT_SOCK, in the foreground; sets
+#                           NBDKIT_PID and NBDKIT_LOG
+#   stop_nbdkit             SIGTERM and wait
+#   nbdkit_uri              nbd+unix:///?socket=$NBDKIT_SOCK
+#   SMCRCTL, SMCR_FUSE, NBDC_IO, MEMSERVER   our programs
+
+SMCRCTL=$abs_top_builddir/client/smcrctl
+SMCR_FUSE=$abs_top_builddir/client/smcr-fuse
+NBDC_IO=$abs_builddir/nbdc-io
+MEMSERVER=$abs_builddir/nbd-memserver
+PLUGIN=$abs_top_builddir/client/.libs/nbdkit-smcr-plugin.so
+# Our programs are libtool wrappers in the build tree; the libraries they
+# need are found through this.
+export LD_LIBRARY_PATH="$abs_top_builddir/smcr/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Control sockets of this test only.
+export SMCR_CTL_DIR=${SMCR_CTL_DIR:-$(scratch_dir)/ctl}
+
+restart_smcrd() {
+    if [ "${SMCR_VALGRIND:-0}" = 1 ]; then
+        valgrind --quiet --error-exitcode=99 --leak-check=full \
+            --errors-for-leak-kinds=definite \
+            "$SMCRD" -f -l 127.0.0.1 -p "$PORT" "$@" >>"$SMCRD_LOG" 2>&1 &
+    else
+        "$SMCRD" -f -l 127.0.0.1 -p "$PORT" "$@" >>"$SMCRD_LOG" 2>&1 &
+    fi
+    SMCRD_PID=$!
+    cleanup_fn "kill -KILL $SMCRD_PID 2>/dev/null"
+    wait_for "$START_WAIT" served
+}
+
+kill_smcrd() {
+    kill -KILL "$SMCRD_PID"
+    wait "$SMCRD_PID" 2>/dev/null || true
+}
+
+start_nbdkit() {
+    NBDKIT_SOCK=${NBDKIT_SOCK:-$(scratch_dir)/nbdkit.sock}
+    NBDKIT_LOG=${NBDKIT_LOG:-$(scratch_dir)/nbdkit.log}
+    [ -f "$PLUGIN" ] || fail "plugin not built ($PLUGIN)"
+    rm -f "$NBDKIT_SOCK"
+    nbdkit -f -v -U "$NBDKIT_SOCK" "$PLUGIN" "$@" >>"$NBDKIT_LOG" 2>&1 &
+    NBDKIT_PID=$!
+    cleanup_fn "kill -KILL $NBDKIT_PID 2>/dev/null"
+    local i
+    for (( i=0; i<START_WAIT*10; i++ )); do
+        [ -S "$NBDKIT_SOCK" ] && return 0
+        kill -0 "$NBDKIT_PID" 2>/dev/null || { tail -n 30 "$NBDKIT_LOG" >&2; fail "nbdkit exited at start"; }
+        sleep 0.1
+    done
+    tail -n 30 "$NBDKIT_LOG" >&2
+    fail "nbdkit did not come up"
+}
+
+stop_nbdkit() {
+    local rc=0
+    kill -TERM "$NBDKIT_PID"
+    wait "$NBDKIT_PID" || rc=$?
+    [ "$rc" = 0 ] || { tail -n 30 "$NBDKIT_LOG" >&2; fail "nbdkit exited with status $rc"; }
+}
+
+nbdkit_uri() { echo "nbd+unix:///?socket=$NBDKIT_SOCK"; }
+
+# A field of nbdc-io's "result" line:  result_field FILE NAME
+result_field() {
+    sed -n "s/^result .*\<$2 \([0-9][0-9]*\).*/\1/p" "$1"
+}

@@ -1,0 +1,55 @@
+#!/bin/bash
+# The client library (blockdev/nbd-conn.c) against smcrd over TCP, with
+# every byte checked by nbdc-io:
+#  1. smcrd is killed (SIGKILL) under load and restarted on the same port
+#     within the timeout: no I/O error, requests resent, both connections
+#     reconnected;
+#  2. smcrd stays away longer than the timeout: requests fail (EIO), and
+#     once it is back, I/O works again with the data intact.
+# smcr-timeout: 240
+. "${srcdir:-.}/functions.sh"
+. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-client-lib.sh"
+
+d=$(scratch_dir)
+truncate -s 64M "$d/disk.img" "$d/disk2.img"
+exports=(--export "disk=$d/disk.img" --export "disk2=$d/disk2.img")
+start_smcrd "${exports[@]}"
+secs=$(scale_mib 10 20)
+
+# --- 1: back within the timeout -----------------------------------------------
+run_prog "$NBDC_IO" -z -c 2 -t 30 -d "$secs" -q 32 -b 65536 "nbd://127.0.0.1:$PORT/disk" \
+    >"$d/io1.out" 2>"$d/io1.err" &
+io=$!
+cleanup_fn "kill -KILL $io 2>/dev/null"
+sleep 3
+kill_smcrd
+sleep 2
+restart_smcrd "${exports[@]}"
+rc=0; wait "$io" || rc=$?
+cat "$d/io1.out"
+[ "$rc" = 0 ] || { tail -n 20 "$d/io1.err"; fail "I/O failed across a server restart (rc $rc)"; }
+[ "$(result_field "$d/io1.out" errors)" = 0 ] || fail "errors reported"
+[ "$(result_field "$d/io1.out" bad)" = 0 ] || fail "bad data"
+[ "$(result_field "$d/io1.out" reconnects)" -ge 2 ] || fail "both connections should have reconnected"
+[ "$(result_field "$d/io1.out" resent)" -ge 1 ] || fail "nothing was resent (no request out at the kill?)"
+[ "$(result_field "$d/io1.out" reconnect_failures)" -ge 1 ] || fail "no failed reconnect attempt counted"
+grep -q "is back" "$d/io1.err" || fail "no reconnect logged"
+
+# --- 2: away for longer than the timeout ----------------------------------------
+run_prog "$NBDC_IO" -z -e -c 2 -t 1.5 -d "$secs" -q 16 -b 65536 "nbd://127.0.0.1:$PORT/disk2" \
+    >"$d/io2.out" 2>"$d/io2.err" &
+io=$!
+cleanup_fn "kill -KILL $io 2>/dev/null"
+sleep 2
+kill_smcrd
+sleep 4
+restart_smcrd "${exports[@]}"
+rc=0; wait "$io" || rc=$?
+cat "$d/io2.out"
+[ "$rc" = 0 ] || { tail -n 20 "$d/io2.err"; fail "expected errors and intact data (rc $rc)"; }
+[ "$(result_field "$d/io2.out" errors)" -ge 1 ] || fail "no error although the server stayed away"
+[ "$(result_field "$d/io2.out" timed_out)" -ge 1 ] || fail "no timeout counted"
+[ "$(result_field "$d/io2.out" bad)" = 0 ] || fail "bad data"
+stop_smcrd
+echo "PASS: restart within the timeout: no error; beyond it: errors, then I/O again"

@@ -1,0 +1,44 @@
+/* smcrbd tests: a small NBD server in memory (one thread per connection)
+ * over TCP or libsmcr (CLC; TCP fallback on a host without RDMA), with
+ * fault knobs for the client tests: stop answering, answer ESHUTDOWN,
+ * drop connections, go away and come back on the same port. */
+#ifndef SMCRBD_TESTS_MEMSERVER_H
+#define SMCRBD_TESTS_MEMSERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct memsrv;
+
+struct memsrv_opts {
+	bool smcr;			/* listen with libsmcr (CLC first) */
+	unsigned port;			/* 0: any free port on 127.0.0.1 */
+	uint64_t size;			/* 0: 16 MiB */
+	const char *name;		/* NULL: "mem" */
+	bool no_multi_conn;
+	bool read_only;
+	unsigned delay_us;		/* before each reply */
+};
+
+int memsrv_start(const struct memsrv_opts *o, struct memsrv **out);
+void memsrv_stop(struct memsrv *s);
+unsigned memsrv_port(struct memsrv *s);
+uint8_t *memsrv_data(struct memsrv *s);
+
+/* Server "crash": close the listener and every connection (requests in
+ * flight get no reply).  resume listens again on the same port. */
+void memsrv_pause(struct memsrv *s);
+int memsrv_resume(struct memsrv *s);
+
+/* Knobs (take effect at the next request). */
+void memsrv_hang(struct memsrv *s, bool on);	/* read requests, never reply */
+void memsrv_eshutdown(struct memsrv *s, unsigned n);	/* next n replies ESHUTDOWN */
+/* Close the connection instead of answering the n-th request from now. */
+void memsrv_drop_after(struct memsrv *s, unsigned n);
+
+unsigned memsrv_requests(struct memsrv *s);	/* executed */
+unsigned memsrv_accepted(struct memsrv *s);	/* connections, handshake done */
+unsigned memsrv_open_conns(struct memsrv *s);
+
+#endif

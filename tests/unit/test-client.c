@@ -1,0 +1,574 @@
+/* smcrbd: unit tests of the client library (blockdev/nbd-conn.c) against
+ * an NBD server in memory (memserver.c): URIs, I/O with data checks,
+ * multi-conn, callbacks, reconnect and resend after the server goes
+ * away, the timeout, ESHUTDOWN, dead connections, SMC-R (TCP fallback
+ * here) and the control socket. */
+#include <config.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "memserver.h"
+#include "nbd-conn.h"
+#include "smcr.h"
+#include "unit.h"
+
+static int64_t ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void fill(uint8_t *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+}
+
+static struct memsrv *server(bool smcr, bool multi)
+{
+	struct memsrv_opts o = { .smcr = smcr, .no_multi_conn = !multi, .name = "disk" };
+	struct memsrv *s = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(memsrv_start(&o, &s), 0);
+	return s;
+}
+
+static struct nbdc *client(struct memsrv *s, bool smcr, unsigned conns, unsigned timeout_ms,
+			   unsigned io_timeout_ms)
+{
+	char port[16];
+	struct nbdc_opts o = {
+		.host = "127.0.0.1", .port = port, .export = "disk",
+		.transport = smcr ? NBDC_SMCR : NBDC_TCP, .connections = conns,
+		.timeout_ms = timeout_ms, .io_timeout_ms = io_timeout_ms,
+		.backoff_min_ms = 20, .backoff_max_ms = 200,
+	};
+	struct nbdc *e = NULL;
+
+	snprintf(port, sizeof(port), "%u", memsrv_port(s));
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+	return e;
+}
+
+/* --- URIs -------------------------------------------------------------- */
+
+static void test_uri(void)
+{
+	struct nbdc_uri u;
+	char h[64], p[16];
+
+	CU_ASSERT_EQUAL(nbdc_uri_parse("smcr://host/disk", &u), 0);
+	CU_ASSERT_EQUAL(u.transport, NBDC_SMCR);
+	CU_ASSERT_STRING_EQUAL(u.host, "host");
+	CU_ASSERT_STRING_EQUAL(u.port, "10810");
+	CU_ASSERT_STRING_EQUAL(u.export, "disk");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://10.0.0.1:1234/a%20b", &u), 0);
+	CU_ASSERT_EQUAL(u.transport, NBDC_TCP);
+	CU_ASSERT_STRING_EQUAL(u.host, "10.0.0.1");
+	CU_ASSERT_STRING_EQUAL(u.port, "1234");
+	CU_ASSERT_STRING_EQUAL(u.export, "a b");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://[::1]:99/", &u), 0);
+	CU_ASSERT_STRING_EQUAL(u.host, "::1");
+	CU_ASSERT_STRING_EQUAL(u.port, "99");
+	CU_ASSERT_STRING_EQUAL(u.export, "");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h", &u), 0);
+	CU_ASSERT_STRING_EQUAL(u.port, "10809");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("http://h/x", &u), -EPROTONOSUPPORT);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h:0/x", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h:70000/x", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://:80/x", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://[::1/x", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_hostport_parse("a.b:7", 1, h, sizeof(h), p, sizeof(p)), 0);
+	CU_ASSERT_STRING_EQUAL(h, "a.b");
+	CU_ASSERT_STRING_EQUAL(p, "7");
+	CU_ASSERT_EQUAL(nbdc_hostport_parse("fe80::1", 5, h, sizeof(h), p, sizeof(p)), 0);
+	CU_ASSERT_STRING_EQUAL(h, "fe80::1");
+	CU_ASSERT_STRING_EQUAL(p, "5");
+	CU_ASSERT_EQUAL(nbdc_hostport_parse("x:", 5, h, sizeof(h), p, sizeof(p)), -EINVAL);
+}
+
+/* --- I/O -------------------------------------------------------------------- */
+
+static void check_io(struct memsrv *s, struct nbdc *e)
+{
+	size_t len = 3u << 20;
+	uint8_t *a = malloc(len), *b = malloc(len);
+	uint64_t offs[3] = { 0, 5u << 20, (16u << 20) - len };
+	unsigned i;
+
+	for (i = 0; i < 3; i++) {
+		fill(a, len, i + 1);
+		CU_ASSERT_EQUAL(nbdc_pwrite(e, a, len, offs[i], i == 1 ? NBD_CMD_FLAG_FUA : 0), 0);
+		memset(b, 0, len);
+		CU_ASSERT_EQUAL(nbdc_pread(e, b, len, offs[i], 0), 0);
+		CU_ASSERT(memcmp(a, b, len) == 0);
+		CU_ASSERT(memcmp(a, memsrv_data(s) + offs[i], len) == 0);
+	}
+	CU_ASSERT_EQUAL(nbdc_flush(e, 0), 0);
+	CU_ASSERT_EQUAL(nbdc_trim(e, 65536, 0, 0), 0);
+	CU_ASSERT_EQUAL(nbdc_zero(e, 4096, 65536, NBD_CMD_FLAG_NO_HOLE), 0);
+	CU_ASSERT_EQUAL(nbdc_pread(e, b, 65536 + 4096, 0, 0), 0);
+	memset(a, 0, 65536 + 4096);
+	CU_ASSERT(memcmp(a, b, 65536 + 4096) == 0);
+	/* Past the end: refused here. */
+	CU_ASSERT_EQUAL(nbdc_pread(e, b, 4096, (16u << 20) - 100, 0), -EINVAL);
+	free(a);
+	free(b);
+}
+
+static void test_io_tcp(void)
+{
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 4, 0, 0);
+	struct nbdc_stats st;
+
+	CU_ASSERT_EQUAL(nbdc_size(e), 16u << 20);
+	CU_ASSERT_EQUAL(nbdc_connections(e), 4);
+	CU_ASSERT(nbdc_flags(e) & NBD_FLAG_CAN_MULTI_CONN);
+	CU_ASSERT_FALSE(nbdc_read_only(e));
+	check_io(s, e);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT_EQUAL(st.connections_up, 4);
+	CU_ASSERT_EQUAL(st.errors, 1 - 1);	/* the refused read never went out */
+	CU_ASSERT_EQUAL(st.reconnects, 0);
+	CU_ASSERT_EQUAL(st.inflight, 0);
+	CU_ASSERT(st.bytes_written >= 9u << 20);
+	nbdc_close(e);
+	CU_ASSERT_EQUAL(memsrv_accepted(s), 4);
+	memsrv_stop(s);
+}
+
+static void test_no_multi_conn(void)
+{
+	struct memsrv *s = server(false, false);
+	struct nbdc *e = client(s, false, 4, 0, 0);
+
+	CU_ASSERT_EQUAL(nbdc_connections(e), 1);
+	check_io(s, e);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+static void test_read_only(void)
+{
+	struct memsrv_opts o = { .read_only = true, .name = "disk" };
+	struct memsrv *s = NULL;
+	struct nbdc *e;
+	uint8_t buf[512] = { 0 };
+
+	CU_ASSERT_EQUAL_FATAL(memsrv_start(&o, &s), 0);
+	e = client(s, false, 1, 0, 0);
+	CU_ASSERT_TRUE(nbdc_read_only(e));
+	CU_ASSERT_EQUAL(nbdc_pwrite(e, buf, sizeof(buf), 0, 0), -EROFS);
+	CU_ASSERT_EQUAL(nbdc_trim(e, 512, 0, 0), -EROFS);
+	CU_ASSERT_EQUAL(nbdc_pread(e, buf, sizeof(buf), 0, 0), 0);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+static void test_unknown_export(void)
+{
+	struct memsrv *s = server(false, true);
+	char port[16];
+	struct nbdc_opts o = { .host = "127.0.0.1", .port = port, .export = "nope",
+			       .transport = NBDC_TCP };
+	struct nbdc *e = NULL;
+
+	snprintf(port, sizeof(port), "%u", memsrv_port(s));
+	CU_ASSERT_EQUAL(nbdc_open(&o, &e), -ENOENT);
+	CU_ASSERT_PTR_NULL(e);
+	memsrv_stop(s);
+	/* Nobody listening. */
+	CU_ASSERT(nbdc_open(&o, &e) < 0);
+}
+
+/* --- asynchronous requests ------------------------------------------------- */
+
+struct batch {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	unsigned left, errors;
+	int last_error;
+};
+
+static void batch_init(struct batch *b, unsigned n)
+{
+	pthread_mutex_init(&b->m, NULL);
+	pthread_cond_init(&b->cv, NULL);
+	b->left = n;
+	b->errors = 0;
+	b->last_error = 0;
+}
+
+static void batch_done(void *arg, int result)
+{
+	struct batch *b = arg;
+
+	pthread_mutex_lock(&b->m);
+	if (result) {
+		b->errors++;
+		b->last_error = result;
+	}
+	if (--b->left == 0)
+		pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->m);
+}
+
+/* Waits up to ms milliseconds; returns what is left. */
+static unsigned batch_wait(struct batch *b, int timeout_ms)
+{
+	struct timespec ts;
+	unsigned left;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&b->m);
+	while (b->left && pthread_cond_timedwait(&b->cv, &b->m, &ts) == 0)
+		;
+	left = b->left;
+	pthread_mutex_unlock(&b->m);
+	return left;
+}
+
+static void batch_fini(struct batch *b)
+{
+	pthread_cond_destroy(&b->cv);
+	pthread_mutex_destroy(&b->m);
+}
+
+#define NBLK	512
+#define BLK	8192
+
+/* Writes NBLK distinct blocks asynchronously (seed base), then waits. */
+static void async_writes(struct nbdc *e, uint8_t *bufs, uint64_t base, struct batch *b)
+{
+	unsigned i;
+
+	batch_init(b, NBLK);
+	for (i = 0; i < NBLK; i++) {
+		fill(bufs + (size_t)i * BLK, BLK, base + i);
+		CU_ASSERT_EQUAL(nbdc_submit(e, NBD_CMD_WRITE, 0, (uint64_t)i * BLK * 3, BLK,
+					    bufs + (size_t)i * BLK, batch_done, b), 0);
+	}
+}
+
+static void verify_blocks(struct memsrv *s, struct nbdc *e, const uint8_t *bufs)
+{
+	uint8_t *got = malloc((size_t)NBLK * BLK);
+	struct batch b;
+	unsigned i, bad = 0;
+
+	batch_init(&b, NBLK);
+	for (i = 0; i < NBLK; i++)
+		CU_ASSERT_EQUAL(nbdc_submit(e, NBD_CMD_READ, 0, (uint64_t)i * BLK * 3, BLK,
+					    got + (size_t)i * BLK, batch_done, &b), 0);
+	CU_ASSERT_EQUAL(batch_wait(&b, 20000), 0);
+	CU_ASSERT_EQUAL(b.errors, 0);
+	for (i = 0; i < NBLK; i++) {
+		bad += memcmp(got + (size_t)i * BLK, bufs + (size_t)i * BLK, BLK) != 0;
+		bad += memcmp(memsrv_data(s) + (size_t)i * BLK * 3, bufs + (size_t)i * BLK,
+			      BLK) != 0;
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	batch_fini(&b);
+	free(got);
+}
+
+static void test_async(void)
+{
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 3, 0, 0);
+	uint8_t *bufs = malloc((size_t)NBLK * BLK);
+	struct batch b;
+
+	async_writes(e, bufs, 100, &b);
+	CU_ASSERT_EQUAL(batch_wait(&b, 20000), 0);
+	CU_ASSERT_EQUAL(b.errors, 0);
+	batch_fini(&b);
+	verify_blocks(s, e, bufs);
+	free(bufs);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+/* --- losing the server ------------------------------------------------------ */
+
+static void wait_up(struct nbdc *e, unsigned want, int timeout_ms)
+{
+	int64_t end = ms() + timeout_ms;
+	struct nbdc_stats st;
+
+	do {
+		nbdc_get_stats(e, &st);
+		if (st.connections_up >= want)
+			return;
+		usleep(10000);
+	} while (ms() < end);
+	CU_FAIL("connections did not come back");
+}
+
+static void test_reconnect(void)
+{
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 2, 10000, 0);
+	uint8_t *bufs = malloc((size_t)NBLK * BLK);
+	struct nbdc_stats st;
+	struct batch b;
+
+	/* Requests go out but get no reply, then the server "crashes". */
+	memsrv_hang(s, true);
+	async_writes(e, bufs, 200, &b);
+	usleep(200000);
+	memsrv_pause(s);
+	memsrv_hang(s, false);
+	usleep(300000);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT_EQUAL(st.connections_up, 0);
+	CU_ASSERT(st.inflight > 0);
+	CU_ASSERT_EQUAL(memsrv_resume(s), 0);
+	CU_ASSERT_EQUAL(batch_wait(&b, 20000), 0);
+	CU_ASSERT_EQUAL(b.errors, 0);
+	batch_fini(&b);
+	verify_blocks(s, e, bufs);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT(st.reconnects >= 2);
+	CU_ASSERT(st.resent >= 1);
+	CU_ASSERT(st.reconnect_failures >= 1);
+	CU_ASSERT_EQUAL(st.connections_lost, 2);
+	CU_ASSERT_EQUAL(st.timed_out, 0);
+	CU_ASSERT_EQUAL(st.errors, 0);
+	free(bufs);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+static void test_timeout(void)
+{
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 2, 400, 0);
+	uint8_t buf[4096];
+	struct nbdc_stats st;
+	struct batch b;
+	int64_t t0;
+
+	memsrv_pause(s);
+	usleep(50000);
+	t0 = ms();
+	batch_init(&b, 1);
+	CU_ASSERT_EQUAL(nbdc_submit(e, NBD_CMD_READ, 0, 0, sizeof(buf), buf, batch_done, &b), 0);
+	CU_ASSERT_EQUAL(batch_wait(&b, 5000), 0);
+	CU_ASSERT_EQUAL(b.last_error, -EIO);
+	CU_ASSERT(ms() - t0 >= 300);
+	batch_fini(&b);
+	/* Down for longer than the timeout: fail at once. */
+	t0 = ms();
+	CU_ASSERT_EQUAL(nbdc_pread(e, buf, sizeof(buf), 0, 0), -EIO);
+	CU_ASSERT(ms() - t0 < 100);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT(st.timed_out >= 2);
+	/* Back: works again. */
+	CU_ASSERT_EQUAL(memsrv_resume(s), 0);
+	wait_up(e, 1, 5000);
+	CU_ASSERT_EQUAL(nbdc_pread(e, buf, sizeof(buf), 0, 0), 0);
+	wait_up(e, 2, 5000);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+static void test_eshutdown(void)
+{
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 1, 5000, 0);
+	uint8_t a[4096], b[4096];
+	struct nbdc_stats st;
+
+	fill(a, sizeof(a), 7);
+	memsrv_eshutdown(s, 2);
+	CU_ASSERT_EQUAL(nbdc_pwrite(e, a, sizeof(a), 8192, 0), 0);
+	CU_ASSERT_EQUAL(nbdc_pread(e, b, sizeof(b), 8192, 0), 0);
+	CU_ASSERT(memcmp(a, b, sizeof(a)) == 0);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT(st.connections_lost >= 1);
+	CU_ASSERT(st.resent >= 1);
+	CU_ASSERT_EQUAL(st.errors, 0);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+static void test_drop_mid_stream(void)
+{
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 2, 5000, 0);
+	uint8_t *bufs = malloc((size_t)NBLK * BLK);
+	struct nbdc_stats st;
+	struct batch b;
+
+	memsrv_drop_after(s, 100);
+	async_writes(e, bufs, 300, &b);
+	CU_ASSERT_EQUAL(batch_wait(&b, 20000), 0);
+	CU_ASSERT_EQUAL(b.errors, 0);
+	batch_fini(&b);
+	/* Our own fault injection as well, while reading. */
+	nbdc_drop_connections(e);
+	verify_blocks(s, e, bufs);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT(st.connections_lost >= 2);
+	CU_ASSERT(st.resent >= 1);
+	CU_ASSERT_EQUAL(st.errors, 0);
+	free(bufs);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+static void test_io_timeout(void)
+{
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 1, 10000, 300);
+	uint8_t a[4096], b[4096];
+	struct nbdc_stats st;
+	struct batch bt;
+
+	fill(a, sizeof(a), 9);
+	memsrv_hang(s, true);
+	batch_init(&bt, 1);
+	CU_ASSERT_EQUAL(nbdc_submit(e, NBD_CMD_WRITE, 0, 0, sizeof(a), a, batch_done, &bt), 0);
+	usleep(800000);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT(st.connections_lost >= 1);
+	memsrv_hang(s, false);
+	CU_ASSERT_EQUAL(batch_wait(&bt, 5000), 0);
+	CU_ASSERT_EQUAL(bt.errors, 0);
+	batch_fini(&bt);
+	CU_ASSERT_EQUAL(nbdc_pread(e, b, sizeof(b), 0, 0), 0);
+	CU_ASSERT(memcmp(a, b, sizeof(a)) == 0);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+/* --- SMC-R (TCP fallback on this host) and the control socket -------------- */
+
+static int ctl_ask(const char *path, const char *cmd, char *out, size_t len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t got = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (write(fd, cmd, strlen(cmd)) < 0 || write(fd, "\n", 1) < 0) {
+		close(fd);
+		return -1;
+	}
+	while (got < len - 1 && (n = read(fd, out + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	out[got] = '\0';
+	close(fd);
+	return (int)got;
+}
+
+static void test_smcr_ctl(void)
+{
+	char dir[] = "/tmp/smcr-ctl-test.XXXXXX", path[256], *out = malloc(65536);
+	struct memsrv *s;
+	struct nbdc *e;
+	struct nbdc_stats st;
+	char port[16];
+	struct nbdc_opts o = {
+		.host = "127.0.0.1", .port = port, .export = "disk", .transport = NBDC_SMCR,
+		.connections = 2, .timeout_ms = 5000, .ctl_name = "test-client",
+		.backoff_min_ms = 20,
+	};
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+	setenv("SMCR_CTL_DIR", dir, 1);
+	s = server(true, true);
+	snprintf(port, sizeof(port), "%u", memsrv_port(s));
+	e = NULL;
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+	CU_ASSERT_PTR_NOT_NULL(nbdc_smcr_ctx(e));
+	check_io(s, e);
+	snprintf(path, sizeof(path), "%s/test-client.%d.sock", dir, (int)getpid());
+	CU_ASSERT(ctl_ask(path, "status-json", out, 65536) > 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"name\":\"test-client\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"sections\":{\"nbd\":{\"export\":\"disk\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"transport\":\"smcr-fallback\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"fallbacks\":2"));
+	CU_ASSERT(ctl_ask(path, "status", out, 65536) > 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "test-client (pid"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "[nbd]"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "TCP fallback"));
+	CU_ASSERT(ctl_ask(path, "stats", out, 65536) > 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "fallbacks 2\n"));
+	CU_ASSERT(ctl_ask(path, "fault fail-link=1", out, 65536) > 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "error:"));
+	CU_ASSERT(ctl_ask(path, "bogus", out, 65536) > 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "error: unknown command"));
+	CU_ASSERT(ctl_ask(path, "nbd drop", out, 65536) > 0);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "ok: dropped 2"));
+	usleep(100000);
+	wait_up(e, 2, 5000);
+	check_io(s, e);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT_EQUAL(st.reconnects, 2);
+	nbdc_close(e);
+	CU_ASSERT_EQUAL(access(path, F_OK), -1);
+	memsrv_stop(s);
+	rmdir(dir);
+	unsetenv("SMCR_CTL_DIR");
+	free(out);
+}
+
+static CU_TestInfo client_tests[] = {
+	{ "URIs", test_uri },
+	{ "I/O over TCP, 4 connections", test_io_tcp },
+	{ "no multi-conn: one connection", test_no_multi_conn },
+	{ "read-only export", test_read_only },
+	{ "unknown export, no server", test_unknown_export },
+	{ "asynchronous requests", test_async },
+	{ "server lost and back: resend", test_reconnect },
+	{ "timeout: errors, then back", test_timeout },
+	{ "ESHUTDOWN reply: resend", test_eshutdown },
+	{ "connections dropped mid-stream", test_drop_mid_stream },
+	{ "dead connection (io timeout)", test_io_timeout },
+	{ "SMC-R fallback and control socket", test_smcr_ctl },
+	CU_TEST_INFO_NULL,
+};
+
+static const struct unit_suite suites[] = {
+	{ "client", client_tests },
+	{ NULL, NULL },
+};
+
+int main(int argc, char **argv)
+{
+	return unit_main(argc, argv, suites);
+}
