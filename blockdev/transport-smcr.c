@@ -4,9 +4,8 @@
  * receive RMBE (peek + consume), writev copies into the send buffer that
  * mirrors the peer's RMBE (reserve + commit: one RDMA write and one CDC per
  * call, however many iovecs).  The zero-copy hooks hand those same buffers
- * to the caller.  A socket that fell back to TCP has no such buffers: the
- * transport then moves bytes with smcr_send/smcr_recv and offers no
- * zero-copy hooks. */
+ * to the caller.  A socket that fell back to TCP becomes a plain TCP
+ * transport on the same connection. */
 #include <config.h>
 
 #include <errno.h>
@@ -15,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netdb.h>
+#include <unistd.h>
 
 #include "smcr.h"
 #include "transport.h"
@@ -93,16 +93,12 @@ static ssize_t smcr_t_readv(struct bd_transport *t, const struct iovec *iov, int
 
 	for (tries = 0; tries < 2; tries++) {
 		avail = smcr_peek(st->s, piece, SMCR_DONTWAIT);
-		if (avail == -EOPNOTSUPP)	/* TCP fallback */
-			avail = iovcnt < 1 ? 0 :
-				smcr_recv(st->s, iov[0].iov_base, iov[0].iov_len,
-					  SMCR_DONTWAIT);
-		else if (avail > 0) {
+		if (avail > 0) {
 			n = iov_copy(iov, iovcnt, piece, (size_t)avail, false);
 			avail = smcr_consume(st->s, n);
 			return avail ? avail : (ssize_t)n;
 		}
-		/* Bytes (fallback), end of stream, or an error. */
+		/* End of stream, or an error. */
 		if (avail != -EAGAIN)
 			return avail;
 		if (still_blocked(st, SMCR_EV_IN))
@@ -123,10 +119,6 @@ static ssize_t smcr_t_writev(struct bd_transport *t, const struct iovec *iov, in
 		return -EBUSY;	/* reservations outstanding (transport.h) */
 	for (tries = 0; tries < 2; tries++) {
 		space = smcr_reserve(st->s, piece, SMCR_DONTWAIT);
-		if (space == -EOPNOTSUPP)	/* TCP fallback */
-			return iovcnt < 1 ? 0 :
-			       smcr_send(st->s, iov[0].iov_base, iov[0].iov_len,
-					 SMCR_DONTWAIT);
 		if (space > 0) {
 			n = iov_copy(iov, iovcnt, piece, (size_t)space < want ?
 				     (size_t)space : want, true);
@@ -148,14 +140,11 @@ static int smcr_t_poll_fd(struct bd_transport *t)
 
 static short smcr_t_poll_events(struct bd_transport *t, unsigned want)
 {
-	struct smcr_sock_info info;
-
-	/* An SMC-R socket's fd is an eventfd: readable means "look again"
-	 * whatever the direction.  A fallback socket's is the TCP socket. */
-	if (smcr_sock_info(st_of(t)->s, &info) == 0 && info.smc)
-		return POLLIN;
-	return (short)(((want & BD_WANT_READ) ? POLLIN : 0) |
-		       ((want & BD_WANT_WRITE) ? POLLOUT : 0));
+	/* The fd is an eventfd: readable means "look again", whichever
+	 * direction is wanted. */
+	(void)t;
+	(void)want;
+	return POLLIN;
 }
 
 static int smcr_t_peer_addr(struct bd_transport *t, struct sockaddr_storage *ss,
@@ -258,30 +247,34 @@ static const struct bd_transport_ops smcr_ops = {
 	.tx_commit = smcr_t_tx_commit,
 };
 
-/* A fallback socket: plain stream calls only. */
-static const struct bd_transport_ops smcr_tcp_ops = {
-	.name = "smcr-fallback",
-	.readv = smcr_t_readv,
-	.writev = smcr_t_writev,
-	.poll_fd = smcr_t_poll_fd,
-	.poll_events = smcr_t_poll_events,
-	.peer_addr = smcr_t_peer_addr,
-	.shutdown = smcr_t_shutdown,
-	.close = smcr_t_close,
-};
-
 int bd_smcr_transport_new(struct smcr_sock *s, struct bd_transport **out)
 {
-	struct smcr_transport *st = calloc(1, sizeof(*st));
+	struct smcr_transport *st;
 	struct smcr_sock_info info;
-
-	if (!st)
-		return -ENOMEM;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
+	int fd, ret;
 
-	smcr_sock_info(s, &info);
-	st->base.ops = info.smc ? &smcr_ops : &smcr_tcp_ops;
+	ret = smcr_sock_info(s, &info);
+	if (ret)
+		return ret;
+	if (!info.smc) {
+		/* Fallen back: the same connection as a TCP transport. */
+		fd = dup(smcr_sock_tcp_fd(s));
+		if (fd < 0)
+			return -errno;
+		ret = bd_tcp_transport_new(fd, out);
+		if (ret) {
+			close(fd);
+			return ret;
+		}
+		smcr_close(s);
+		return 0;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->base.ops = &smcr_ops;
 	st->s = s;
 	if (smcr_getpeername(s, (struct sockaddr *)&ss, &len) == 0)
 		bd_format_addr((struct sockaddr *)&ss, len, st->base.peer,
@@ -317,5 +310,5 @@ int bd_smcr_connect(struct smcr_ctx *ctx, const char *host, const char *port,
 
 struct smcr_sock *bd_smcr_sock(struct bd_transport *t)
 {
-	return t->ops == &smcr_ops || t->ops == &smcr_tcp_ops ? st_of(t)->s : NULL;
+	return t->ops == &smcr_ops ? st_of(t)->s : NULL;
 }

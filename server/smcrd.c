@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -26,6 +27,7 @@
 #include "log.h"
 #include "nbd-server.h"
 #include "transport.h"
+#include "transport-smcr.h"
 
 #define EXIT_USAGE		2
 #define HANDSHAKE_TIMEOUT_MS	30000
@@ -48,12 +50,15 @@ struct server {
 	int cancel_wr;
 	int lfd[LISTEN_MAX];
 	unsigned nlfd;
+	struct smcr_ctx *smcr;		/* SMC-R: the stack, NULL if off */
+	struct smcr_sock *smcr_ls;	/* its listener */
 	char cwd[PATH_MAX];
 };
 
 struct hs_ctx {
 	struct server *srv;
 	struct bd_transport *t;
+	int smcr_fd;			/* SMC-R: TCP socket before CLC, else -1 */
 	struct sockaddr_storage peer;
 	char refusal[96];
 };
@@ -175,15 +180,33 @@ static void *handshake_main(void *arg)
 	};
 	struct nbd_server_session sess;
 	bool counted = !h->refusal[0];
-	int r;
+	int r = 0;
 
-	r = nbd_server_handshake(h->t, &hs_ops, h, &lim, &sess);
+	if (h->smcr_fd >= 0) {
+		/* SMC-R: the CLC exchange first (or TCP fallback), here so
+		 * that a slow peer never holds up the accept loop. */
+		struct smcr_sock *sk;
+
+		r = smcr_accept_fd(s->smcr, h->smcr_fd, &sk);
+		h->smcr_fd = -1;
+		if (r == 0) {
+			r = bd_smcr_transport_new(sk, &h->t);
+			if (r)
+				smcr_close(sk);
+		}
+		if (r)
+			smcr_info("SMC-R client: rendezvous failed: %s", strerror(-r));
+	}
+	if (r == 0)
+		r = nbd_server_handshake(h->t, &hs_ops, h, &lim, &sess);
 	if (r == 0) {
 		/* The engine owns the transport and the export reference now,
 		 * and reports the end through client_gone(). */
 		if (engine_add(s->engine, h->t, sess.handle, &sess) == 0)
 			counted = false;
 		h->t = NULL;
+	} else if (!h->t) {
+		/* The SMC-R rendezvous failed: logged above. */
 	} else if (r == -ECONNABORTED) {
 		smcr_dbg("client %s: left during the handshake", h->t->peer);
 	} else {
@@ -202,7 +225,17 @@ static void *handshake_main(void *arg)
 	return NULL;
 }
 
-static void accept_one(struct server *s, int lfd)
+/* Accepts on lfd; smcr: the SMC-R listener (CLC runs in the handshake
+ * thread, which then wraps the socket in an SMC-R transport). */
+static void hs_free(struct hs_ctx *h)
+{
+	if (h->smcr_fd >= 0)
+		close(h->smcr_fd);
+	bd_close(h->t);
+	free(h);
+}
+
+static void accept_one(struct server *s, int lfd, bool smcr)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -210,6 +243,7 @@ static void accept_one(struct server *s, int lfd)
 	pthread_attr_t attr;
 	pthread_t th;
 	bool refuse = false;
+	char peer[64];
 	int fd, r;
 
 	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
@@ -225,18 +259,24 @@ static void accept_one(struct server *s, int lfd)
 	}
 	h->srv = s;
 	h->peer = ss;
-	r = bd_tcp_transport_new(fd, &h->t);
-	if (r < 0) {
-		close(fd);
-		free(h);
-		return;
+	h->smcr_fd = -1;
+	if (smcr) {
+		h->smcr_fd = fd;
+	} else {
+		r = bd_tcp_transport_new(fd, &h->t);
+		if (r < 0) {
+			close(fd);
+			free(h);
+			return;
+		}
 	}
+	bd_format_addr((struct sockaddr *)&ss, len, peer, sizeof(peer));
 	pthread_mutex_lock(&s->lock);
 	if (s->clients >= s->cfg.max_clients) {
 		if (s->refusing >= MAX_REFUSING) {
 			pthread_mutex_unlock(&s->lock);
 			smcr_warn("client %s: too many clients (max-clients %u): closing",
-				  h->t->peer, s->cfg.max_clients);
+				  peer, s->cfg.max_clients);
 			bd_close(h->t);
 			free(h);
 			return;
@@ -252,9 +292,9 @@ static void accept_one(struct server *s, int lfd)
 	pthread_mutex_unlock(&s->lock);
 	if (refuse)
 		smcr_warn("client %s: too many clients (max-clients %u): refusing",
-			  h->t->peer, s->cfg.max_clients);
+			  peer, s->cfg.max_clients);
 	else
-		smcr_dbg("client %s: connected", h->t->peer);
+		smcr_dbg("client %s: connected", peer);
 
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -262,7 +302,7 @@ static void accept_one(struct server *s, int lfd)
 	r = pthread_create(&th, &attr, handshake_main, h);
 	pthread_attr_destroy(&attr);
 	if (r) {
-		smcr_err("client %s: cannot start a thread: %s", h->t->peer, strerror(r));
+		smcr_err("client %s: cannot start a thread: %s", peer, strerror(r));
 		pthread_mutex_lock(&s->lock);
 		if (!refuse)
 			s->clients--;
@@ -270,8 +310,7 @@ static void accept_one(struct server *s, int lfd)
 			s->refusing--;
 		s->handshakes--;
 		pthread_mutex_unlock(&s->lock);
-		bd_close(h->t);
-		free(h);
+		hs_free(h);
 	}
 }
 
@@ -471,7 +510,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "Usage: smcrd [OPTION]... [--export NAME=PATH[,ro][,allow=PREFIX]...]...\n"
-"Exports files and block devices over NBD (TCP; SMC-R later).\n"
+"Exports files and block devices over NBD, on TCP and SMC-R.\n"
 "\n"
 "  -e, --export SPEC        export NAME=PATH with options, comma-separated:\n"
 "                             ro, allow=PREFIX (repeatable, e.g. 10.0.0.0/8),\n"
@@ -480,7 +519,8 @@ static void usage(FILE *f)
 "                             re-reads its exports)\n"
 "  -l, --listen ADDR        listen on ADDR (default: all addresses)\n"
 "  -p, --port PORT          NBD over TCP port (default 10809)\n"
-"      --smcr-port PORT     SMC-R port (reserved: SMC-R is not built yet)\n"
+"      --smcr-port PORT     also serve NBD over SMC-R on PORT (CLC rendezvous;\n"
+"                             TCP fallback when SMC-R is not possible)\n"
 "  -q, --queue-depth N      requests in flight per connection (default 128)\n"
 "  -t, --threads N          I/O worker threads (default: online CPUs)\n"
 "  -m, --max-clients N      simultaneous clients (default 128)\n"
@@ -636,7 +676,7 @@ bad:
 
 static void serve(struct server *s, int sfd)
 {
-	struct pollfd pfd[LISTEN_MAX + 1];
+	struct pollfd pfd[LISTEN_MAX + 2];
 	unsigned i;
 
 	for (i = 0; i < s->nlfd; i++) {
@@ -645,8 +685,10 @@ static void serve(struct server *s, int sfd)
 	}
 	pfd[s->nlfd].fd = sfd;
 	pfd[s->nlfd].events = POLLIN;
+	pfd[s->nlfd + 1].fd = s->smcr_ls ? smcr_listen_fd(s->smcr_ls) : -1;
+	pfd[s->nlfd + 1].events = POLLIN;
 	for (;;) {
-		int r = poll(pfd, s->nlfd + 1, -1);
+		int r = poll(pfd, s->nlfd + 2, -1);
 
 		if (r < 0) {
 			if (errno == EINTR)
@@ -669,8 +711,42 @@ static void serve(struct server *s, int sfd)
 		}
 		for (i = 0; i < s->nlfd; i++)
 			if (pfd[i].revents)
-				accept_one(s, s->lfd[i]);
+				accept_one(s, s->lfd[i], false);
+		if (s->smcr_ls && pfd[s->nlfd + 1].revents)
+			accept_one(s, smcr_listen_fd(s->smcr_ls), true);
 	}
+}
+
+/* The SMC-R listener on the configured port, on every address. */
+static int smcr_start(struct server *s)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	char *end;
+	unsigned long port = strtoul(s->cfg.smcr_port, &end, 10);
+	int r;
+
+	if (*end || port == 0 || port > 65535) {
+		smcr_err("--smcr-port %s: not a port number", s->cfg.smcr_port);
+		return -EINVAL;
+	}
+	r = smcr_ctx_create(NULL, &s->smcr);
+	if (r < 0) {
+		smcr_err("SMC-R: cannot start the stack: %s", strerror(-r));
+		return r;
+	}
+	sin.sin_port = htons((uint16_t)port);
+	if (s->cfg.listen && inet_pton(AF_INET, s->cfg.listen, &sin.sin_addr) != 1) {
+		smcr_err("SMC-R listens on IPv4 addresses only: %s", s->cfg.listen);
+		return -EINVAL;
+	}
+	r = smcr_listen(s->smcr, (struct sockaddr *)&sin, sizeof(sin), 128, &s->smcr_ls);
+	if (r < 0) {
+		smcr_err("SMC-R: listen on port %lu: %s", port, strerror(-r));
+		return r;
+	}
+	smcr_info("listening for NBD over SMC-R on port %lu (TCP fallback when "
+		  "SMC-R is not possible)", port);
+	return 0;
 }
 
 static void shutdown_server(struct server *s)
@@ -681,6 +757,10 @@ static void shutdown_server(struct server *s)
 	for (i = 0; i < s->nlfd; i++)
 		close(s->lfd[i]);
 	s->nlfd = 0;
+	if (s->smcr_ls) {
+		smcr_close(s->smcr_ls);
+		s->smcr_ls = NULL;
+	}
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
 	pthread_mutex_unlock(&s->lock);
@@ -744,9 +824,6 @@ int main(int argc, char **argv)
 	}
 	if (listen_on(&s, s.cfg.listen, s.cfg.port) < 0)
 		goto out_table;
-	if (s.cfg.smcr_port)
-		smcr_warn("SMC-R is not built yet: --smcr-port %s ignored, serving NBD over "
-			  "TCP only", s.cfg.smcr_port);
 	log_table(s.table);
 
 	/* Signals are taken synchronously by the main thread only. */
@@ -789,6 +866,9 @@ int main(int argc, char **argv)
 	ep.drain_timeout_ms = 30000;
 	ep.closed = client_gone;
 	ep.closed_arg = &s;
+	/* SMC-R after daemonizing: the stack runs its own thread. */
+	if (s.cfg.smcr_port && smcr_start(&s) < 0)
+		goto out_pidfile;
 	r = engine_start(&ep, &s.engine);
 	if (r < 0) {
 		smcr_err("cannot start the I/O engine: %s", strerror(-r));
@@ -812,6 +892,9 @@ int main(int argc, char **argv)
 	status = EXIT_SUCCESS;
 
 out_pidfile:
+	if (s.smcr_ls)
+		smcr_close(s.smcr_ls);
+	smcr_ctx_destroy(s.smcr);
 	if (s.cfg.pidfile)
 		unlink(s.cfg.pidfile);
 out_pipe:

@@ -338,6 +338,11 @@ unsigned int smcr_sock_events(struct smcr_sock *s)
 	return ev;
 }
 
+int smcr_sock_tcp_fd(struct smcr_sock *s)
+{
+	return s->fd;
+}
+
 int smcr_getpeername(struct smcr_sock *s, struct sockaddr *addr, socklen_t *len)
 {
 	return getpeername(s->fd, addr, len) ? -errno : 0;

@@ -412,6 +412,9 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 		.proposal_timeout_ms = (int)ctx->opts.clc_timeout_ms,
 		.reply_timeout_ms = (int)ctx->opts.clc_timeout_ms,
 		.send_timeout_ms = (int)ctx->opts.clc_timeout_ms,
+		/* A client that never speaks (plain NBD on an SMC-R port)
+		 * gets TCP once the Proposal wait ends with nothing read. */
+		.fallback_on_silence = server,
 	};
 	struct smcr_clc_result res;
 	struct setup st = { .ctx = ctx };
