@@ -58,16 +58,36 @@ static ssize_t tcp_writev(struct bd_transport *t, const struct iovec *iov, int i
 	return n;
 }
 
-static ssize_t tcp_send_file(struct bd_transport *t, int fd, off_t *off, size_t len)
+/* The header goes with MSG_MORE: it leaves in the same segment as the
+ * start of the file data. */
+static ssize_t tcp_send_file(struct bd_transport *t, const struct iovec *hdr, int hdr_cnt,
+			     int fd, off_t *off, size_t len)
 {
+	struct msghdr msg = { .msg_iov = (struct iovec *)hdr, .msg_iovlen = (size_t)hdr_cnt };
+	size_t hlen = 0;
 	ssize_t n;
+	int i;
 
+	for (i = 0; i < hdr_cnt; i++)
+		hlen += hdr[i].iov_len;
+	if (hlen) {
+		do {
+			n = sendmsg(tcp_of(t)->fd, &msg, MSG_NOSIGNAL | MSG_MORE);
+		} while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		if ((size_t)n < hlen)
+			return n;
+	}
 	do {
 		n = sendfile(tcp_of(t)->fd, fd, off, len);
 	} while (n < 0 && errno == EINTR);
-	if (n < 0)
+	if (n < 0) {
+		if (hlen)
+			return (ssize_t)hlen;	/* the error shows again next time */
 		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return n;
+	}
+	return (ssize_t)hlen + n;
 }
 
 static int tcp_poll_fd(struct bd_transport *t)

@@ -81,9 +81,12 @@ struct bd_transport_ops {
 	int (*tx_commit)(struct bd_transport *t, size_t len);
 
 	/* --- optional: file data without a copy -------------------------
-	 * Sends up to len bytes of file fd from *off (advanced), like
-	 * writev: the count, -EAGAIN, or -errno; 0 if the file ends. */
-	ssize_t (*send_file)(struct bd_transport *t, int fd, off_t *off, size_t len);
+	 * Sends the hdr_cnt iovecs of hdr (may be none), then up to len
+	 * bytes of file fd from *off (advanced), like writev: the count of
+	 * bytes sent (header ones included), -EAGAIN, or -errno; 0 if the
+	 * file ends before anything was sent. */
+	ssize_t (*send_file)(struct bd_transport *t, const struct iovec *hdr, int hdr_cnt,
+			     int fd, off_t *off, size_t len);
 };
 
 struct bd_transport {

@@ -707,11 +707,9 @@ static void conn_flush(struct conn *c)
 					continue;
 				}
 				if (i == 1 && q->from_file) {
-					/* File data: alone, after what is gathered. */
-					if (!cnt) {
-						foff = (off_t)(q->r.offset + skip);
-						flen = parts[i].iov_len - skip;
-					}
+					/* File data: after what is gathered. */
+					foff = (off_t)(q->r.offset + skip);
+					flen = parts[i].iov_len - skip;
 					file_next = true;
 					break;
 				}
@@ -722,11 +720,11 @@ static void conn_flush(struct conn *c)
 				cnt++;
 			}
 		}
-		if (cnt) {
+		if (!file_next) {
 			n = bd_writev(c->t, iov, cnt);
 		} else {
-			total = flen;
-			n = c->t->ops->send_file(c->t, c->exp->fd, &foff, flen);
+			total += flen;
+			n = c->t->ops->send_file(c->t, iov, cnt, c->exp->fd, &foff, flen);
 			if (n == 0)
 				n = -EIO;	/* the file shrank under us */
 		}
