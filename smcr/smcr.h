@@ -130,6 +130,12 @@ struct smcr_stats {
 	uint64_t link_groups, links_added, links_deleted, link_failures;
 	uint64_t failovers, cdc_sent, cdc_recv, rdma_writes, bytes_sent, bytes_recv;
 	uint64_t llc_sent, llc_recv, rkeys_confirmed, test_links;
+	/* What is held right now (gauges, not totals): sockets not yet
+	 * closed (listeners excluded), RMB elements (receive buffers) and
+	 * send buffers in use, RMBs allocated in all link groups.  After
+	 * every socket is closed or aborted, open_connections, rmbes_in_use
+	 * and sndbufs_in_use are 0 (nothing leaked). */
+	uint64_t open_connections, rmbes_in_use, sndbufs_in_use, rmbs;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
 /* The decline code counted in fallback_by_reason[i] (0: other), and its

@@ -375,10 +375,34 @@ int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
 	return 0;
 }
 
+/* Elements in use and RMBs of one pool. */
+static void pool_usage(const struct smcr_rmb_pool *pool, uint64_t *used, uint64_t *rmbs)
+{
+	const struct smcr_rmb *rmb;
+	unsigned int code;
+
+	smcr_rmb_pool_for_each(pool, code, rmb) {
+		*used += (uint64_t)__builtin_popcountll(rmb->used);
+		(*rmbs)++;
+	}
+}
+
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
 {
+	const struct smcr_lgr *lgr;
+	const struct smcr_sock *s;
+	uint64_t sndbuf_rmbs = 0;
+
 	pthread_mutex_lock(&ctx->lock);
 	smcr_engine_collect(ctx, st);
+	st->open_connections = st->rmbes_in_use = st->sndbufs_in_use = st->rmbs = 0;
+	for (s = ctx->socks; s; s = s->next)
+		if (!s->listener)
+			st->open_connections++;
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
+		pool_usage(&lgr->rmbs, &st->rmbes_in_use, &st->rmbs);
+		pool_usage(&lgr->sndbufs, &st->sndbufs_in_use, &sndbuf_rmbs);
+	}
 	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }
@@ -463,6 +487,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 	pthread_mutex_lock(&ctx->lock);
 	off = out(buf, len, off, json ? "{\"link_groups\":[" : "");
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next, g++) {
+		uint64_t rmbes, rmbs, sndbufs, sndbuf_rmbs;
 		unsigned int nl = 0;
 
 		off = json ? out(buf, len, off, "%s{\"role\":\"%s\",\"terminated\":%s,\"connections\":%u,\"links\":[",
@@ -499,14 +524,20 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 					 (unsigned long long)ll->link->sends,
 					 (unsigned long long)ll->link->recvs);
 		}
-		off = out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu}}" :
-			  "  failovers %llu, links added %llu, deleted %llu, failed %llu, LLC sent %llu, received %llu\n",
+		rmbes = rmbs = sndbufs = sndbuf_rmbs = 0;
+		pool_usage(&lgr->rmbs, &rmbes, &rmbs);
+		pool_usage(&lgr->sndbufs, &sndbufs, &sndbuf_rmbs);
+		off = out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,\"rmbs\":%llu,\"rmbes_in_use\":%llu,\"sndbufs_in_use\":%llu}}" :
+			  "  failovers %llu, links added %llu, deleted %llu, failed %llu, LLC sent %llu, received %llu\n"
+			  "  %llu RMB(s), %llu RMB element(s) and %llu send buffer(s) in use\n",
 			  (unsigned long long)lgr->stats.failovers,
 			  (unsigned long long)lgr->stats.links_added,
 			  (unsigned long long)lgr->stats.links_deleted,
 			  (unsigned long long)lgr->stats.link_failures,
 			  (unsigned long long)lgr->stats.llc_sent,
-			  (unsigned long long)lgr->stats.llc_recv);
+			  (unsigned long long)lgr->stats.llc_recv,
+			  (unsigned long long)rmbs, (unsigned long long)rmbes,
+			  (unsigned long long)sndbufs);
 	}
 	off = out(buf, len, off, json ? "],\"connections\":[" : "");
 	g = 0;
