@@ -471,7 +471,10 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 	if (c->smc && (smcr_sock_info(c->smc, &si) || !si.smc))
 		c->smc = NULL;
 	pthread_mutex_lock(&c->lock);
-	snprintf(c->tname, sizeof(c->tname), "%s", c->t->ops->name);
+	/* Over smcr:// a connection that fell back to TCP says so. */
+	snprintf(c->tname, sizeof(c->tname), "%s",
+		 e->transport == NBDC_SMCR && strcmp(c->t->ops->name, "smcr") ?
+		 "tcp-fallback" : c->t->ops->name);
 	snprintf(c->peer, sizeof(c->peer), "%.63s", c->t->peer[0] ? c->t->peer : e->host);
 	c->last_error[0] = '\0';
 	pthread_mutex_unlock(&c->lock);
@@ -981,7 +984,7 @@ static void down_step(struct nbdc_conn *c)
 			mark_up(c);
 			AADD(&c->st_reconnects, 1);
 			smcr_info("nbd: connection %u to %s:%s is back (%s), resending %u request(s)",
-				  c->idx, e->host, e->port, c->t->ops->name, c->waitq.n);
+				  c->idx, e->host, e->port, c->tname, c->waitq.n);
 			rq_splice(&c->txq, &c->waitq);
 			return;
 		}
@@ -1527,6 +1530,13 @@ unsigned nbdc_connections(struct nbdc *e)
 uint32_t nbdc_max_request(struct nbdc *e)
 {
 	return e->max_req;
+}
+
+void nbdc_block_size(struct nbdc *e, uint32_t *min, uint32_t *pref, uint32_t *max)
+{
+	*min = e->info.min_block;
+	*pref = e->info.pref_block;
+	*max = e->info.max_payload;
 }
 
 struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e)

@@ -92,6 +92,8 @@ bool nbdc_read_only(struct nbdc *e);
 unsigned nbdc_connections(struct nbdc *e);
 /* Largest READ/WRITE payload of one request (nbdc_submit). */
 uint32_t nbdc_max_request(struct nbdc *e);
+/* Block sizes the server advertised (0: none). */
+void nbdc_block_size(struct nbdc *e, uint32_t *min, uint32_t *pref, uint32_t *max);
 /* The SMC-R context in use (NULL over TCP). */
 struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e);
 

@@ -520,12 +520,12 @@ static void test_smcr_ctl(void)
 	CU_ASSERT(ctl_ask(path, "status-json", out, 65536) > 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"name\":\"test-client\""));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"sections\":{\"nbd\":{\"export\":\"disk\""));
-	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"transport\":\"smcr-fallback\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"transport\":\"tcp-fallback\""));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"fallbacks\":2"));
 	CU_ASSERT(ctl_ask(path, "status", out, 65536) > 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "test-client (pid"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "[nbd]"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(out, "TCP fallback"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, "tcp-fallback"));
 	CU_ASSERT(ctl_ask(path, "stats", out, 65536) > 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "fallbacks 2\n"));
 	CU_ASSERT(ctl_ask(path, "fault fail-link=1", out, 65536) > 0);

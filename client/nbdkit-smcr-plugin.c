@@ -1,0 +1,399 @@
+/* smcrbd: nbdkit plugin that serves a remote smcrd export, reached over
+ * SMC-R (CLC first, TCP fallback) or plain TCP, through the client library
+ * (blockdev/nbd-conn.c): several connections, requests of all nbdkit
+ * threads in parallel, reconnect with resend when the server or the link
+ * group goes away.
+ *
+ *   nbdkit smcr server=HOST[:PORT] export=NAME [connections=N] [timeout=S]
+ *               [transport=smcr|tcp] [io-timeout=S] [ctl=NAME|off]
+ *   nbdkit smcr uri=smcr://HOST[:PORT]/NAME ...
+ *
+ * One client library instance serves every nbdkit client: it is opened in
+ * .after_fork (nbdkit may fork into the background first; threads do not
+ * survive fork) and closed in .cleanup.  See nbdkit-smcr-plugin(1). */
+#include <config.h>
+
+#define NBDKIT_API_VERSION 2
+#include <nbdkit-plugin.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "nbd-conn.h"
+
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+
+static char *cfg_server, *cfg_export, *cfg_uri, *cfg_ctl;
+static unsigned cfg_connections = 4;
+static double cfg_timeout = 30, cfg_io_timeout = 60;
+static int cfg_transport = -1;
+static struct nbdc *exp_;
+
+static void smcr_unload(void)
+{
+	free(cfg_server);
+	free(cfg_export);
+	free(cfg_uri);
+	free(cfg_ctl);
+}
+
+static int set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = strdup(v);
+	if (!*dst) {
+		nbdkit_error("out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_secs(const char *key, const char *v, double *out)
+{
+	char *end;
+	double d = strtod(v, &end);
+
+	if (*end || d < 0 || d > 86400 * 365) {
+		nbdkit_error("%s: not a number of seconds: %s", key, v);
+		return -1;
+	}
+	*out = d;
+	return 0;
+}
+
+static int smcr_config(const char *key, const char *value)
+{
+	if (!strcmp(key, "server"))
+		return set_str(&cfg_server, value);
+	if (!strcmp(key, "export"))
+		return set_str(&cfg_export, value);
+	if (!strcmp(key, "uri"))
+		return set_str(&cfg_uri, value);
+	if (!strcmp(key, "ctl"))
+		return set_str(&cfg_ctl, value);
+	if (!strcmp(key, "connections")) {
+		if (nbdkit_parse_unsigned("connections", value, &cfg_connections) == -1)
+			return -1;
+		if (cfg_connections < 1 || cfg_connections > 16) {
+			nbdkit_error("connections must be 1..16");
+			return -1;
+		}
+		return 0;
+	}
+	if (!strcmp(key, "timeout"))
+		return parse_secs(key, value, &cfg_timeout);
+	if (!strcmp(key, "io-timeout"))
+		return parse_secs(key, value, &cfg_io_timeout);
+	if (!strcmp(key, "transport")) {
+		if (!strcmp(value, "smcr"))
+			cfg_transport = NBDC_SMCR;
+		else if (!strcmp(value, "tcp") || !strcmp(value, "nbd"))
+			cfg_transport = NBDC_TCP;
+		else {
+			nbdkit_error("transport must be smcr or tcp, not %s", value);
+			return -1;
+		}
+		return 0;
+	}
+	nbdkit_error("unknown parameter '%s'", key);
+	return -1;
+}
+
+static int smcr_config_complete(void)
+{
+	if (!cfg_server && !cfg_uri) {
+		nbdkit_error("server=HOST[:PORT] or uri=smcr://HOST[:PORT]/EXPORT is required");
+		return -1;
+	}
+	if (cfg_server && cfg_uri) {
+		nbdkit_error("give server= or uri=, not both");
+		return -1;
+	}
+	if (cfg_timeout == 0)
+		cfg_timeout = 0.001;	/* fail at once */
+	return 0;
+}
+
+/* Checks the parameters before nbdkit forks (errors reach the terminal). */
+static int smcr_get_ready(void)
+{
+	char host[256], port[16];
+	struct nbdc_uri u;
+	int r;
+
+	if (cfg_uri) {
+		r = nbdc_uri_parse(cfg_uri, &u);
+		if (r < 0) {
+			nbdkit_error("uri=%s: %s", cfg_uri,
+				     r == -EPROTONOSUPPORT ? "use smcr:// or nbd://" :
+				     strerror(-r));
+			return -1;
+		}
+		return 0;
+	}
+	r = nbdc_hostport_parse(cfg_server, cfg_transport == NBDC_TCP ? NBD_DEFAULT_PORT :
+				NBDC_SMCR_PORT, host, sizeof(host), port, sizeof(port));
+	if (r < 0) {
+		nbdkit_error("server=%s: expected HOST, HOST:PORT or [IPV6]:PORT", cfg_server);
+		return -1;
+	}
+	return 0;
+}
+
+static int smcr_after_fork(void)
+{
+	struct nbdc_opts o = {
+		.connections = cfg_connections,
+		.timeout_ms = (unsigned)(cfg_timeout * 1000),
+		.io_timeout_ms = (unsigned)(cfg_io_timeout * 1000),
+		.ctl_name = "nbdkit-smcr",
+	};
+	char host[256], port[16];
+	struct nbdc_uri u;
+	int r;
+
+	if (!o.timeout_ms)
+		o.timeout_ms = 1;
+	if (!o.io_timeout_ms)
+		o.io_timeout_ms = UINT32_MAX;
+	if (cfg_ctl && (!strcmp(cfg_ctl, "off") || !strcmp(cfg_ctl, "none")))
+		o.ctl_name = NULL;
+	else if (cfg_ctl)
+		o.ctl_name = cfg_ctl;
+	smcr_log_set_ident("nbdkit-smcr");
+	if (cfg_uri) {
+		if (nbdc_uri_parse(cfg_uri, &u) < 0)
+			return -1;
+		if (cfg_transport >= 0)
+			u.transport = (enum nbdc_transport)cfg_transport;
+		o.host = u.host;
+		o.port = u.port;
+		o.export = u.export;
+		o.transport = u.transport;
+	} else {
+		o.transport = cfg_transport == NBDC_TCP ? NBDC_TCP : NBDC_SMCR;
+		if (nbdc_hostport_parse(cfg_server, o.transport == NBDC_TCP ? NBD_DEFAULT_PORT :
+					NBDC_SMCR_PORT, host, sizeof(host), port, sizeof(port)) < 0)
+			return -1;
+		o.host = host;
+		o.port = port;
+		o.export = cfg_export ? cfg_export : "";
+	}
+	r = nbdc_open(&o, &exp_);
+	if (r < 0) {
+		nbdkit_error("cannot attach %s://%s:%s/%s: %s", nbdc_transport_name(o.transport),
+			     o.host, o.port, o.export, strerror(-r));
+		return -1;
+	}
+	nbdkit_debug("smcr: %u connection(s), %" PRIu64 " bytes", nbdc_connections(exp_),
+		     nbdc_size(exp_));
+	return 0;
+}
+
+static void smcr_cleanup(void)
+{
+	nbdc_close(exp_);
+	exp_ = NULL;
+}
+
+static void *smcr_open(int readonly)
+{
+	if (!exp_) {
+		nbdkit_error("not connected");
+		return NULL;
+	}
+	return exp_;
+}
+
+static void smcr_close(void *h)
+{
+}
+
+static int64_t smcr_get_size(void *h)
+{
+	return (int64_t)nbdc_size(h);
+}
+
+static bool has(void *h, uint16_t flag)
+{
+	return (nbdc_flags(h) & flag) != 0;
+}
+
+static int smcr_can_write(void *h)
+{
+	return !nbdc_read_only(h);
+}
+
+static int smcr_can_flush(void *h)
+{
+	return has(h, NBD_FLAG_SEND_FLUSH);
+}
+
+static int smcr_is_rotational(void *h)
+{
+	return has(h, NBD_FLAG_ROTATIONAL);
+}
+
+static int smcr_can_trim(void *h)
+{
+	return has(h, NBD_FLAG_SEND_TRIM);
+}
+
+static int smcr_can_zero(void *h)
+{
+	return has(h, NBD_FLAG_SEND_WRITE_ZEROES);
+}
+
+static int smcr_can_fast_zero(void *h)
+{
+	return has(h, NBD_FLAG_SEND_FAST_ZERO);
+}
+
+static int smcr_can_fua(void *h)
+{
+	if (has(h, NBD_FLAG_SEND_FUA))
+		return NBDKIT_FUA_NATIVE;
+	return has(h, NBD_FLAG_SEND_FLUSH) ? NBDKIT_FUA_EMULATE : NBDKIT_FUA_NONE;
+}
+
+/* Every nbdkit client shares the same connections: a flush on any of
+ * them covers writes completed on all (and with several connections the
+ * server itself promised multi-conn consistency). */
+static int smcr_can_multi_conn(void *h)
+{
+	return 1;
+}
+
+static int smcr_can_cache(void *h)
+{
+	return has(h, NBD_FLAG_SEND_CACHE) ? NBDKIT_CACHE_NATIVE : NBDKIT_CACHE_NONE;
+}
+
+static int smcr_block_size(void *h, uint32_t *minimum, uint32_t *preferred,
+			   uint32_t *maximum)
+{
+	uint32_t mn, pr, mx;
+
+	nbdc_block_size(h, &mn, &pr, &mx);
+	if (!mn) {
+		*minimum = *preferred = *maximum = 0;
+		return 0;
+	}
+	*minimum = mn;
+	*preferred = pr < mn ? mn : pr;
+	*maximum = 0xffffffff;	/* nbdc splits larger requests */
+	if (*preferred < 512)
+		*preferred = 512;
+	if (*preferred > 32u << 20)
+		*preferred = 32u << 20;
+	return 0;
+}
+
+static int result(int r)
+{
+	if (r >= 0)
+		return 0;
+	nbdkit_set_error(r == -ENOTSUP ? EOPNOTSUPP : -r);
+	return -1;
+}
+
+static uint16_t fua(uint32_t flags)
+{
+	return (flags & NBDKIT_FLAG_FUA) ? NBD_CMD_FLAG_FUA : 0;
+}
+
+static int smcr_pread(void *h, void *buf, uint32_t count, uint64_t offset, uint32_t flags)
+{
+	return result(nbdc_pread(h, buf, count, offset, 0));
+}
+
+static int smcr_pwrite(void *h, const void *buf, uint32_t count, uint64_t offset,
+		       uint32_t flags)
+{
+	return result(nbdc_pwrite(h, buf, count, offset, fua(flags)));
+}
+
+static int smcr_flush(void *h, uint32_t flags)
+{
+	return result(nbdc_flush(h, 0));
+}
+
+static int smcr_trim(void *h, uint32_t count, uint64_t offset, uint32_t flags)
+{
+	return result(nbdc_trim(h, count, offset, fua(flags)));
+}
+
+static int smcr_zero(void *h, uint32_t count, uint64_t offset, uint32_t flags)
+{
+	uint16_t f = fua(flags);
+
+	if (!(flags & NBDKIT_FLAG_MAY_TRIM))
+		f |= NBD_CMD_FLAG_NO_HOLE;
+	if (flags & NBDKIT_FLAG_FAST_ZERO)
+		f |= NBD_CMD_FLAG_FAST_ZERO;
+	return result(nbdc_zero(h, count, offset, f));
+}
+
+static int smcr_cache(void *h, uint32_t count, uint64_t offset, uint32_t flags)
+{
+	return result(nbdc_cache(h, count, offset, 0));
+}
+
+static void smcr_dump_plugin(void)
+{
+	printf("smcr_default_port=%u\n", NBDC_SMCR_PORT);
+	printf("smcr_tcp_default_port=%u\n", NBD_DEFAULT_PORT);
+	printf("smcr_transports=smcr,tcp\n");
+}
+
+#define smcr_config_help \
+	"server=HOST[:PORT]     smcrd to attach (port: 10810 smcr, 10809 tcp)\n" \
+	"export=NAME            export name (default \"\")\n" \
+	"uri=smcr://HOST[:PORT]/NAME or nbd://...  instead of server= and export=\n" \
+	"transport=smcr|tcp     SMC-R with TCP fallback (default), or plain TCP\n" \
+	"connections=N          connections if the server allows multi-conn (4)\n" \
+	"timeout=S              requests wait S seconds for a lost server (30)\n" \
+	"io-timeout=S           no reply for S seconds: connection dead (60; 0 never)\n" \
+	"ctl=NAME|off           control socket name for smcrctl (nbdkit-smcr)"
+
+static struct nbdkit_plugin plugin = {
+	.name = "smcr",
+	.longname = "smcrbd SMC-R NBD client",
+	.version = PACKAGE_VERSION,
+	.description = "attach a remote smcrd export over SMC-R (or TCP)",
+	.unload = smcr_unload,
+	.config = smcr_config,
+	.config_complete = smcr_config_complete,
+	.config_help = smcr_config_help,
+	.magic_config_key = "server",
+	.get_ready = smcr_get_ready,
+	.after_fork = smcr_after_fork,
+	.cleanup = smcr_cleanup,
+	.open = smcr_open,
+	.close = smcr_close,
+	.get_size = smcr_get_size,
+	.can_write = smcr_can_write,
+	.can_flush = smcr_can_flush,
+	.is_rotational = smcr_is_rotational,
+	.can_trim = smcr_can_trim,
+	.can_zero = smcr_can_zero,
+	.can_fast_zero = smcr_can_fast_zero,
+	.can_fua = smcr_can_fua,
+	.can_multi_conn = smcr_can_multi_conn,
+	.can_cache = smcr_can_cache,
+	.block_size = smcr_block_size,
+	.pread = smcr_pread,
+	.pwrite = smcr_pwrite,
+	.flush = smcr_flush,
+	.trim = smcr_trim,
+	.zero = smcr_zero,
+	.cache = smcr_cache,
+	.dump_plugin = smcr_dump_plugin,
+	.errno_is_preserved = 0,
+};
+
+NBDKIT_REGISTER_PLUGIN(plugin)

@@ -1,0 +1,770 @@
+/* smcrbd: smcrctl: status, counters and fault injection of the programs
+ * that use libsmcr (smcrd, nbdkit-smcr, smcr-fuse, ...), through their
+ * control sockets (smcr/ctl.c): DIR/NAME.PID.sock.
+ *
+ *   smcrctl [--json] [--watch SECS] [--dir DIR] list
+ *   smcrctl [--json] [--watch SECS] status [PID|NAME]
+ *   smcrctl [--json] [--watch SECS] stats [PID|NAME]
+ *   smcrctl fail-link N [PID|NAME]
+ *   smcrctl send PID|NAME COMMAND...
+ *
+ * See smcrctl(8). */
+#include <config.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "json.h"
+#include "smcr.h"
+
+#define REPLY_MAX	(16u << 20)
+#define ASK_MS		5000
+
+struct target {
+	char name[64];
+	int pid;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+static char ctl_dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static bool opt_json;
+static volatile sig_atomic_t stop;
+
+/* --- control sockets ----------------------------------------------------------- */
+
+/* Sends one command line and reads the whole answer (malloc'ed).
+ * Returns 0, or -errno (-ECONNREFUSED: stale socket). */
+static int ask(const char *path, const char *cmd, char **out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len = 0, cap = 65536;
+	char *buf = NULL;
+	int fd, r = 0;
+
+	*out = NULL;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		r = -errno;
+		goto out;
+	}
+	if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) < 0 ||
+	    send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
+		r = -errno;
+		goto out;
+	}
+	buf = malloc(cap);
+	if (!buf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, ASK_MS) <= 0) {
+			r = -ETIMEDOUT;
+			goto out;
+		}
+		if (len + 1 >= cap) {
+			char *nb;
+
+			if (cap >= REPLY_MAX) {
+				r = -EMSGSIZE;
+				goto out;
+			}
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				r = -ENOMEM;
+				goto out;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = recv(fd, buf + len, cap - len - 1, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	buf = NULL;
+out:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+static int cmp_target(const void *a, const void *b)
+{
+	const struct target *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : x->pid - y->pid;
+}
+
+/* Sockets in the directory whose name or pid matches filter (NULL: all),
+ * sorted by name and pid.  Stale sockets (nobody listening) are left out
+ * unless with_stale. */
+static int find_targets(const char *filter, bool with_stale, struct target **out,
+			unsigned *n_out, unsigned *stale)
+{
+	struct target *t = NULL;
+	unsigned n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	*stale = 0;
+	d = opendir(ctl_dir);
+	if (!d) {
+		*out = NULL;
+		*n_out = 0;
+		return errno == ENOENT ? 0 : -errno;
+	}
+	while ((de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		struct target x;
+		char *dot, *answer;
+		int r;
+
+		if (l < 7 || strcmp(de->d_name + l - 5, ".sock"))
+			continue;
+		memset(&x, 0, sizeof(x));
+		snprintf(x.name, sizeof(x.name), "%.*s", (int)(l - 5), de->d_name);
+		dot = strrchr(x.name, '.');
+		if (!dot)
+			continue;
+		x.pid = atoi(dot + 1);
+		*dot = '\0';
+		if (x.pid <= 0)
+			continue;
+		if ((size_t)snprintf(x.path, sizeof(x.path), "%s/%s", ctl_dir, de->d_name) >=
+		    sizeof(x.path))
+			continue;
+		if (filter) {
+			char *end;
+			long pid = strtol(filter, &end, 10);
+
+			if (*end ? strncmp(x.name, filter, strlen(filter)) : pid != x.pid)
+				continue;
+		}
+		if (kill(x.pid, 0) && errno == ESRCH) {
+			(*stale)++;
+			if (!with_stale)
+				continue;
+		} else if (!with_stale) {
+			/* Someone listening? */
+			r = ask(x.path, "help", &answer);
+			free(answer);
+			if (r == -ECONNREFUSED || r == -ENOENT) {
+				(*stale)++;
+				continue;
+			}
+		}
+		if (n == cap) {
+			struct target *nt = realloc(t, (cap = cap ? cap * 2 : 8) * sizeof(*t));
+
+			if (!nt) {
+				free(t);
+				closedir(d);
+				return -ENOMEM;
+			}
+			t = nt;
+		}
+		t[n++] = x;
+	}
+	closedir(d);
+	if (n)
+		qsort(t, n, sizeof(*t), cmp_target);
+	*out = t;
+	*n_out = n;
+	return 0;
+}
+
+/* --- tables ---------------------------------------------------------------------- */
+
+#define TMAX_COLS 24
+#define CELL 48
+
+struct table {
+	unsigned ncols, nrows, cap;
+	char head[TMAX_COLS][CELL];
+	char (*rows)[TMAX_COLS][CELL];
+};
+
+static void t_init(struct table *t, unsigned ncols, ...)
+{
+	va_list ap;
+	unsigned i;
+
+	memset(t, 0, sizeof(*t));
+	t->ncols = ncols;
+	va_start(ap, ncols);
+	for (i = 0; i < ncols; i++)
+		snprintf(t->head[i], CELL, "%s", va_arg(ap, const char *));
+	va_end(ap);
+}
+
+static char (*t_row(struct table *t))[CELL]
+{
+	if (t->nrows == t->cap) {
+		void *n = realloc(t->rows, (t->cap = t->cap ? t->cap * 2 : 16) * sizeof(*t->rows));
+
+		if (!n) {
+			perror("smcrctl");
+			exit(1);
+		}
+		t->rows = n;
+	}
+	memset(t->rows[t->nrows], 0, sizeof(t->rows[0]));
+	return t->rows[t->nrows++];
+}
+
+static void t_print(struct table *t, const char *indent)
+{
+	size_t w[TMAX_COLS] = { 0 };
+	unsigned r, c;
+
+	for (c = 0; c < t->ncols; c++) {
+		w[c] = strlen(t->head[c]);
+		for (r = 0; r < t->nrows; r++)
+			if (strlen(t->rows[r][c]) > w[c])
+				w[c] = strlen(t->rows[r][c]);
+	}
+	printf("%s", indent);
+	for (c = 0; c < t->ncols; c++)
+		printf("%-*s%s", c + 1 < t->ncols ? (int)w[c] : 0, t->head[c],
+		       c + 1 < t->ncols ? "  " : "\n");
+	for (r = 0; r < t->nrows; r++) {
+		printf("%s", indent);
+		for (c = 0; c < t->ncols; c++)
+			printf("%-*s%s", c + 1 < t->ncols ? (int)w[c] : 0, t->rows[r][c],
+			       c + 1 < t->ncols ? "  " : "\n");
+	}
+	free(t->rows);
+	t->rows = NULL;
+}
+
+static void cell(char *dst, const struct json *obj, const char *key)
+{
+	struct json *j = json_get(obj, key);
+
+	if (j)
+		json_scalar_text(j, dst, CELL);
+	else
+		snprintf(dst, CELL, "-");
+}
+
+/* Generic rendering of a program section: scalars as "key value" lines,
+ * arrays of objects as tables (columns: the first element's scalars),
+ * nested objects under their own heading. */
+static void render_generic(const struct json *j, const char *indent)
+{
+	char ind2[64], text[CELL];
+	const struct json *c;
+
+	snprintf(ind2, sizeof(ind2), "%s  ", indent);
+	if (j->type != JSON_OBJ) {
+		if (json_is_scalar(j)) {
+			json_scalar_text(j, text, sizeof(text));
+			printf("%s%s\n", indent, text);
+		}
+		return;
+	}
+	for (c = j->child; c; c = c->next) {
+		if (json_is_scalar(c)) {
+			json_scalar_text(c, text, sizeof(text));
+			printf("%s%-20s %s\n", indent, c->key, text);
+		}
+	}
+	for (c = j->child; c; c = c->next) {
+		if (json_is_scalar(c))
+			continue;
+		if (c->type == JSON_OBJ) {
+			printf("%s%s:\n", indent, c->key);
+			render_generic(c, ind2);
+		} else if (c->type == JSON_ARR && c->child && c->child->type == JSON_OBJ) {
+			struct table t;
+			const struct json *e, *k;
+			unsigned n = 0;
+
+			memset(&t, 0, sizeof(t));
+			for (k = c->child->child; k && n < TMAX_COLS; k = k->next)
+				if (json_is_scalar(k))
+					snprintf(t.head[n++], CELL, "%s", k->key);
+			t.ncols = n;
+			printf("%s%s (%u):\n", indent, c->key, json_count(c));
+			for (e = c->child; e; e = e->next) {
+				char (*row)[CELL] = t_row(&t);
+				unsigned i;
+
+				for (i = 0; i < n; i++)
+					cell(row[i], e, t.head[i]);
+			}
+			t_print(&t, ind2);
+		} else if (c->type == JSON_ARR) {
+			const struct json *e;
+
+			printf("%s%-20s", indent, c->key);
+			for (e = c->child; e; e = e->next) {
+				json_scalar_text(e, text, sizeof(text));
+				printf(" %s", text);
+			}
+			printf("\n");
+		}
+	}
+}
+
+static void render_counters(const struct json *st, const char *indent)
+{
+	static const char *const keys[] = {
+		"connections", "smc_connections", "fallbacks", "link_groups", "links_added",
+		"links_deleted", "link_failures", "failovers", "bytes_sent", "bytes_recv",
+		"rdma_writes", "cdc_sent", "cdc_recv", "llc_sent", "llc_recv",
+		"rkeys_confirmed", "test_links",
+	};
+	const struct json *fr, *e;
+	unsigned i;
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		printf("%s%-16s %" PRIu64 "%s", i % 3 ? "  " : indent, keys[i],
+		       json_get_u64(st, keys[i], 0), i % 3 == 2 ? "\n" : "");
+	if (i % 3)
+		printf("\n");
+	fr = json_get(st, "fallback_reasons");
+	for (e = fr ? fr->child : NULL; e; e = e->next)
+		printf("%sfallback 0x%08" PRIx64 " x%" PRIu64 ": %s\n", indent,
+		       json_get_u64(e, "code", 0), json_get_u64(e, "count", 0),
+		       json_get_str(e, "reason", "?"));
+}
+
+static void render_nbd(const char *name, const struct json *s)
+{
+	const struct json *st = json_get(s, "stats"), *conns = json_get(s, "connections"), *c;
+	struct table t;
+
+	printf("NBD export '%s' at %s://%s:%" PRIu64 ": %" PRIu64 " bytes, %s%s, %" PRIu64
+	       " connection(s) up of %u, timeout %" PRIu64 " ms   [%s]\n",
+	       json_get_str(s, "export", "?"),
+	       strcmp(json_get_str(s, "transport", "smcr"), "nbd") ? "smcr" : "nbd",
+	       json_get_str(s, "server", "?"), json_get_u64(s, "port", 0),
+	       json_get_u64(s, "size", 0),
+	       json_get_bool(s, "read_only", false) ? "read-only" : "read-write",
+	       json_get_bool(s, "multi_conn", false) ? ", multi-conn" : "",
+	       json_get_u64(s, "connections_up", 0), json_count(conns),
+	       json_get_u64(s, "timeout_ms", 0), name);
+	printf("  requests %" PRIu64 "  completed %" PRIu64 "  errors %" PRIu64
+	       "  in flight %" PRIu64 "  read %" PRIu64 " B  written %" PRIu64 " B\n",
+	       json_get_u64(st, "requests", 0), json_get_u64(st, "completed", 0),
+	       json_get_u64(st, "errors", 0), json_get_u64(st, "inflight", 0),
+	       json_get_u64(st, "bytes_read", 0), json_get_u64(st, "bytes_written", 0));
+	printf("  reconnects %" PRIu64 "  reconnect failures %" PRIu64
+	       "  connections lost %" PRIu64 "  resent %" PRIu64 "  timed out %" PRIu64 "\n",
+	       json_get_u64(st, "reconnects", 0), json_get_u64(st, "reconnect_failures", 0),
+	       json_get_u64(st, "connections_lost", 0), json_get_u64(st, "resent", 0),
+	       json_get_u64(st, "timed_out", 0));
+	t_init(&t, 9, "CONN", "STATE", "TRANSPORT", "PEER", "REQUESTS", "SENT", "RECONNECTS",
+	       "RESENT", "LAST ERROR");
+	for (c = conns ? conns->child : NULL; c; c = c->next) {
+		char (*row)[CELL] = t_row(&t);
+
+		cell(row[0], c, "id");
+		cell(row[1], c, "state");
+		cell(row[2], c, "transport");
+		cell(row[3], c, "peer");
+		cell(row[4], c, "load");
+		cell(row[5], c, "sent");
+		cell(row[6], c, "reconnects");
+		cell(row[7], c, "resent");
+		cell(row[8], c, "error");
+	}
+	t_print(&t, "  ");
+}
+
+static void render_status(const struct json *doc)
+{
+	const struct json *smcr = json_get(doc, "smcr"), *lgrs = json_get(smcr, "link_groups");
+	const struct json *conns = json_get(smcr, "connections"), *secs, *g, *l, *c;
+	struct table t;
+	unsigned gi = 0, nfb = 0;
+
+	printf("=== %s (pid %" PRIu64 ") ===\n", json_get_str(doc, "name", "?"),
+	       json_get_u64(doc, "pid", 0));
+	if (!smcr || smcr->type != JSON_OBJ) {
+		printf("no SMC-R context\n");
+	} else {
+		printf("link groups: %u\n", json_count(lgrs));
+		for (g = lgrs ? lgrs->child : NULL; g; g = g->next, gi++) {
+			const struct json *gs = json_get(g, "stats");
+
+			printf("  link group %u: %s, %" PRIu64 " connection(s)%s; failovers %" PRIu64
+			       ", links added %" PRIu64 ", deleted %" PRIu64 ", failed %" PRIu64
+			       ", LLC sent %" PRIu64 ", received %" PRIu64 "\n",
+			       gi, json_get_str(g, "role", "?"), json_get_u64(g, "connections", 0),
+			       json_get_bool(g, "terminated", false) ? ", terminated" : "",
+			       json_get_u64(gs, "failovers", 0), json_get_u64(gs, "links_added", 0),
+			       json_get_u64(gs, "links_deleted", 0),
+			       json_get_u64(gs, "link_failures", 0), json_get_u64(gs, "llc_sent", 0),
+			       json_get_u64(gs, "llc_recv", 0));
+			t_init(&t, 11, "LINK", "STATE", "DEVICE", "LOCAL GID", "PEER GID", "QPN",
+			       "PEER QPN", "CONNS", "WRITES", "SENDS", "RECVS");
+			for (l = json_get(g, "links") ? json_get(g, "links")->child : NULL; l;
+			     l = l->next) {
+				char (*row)[CELL] = t_row(&t);
+
+				cell(row[0], l, "id");
+				cell(row[1], l, "state");
+				cell(row[2], l, "device");
+				cell(row[3], l, "local_gid");
+				cell(row[4], l, "peer_gid");
+				cell(row[5], l, "qpn");
+				cell(row[6], l, "peer_qpn");
+				cell(row[7], l, "connections");
+				cell(row[8], l, "writes");
+				cell(row[9], l, "sends");
+				cell(row[10], l, "recvs");
+				if (json_get_bool(l, "asym", false))
+					snprintf(row[1] + strlen(row[1]), CELL - strlen(row[1]), "(asym)");
+			}
+			t_print(&t, "    ");
+		}
+		printf("connections: %u\n", json_count(conns));
+		t_init(&t, 11, "TOKEN", "LINK", "RMBE", "PEER RMBE", "RX PROD", "RX CONS",
+		       "TX PROD", "TX PEER CONS", "SENT", "RECEIVED", "FAILOVERS");
+		for (c = conns ? conns->child : NULL; c; c = c->next) {
+			char (*row)[CELL];
+
+			if (!json_get_bool(c, "smc", false)) {
+				nfb++;
+				continue;
+			}
+			row = t_row(&t);
+			snprintf(row[0], CELL, "%08" PRIx64, json_get_u64(c, "token", 0));
+			cell(row[1], c, "link");
+			cell(row[2], c, "rmbe");
+			cell(row[3], c, "peer_rmbe");
+			cell(row[4], c, "rx_prod");
+			cell(row[5], c, "rx_cons");
+			cell(row[6], c, "tx_prod");
+			cell(row[7], c, "tx_peer_cons");
+			cell(row[8], c, "bytes_sent");
+			cell(row[9], c, "bytes_recv");
+			cell(row[10], c, "failovers");
+		}
+		if (t.nrows)
+			t_print(&t, "  ");
+		else
+			free(t.rows);
+		if (nfb)
+			printf("  %u connection(s) fell back to TCP\n", nfb);
+		printf("counters:\n");
+		render_counters(json_get(doc, "stats"), "  ");
+	}
+	secs = json_get(doc, "sections");
+	for (c = secs ? secs->child : NULL; c; c = c->next) {
+		if (!strncmp(c->key, "nbd", 3) && json_get(c, "export"))
+			render_nbd(c->key, c);
+		else {
+			printf("%s:\n", c->key);
+			render_generic(c, "  ");
+		}
+	}
+}
+
+/* --- commands ---------------------------------------------------------------------- */
+
+static int cmd_list(void)
+{
+	struct target *t;
+	unsigned n, stale, i;
+	struct table tb;
+	int r = find_targets(NULL, true, &t, &n, &stale);
+
+	if (r < 0) {
+		fprintf(stderr, "smcrctl: %s: %s\n", ctl_dir, strerror(-r));
+		return 1;
+	}
+	if (opt_json) {
+		printf("[");
+		for (i = 0; i < n; i++)
+			printf("%s{\"name\":\"%s\",\"pid\":%d,\"socket\":\"%s\",\"alive\":%s}",
+			       i ? "," : "", t[i].name, t[i].pid, t[i].path,
+			       kill(t[i].pid, 0) && errno == ESRCH ? "false" : "true");
+		printf("]\n");
+	} else {
+		t_init(&tb, 4, "NAME", "PID", "STATE", "SOCKET");
+		for (i = 0; i < n; i++) {
+			char (*row)[CELL] = t_row(&tb);
+
+			snprintf(row[0], CELL, "%.47s", t[i].name);
+			snprintf(row[1], CELL, "%d", t[i].pid);
+			snprintf(row[2], CELL, "%s",
+				 kill(t[i].pid, 0) && errno == ESRCH ? "stale" : "running");
+			snprintf(row[3], CELL, "%.47s", t[i].path);
+		}
+		t_print(&tb, "");
+	}
+	free(t);
+	return 0;
+}
+
+/* status / stats of every matching process. */
+static int cmd_show(bool stats, const char *filter)
+{
+	struct target *t;
+	unsigned n, stale, i, ok = 0;
+	int r = find_targets(filter, false, &t, &n, &stale);
+
+	if (r < 0) {
+		fprintf(stderr, "smcrctl: %s: %s\n", ctl_dir, strerror(-r));
+		return 1;
+	}
+	if (!n) {
+		fprintf(stderr, "smcrctl: no %s%s%sprogram with a control socket in %s\n",
+			filter ? "'" : "", filter ? filter : "", filter ? "' " : "", ctl_dir);
+		return 1;
+	}
+	if (opt_json)
+		printf("[");
+	for (i = 0; i < n; i++) {
+		char *answer, err[128];
+		struct json *doc;
+
+		r = ask(t[i].path, stats ? "stats-json" : "status-json", &answer);
+		if (r < 0) {
+			fprintf(stderr, "smcrctl: %s (pid %d): %s\n", t[i].name, t[i].pid,
+				strerror(-r));
+			continue;
+		}
+		if (!strncmp(answer, "error:", 6)) {
+			if (!opt_json)
+				printf("=== %s (pid %d) ===\n%s", t[i].name, t[i].pid, answer);
+			free(answer);
+			continue;
+		}
+		doc = json_parse(answer, err, sizeof(err));
+		if (!doc) {
+			fprintf(stderr, "smcrctl: %s (pid %d): bad answer: %s\n", t[i].name,
+				t[i].pid, err);
+			free(answer);
+			continue;
+		}
+		if (opt_json) {
+			size_t l = strlen(answer);
+
+			while (l && answer[l - 1] == '\n')
+				answer[--l] = '\0';
+			if (stats)
+				printf("%s{\"name\":\"%s\",\"pid\":%d,\"stats\":%s}", ok ? "," : "",
+				       t[i].name, t[i].pid, answer);
+			else
+				printf("%s%s", ok ? "," : "", answer);
+		} else if (stats) {
+			printf("=== %s (pid %d) ===\n", t[i].name, t[i].pid);
+			render_counters(doc, "  ");
+		} else {
+			render_status(doc);
+		}
+		ok++;
+		json_free(doc);
+		free(answer);
+		if (!opt_json && i + 1 < n)
+			printf("\n");
+	}
+	if (opt_json)
+		printf("]\n");
+	free(t);
+	fflush(stdout);
+	return ok ? 0 : 1;
+}
+
+/* One command line to every matching process; prints the answers. */
+static int cmd_send(const char *filter, const char *line, bool need_one)
+{
+	struct target *t;
+	unsigned n, stale, i, ok = 0;
+	int r = find_targets(filter, false, &t, &n, &stale);
+
+	if (r < 0 || !n) {
+		fprintf(stderr, "smcrctl: no %s%s%sprogram with a control socket in %s\n",
+			filter ? "'" : "", filter ? filter : "", filter ? "' " : "", ctl_dir);
+		free(t);
+		return 1;
+	}
+	for (i = 0; i < n; i++) {
+		char *answer;
+
+		r = ask(t[i].path, line, &answer);
+		if (r < 0) {
+			fprintf(stderr, "smcrctl: %s (pid %d): %s\n", t[i].name, t[i].pid,
+				strerror(-r));
+			continue;
+		}
+		printf("%s (pid %d): %s%s", t[i].name, t[i].pid, answer,
+		       *answer && answer[strlen(answer) - 1] == '\n' ? "" : "\n");
+		if (strncmp(answer, "error:", 6))
+			ok++;
+		free(answer);
+	}
+	free(t);
+	return ok || !need_one ? 0 : 1;
+}
+
+static void on_signal(int sig)
+{
+	stop = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: smcrctl [OPTION]... COMMAND [ARG]...\n"
+		"Shows the SMC-R link groups, links, connections and counters of smcrd,\n"
+		"nbdkit-smcr, smcr-fuse and any other program using libsmcr, through their\n"
+		"control sockets, and injects faults.\n"
+		"\n"
+		"Commands (TARGET: a pid, or a program name or its beginning; default: all):\n"
+		"  list                     the control sockets found\n"
+		"  status [TARGET]          link groups, links, connections, counters and\n"
+		"                           the program's own status (exports, clients, NBD)\n"
+		"  stats [TARGET]           counters only\n"
+		"  fail-link N [TARGET]     force link N of every link group into the error\n"
+		"                           state (failover test)\n"
+		"  send TARGET COMMAND...   any control command (e.g. 'nbd drop')\n"
+		"\n"
+		"Options:\n"
+		"  -j, --json               JSON instead of tables\n"
+		"  -w, --watch SECS         repeat every SECS seconds until interrupted\n"
+		"  -d, --dir DIR            control socket directory (default: $SMCR_CTL_DIR,\n"
+		"                           /run/smcr for root, else $XDG_RUNTIME_DIR/smcr)\n"
+		"  -h, --help               this text\n"
+		"  -V, --version            version\n"
+		"\n"
+		"Exit status: 0 success, 1 no such program or a failed command, 2 usage.\n"
+		"See smcrctl(8).\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "watch", required_argument, NULL, 'w' },
+		{ "dir", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	double watch = 0;
+	const char *cmd;
+	int c, r = 0;
+
+	smcr_ctl_dir(ctl_dir, sizeof(ctl_dir));
+	while ((c = getopt_long(argc, argv, "+jw:d:hV", lo, NULL)) != -1) {
+		switch (c) {
+		case 'j': opt_json = true; break;
+		case 'w': {
+			char *end;
+
+			watch = strtod(optarg, &end);
+			if (*end || watch <= 0) {
+				fprintf(stderr, "smcrctl: --watch: not a number of seconds\n");
+				return 2;
+			}
+			break;
+		}
+		case 'd': snprintf(ctl_dir, sizeof(ctl_dir), "%s", optarg); break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("smcrctl (smcrbd) %s\n", PACKAGE_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[optind++];
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(cmd, "fail-link")) {
+		char line[64], *end;
+		long id;
+
+		if (optind >= argc || optind + 2 < argc) {
+			fprintf(stderr, "usage: smcrctl fail-link N [TARGET]\n");
+			return 2;
+		}
+		id = strtol(argv[optind], &end, 10);
+		if (*end || id < 1 || id > 255) {
+			fprintf(stderr, "smcrctl: fail-link: N is a link id, 1..255\n");
+			return 2;
+		}
+		snprintf(line, sizeof(line), "fault fail-link=%ld", id);
+		return cmd_send(optind + 1 < argc ? argv[optind + 1] : NULL, line, true);
+	}
+	if (!strcmp(cmd, "send")) {
+		char line[512] = "";
+		int i;
+
+		if (optind + 2 > argc) {
+			fprintf(stderr, "usage: smcrctl send TARGET COMMAND...\n");
+			return 2;
+		}
+		for (i = optind + 1; i < argc; i++)
+			snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s%s",
+				 i > optind + 1 ? " " : "", argv[i]);
+		return cmd_send(argv[optind], line, true);
+	}
+	if (strcmp(cmd, "list") && strcmp(cmd, "status") && strcmp(cmd, "stats")) {
+		fprintf(stderr, "smcrctl: unknown command '%s'\n", cmd);
+		usage(stderr);
+		return 2;
+	}
+	if (optind + 1 < argc || (!strcmp(cmd, "list") && optind < argc)) {
+		usage(stderr);
+		return 2;
+	}
+	do {
+		if (watch > 0 && !opt_json && isatty(STDOUT_FILENO))
+			printf("\033[H\033[2J");
+		if (watch > 0 && !opt_json) {
+			time_t now = time(NULL);
+			char ts[32];
+
+			strftime(ts, sizeof(ts), "%F %T", localtime(&now));
+			printf("smcrctl %s, every %gs: %s\n\n", cmd, watch, ts);
+		}
+		if (!strcmp(cmd, "list"))
+			r = cmd_list();
+		else
+			r = cmd_show(!strcmp(cmd, "stats"), optind < argc ? argv[optind] : NULL);
+		fflush(stdout);
+		if (watch > 0 && !stop) {
+			struct timespec ts = { .tv_sec = (time_t)watch,
+					       .tv_nsec = (long)((watch - (time_t)watch) * 1e9) };
+
+			nanosleep(&ts, NULL);
+		}
+	} while (watch > 0 && !stop);
+	return r;
+}
