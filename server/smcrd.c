@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ struct server {
 	unsigned nlfd;
 	struct smcr_ctx *smcr;		/* SMC-R: the stack, NULL if off */
 	struct smcr_sock *smcr_ls;	/* its listener */
+	struct smcr_ctl *ctl;		/* control socket (smcrctl), or NULL */
 	char cwd[PATH_MAX];
 };
 
@@ -749,6 +751,87 @@ static int smcr_start(struct server *s)
 	return 0;
 }
 
+/* The "smcrd" section of the control socket (smcrctl status): exports,
+ * clients, engine counters.  Runs on the control thread. */
+__attribute__((format(printf, 4, 5)))
+static size_t ctl_out(char *buf, size_t len, size_t off, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (off >= len)
+		return off;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + off, len - off, fmt, ap);
+	va_end(ap);
+	return n < 0 ? off : off + (size_t)n;
+}
+
+static size_t ctl_json_str(char *buf, size_t len, size_t off, const char *str)
+{
+	off = ctl_out(buf, len, off, "\"");
+	for (; str && *str; str++) {
+		unsigned char c = (unsigned char)*str;
+
+		off = c == '"' || c == '\\' ? ctl_out(buf, len, off, "\\%c", c) :
+		      c < 0x20 ? ctl_out(buf, len, off, "\\u%04x", c) :
+		      ctl_out(buf, len, off, "%c", c);
+	}
+	return ctl_out(buf, len, off, "\"");
+}
+
+static int ctl_dump(void *arg, char *buf, size_t len, bool json)
+{
+	struct server *s = arg;
+	struct engine_stats st = { 0 };
+	size_t off = 0;
+	unsigned i, clients, conns = s->engine ? engine_connections(s->engine) : 0;
+
+	if (s->engine)
+		engine_get_stats(s->engine, &st);
+	pthread_mutex_lock(&s->lock);
+	clients = s->clients;
+	off = ctl_out(buf, len, off, json ?
+		      "{\"clients\":%u,\"connections\":%u,\"max_clients\":%u,\"requests\":%llu,"
+		      "\"zc_writes\":%llu,\"file_reads\":%llu,\"inline_writes\":%llu,\"exports\":[" :
+		      "clients %u (in transmission %u, max %u), requests %llu, zero-copy writes %llu, "
+		      "sendfile reads %llu, inline writes %llu\n",
+		      clients, conns, s->cfg.max_clients, (unsigned long long)st.requests,
+		      (unsigned long long)st.zc_writes, (unsigned long long)st.file_reads,
+		      (unsigned long long)st.inline_writes);
+	for (i = 0; s->table && i < s->table->n; i++) {
+		const struct export *e = s->table->v[i];
+
+		if (!json) {
+			off = ctl_out(buf, len, off, "export %s: %s, %llu bytes%s\n", e->spec.name,
+				      e->spec.path, (unsigned long long)e->size,
+				      e->spec.read_only ? ", read-only" : "");
+			continue;
+		}
+		off = ctl_out(buf, len, off, "%s{\"name\":", i ? "," : "");
+		off = ctl_json_str(buf, len, off, e->spec.name);
+		off = ctl_out(buf, len, off, ",\"path\":");
+		off = ctl_json_str(buf, len, off, e->spec.path);
+		off = ctl_out(buf, len, off, ",\"size\":%llu,\"read_only\":%s}",
+			      (unsigned long long)e->size, e->spec.read_only ? "true" : "false");
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (json)
+		off = ctl_out(buf, len, off, "]}");
+	return off >= len ? -ENOSPC : (int)off;
+}
+
+static void ctl_start(struct server *s)
+{
+	struct smcr_ctl_section sec = { .name = "smcrd", .dump = ctl_dump, .arg = s };
+	int r = smcr_ctl_open(s->smcr, "smcrd", &s->ctl);
+
+	if (r < 0)
+		smcr_warn("no control socket (smcrctl): %s", strerror(-r));
+	else if (s->ctl)
+		smcr_ctl_add_section(s->ctl, &sec);
+}
+
 static void shutdown_server(struct server *s)
 {
 	unsigned i;
@@ -886,7 +969,10 @@ int main(int argc, char **argv)
 		notify = -1;
 	}
 
+	ctl_start(&s);
 	serve(&s, sfd);
+	smcr_ctl_close(s.ctl);
+	s.ctl = NULL;
 	shutdown_server(&s);
 	smcr_info("exiting");
 	status = EXIT_SUCCESS;
