@@ -204,7 +204,7 @@ static int find_targets(const char *filter, bool with_stale, struct target **out
 /* --- tables ---------------------------------------------------------------------- */
 
 #define TMAX_COLS 24
-#define CELL 48
+#define CELL 112
 
 struct table {
 	unsigned ncols, nrows, cap;
@@ -516,11 +516,11 @@ static int cmd_list(void)
 		for (i = 0; i < n; i++) {
 			char (*row)[CELL] = t_row(&tb);
 
-			snprintf(row[0], CELL, "%.47s", t[i].name);
+			snprintf(row[0], CELL, "%.63s", t[i].name);
 			snprintf(row[1], CELL, "%d", t[i].pid);
 			snprintf(row[2], CELL, "%s",
 				 kill(t[i].pid, 0) && errno == ESRCH ? "stale" : "running");
-			snprintf(row[3], CELL, "%.47s", t[i].path);
+			snprintf(row[3], CELL, "%.111s", t[i].path);
 		}
 		t_print(&tb, "");
 	}
