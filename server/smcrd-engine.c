@@ -55,6 +55,7 @@ enum tag {
 #define POOL_MMAP_SHIFT	18		/* >= 256 KiB: mmap'ed */
 #define POOL_CACHE_MAX	(64u << 20)	/* bytes kept for reuse per worker */
 #define SENDFILE_MIN	(64u << 10)	/* READs this large: sendfile */
+#define INLINE_WRITE_MAX (64u << 10)	/* larger WRITEs: io_uring, in parallel */
 #define IO_LIMIT	(CQ_ENTRIES - 1024)	/* file ops in flight per worker:
 						 * the CQ never overflows */
 #define DRAIN_TICK_MS	100
@@ -803,12 +804,14 @@ static void start_zeroes(struct req *q)
 	req_submit(q);
 }
 
-/* A buffered write is a copy into the page cache: done right here it
- * costs one syscall.  File systems with non-blocking buffered writes take
- * RWF_NOWAIT (and say EAGAIN when the write would block: then io_uring
- * does it); on the others (ext4) io_uring would punt every write to a
- * worker thread, so the copy is done here, blocking.  Returns true when
- * the request is done. */
+/* A small buffered write is a copy into the page cache: done right here
+ * it costs one syscall.  File systems with non-blocking buffered writes
+ * take RWF_NOWAIT (and say EAGAIN when the write would block: then
+ * io_uring does it); on the others (ext4) io_uring would punt every write
+ * to a worker thread, so the copy is done here, blocking.  Large writes
+ * go to io_uring all the same: its workers copy (and wait for dirty page
+ * throttling) on other CPUs while this thread goes on receiving.
+ * Returns true when the request is done. */
 static bool write_inline(struct req *q)
 {
 	struct export *e = q->c->exp;
@@ -817,7 +820,7 @@ static bool write_inline(struct req *q)
 	int cnt = q->zc ? (q->zc_iov[1].iov_len ? 2 : 1) : 1;
 	ssize_t n;
 
-	if ((q->r.flags & NBD_CMD_FLAG_FUA) ||
+	if ((q->r.flags & NBD_CMD_FLAG_FUA) || q->r.length > INLINE_WRITE_MAX ||
 	    (!q->zc && io_fd(e, q->r.offset, q->r.length, q->buf) != e->fd) ||
 	    (q->zc && e->dfd >= 0))
 		return false;
