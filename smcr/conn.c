@@ -198,9 +198,11 @@ int smcr_conn_flush(struct smcr_conn *conn)
 		return 0;
 	data = !tx_drained(conn);
 	/* Two writes at most plus the CDC (after a failover, the validation
-	 * CDC first), posted as one batch. */
+	 * CDC first), posted as one batch; a few slots stay free for LLC
+	 * messages, which must not wait behind data. */
 	if (link->ops->sq_free &&
-	    link->ops->sq_free(link) < (data ? 3u : 1u) + conn->fo_pending) {
+	    link->ops->sq_free(link) < (data ? 3u : 1u) + conn->fo_pending +
+				       SMCR_CONN_SQ_RESERVE) {
 		if (data)
 			conn->cdc_due = true;
 		return -EAGAIN;

@@ -32,6 +32,9 @@ struct smcr_peer_rmb {
 	uint32_t rkey[SMCR_LINK_SLOTS];
 };
 
+/* Send queue slots of a link that connections leave to LLC messages. */
+#define SMCR_CONN_SQ_RESERVE 4
+
 /* CDC messages posted but not yet completed, per connection. */
 #define SMCR_CONN_INFLIGHT 32
 

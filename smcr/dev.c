@@ -7,9 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 
 #include "dev.h"
 #include "log.h"
@@ -61,8 +63,13 @@ static int dev_open(struct smcr_devs *devs, struct ibv_device *ibdev,
 	struct smcr_dev *dev;
 	int ret;
 
+	struct stat st;
+
+	/* A device removed and added again comes back under the same name:
+	 * only a device that is still there is the one we have open. */
 	for (dev = devs->head; dev; dev = dev->next) {
-		if (strcmp(dev->name, name) == 0) {
+		if (!dev->gone && strcmp(dev->name, name) == 0 &&
+		    smcr_dev_present(dev)) {
 			*devp = dev;
 			return 0;
 		}
@@ -71,6 +78,11 @@ static int dev_open(struct smcr_devs *devs, struct ibv_device *ibdev,
 	if (!dev)
 		return -ENOMEM;
 	snprintf(dev->name, sizeof(dev->name), "%s", name);
+	snprintf(dev->path, sizeof(dev->path), "%s", ibdev->dev_path);
+	if (stat(dev->path, &st) == 0)
+		dev->ino = (uint64_t)st.st_ino;
+	else
+		dev->path[0] = 0;	/* cannot tell: assume it stays */
 	dev->ctx = ibv_open_device(ibdev);
 	if (!dev->ctx) {
 		ret = errno ? -errno : -ENODEV;
@@ -105,6 +117,20 @@ out_close:
 out_free:
 	free(dev);
 	return ret;
+}
+
+bool smcr_dev_present(struct smcr_dev *dev)
+{
+	struct stat st;
+
+	if (dev->gone)
+		return false;
+	if (!dev->path[0])
+		return true;
+	if (stat(dev->path, &st) == 0 && (uint64_t)st.st_ino == dev->ino)
+		return true;
+	dev->gone = true;
+	return false;
 }
 
 void smcr_dev_get(struct smcr_port_ref *ref)
@@ -192,6 +218,76 @@ static int port_fill(struct smcr_dev *dev, uint8_t port,
 	memcpy(ref->gid, ent->gid.raw, SMCR_GID_LEN);
 	netdev_mac(ent->ndev_ifindex, ref->netdev, ref->mac);
 	return smcr_port_refresh(ref);
+}
+
+bool smcr_port_reaches(const struct smcr_port_ref *ref,
+		       const uint8_t gid[SMCR_GID_LEN])
+{
+	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+	bool v4peer = memcmp(gid, v4, sizeof(v4)) == 0;
+	struct ifaddrs *ifs, *ifa;
+	bool any = false, hit = false;
+
+	if (!ref->netdev[0] || getifaddrs(&ifs))
+		return true;
+	for (ifa = ifs; ifa && !hit; ifa = ifa->ifa_next) {
+		const uint8_t *a, *m;
+		unsigned int i, len;
+
+		if (!ifa->ifa_addr || !ifa->ifa_netmask ||
+		    strcmp(ifa->ifa_name, ref->netdev))
+			continue;
+		if (v4peer && ifa->ifa_addr->sa_family == AF_INET) {
+			a = (const uint8_t *)&((struct sockaddr_in *)ifa->ifa_addr)->sin_addr;
+			m = (const uint8_t *)&((struct sockaddr_in *)ifa->ifa_netmask)->sin_addr;
+			len = 4;
+		} else if (!v4peer && ifa->ifa_addr->sa_family == AF_INET6) {
+			a = ((struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr.s6_addr;
+			m = ((struct sockaddr_in6 *)ifa->ifa_netmask)->sin6_addr.s6_addr;
+			len = 16;
+			/* Link-local addresses say nothing about the LAN. */
+			if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
+				continue;
+		} else {
+			continue;
+		}
+		any = true;
+		hit = true;
+		for (i = 0; i < len; i++)
+			if ((a[i] & m[i]) != (gid[16 - len + i] & m[i]))
+				hit = false;
+	}
+	freeifaddrs(ifs);
+	return hit || !any;
+}
+
+int smcr_port_other_gid(const struct smcr_port_ref *ref, const uint8_t *avoid,
+			unsigned int n, struct smcr_port_ref *out)
+{
+	struct ibv_port_attr pattr;
+	uint32_t idx;
+
+	if (!ref->dev || ibv_query_port(ref->dev->ctx, ref->port, &pattr))
+		return -ENOENT;
+	for (idx = 0; idx < (uint32_t)pattr.gid_tbl_len; idx++) {
+		struct ibv_gid_entry ent;
+		unsigned int k;
+		bool used = false;
+
+		if (ibv_query_gid_ex(ref->dev->ctx, ref->port, idx, &ent, 0) ||
+		    ent.gid_type != IBV_GID_TYPE_ROCE_V2 || !gid_has_ip(ent.gid.raw))
+			continue;
+		for (k = 0; k < n; k++)
+			if (memcmp(avoid + k * SMCR_GID_LEN, ent.gid.raw, SMCR_GID_LEN) == 0)
+				used = true;
+		if (used)
+			continue;
+		*out = *ref;
+		out->gid_index = (int)ent.gid_index;
+		memcpy(out->gid, ent.gid.raw, SMCR_GID_LEN);
+		return 0;
+	}
+	return -ENOENT;
 }
 
 int smcr_port_refresh(struct smcr_port_ref *ref)
@@ -370,10 +466,16 @@ static int list_visit(struct smcr_devs *devs, struct ibv_device *ibdev,
 int smcr_dev_list_ports(struct smcr_devs *devs, struct smcr_port_ref *refs,
 			int max)
 {
+	return smcr_dev_list_ports_of(devs, NULL, refs, max);
+}
+
+int smcr_dev_list_ports_of(struct smcr_devs *devs, const char *name,
+			   struct smcr_port_ref *refs, int max)
+{
 	struct list_arg la = { .refs = refs, .max = max };
 	int ret;
 
-	ret = visit_gids(devs, NULL, 0, list_visit, &la);
+	ret = visit_gids(devs, name, 0, list_visit, &la);
 	if (ret < 0) {
 		while (la.n > 0)
 			smcr_dev_put(devs, &refs[--la.n]);

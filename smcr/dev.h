@@ -26,6 +26,12 @@ struct smcr_dev {
 	struct ibv_device_attr attr;
 	char name[IBV_SYSFS_NAME_MAX];
 	unsigned int refs;
+	/* The device's uverbs node in sysfs and its inode when we opened it:
+	 * gone or another inode means the device was removed (see
+	 * smcr_dev_present()). */
+	char path[IBV_SYSFS_PATH_MAX];
+	uint64_t ino;
+	bool gone;			/* removed: never handed out again */
 	struct smcr_dev *next;
 };
 
@@ -55,7 +61,8 @@ struct smcr_qp_peer {
 };
 
 /* Timeout and retry budget for RC QPs (IB encoding of the ACK timeout:
- * 4.096 us * 2^timeout). */
+ * 4.096 us * 2^timeout).  smcr_qp_timing_default can be changed with
+ * SMCR_QP_TIMEOUT and SMCR_QP_RETRY (read by smcr_ctx_create()). */
 struct smcr_qp_timing {
 	uint8_t timeout;
 	uint8_t retry_cnt;
@@ -83,10 +90,33 @@ int smcr_dev_resolve_name(struct smcr_devs *devs, const char *spec,
  * each holding a device reference.  Returns the number found. */
 int smcr_dev_list_ports(struct smcr_devs *devs, struct smcr_port_ref *refs,
 			int max);
+/* The same for the device called name only (NULL: all). */
+int smcr_dev_list_ports_of(struct smcr_devs *devs, const char *name,
+			   struct smcr_port_ref *refs, int max);
 
 /* Take another reference on ref->dev / drop one (closing it at zero). */
 void smcr_dev_get(struct smcr_port_ref *ref);
 void smcr_dev_put(struct smcr_devs *devs, struct smcr_port_ref *ref);
+
+/* Is the device still there?  A removed device (rdma link delete, hot
+ * unplug) may not say so: a provider without "disassociate" support (rxe)
+ * keeps every object of ours working and makes the removal wait until we
+ * close the device; only its uverbs node disappears at once.  So this
+ * looks at that node.  A device found gone is marked so and is never
+ * returned by the lookups again; the last smcr_dev_put() closes it. */
+bool smcr_dev_present(struct smcr_dev *dev);
+
+/* Can the port reach the peer's GID without a router: is the address in
+ * the GID on a subnet of the port's network device?  True when that cannot
+ * be told (no netdev, no addresses). */
+bool smcr_port_reaches(const struct smcr_port_ref *ref,
+		       const uint8_t gid[SMCR_GID_LEN]);
+
+/* Another RoCE v2 GID with an IP address on ref's port, none of the n GIDs
+ * in avoid: *out is ref with that GID (same device reference, not taken
+ * again).  -ENOENT if there is none. */
+int smcr_port_other_gid(const struct smcr_port_ref *ref, const uint8_t *avoid,
+			unsigned int n, struct smcr_port_ref *out);
 
 /* Refresh ref->up and ref->mtu from the port's current attributes. */
 int smcr_port_refresh(struct smcr_port_ref *ref);

@@ -54,6 +54,12 @@ static bool dev_polled(struct smcr_ctx *ctx, struct smcr_dev *dev, int *count)
 	return *count > 1;
 }
 
+static void ep_del(struct smcr_ctx *ctx, int fd)
+{
+	if (epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL) && errno != ENOENT)
+		smcr_dbg("engine: epoll_ctl DEL: %s", strerror(errno));
+}
+
 static int ep_add(struct smcr_ctx *ctx, int fd, uint32_t kind, void *ptr)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -68,13 +74,25 @@ static int ep_add(struct smcr_ctx *ctx, int fd, uint32_t kind, void *ptr)
 	return 0;
 }
 
-static int port_add(struct smcr_ctx *ctx, const struct smcr_port_ref *ref)
+/* Ports keep their slot for life (a handshake in progress may hold a
+ * pointer to one); a port whose device went away leaves a free slot
+ * (dev NULL) that a new port takes. */
+static int port_add(struct smcr_ctx *ctx, const struct smcr_port_ref *ref,
+		    struct smcr_port_ref **slotp)
 {
-	int n, ret;
+	int n, i, ret;
 
-	if (ctx->nports >= SMCR_MAX_PORTS)
-		return -ENOSPC;
-	ctx->ports[ctx->nports++] = *ref;
+	for (i = 0; i < ctx->nports; i++)
+		if (!ctx->ports[i].dev)
+			break;
+	if (i == ctx->nports) {
+		if (ctx->nports >= SMCR_MAX_PORTS)
+			return -ENOSPC;
+		ctx->nports++;
+	}
+	ctx->ports[i] = *ref;
+	if (slotp)
+		*slotp = &ctx->ports[i];
 	if (dev_polled(ctx, ref->dev, &n))
 		return 0;
 	ret = ep_add(ctx, ref->dev->chan->fd, SRC_CHAN, ref->dev);
@@ -93,7 +111,22 @@ static bool port_known(struct smcr_ctx *ctx, const struct smcr_port_ref *ref)
 	int i;
 
 	for (i = 0; i < ctx->nports; i++)
-		if (ctx->ports[i].dev == ref->dev && ctx->ports[i].port == ref->port)
+		if (ctx->ports[i].dev && ctx->ports[i].dev == ref->dev &&
+		    ctx->ports[i].port == ref->port)
+			return true;
+	return false;
+}
+
+/* A port of ours on the device "name[:port]" that is still there. */
+static bool dev_of_port_named(struct smcr_ctx *ctx, const char *spec)
+{
+	size_t len = strcspn(spec, ":");
+	int i;
+
+	for (i = 0; i < ctx->nports; i++)
+		if (ctx->ports[i].dev && !ctx->ports[i].dev->gone &&
+		    strlen(ctx->ports[i].dev->name) == len &&
+		    !strncmp(ctx->ports[i].dev->name, spec, len))
 			return true;
 	return false;
 }
@@ -104,17 +137,105 @@ static void ports_rescan(struct smcr_ctx *ctx)
 	struct smcr_port_ref found[SMCR_MAX_PORTS];
 	int i, n;
 
-	if (ctx->opts.devices || ctx->opts.no_smc)
+	uint64_t t0 = smcr_now_ms();
+
+	if (ctx->opts.no_smc)
 		return;
-	n = smcr_dev_list_ports(&ctx->devs, found, SMCR_MAX_PORTS);
-	for (i = 0; i < n; i++) {
-		if (port_known(ctx, &found[i]))
-			smcr_dev_put(&ctx->devs, &found[i]);
-		else
-			port_add(ctx, &found[i]);
+	ctx->last_rescan_ms = t0;
+	if (ctx->opts.devices) {
+		/* Named devices: those that went away may be back. */
+		char buf[256], *tok, *save = NULL;
+
+		snprintf(buf, sizeof(buf), "%s", ctx->opts.devices);
+		for (tok = strtok_r(buf, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
+			struct smcr_port_ref ref;
+
+			if (dev_of_port_named(ctx, tok) ||
+			    smcr_dev_resolve_name(&ctx->devs, tok, &ref))
+				continue;
+			if (port_add(ctx, &ref, NULL))
+				smcr_dev_put(&ctx->devs, &ref);
+		}
+	} else {
+		/* Only devices we have no port of are looked at closely: a
+		 * GID table walk costs (rxe's has 1024 entries). */
+		struct ibv_device **list = ibv_get_device_list(&n);
+		int d;
+
+		for (d = 0; list && d < n; d++) {
+			const char *name = ibv_get_device_name(list[d]);
+			int k;
+
+			if (dev_of_port_named(ctx, name))
+				continue;
+			k = smcr_dev_list_ports_of(&ctx->devs, name, found,
+						   SMCR_MAX_PORTS);
+			for (i = 0; i < k; i++) {
+				if (port_known(ctx, &found[i]) ||
+				    port_add(ctx, &found[i], NULL))
+					smcr_dev_put(&ctx->devs, &found[i]);
+			}
+		}
+		if (list)
+			ibv_free_device_list(list);
 	}
 	for (i = 0; i < ctx->nports; i++)
-		smcr_port_refresh(&ctx->ports[i]);
+		if (ctx->ports[i].dev)
+			smcr_port_refresh(&ctx->ports[i]);
+	ctx->last_rescan_ms = smcr_now_ms();
+	if (ctx->last_rescan_ms - t0 >= 100)
+		smcr_info("engine: looking for RDMA ports took %llu ms",
+			  (unsigned long long)(ctx->last_rescan_ms - t0));
+}
+
+/* A device is gone (removed, or a fatal error): its links go down and
+ * their connections move, then everything of ours on it is given back so
+ * that the device can close (a removal may wait for that, see
+ * smcr_dev_present()).  A device added again under the same name is a new
+ * device to us (ports_rescan). */
+static void dev_lost(struct smcr_ctx *ctx, struct smcr_dev *dev)
+{
+	struct smcr_lgr *lgr;
+	char name[sizeof(dev->name)];
+	int i, n;
+
+	snprintf(name, sizeof(name), "%s", dev->name);
+	smcr_warn("engine: RDMA device %s is gone", name);
+	dev->gone = true;
+	ctx->devices_lost++;
+	/* No new link may pick it while its links fail over. */
+	for (i = 0; i < ctx->nports; i++)
+		if (ctx->ports[i].dev == dev)
+			ctx->ports[i].up = false;
+	ep_del(ctx, dev->chan->fd);
+	ep_del(ctx, dev->ctx->async_fd);
+	n = smcr_vlink_dev_gone(&ctx->vlinks, dev);
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
+		smcr_rmb_pool_dereg(&lgr->rmbs, dev);
+		smcr_rmb_pool_dereg(&lgr->sndbufs, dev);
+	}
+	for (i = 0; i < ctx->nports; i++)
+		if (ctx->ports[i].dev == dev)
+			smcr_dev_put(&ctx->devs, &ctx->ports[i]);
+	/* dev may be closed now. */
+	smcr_info("engine: released %s (%d link(s))", name, n);
+}
+
+/* Devices that disappeared (checked every tick: a removal may not raise
+ * any event), or that reported a fatal error. */
+static void devs_check(struct smcr_ctx *ctx)
+{
+	int i;
+
+	for (i = 0; i < ctx->nports; i++) {
+		struct smcr_dev *dev = ctx->ports[i].dev;
+
+		if (dev && !smcr_dev_present(dev)) {
+			dev_lost(ctx, dev);
+			i = -1;		/* the port table changed */
+		}
+	}
 }
 
 struct smcr_port_ref *smcr_engine_port_for(struct smcr_ctx *ctx,
@@ -126,29 +247,32 @@ struct smcr_port_ref *smcr_engine_port_for(struct smcr_ctx *ctx,
 
 	if (smcr_gid_from_addr(local, gid))
 		return NULL;
+	struct smcr_port_ref *slot;
+
 	for (i = 0; i < ctx->nports; i++)
-		if (ctx->ports[i].up && memcmp(ctx->ports[i].gid, gid, SMCR_GID_LEN) == 0)
+		if (ctx->ports[i].dev && ctx->ports[i].up &&
+		    memcmp(ctx->ports[i].gid, gid, SMCR_GID_LEN) == 0)
 			return &ctx->ports[i];
 	/* A port we have not seen yet (e.g. rxe added after start). */
 	if (ctx->opts.devices || smcr_dev_resolve_addr(&ctx->devs, local, &ref))
 		return NULL;
-	if (port_known(ctx, &ref)) {
+	if (port_known(ctx, &ref) || port_add(ctx, &ref, &slot)) {
 		smcr_dev_put(&ctx->devs, &ref);
 		return NULL;
 	}
-	if (port_add(ctx, &ref))
-		return NULL;
-	return &ctx->ports[ctx->nports - 1];
+	return slot;
 }
 
 /* ---- link group ops over verbs links -------------------------------------- */
 
+/* A link that failed is on its way out: its port is free again. */
 static bool port_in_lgr(struct smcr_lgr *lgr, const struct smcr_port_ref *p)
 {
 	unsigned int i;
 
 	for (i = 0; i < SMCR_LINK_SLOTS; i++)
-		if (lgr->links[i].link &&
+		if (lgr->links[i].link && !lgr->links[i].down &&
+		    lgr->links[i].link->state != SMCR_LINK_FAILED &&
 		    memcmp(lgr->links[i].local.gid, p->gid, SMCR_GID_LEN) == 0)
 			return true;
 	return false;
@@ -168,7 +292,8 @@ int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
 			struct smcr_port_ref *port, struct smcr_link **linkp,
 			struct smcr_link_info *local)
 {
-	struct smcr_vlink_attr attr = { .sq_depth = 256, .rq_depth = 128 };
+	struct smcr_vlink_attr attr = { .sq_depth = 256, .rq_depth = 128,
+					.timing = &ctx->qp_timing };
 	struct smcr_qp_peer q;
 	int ret;
 
@@ -186,26 +311,55 @@ int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
 	return 0;
 }
 
+/* The client learns the server's end (peer) and only takes a port on the
+ * same subnet (SMC-R does not route).  The server picks first (peer NULL):
+ * a port the group does not use yet; for an asymmetric link one it does,
+ * with another of its addresses if it has one. */
 static int op_link_create(struct smcr_lgr *lgr, const struct smcr_link_info *peer,
 			  bool asym, struct smcr_link **linkp,
 			  struct smcr_link_info *local)
 {
 	struct smcr_ctx *ctx = lgr_ctx(lgr);
-	struct smcr_port_ref *pick = NULL;
+	struct smcr_port_ref *pick = NULL, alt;
+	uint8_t used[SMCR_LINK_SLOTS * SMCR_GID_LEN];
+	bool rescanned = false;
+	unsigned int n = 0;
 	int i;
 
+again:
 	for (i = 0; i < ctx->nports; i++) {
 		struct smcr_port_ref *p = &ctx->ports[i];
 
-		if (!p->up || port_in_lgr(lgr, p))
+		if (!p->dev || !p->up || port_in_lgr(lgr, p))
+			continue;
+		if (peer && !smcr_port_reaches(p, peer->gid))
 			continue;
 		if (!pick || (peer && same_lan(p->gid, peer->gid)))
 			pick = p;
 	}
+	/* A device added since the last look (e.g. re-added after a removal)
+	 * makes a symmetric link: look before settling for less. */
+	if (!pick && !rescanned && !asym &&
+	    smcr_now_ms() - ctx->last_rescan_ms >= 200) {
+		rescanned = true;
+		ports_rescan(ctx);
+		goto again;
+	}
 	if (!pick && asym) {
-		for (i = 0; i < ctx->nports && !pick; i++)
-			if (ctx->ports[i].up)
-				pick = &ctx->ports[i];
+		for (i = 0; i < ctx->nports && !pick; i++) {
+			struct smcr_port_ref *p = &ctx->ports[i];
+
+			if (p->dev && p->up && (!peer || smcr_port_reaches(p, peer->gid)))
+				pick = p;
+		}
+		if (pick) {
+			for (i = 0; i < SMCR_LINK_SLOTS; i++)
+				if (lgr->links[i].link && !lgr->links[i].down)
+					memcpy(used + SMCR_GID_LEN * n++,
+					       lgr->links[i].local.gid, SMCR_GID_LEN);
+			if (smcr_port_other_gid(pick, used, n, &alt) == 0)
+				pick = &alt;
+		}
 	}
 	if (!pick)
 		return -ENODEV;
@@ -330,6 +484,58 @@ int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
 	return pred(arg) ? 0 : -ETIMEDOUT;
 }
 
+/* ---- the reaper thread ----------------------------------------------------- */
+
+/* ctx->lock held (smcr_vlink_destroy or a released link). */
+static void vlink_reaper(struct smcr_vlink_res *res, void *arg)
+{
+	struct smcr_ctx *ctx = arg;
+	struct smcr_reap_item *it, **pp;
+
+	it = ctx->reaper_running && !ctx->reaper_stop ? calloc(1, sizeof(*it)) : NULL;
+	if (!it) {
+		smcr_vlink_res_free(res);
+		return;
+	}
+	it->res = res;
+	it->ref.dev = smcr_vlink_res_dev(res);
+	smcr_dev_get(&it->ref);
+	for (pp = &ctx->reap_head; *pp; pp = &(*pp)->next)
+		;
+	*pp = it;
+	pthread_cond_signal(&ctx->reap_cond);
+}
+
+static void *reaper(void *arg)
+{
+	struct smcr_ctx *ctx = arg;
+
+	pthread_mutex_lock(&ctx->lock);
+	for (;;) {
+		struct smcr_reap_item *it;
+		uint64_t t0;
+
+		while (!ctx->reap_head && !ctx->reaper_stop)
+			pthread_cond_wait(&ctx->reap_cond, &ctx->lock);
+		it = ctx->reap_head;
+		if (!it)
+			break;
+		ctx->reap_head = it->next;
+		pthread_mutex_unlock(&ctx->lock);
+		t0 = smcr_now_ms();
+		smcr_vlink_res_free(it->res);
+		if (smcr_now_ms() - t0 >= 500)
+			smcr_dbg("engine: destroying a link's QP took %llu ms",
+				 (unsigned long long)(smcr_now_ms() - t0));
+		pthread_mutex_lock(&ctx->lock);
+		/* The last reference of a device that is gone closes it. */
+		smcr_dev_put(&ctx->devs, &it->ref);
+		free(it);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return NULL;
+}
+
 /* ---- the progress thread -------------------------------------------------- */
 
 static void port_event(struct smcr_dev *dev, uint8_t port,
@@ -339,6 +545,13 @@ static void port_event(struct smcr_dev *dev, uint8_t port,
 	struct smcr_lgr *lgr;
 	int i;
 
+	if (event == IBV_EVENT_DEVICE_FATAL) {
+		/* Its links are down already; the device is released once
+		 * its event queue has been drained (devs_check()). */
+		dev->gone = true;
+		ctx->dev_check_due = true;
+		return;
+	}
 	for (i = 0; i < ctx->nports; i++)
 		if (ctx->ports[i].dev == dev && ctx->ports[i].port == port)
 			smcr_port_refresh(&ctx->ports[i]);
@@ -360,6 +573,93 @@ static void lgr_stats_add(struct smcr_stats *st, const struct smcr_lgr *lgr)
 	st->llc_recv += lgr->stats.llc_recv;
 	st->rkeys_confirmed += lgr->stats.rkeys_confirmed;
 	st->test_links += lgr->stats.test_links;
+}
+
+/* ---- fault injection ------------------------------------------------------- */
+
+static int fail_links(struct smcr_ctx *ctx, unsigned int id)
+{
+	struct smcr_lgr *lgr;
+	unsigned int i;
+	int n = 0;
+
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
+		if (lgr->terminated)
+			continue;
+		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+			struct smcr_link *l = lgr->links[i].link;
+
+			if (l && l->link_id == id && l->state != SMCR_LINK_FAILED &&
+			    !lgr->links[i].down) {
+				smcr_info("fault injection: failing link %u", id);
+				l->ops->fail(l);
+				n++;
+			}
+		}
+	}
+	return n;
+}
+
+int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec)
+{
+	struct smcr_fault_sched f = { 0 };
+	char buf[128], *tok, *save = NULL;
+	unsigned int id = 0, after = 0, every = 0, count = 0;
+	bool timed = false;
+
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		if (sscanf(tok, "fail-link=%u", &id) == 1)
+			continue;
+		if (sscanf(tok, "after=%u", &after) == 1 ||
+		    sscanf(tok, "every=%u", &every) == 1 ||
+		    sscanf(tok, "count=%u", &count) == 1) {
+			timed = true;
+			continue;
+		}
+		return -EINVAL;
+	}
+	if (id < 1 || id > 255)
+		return -EINVAL;
+	if (!timed)
+		return fail_links(ctx, id) ?: -ENOENT;
+	if (ctx->nfaults >= sizeof(ctx->faults) / sizeof(ctx->faults[0]))
+		return -ENOSPC;
+	f.link_id = (uint8_t)id;
+	f.next_ms = smcr_now_ms() + (after ? after : every);
+	f.every_ms = every;
+	f.left = count;
+	ctx->faults[ctx->nfaults++] = f;
+	smcr_info("fault injection: link %u in %u ms%s", id, after ? after : every,
+		  every ? ", then again and again" : "");
+	return 0;
+}
+
+/* Faults due now.  One whose link does not exist (yet) waits for it. */
+static void faults_tick(struct smcr_ctx *ctx, uint64_t now)
+{
+	unsigned int i = 0;
+
+	while (i < ctx->nfaults) {
+		struct smcr_fault_sched *f = &ctx->faults[i];
+		int n;
+
+		if (now < f->next_ms) {
+			i++;
+			continue;
+		}
+		n = fail_links(ctx, f->link_id);
+		if (f->every_ms) {
+			f->next_ms = now + f->every_ms;
+			if (n > 0 && f->left && --f->left == 0)
+				f->every_ms = 0;
+		}
+		if (!f->every_ms && n > 0) {
+			ctx->faults[i] = ctx->faults[--ctx->nfaults];
+			continue;
+		}
+		i++;
+	}
 }
 
 static void reap(struct smcr_ctx *ctx)
@@ -384,6 +684,9 @@ static void reap(struct smcr_ctx *ctx)
 	}
 }
 
+/* How often a group short of links looks for ports. */
+#define SMCR_RESCAN_MS 1000
+
 static void tick(struct smcr_ctx *ctx)
 {
 	struct smcr_lgr *lgr;
@@ -394,27 +697,38 @@ static void tick(struct smcr_ctx *ctx)
 		if (lgr->terminated)
 			continue;
 		smcr_lgr_tick(lgr);
-		if (smcr_lgr_active_links(lgr) < 2)
+		if (smcr_lgr_active_links(lgr) < lgr->max_links)
 			short_of_links = true;
 	}
-	/* A group without redundancy looks for ports every 2 s (a device
-	 * re-added, a cable back) and the server tries to add a link. */
-	if (short_of_links && now - ctx->last_rescan_ms >= 2000) {
-		ctx->last_rescan_ms = now;
+	/* A group without all its links looks for ports every second (a
+	 * device re-added, a cable back) and the server tries to add one. */
+	if (short_of_links && now - ctx->last_rescan_ms >= SMCR_RESCAN_MS) {
 		ports_rescan(ctx);
 		for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
 			if (!lgr->terminated && lgr->role == SMCR_ROLE_SERVER &&
 			    smcr_lgr_active_links(lgr) > 0 &&
-			    smcr_lgr_active_links(lgr) < 2 &&
+			    smcr_lgr_active_links(lgr) < lgr->max_links &&
 			    lgr->flow.kind == SMCR_FLOW_NONE)
 				smcr_lgr_add_link(lgr);
 	}
+	if (ctx->nfaults)
+		faults_tick(ctx, now);
+}
+
+static uint64_t thread_cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static void *progress(void *arg)
 {
 	struct smcr_ctx *ctx = arg;
 	struct epoll_event evs[16];
+	uint64_t t0, t1, cpu0, spent[5];
+	bool ticked;
 	int n, i;
 
 	for (;;) {
@@ -428,18 +742,25 @@ static void *progress(void *arg)
 			pthread_mutex_unlock(&ctx->lock);
 			break;
 		}
+		ticked = false;
+		memset(spent, 0, sizeof(spent));
+		t0 = smcr_now_ms();
+		cpu0 = thread_cpu_ms();
 		for (i = 0; i < n; i++) {
 			uint64_t v = evs[i].data.u64, junk;
 			struct smcr_dev *dev = (struct smcr_dev *)(uintptr_t)(v & ~7ull);
 
+			t1 = smcr_now_ms();
 			switch (v & 7) {
 			case SRC_WAKE:
 				if (read(ctx->wakefd, &junk, sizeof(junk)) < 0)
 					junk = 0;
 				break;
 			case SRC_TIMER:
-				if (read(ctx->timerfd, &junk, sizeof(junk)) > 0)
+				if (read(ctx->timerfd, &junk, sizeof(junk)) > 0) {
 					tick(ctx);
+					ticked = true;
+				}
 				break;
 			case SRC_CHAN:
 				smcr_vlink_cq_event(dev);
@@ -448,8 +769,26 @@ static void *progress(void *arg)
 				smcr_vlink_async_event(&ctx->vlinks, dev);
 				break;
 			}
+			spent[v & 3] += smcr_now_ms() - t1;
+		}
+		/* After the batch: a device released here may be named by an
+		 * event later in the same batch. */
+		t1 = smcr_now_ms();
+		if (ticked || ctx->dev_check_due) {
+			ctx->dev_check_due = false;
+			devs_check(ctx);
 		}
 		reap(ctx);
+		spent[4] = smcr_now_ms() - t1;
+		t1 = smcr_now_ms();
+		if (t1 - t0 >= 500)
+			smcr_warn("engine: progress thread busy for %llu ms, %llu ms on the CPU (timer %llu, completions %llu, async events %llu, devices and reaping %llu)",
+				  (unsigned long long)(t1 - t0),
+				  (unsigned long long)(thread_cpu_ms() - cpu0),
+				  (unsigned long long)spent[SRC_TIMER],
+				  (unsigned long long)spent[SRC_CHAN],
+				  (unsigned long long)spent[SRC_ASYNC & 3],
+				  (unsigned long long)spent[4]);
 		pthread_mutex_unlock(&ctx->lock);
 	}
 	return NULL;
@@ -483,9 +822,11 @@ static int ports_from_spec(struct smcr_ctx *ctx, const char *spec)
 			smcr_err("engine: RDMA port %s: %s", tok, strerror(-ret));
 			return ret;
 		}
-		ret = port_add(ctx, &ref);
-		if (ret)
+		ret = port_add(ctx, &ref, NULL);
+		if (ret) {
+			smcr_dev_put(&ctx->devs, &ref);
 			return ret;
+		}
 	}
 	return 0;
 }
@@ -518,21 +859,32 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	ctx->lgr_cfg = smcr_lgr_config_default;
 	if (ctx->opts.max_links)
 		ctx->lgr_cfg.max_links = (uint8_t)ctx->opts.max_links;
-	if (ctx->opts.llc_timeout_ms)
-		ctx->lgr_cfg.llc_timeout_ms = ctx->opts.llc_timeout_ms;
+	ctx->lgr_cfg.llc_timeout_ms = ctx->opts.llc_timeout_ms ? ctx->opts.llc_timeout_ms :
+		env_uint("SMCR_LLC_TIMEOUT_MS", ctx->lgr_cfg.llc_timeout_ms);
 	ctx->lgr_cfg.test_link_idle_ms = ctx->opts.test_link_ms ? ctx->opts.test_link_ms :
 		env_uint("SMCR_TEST_LINK_MS", ctx->lgr_cfg.test_link_idle_ms);
-	if (ctx->opts.test_link_timeout_ms)
-		ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms;
+	ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms ?
+		ctx->opts.test_link_timeout_ms :
+		env_uint("SMCR_TEST_LINK_TIMEOUT_MS", ctx->lgr_cfg.test_link_timeout_ms);
+	/* The QPs' ACK timeout (4.096 us << SMCR_QP_TIMEOUT) and retries
+	 * bound how soon a dead path shows as a completion error. */
+	ctx->qp_timing = smcr_qp_timing_default;
+	ctx->qp_timing.timeout = (uint8_t)env_uint("SMCR_QP_TIMEOUT", ctx->qp_timing.timeout);
+	ctx->qp_timing.retry_cnt = (uint8_t)env_uint("SMCR_QP_RETRY", ctx->qp_timing.retry_cnt);
+	if (ctx->qp_timing.timeout < 1 || ctx->qp_timing.timeout > 31)
+		ctx->qp_timing.timeout = smcr_qp_timing_default.timeout;
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&ctx->lgr_cond, &ca);
+	pthread_cond_init(&ctx->reap_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	smcr_devs_init(&ctx->devs);
 	smcr_vlink_set_init(&ctx->vlinks);
 	ctx->vlinks.port_event = port_event;
 	ctx->vlinks.port_event_arg = ctx;
+	ctx->vlinks.reaper = vlink_reaper;
+	ctx->vlinks.reaper_arg = ctx;
 	ctx->wakefd = ctx->timerfd = -1;
 	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ctx->epfd < 0) {
@@ -569,15 +921,42 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		for (i = 2; i < 8; i++)
 			ctx->peer_id[i] = (uint8_t)rand();
 	ctx->last_rescan_ms = smcr_now_ms();
-	ret = pthread_create(&ctx->thread, NULL, progress, ctx);
+	env = getenv("SMCR_FAULT");
+	if (env && *env) {
+		/* "SPEC[;SPEC...]": a fault without a time waits for its link. */
+		char buf[256], *tok, *save = NULL;
+
+		snprintf(buf, sizeof(buf), "%s", env);
+		for (tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+			char spec[160];
+
+			snprintf(spec, sizeof(spec), "%s%s", tok,
+				 strstr(tok, "after=") || strstr(tok, "every=") ? "" : ",after=0");
+			if (smcr_engine_fault(ctx, spec) < 0)
+				smcr_warn("engine: SMCR_FAULT: cannot use '%s'", tok);
+		}
+	}
+	ret = pthread_create(&ctx->reaper, NULL, reaper, ctx);
 	if (ret) {
 		ret = -ret;
 		goto out_put_ports;
+	}
+	ctx->reaper_running = true;
+	ret = pthread_create(&ctx->thread, NULL, progress, ctx);
+	if (ret) {
+		ret = -ret;
+		goto out_stop_reaper;
 	}
 	ctx->thread_running = true;
 	*ctxp = ctx;
 	return 0;
 
+out_stop_reaper:
+	pthread_mutex_lock(&ctx->lock);
+	ctx->reaper_stop = true;
+	pthread_cond_signal(&ctx->reap_cond);
+	pthread_mutex_unlock(&ctx->lock);
+	pthread_join(ctx->reaper, NULL);
 out_put_ports:
 	for (i = 0; i < ctx->nports; i++)
 		smcr_dev_put(&ctx->devs, &ctx->ports[i]);
@@ -589,6 +968,7 @@ out_close_fds:
 		close(ctx->wakefd);
 	close(ctx->epfd);
 out_free:
+	pthread_cond_destroy(&ctx->reap_cond);
 	pthread_cond_destroy(&ctx->lgr_cond);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);
@@ -637,12 +1017,21 @@ void smcr_ctx_destroy(struct smcr_ctx *ctx)
 	}
 	while (ctx->ngrave)
 		smcr_vlink_destroy(ctx->graveyard[--ctx->ngrave]);
+	if (ctx->reaper_running) {
+		/* It destroys what is queued first. */
+		pthread_mutex_lock(&ctx->lock);
+		ctx->reaper_stop = true;
+		pthread_cond_signal(&ctx->reap_cond);
+		pthread_mutex_unlock(&ctx->lock);
+		pthread_join(ctx->reaper, NULL);
+	}
 	for (i = 0; i < ctx->nports; i++)
 		smcr_dev_put(&ctx->devs, &ctx->ports[i]);
 	smcr_devs_fini(&ctx->devs);
 	close(ctx->timerfd);
 	close(ctx->wakefd);
 	close(ctx->epfd);
+	pthread_cond_destroy(&ctx->reap_cond);
 	pthread_cond_destroy(&ctx->lgr_cond);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);

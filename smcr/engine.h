@@ -49,6 +49,27 @@ struct smcr_ctx {
 	struct smcr_stats stats;
 	uint64_t last_rescan_ms;
 	pthread_cond_t lgr_cond;	/* link or RKEY state changed */
+	struct smcr_qp_timing qp_timing;	/* of every new link's QP */
+	bool dev_check_due;		/* a device reported a fatal error */
+	uint64_t devices_lost;
+	/* Scheduled fault injection (smcr_fault "...,after=", SMCR_FAULT). */
+	struct smcr_fault_sched {
+		uint8_t link_id;
+		uint64_t next_ms;
+		uint32_t every_ms;	/* 0: once */
+		unsigned int left;	/* with every: 0 is forever */
+	} faults[8];
+	unsigned int nfaults;
+	/* Verbs objects of dead links, destroyed by their own thread (a QP
+	 * destroy may sleep for seconds on rxe); each holds a device ref. */
+	struct smcr_reap_item {
+		struct smcr_vlink_res *res;
+		struct smcr_port_ref ref;
+		struct smcr_reap_item *next;
+	} *reap_head;
+	pthread_t reaper;
+	bool reaper_running, reaper_stop;
+	pthread_cond_t reap_cond;
 };
 
 extern const struct smcr_lgr_ops smcr_engine_lgr_ops;
@@ -67,6 +88,10 @@ int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
 /* Wait (ctx->lock held) on ctx->lgr_cond until pred(arg) or timeout. */
 int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
 		     unsigned int timeout_ms);
+/* smcr_fault() with ctx->lock held.  spec: "fail-link=N" (now: the number
+ * of links failed, -ENOENT if none has that id) with optional
+ * ",after=MS", ",every=MS" and ",count=C" (scheduled: 0). */
+int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec);
 /* Sum the counters of every group and connection into ctx->stats. */
 void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st);
 

@@ -204,15 +204,31 @@ void smcr_lgr_terminate(struct smcr_lgr *lgr, int error)
 void smcr_lgr_link_down(struct smcr_lgr *lgr, struct smcr_link *link, int reason)
 {
 	int slot = smcr_lgr_slot(lgr, link);
+	struct smcr_lgr_link *ll;
 	struct smcr_link *to;
+	bool was_active;
 	unsigned int i;
 
-	if (slot < 0 || link->state == SMCR_LINK_FAILED)
+	if (slot < 0 || lgr->links[slot].down)
 		return;
-	link->state = SMCR_LINK_FAILED;
+	ll = &lgr->links[slot];
+	ll->down = true;
+	ll->down_ms = lgr_now(lgr);
+	ll->test_sent_ms = 0;
+	/* The link layer marks a link FAILED before its down upcall; a link
+	 * the group gives up on itself (TEST LINK, the peer's DELETE LINK)
+	 * is stopped here: nothing it still carries may be placed after the
+	 * connections have replayed it elsewhere.  (fail() calls back into
+	 * this function, which returns at once now.) */
+	was_active = ll->confirmed;
+	if (link->state != SMCR_LINK_FAILED) {
+		link->state = SMCR_LINK_FAILED;
+		if (link->ops->fail)
+			link->ops->fail(link);
+	}
 	lgr->stats.link_failures++;
-	smcr_warn("link group: link %u failed (%d), moving its connections",
-		  link->link_id, reason);
+	smcr_warn("link group: link %u failed (%d), moving %u connection(s)",
+		  link->link_id, reason, link->nconns);
 	/* Move every connection to a surviving link (§4.6). */
 	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
@@ -232,6 +248,10 @@ void smcr_lgr_link_down(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 		smcr_lgr_terminate(lgr, -ECONNRESET);
 		return;
 	}
+	/* A link still being added is dropped by its ADD LINK exchange
+	 * (smcr_llc_link_gone above). */
+	if (!was_active || !lgr->links[slot].link)
+		return;
 	/* The server deletes the link; the client asks it to (disorderly). */
 	smcr_llc_start(lgr, SMCR_FLOW_DELETE_LINK, (uint8_t)slot,
 		       SMCR_LLC_DEL_LOST_PATH, NULL);

@@ -101,9 +101,15 @@ struct smcr_lgr_link {
 	struct smcr_link_info local, peer;
 	bool connected;			/* QP is RTS */
 	bool asym;			/* reuses a port of another link */
+	bool confirmed;			/* CONFIRM LINK done (it was ACTIVE) */
 	uint64_t last_rx_ms;		/* anything received on it */
 	uint64_t test_sent_ms;		/* TEST LINK outstanding since (0: none) */
 	uint8_t test_data[16];
+	/* The group has handled this link's failure (connections moved, its
+	 * DELETE LINK started) since; the link layer may have marked it
+	 * FAILED before telling us, so its state alone does not say this. */
+	bool down;
+	uint64_t down_ms;
 };
 
 /* Counters, as smcrctl shows them. */
@@ -134,6 +140,10 @@ struct smcr_llc_flow {
 	uint64_t deadline_ms;
 	unsigned int tries;
 	uint8_t req[SMCR_LLC_LEN];	/* last request, for resends */
+	/* The last request found the link's send queue full: it goes out
+	 * from the tick (since resend_ms), without counting as a timeout. */
+	bool resend;
+	uint64_t resend_ms;
 	struct smcr_rmb *rmb;		/* CONFIRM/DELETE RKEY */
 	/* ADD LINK CONT bookkeeping: RMBs of ours still to announce. */
 	unsigned int cont_sent, cont_total, cont_peer_left;
@@ -145,6 +155,7 @@ struct smcr_llc_flow {
 struct smcr_llc_pending {
 	enum smcr_llc_flow_kind kind;
 	uint8_t slot;
+	uint8_t link_id;		/* DELETE LINK: the link in slot then */
 	uint32_t reason;
 	struct smcr_rmb *rmb;
 };

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,11 +28,30 @@ struct sq_ent {
 	bool user_signaled;		/* the caller wants an upcall */
 };
 
+/* A link's verbs objects and the memory the RNIC may still write into.
+ * They outlive the link's hold on them: a QP destroy may sleep until the
+ * device has sent what it had queued (seconds, on a port that is down),
+ * so the owner may have them freed elsewhere (set->reaper).  The CQ's
+ * context is this, not the link: a CQ event read while it is being
+ * destroyed finds vl NULL. */
+struct smcr_vlink_res {
+	struct smcr_vlink *vl;		/* NULL once the link let go */
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t *bufs;
+	struct smcr_dev *dev;
+	char devname[IBV_SYSFS_NAME_MAX];
+};
+
 struct smcr_vlink {
 	struct smcr_link link;		/* first: a link is its vlink */
+	struct smcr_vlink_res *res;	/* NULL once released */
 	struct smcr_vlink_set *set;
 	struct smcr_vlink *next;
-	struct smcr_port_ref ref;
+	struct smcr_port_ref ref;	/* ref.dev NULL once released */
+	char devname[IBV_SYSFS_NAME_MAX];
+	uint32_t qpn;
 	struct smcr_qp_timing timing;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
@@ -46,6 +66,7 @@ struct smcr_vlink {
 	unsigned int since_signal;
 	uint32_t psn;
 	bool down;
+	bool released;			/* device gone: QP, CQ, MR destroyed */
 	bool polling;			/* inside poll_cq(): no nesting */
 	struct smcr_vlink_stats stats;
 };
@@ -89,12 +110,12 @@ static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
 	vl->link.errors++;
 	vl->stats.down_reason = reason;
 	vl->stats.down_wc_status = st;
-	ret = smcr_qp_to_err(vl->qp);
+	ret = vl->qp ? smcr_qp_to_err(vl->qp) : 0;
 	if (ret)
 		smcr_warn("link %u (%s): QP to error: %s", vl->link.link_id,
-			  vl->ref.dev->name, strerror(-ret));
+			  vl->devname, strerror(-ret));
 	smcr_info("link %u (%s, QP 0x%06x) down: %s", vl->link.link_id,
-		  vl->ref.dev->name, vl->qp->qp_num, strerror(-reason));
+		  vl->devname, vl->qpn, strerror(-reason));
 	if (vl->link.handler && vl->link.handler->down)
 		vl->link.handler->down(&vl->link, reason);
 }
@@ -299,7 +320,7 @@ static void complete(struct smcr_vlink *vl, const struct ibv_wc *wc)
 		bool rq = wc->wr_id & VL_RECV_BIT;
 
 		smcr_info("link %u (%s): %s %016llx failed: %s (vendor error 0x%x)",
-			  vl->link.link_id, vl->ref.dev->name,
+			  vl->link.link_id, vl->devname,
 			  rq ? "receive" : e->kind == SQ_WRITE ? "RDMA write" : "send",
 			  (unsigned long long)(rq ? wc->wr_id : e->wr_id),
 			  ibv_wc_status_str(wc->status), wc->vendor_err);
@@ -318,7 +339,7 @@ static int poll_cq(struct smcr_vlink *vl)
 
 	/* An upcall may drain other links (smcr_vlink_poll); polling this
 	 * CQ again from inside would hand out completions out of order. */
-	if (vl->polling)
+	if (vl->polling || vl->released)
 		return 0;
 	vl->polling = true;
 	for (;;) {
@@ -351,9 +372,14 @@ int smcr_vlink_cq_event(struct smcr_dev *dev)
 	int total = 0, ret;
 
 	while (ibv_get_cq_event(dev->chan, &cq, &ctx) == 0) {
-		struct smcr_vlink *vl = ctx;
+		struct smcr_vlink_res *res = ctx;
+		/* Before the ack: a CQ being destroyed elsewhere stays until
+		 * its events are acknowledged. */
+		struct smcr_vlink *vl = res->vl;
 
 		ibv_ack_cq_events(cq, 1);
+		if (!vl)
+			continue;	/* the link let go of it */
 		vl->stats.cq_events++;
 		/* Arm before polling: a completion that arrives after the
 		 * last poll raises a new event. */
@@ -391,7 +417,8 @@ static void down_matching(struct smcr_vlink_set *set, struct smcr_dev *dev,
 	struct smcr_vlink *vl;
 
 	for (vl = set->head; vl; vl = vl->next)
-		if (vl->ref.dev == dev && (port == 0 || vl->ref.port == port))
+		if (!vl->released && vl->ref.dev == dev &&
+		    (port == 0 || vl->ref.port == port))
 			link_down(vl, reason, IBV_WC_SUCCESS);
 }
 
@@ -536,6 +563,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 		return -ENOMEM;
 	vl->set = set;
 	vl->ref = *ref;
+	snprintf(vl->devname, sizeof(vl->devname), "%s", dev->name);
 	vl->sq_depth = attr && attr->sq_depth ? attr->sq_depth : VL_DEF_SQ;
 	vl->rq_depth = attr && attr->rq_depth ? attr->rq_depth : VL_DEF_RQ;
 	vl->signal_every = attr && attr->signal_every ? attr->signal_every :
@@ -557,6 +585,14 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 		ret = set_nonblock(dev->ctx->async_fd);
 	if (ret)
 		goto err_free_vl;
+	vl->res = calloc(1, sizeof(*vl->res));
+	if (!vl->res) {
+		ret = -ENOMEM;
+		goto err_free_vl;
+	}
+	vl->res->vl = vl;
+	vl->res->dev = dev;
+	snprintf(vl->res->devname, sizeof(vl->res->devname), "%s", dev->name);
 	vl->sq = calloc(vl->sq_depth, sizeof(*vl->sq));
 	if (!vl->sq) {
 		ret = -ENOMEM;
@@ -575,7 +611,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 			 strerror(-ret));
 		goto err_free_bufs;
 	}
-	vl->cq = ibv_create_cq(dev->ctx, (int)(vl->sq_depth + vl->rq_depth), vl,
+	vl->cq = ibv_create_cq(dev->ctx, (int)(vl->sq_depth + vl->rq_depth), vl->res,
 			       dev->chan, 0);
 	if (!vl->cq) {
 		ret = errno ? -errno : -ENOMEM;
@@ -590,6 +626,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	if (ret)
 		goto err_destroy_cq;
 	vl->qp->qp_context = vl;
+	vl->qpn = vl->qp->qp_num;
 	ret = smcr_qp_to_init(vl->qp, &vl->ref);
 	if (ret) {
 		smcr_err("%s: QP to INIT: %s", dev->name, strerror(-ret));
@@ -604,6 +641,10 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 		}
 	}
 
+	vl->res->qp = vl->qp;
+	vl->res->cq = vl->cq;
+	vl->res->mr = vl->mr;
+	vl->res->bufs = vl->bufs;
 	vl->link.ops = &smcr_vlink_ops;
 	vl->link.handler = handler;
 	vl->link.handler_arg = handler_arg;
@@ -626,6 +667,7 @@ err_free_bufs:
 err_free_sq:
 	free(vl->sq);
 err_free_vl:
+	free(vl->res);
 	free(vl);
 	return ret;
 }
@@ -635,7 +677,7 @@ void smcr_vlink_local(const struct smcr_link *link, struct smcr_qp_peer *out)
 	const struct smcr_vlink *vl = vl_of(link);
 
 	memset(out, 0, sizeof(*out));
-	out->qpn = vl->qp->qp_num;
+	out->qpn = vl->qpn;
 	out->psn = vl->psn;
 	memcpy(out->gid, vl->ref.gid, SMCR_GID_LEN);
 	out->mtu = vl->ref.mtu;
@@ -650,23 +692,76 @@ int smcr_vlink_connect(struct smcr_link *link, const struct smcr_qp_peer *peer)
 		return -ENOTCONN;
 	ret = smcr_qp_to_rtr(vl->qp, &vl->ref, peer);
 	if (ret) {
-		smcr_err("%s: QP 0x%06x to RTR: %s", vl->ref.dev->name,
-			 vl->qp->qp_num, strerror(-ret));
+		smcr_err("%s: QP 0x%06x to RTR: %s", vl->devname,
+			 vl->qpn, strerror(-ret));
 		return ret;
 	}
 	ret = smcr_qp_to_rts(vl->qp, vl->psn, &vl->timing);
 	if (ret) {
-		smcr_err("%s: QP 0x%06x to RTS: %s", vl->ref.dev->name,
-			 vl->qp->qp_num, strerror(-ret));
+		smcr_err("%s: QP 0x%06x to RTS: %s", vl->devname,
+			 vl->qpn, strerror(-ret));
 		return ret;
 	}
 	return 0;
 }
 
+void smcr_vlink_res_free(struct smcr_vlink_res *res)
+{
+	int ret;
+
+	if (!res)
+		return;
+	if (res->qp) {
+		ret = ibv_destroy_qp(res->qp);
+		if (ret)
+			smcr_warn("%s: destroying QP: %s", res->devname, strerror(ret));
+	}
+	if (res->cq) {
+		ret = ibv_destroy_cq(res->cq);
+		if (ret)
+			smcr_warn("%s: destroying CQ: %s", res->devname, strerror(ret));
+	}
+	if (res->mr)
+		ibv_dereg_mr(res->mr);
+	free(res->bufs);
+	free(res);
+}
+
+struct smcr_dev *smcr_vlink_res_dev(const struct smcr_vlink_res *res)
+{
+	return res->dev;
+}
+
+/* Let go of the verbs objects (to the owner's reaper, or freed now); the
+ * link struct stays.  No upcall follows. */
+static void release(struct smcr_vlink *vl)
+{
+	struct smcr_vlink_res *res = vl->res;
+
+	if (vl->released)
+		return;
+	vl->released = true;
+	vl->down = true;
+	vl->link.state = SMCR_LINK_FAILED;
+	vl->res = NULL;
+	vl->qp = NULL;
+	vl->cq = NULL;
+	vl->mr = NULL;
+	vl->bufs = NULL;
+	vl->ref.dev = NULL;
+	vl->link.dev = NULL;
+	if (!res)
+		return;
+	res->vl = NULL;
+	if (vl->set->reaper)
+		vl->set->reaper(res, vl->set->reaper_arg);
+	else
+		smcr_vlink_res_free(res);
+}
+
 void smcr_vlink_destroy(struct smcr_link *link)
 {
 	struct smcr_vlink *vl, **pp;
-	int ret;
 
 	if (!link)
 		return;
@@ -677,16 +772,33 @@ void smcr_vlink_destroy(struct smcr_link *link)
 			break;
 		}
 	}
-	ret = ibv_destroy_qp(vl->qp);
-	if (ret)
-		smcr_warn("%s: destroying QP: %s", vl->ref.dev->name, strerror(ret));
-	ret = ibv_destroy_cq(vl->cq);
-	if (ret)
-		smcr_warn("%s: destroying CQ: %s", vl->ref.dev->name, strerror(ret));
-	ibv_dereg_mr(vl->mr);
-	free(vl->bufs);
+	release(vl);
 	free(vl->sq);
 	free(vl);
+}
+
+int smcr_vlink_dev_gone(struct smcr_vlink_set *set, struct smcr_dev *dev)
+{
+	struct smcr_vlink *vl;
+	int n = 0;
+
+again:
+	/* Down upcalls may create links elsewhere: rescan after each. */
+	for (vl = set->head; vl; vl = vl->next) {
+		if (vl->released || vl->ref.dev != dev)
+			continue;
+		if (!vl->down) {
+			link_down(vl, -ENODEV, IBV_WC_SUCCESS);
+			goto again;
+		}
+	}
+	for (vl = set->head; vl; vl = vl->next) {
+		if (vl->released || vl->ref.dev != dev)
+			continue;
+		release(vl);
+		n++;
+	}
+	return n;
 }
 
 const struct smcr_vlink_stats *smcr_vlink_stats(const struct smcr_link *link)

@@ -39,6 +39,7 @@
 #include "link.h"
 
 struct smcr_vlink;
+struct smcr_vlink_res;
 
 /* Every verbs link of one owner: what the async event dispatcher searches
  * for the links of a port or device. */
@@ -51,7 +52,18 @@ struct smcr_vlink_set {
 	void (*port_event)(struct smcr_dev *dev, uint8_t port,
 			   enum ibv_event_type event, void *arg);
 	void *port_event_arg;
+	/* Optional: takes over the verbs objects of a destroyed (or released)
+	 * link and calls smcr_vlink_res_free() on them later, from any thread
+	 * and without the owner's lock: destroying a QP may sleep until the
+	 * device has sent what it had queued, seconds on a port that is down.
+	 * The device must stay open until then.  NULL: freed at once. */
+	void (*reaper)(struct smcr_vlink_res *res, void *arg);
+	void *reaper_arg;
 };
+
+/* The verbs objects of one link (QP, CQ, buffers), see set->reaper. */
+void smcr_vlink_res_free(struct smcr_vlink_res *res);
+struct smcr_dev *smcr_vlink_res_dev(const struct smcr_vlink_res *res);
 
 struct smcr_vlink_attr {
 	unsigned int sq_depth;		/* send queue slots; 0: 128 */
@@ -91,8 +103,19 @@ void smcr_vlink_local(const struct smcr_link *link, struct smcr_qp_peer *out);
 int smcr_vlink_connect(struct smcr_link *link, const struct smcr_qp_peer *peer);
 
 /* Destroy the QP, CQ and buffers (no upcalls; outstanding work is simply
- * dropped) and unlink it from its set.  NULL is a no-op. */
+ * dropped; through set->reaper if there is one) and unlink it from its
+ * set.  NULL is a no-op. */
 void smcr_vlink_destroy(struct smcr_link *link);
+
+/* The device is gone (removed, or a fatal error): every link on it goes
+ * down (handler->down() as for any failure, once), then its QP, CQ and
+ * buffers are let go of at once (set->reaper) so that the device can be
+ * closed.  The
+ * struct smcr_link stays valid until smcr_vlink_destroy(): FAILED, posting
+ * fails with -ENOTCONN, link->dev is NULL, and no upcall follows (the
+ * flushes of what was outstanding are never reported).  Call it from the
+ * event loop, not from an upcall.  Returns the number of links released. */
+int smcr_vlink_dev_gone(struct smcr_vlink_set *set, struct smcr_dev *dev);
 
 /* Drain the device's completion channel: for every CQ event, ack, re-arm
  * and poll its CQ until empty, dispatching upcalls.  Call when dev->chan->fd

@@ -81,9 +81,40 @@ static int llc_send(struct smcr_lgr *lgr, unsigned int slot,
 static int flow_send(struct smcr_lgr *lgr, unsigned int slot,
 		     const struct smcr_llc_msg *m)
 {
-	lgr->flow.via = (uint8_t)slot;
-	lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
-	return llc_send(lgr, slot, m, lgr->flow.req);
+	struct smcr_llc_flow *f = &lgr->flow;
+	int ret;
+
+	f->via = (uint8_t)slot;
+	f->deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+	ret = llc_send(lgr, slot, m, f->req);
+	if (ret == -EAGAIN) {
+		/* The send queue is full of data: try again at the tick. */
+		f->resend = true;
+		f->resend_ms = now(lgr);
+		return 0;
+	}
+	return ret;
+}
+
+/* A request that found the send queue full. */
+static void flow_resend(struct smcr_lgr *lgr, uint64_t t)
+{
+	struct smcr_llc_flow *f = &lgr->flow;
+	struct smcr_link *link = lgr->links[f->via].link;
+	int ret = -ENOTCONN;
+
+	if (link && link->state != SMCR_LINK_FAILED)
+		ret = smcr_link_send(link, f->req,
+				     smcr_wr_id(0, SMCR_WR_TAG_LLC, f->req[0]));
+	if (ret == -EAGAIN && t - f->resend_ms < lgr->cfg.llc_timeout_ms)
+		return;
+	f->resend = false;
+	if (ret == 0) {
+		lgr->stats.llc_sent++;
+		f->deadline_ms = t + lgr->cfg.llc_timeout_ms;
+	} else {
+		f->deadline_ms = t;	/* a timeout now */
+	}
 }
 
 static void flow_next(struct smcr_lgr *lgr);
@@ -123,6 +154,7 @@ static void link_activate(struct smcr_lgr *lgr, unsigned int slot)
 	struct smcr_link *link = lgr->links[slot].link;
 
 	link->state = SMCR_LINK_ACTIVE;
+	lgr->links[slot].confirmed = true;
 	lgr->links[slot].last_rx_ms = now(lgr);
 	lgr->stats.links_added++;
 	smcr_info("link group: link %u up (%u active)", link->link_id,
@@ -425,9 +457,14 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 	/* The server on an RNIC it already uses: only a second RNIC of ours
 	 * makes that a link; otherwise it would be parallel (§3.5.1.6.1). */
 	for (i = 0; i < SMCR_LINK_SLOTS; i++)
-		if (lgr->links[i].link &&
+		if (lgr->links[i].link && !lgr->links[i].down &&
 		    memcmp(lgr->links[i].peer.gid, peer.gid, SMCR_GID_LEN) == 0)
 			same_rnic = true;
+	/* The server reuses the id of a failed link we still hold (its
+	 * DELETE LINK did not reach us): that link is gone. */
+	slot = slot_of_id(lgr, a->link_num);
+	if (slot >= 0 && lgr->links[slot].down)
+		link_delete(lgr, (unsigned int)slot);
 	if (lgr->flow.kind != SMCR_FLOW_NONE) {
 		/* Our own CONFIRM/DELETE RKEY yields (§3.5.5.3.3): redone after. */
 		if (lgr->flow.local && lgr->nqueue < SMCR_LLC_QUEUE) {
@@ -895,8 +932,28 @@ static void flow_next(struct smcr_lgr *lgr)
 
 		memmove(&lgr->queue[0], &lgr->queue[1],
 			--lgr->nqueue * sizeof(lgr->queue[0]));
+		/* A DELETE LINK whose link is gone (deleted meanwhile, the
+		 * slot maybe taken by a new one) has nothing left to do. */
+		if (p.kind == SMCR_FLOW_DELETE_LINK &&
+		    (!lgr->links[p.slot].link ||
+		     lgr->links[p.slot].link->link_id != p.link_id))
+			continue;
 		flow_begin(lgr, p.kind, p.slot, p.reason, p.rmb);
 	}
+}
+
+/* The same DELETE LINK running or waiting already. */
+static bool delete_pending(const struct smcr_lgr *lgr, uint8_t slot)
+{
+	unsigned int i;
+
+	if (lgr->flow.kind == SMCR_FLOW_DELETE_LINK && lgr->flow.slot == slot)
+		return true;
+	for (i = 0; i < lgr->nqueue; i++)
+		if (lgr->queue[i].kind == SMCR_FLOW_DELETE_LINK &&
+		    lgr->queue[i].slot == slot)
+			return true;
+	return false;
 }
 
 int smcr_llc_start(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
@@ -904,11 +961,18 @@ int smcr_llc_start(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
 {
 	if (lgr->terminated)
 		return -ENOTCONN;
+	if (kind == SMCR_FLOW_DELETE_LINK &&
+	    (slot >= SMCR_LINK_SLOTS || !lgr->links[slot].link))
+		return -ENOENT;
+	if (kind == SMCR_FLOW_DELETE_LINK && delete_pending(lgr, slot))
+		return 0;
 	if (lgr->flow.kind != SMCR_FLOW_NONE) {
 		if (lgr->nqueue >= SMCR_LLC_QUEUE)
 			return -EBUSY;
 		lgr->queue[lgr->nqueue++] = (struct smcr_llc_pending){
-			.kind = kind, .slot = slot, .reason = reason, .rmb = rmb };
+			.kind = kind, .slot = slot, .reason = reason, .rmb = rmb,
+			.link_id = kind == SMCR_FLOW_DELETE_LINK ?
+				   lgr->links[slot].link->link_id : 0 };
 		return 0;
 	}
 	return flow_begin(lgr, kind, slot, reason, rmb);
@@ -1058,8 +1122,30 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 {
 	unsigned int i;
 
-	if (lgr->flow.kind != SMCR_FLOW_NONE && t >= lgr->flow.deadline_ms)
+	if (lgr->flow.kind != SMCR_FLOW_NONE && lgr->flow.resend)
+		flow_resend(lgr, t);
+	if (lgr->flow.kind != SMCR_FLOW_NONE && !lgr->flow.resend &&
+	    t >= lgr->flow.deadline_ms)
 		flow_timeout(lgr);
+	/* Requests queued while an exchange ended without looking at the
+	 * queue (a collision, a start that failed) go now. */
+	if (lgr->flow.kind == SMCR_FLOW_NONE && lgr->nqueue)
+		flow_next(lgr);
+	/* A failed link the DELETE LINK exchange did not take away in time
+	 * (the client's request or the server's lost, its queue full): drop
+	 * it here, so that its port can carry a new link. */
+	for (i = 0; i < SMCR_LINK_SLOTS && !lgr->terminated; i++) {
+		struct smcr_lgr_link *ll = &lgr->links[i];
+		uint64_t limit = (uint64_t)lgr->cfg.llc_timeout_ms *
+				 (lgr->cfg.llc_retries + 2);
+
+		if (!ll->link || !ll->down || t - ll->down_ms < limit ||
+		    (lgr->flow.kind == SMCR_FLOW_DELETE_LINK && lgr->flow.slot == i))
+			continue;
+		smcr_info("link group: link %u failed %llu ms ago and was not deleted: dropping it",
+			  ll->link->link_id, (unsigned long long)(t - ll->down_ms));
+		link_delete(lgr, i);
+	}
 	for (i = 0; i < SMCR_LINK_SLOTS && !lgr->terminated; i++) {
 		struct smcr_lgr_link *ll = &lgr->links[i];
 

@@ -419,25 +419,12 @@ const char *smcr_reason_str(uint32_t code)
 
 int smcr_fault(struct smcr_ctx *ctx, const char *spec)
 {
-	struct smcr_lgr *lgr;
-	unsigned int id, n = 0, i;
+	int ret;
 
-	if (sscanf(spec, "fail-link=%u", &id) != 1 || id < 1 || id > 255)
-		return -EINVAL;
 	pthread_mutex_lock(&ctx->lock);
-	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
-		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
-			struct smcr_link *l = lgr->links[i].link;
-
-			if (l && l->link_id == id && l->state != SMCR_LINK_FAILED) {
-				smcr_info("fault injection: failing link %u", id);
-				l->ops->fail(l);
-				n++;
-			}
-		}
-	}
+	ret = smcr_engine_fault(ctx, spec);
 	pthread_mutex_unlock(&ctx->lock);
-	return n ? (int)n : -ENOENT;
+	return ret;
 }
 
 static const char *link_state_str(enum smcr_link_state st)

@@ -88,10 +88,10 @@ static void report_down(struct memwire_end *e)
 	if (e->failed)
 		return;
 	e->failed = true;
-	/* The owner learns first; the state is its to change. */
+	/* Like link_verbs: the link is FAILED before the owner hears of it. */
+	e->link.state = SMCR_LINK_FAILED;
 	if (e->link.handler->down)
 		e->link.handler->down(&e->link, -EIO);
-	e->link.state = SMCR_LINK_FAILED;
 }
 
 static void flush_all(struct memwire_end *e)
