@@ -12,7 +12,23 @@
  *           round trip in microseconds
  *   verify  each of CONNS connections sends BYTES of a pseudo-random stream
  *           both ways at once; each side checks SHA-256 of what it received
- *           against the sender's, sent after the data; exit 1 on mismatch
+ *           against the sender's, sent after the data; exit 1 on mismatch.
+ *           With -b 0 the streams are open-ended (framed: a 4-byte length
+ *           before each piece, 0 ends it) and last until -d SECONDS have
+ *           passed or a "stop" line appears in the --ctl file; the server
+ *           stops when the client's stream has ended.
+ *
+ * Options for failover tests (libsmcr only):
+ *   --ctl FILE        poll FILE every 50 ms for new lines: "fault SPEC" calls
+ *                     smcr_fault(SPEC) (e.g. fault fail-link=1), "stop" ends
+ *                     open-ended streams; each is acknowledged on stdout
+ *   --fault-after BYTES:SPEC
+ *                     smcr_fault(SPEC) once BYTES have been received in all
+ *   --ticks FILE      every 100 ms append "tick REALTIME bytes_recv
+ *                     bytes_sent failovers link_failures links_added
+ *                     links_active" (the stack's counters) to FILE; every
+ *                     change of link_failures, failovers or links_added is
+ *                     also printed as an "event" line with the time
  *
  * Output ends with one line per result that scripts grep:
  *   "result bw <transport> <MB/s>", "result lat <transport> <usec>",
@@ -58,6 +74,8 @@ struct opts {
 	uint64_t bytes;
 	double seconds;
 	unsigned int conns, iters;
+	const char *ctl_file, *ticks_file, *fault_after_spec;
+	uint64_t fault_after;
 };
 
 static struct opts o = {
@@ -65,6 +83,8 @@ static struct opts o = {
 	.bytes = 64u << 20, .conns = 1, .iters = 1000,
 };
 static struct smcr_ctx *ctx;
+static volatile bool stop_streams;	/* open-ended verify: end now */
+static volatile bool monitor_stop;
 
 /* One connection over any of the three transports. */
 struct conn {
@@ -217,11 +237,21 @@ struct verify_job {
 	struct conn c;
 	unsigned int k;
 	int dir;		/* our sending direction: 0 client, 1 server */
-	uint64_t bytes;
+	uint64_t bytes;		/* each way; 0: open-ended, framed */
 	size_t size;
 	int err;
 	bool ok;
+	bool peer_ended;	/* framed: the peer's end marker arrived */
+	uint64_t got, sent;
 };
+
+static double real_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void *verify_recv(void *arg)
 {
@@ -229,25 +259,52 @@ static void *verify_recv(void *arg)
 	uint8_t *buf = malloc(j->size), *want = malloc(j->size);
 	uint8_t md[32], peer_md[32];
 	EVP_MD_CTX *h = EVP_MD_CTX_new();
+	bool framed = j->bytes == 0;
 	uint64_t got = 0;
 	unsigned int mdlen;
 
 	EVP_DigestInit_ex(h, EVP_sha256(), NULL);
 	j->ok = true;
-	while (got < j->bytes) {
-		size_t n = j->bytes - got < j->size ? (size_t)(j->bytes - got) : j->size;
-		ssize_t r = c_recv(&j->c, buf, n);
+	while (framed || got < j->bytes) {
+		size_t n = j->size;
+		ssize_t r;
 
-		if (r <= 0) {
-			j->err = r < 0 ? (int)r : -ECONNRESET;
-			j->ok = false;
-			break;
+		if (framed) {
+			uint32_t len;
+			int ret = c_recv_all(&j->c, &len, sizeof(len));
+
+			if (ret || len > j->size) {
+				j->err = ret ? ret : -EPROTO;
+				j->ok = false;
+				break;
+			}
+			if (len == 0) {
+				__atomic_store_n(&j->peer_ended, true, __ATOMIC_RELEASE);
+				break;
+			}
+			ret = c_recv_all(&j->c, buf, len);
+			if (ret) {
+				j->err = ret;
+				j->ok = false;
+				break;
+			}
+			r = (ssize_t)len;
+		} else {
+			if (j->bytes - got < n)
+				n = (size_t)(j->bytes - got);
+			r = c_recv(&j->c, buf, n);
+			if (r <= 0) {
+				j->err = r < 0 ? (int)r : -ECONNRESET;
+				j->ok = false;
+				break;
+			}
 		}
 		fill(want, (size_t)r, got, j->k, !j->dir);
 		if (memcmp(buf, want, (size_t)r))
 			j->ok = false;
 		EVP_DigestUpdate(h, buf, (size_t)r);
 		got += (uint64_t)r;
+		__atomic_store_n(&j->got, got, __ATOMIC_RELAXED);
 	}
 	EVP_DigestFinal_ex(h, md, &mdlen);
 	if (j->err == 0 && c_recv_all(&j->c, peer_md, sizeof(peer_md)) == 0)
@@ -260,27 +317,55 @@ static void *verify_recv(void *arg)
 	return NULL;
 }
 
+/* Open-ended streams: the client stops on -d or "stop", the server when
+ * the client's stream has ended. */
+static bool verify_stop(struct verify_job *j, double t0)
+{
+	if (j->dir == 1)
+		return __atomic_load_n(&j->peer_ended, __ATOMIC_ACQUIRE) ||
+		       j->err != 0;
+	if (stop_streams)
+		return true;
+	return o.seconds > 0 && now_s() - t0 >= o.seconds;
+}
+
 /* Send our stream and its SHA-256 while a thread receives the peer's. */
 static bool verify_conn(struct verify_job *j)
 {
 	uint8_t *buf = malloc(j->size), md[32];
 	EVP_MD_CTX *h = EVP_MD_CTX_new();
+	bool framed = j->bytes == 0;
 	uint64_t sent = 0;
 	unsigned int mdlen;
+	double t0 = now_s();
 	pthread_t rt;
 	int ret = 0;
 
 	EVP_DigestInit_ex(h, EVP_sha256(), NULL);
 	pthread_create(&rt, NULL, verify_recv, j);
-	while (sent < j->bytes && ret == 0) {
-		size_t n = j->bytes - sent < j->size ? (size_t)(j->bytes - sent) : j->size;
+	while (ret == 0 && (framed ? !verify_stop(j, t0) : sent < j->bytes)) {
+		size_t n = j->size;
 
+		if (!framed && j->bytes - sent < n)
+			n = (size_t)(j->bytes - sent);
 		fill(buf, n, sent, j->k, j->dir);
 		EVP_DigestUpdate(h, buf, n);
-		ret = c_send_all(&j->c, buf, n);
+		if (framed) {
+			uint32_t len = (uint32_t)n;
+
+			ret = c_send_all(&j->c, &len, sizeof(len));
+		}
+		if (ret == 0)
+			ret = c_send_all(&j->c, buf, n);
 		sent += n;
+		__atomic_store_n(&j->sent, sent, __ATOMIC_RELAXED);
 	}
 	EVP_DigestFinal_ex(h, md, &mdlen);
+	if (ret == 0 && framed) {
+		uint32_t zero = 0;
+
+		ret = c_send_all(&j->c, &zero, sizeof(zero));
+	}
 	if (ret == 0)
 		ret = c_send_all(&j->c, md, sizeof(md));
 	pthread_join(rt, NULL);
@@ -335,6 +420,121 @@ static void print_info(struct conn *c, const char *who)
 		       info.fallback_by_peer ? "declined by peer" : "local");
 }
 
+/* ---- failover tests: control file, fault injection, ticks --------------- */
+
+static unsigned int links_active(void)
+{
+	static char buf[65536];
+	unsigned int n = 0;
+	char *p;
+
+	if (smcr_ctx_dump(ctx, buf, sizeof(buf), false) < 0)
+		return 0;
+	for (p = buf; (p = strstr(p, "\n  link ")); p++) {
+		char state[16];
+		unsigned int id;
+
+		if (sscanf(p, "\n  link %u %15s", &id, state) == 2 &&
+		    !strcmp(state, "active"))
+			n++;
+	}
+	return n;
+}
+
+static void ctl_line(char *line)
+{
+	size_t n = strlen(line);
+
+	while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		line[--n] = 0;
+	if (!strncmp(line, "fault ", 6)) {
+		int r = smcr_fault(ctx, line + 6);
+
+		printf("ctl %.3f: fault %s: %d\n", real_s(), line + 6, r);
+	} else if (!strcmp(line, "stop")) {
+		stop_streams = true;
+		printf("ctl %.3f: stop\n", real_s());
+	} else if (!strcmp(line, "dump")) {
+		static char buf[65536];
+
+		if (smcr_ctx_dump(ctx, buf, sizeof(buf), false) >= 0)
+			printf("ctl %.3f: dump\n%s", real_s(), buf);
+	} else if (*line) {
+		printf("ctl %.3f: unknown command '%s'\n", real_s(), line);
+	}
+	fflush(stdout);
+}
+
+/* New complete lines of the control file since *off. */
+static void ctl_poll(long *off)
+{
+	char line[512];
+	FILE *f = fopen(o.ctl_file, "r");
+
+	if (!f)
+		return;
+	if (fseek(f, *off, SEEK_SET) == 0) {
+		while (fgets(line, sizeof(line), f)) {
+			if (!strchr(line, '\n'))
+				break;	/* not complete yet */
+			*off += (long)strlen(line);
+			ctl_line(line);
+		}
+	}
+	fclose(f);
+}
+
+static void *monitor(void *arg)
+{
+	FILE *tf = o.ticks_file ? fopen(o.ticks_file, "a") : NULL;
+	struct smcr_stats prev, st;
+	bool fault_done = false;
+	unsigned int round = 0;
+	long ctl_off = 0;
+
+	(void)arg;
+	memset(&prev, 0, sizeof(prev));
+	while (!monitor_stop) {
+		double t;
+
+		usleep(20000);
+		if (smcr_ctx_stats(ctx, &st))
+			continue;
+		t = real_s();
+		if (st.link_failures != prev.link_failures || st.failovers != prev.failovers ||
+		    st.links_added != prev.links_added) {
+			printf("event %.3f link_failures %llu failovers %llu links_added %llu\n", t,
+			       (unsigned long long)st.link_failures,
+			       (unsigned long long)st.failovers,
+			       (unsigned long long)st.links_added);
+			fflush(stdout);
+		}
+		if (tf && round % 5 == 0) {
+			fprintf(tf, "tick %.3f %llu %llu %llu %llu %llu %u\n", t,
+				(unsigned long long)st.bytes_recv,
+				(unsigned long long)st.bytes_sent,
+				(unsigned long long)st.failovers,
+				(unsigned long long)st.link_failures,
+				(unsigned long long)st.links_added, links_active());
+			fflush(tf);
+		}
+		if (o.fault_after_spec && !fault_done && st.bytes_recv >= o.fault_after) {
+			fault_done = true;
+			printf("fault %.3f: %s after %llu bytes: %d\n", t, o.fault_after_spec,
+			       (unsigned long long)st.bytes_recv,
+			       smcr_fault(ctx, o.fault_after_spec));
+			fflush(stdout);
+		}
+		if (o.ctl_file && round % 2 == 0)
+			ctl_poll(&ctl_off);
+		prev = st;
+		round++;
+	}
+	if (tf)
+		fclose(tf);
+	return NULL;
+}
+
 /* ---- server ------------------------------------------------------------- */
 
 static int serve_one(struct conn *c, unsigned int idx)
@@ -373,8 +573,14 @@ static int serve_one(struct conn *c, unsigned int idx)
 					.bytes = h.bytes_or_iters, .size = h.size };
 
 		ret = verify_conn(&j) ? 0 : -EIO;
-		printf("server: conn %u verify %s (%llu bytes each way)\n", idx,
-		       ret ? "FAIL" : "ok", (unsigned long long)j.bytes);
+		if (j.bytes)
+			printf("server: conn %u verify %s (%llu bytes each way)\n", idx,
+			       ret ? "FAIL" : "ok", (unsigned long long)j.bytes);
+		else
+			printf("server: conn %u verify %s (open-ended: received %llu, sent %llu bytes)%s%s\n",
+			       idx, ret ? "FAIL" : "ok", (unsigned long long)j.got,
+			       (unsigned long long)j.sent, j.err ? ": " : "",
+			       j.err ? strerror(-j.err) : "");
 	} else {
 		ret = -EPROTO;
 	}
@@ -554,6 +760,8 @@ static int run_verify(void)
 	struct verify_job *jobs = calloc(o.conns, sizeof(*jobs));
 	pthread_t *th = calloc(o.conns, sizeof(*th));
 	unsigned int i, ok = 0;
+	uint64_t got = 0, sent = 0, conn_fo = 0;
+	double t0, dt;
 	int ret;
 
 	/* Connect one by one (CLC is sequential per connection anyway). */
@@ -576,20 +784,34 @@ static int run_verify(void)
 		jobs[i].bytes = o.bytes;
 		jobs[i].size = o.size;
 	}
+	t0 = now_s();
 	for (i = 0; i < o.conns; i++)
 		pthread_create(&th[i], NULL, verify_thread, &jobs[i]);
 	for (i = 0; i < o.conns; i++) {
+		struct smcr_sock_info info;
+
 		pthread_join(th[i], NULL);
 		if (jobs[i].ok && !jobs[i].err)
 			ok++;
 		else
 			fprintf(stderr, "smcr-stream: connection %u: %s\n", i,
 				jobs[i].err ? strerror(-jobs[i].err) : "data mismatch");
+		got += jobs[i].got;
+		sent += jobs[i].sent;
+		if (jobs[i].c.s && smcr_sock_info(jobs[i].c.s, &info) == 0)
+			conn_fo += info.failovers;
 		c_close(&jobs[i].c);
 	}
+	dt = now_s() - t0;
 	print_stats("client");
-	printf("client: %u of %u connection(s) verified %llu bytes each way (SHA-256)\n",
-	       ok, o.conns, (unsigned long long)o.bytes);
+	if (o.bytes)
+		printf("client: %u of %u connection(s) verified %llu bytes each way (SHA-256)\n",
+		       ok, o.conns, (unsigned long long)o.bytes);
+	else
+		printf("client: %u of %u connection(s) verified (SHA-256), open-ended: received %llu, sent %llu bytes in %.1f s (%.2f MB/s both ways)\n",
+		       ok, o.conns, (unsigned long long)got, (unsigned long long)sent,
+		       dt, (double)(got + sent) / dt / 1e6);
+	printf("client: connection failovers %llu\n", (unsigned long long)conn_fo);
 	printf("result verify %s %u %llu %s\n", tnames[o.t], o.conns,
 	       (unsigned long long)o.bytes, ok == o.conns && ok ? "ok" : "FAIL");
 	free(jobs);
@@ -617,6 +839,7 @@ static void usage(FILE *f)
 		"usage: smcr-stream server [-t smcr|tcp|smc] [-p PORT] [-n CONNS]\n"
 		"       smcr-stream client HOST [-t smcr|tcp|smc] [-p PORT] [-m bw|lat|verify]\n"
 		"                   [-s SIZE] [-b BYTES] [-d SECONDS] [-n CONNS] [-i ITERS]\n"
+		"       failover tests: [--ctl FILE] [--ticks FILE] [--fault-after BYTES:SPEC]\n"
 		"Transports: smcr (this stack, falls back to TCP), tcp, smc (kernel AF_SMC).\n"
 		"Defaults: port 12345, bw, 64K messages, 64M bytes, 1 connection, 1000 iterations.\n");
 }
@@ -625,9 +848,13 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "help", no_argument, NULL, 'h' },
+		{ "ctl", required_argument, NULL, 'C' },
+		{ "ticks", required_argument, NULL, 'T' },
+		{ "fault-after", required_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool server;
+	bool server, mon_running = false;
+	pthread_t mon;
 	int c, ret;
 
 	if (argc < 2) {
@@ -667,6 +894,17 @@ int main(int argc, char **argv)
 		case 'd': o.seconds = atof(optarg); break;
 		case 'n': o.conns = (unsigned int)atoi(optarg); break;
 		case 'i': o.iters = (unsigned int)atoi(optarg); break;
+		case 'C': o.ctl_file = optarg; break;
+		case 'T': o.ticks_file = optarg; break;
+		case 'F':
+			o.fault_after_spec = strchr(optarg, ':');
+			if (!o.fault_after_spec) {
+				usage(stderr);
+				return 2;
+			}
+			o.fault_after = parse_size(optarg);
+			o.fault_after_spec++;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -682,10 +920,18 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (ctx && (o.ctl_file || o.ticks_file || o.fault_after_spec)) {
+		if (pthread_create(&mon, NULL, monitor, NULL) == 0)
+			mon_running = true;
+	}
 	if (server)
 		ret = run_server();
 	else
 		ret = o.mode == M_LAT ? run_lat() : o.mode == M_VERIFY ? run_verify() : run_bw();
+	if (mon_running) {
+		monitor_stop = true;
+		pthread_join(mon, NULL);
+	}
 	fflush(stdout);
 	smcr_ctx_destroy(ctx);
 	return ret;
