@@ -585,6 +585,14 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
 	return ret == -EAGAIN ? 0 : ret;
 }
 
+bool smcr_conn_idle(const struct smcr_conn *conn)
+{
+	if (conn->error || conn->abort_sent || conn->peer_aborted)
+		return false;
+	return conn->inflight_n == 0 && !conn->fo_pending && !conn->cdc_due &&
+	       tx_drained(conn);
+}
+
 unsigned int smcr_conn_poll(const struct smcr_conn *conn)
 {
 	unsigned int ev = 0;

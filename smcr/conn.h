@@ -168,6 +168,11 @@ void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status);
  * and replay every write the peer has not confirmed. */
 int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link);
 
+/* Nothing of ours is outstanding on the link: every write and CDC has
+ * completed and nothing waits to be posted (the connection may change
+ * links without a failover). */
+bool smcr_conn_idle(const struct smcr_conn *conn);
+
 /* Bytes readable now / free send space now. */
 uint32_t smcr_conn_rx_avail(const struct smcr_conn *conn);
 uint32_t smcr_conn_tx_space(const struct smcr_conn *conn);

@@ -866,6 +866,13 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms ?
 		ctx->opts.test_link_timeout_ms :
 		env_uint("SMCR_TEST_LINK_TIMEOUT_MS", ctx->lgr_cfg.test_link_timeout_ms);
+	{
+		const char *pol = getenv("SMCR_LINK_POLICY");
+
+		if (pol && !strcmp(pol, "round-robin"))
+			ctx->lgr_cfg.link_policy = SMCR_LINKS_ROUND_ROBIN;
+		ctx->lgr_cfg.rebalance = env_uint("SMCR_REBALANCE", 1) != 0;
+	}
 	/* The QPs' ACK timeout (4.096 us << SMCR_QP_TIMEOUT) and retries
 	 * bound how soon a dead path shows as a completion error. */
 	ctx->qp_timing = smcr_qp_timing_default;

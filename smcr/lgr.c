@@ -10,6 +10,8 @@
 
 const struct smcr_lgr_config smcr_lgr_config_default = {
 	.max_links = 2,
+	.link_policy = SMCR_LINKS_LEAST_LOADED,
+	.rebalance = true,
 	.llc_timeout_ms = 2000,
 	.llc_retries = 2,
 	.test_link_idle_ms = 1000,
@@ -99,7 +101,7 @@ unsigned int smcr_lgr_active_links(const struct smcr_lgr *lgr)
 	return n;
 }
 
-struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr)
+struct smcr_link *smcr_lgr_least_loaded(struct smcr_lgr *lgr)
 {
 	struct smcr_link *best = NULL;
 	unsigned int i;
@@ -107,12 +109,69 @@ struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr)
 	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 		struct smcr_link *l = lgr->links[i].link;
 
-		if (!l || l->state != SMCR_LINK_ACTIVE)
+		if (!l || l->state != SMCR_LINK_ACTIVE || lgr->links[i].down)
 			continue;
 		if (!best || l->nconns < best->nconns)
 			best = l;
 	}
 	return best;
+}
+
+struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr)
+{
+	unsigned int i;
+
+	if (lgr->cfg.link_policy != SMCR_LINKS_ROUND_ROBIN)
+		return smcr_lgr_least_loaded(lgr);
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		unsigned int slot = (lgr->rr_next + i) % SMCR_LINK_SLOTS;
+		struct smcr_link *l = lgr->links[slot].link;
+
+		if (l && l->state == SMCR_LINK_ACTIVE && !lgr->links[slot].down) {
+			lgr->rr_next = slot + 1;
+			return l;
+		}
+	}
+	return NULL;
+}
+
+/* Move idle connections from the busiest link to the least busy one, a
+ * few per tick, until they differ by one at most.  A connection moves only
+ * when none of its writes and CDCs is outstanding on the old link: then
+ * nothing needs validating or replaying, and its next CDC (cumulative
+ * cursors) goes on the new link. */
+static void lgr_rebalance(struct smcr_lgr *lgr)
+{
+	struct smcr_link *hi = NULL, *lo = NULL;
+	unsigned int i, moved = 0;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		struct smcr_link *l = lgr->links[i].link;
+
+		if (!l || l->state != SMCR_LINK_ACTIVE || lgr->links[i].down)
+			continue;
+		if (!hi || l->nconns > hi->nconns)
+			hi = l;
+		if (!lo || l->nconns < lo->nconns)
+			lo = l;
+	}
+	if (!hi || hi == lo || hi->nconns < lo->nconns + 2)
+		return;
+	for (i = 0; i < SMCR_LGR_MAX_CONNS && hi->nconns >= lo->nconns + 2 &&
+		    moved < 8; i++) {
+		struct smcr_conn *conn = lgr->conns[i];
+
+		if (!conn || conn->link != hi || !smcr_conn_idle(conn))
+			continue;
+		hi->nconns--;
+		conn->link = lo;
+		lo->nconns++;
+		lgr->stats.rebalanced++;
+		moved++;
+	}
+	if (moved)
+		smcr_dbg("link group: moved %u connection(s) from link %u to link %u",
+			 moved, hi->link_id, lo->link_id);
 }
 
 /* Register every RMB of ours on a new link's device. */
@@ -235,7 +294,7 @@ void smcr_lgr_link_down(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 
 		if (!conn || conn->link != link)
 			continue;
-		to = smcr_lgr_pick_link(lgr);
+		to = smcr_lgr_least_loaded(lgr);
 		if (!to)
 			break;
 		lgr->stats.failovers++;
@@ -552,6 +611,9 @@ const struct smcr_link_handler smcr_lgr_link_handler = {
 
 void smcr_lgr_tick(struct smcr_lgr *lgr)
 {
-	if (!lgr->terminated)
-		smcr_llc_tick(lgr, lgr_now(lgr));
+	if (lgr->terminated)
+		return;
+	smcr_llc_tick(lgr, lgr_now(lgr));
+	if (lgr->cfg.rebalance && !lgr->terminated)
+		lgr_rebalance(lgr);
 }

@@ -75,8 +75,17 @@ struct smcr_lgr_ops {
 	uint64_t (*now_ms)(struct smcr_lgr *lgr);
 };
 
+enum smcr_link_policy {
+	SMCR_LINKS_LEAST_LOADED = 0,	/* the active link with fewest connections */
+	SMCR_LINKS_ROUND_ROBIN,		/* the active links in turn */
+};
+
 struct smcr_lgr_config {
 	uint8_t max_links;		/* 2..8 symmetric links we accept */
+	enum smcr_link_policy link_policy;	/* for new connections */
+	/* Move idle connections from a busy link to a less busy one (e.g.
+	 * back to a link that has returned). */
+	bool rebalance;
 	uint32_t llc_timeout_ms;	/* reply to an LLC request (C.7) */
 	unsigned int llc_retries;	/* resends before giving up */
 	uint32_t test_link_idle_ms;	/* TEST LINK after this idle time; 0: off */
@@ -119,6 +128,7 @@ struct smcr_lgr_stats {
 	uint64_t failovers;		/* connections moved to another link */
 	uint64_t rkeys_confirmed, rkeys_deleted, rkey_rejects;
 	uint64_t test_links;
+	uint64_t rebalanced;		/* connections moved to a less busy link */
 };
 
 enum smcr_llc_flow_kind {
@@ -179,6 +189,7 @@ struct smcr_lgr {
 	struct smcr_llc_pending queue[SMCR_LLC_QUEUE];
 	unsigned int nqueue;
 	struct smcr_lgr_stats stats;
+	unsigned int rr_next;		/* round robin: the slot after the last */
 	struct smcr_lgr *next;		/* the owner's list */
 };
 
@@ -212,8 +223,10 @@ void smcr_lgr_link_down(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 
 /* Count of links usable for data. */
 unsigned int smcr_lgr_active_links(const struct smcr_lgr *lgr);
-/* The active link with the fewest connections, or NULL. */
+/* The link for a new connection (cfg.link_policy), or NULL. */
 struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr);
+/* The active link with the fewest connections, or NULL. */
+struct smcr_link *smcr_lgr_least_loaded(struct smcr_lgr *lgr);
 /* Slot of a link of this group, or -1. */
 int smcr_lgr_slot(const struct smcr_lgr *lgr, const struct smcr_link *link);
 

@@ -180,7 +180,7 @@ static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
 		if (!conn || conn->link != link)
 			continue;
 		link->state = SMCR_LINK_DELETING;
-		to = smcr_lgr_pick_link(lgr);
+		to = smcr_lgr_least_loaded(lgr);
 		if (!to || smcr_conn_failover(conn, to))
 			smcr_conn_abort(conn, -ECONNRESET);
 		else

@@ -204,7 +204,18 @@ static const struct smcr_lgr_ops ops = {
 	.now_ms = op_now,
 };
 
-/* Deliver everything, in random interleaving, advancing the clock. */
+static bool wire_busy(struct memwire_end **all, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		if (all[i]->head)
+			return true;
+	return false;
+}
+
+/* Deliver everything, in random interleaving.  (Random picks alone may
+ * miss the one end that still has work: run until every end is empty.) */
 static void run(void)
 {
 	struct memwire_end *all[2 * MAX_ENDS];
@@ -214,7 +225,7 @@ static void run(void)
 		all[n++] = S.ends[i];
 	for (i = 0; i < C.nends; i++)
 		all[n++] = C.ends[i];
-	while (idle < 4 * n) {
+	while (idle < 4 * n || wire_busy(all, n)) {
 		if (memwire_step(all[rnd() % n]))
 			idle = 0;
 		else
@@ -681,6 +692,122 @@ static void test_collision_delete_during_add(void)
 	group_down();
 }
 
+static void test_collision_add_link_both(void)
+{
+	/* A second RNIC appears on both hosts at once: the client hints ADD
+	 * LINK while the server starts it; one new link results. */
+	group_up(1, 1, NULL);
+	S.nports = 2;
+	C.nports = 2;
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(C.lgr), 0);
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), 0);
+	run();
+	wait_ms(500);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_added, 2);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_added, 2);
+	CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+	CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_NONE);
+	CU_ASSERT_EQUAL(S.lgr->nqueue + C.lgr->nqueue, 0);
+	group_down();
+}
+
+static void test_collision_delete_link_both(void)
+{
+	/* Both ask to delete link 2 at once (orderly): the server's exchange
+	 * deletes it once, the client's request is absorbed. */
+	group_up(2, 2, NULL);
+	CU_ASSERT_EQUAL(smcr_lgr_delete_link(C.lgr, 1, SMCR_LLC_DEL_OP_INIT_TERM), 0);
+	CU_ASSERT_EQUAL(smcr_lgr_delete_link(S.lgr, 1, SMCR_LLC_DEL_OP_INIT_TERM), 0);
+	run();
+	wait_ms(500);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	CU_ASSERT_PTR_NULL(S.lgr->links[1].link);
+	CU_ASSERT_PTR_NULL(C.lgr->links[1].link);
+	CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+	CU_ASSERT_EQUAL(S.lgr->nqueue + C.lgr->nqueue, 0);
+	CU_ASSERT_FALSE(S.lgr->terminated);
+	group_down();
+}
+
+static void test_lost_link_both_sides(void)
+{
+	const uint64_t total = 256 * 1024;
+
+	/* Both hosts see link 1 die at once (e.g. both ports down): the
+	 * server's DELETE LINK and the client's request cross; both move
+	 * their connections, the link goes once, nothing is reset. */
+	group_up(2, 2, NULL);
+	conns_up();
+	smcr_lgr_link_down(S.lgr, S.lgr->links[0].link, -ENETDOWN);
+	smcr_lgr_link_down(C.lgr, C.lgr->links[0].link, -ENETDOWN);
+	stream_with(total, NULL);
+	check_stream(total);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.link_failures, 1);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	group_down();
+}
+
+/* Active links that carry connections. */
+static unsigned int links_in_use(struct smcr_lgr *lgr)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (lgr->links[i].link && lgr->links[i].link->state == SMCR_LINK_ACTIVE &&
+		    lgr->links[i].link->nconns > 0)
+			n++;
+	return n;
+}
+
+static void test_rebalance(void)
+{
+	const uint64_t total = 512 * 1024;
+	struct smcr_link *l0, *l1;
+
+	/* All connections end up on link 2 after link 1 fails; when a link
+	 * is back, idle connections move over until both carry some. */
+	group_up(2, 2, NULL);
+	conns_up();
+	stream_with(total, cut_link1);
+	check_stream(total);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), 0);
+	run();
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_active_links(S.lgr), 2);
+	l0 = S.lgr->links[0].link;
+	l1 = S.lgr->links[1].link;
+	CU_ASSERT_EQUAL(l0->nconns + l1->nconns, NCONN);
+	CU_ASSERT(l0->nconns == 0 || l1->nconns == 0);
+	memset(S.sent, 0, sizeof(S.sent));
+	memset(S.rcvd, 0, sizeof(S.rcvd));
+	memset(C.sent, 0, sizeof(C.sent));
+	memset(C.rcvd, 0, sizeof(C.rcvd));
+	stream_with(total, NULL);
+	check_stream(total);
+	CU_ASSERT(S.lgr->stats.rebalanced > 0);
+	CU_ASSERT(C.lgr->stats.rebalanced > 0);
+	CU_ASSERT(l0->nconns >= NCONN / 2 - 1 && l1->nconns >= NCONN / 2 - 1);
+	CU_ASSERT_EQUAL(links_in_use(C.lgr), 2);
+	/* And the moved ones keep working when the other link fails. */
+	memset(S.sent, 0, sizeof(S.sent));
+	memset(S.rcvd, 0, sizeof(S.rcvd));
+	memset(C.sent, 0, sizeof(C.sent));
+	memset(C.rcvd, 0, sizeof(C.rcvd));
+	memwire_fault(end_of(S.lgr->links[1].link), MEMWIRE_CUT);
+	stream_with(total, NULL);
+	check_stream(total);
+	group_down();
+}
+
 static void test_llc_timeout(void)
 {
 	struct smcr_rmbe e[17];
@@ -714,6 +841,10 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "both links down: connections reset", test_both_links_down },
 	{ "collision: CONFIRM RKEY vs ADD LINK", test_collision_rkey_vs_add_link },
 	{ "collision: DELETE LINK during ADD LINK", test_collision_delete_during_add },
+	{ "collision: both start ADD LINK", test_collision_add_link_both },
+	{ "collision: both DELETE LINK", test_collision_delete_link_both },
+	{ "lost link seen by both sides at once", test_lost_link_both_sides },
+	{ "rebalancing onto a returned link", test_rebalance },
 	{ "LLC timeout: retries, then an outcome", test_llc_timeout },
 	CU_TEST_INFO_NULL,
 };
