@@ -573,6 +573,7 @@ static void lgr_stats_add(struct smcr_stats *st, const struct smcr_lgr *lgr)
 	st->llc_recv += lgr->stats.llc_recv;
 	st->rkeys_confirmed += lgr->stats.rkeys_confirmed;
 	st->test_links += lgr->stats.test_links;
+	st->rebalanced += lgr->stats.rebalanced;
 }
 
 /* ---- fault injection ------------------------------------------------------- */
@@ -988,9 +989,12 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 	struct smcr_sock *s;
 
 	*st = ctx->stats;
+	st->devices_lost = ctx->devices_lost;
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
 		lgr_stats_add(st, lgr);
 		st->link_groups++;
+		if (!lgr->terminated)
+			st->links_active += smcr_lgr_active_links(lgr);
 	}
 	for (s = ctx->socks; s; s = s->next) {
 		if (!s->smc || s->listener)

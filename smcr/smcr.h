@@ -48,7 +48,13 @@ struct smcr_ctx_opts {
 };
 
 /* Defaults come from the environment as well: SMCR_DEVICES, SMCR_RMBE_SIZE,
- * SMCR_TEST_LINK_MS, SMCR_FAULT (see smcr_fault()). */
+ * SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS, SMCR_LLC_TIMEOUT_MS,
+ * SMCR_FAULT (see smcr_fault()); and without an option here:
+ * SMCR_QP_TIMEOUT (RC ACK timeout, 4.096 us << N; 14: 67 ms) and
+ * SMCR_QP_RETRY (retries, at most 6), which bound how soon a dead path
+ * shows as a completion error (~0.5 s by default); SMCR_LINK_POLICY
+ * ("least-loaded" or "round-robin": the link for a new connection);
+ * SMCR_REBALANCE=0 (do not move idle connections to a returned link). */
 int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp);
 /* Closes every socket and link group, stops the progress thread. */
 void smcr_ctx_destroy(struct smcr_ctx *ctx);
@@ -136,6 +142,9 @@ struct smcr_stats {
 	 * every socket is closed or aborted, open_connections, rmbes_in_use
 	 * and sndbufs_in_use are 0 (nothing leaked). */
 	uint64_t open_connections, rmbes_in_use, sndbufs_in_use, rmbs;
+	/* Links usable now (gauge); connections moved to a less busy link
+	 * (rebalancing, not failover); RDMA devices that went away. */
+	uint64_t links_active, rebalanced, devices_lost;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
 /* The decline code counted in fallback_by_reason[i] (0: other), and its
@@ -146,7 +155,10 @@ const char *smcr_reason_str(uint32_t code);
 int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json);
 
 /* Fault injection: "fail-link=N" forces link N (id) of every group into
- * the error state.  Also read from SMCR_FAULT at smcr_ctx_create(). */
+ * the error state now (returns how many, -ENOENT if none); with
+ * ",after=MS", ",every=MS" and ",count=C" it is scheduled (returns 0).
+ * SMCR_FAULT at smcr_ctx_create() takes "SPEC[;SPEC]"; a spec there
+ * without a time fails its link as soon as there is one. */
 int smcr_fault(struct smcr_ctx *ctx, const char *spec);
 
 /* Control socket (smcr/ctl.c), read by smcrctl(8): a unix stream socket

@@ -26,7 +26,8 @@
  *                     smcr_fault(SPEC) once BYTES have been received in all
  *   --ticks FILE      every 100 ms append "tick REALTIME bytes_recv
  *                     bytes_sent failovers link_failures links_added
- *                     links_active" (the stack's counters) to FILE; every
+ *                     links_active rebalanced" (the stack's counters) to
+ *                     FILE; every
  *                     change of link_failures, failovers or links_added is
  *                     also printed as an "event" line with the time
  *
@@ -391,13 +392,16 @@ static void print_stats(const char *who)
 		return;
 	printf("stats %s: connections %llu smc %llu fallbacks %llu link_groups %llu "
 	       "links_added %llu link_failures %llu failovers %llu rkeys_confirmed %llu "
-	       "cdc_sent %llu rdma_writes %llu bytes_sent %llu bytes_recv %llu\n", who,
+	       "cdc_sent %llu rdma_writes %llu bytes_sent %llu bytes_recv %llu "
+	       "links_deleted %llu rebalanced %llu devices_lost %llu test_links %llu\n", who,
 	       (unsigned long long)st.connections, (unsigned long long)st.smc_connections,
 	       (unsigned long long)st.fallbacks, (unsigned long long)st.link_groups,
 	       (unsigned long long)st.links_added, (unsigned long long)st.link_failures,
 	       (unsigned long long)st.failovers, (unsigned long long)st.rkeys_confirmed,
 	       (unsigned long long)st.cdc_sent, (unsigned long long)st.rdma_writes,
-	       (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv);
+	       (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv,
+	       (unsigned long long)st.links_deleted, (unsigned long long)st.rebalanced,
+	       (unsigned long long)st.devices_lost, (unsigned long long)st.test_links);
 	for (i = 0; i < SMCR_STATS_REASONS; i++)
 		if (st.fallback_by_reason[i])
 			printf("stats %s: fallback reason 0x%08x (%s): %llu\n", who,
@@ -421,25 +425,6 @@ static void print_info(struct conn *c, const char *who)
 }
 
 /* ---- failover tests: control file, fault injection, ticks --------------- */
-
-static unsigned int links_active(void)
-{
-	static char buf[65536];
-	unsigned int n = 0;
-	char *p;
-
-	if (smcr_ctx_dump(ctx, buf, sizeof(buf), false) < 0)
-		return 0;
-	for (p = buf; (p = strstr(p, "\n  link ")); p++) {
-		char state[16];
-		unsigned int id;
-
-		if (sscanf(p, "\n  link %u %15s", &id, state) == 2 &&
-		    !strcmp(state, "active"))
-			n++;
-	}
-	return n;
-}
 
 static void ctl_line(char *line)
 {
@@ -510,12 +495,14 @@ static void *monitor(void *arg)
 			fflush(stdout);
 		}
 		if (tf && round % 5 == 0) {
-			fprintf(tf, "tick %.3f %llu %llu %llu %llu %llu %u\n", t,
+			fprintf(tf, "tick %.3f %llu %llu %llu %llu %llu %llu %llu\n", t,
 				(unsigned long long)st.bytes_recv,
 				(unsigned long long)st.bytes_sent,
 				(unsigned long long)st.failovers,
 				(unsigned long long)st.link_failures,
-				(unsigned long long)st.links_added, links_active());
+				(unsigned long long)st.links_added,
+				(unsigned long long)st.links_active,
+				(unsigned long long)st.rebalanced);
 			fflush(tf);
 		}
 		if (o.fault_after_spec && !fault_done && st.bytes_recv >= o.fault_after) {
