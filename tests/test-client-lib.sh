@@ -15,8 +15,14 @@ SMCR_FUSE=$abs_top_builddir/client/smcr-fuse
 NBDC_IO=$abs_builddir/nbdc-io
 MEMSERVER=$abs_builddir/nbd-memserver
 PLUGIN=$abs_top_builddir/client/.libs/nbdkit-smcr-plugin.so
-# Our programs are libtool wrappers in the build tree; the libraries they
-# need are found through this.
+# Our installed programs are libtool wrapper scripts in the build tree:
+# run the real binaries (valgrind must see them), with the library path.
+for _v in SMCRCTL SMCR_FUSE; do
+    _p=${!_v}
+    if [ -x "$(dirname "$_p")/.libs/$(basename "$_p")" ] && head -c 2 "$_p" | grep -q '#!'; then
+        printf -v "$_v" '%s' "$(dirname "$_p")/.libs/$(basename "$_p")"
+    fi
+done
 export LD_LIBRARY_PATH="$abs_top_builddir/smcr/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Control sockets of this test only.
 export SMCR_CTL_DIR=${SMCR_CTL_DIR:-$(scratch_dir)/ctl}
