@@ -4,6 +4,8 @@
  *   nbdc-io [options] URI
  *     -c N      connections (default 2)
  *     -t SECS   reconnect timeout (default 30)
+ *     -i SECS   io timeout: no reply for this long, the connection is
+ *               taken for dead (default 60)
  *     -d SECS   run time (default 10)
  *     -q N      requests in flight (default 32)
  *     -b BYTES  block size (default 65536)
@@ -163,10 +165,11 @@ int main(int argc, char **argv)
 	uint64_t size;
 	int c, r;
 
-	while ((c = getopt(argc, argv, "c:t:d:q:b:n:ez")) != -1) {
+	while ((c = getopt(argc, argv, "c:t:i:d:q:b:n:ez")) != -1) {
 		switch (c) {
 		case 'c': o.connections = (unsigned)atoi(optarg); break;
 		case 't': o.timeout_ms = (unsigned)(atof(optarg) * 1000); break;
+		case 'i': o.io_timeout_ms = (unsigned)(atof(optarg) * 1000); break;
 		case 'd': secs = (unsigned)atoi(optarg); break;
 		case 'q': depth = (unsigned)atoi(optarg); break;
 		case 'b': st.bs = (uint32_t)atoi(optarg); break;
@@ -174,7 +177,7 @@ int main(int argc, char **argv)
 		case 'e': expect_errors = true; break;
 		case 'z': zeroed = true; break;
 		default:
-			fprintf(stderr, "usage: nbdc-io [-c N] [-t SECS] [-d SECS] [-q N] [-b BYTES] [-n NAME] [-e] [-z] URI\n");
+			fprintf(stderr, "usage: nbdc-io [-c N] [-t SECS] [-i SECS] [-d SECS] [-q N] [-b BYTES] [-n NAME] [-e] [-z] URI\n");
 			return 2;
 		}
 	}
