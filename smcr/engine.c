@@ -110,9 +110,12 @@ static bool port_known(struct smcr_ctx *ctx, const struct smcr_port_ref *ref)
 {
 	int i;
 
+	/* A port with several addresses may have an entry per GID in use
+	 * (smcr_engine_port_for()). */
 	for (i = 0; i < ctx->nports; i++)
 		if (ctx->ports[i].dev && ctx->ports[i].dev == ref->dev &&
-		    ctx->ports[i].port == ref->port)
+		    ctx->ports[i].port == ref->port &&
+		    !memcmp(ctx->ports[i].gid, ref->gid, SMCR_GID_LEN))
 			return true;
 	return false;
 }
@@ -578,7 +581,8 @@ static void lgr_stats_add(struct smcr_stats *st, const struct smcr_lgr *lgr)
 
 /* ---- fault injection ------------------------------------------------------- */
 
-static int fail_links(struct smcr_ctx *ctx, unsigned int id)
+/* Links with that id, or (id 0) on the device named dev. */
+static int fail_links(struct smcr_ctx *ctx, unsigned int id, const char *dev)
 {
 	struct smcr_lgr *lgr;
 	unsigned int i;
@@ -590,9 +594,12 @@ static int fail_links(struct smcr_ctx *ctx, unsigned int id)
 		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 			struct smcr_link *l = lgr->links[i].link;
 
-			if (l && l->link_id == id && l->state != SMCR_LINK_FAILED &&
-			    !lgr->links[i].down) {
-				smcr_info("fault injection: failing link %u", id);
+			if (!l || l->state == SMCR_LINK_FAILED || lgr->links[i].down)
+				continue;
+			if (id ? l->link_id == id :
+			    l->dev && !strcmp(l->dev->name, dev)) {
+				smcr_info("fault injection: failing link %u (%s)",
+					  l->link_id, l->dev ? l->dev->name : "-");
 				l->ops->fail(l);
 				n++;
 			}
@@ -606,12 +613,17 @@ int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec)
 	struct smcr_fault_sched f = { 0 };
 	char buf[128], *tok, *save = NULL;
 	unsigned int id = 0, after = 0, every = 0, count = 0;
+	char dev[sizeof(f.dev)] = "";
 	bool timed = false;
 
 	snprintf(buf, sizeof(buf), "%s", spec);
 	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
 		if (sscanf(tok, "fail-link=%u", &id) == 1)
 			continue;
+		if (!strncmp(tok, "fail-dev=", 9) && tok[9]) {
+			snprintf(dev, sizeof(dev), "%s", tok + 9);
+			continue;
+		}
 		if (sscanf(tok, "after=%u", &after) == 1 ||
 		    sscanf(tok, "every=%u", &every) == 1 ||
 		    sscanf(tok, "count=%u", &count) == 1) {
@@ -620,18 +632,19 @@ int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec)
 		}
 		return -EINVAL;
 	}
-	if (id < 1 || id > 255)
+	if ((id < 1 || id > 255) && !dev[0])
 		return -EINVAL;
 	if (!timed)
-		return fail_links(ctx, id) ?: -ENOENT;
+		return fail_links(ctx, id, dev) ?: -ENOENT;
 	if (ctx->nfaults >= sizeof(ctx->faults) / sizeof(ctx->faults[0]))
 		return -ENOSPC;
 	f.link_id = (uint8_t)id;
+	memcpy(f.dev, dev, sizeof(f.dev));
 	f.next_ms = smcr_now_ms() + (after ? after : every);
 	f.every_ms = every;
 	f.left = count;
 	ctx->faults[ctx->nfaults++] = f;
-	smcr_info("fault injection: link %u in %u ms%s", id, after ? after : every,
+	smcr_info("fault injection: link %u%s in %u ms%s", id, dev, after ? after : every,
 		  every ? ", then again and again" : "");
 	return 0;
 }
@@ -649,7 +662,7 @@ static void faults_tick(struct smcr_ctx *ctx, uint64_t now)
 			i++;
 			continue;
 		}
-		n = fail_links(ctx, f->link_id);
+		n = fail_links(ctx, f->link_id, f->dev);
 		if (f->every_ms) {
 			f->next_ms = now + f->every_ms;
 			if (n > 0 && f->left && --f->left == 0)

@@ -54,7 +54,8 @@ struct smcr_ctx {
 	uint64_t devices_lost;
 	/* Scheduled fault injection (smcr_fault "...,after=", SMCR_FAULT). */
 	struct smcr_fault_sched {
-		uint8_t link_id;
+		uint8_t link_id;	/* 0: every link on dev */
+		char dev[IBV_SYSFS_NAME_MAX];
 		uint64_t next_ms;
 		uint32_t every_ms;	/* 0: once */
 		unsigned int left;	/* with every: 0 is forever */
@@ -88,8 +89,9 @@ int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
 /* Wait (ctx->lock held) on ctx->lgr_cond until pred(arg) or timeout. */
 int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
 		     unsigned int timeout_ms);
-/* smcr_fault() with ctx->lock held.  spec: "fail-link=N" (now: the number
- * of links failed, -ENOENT if none has that id) with optional
+/* smcr_fault() with ctx->lock held.  spec: "fail-link=N" or
+ * "fail-dev=NAME" (every link on that device) (now: the number of links
+ * failed, -ENOENT if none) with optional
  * ",after=MS", ",every=MS" and ",count=C" (scheduled: 0). */
 int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec);
 /* Sum the counters of every group and connection into ctx->stats. */

@@ -262,6 +262,12 @@ void smcr_lgr_terminate(struct smcr_lgr *lgr, int error)
 
 void smcr_lgr_link_down(struct smcr_lgr *lgr, struct smcr_link *link, int reason)
 {
+	smcr_lgr_link_fail(lgr, link, reason, true);
+}
+
+void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason,
+			bool start_delete)
+{
 	int slot = smcr_lgr_slot(lgr, link);
 	struct smcr_lgr_link *ll;
 	struct smcr_link *to;
@@ -309,7 +315,7 @@ void smcr_lgr_link_down(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 	}
 	/* A link still being added is dropped by its ADD LINK exchange
 	 * (smcr_llc_link_gone above). */
-	if (!was_active || !lgr->links[slot].link)
+	if (!was_active || !lgr->links[slot].link || !start_delete)
 		return;
 	/* The server deletes the link; the client asks it to (disorderly). */
 	smcr_llc_start(lgr, SMCR_FLOW_DELETE_LINK, (uint8_t)slot,

@@ -220,6 +220,9 @@ void smcr_lgr_terminate(struct smcr_lgr *lgr, int error);
 
 /* A link reported down (also called by the link handler's down upcall). */
 void smcr_lgr_link_down(struct smcr_lgr *lgr, struct smcr_link *link, int reason);
+/* The same; start_delete false when a DELETE LINK already runs for it. */
+void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason,
+			bool start_delete);
 
 /* Count of links usable for data. */
 unsigned int smcr_lgr_active_links(const struct smcr_lgr *lgr);

@@ -66,7 +66,8 @@ struct smcr_vlink {
 	unsigned int since_signal;
 	uint32_t psn;
 	bool down;
-	bool released;			/* device gone: QP, CQ, MR destroyed */
+	bool released;			/* QP, CQ, MR let go of (res) */
+	bool drained;			/* CQ polled once more before that */
 	bool polling;			/* inside poll_cq(): no nesting */
 	struct smcr_vlink_stats stats;
 };
@@ -791,6 +792,17 @@ again:
 			link_down(vl, -ENODEV, IBV_WC_SUCCESS);
 			goto again;
 		}
+	}
+	/* What the links received before their QPs stopped was acknowledged
+	 * to the peer: hand it to the owner before the CQs go (the peer's
+	 * failover validation counts on it). */
+again_poll:
+	for (vl = set->head; vl; vl = vl->next) {
+		if (vl->released || vl->ref.dev != dev || vl->drained)
+			continue;
+		vl->drained = true;
+		poll_cq(vl);
+		goto again_poll;
 	}
 	for (vl = set->head; vl; vl = vl->next) {
 		if (vl->released || vl->ref.dev != dev)

@@ -172,6 +172,12 @@ static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
 
 	if (!link)
 		return;
+	/* Messages it has received (and the peer has seen acknowledged) go
+	 * to their connections before it goes away. */
+	if (link->ops->poll)
+		link->ops->poll(link);
+	if (lgr->links[slot].link != link)
+		return;		/* deleted from inside the poll */
 	/* Anyone still on it moves first (orderly delete). */
 	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
@@ -650,11 +656,17 @@ static void delete_link_rx(struct smcr_lgr *lgr, unsigned int via,
 	if (slot >= 0) {
 		struct smcr_link *l = lgr->links[slot].link;
 
+		/* A lost path (the server's end failed): a failure here too,
+		 * with failover semantics; the server runs the deletion. */
+		if (!d->orderly && !lgr->links[slot].down && l->state == SMCR_LINK_ACTIVE)
+			smcr_lgr_link_fail(lgr, l, -ECONNRESET, false);
 		if (l->state == SMCR_LINK_ACTIVE)
 			l->state = SMCR_LINK_DELETING;
-		link_delete(lgr, (unsigned int)slot);
+		if (lgr->links[slot].link == l)
+			link_delete(lgr, (unsigned int)slot);
 	}
-	llc_send(lgr, via, &r, NULL);
+	if (!lgr->terminated)
+		llc_send(lgr, via, &r, NULL);
 }
 
 /* ---- CONFIRM RKEY / DELETE RKEY ------------------------------------------- */

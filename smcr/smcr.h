@@ -155,7 +155,8 @@ const char *smcr_reason_str(uint32_t code);
 int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json);
 
 /* Fault injection: "fail-link=N" forces link N (id) of every group into
- * the error state now (returns how many, -ENOENT if none); with
+ * the error state now, "fail-dev=NAME" every link on RDMA device NAME
+ * (returns how many, -ENOENT if none); with
  * ",after=MS", ",every=MS" and ",count=C" it is scheduled (returns 0).
  * SMCR_FAULT at smcr_ctx_create() takes "SPEC[;SPEC]"; a spec there
  * without a time fails its link as soon as there is one. */

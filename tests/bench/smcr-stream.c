@@ -24,6 +24,8 @@
  *                     open-ended streams; each is acknowledged on stdout
  *   --fault-after BYTES:SPEC
  *                     smcr_fault(SPEC) once BYTES have been received in all
+ *   --linger SECONDS  keep the context (its idle link groups) that long
+ *                     after the streams, then print the counters again
  *   --ticks FILE      every 100 ms append "tick REALTIME bytes_recv
  *                     bytes_sent failovers link_failures links_added
  *                     links_active rebalanced" (the stack's counters) to
@@ -77,6 +79,7 @@ struct opts {
 	unsigned int conns, iters;
 	const char *ctl_file, *ticks_file, *fault_after_spec;
 	uint64_t fault_after;
+	double linger;
 };
 
 static struct opts o = {
@@ -393,7 +396,8 @@ static void print_stats(const char *who)
 	printf("stats %s: connections %llu smc %llu fallbacks %llu link_groups %llu "
 	       "links_added %llu link_failures %llu failovers %llu rkeys_confirmed %llu "
 	       "cdc_sent %llu rdma_writes %llu bytes_sent %llu bytes_recv %llu "
-	       "links_deleted %llu rebalanced %llu devices_lost %llu test_links %llu\n", who,
+	       "links_deleted %llu rebalanced %llu devices_lost %llu test_links %llu "
+	       "open_connections %llu rmbes_in_use %llu sndbufs_in_use %llu\n", who,
 	       (unsigned long long)st.connections, (unsigned long long)st.smc_connections,
 	       (unsigned long long)st.fallbacks, (unsigned long long)st.link_groups,
 	       (unsigned long long)st.links_added, (unsigned long long)st.link_failures,
@@ -401,7 +405,9 @@ static void print_stats(const char *who)
 	       (unsigned long long)st.cdc_sent, (unsigned long long)st.rdma_writes,
 	       (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv,
 	       (unsigned long long)st.links_deleted, (unsigned long long)st.rebalanced,
-	       (unsigned long long)st.devices_lost, (unsigned long long)st.test_links);
+	       (unsigned long long)st.devices_lost, (unsigned long long)st.test_links,
+	       (unsigned long long)st.open_connections, (unsigned long long)st.rmbes_in_use,
+	       (unsigned long long)st.sndbufs_in_use);
 	for (i = 0; i < SMCR_STATS_REASONS; i++)
 		if (st.fallback_by_reason[i])
 			printf("stats %s: fallback reason 0x%08x (%s): %llu\n", who,
@@ -827,6 +833,7 @@ static void usage(FILE *f)
 		"       smcr-stream client HOST [-t smcr|tcp|smc] [-p PORT] [-m bw|lat|verify]\n"
 		"                   [-s SIZE] [-b BYTES] [-d SECONDS] [-n CONNS] [-i ITERS]\n"
 		"       failover tests: [--ctl FILE] [--ticks FILE] [--fault-after BYTES:SPEC]\n"
+		"                   [--linger SECONDS]\n"
 		"Transports: smcr (this stack, falls back to TCP), tcp, smc (kernel AF_SMC).\n"
 		"Defaults: port 12345, bw, 64K messages, 64M bytes, 1 connection, 1000 iterations.\n");
 }
@@ -838,6 +845,7 @@ int main(int argc, char **argv)
 		{ "ctl", required_argument, NULL, 'C' },
 		{ "ticks", required_argument, NULL, 'T' },
 		{ "fault-after", required_argument, NULL, 'F' },
+		{ "linger", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool server, mon_running = false;
@@ -882,6 +890,7 @@ int main(int argc, char **argv)
 		case 'n': o.conns = (unsigned int)atoi(optarg); break;
 		case 'i': o.iters = (unsigned int)atoi(optarg); break;
 		case 'C': o.ctl_file = optarg; break;
+		case 'L': o.linger = atof(optarg); break;
 		case 'T': o.ticks_file = optarg; break;
 		case 'F':
 			o.fault_after_spec = strchr(optarg, ':');
@@ -915,6 +924,13 @@ int main(int argc, char **argv)
 		ret = run_server();
 	else
 		ret = o.mode == M_LAT ? run_lat() : o.mode == M_VERIFY ? run_verify() : run_bw();
+	if (ctx && o.linger > 0) {
+		/* Keep the link groups (idle now) a while: TEST LINK tests. */
+		printf("%s: lingering %.1f s\n", server ? "server" : "client", o.linger);
+		fflush(stdout);
+		usleep((useconds_t)(o.linger * 1e6));
+		print_stats(server ? "server" : "client");
+	}
 	if (mon_running) {
 		monitor_stop = true;
 		pthread_join(mon, NULL);

@@ -1,0 +1,313 @@
+#!/bin/bash
+# SMC-R failover under load in the rxe lane (libsmcr through smcr-stream):
+#  1. 16 connections stream both ways (every byte pattern-checked, SHA-256
+#     compared at the end) while links fail and come back, FO_CYCLES times
+#     per link and method:
+#       cable   qemu set_link off/on on both hosts (a pulled cable)
+#       ifdown  "ip link set ethN down/up" in A
+#     then once per link: "rdma link delete rxeN" and "rdma link add" (in A
+#     for link 1, in B, the server, for link 2), the link's QP forced into
+#     error (smcr_fault fail-dev= through the tool's control file), and
+#     netem 5% loss on link 1 for a while.  After every cut both sides lost
+#     the link and moved its connections (link_failures and failovers
+#     grow), then have two links again (links_added grows) and spread the
+#     connections over them (rebalanced grows).  At the end: no connection
+#     reset, every checksum equal.
+#  2. Detection times, measured inside A from the cut to the failover: port
+#     down (cable pulled, from the carrier loss that "ip monitor" reports)
+#     and silent loss (netem 100% on one NIC, port up) under load and on an
+#     idle group (TEST LINK); the throughput dip around the cable pull.
+#  3. Both links down longer than the timeouts: connections end with an
+#     error, the processes do not hang, buffers are freed, and the next
+#     connection builds a new link group.
+#  4. Asymmetric group: B's two NICs bridged under one RNIC (rxe0 on br0),
+#     A with two; A's links fail (cable, ifdown) and come back.
+# FO_CYCLES (SMCR_FO_CYCLES, default 3) keeps the run within a few minutes;
+# the issue's ten cuts per link and method: SMCR_FO_CYCLES=10.
+# SMCR_FO_PHASES (default "1 2 3 4") runs some of the parts only.
+# smcr-timeout: 900
+: "${SMCR_VM_TIMEOUT:=840}"
+. "$(dirname "$0")/lib.sh"
+vm_requires
+S=$abs_top_builddir/tests/bench/smcr-stream
+[ -x "$S" ] || fail "$S not built"
+cycles=${SMCR_FO_CYCLES:-3}
+phases=" ${SMCR_FO_PHASES:-1 2 3 4} "
+vm_start_pair
+SA=$(vm_share A) SB=$(vm_share B)
+summary=()
+
+now_ms() { echo $(( ${EPOCHREALTIME/./} / 1000 )); }
+
+# tf TICKS N: field N of the last complete tick line (2 time, 3 bytes_recv,
+# 4 bytes_sent, 5 failovers, 6 link_failures, 7 links_added, 8 links_active,
+# 9 rebalanced).
+tf() {
+    tail -n 3 "$1" 2>/dev/null | awk -v n="$2" 'NF == 9 { v = $n } END { print v == "" ? 0 : v }'
+}
+
+# until SECS CMD: poll CMD every 0.1 s.
+until_ok() {
+    local secs=$1 i; shift
+    for (( i=0; i<secs*10; i++ )); do
+        eval "$*" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# stream NAME PORT CONNS [OPTS]: start server in B and client in A,
+# open-ended, with control and tick files NAME.{ctl,ticks}; sets srv, cli,
+# TA, TB, CA, CB.
+stream() {
+    local name=$1 port=$2 n=$3; shift 3
+    TA=$SA/$name.ticks TB=$SB/$name.ticks CA=$SA/$name.ctl CB=$SB/$name.ctl
+    : >"$CA"; : >"$CB"
+    srv=$(vm_bg B "$S server -p $port -n $n --ctl $CB --ticks $TB $*")
+    until_ok 30 "grep -q '^server: listening' $SB/out/$srv.out" || fail "$name: server did not start"
+    cli=$(vm_bg A "$S client $(vm_ip B 1) -p $port -m verify -b 0 -n $n -s 16K --ctl $CA --ticks $TA $*")
+    until_ok 60 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ] && [ \$(tf $TA 3) -gt 1000000 ]" ||
+        fail "$name: no two links and data flowing after 60 s"
+}
+
+# finish NAME CONNS: stop the streams, check every byte and checksum.
+finish() {
+    local name=$1 n=$2 cout sout
+    echo stop >>"$CA"
+    cout=$(vm_wait -t 180 A "$cli" 2>&1); crc=$?
+    sout=$(vm_wait -t 60 B "$srv" 2>&1); src=$?
+    echo "$cout" | grep -E '^(client|stats|result)' | sed "s/^/A $name: /"
+    echo "$sout" | grep -E '^stats' | sed "s/^/B $name: /"
+    echo "$cout" | grep -q "^result verify smcr $n 0 ok$" ||
+        { echo "$cout" | tail -n 30; fail "$name: the client did not verify all $n streams"; }
+    echo "$cout" | grep -q "^client: $n of $n connection(s) verified" || fail "$name: client: not $n of $n verified"
+    [ "$(echo "$sout" | grep -c 'verify ok')" = "$n" ] ||
+        { echo "$sout" | grep -v 'verify ok' | tail -n 30; fail "$name: the server did not verify all $n streams"; }
+    [ "$crc" = 0 ] && [ "$src" = 0 ] || fail "$name: client exited $crc, server $src"
+    CSTATS=$(echo "$cout" | grep '^stats client: connections' | tail -n 1)
+    SSTATS=$(echo "$sout" | grep '^stats server: connections' | tail -n 1)
+}
+
+stat_of() { [[ $1 =~ (^| )$2\ ([0-9]+) ]] && echo "${BASH_REMATCH[2]}" || echo -1; }
+
+# cycle WHAT LINK CUT HEAL: fail a link under load and bring it back.
+cuts=0
+cycle() {
+    local what=$1 l=$2 cut=$3 heal=$4
+    local fa fb foa fob aa ab ra rb t0 t1 t2 t3
+    fa=$(tf $TA 6) fb=$(tf $TB 6) foa=$(tf $TA 5) fob=$(tf $TB 5)
+    aa=$(tf $TA 7) ab=$(tf $TB 7)
+    t0=$(now_ms)
+    eval "$cut" >/dev/null || fail "$what link $l: '$cut' failed"
+    until_ok 20 "[ \$(tf $TA 6) -gt $fa ] && [ \$(tf $TB 6) -gt $fb ]" ||
+        fail "$what link $l: not both sides saw it fail (A $(tail -n 1 $TA), B $(tail -n 1 $TB))"
+    t1=$(now_ms)
+    ra=$(tf $TA 9) rb=$(tf $TB 9)
+    eval "$heal" >/dev/null || fail "$what link $l: '$heal' failed"
+    until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ] && [ \$(tf $TA 7) -gt $aa ] && [ \$(tf $TB 7) -gt $ab ]" ||
+        fail "$what link $l: no second link again (A $(tail -n 1 $TA), B $(tail -n 1 $TB))"
+    t2=$(now_ms)
+    # Connections spread over both links again before the next cut.
+    until_ok 20 "[ \$(tf $TA 9) -gt $ra ] && [ \$(tf $TB 9) -gt $rb ]" ||
+        fail "$what link $l: connections not rebalanced onto the new link"
+    t3=$(now_ms)
+    [ "$(tf $TA 5)" -gt "$foa" ] && [ "$(tf $TB 5)" -gt "$fob" ] ||
+        fail "$what link $l: no connection moved (failovers A $foa -> $(tf $TA 5), B $fob -> $(tf $TB 5))"
+    cuts=$((cuts + 1))
+    vm_say "$what link $l: both sides failed over after $((t1 - t0)) ms (A moved $(( $(tf $TA 5) - foa )), B $(( $(tf $TB 5) - fob )) connections); two links $((t2 - t1)) ms after healing, rebalanced $((t3 - t2)) ms later"
+}
+
+cable_cut() { vm_cable "$1" off; }
+cable_heal() { vm_cable "$1" on; }
+
+# ---- 1. failover under load ---------------------------------------------------
+if [[ $phases == *" 1 "* ]]; then
+vm_say "1. 16 connections, both ways, links failing $cycles times per link and method"
+stream load 5000 16
+t_load=$(now_ms)
+for l in 1 2; do
+    for (( i=0; i<cycles; i++ )); do
+        cycle cable $l "cable_cut $l" "cable_heal $l"
+    done
+done
+for l in 1 2; do
+    for (( i=0; i<cycles; i++ )); do
+        cycle ifdown $l "vm_run A 'ip link set eth$((l-1)) down'" "vm_run A 'ip link set eth$((l-1)) up'"
+    done
+done
+cycle "rdma-delete(A)" 1 "vm_run A 'rdma link delete rxe0'" "vm_run A 'rdma link add rxe0 type rxe netdev eth0'"
+cycle "rdma-delete(B)" 2 "vm_run B 'rdma link delete rxe1'" "vm_run B 'rdma link add rxe1 type rxe netdev eth1'"
+for l in 1 2; do
+    cycle qp-error $l "echo 'fault fail-dev=rxe$((l-1))' >>$CA" ":"
+done
+fa=$(tf $TA 6) r0=$(tf $TA 3) t0=$(tf $TA 2)
+vm_run A 'tc qdisc add dev eth0 root netem loss 5%' >/dev/null || fail "netem 5% on eth0"
+sleep 10
+vm_run A 'tc qdisc del dev eth0 root' >/dev/null || fail "removing netem"
+netem_rate=$(awk -v b="$(tf $TA 3)" -v a="$r0" -v t1="$(tf $TA 2)" -v t0="$t0" 'BEGIN { printf "%.2f", (b - a) / (t1 - t0) / 1e6 }')
+netem_fail=$(( $(tf $TA 6) - fa ))
+vm_say "netem 5% loss on link 1 for 10 s: A received $netem_rate MB/s, $netem_fail link failure(s)"
+until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "netem: not two links again"
+finish load 16
+load_s=$(( ($(now_ms) - t_load) / 1000 ))
+for side in CSTATS SSTATS; do
+    st=${!side}
+    [ "$(stat_of "$st" link_failures)" -ge "$cuts" ] || fail "$side: link_failures below $cuts: $st"
+    [ "$(stat_of "$st" failovers)" -ge "$cuts" ] || fail "$side: failovers below $cuts: $st"
+    [ "$(stat_of "$st" links_added)" -ge $((cuts + 2)) ] || fail "$side: links_added below $((cuts + 2)): $st"
+    [ "$(stat_of "$st" rebalanced)" -ge "$cuts" ] || fail "$side: rebalanced below $cuts: $st"
+    [ "$(stat_of "$st" open_connections)" = 0 ] || fail "$side: connections left open: $st"
+done
+[ "$(stat_of "$SSTATS" devices_lost)" -ge 1 ] && [ "$(stat_of "$CSTATS" devices_lost)" -ge 1 ] ||
+    fail "a removed RDMA device was not noticed: A: $CSTATS; B: $SSTATS"
+summary+=("load: $cuts link cuts in ${load_s} s ($cycles per link by cable and by ifdown, rdma link delete/add on A and on B, a QP error per link) and 10 s of netem 5% loss (A received $netem_rate MB/s, $netem_fail link failures): 16/16 streams verified both ways, no reset")
+summary+=("load counters A: $(echo "$CSTATS" | grep -oE '(link_failures|failovers|links_added|rebalanced|devices_lost) [0-9]+' | tr '\n' ' ')")
+summary+=("load counters B: $(echo "$SSTATS" | grep -oE '(link_failures|failovers|links_added|rebalanced|devices_lost) [0-9]+' | tr '\n' ' ')")
+fi
+
+# ---- 2. detection times ----------------------------------------------------------
+det_port=- det_load=- det_idle=-
+if [[ $phases == *" 2 "* ]]; then
+vm_say "2. detection times"
+stream detect 5001 8 --linger 12
+out_a=$SA/out/$cli.out
+
+# The first event after T (guest time) whose link_failures exceeds N, as
+# "time failovers".
+event_after() {
+    awk -v t="$2" -v n="$3" '$1 == "event" && $2 >= t && $4 > n { print $2, $6; exit }' "$1"
+}
+
+# port down: pull link 2's cable, carrier loss as A's kernel reports it
+mon=$(vm_bg A "echo \$\$ >$SA/mon.pid; exec stdbuf -oL ip -ts -o monitor link")
+sleep 1
+fa=$(tf $TA 6) foa=$(tf $TA 5) aa=$(tf $TA 7) ab=$(tf $TB 7)
+vm_cable 2 off
+until_ok 20 "[ \$(tf $TA 6) -gt $fa ]" || fail "detect: cable pull not detected"
+sleep 1
+vm_run A "kill \$(cat $SA/mon.pid)" >/dev/null
+vm_wait A "$mon" >/dev/null 2>&1
+carrier=$(grep -m1 'eth1:.*NO-CARRIER' "$SA/out/$mon.out" | sed -n 's/^\[\([^]]*\)\].*/\1/p')
+[ -n "$carrier" ] || fail "detect: no carrier loss of eth1 in ip monitor's output: $(head -c 600 $SA/out/$mon.out)"
+t_carrier=$(date -d "$carrier" +%s.%N)
+ev=$(event_after "$out_a" "$(echo "$t_carrier - 1" | bc)" "$fa")
+[ -n "$ev" ] || fail "detect: no failover event in A"
+det_port=$(echo "(${ev%% *} - $t_carrier) * 1000" | bc | sed 's/\..*//')
+# throughput in A around the pull: the second before, then 250 ms steps
+dip=$(awk -v tc="$t_carrier" '
+    $1 == "tick" { t[n] = $2; b[n] = $3 + $4; n++ }
+    END {
+        for (i = 1; i < n; i++) {
+            if (t[i] <= tc && t[i] > tc - 2) { bb += b[i] - b[i-1]; bt += t[i] - t[i-1] }
+        }
+        base = bt > 0 ? bb / bt / 1e6 : 0
+        printf "before %.2f MB/s; after the cut:", base
+        for (w = 0; w < 12; w++) {
+            lo = tc + w * 0.25; hi = lo + 0.25; x = 0; y = 0
+            for (i = 1; i < n; i++) if (t[i] > lo && t[i] <= hi) { x += b[i] - b[i-1]; y += t[i] - t[i-1] }
+            r = y > 0 ? x / y / 1e6 : -1
+            if (r >= 0) printf " %.2f", r; else printf " -"
+            if (r >= 0 && r < min || min == "") min = r
+            if (back == "" && w > 0 && r >= 0.8 * base) back = (w + 1) * 250
+        }
+        printf " MB/s per 250 ms; lowest %.0f%% of before; back to 80%% after %s ms\n",
+               base > 0 ? 100 * min / base : 0, back == "" ? ">3000" : back
+    }' "$TA")
+vm_cable 2 on
+until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "detect: link 2 not back"
+vm_say "port down (cable pull): A moved its connections $det_port ms after the carrier loss; throughput $dip"
+
+# silent loss under load: A drops everything it sends on link 1
+sleep 2
+fa=$(tf $TA 6)
+t_cut=$(vm_run A 'tc qdisc add dev eth0 root netem loss 100% && echo $EPOCHREALTIME') || fail "netem 100% on eth0"
+until_ok 20 "[ \$(tf $TA 6) -gt $fa ]" || fail "detect: silent loss under load not detected"
+ev=$(event_after "$out_a" "$(echo "$t_cut - 1" | bc)" "$fa")
+det_load=$(echo "(${ev%% *} - $t_cut) * 1000" | bc | sed 's/\..*//')
+vm_run A 'tc qdisc del dev eth0 root' >/dev/null
+until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "detect: link 1 not back after netem"
+vm_say "silent loss under load (netem 100% on A's eth0): A moved its connections after $det_load ms"
+
+# silent loss on an idle group: only TEST LINK can tell
+echo stop >>"$CA"
+until_ok 120 "grep -q '^client: lingering' $out_a" || fail "detect: streams did not end"
+sleep 2
+fa=$(tf $TA 6) tl=$(tf $TA 2)
+t_cut=$(vm_run A 'tc qdisc add dev eth1 root netem loss 100% && echo $EPOCHREALTIME') || fail "netem 100% on eth1"
+until_ok 15 "[ \$(tf $TA 6) -gt $fa ]" || fail "detect: silent loss on an idle link not detected"
+ev=$(event_after "$out_a" "$(echo "$t_cut - 1" | bc)" "$fa")
+det_idle=$(echo "(${ev%% *} - $t_cut) * 1000" | bc | sed 's/\..*//')
+vm_run A 'tc qdisc del dev eth1 root' >/dev/null
+vm_say "silent loss, idle links (TEST LINK): link down after $det_idle ms"
+finish detect 8
+[ "$(stat_of "$CSTATS" test_links)" -gt 0 ] || fail "detect: no TEST LINK sent: $CSTATS"
+summary+=("detection: port down (cable pulled) $det_port ms from carrier loss to failover; silent loss under load $det_load ms; silent loss on idle links (TEST LINK) $det_idle ms")
+summary+=("throughput in A around the cable pull: $dip")
+fi
+
+# ---- 3. both links down ----------------------------------------------------------
+if [[ $phases == *" 3 "* ]]; then
+vm_say "3. both links down longer than the timeouts"
+TA=$SA/down.ticks TB=$SB/down.ticks
+srv=$(vm_bg B "$S server -p 5002 -n 5 --ticks $TB")
+until_ok 30 "grep -q '^server: listening' $SB/out/$srv.out" || fail "down: server did not start"
+cli=$(vm_bg A "$S client $(vm_ip B 1) -p 5002 -m verify -b 0 -n 4 -s 16K --ticks $TA")
+until_ok 60 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TA 3) -gt 500000 ]" || fail "down: streams did not start"
+t0=$(now_ms)
+vm_cable 1 off
+vm_cable 2 off
+cout=$(vm_wait -t 60 A "$cli" 2>&1); crc=$?
+t1=$(now_ms)
+echo "$cout" | grep -E '^(client|result|stats)' | sed 's/^/A down: /'
+[ "$crc" = 1 ] || fail "down: the client should fail (exit 1), not $crc"
+echo "$cout" | grep -q '^result verify smcr 4 0 FAIL$' || fail "down: no FAIL result"
+[ "$(echo "$cout" | grep -c 'smcr-stream: connection .*: Connection reset')" = 4 ] ||
+    fail "down: not every connection ended with a reset"
+st=$(echo "$cout" | grep '^stats client: connections' | tail -n 1)
+[ "$(stat_of "$st" open_connections)" = 0 ] && [ "$(stat_of "$st" rmbes_in_use)" = 0 ] &&
+    [ "$(stat_of "$st" sndbufs_in_use)" = 0 ] || fail "down: client holds buffers: $st"
+sleep 3
+vm_cable 1 on
+vm_cable 2 on
+until_ok 30 "[ \$(tf $TB 8) = 0 ]" || fail "down: the server's group is still there"
+out=$(vm_run -t 120 A "$S client $(vm_ip B 1) -p 5002 -m verify -n 1 -b 1M") ||
+    { echo "$out"; fail "down: a new connection after both links came back failed"; }
+echo "$out" | grep -q '^client: SMC-R (first contact)' || fail "down: the new connection is not a first contact (new link group)"
+echo "$out" | grep -q '^result verify smcr 1 1048576 ok$' || fail "down: the new connection did not verify"
+sout=$(vm_wait -t 60 B "$srv" 2>&1)
+echo "$sout" | grep -E '^stats' | sed 's/^/B down: /'
+[ "$(echo "$sout" | grep -c 'verify FAIL')" = 4 ] && [ "$(echo "$sout" | grep -c 'verify ok')" = 1 ] ||
+    fail "down: the server should see 4 failed and 1 good stream"
+st=$(echo "$sout" | grep '^stats server: connections' | tail -n 1)
+[ "$(stat_of "$st" open_connections)" = 0 ] && [ "$(stat_of "$st" rmbes_in_use)" = 0 ] ||
+    fail "down: server holds buffers: $st"
+summary+=("both links down: 4 connections ended with a reset $((t1 - t0)) ms after the cables were pulled, no buffers held; a new connection built a new group (first contact) and verified")
+fi
+
+# ---- 4. asymmetric group -------------------------------------------------------------
+if [[ $phases == *" 4 "* ]]; then
+vm_say "4. asymmetric: B has one RNIC (rxe0 on a bridge over both NICs), A two"
+vm_run B 'rdma link delete rxe0 && rdma link delete rxe1 &&
+    ip link add br0 type bridge && ip addr flush dev eth0 && ip addr flush dev eth1 &&
+    ip link set eth0 master br0 && ip link set eth1 master br0 && ip link set br0 up &&
+    ip addr add 10.1.1.2/24 dev br0 && ip addr add 10.1.2.2/24 dev br0 &&
+    rdma link add rxe0 type rxe netdev br0' || fail "asym: bridge setup in B"
+# A answers ARP only on the NIC of the address (both wires meet in B's bridge).
+vm_run A 'sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2' || fail "asym: sysctl in A"
+until_ok 30 "vm_run B 'grep -q 0a01:0202 /sys/class/infiniband/rxe0/ports/1/gids/*' >/dev/null" ||
+    fail "asym: rxe0 in B has no GID for 10.1.2.2"
+stream asym 5003 8
+echo dump >>"$CB"
+until_ok 10 "[ \$(grep -cE '^  link [0-9]+ active +rxe0 ' $SB/out/$srv.out) -ge 2 ]" ||
+    fail "asym: B's two links are not both on rxe0: $(grep -A8 'ctl.*dump' $SB/out/$srv.out)"
+cycle "asym cable" 1 "cable_cut 1" "cable_heal 1"
+cycle "asym ifdown" 2 "vm_run A 'ip link set eth1 down'" "vm_run A 'ip link set eth1 up'"
+cycle "asym cable" 2 "cable_cut 2" "cable_heal 2"
+finish asym 8
+summary+=("asymmetric (B one RNIC, A two): 3 failovers of A's links, 8/8 streams verified, no reset")
+fi
+
+vm_stop
+echo "--- summary (rxe under TCG; compare only within this run):"
+printf '%s\n' "${summary[@]}"
+echo "PASS: SMC-R failover under load: $cuts cuts, detection port-down $det_port ms, silent loss $det_load ms (load) / $det_idle ms (idle)"
