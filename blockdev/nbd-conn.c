@@ -543,7 +543,8 @@ static void conn_lost(struct nbdc_conn *c, int err)
 	c->down_since = now;
 	pthread_mutex_unlock(&c->lock);
 	AADD(&c->st_lost, 1);
-	bd_close(c->t);
+	/* No lingering for a peer that is gone. */
+	bd_smcr_abort(c->t);
 	c->t = NULL;
 	c->smc = NULL;
 

@@ -312,3 +312,13 @@ struct smcr_sock *bd_smcr_sock(struct bd_transport *t)
 {
 	return t->ops == &smcr_ops ? st_of(t)->s : NULL;
 }
+
+void bd_smcr_abort(struct bd_transport *t)
+{
+	if (!t || t->ops != &smcr_ops) {
+		bd_close(t);
+		return;
+	}
+	smcr_abort(st_of(t)->s);
+	free(t);
+}

@@ -14,5 +14,9 @@ int bd_smcr_connect(struct smcr_ctx *ctx, const char *host, const char *port,
 /* The libsmcr socket under an SMC-R transport, or NULL for others
  * (TCP fallback included). */
 struct smcr_sock *bd_smcr_sock(struct bd_transport *t);
+/* Resets the connection (smcr_abort: no waiting for the peer's close, as
+ * smcr_close does) and frees the transport; for a connection given up as
+ * lost.  Other transports are closed as usual. */
+void bd_smcr_abort(struct bd_transport *t);
 
 #endif
