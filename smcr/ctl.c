@@ -8,7 +8,9 @@
  * two seconds is dropped. */
 #include <config.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -504,6 +506,37 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
+/* Removes the sockets of programs that are gone (killed without a chance
+ * to clean up): NAME.PID.sock whose PID does not exist. */
+static void remove_stale(const char *dir)
+{
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		char path[sizeof(((struct sockaddr_un *)0)->sun_path)], *dot, *end;
+		char base[256];
+		long pid;
+
+		if (l < 7 || l >= sizeof(base) || strcmp(de->d_name + l - 5, ".sock"))
+			continue;
+		memcpy(base, de->d_name, l - 5);
+		base[l - 5] = '\0';
+		dot = strrchr(base, '.');
+		if (!dot)
+			continue;
+		pid = strtol(dot + 1, &end, 10);
+		if (*end || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < (int)sizeof(path))
+			unlink(path);
+	}
+	closedir(d);
+}
+
 int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -542,8 +575,10 @@ int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp
 		ret = -errno;
 		goto out_close;
 	}
-	/* A socket left by an earlier process with our pid is stale. */
+	/* A socket left by an earlier process with our pid is stale, and so
+	 * are those of processes that are gone. */
 	unlink(ctl->path);
+	remove_stale(dir);
 	if (bind(ctl->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    listen(ctl->lfd, 16)) {
 		ret = -errno;

@@ -510,11 +510,21 @@ static void test_smcr_ctl(void)
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
 	setenv("SMCR_CTL_DIR", dir, 1);
+	/* A socket of a program that is gone is removed when one opens. */
+	snprintf(path, sizeof(path), "%s/ghost.%d.sock", dir, 4194303);
+	fclose(fopen(path, "w"));
+	snprintf(path + strlen(dir), sizeof(path) - strlen(dir), "/alive.%d.sock", (int)getpid());
+	fclose(fopen(path, "w"));
 	s = server(true, true);
 	snprintf(port, sizeof(port), "%u", memsrv_port(s));
 	e = NULL;
 	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
 	CU_ASSERT_PTR_NOT_NULL(nbdc_smcr_ctx(e));
+	snprintf(path, sizeof(path), "%s/ghost.%d.sock", dir, 4194303);
+	CU_ASSERT_EQUAL(access(path, F_OK), -1);
+	snprintf(path, sizeof(path), "%s/alive.%d.sock", dir, (int)getpid());
+	CU_ASSERT_EQUAL(access(path, F_OK), 0);
+	unlink(path);
 	check_io(s, e);
 	snprintf(path, sizeof(path), "%s/test-client.%d.sock", dir, (int)getpid());
 	CU_ASSERT(ctl_ask(path, "status-json", out, 65536) > 0);
