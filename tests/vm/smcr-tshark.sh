@@ -24,6 +24,7 @@
 : "${SMCR_VM_TIMEOUT:=150}"
 . "$(dirname "$0")/lib.sh"
 requires tshark --version
+requires dumpcap --version
 vm_requires
 S=$abs_top_builddir/tests/bench/smcr-stream
 [ -x "$S" ] || fail "$S not built"
