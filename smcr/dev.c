@@ -16,11 +16,14 @@
 #include "dev.h"
 #include "log.h"
 
-/* 4.096 us * 2^14 = 67 ms per try, 6 retries: a dead path is reported by a
- * completion error in about half a second.  (7 would mean "retry forever"
- * on rxe, so a silent loss would never be reported.) */
+/* 4.096 us * 2^15 = 134 ms per try (as Linux SMC-R), 6 retries: a dead
+ * path is reported by a completion error in about a second.  (7 would mean
+ * "retry forever" on rxe, so a silent loss would never be reported.)  Half
+ * a second (14) is too tight where a host may stall for that long: on rxe
+ * under TCG the last link of a group failed that way, taking every
+ * connection with it.  SMCR_QP_TIMEOUT changes it. */
 const struct smcr_qp_timing smcr_qp_timing_default = {
-	.timeout = 14,
+	.timeout = 15,
 	.retry_cnt = 6,
 	.rnr_retry = 7,
 };

@@ -41,19 +41,66 @@ now_ms() { echo $(( ${EPOCHREALTIME/./} / 1000 )); }
 
 # tf TICKS N: field N of the last complete tick line (2 time, 3 bytes_recv,
 # 4 bytes_sent, 5 failovers, 6 link_failures, 7 links_added, 8 links_active,
-# 9 rebalanced).
+# 9 rebalanced).  (One fork: the host has two cores for two TCG guests.)
 tf() {
-    tail -n 3 "$1" 2>/dev/null | awk -v n="$2" 'NF == 9 { v = $n } END { print v == "" ? 0 : v }'
+    local l f=() v=0
+    while IFS= read -r l; do
+        read -r -a f <<<"$l"
+        [ "${#f[@]}" = 9 ] && v=${f[$(($2 - 1))]}
+    done < <(tail -n 2 "$1" 2>/dev/null)
+    echo "$v"
 }
 
-# until SECS CMD: poll CMD every 0.1 s.
+# until SECS CMD: poll CMD every 0.2 s.
 until_ok() {
     local secs=$1 i; shift
-    for (( i=0; i<secs*10; i++ )); do
+    for (( i=0; i<secs*5; i++ )); do
         eval "$*" && return 0
-        sleep 0.1
+        sleep 0.2
     done
     return 1
+}
+
+# qmp_link_timed NAME LINK on|off: set_link, print the host time at which
+# qemu had done it (its reply).
+qmp_link_timed() {
+    local up=false
+    [ "$3" = on ] && up=true
+    python3 - "${_vm_sock[$1]}" "$2" "$up" <<'PYEOF'
+import json, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+def reply():
+    while True:
+        m = json.loads(f.readline())
+        if "event" not in m:
+            return m
+reply()
+f.write('{"execute": "qmp_capabilities"}\n'); f.flush()
+reply()
+f.write(json.dumps({"execute": "set_link", "arguments": {"name": "link" + sys.argv[2], "up": sys.argv[3] == "true"}}) + "\n"); f.flush()
+r = reply()
+print("%.6f" % time.time())
+sys.exit(1 if "error" in r else 0)
+PYEOF
+}
+
+# clock_offset NAME: guest realtime minus host realtime, from the quickest
+# of a few round trips; sets OFFSET and OFFSET_ERR (half that round trip).
+clock_offset() {
+    local i t1 t2 tg best=
+    for (( i=0; i<10; i++ )); do
+        t1=$EPOCHREALTIME
+        tg=$(vm_run "$1" 'echo $EPOCHREALTIME') || return 1
+        t2=$EPOCHREALTIME
+        if [ -z "$best" ] || [ "$(echo "$t2 - $t1 < $best" | bc)" = 1 ]; then
+            best=$(echo "$t2 - $t1" | bc)
+            OFFSET=$(echo "$tg - ($t1 + $t2) / 2" | bc -l)
+        fi
+    done
+    OFFSET_ERR=$(echo "$best * 500" | bc | sed 's/\..*//')
 }
 
 # stream NAME PORT CONNS [OPTS]: start server in B and client in A,
@@ -169,6 +216,8 @@ fi
 det_port=- det_load=- det_idle=-
 if [[ $phases == *" 2 "* ]]; then
 vm_say "2. detection times"
+clock_offset A || fail "detect: cannot read A's clock"
+vm_say "A's clock is host + $OFFSET s (+- $OFFSET_ERR ms)"
 stream detect 5001 8 --linger 12
 out_a=$SA/out/$cli.out
 
@@ -178,44 +227,47 @@ event_after() {
     awk -v t="$2" -v n="$3" '$1 == "event" && $2 >= t && $4 > n { print $2, $6; exit }' "$1"
 }
 
-# port down: pull link 2's cable, carrier loss as A's kernel reports it
-mon=$(vm_bg A "echo \$\$ >$SA/mon.pid; exec stdbuf -oL ip -ts -o monitor link")
-sleep 1
-fa=$(tf $TA 6) foa=$(tf $TA 5) aa=$(tf $TA 7) ab=$(tf $TB 7)
-vm_cable 2 off
+# port down: pull link 2's cable, A's end first, at a host time that is
+# converted to A's clock (measured before the streams started)
+fa=$(tf $TA 6)
+t_host=$(qmp_link_timed A 2 off) || fail "detect: set_link A link2 off"
+vm_link B 2 off
+t_carrier=$(echo "$t_host + $OFFSET" | bc -l)
 until_ok 20 "[ \$(tf $TA 6) -gt $fa ]" || fail "detect: cable pull not detected"
-sleep 1
-vm_run A "kill \$(cat $SA/mon.pid)" >/dev/null
-vm_wait A "$mon" >/dev/null 2>&1
-carrier=$(grep -m1 'eth1:.*NO-CARRIER' "$SA/out/$mon.out" | sed -n 's/^\[\([^]]*\)\].*/\1/p')
-[ -n "$carrier" ] || fail "detect: no carrier loss of eth1 in ip monitor's output: $(head -c 600 $SA/out/$mon.out)"
-t_carrier=$(date -d "$carrier" +%s.%N)
 ev=$(event_after "$out_a" "$(echo "$t_carrier - 1" | bc)" "$fa")
 [ -n "$ev" ] || fail "detect: no failover event in A"
-det_port=$(echo "(${ev%% *} - $t_carrier) * 1000" | bc | sed 's/\..*//')
+det_port=$(printf '%.0f' "$(echo "(${ev%% *} - $t_carrier) * 1000" | bc -l)")
+# and on A's clock alone: the port error event to the connections moved
+det_ev=$(awk -v t="$t_carrier" '
+    { if (!match($0, /^smcr\[[0-9.]+\]/)) next; ts = substr($0, 6, RLENGTH - 6) + 0 }
+    ts >= t - 1 && !pe && /rxe1 port 1: port error/ { pe = ts }
+    pe && /link group: link [0-9]+ failed \(/ { printf "%.0f", (ts - pe) * 1000; exit }' "$SA/out/$cli.err")
 # throughput in A around the pull: the second before, then 250 ms steps
 dip=$(awk -v tc="$t_carrier" '
-    $1 == "tick" { t[n] = $2; b[n] = $3 + $4; n++ }
+    $1 == "tick" && NF == 9 { t[n] = $2; b[n] = $3 + $4; n++ }
     END {
-        for (i = 1; i < n; i++) {
+        for (i = 1; i < n; i++)
             if (t[i] <= tc && t[i] > tc - 2) { bb += b[i] - b[i-1]; bt += t[i] - t[i-1] }
-        }
         base = bt > 0 ? bb / bt / 1e6 : 0
-        printf "before %.2f MB/s; after the cut:", base
-        for (w = 0; w < 12; w++) {
-            lo = tc + w * 0.25; hi = lo + 0.25; x = 0; y = 0
-            for (i = 1; i < n; i++) if (t[i] > lo && t[i] <= hi) { x += b[i] - b[i-1]; y += t[i] - t[i-1] }
-            r = y > 0 ? x / y / 1e6 : -1
-            if (r >= 0) printf " %.2f", r; else printf " -"
-            if (r >= 0 && r < min || min == "") min = r
-            if (back == "" && w > 0 && r >= 0.8 * base) back = (w + 1) * 250
+        printf "before %.2f MB/s; after the pull:", base
+        min = -1; back = -1
+        for (w = 0; w < 8; w++) {
+            lo = tc + w * 0.5; hi = lo + 0.5; x = 0; y = 0
+            for (i = 1; i < n; i++)
+                if (t[i] > lo && t[i] <= hi) { x += b[i] - b[i-1]; y += t[i] - t[i-1] }
+            if (y <= 0) { printf " -"; continue }
+            r = x / y / 1e6
+            printf " %.2f", r
+            if (min < 0 || r < min) min = r
+            if (back < 0 && w > 0 && r >= 0.8 * base) back = (w + 1) * 500
         }
-        printf " MB/s per 250 ms; lowest %.0f%% of before; back to 80%% after %s ms\n",
-               base > 0 ? 100 * min / base : 0, back == "" ? ">3000" : back
+        low = (base > 0 && min >= 0) ? 100 * min / base : 0
+        printf " MB/s per 500 ms; lowest %.0f%% of before; back to 80%% after ", low
+        if (back < 0) printf ">4000 ms"; else printf "%d ms", back
     }' "$TA")
 vm_cable 2 on
 until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "detect: link 2 not back"
-vm_say "port down (cable pull): A moved its connections $det_port ms after the carrier loss; throughput $dip"
+vm_say "port down (cable pull): A moved its connections $det_port ms (+- $OFFSET_ERR) after qemu pulled its cable, $det_ev ms after the port error event; throughput $dip"
 
 # silent loss under load: A drops everything it sends on link 1
 sleep 2
@@ -223,7 +275,7 @@ fa=$(tf $TA 6)
 t_cut=$(vm_run A 'tc qdisc add dev eth0 root netem loss 100% && echo $EPOCHREALTIME') || fail "netem 100% on eth0"
 until_ok 20 "[ \$(tf $TA 6) -gt $fa ]" || fail "detect: silent loss under load not detected"
 ev=$(event_after "$out_a" "$(echo "$t_cut - 1" | bc)" "$fa")
-det_load=$(echo "(${ev%% *} - $t_cut) * 1000" | bc | sed 's/\..*//')
+det_load=$(printf '%.0f' "$(echo "(${ev%% *} - $t_cut) * 1000" | bc -l)")
 vm_run A 'tc qdisc del dev eth0 root' >/dev/null
 until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "detect: link 1 not back after netem"
 vm_say "silent loss under load (netem 100% on A's eth0): A moved its connections after $det_load ms"
@@ -236,12 +288,12 @@ fa=$(tf $TA 6) tl=$(tf $TA 2)
 t_cut=$(vm_run A 'tc qdisc add dev eth1 root netem loss 100% && echo $EPOCHREALTIME') || fail "netem 100% on eth1"
 until_ok 15 "[ \$(tf $TA 6) -gt $fa ]" || fail "detect: silent loss on an idle link not detected"
 ev=$(event_after "$out_a" "$(echo "$t_cut - 1" | bc)" "$fa")
-det_idle=$(echo "(${ev%% *} - $t_cut) * 1000" | bc | sed 's/\..*//')
+det_idle=$(printf '%.0f' "$(echo "(${ev%% *} - $t_cut) * 1000" | bc -l)")
 vm_run A 'tc qdisc del dev eth1 root' >/dev/null
 vm_say "silent loss, idle links (TEST LINK): link down after $det_idle ms"
 finish detect 8
 [ "$(stat_of "$CSTATS" test_links)" -gt 0 ] || fail "detect: no TEST LINK sent: $CSTATS"
-summary+=("detection: port down (cable pulled) $det_port ms from carrier loss to failover; silent loss under load $det_load ms; silent loss on idle links (TEST LINK) $det_idle ms")
+summary+=("detection: port down (cable pulled) $det_port ms (+- $OFFSET_ERR ms) from the pull to the failover ($det_ev ms from A's port error event); silent loss under load $det_load ms; silent loss on idle links (TEST LINK) $det_idle ms")
 summary+=("throughput in A around the cable pull: $dip")
 fi
 
