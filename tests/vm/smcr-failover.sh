@@ -229,6 +229,7 @@ event_after() {
 
 # port down: pull link 2's cable, A's end first, at a host time that is
 # converted to A's clock (measured before the streams started)
+sleep 4		# a steady stream before
 fa=$(tf $TA 6)
 t_host=$(qmp_link_timed A 2 off) || fail "detect: set_link A link2 off"
 vm_link B 2 off
@@ -242,7 +243,10 @@ det_ev=$(awk -v t="$t_carrier" '
     { if (!match($0, /^smcr\[[0-9.]+\]/)) next; ts = substr($0, 6, RLENGTH - 6) + 0 }
     ts >= t - 1 && !pe && /rxe1 port 1: port error/ { pe = ts }
     pe && /link group: link [0-9]+ failed \(/ { printf "%.0f", (ts - pe) * 1000; exit }' "$SA/out/$cli.err")
-# throughput in A around the pull: the second before, then 250 ms steps
+sleep 4		# the stream on one link for a while
+vm_cable 2 on
+until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "detect: link 2 not back"
+# throughput in A around the pull: the 2 s before, then 500 ms steps
 dip=$(awk -v tc="$t_carrier" '
     $1 == "tick" && NF == 9 { t[n] = $2; b[n] = $3 + $4; n++ }
     END {
@@ -265,8 +269,6 @@ dip=$(awk -v tc="$t_carrier" '
         printf " MB/s per 500 ms; lowest %.0f%% of before; back to 80%% after ", low
         if (back < 0) printf ">4000 ms"; else printf "%d ms", back
     }' "$TA")
-vm_cable 2 on
-until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "detect: link 2 not back"
 vm_say "port down (cable pull): A moved its connections $det_port ms (+- $OFFSET_ERR) after qemu pulled its cable, $det_ev ms after the port error event; throughput $dip"
 
 # silent loss under load: A drops everything it sends on link 1
