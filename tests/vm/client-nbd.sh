@@ -9,7 +9,8 @@
 #     its SMC-R connections, and the counters move;
 #  3. smcr-fuse over SMC-R: a 64 MiB random file written through the mount,
 #     read back and compared; punch-hole reads back zeros;
-#  4. smcrctl on B shows the server side (link group, exports, clients).
+#  4. smcrctl on B shows the server side (link group and clients while
+#     nbdkit is attached, exports).
 # smcr-timeout: 360
 : "${SMCR_VM_TIMEOUT:=300}"
 . "$(dirname "$0")/lib.sh"
@@ -90,6 +91,12 @@ read -r w2 c2 b2 r2 _ _ _ _ <<<"$s2"
 echo "smcrctl: 1 link group, $nl links ($d1, $d2), $nc SMC-R connections; rdma writes $w1 -> $w2, CDC $c1 -> $c2, requests $r1 -> $r2"
 [ "$w2" -gt "$w1" ] && [ "$c2" -gt "$c1" ] && [ "$r2" -gt "$r1" ] || fail "counters did not move during fio"
 vm_run A "$SMCRCTL status nbdkit-smcr" | sed -n '1,/^counters/p'
+# The server's view while the client is attached.
+out=$(vm_run B "$SMCRCTL status smcrd") || { echo "$out"; fail "smcrctl on B failed"; }
+echo "$out" | sed -n '1,/^connections/p'
+echo "$out" | grep -q "link group 0: server, 2 connection(s)" || fail "no server link group with 2 connections on B"
+[ "$(echo "$out" | grep -Ec '^    [0-9]+ +active +rxe[01] ')" = 2 ] || fail "B: two active links expected"
+echo "$out" | grep -Eq "^  clients +2$" || fail "B: smcrd should count 2 clients"
 fout=$(vm_wait -t 300 A "$fio") || { echo "$fout"; fail "fio failed"; }
 echo "$fout" | python3 -c '
 import json, sys
@@ -122,10 +129,8 @@ echo 'fuse: 64 MiB written and read back identical over SMC-R, punched hole read
 echo "$out"
 echo "$out" | grep -q "^fuse: 64 MiB written" || fail "no fuse verdict"
 
-# --- 4. the server's view ----------------------------------------------------------------
+# --- 4. the server's exports ------------------------------------------------------------
 out=$(vm_run B "$SMCRCTL status smcrd") || { echo "$out"; fail "smcrctl on B failed"; }
-echo "$out" | sed -n '1,/^counters/p'
-echo "$out" | grep -q "link group 0: server" || fail "no server link group on B"
 echo "$out" | grep -Eq "^ +disk +/tmp/disk.img +268435456" || fail "no export table on B"
 vm_run B 'kill $(cat /tmp/smcrd.pid)' >/dev/null
 sout=$(vm_wait -t 60 B "$srv") || { echo "$sout"; vm_run B "tail -n 20 /tmp/smcrd.log"; fail "smcrd exit status"; }
