@@ -62,7 +62,7 @@ echo "$out" | grep -q "2 connection(s) (smcr)" || fail "nbdkit's connections are
 
 # --- 2. fio with verify, smcrctl while it runs -------------------------------------
 fio=$(vm_bg A 'fio --name=verify --filename=/dev/nbd0 --rw=randrw --bs=16k --iodepth=32 \
-  --ioengine=libaio --direct=1 --size=48M --offset=128M --verify=crc32c --verify_fatal=1 \
+  --ioengine=libaio --direct=1 --size=24M --offset=128M --verify=crc32c --verify_fatal=1 \
   --do_verify=1 --output-format=json >/tmp/fio.out 2>/tmp/fio.err; rc=$?; cat /tmp/fio.out; cat /tmp/fio.err >&2; exit $rc')
 snap() {
     vm_run A "$SMCRCTL --json status nbdkit-smcr" | python3 -c '
