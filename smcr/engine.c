@@ -1035,12 +1035,15 @@ void smcr_ctx_destroy(struct smcr_ctx *ctx)
 	pthread_mutex_unlock(&ctx->lock);
 	if (ctx->thread_running)
 		pthread_join(ctx->thread, NULL);
+	/* The reaper thread still runs: its queue is ctx->lock's. */
+	pthread_mutex_lock(&ctx->lock);
 	while ((lgr = ctx->lgrs)) {
 		ctx->lgrs = lgr->next;
 		smcr_lgr_destroy(lgr);
 	}
 	while (ctx->ngrave)
 		smcr_vlink_destroy(ctx->graveyard[--ctx->ngrave]);
+	pthread_mutex_unlock(&ctx->lock);
 	if (ctx->reaper_running) {
 		/* It destroys what is queued first. */
 		pthread_mutex_lock(&ctx->lock);
