@@ -13,9 +13,11 @@ sport=$(free_port)
 truncate -s 16M "$d/disk"
 head -c 8M /dev/urandom >"$d/data"
 
-run_prog "$smcrd" -f -p "$port" --smcr-port "$sport" -e "disk=$d/disk" 2>"$d/log" &
-cleanup_fn "kill $! 2>/dev/null"
+run_prog "$smcrd" -f -P "$d/pid" -p "$port" --smcr-port "$sport" -e "disk=$d/disk" 2>"$d/log" &
+# $! is run_prog's subshell: stop smcrd itself by its pid file.
+cleanup_fn "kill \$(cat '$d/pid' 2>/dev/null) $! 2>/dev/null"
 wait_for 10 grep -q 'listening for NBD over SMC-R' "$d/log"
+wait_for 10 test -s "$d/pid"
 
 size=$(nbdinfo --size "nbd://127.0.0.1:$sport/disk") || { cat "$d/log"; fail "nbdinfo failed"; }
 [ "$size" = 16777216 ] || fail "size $size over the SMC-R port"
