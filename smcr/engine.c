@@ -369,6 +369,45 @@ again:
 	return smcr_engine_link_on(ctx, lgr, pick, linkp, local);
 }
 
+/* Is the IPv4 address in gid a resolved neighbour (/proc/net/arp)?  If
+ * not, a datagram to it starts the resolution.  (modify_qp to RTR resolves
+ * the peer's MAC itself, waiting up to a second, under our lock: seen on
+ * rxe when a link was re-added while the peer's end was still down.)  The
+ * exchange that wanted the link is retried.  IPv6 and no /proc: true. */
+static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
+{
+	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(9) };
+	char want[INET_ADDRSTRLEN], line[256], ip[64];
+	unsigned int flags;
+	bool ready = false;
+	FILE *f;
+	int fd;
+
+	if (memcmp(gid, v4, sizeof(v4)))
+		return true;
+	memcpy(&sin.sin_addr, gid + 12, 4);
+	inet_ntop(AF_INET, &sin.sin_addr, want, sizeof(want));
+	f = fopen("/proc/net/arp", "re");
+	if (!f)
+		return true;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %*s %x", ip, &flags) == 2 &&
+		    !strcmp(ip, want) && (flags & 0x2))
+			ready = true;
+	fclose(f);
+	if (ready)
+		return true;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		if (sendto(fd, "", 1, 0, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+			smcr_dbg("engine: cannot prod %s: %s", want, strerror(errno));
+		close(fd);
+	}
+	smcr_info("engine: %s is not resolved yet: link not connected now", want);
+	return false;
+}
+
 static int op_link_connect(struct smcr_lgr *lgr, struct smcr_link *link,
 			   const struct smcr_link_info *peer)
 {
@@ -378,10 +417,13 @@ static int op_link_connect(struct smcr_lgr *lgr, struct smcr_link *link,
 		.mtu = (enum ibv_mtu)peer->mtu,
 	};
 
-	(void)lgr;
 	memcpy(q.gid, peer->gid, SMCR_GID_LEN);
 	if (!smcr_mtu_valid(peer->mtu))
 		q.mtu = IBV_MTU_1024;
+	/* Links added by LLC (in a slot already); the first one follows a
+	 * TCP connection to the same address. */
+	if (smcr_lgr_slot(lgr, link) >= 0 && !neigh_ready(peer->gid))
+		return -EAGAIN;
 	return smcr_vlink_connect(link, &q);
 }
 

@@ -472,12 +472,24 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 	if (slot >= 0 && lgr->links[slot].down)
 		link_delete(lgr, (unsigned int)slot);
 	if (lgr->flow.kind != SMCR_FLOW_NONE) {
+		struct smcr_llc_flow *f = &lgr->flow;
+
 		/* Our own CONFIRM/DELETE RKEY yields (§3.5.5.3.3): redone after. */
-		if (lgr->flow.local && lgr->nqueue < SMCR_LLC_QUEUE) {
+		if (f->local && lgr->nqueue < SMCR_LLC_QUEUE) {
 			lgr->queue[lgr->nqueue++] = (struct smcr_llc_pending){
-				.kind = lgr->flow.kind, .rmb = lgr->flow.rmb };
+				.kind = f->kind, .rmb = f->rmb };
 		}
-		memset(&lgr->flow, 0, sizeof(lgr->flow));
+		/* An earlier ADD LINK the server gave up on (its new link never
+		 * got confirmed): that half-made link goes. */
+		if (f->kind == SMCR_FLOW_ADD_LINK && !f->local &&
+		    lgr->links[f->slot].link &&
+		    lgr->links[f->slot].link->state != SMCR_LINK_ACTIVE) {
+			smcr_info("link group: ADD LINK %u abandoned by the server",
+				  lgr->links[f->slot].link->link_id);
+			lgr->ops->link_destroy(lgr, lgr->links[f->slot].link);
+			memset(&lgr->links[f->slot], 0, sizeof(lgr->links[f->slot]));
+		}
+		memset(f, 0, sizeof(*f));
 	}
 	ret = slot_of_id(lgr, a->link_num) >= 0 ? -EEXIST :
 	      link_new(lgr, &peer, a->link_num, !same_rnic, &slot);
