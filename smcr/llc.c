@@ -1177,9 +1177,16 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 		    !lgr->cfg.test_link_idle_ms)
 			continue;
 		if (ll->test_sent_ms) {
-			if (t - ll->test_sent_ms >= lgr->cfg.test_link_timeout_ms) {
-				smcr_warn("link %u: no TEST LINK reply in %u ms: link down",
-					  ll->link->link_id, lgr->cfg.test_link_timeout_ms);
+			/* The last link takes every connection with it: give a
+			 * peer that is only slow (its RC ACKs come, its LLC
+			 * reply does not) three times as long.  A dead path
+			 * fails by RC retries long before either. */
+			uint64_t limit = lgr->cfg.test_link_timeout_ms *
+					 (smcr_lgr_active_links(lgr) > 1 ? 1u : 3u);
+
+			if (t - ll->test_sent_ms >= limit) {
+				smcr_warn("link %u: no TEST LINK reply in %llu ms: link down",
+					  ll->link->link_id, (unsigned long long)limit);
 				ll->test_sent_ms = 0;
 				smcr_lgr_link_down(lgr, ll->link, -ETIMEDOUT);
 			}
