@@ -42,6 +42,12 @@ if ! make -C build-san check VM_TESTS=; then show_logs build-san; exit 1; fi
 summary build-san
 
 step "valgrind: unit tests"
-if ! make -C build check-valgrind SHELL_TESTS=; then show_logs build; exit 1; fi
+# test-blockdev drives io_uring: memcheck cannot see the kernel filling its
+# read buffers (false "uninitialised" reports) and crawls through it; it
+# runs under ASan+UBSan above instead.
+if ! make -C build check-valgrind SHELL_TESTS= \
+        UNIT_TESTS='unit/test-smcr unit/test-wire unit/test-client'; then
+    show_logs build; exit 1
+fi
 
 step "all checks passed"
