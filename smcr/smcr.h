@@ -39,7 +39,9 @@ struct smcr_ctx_opts {
 	const char *devices;
 	uint32_t rmbe_size;		/* receive buffer per connection; 0: 64 KiB */
 	unsigned int max_links;		/* links per group, 2..8; 0: 2 */
-	unsigned int clc_timeout_ms;	/* each CLC reply; 0: 2000 */
+	unsigned int clc_timeout_ms;	/* each CLC message; 0: 2000 (an Accept or
+					 * Confirm also gets the LLC budget of a
+					 * CONFIRM RKEY: llc_timeout_ms * 4) */
 	unsigned int llc_timeout_ms;	/* each LLC reply; 0: 2000 */
 	unsigned int test_link_ms;	/* TEST LINK after idle; 0: 1000 */
 	unsigned int test_link_timeout_ms;	/* 0: 2000 */

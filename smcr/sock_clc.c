@@ -73,6 +73,13 @@ static bool link_settled(void *arg)
 }
 
 /* Our RMBE, waiting for CONFIRM RKEY when it comes from a new RMB. */
+/* A new RMB is announced (CONFIRM RKEY) before our Accept or Confirm goes
+ * out; the flow may queue behind another (ADD LINK) and be resent. */
+static unsigned int rkey_wait_ms(const struct smcr_ctx *ctx)
+{
+	return ctx->lgr_cfg.llc_timeout_ms * (ctx->lgr_cfg.llc_retries + 2);
+}
+
 static uint32_t rmbe_get(struct setup *st, struct smcr_rmbe *e)
 {
 	struct smcr_ctx *ctx = st->ctx;
@@ -87,9 +94,7 @@ static uint32_t rmbe_get(struct setup *st, struct smcr_rmbe *e)
 		smcr_warn("connect: no RMBE: %s", strerror(-ret));
 		return SMCR_DECL_MEM;
 	}
-	if (pending && smcr_engine_wait(ctx, rmb_announced, e,
-					ctx->lgr_cfg.llc_timeout_ms *
-					(ctx->lgr_cfg.llc_retries + 2))) {
+	if (pending && smcr_engine_wait(ctx, rmb_announced, e, rkey_wait_ms(ctx))) {
 		smcr_rmbe_free(&st->lgr->rmbs, e);
 		return SMCR_DECL_ERR_RTOK;
 	}
@@ -410,7 +415,8 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 {
 	struct smcr_clc_cfg cfg = {
 		.proposal_timeout_ms = (int)ctx->opts.clc_timeout_ms,
-		.reply_timeout_ms = (int)ctx->opts.clc_timeout_ms,
+		/* The peer may be announcing a new RMB before it replies. */
+		.reply_timeout_ms = (int)(ctx->opts.clc_timeout_ms + rkey_wait_ms(ctx)),
 		.send_timeout_ms = (int)ctx->opts.clc_timeout_ms,
 		/* A client that never speaks (plain NBD on an SMC-R port)
 		 * gets TCP once the Proposal wait ends with nothing read. */

@@ -61,9 +61,6 @@ echo "$out" | grep -q "^ext4: .* checksums equal after remount" || fail "no ext4
 echo "$out" | grep -q "2 connection(s) (smcr)" || fail "nbdkit's connections are not SMC-R"
 
 # --- 2. fio with verify, smcrctl while it runs -------------------------------------
-fio=$(vm_bg A 'fio --name=verify --filename=/dev/nbd0 --rw=randrw --bs=16k --iodepth=32 \
-  --ioengine=libaio --direct=1 --size=24M --offset=128M --verify=crc32c --verify_fatal=1 \
-  --do_verify=1 --output-format=json >/tmp/fio.out 2>/tmp/fio.err; rc=$?; cat /tmp/fio.out; cat /tmp/fio.err >&2; exit $rc')
 snap() {
     vm_run A "$SMCRCTL --json status nbdkit-smcr" | python3 -c '
 import json, sys
@@ -82,14 +79,14 @@ assert [c["transport"] for c in n["connections"]] == ["smcr", "smcr"], n["connec
 print(s["rdma_writes"], s["cdc_sent"], s["bytes_sent"], n["stats"]["requests"],
       len(links), len(conns), links[0]["device"], links[1]["device"])'
 }
-sleep 3
-s1=$(snap) || fail "smcrctl status (1) wrong"
-sleep 3
-s2=$(snap) || fail "smcrctl status (2) wrong"
-read -r w1 c1 b1 r1 nl nc d1 d2 <<<"$s1"
-read -r w2 c2 b2 r2 _ _ _ _ <<<"$s2"
-echo "smcrctl: 1 link group, $nl links ($d1, $d2), $nc SMC-R connections; rdma writes $w1 -> $w2, CDC $c1 -> $c2, requests $r1 -> $r2"
-[ "$w2" -gt "$w1" ] && [ "$c2" -gt "$c1" ] && [ "$r2" -gt "$r1" ] || fail "counters did not move during fio"
+# Counters before fio, the status while it runs, counters after it: fio's
+# I/O must show in them however fast or slow this machine is.
+s1=$(snap) || fail "smcrctl status (before fio) wrong"
+fio=$(vm_bg A 'fio --name=verify --filename=/dev/nbd0 --rw=randrw --bs=16k --iodepth=32 \
+  --ioengine=libaio --direct=1 --size=24M --offset=128M --verify=crc32c --verify_fatal=1 \
+  --do_verify=1 --output-format=json >/tmp/fio.out 2>/tmp/fio.err; rc=$?; cat /tmp/fio.out; cat /tmp/fio.err >&2; exit $rc')
+sleep 2
+smid=$(snap) || fail "smcrctl status (during fio) wrong"
 vm_run A "$SMCRCTL status nbdkit-smcr" | sed -n '1,/^counters/p'
 # The server's view while the client is attached.
 out=$(vm_run B "$SMCRCTL status smcrd") || { echo "$out"; fail "smcrctl on B failed"; }
@@ -98,6 +95,12 @@ echo "$out" | grep -q "link group 0: server, 2 connection(s)" || fail "no server
 [ "$(echo "$out" | grep -Ec '^    [0-9]+ +active +rxe[01] ')" = 2 ] || fail "B: two active links expected"
 echo "$out" | grep -Eq "^  clients +2$" || fail "B: smcrd should count 2 clients"
 fout=$(vm_wait -t 300 A "$fio") || { echo "$fout"; fail "fio failed"; }
+s2=$(snap) || fail "smcrctl status (after fio) wrong"
+read -r w1 c1 b1 r1 nl nc d1 d2 <<<"$s1"
+read -r wm cm _ rm _ _ _ _ <<<"$smid"
+read -r w2 c2 b2 r2 _ _ _ _ <<<"$s2"
+echo "smcrctl: 1 link group, $nl links ($d1, $d2), $nc SMC-R connections; rdma writes $w1 -> $wm -> $w2, CDC $c1 -> $cm -> $c2, requests $r1 -> $rm -> $r2 (before, during, after fio)"
+[ "$w2" -gt "$w1" ] && [ "$c2" -gt "$c1" ] && [ "$r2" -gt "$r1" ] || fail "counters did not move with fio"
 echo "$fout" | python3 -c '
 import json, sys
 j = json.load(sys.stdin)["jobs"][0]
