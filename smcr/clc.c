@@ -538,13 +538,33 @@ static enum rx_result clc_receive(struct clc *c, enum smcr_clc_type type, int ti
 	return RXR_MSG;
 }
 
+/* Send one of our messages; false with *ret set to what the exchange
+ * returns when it cannot go out. */
+static bool clc_send(struct clc *c, const struct smcr_clc_msg *msg, const char *name,
+		     int *ret)
+{
+	int rc = encode_send(c->fd, msg, c->cfg.send_timeout_ms);
+
+	if (rc == SMCR_E_INVAL || rc == SMCR_E_NOSPC) {
+		smcr_err("clc %s: the %s does not encode: %s", c->role, name,
+			 smcr_msg_strerror(rc));
+		*ret = clc_decline(c, SMCR_DECL_INTERR);
+		return false;
+	}
+	if (rc < 0) {
+		*ret = clc_abort(c, rc, 0);
+		return false;
+	}
+	return true;
+}
+
 int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 		    const struct smcr_clc_cfg *cfg, struct smcr_clc_result *res)
 {
 	struct smcr_clc_msg msg;
 	struct clc c;
 	uint32_t code;
-	int rc, ret;
+	int ret;
 
 	if (!res)
 		return -EINVAL;
@@ -559,13 +579,8 @@ int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 	memset(&msg, 0, sizeof(msg));
 	msg.hdr.type = SMCR_CLC_PROPOSAL;
 	msg.proposal = res->proposal;
-	rc = encode_send(fd, &msg, c.cfg.send_timeout_ms);
-	if (rc == SMCR_E_INVAL || rc == SMCR_E_NOSPC) {
-		smcr_err("clc client: the Proposal does not encode: %s", smcr_msg_strerror(rc));
-		return clc_decline(&c, SMCR_DECL_INTERR);
-	}
-	if (rc < 0)
-		return clc_abort(&c, rc, 0);
+	if (!clc_send(&c, &msg, "Proposal", &ret))
+		return ret;
 	res->have_proposal = true;
 	res->stats.proposals_sent++;
 
@@ -598,13 +613,8 @@ int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 	memset(&msg, 0, sizeof(msg));
 	msg.hdr.type = SMCR_CLC_CONFIRM;
 	msg.confirm = res->confirm;
-	rc = encode_send(fd, &msg, c.cfg.send_timeout_ms);
-	if (rc == SMCR_E_INVAL || rc == SMCR_E_NOSPC) {
-		smcr_err("clc client: the Confirm does not encode: %s", smcr_msg_strerror(rc));
-		return clc_decline(&c, SMCR_DECL_INTERR);
-	}
-	if (rc < 0)
-		return clc_abort(&c, rc, 0);
+	if (!clc_send(&c, &msg, "Confirm", &ret))
+		return ret;
 	res->have_confirm = true;
 	res->stats.confirms_sent++;
 	res->stats.smcr++;
@@ -621,7 +631,7 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 	struct smcr_clc_msg msg;
 	struct clc c;
 	uint32_t code;
-	int rc, ret;
+	int ret;
 
 	if (!res)
 		return -EINVAL;
@@ -659,13 +669,8 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 	memset(&msg, 0, sizeof(msg));
 	msg.hdr.type = SMCR_CLC_ACCEPT;
 	msg.accept = res->accept;
-	rc = encode_send(fd, &msg, c.cfg.send_timeout_ms);
-	if (rc == SMCR_E_INVAL || rc == SMCR_E_NOSPC) {
-		smcr_err("clc server: the Accept does not encode: %s", smcr_msg_strerror(rc));
-		return clc_decline(&c, SMCR_DECL_INTERR);
-	}
-	if (rc < 0)
-		return clc_abort(&c, rc, 0);
+	if (!clc_send(&c, &msg, "Accept", &ret))
+		return ret;
 	res->have_accept = true;
 	res->stats.accepts_sent++;
 
