@@ -558,6 +558,20 @@ static bool clc_send(struct clc *c, const struct smcr_clc_msg *msg, const char *
 	return true;
 }
 
+/* The exchange ended in SMC-R. */
+static int clc_smcr(struct clc *c)
+{
+	struct smcr_clc_result *res = c->res;
+
+	res->stats.smcr++;
+	if (res->first_contact)
+		res->stats.first_contacts++;
+	res->outcome = SMCR_CLC_SMCR;
+	smcr_dbg("clc %s: SMC-R (%s contact)", c->role,
+		 res->first_contact ? "first" : "subsequent");
+	return SMCR_CLC_SMCR;
+}
+
 int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 		    const struct smcr_clc_cfg *cfg, struct smcr_clc_result *res)
 {
@@ -617,12 +631,7 @@ int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 		return ret;
 	res->have_confirm = true;
 	res->stats.confirms_sent++;
-	res->stats.smcr++;
-	if (res->first_contact)
-		res->stats.first_contacts++;
-	res->outcome = SMCR_CLC_SMCR;
-	smcr_dbg("clc client: SMC-R (%s contact)", res->first_contact ? "first" : "subsequent");
-	return SMCR_CLC_SMCR;
+	return clc_smcr(&c);
 }
 
 int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
@@ -702,12 +711,7 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 			return clc_decline(&c, code);
 		return clc_abort(&c, -ECONNABORTED, code);
 	}
-	res->stats.smcr++;
-	if (res->first_contact)
-		res->stats.first_contacts++;
-	res->outcome = SMCR_CLC_SMCR;
-	smcr_dbg("clc server: SMC-R (%s contact)", res->first_contact ? "first" : "subsequent");
-	return SMCR_CLC_SMCR;
+	return clc_smcr(&c);
 }
 
 /* ---- the first-contact window after CLC (C.2) ---------------------------- */
