@@ -111,7 +111,7 @@ stream() {
     TA=$SA/$name.ticks TB=$SB/$name.ticks CA=$SA/$name.ctl CB=$SB/$name.ctl
     : >"$CA"; : >"$CB"
     srv=$(vm_bg B "$S server -p $port -n $n --ctl $CB --ticks $TB $*")
-    until_ok 30 "grep -q '^server: listening' $SB/out/$srv.out" || fail "$name: server did not start"
+    until_ok 30 "grep -qs '^server: listening' $SB/out/$srv.out" || fail "$name: server did not start"
     cli=$(vm_bg A "$S client $(vm_ip B 1) -p $port -m verify -b 0 -n $n -s 16K --ctl $CA --ticks $TA $*")
     until_ok 60 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ] && [ \$(tf $TA 3) -gt 1000000 ]" ||
         fail "$name: no two links and data flowing after 60 s"
@@ -141,11 +141,12 @@ stat_of() { [[ $1 =~ (^| )$2\ ([0-9]+) ]] && echo "${BASH_REMATCH[2]}" || echo -
 cuts=0
 cycle() {
     local what=$1 l=$2 cut=$3 heal=$4
-    local fa fb foa fob aa ab ra rb t0 t1 t2 t3
+    local fa fb foa fob aa ab ra rb t0 tc t1 t2 t3
     fa=$(tf $TA 6) fb=$(tf $TB 6) foa=$(tf $TA 5) fob=$(tf $TB 5)
     aa=$(tf $TA 7) ab=$(tf $TB 7)
     t0=$(now_ms)
     eval "$cut" >/dev/null || fail "$what link $l: '$cut' failed"
+    tc=$(now_ms)
     until_ok 20 "[ \$(tf $TA 6) -gt $fa ] && [ \$(tf $TB 6) -gt $fb ]" ||
         fail "$what link $l: not both sides saw it fail (A $(tail -n 1 $TA), B $(tail -n 1 $TB))"
     t1=$(now_ms)
@@ -161,7 +162,7 @@ cycle() {
     [ "$(tf $TA 5)" -gt "$foa" ] && [ "$(tf $TB 5)" -gt "$fob" ] ||
         fail "$what link $l: no connection moved (failovers A $foa -> $(tf $TA 5), B $fob -> $(tf $TB 5))"
     cuts=$((cuts + 1))
-    vm_say "$what link $l: both sides failed over after $((t1 - t0)) ms (A moved $(( $(tf $TA 5) - foa )), B $(( $(tf $TB 5) - fob )) connections); two links $((t2 - t1)) ms after healing, rebalanced $((t3 - t2)) ms later"
+    vm_say "$what link $l: both sides failed over after $((t1 - t0)) ms (the cut itself took $((tc - t0)) ms; A moved $(( $(tf $TA 5) - foa )), B $(( $(tf $TB 5) - fob )) connections); two links $((t2 - t1)) ms after healing, rebalanced $((t3 - t2)) ms later"
 }
 
 cable_cut() { vm_cable "$1" off; }
@@ -304,7 +305,7 @@ if [[ $phases == *" 3 "* ]]; then
 vm_say "3. both links down longer than the timeouts"
 TA=$SA/down.ticks TB=$SB/down.ticks
 srv=$(vm_bg B "$S server -p 5002 -n 5 --ticks $TB")
-until_ok 30 "grep -q '^server: listening' $SB/out/$srv.out" || fail "down: server did not start"
+until_ok 30 "grep -qs '^server: listening' $SB/out/$srv.out" || fail "down: server did not start"
 cli=$(vm_bg A "$S client $(vm_ip B 1) -p 5002 -m verify -b 0 -n 4 -s 16K --ticks $TA")
 until_ok 60 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TA 3) -gt 500000 ]" || fail "down: streams did not start"
 t0=$(now_ms)
