@@ -3,12 +3,13 @@
 #  1. 16 connections stream both ways (every byte pattern-checked, SHA-256
 #     compared at the end) while links fail and come back, FO_CYCLES times
 #     per link and method:
-#       cable   qemu set_link off/on on both hosts (a pulled cable)
-#       ifdown  "ip link set ethN down/up" in A
-#     then once per link: "rdma link delete rxeN" and "rdma link add" (in A
-#     for link 1, in B, the server, for link 2), the link's QP forced into
-#     error (smcr_fault fail-dev= through the tool's control file), and
-#     netem 5% loss on link 1 for a while.  After every cut both sides lost
+#       cable        qemu set_link off/on on both hosts (a pulled cable)
+#       ifdown       "ip link set ethN down/up" in A
+#       rdma-delete  "rdma link delete rxeN" and "rdma link add", in A and
+#                    in B (the server) by turns
+#       qp-error     the link's QP forced into error (smcr_fault fail-dev=
+#                    through the tool's control file)
+#     then netem 5% loss on link 1 for a while.  After every cut both sides lost
 #     the link and moved its connections (link_failures and failovers
 #     grow), then have two links again (links_added grows) and spread the
 #     connections over them (rebalanced grows).  At the end: no connection
@@ -22,16 +23,16 @@
 #     connection builds a new link group.
 #  4. Asymmetric group: B's two NICs bridged under one RNIC (rxe0 on br0),
 #     A with two; A's links fail (cable, ifdown) and come back.
-# FO_CYCLES (SMCR_FO_CYCLES, default 3) keeps the run within a few minutes;
-# the issue's ten cuts per link and method: SMCR_FO_CYCLES=10.
+# FO_CYCLES (SMCR_FO_CYCLES, default 10: 80 cuts, about 7 minutes under
+# TCG); fewer for a quick look.
 # SMCR_FO_PHASES (default "1 2 3 4") runs some of the parts only.
-# smcr-timeout: 900
-: "${SMCR_VM_TIMEOUT:=840}"
+# smcr-timeout: 1800
+: "${SMCR_VM_TIMEOUT:=1740}"
 . "$(dirname "$0")/lib.sh"
 vm_requires
 S=$abs_top_builddir/tests/bench/smcr-stream
 [ -x "$S" ] || fail "$S not built"
-cycles=${SMCR_FO_CYCLES:-3}
+cycles=${SMCR_FO_CYCLES:-10}
 phases=" ${SMCR_FO_PHASES:-1 2 3 4} "
 vm_start_pair
 SA=$(vm_share A) SB=$(vm_share B)
@@ -183,10 +184,18 @@ for l in 1 2; do
         cycle ifdown $l "vm_run A 'ip link set eth$((l-1)) down'" "vm_run A 'ip link set eth$((l-1)) up'"
     done
 done
-cycle "rdma-delete(A)" 1 "vm_run A 'rdma link delete rxe0'" "vm_run A 'rdma link add rxe0 type rxe netdev eth0'"
-cycle "rdma-delete(B)" 2 "vm_run B 'rdma link delete rxe1'" "vm_run B 'rdma link add rxe1 type rxe netdev eth1'"
+# The RDMA device goes away in A and in B by turns.
 for l in 1 2; do
-    cycle qp-error $l "echo 'fault fail-dev=rxe$((l-1))' >>$CA" ":"
+    for (( i=0; i<cycles; i++ )); do
+        h=$([ $((i % 2)) = 0 ] && echo A || echo B)
+        cycle "rdma-delete($h)" $l "vm_run $h 'rdma link delete rxe$((l-1))'" \
+            "vm_run $h 'rdma link add rxe$((l-1)) type rxe netdev eth$((l-1))'"
+    done
+done
+for l in 1 2; do
+    for (( i=0; i<cycles; i++ )); do
+        cycle qp-error $l "echo 'fault fail-dev=rxe$((l-1))' >>$CA" ":"
+    done
 done
 fa=$(tf $TA 6) r0=$(tf $TA 3) t0=$(tf $TA 2)
 vm_run A 'tc qdisc add dev eth0 root netem loss 5%' >/dev/null || fail "netem 5% on eth0"
@@ -208,7 +217,7 @@ for side in CSTATS SSTATS; do
 done
 [ "$(stat_of "$SSTATS" devices_lost)" -ge 1 ] && [ "$(stat_of "$CSTATS" devices_lost)" -ge 1 ] ||
     fail "a removed RDMA device was not noticed: A: $CSTATS; B: $SSTATS"
-summary+=("load: $cuts link cuts in ${load_s} s ($cycles per link by cable and by ifdown, rdma link delete/add on A and on B, a QP error per link) and 10 s of netem 5% loss (A received $netem_rate MB/s, $netem_fail link failures): 16/16 streams verified both ways, no reset")
+summary+=("load: $cuts link cuts in ${load_s} s ($cycles per link by cable, by ifdown, by rdma link delete/add (A and B by turns) and by a forced QP error) and 10 s of netem 5% loss (A received $netem_rate MB/s, $netem_fail link failures): 16/16 streams verified both ways, no reset")
 summary+=("load counters A: $(echo "$CSTATS" | grep -oE '(link_failures|failovers|links_added|rebalanced|devices_lost) [0-9]+' | tr '\n' ' ')")
 summary+=("load counters B: $(echo "$SSTATS" | grep -oE '(link_failures|failovers|links_added|rebalanced|devices_lost) [0-9]+' | tr '\n' ' ')")
 fi
