@@ -10,6 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <linux/neighbour.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -369,38 +373,103 @@ again:
 	return smcr_engine_link_on(ctx, lgr, pick, linkp, local);
 }
 
-/* Is the IPv4 address in gid a resolved neighbour (/proc/net/arp)?  If
- * not, a datagram to it starts the resolution.  (modify_qp to RTR resolves
- * the peer's MAC itself, waiting up to a second, under our lock: seen on
- * rxe when a link was re-added while the peer's end was still down.)  The
- * exchange that wanted the link is retried.  IPv6 and no /proc: true. */
+/* Is addr (family AF_INET or AF_INET6) in the kernel's neighbour table with
+ * a link-layer address?  1, 0, or -errno (no netlink). */
+static int neigh_resolved(int family, const void *addr)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct ndmsg nd;
+	} req = {
+		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETNEIGH,
+			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.nd = { .ndm_family = (unsigned char)family },
+	};
+	const size_t alen = family == AF_INET ? 4 : 16;
+	const uint16_t ok = NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE |
+			    NUD_PERMANENT | NUD_NOARP;
+	char buf[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
+	int fd, found = 0, ret = -EIO;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	if (send(fd, &req, sizeof(req), 0) < 0) {
+		ret = -errno;
+		goto out_close;
+	}
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		struct nlmsghdr *nh;
+
+		if (n < 0) {
+			ret = -errno;
+			goto out_close;
+		}
+		for (nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, (size_t)n);
+		     nh = NLMSG_NEXT(nh, n)) {
+			struct ndmsg *nd = NLMSG_DATA(nh);
+			struct rtattr *a;
+			int len;
+
+			if (nh->nlmsg_type == NLMSG_DONE) {
+				ret = found;
+				goto out_close;
+			}
+			if (nh->nlmsg_type == NLMSG_ERROR)
+				goto out_close;
+			if (nh->nlmsg_type != RTM_NEWNEIGH || !(nd->ndm_state & ok))
+				continue;
+			len = (int)RTM_PAYLOAD(nh);
+			for (a = RTM_RTA(nd); RTA_OK(a, len); a = RTA_NEXT(a, len))
+				if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == alen &&
+				    !memcmp(RTA_DATA(a), addr, alen))
+					found = 1;
+		}
+	}
+out_close:
+	close(fd);
+	return ret;
+}
+
+/* Is the peer's address in gid (IPv4-mapped or IPv6) a resolved
+ * neighbour?  If not, a datagram to it starts the resolution.  (modify_qp
+ * to RTR resolves the peer's MAC itself, waiting up to a second, under our
+ * lock: seen on rxe when a link was re-added while the peer's end was still
+ * down.)  The exchange that wanted the link is retried.  Link-local IPv6
+ * (no scope known here) and no netlink: true. */
 static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 {
 	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(9) };
-	char want[INET_ADDRSTRLEN], line[256], ip[64];
-	unsigned int flags;
-	bool ready = false;
-	FILE *f;
-	int fd;
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	char want[INET6_ADDRSTRLEN];
+	socklen_t sl;
+	int fd, r;
 
-	if (memcmp(gid, v4, sizeof(v4)))
+	if (!memcmp(gid, v4, sizeof(v4))) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(9);
+		memcpy(&sin->sin_addr, gid + 12, 4);
+		sl = sizeof(*sin);
+		r = neigh_resolved(AF_INET, &sin->sin_addr);
+		inet_ntop(AF_INET, &sin->sin_addr, want, sizeof(want));
+	} else {
+		if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80)
+			return true;
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(9);
+		memcpy(&sin6->sin6_addr, gid, 16);
+		sl = sizeof(*sin6);
+		r = neigh_resolved(AF_INET6, &sin6->sin6_addr);
+		inet_ntop(AF_INET6, &sin6->sin6_addr, want, sizeof(want));
+	}
+	if (r != 0)
 		return true;
-	memcpy(&sin.sin_addr, gid + 12, 4);
-	inet_ntop(AF_INET, &sin.sin_addr, want, sizeof(want));
-	f = fopen("/proc/net/arp", "re");
-	if (!f)
-		return true;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%63s %*s %x", ip, &flags) == 2 &&
-		    !strcmp(ip, want) && (flags & 0x2))
-			ready = true;
-	fclose(f);
-	if (ready)
-		return true;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd >= 0) {
-		if (sendto(fd, "", 1, 0, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		if (sendto(fd, "", 1, 0, (struct sockaddr *)&ss, sl) < 0)
 			smcr_dbg("engine: cannot prod %s: %s", want, strerror(errno));
 		close(fd);
 	}
