@@ -650,6 +650,10 @@ static void usage(FILE *f)
 		"  stats [TARGET]           counters only\n"
 		"  fail-link N [TARGET]     force link N of every link group into the error\n"
 		"                           state (failover test)\n"
+		"  fault SPEC [TARGET]      inject a fault: fail-link=N, drop-link=N,\n"
+		"                           delay-link=N,ms=D, clear-link=N (or -dev=NAME\n"
+		"                           for every link on an RDMA device); options\n"
+		"                           for=MS, after=MS, every=MS, count=C\n"
 		"  send TARGET COMMAND...   any control command (e.g. 'nbd drop')\n"
 		"\n"
 		"Options:\n"
@@ -720,6 +724,16 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		snprintf(line, sizeof(line), "fault fail-link=%ld", id);
+		return cmd_send(optind + 1 < argc ? argv[optind + 1] : NULL, line, true);
+	}
+	if (!strcmp(cmd, "fault")) {
+		char line[256];
+
+		if (optind >= argc || optind + 2 < argc || !strchr(argv[optind], '=')) {
+			fprintf(stderr, "usage: smcrctl fault SPEC [TARGET], e.g. drop-link=1,for=3000\n");
+			return 2;
+		}
+		snprintf(line, sizeof(line), "fault %s", argv[optind]);
 		return cmd_send(optind + 1 < argc ? argv[optind + 1] : NULL, line, true);
 	}
 	if (!strcmp(cmd, "send")) {

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,38 +154,39 @@ static int ctx_dump_fn(void *arg, char *buf, size_t len, bool json)
 	return smcr_ctx_dump(arg, buf, len, json);
 }
 
+#define STAT(name) { #name, offsetof(struct smcr_stats, name) }
+static const struct {
+	const char *name;
+	size_t off;
+} stat_fields[] = {
+	STAT(connections), STAT(smc_connections), STAT(fallbacks),
+	STAT(link_groups), STAT(links_added), STAT(links_deleted),
+	STAT(link_failures), STAT(failovers), STAT(cdc_sent), STAT(cdc_recv),
+	STAT(rdma_writes), STAT(bytes_sent), STAT(bytes_recv), STAT(llc_sent),
+	STAT(llc_recv), STAT(rkeys_confirmed), STAT(test_links),
+	STAT(open_connections), STAT(rmbes_in_use), STAT(sndbufs_in_use),
+	STAT(rmbs), STAT(links_active), STAT(rebalanced), STAT(devices_lost),
+	STAT(fault_held), STAT(fault_discarded), STAT(fault_held_recvs),
+};
+#undef STAT
+
+static unsigned long long stat_of(const struct smcr_stats *st, size_t i)
+{
+	return *(const uint64_t *)((const char *)st + stat_fields[i].off);
+}
+
 static void stats_text(struct sbuf *b, const struct smcr_stats *st)
 {
-	unsigned int i;
+	size_t i;
 
-	sb_printf(b,
-		  "connections %llu\nsmc_connections %llu\nfallbacks %llu\n"
-		  "link_groups %llu\nlinks_added %llu\nlinks_deleted %llu\n"
-		  "link_failures %llu\nfailovers %llu\ncdc_sent %llu\ncdc_recv %llu\n"
-		  "rdma_writes %llu\nbytes_sent %llu\nbytes_recv %llu\nllc_sent %llu\n"
-		  "llc_recv %llu\nrkeys_confirmed %llu\ntest_links %llu\n",
-		  (unsigned long long)st->connections,
-		  (unsigned long long)st->smc_connections,
-		  (unsigned long long)st->fallbacks,
-		  (unsigned long long)st->link_groups,
-		  (unsigned long long)st->links_added,
-		  (unsigned long long)st->links_deleted,
-		  (unsigned long long)st->link_failures,
-		  (unsigned long long)st->failovers,
-		  (unsigned long long)st->cdc_sent,
-		  (unsigned long long)st->cdc_recv,
-		  (unsigned long long)st->rdma_writes,
-		  (unsigned long long)st->bytes_sent,
-		  (unsigned long long)st->bytes_recv,
-		  (unsigned long long)st->llc_sent,
-		  (unsigned long long)st->llc_recv,
-		  (unsigned long long)st->rkeys_confirmed,
-		  (unsigned long long)st->test_links);
+	for (i = 0; i < sizeof(stat_fields) / sizeof(stat_fields[0]); i++)
+		sb_printf(b, "%s %llu\n", stat_fields[i].name, stat_of(st, i));
 	for (i = 0; i < SMCR_STATS_REASONS; i++)
 		if (st->fallback_by_reason[i])
-			sb_printf(b, "fallback 0x%08x %llu (%s)\n", smcr_stats_reason(i),
+			sb_printf(b, "fallback 0x%08x %llu (%s)\n",
+				  smcr_stats_reason((unsigned int)i),
 				  (unsigned long long)st->fallback_by_reason[i],
-				  smcr_reason_str(smcr_stats_reason(i)));
+				  smcr_reason_str(smcr_stats_reason((unsigned int)i)));
 }
 
 static void json_str(struct sbuf *b, const char *s)
@@ -207,30 +209,10 @@ static void stats_json(struct sbuf *b, const struct smcr_stats *st)
 {
 	unsigned int i, n = 0;
 
-	sb_printf(b,
-		  "{\"connections\":%llu,\"smc_connections\":%llu,\"fallbacks\":%llu,"
-		  "\"link_groups\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,"
-		  "\"link_failures\":%llu,\"failovers\":%llu,\"cdc_sent\":%llu,"
-		  "\"cdc_recv\":%llu,\"rdma_writes\":%llu,\"bytes_sent\":%llu,"
-		  "\"bytes_recv\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,"
-		  "\"rkeys_confirmed\":%llu,\"test_links\":%llu,\"fallback_reasons\":[",
-		  (unsigned long long)st->connections,
-		  (unsigned long long)st->smc_connections,
-		  (unsigned long long)st->fallbacks,
-		  (unsigned long long)st->link_groups,
-		  (unsigned long long)st->links_added,
-		  (unsigned long long)st->links_deleted,
-		  (unsigned long long)st->link_failures,
-		  (unsigned long long)st->failovers,
-		  (unsigned long long)st->cdc_sent,
-		  (unsigned long long)st->cdc_recv,
-		  (unsigned long long)st->rdma_writes,
-		  (unsigned long long)st->bytes_sent,
-		  (unsigned long long)st->bytes_recv,
-		  (unsigned long long)st->llc_sent,
-		  (unsigned long long)st->llc_recv,
-		  (unsigned long long)st->rkeys_confirmed,
-		  (unsigned long long)st->test_links);
+	sb_printf(b, "{");
+	for (i = 0; i < sizeof(stat_fields) / sizeof(stat_fields[0]); i++)
+		sb_printf(b, "\"%s\":%llu,", stat_fields[i].name, stat_of(st, i));
+	sb_printf(b, "\"fallback_reasons\":[");
 	for (i = 0; i < SMCR_STATS_REASONS; i++) {
 		if (!st->fallback_by_reason[i])
 			continue;

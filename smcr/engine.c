@@ -692,9 +692,38 @@ static void lgr_stats_add(struct smcr_stats *st, const struct smcr_lgr *lgr)
 
 /* ---- fault injection ------------------------------------------------------- */
 
-/* Links with that id, or (id 0) on the device named dev. */
-static int fail_links(struct smcr_ctx *ctx, unsigned int id, const char *dev)
+enum smcr_fault_action { FAULT_FAIL, FAULT_DROP, FAULT_DELAY, FAULT_CLEAR };
+
+/* While a link holds work requests back the timer runs this often. */
+#define SMCR_FAULT_TICK_MS 5
+
+static void set_tick(struct smcr_ctx *ctx, uint32_t ms)
 {
+	struct itimerspec its = {
+		.it_interval = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L },
+		.it_value = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L },
+	};
+
+	if (ctx->tick_ms == ms || ctx->timerfd < 0)
+		return;
+	if (timerfd_settime(ctx->timerfd, 0, &its, NULL) == 0)
+		ctx->tick_ms = ms;
+}
+
+static const char *const fault_names[] = {
+	[FAULT_FAIL] = "fail", [FAULT_DROP] = "drop", [FAULT_DELAY] = "delay",
+	[FAULT_CLEAR] = "clear",
+};
+
+/* Apply f to the links with its id, or (id 0) on the device it names;
+ * how many. */
+static int fault_links(struct smcr_ctx *ctx, const struct smcr_fault_sched *f)
+{
+	static const enum smcr_vlink_fault_kind kind[] = {
+		[FAULT_DROP] = SMCR_VLINK_FAULT_DROP,
+		[FAULT_DELAY] = SMCR_VLINK_FAULT_DELAY,
+		[FAULT_CLEAR] = SMCR_VLINK_FAULT_NONE,
+	};
 	struct smcr_lgr *lgr;
 	unsigned int i;
 	int n = 0;
@@ -707,56 +736,87 @@ static int fail_links(struct smcr_ctx *ctx, unsigned int id, const char *dev)
 
 			if (!l || l->state == SMCR_LINK_FAILED || lgr->links[i].down)
 				continue;
-			if (id ? l->link_id == id :
-			    l->dev && !strcmp(l->dev->name, dev)) {
-				smcr_info("fault injection: failing link %u (%s)",
-					  l->link_id, l->dev ? l->dev->name : "-");
+			if (f->link_id ? l->link_id != f->link_id :
+			    !l->dev || strcmp(l->dev->name, f->dev))
+				continue;
+			smcr_info("fault injection: %s link %u (%s)%s", fault_names[f->action],
+				  l->link_id, l->dev ? l->dev->name : "-",
+				  f->action == FAULT_DELAY ? " (delay)" : "");
+			if (f->action == FAULT_FAIL) {
 				l->ops->fail(l);
-				n++;
+			} else if (!l->dev || smcr_vlink_fault(l, kind[f->action], f->ms,
+							      f->for_ms)) {
+				continue;
 			}
+			n++;
 		}
 	}
+	if (n && f->action != FAULT_FAIL)
+		set_tick(ctx, SMCR_FAULT_TICK_MS);
 	return n;
 }
 
 int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec)
 {
-	struct smcr_fault_sched f = { 0 };
+	struct smcr_fault_sched f = { .action = FAULT_FAIL };
 	char buf[128], *tok, *save = NULL;
-	unsigned int id = 0, after = 0, every = 0, count = 0;
-	char dev[sizeof(f.dev)] = "";
-	bool timed = false;
+	unsigned int id = 0, after = 0, every = 0, count = 0, ms = 0, for_ms = 0;
+	bool timed = false, target = false;
+	size_t a;
 
 	snprintf(buf, sizeof(buf), "%s", spec);
 	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-		if (sscanf(tok, "fail-link=%u", &id) == 1)
-			continue;
-		if (!strncmp(tok, "fail-dev=", 9) && tok[9]) {
-			snprintf(dev, sizeof(dev), "%s", tok + 9);
-			continue;
-		}
+		char *eq = strchr(tok, '=');
+		size_t nl = strlen(tok);
+
 		if (sscanf(tok, "after=%u", &after) == 1 ||
 		    sscanf(tok, "every=%u", &every) == 1 ||
 		    sscanf(tok, "count=%u", &count) == 1) {
 			timed = true;
 			continue;
 		}
-		return -EINVAL;
+		if (sscanf(tok, "ms=%u", &ms) == 1 || sscanf(tok, "for=%u", &for_ms) == 1)
+			continue;
+		/* ACTION-link=N or ACTION-dev=NAME */
+		for (a = 0; a < sizeof(fault_names) / sizeof(fault_names[0]); a++) {
+			nl = strlen(fault_names[a]);
+			if (!strncmp(tok, fault_names[a], nl) && tok[nl] == '-')
+				break;
+		}
+		if (target || a == sizeof(fault_names) / sizeof(fault_names[0]) || !eq || !eq[1])
+			return -EINVAL;
+		f.action = (uint8_t)a;
+		if (!strncmp(tok + nl, "-link=", 6)) {
+			char *end;
+			unsigned long v = strtoul(eq + 1, &end, 10);
+
+			if (*end || v < 1 || v > 255)
+				return -EINVAL;
+			id = (unsigned int)v;
+		} else if (!strncmp(tok + nl, "-dev=", 5)) {
+			snprintf(f.dev, sizeof(f.dev), "%s", eq + 1);
+		} else {
+			return -EINVAL;
+		}
+		target = true;
 	}
-	if ((id < 1 || id > 255) && !dev[0])
+	if (!target || (f.action == FAULT_DELAY && !ms) ||
+	    (f.action != FAULT_DELAY && ms) ||
+	    ((f.action == FAULT_FAIL || f.action == FAULT_CLEAR) && for_ms))
 		return -EINVAL;
+	f.link_id = (uint8_t)id;
+	f.ms = ms;
+	f.for_ms = for_ms;
 	if (!timed)
-		return fail_links(ctx, id, dev) ?: -ENOENT;
+		return fault_links(ctx, &f) ?: -ENOENT;
 	if (ctx->nfaults >= sizeof(ctx->faults) / sizeof(ctx->faults[0]))
 		return -ENOSPC;
-	f.link_id = (uint8_t)id;
-	memcpy(f.dev, dev, sizeof(f.dev));
 	f.next_ms = smcr_now_ms() + (after ? after : every);
 	f.every_ms = every;
 	f.left = count;
 	ctx->faults[ctx->nfaults++] = f;
-	smcr_info("fault injection: link %u%s in %u ms%s", id, dev, after ? after : every,
-		  every ? ", then again and again" : "");
+	smcr_info("fault injection: %s link %u%s in %u ms%s", fault_names[f.action], id, f.dev,
+		  after ? after : every, every ? ", then again and again" : "");
 	return 0;
 }
 
@@ -773,7 +833,7 @@ static void faults_tick(struct smcr_ctx *ctx, uint64_t now)
 			i++;
 			continue;
 		}
-		n = fail_links(ctx, f->link_id, f->dev);
+		n = fault_links(ctx, f);
 		if (f->every_ms) {
 			f->next_ms = now + f->every_ms;
 			if (n > 0 && f->left && --f->left == 0)
@@ -838,6 +898,19 @@ static void tick(struct smcr_ctx *ctx)
 	}
 	if (ctx->nfaults)
 		faults_tick(ctx, now);
+	/* Links under a drop or delay fault post what is due. */
+	if (ctx->tick_ms != SMCR_LGR_TICK_MS) {
+		bool held = false;
+		unsigned int i;
+
+		for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
+			for (i = 0; i < SMCR_LINK_SLOTS; i++)
+				if (lgr->links[i].link && lgr->links[i].link->dev &&
+				    smcr_vlink_fault_tick(lgr->links[i].link))
+					held = true;
+		if (!held)
+			set_tick(ctx, SMCR_LGR_TICK_MS);
+	}
 }
 
 static uint64_t thread_cpu_ms(void)
@@ -1030,6 +1103,7 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		ret = -errno;
 		goto out_close_fds;
 	}
+	ctx->tick_ms = SMCR_LGR_TICK_MS;
 	ret = ep_add(ctx, ctx->wakefd, SRC_WAKE, NULL);
 	if (!ret)
 		ret = ep_add(ctx, ctx->timerfd, SRC_TIMER, NULL);
@@ -1114,6 +1188,9 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 
 	*st = ctx->stats;
 	st->devices_lost = ctx->devices_lost;
+	st->fault_held = ctx->vlinks.fault_held;
+	st->fault_discarded = ctx->vlinks.fault_discarded;
+	st->fault_held_recvs = ctx->vlinks.fault_held_recvs;
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
 		lgr_stats_add(st, lgr);
 		st->link_groups++;

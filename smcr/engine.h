@@ -54,13 +54,16 @@ struct smcr_ctx {
 	uint64_t devices_lost;
 	/* Scheduled fault injection (smcr_fault "...,after=", SMCR_FAULT). */
 	struct smcr_fault_sched {
+		uint8_t action;		/* enum smcr_fault_action */
 		uint8_t link_id;	/* 0: every link on dev */
+		uint32_t ms, for_ms;	/* delay; how long a drop/delay lasts */
 		char dev[IBV_SYSFS_NAME_MAX];
 		uint64_t next_ms;
 		uint32_t every_ms;	/* 0: once */
 		unsigned int left;	/* with every: 0 is forever */
 	} faults[8];
 	unsigned int nfaults;
+	uint32_t tick_ms;		/* the timer's period now */
 	/* Verbs objects of dead links, destroyed by their own thread (a QP
 	 * destroy may sleep for seconds on rxe); each holds a device ref. */
 	struct smcr_reap_item {

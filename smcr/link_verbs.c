@@ -44,6 +44,13 @@ struct smcr_vlink_res {
 	char devname[IBV_SYSFS_NAME_MAX];
 };
 
+/* A work request held back by an injected fault (smcr_vlink_fault()). */
+struct held {
+	struct ibv_send_wr wr;
+	struct ibv_sge sge[2];
+	uint64_t due_ms;
+};
+
 struct smcr_vlink {
 	struct smcr_link link;		/* first: a link is its vlink */
 	struct smcr_vlink_res *res;	/* NULL once released */
@@ -63,6 +70,16 @@ struct smcr_vlink {
 	 * entry seq lives at sq[seq % sq_depth] and is the verbs wr_id. */
 	struct sq_ent *sq;
 	uint64_t sq_head, sq_tail;
+	/* Injected fault: [sq_posted, sq_head) are held, not yet posted. */
+	enum smcr_vlink_fault_kind fault;
+	uint32_t fault_ms;		/* delay */
+	uint64_t fault_until_ms;	/* 0: until cleared */
+	struct held *held;		/* sq_depth entries, once needed */
+	uint64_t sq_posted;
+	/* Receive buffers whose messages a drop holds back, in order:
+	 * [rx_head, rx_tail) in rx_held (rq_depth entries). */
+	unsigned int *rx_held;
+	uint64_t rx_head, rx_tail;
 	unsigned int since_signal;
 	uint32_t psn;
 	bool down;
@@ -75,6 +92,22 @@ struct smcr_vlink {
 static struct smcr_vlink *vl_of(const struct smcr_link *link)
 {
 	return (struct smcr_vlink *)link->priv;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* How long RC retries last before a completion error (the QP's ACK
+ * timeout, 4.096 us << timeout, times 1 + retry_cnt). */
+static uint64_t retry_budget_ms(const struct smcr_vlink *vl)
+{
+	return ((4096ull << vl->timing.timeout) / 1000000u + 1) *
+	       (1u + vl->timing.retry_cnt);
 }
 
 static int wc_errno(enum ibv_wc_status st)
@@ -98,6 +131,8 @@ static int wc_errno(enum ibv_wc_status st)
 	}
 }
 
+static void deliver_held_rx(struct smcr_vlink *vl);
+
 /* The link is unusable: QP to error (nothing it still carries may be
  * placed once the owner has replayed it elsewhere), tell the owner once. */
 static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
@@ -106,9 +141,20 @@ static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
 
 	if (vl->down)
 		return;
+	/* What a drop held back was acknowledged to the peer: the owner
+	 * gets it before it validates the failover. */
+	vl->fault = SMCR_VLINK_FAULT_NONE;
+	deliver_held_rx(vl);
+	if (vl->down)
+		return;
 	vl->down = true;
 	vl->link.state = SMCR_LINK_FAILED;
 	vl->link.errors++;
+	/* Held work requests never reach the QP: no flush reports them
+	 * (the owner replays by its cursors, not by completions). */
+	vl->stats.fault_discarded += vl->sq_head - vl->sq_posted;
+	vl->set->fault_discarded += vl->sq_head - vl->sq_posted;
+	vl->sq_head = vl->sq_posted;
 	vl->stats.down_reason = reason;
 	vl->stats.down_wc_status = st;
 	ret = vl->qp ? smcr_qp_to_err(vl->qp) : 0;
@@ -138,9 +184,26 @@ static int sq_post(struct smcr_vlink *vl, struct ibv_send_wr *wr, uint8_t kind,
 
 	wr->wr_id = vl->sq_head;
 	wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
-	ret = ibv_post_send(vl->qp, wr, &bad);
-	if (ret)
-		return -ret;
+	if (vl->fault != SMCR_VLINK_FAULT_NONE || vl->sq_posted != vl->sq_head) {
+		/* Behind an injected fault, or behind what it still holds. */
+		struct held *h = &vl->held[vl->sq_head % vl->sq_depth];
+		int i;
+
+		h->wr = *wr;
+		h->wr.next = NULL;
+		for (i = 0; i < wr->num_sge; i++)
+			h->sge[i] = wr->sg_list[i];
+		h->wr.sg_list = h->sge;
+		h->due_ms = now_ms() + (vl->fault == SMCR_VLINK_FAULT_DROP ?
+					retry_budget_ms(vl) : vl->fault_ms);
+		vl->stats.fault_held++;
+		vl->set->fault_held++;
+	} else {
+		ret = ibv_post_send(vl->qp, wr, &bad);
+		if (ret)
+			return -ret;
+		vl->sq_posted++;
+	}
 	e = &vl->sq[vl->sq_head % vl->sq_depth];
 	e->wr_id = wr_id;
 	e->kind = kind;
@@ -255,23 +318,15 @@ static int post_recv(struct smcr_vlink *vl, unsigned int idx)
 
 /* ---- completions -------------------------------------------------------- */
 
-static void recv_done(struct smcr_vlink *vl, const struct ibv_wc *wc)
+/* Hand the message in receive buffer idx to the owner, post it again. */
+static void deliver(struct smcr_vlink *vl, unsigned int idx, uint32_t len)
 {
-	unsigned int idx = (unsigned int)(wc->wr_id & ~VL_RECV_BIT);
 	const struct smcr_link_handler *h = vl->link.handler;
 	int ret;
 
-	if (idx >= vl->rq_depth) {
-		smcr_warn("link %u: receive completion for unknown buffer %u",
-			  vl->link.link_id, idx);
-		return;
-	}
-	if (wc->status != IBV_WC_SUCCESS)
-		return;		/* flushed, or the link went down already */
-	if (wc->byte_len != SMCR_MSG_LEN) {
+	if (len != SMCR_MSG_LEN) {
 		vl->stats.bad_recvs++;
-		smcr_warn("link %u: dropped a %u-byte message", vl->link.link_id,
-			  wc->byte_len);
+		smcr_warn("link %u: dropped a %u-byte message", vl->link.link_id, len);
 	} else {
 		vl->link.recvs++;
 		if (h && h->recv)
@@ -285,6 +340,38 @@ static void recv_done(struct smcr_vlink *vl, const struct ibv_wc *wc)
 			  vl->link.link_id, strerror(-ret));
 		link_down(vl, ret, IBV_WC_SUCCESS);
 	}
+}
+
+static void deliver_held_rx(struct smcr_vlink *vl)
+{
+	while (vl->rx_head != vl->rx_tail && !vl->released) {
+		unsigned int idx = vl->rx_held[vl->rx_head % vl->rq_depth];
+
+		vl->rx_head++;
+		deliver(vl, idx, SMCR_MSG_LEN);
+	}
+}
+
+static void recv_done(struct smcr_vlink *vl, const struct ibv_wc *wc)
+{
+	unsigned int idx = (unsigned int)(wc->wr_id & ~VL_RECV_BIT);
+
+	if (idx >= vl->rq_depth) {
+		smcr_warn("link %u: receive completion for unknown buffer %u",
+			  vl->link.link_id, idx);
+		return;
+	}
+	if (wc->status != IBV_WC_SUCCESS)
+		return;		/* flushed, or the link went down already */
+	if (wc->byte_len == SMCR_MSG_LEN &&
+	    (vl->fault == SMCR_VLINK_FAULT_DROP || vl->rx_head != vl->rx_tail)) {
+		/* Silent for now; the buffer stays out of the queue. */
+		vl->rx_held[vl->rx_tail++ % vl->rq_depth] = idx;
+		vl->stats.fault_held_recvs++;
+		vl->set->fault_held_recvs++;
+		return;
+	}
+	deliver(vl, idx, wc->byte_len);
 }
 
 static void send_done(struct smcr_vlink *vl, const struct ibv_wc *wc, int status)
@@ -359,6 +446,76 @@ static int poll_cq(struct smcr_vlink *vl)
 	}
 	vl->polling = false;
 	return total;
+}
+
+/* ---- injected faults ------------------------------------------------------ */
+
+int smcr_vlink_fault(struct smcr_link *link, enum smcr_vlink_fault_kind kind,
+		     uint32_t delay_ms, uint32_t for_ms)
+{
+	struct smcr_vlink *vl = vl_of(link);
+
+	if (vl->down)
+		return -ENOTCONN;
+	if (kind != SMCR_VLINK_FAULT_NONE && !vl->held) {
+		vl->held = calloc(vl->sq_depth, sizeof(*vl->held));
+		vl->rx_held = calloc(vl->rq_depth, sizeof(*vl->rx_held));
+		if (!vl->held || !vl->rx_held) {
+			free(vl->held);
+			free(vl->rx_held);
+			vl->held = NULL;
+			vl->rx_held = NULL;
+			return -ENOMEM;
+		}
+	}
+	vl->fault = kind;
+	vl->fault_ms = delay_ms;
+	vl->fault_until_ms = kind != SMCR_VLINK_FAULT_NONE && for_ms ? now_ms() + for_ms : 0;
+	smcr_vlink_fault_tick(link);
+	return 0;
+}
+
+bool smcr_vlink_fault_tick(struct smcr_link *link)
+{
+	struct smcr_vlink *vl = vl_of(link);
+	uint64_t now;
+
+	if (vl->down || (vl->fault == SMCR_VLINK_FAULT_NONE && vl->sq_posted == vl->sq_head &&
+			 vl->rx_head == vl->rx_tail))
+		return false;
+	now = now_ms();
+	if (vl->fault_until_ms && now >= vl->fault_until_ms) {
+		smcr_info("link %u (%s): injected fault ends", vl->link.link_id, vl->devname);
+		vl->fault = SMCR_VLINK_FAULT_NONE;
+		vl->fault_until_ms = 0;
+	}
+	if (vl->fault != SMCR_VLINK_FAULT_DROP) {
+		deliver_held_rx(vl);
+		if (vl->down)
+			return false;
+	}
+	while (vl->sq_posted != vl->sq_head) {
+		struct held *h = &vl->held[vl->sq_posted % vl->sq_depth];
+		struct ibv_send_wr *bad;
+		int ret;
+
+		if (vl->fault == SMCR_VLINK_FAULT_DROP) {
+			/* What RC would do with a silent wire: retry, then
+			 * report the oldest request as failed. */
+			if (now >= h->due_ms)
+				link_down(vl, -ETIMEDOUT, IBV_WC_RETRY_EXC_ERR);
+			break;
+		}
+		if (vl->fault == SMCR_VLINK_FAULT_DELAY && now < h->due_ms)
+			break;
+		ret = ibv_post_send(vl->qp, &h->wr, &bad);
+		if (ret) {
+			link_down(vl, -ret, IBV_WC_SUCCESS);
+			break;
+		}
+		vl->sq_posted++;
+	}
+	return !vl->down && (vl->fault != SMCR_VLINK_FAULT_NONE || vl->sq_posted != vl->sq_head);
 }
 
 int smcr_vlink_poll(struct smcr_link *link)
@@ -774,6 +931,8 @@ void smcr_vlink_destroy(struct smcr_link *link)
 		}
 	}
 	release(vl);
+	free(vl->held);
+	free(vl->rx_held);
 	free(vl->sq);
 	free(vl);
 }

@@ -31,6 +31,7 @@
 #ifndef SMCR_LINK_VERBS_H
 #define SMCR_LINK_VERBS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
@@ -59,6 +60,8 @@ struct smcr_vlink_set {
 	 * The device must stay open until then.  NULL: freed at once. */
 	void (*reaper)(struct smcr_vlink_res *res, void *arg);
 	void *reaper_arg;
+	/* Totals of every link's fault_* counters (struct smcr_vlink_stats). */
+	uint64_t fault_held, fault_discarded, fault_held_recvs;
 };
 
 /* The verbs objects of one link (QP, CQ, buffers), see set->reaper. */
@@ -80,6 +83,10 @@ struct smcr_vlink_stats {
 	uint64_t forced_signals;	/* unsignaled WRs we signaled for slots */
 	uint64_t flushed;		/* completions with a flush error */
 	uint64_t bad_recvs;		/* messages that were not 44 bytes */
+	/* Injected faults: work requests held back (delayed or dropped),
+	 * held ones thrown away when the link went down, messages received
+	 * and delivered late. */
+	uint64_t fault_held, fault_discarded, fault_held_recvs;
 	int down_reason;		/* -errno given to handler->down, or 0 */
 	enum ibv_wc_status down_wc_status;	/* when a completion took it down */
 };
@@ -130,6 +137,28 @@ int smcr_vlink_cq_event(struct smcr_dev *dev);
  * GID_CHANGE, ...) goes to set->port_event.  Events of QPs and CQs that are
  * not links of set are ignored.  Returns the number of events processed. */
 int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev);
+
+/* Fault injection on a live link.  DROP: the link goes silent as a cut
+ * wire with the port up would: nothing posted reaches the QP, received
+ * messages are held back (the RNIC acknowledged them, so they are given to
+ * the owner, in order, when the drop ends or before the link goes down),
+ * and once the oldest held request has waited as long as the QP's RC
+ * retries last, the link goes down with a retry error (a real silent loss
+ * under load).  DELAY: every work request is
+ * posted delay_ms late, in order.  NONE: back to normal; what is held is
+ * posted now.  for_ms > 0 ends the fault by itself.  Held requests are
+ * thrown away when the link goes down (the owner replays by its cursors).
+ * -ENOTCONN on a link that is down. */
+enum smcr_vlink_fault_kind {
+	SMCR_VLINK_FAULT_NONE = 0,
+	SMCR_VLINK_FAULT_DROP,
+	SMCR_VLINK_FAULT_DELAY,
+};
+int smcr_vlink_fault(struct smcr_link *link, enum smcr_vlink_fault_kind kind,
+		     uint32_t delay_ms, uint32_t for_ms);
+/* Post what is due, end an expired fault; the owner calls it every few
+ * milliseconds while it returns true. */
+bool smcr_vlink_fault_tick(struct smcr_link *link);
 
 /* Poll one link's CQ until empty without waiting for an event, dispatching
  * upcalls.  May be called from an upcall of another link; on a link whose

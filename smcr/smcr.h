@@ -147,6 +147,10 @@ struct smcr_stats {
 	/* Links usable now (gauge); connections moved to a less busy link
 	 * (rebalancing, not failover); RDMA devices that went away. */
 	uint64_t links_active, rebalanced, devices_lost;
+	/* Injected faults (smcr_fault() drop/delay): work requests held
+	 * back, held ones thrown away with their link, messages received
+	 * and delivered late. */
+	uint64_t fault_held, fault_discarded, fault_held_recvs;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
 /* The decline code counted in fallback_by_reason[i] (0: other), and its
@@ -156,12 +160,21 @@ const char *smcr_reason_str(uint32_t code);
 /* Printable status: link groups, links, connections (for tools). */
 int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json);
 
-/* Fault injection: "fail-link=N" forces link N (id) of every group into
- * the error state now, "fail-dev=NAME" every link on RDMA device NAME
- * (returns how many, -ENOENT if none); with
+/* Fault injection, "ACTION-link=N" (link id N in every group) or
+ * "ACTION-dev=NAME" (every link on RDMA device NAME), options after commas:
+ *   fail     the link's QP goes into the error state now
+ *   drop     the link goes silent (port up): nothing it sends leaves,
+ *            what it receives waits (it was acknowledged: it is delivered
+ *            when the drop ends or the link fails); after the QP's RC retry
+ *            time it fails as a silent path does under load, or earlier
+ *            by TEST LINK; ",for=MS" lifts the drop by itself
+ *   delay    ",ms=D" (required): everything the link sends leaves D ms
+ *            late, in order; ",for=MS" ends it
+ *   clear    ends a drop or delay now (what was held is sent)
+ * Returns how many links, -ENOENT if none, -EINVAL for a bad spec.  With
  * ",after=MS", ",every=MS" and ",count=C" it is scheduled (returns 0).
  * SMCR_FAULT at smcr_ctx_create() takes "SPEC[;SPEC]"; a spec there
- * without a time fails its link as soon as there is one. */
+ * without a time waits for its link. */
 int smcr_fault(struct smcr_ctx *ctx, const char *spec);
 
 /* Control socket (smcr/ctl.c), read by smcrctl(8): a unix stream socket

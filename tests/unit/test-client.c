@@ -540,6 +540,39 @@ static void test_smcr_ctl(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "fallbacks 2\n"));
 	CU_ASSERT(ctl_ask(path, "fault fail-link=1", out, 65536) > 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "error:"));
+	{
+		/* Fault specs: well formed ones find no link here (-ENOENT),
+		 * the rest are refused (-EINVAL). */
+		static const char *const good[] = {
+			"drop-link=1", "drop-link=2,for=500", "delay-link=1,ms=50",
+			"delay-dev=rxe0,ms=5,for=100", "clear-link=1", "fail-dev=rxe0",
+		};
+		static const char *const bad[] = {
+			"drop-link=0", "drop-link=256", "drop-link=x", "delay-link=1",
+			"drop-link=1,ms=5", "clear-link=1,for=5", "fail-link=1,for=5",
+			"bogus-link=1", "drop-link=1,drop-link=2", "drop", "for=5",
+			"drop-dev=", "drop-port=1",
+		};
+		char cmd[128];
+		size_t i;
+
+		for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+			snprintf(cmd, sizeof(cmd), "fault %s", good[i]);
+			CU_ASSERT(ctl_ask(path, cmd, out, 65536) > 0);
+			CU_ASSERT_PTR_NOT_NULL(strstr(out, "error:"));
+			CU_ASSERT_PTR_NOT_NULL(strstr(out, "no such link"));
+		}
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			snprintf(cmd, sizeof(cmd), "fault %s", bad[i]);
+			CU_ASSERT(ctl_ask(path, cmd, out, 65536) > 0);
+			CU_ASSERT_PTR_NOT_NULL(strstr(out, strerror(EINVAL)));
+		}
+		CU_ASSERT(ctl_ask(path, "fault drop-link=1,after=60000", out, 65536) > 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "ok:"));
+		CU_ASSERT(ctl_ask(path, "stats", out, 65536) > 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "fault_held 0\n"));
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "fault_held_recvs 0\n"));
+	}
 	CU_ASSERT(ctl_ask(path, "bogus", out, 65536) > 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(out, "error: unknown command"));
 	CU_ASSERT(ctl_ask(path, "nbd drop", out, 65536) > 0);

@@ -16,8 +16,9 @@
 #     reset, every checksum equal.
 #  2. Detection times, measured inside A from the cut to the failover: port
 #     down (cable pulled, from the carrier loss that "ip monitor" reports)
-#     and silent loss (netem 100% on one NIC, port up) under load and on an
-#     idle group (TEST LINK); the throughput dip around the cable pull.
+#     and silent loss (netem 100% on one NIC, port up; then smcr_fault
+#     "drop") under load and on an idle group (TEST LINK); the throughput
+#     dip around the cable pull; an injected 200 ms delay fails no link.
 #  3. Both links down longer than the timeouts: connections end with an
 #     error, the processes do not hang, buffers are freed, and the next
 #     connection builds a new link group.
@@ -223,7 +224,7 @@ summary+=("load counters B: $(echo "$SSTATS" | grep -oE '(link_failures|failover
 fi
 
 # ---- 2. detection times ----------------------------------------------------------
-det_port=- det_load=- det_idle=-
+det_port=- det_load=- det_idle=- det_drop=-
 if [[ $phases == *" 2 "* ]]; then
 vm_say "2. detection times"
 clock_offset A || fail "detect: cannot read A's clock"
@@ -292,6 +293,32 @@ vm_run A 'tc qdisc del dev eth0 root' >/dev/null
 until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "detect: link 1 not back after netem"
 vm_say "silent loss under load (netem 100% on A's eth0): A moved its connections after $det_load ms"
 
+# the same by fault injection: smcr_fault "drop" (through the tool's control
+# file) makes A's link on rxe0 silent with every port up
+sleep 2
+fa=$(tf $TA 6)
+echo 'fault drop-dev=rxe0' >>"$CA"
+until_ok 20 "[ \$(tf $TA 6) -gt $fa ]" || fail "detect: injected drop not detected"
+t_cut=$(awk '$1 == "ctl" && /fault drop-dev=rxe0: [1-9]/ { t = $2 + 0 } END { if (t) printf "%.3f", t }' "$out_a")
+[ -n "$t_cut" ] || fail "detect: the drop was not injected: $(grep '^ctl' "$out_a" | tail -n 2)"
+ev=$(event_after "$out_a" "$t_cut" "$fa")
+det_drop=$(printf '%.0f' "$(echo "(${ev%% *} - $t_cut) * 1000" | bc -l)")
+until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "detect: link 1 not back after the drop"
+vm_say "silent loss by fault injection (drop on A's rxe0 link): A moved its connections after $det_drop ms"
+
+# a delay is not a failure: 200 ms on everything A sends on rxe0 for 3 s
+sleep 2
+fa=$(tf $TA 6) fb=$(tf $TB 6) r0=$(tf $TA 3) s0=$(tf $TA 4)
+echo 'fault delay-dev=rxe0,ms=200,for=3000' >>"$CA"
+sleep 5
+grep -q '^ctl .*fault delay-dev=rxe0,ms=200,for=3000: [1-9]' "$out_a" ||
+    fail "detect: the delay was not injected: $(grep '^ctl' "$out_a" | tail -n 2)"
+[ "$(tf $TA 6)" = "$fa" ] && [ "$(tf $TB 6)" = "$fb" ] ||
+    fail "detect: a 200 ms delay failed a link (A $fa -> $(tf $TA 6), B $fb -> $(tf $TB 6))"
+[ "$(tf $TA 3)" -gt "$r0" ] && [ "$(tf $TA 4)" -gt "$s0" ] || fail "detect: no data moved during the delay"
+delay_mb=$(awk -v a="$r0" -v b="$(tf $TA 3)" -v c="$s0" -v d="$(tf $TA 4)" 'BEGIN { printf "%.1f", (b - a + d - c) / 1e6 }')
+vm_say "delay 200 ms on A's rxe0 link for 3 s: no link failed, $delay_mb MB moved in the 5 s around it"
+
 # silent loss on an idle group: only TEST LINK can tell
 echo stop >>"$CA"
 until_ok 120 "grep -q '^client: lingering' $out_a" || fail "detect: streams did not end"
@@ -305,7 +332,8 @@ vm_run A 'tc qdisc del dev eth1 root' >/dev/null
 vm_say "silent loss, idle links (TEST LINK): link down after $det_idle ms"
 finish detect 8
 [ "$(stat_of "$CSTATS" test_links)" -gt 0 ] || fail "detect: no TEST LINK sent: $CSTATS"
-summary+=("detection: port down (cable pulled) $det_port ms (+- $OFFSET_ERR ms) from the pull to the failover ($det_ev ms from A's port error event); silent loss under load $det_load ms; silent loss on idle links (TEST LINK) $det_idle ms")
+[ "$(stat_of "$CSTATS" fault_held)" -gt 0 ] || fail "detect: the faults held nothing back: $CSTATS"
+summary+=("detection: port down (cable pulled) $det_port ms (+- $OFFSET_ERR ms) from the pull to the failover ($det_ev ms from A's port error event); silent loss under load $det_load ms (netem), $det_drop ms (injected drop); silent loss on idle links (TEST LINK) $det_idle ms; a 200 ms injected delay for 3 s failed no link")
 summary+=("throughput in A around the cable pull: $dip")
 fi
 
