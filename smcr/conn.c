@@ -497,7 +497,10 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 		return cdc_reject(conn, "producer cursor overruns unread data");
 	if (smcr_cursor_dist(conn->tx_len, &conn->tx_peer_cons, &cons) < 0)
 		return cdc_reject(conn, "consumer cursor moved backwards");
-	if (smcr_cursor_dist(conn->tx_len, &cons, &conn->tx_prod) < 0)
+	/* After a failover tx_prod went back to the last confirmed write;
+	 * the peer may have consumed beyond it (its CDC was on its way), but
+	 * never beyond what the application gave us. */
+	if (smcr_cursor_dist(conn->tx_len, &cons, &conn->tx_fill) < 0)
 		return cdc_reject(conn, "consumer cursor beyond what was written");
 	if (!smcr_rmbe_intact(&conn->rmbe))
 		return cdc_reject(conn, "RMBE eye catcher overwritten");
@@ -505,6 +508,15 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 	conn->rx_seq = m->seqno;
 	conn->rx_prod = prod;
 	conn->tx_peer_cons = cons;
+	if (smcr_cursor_cmp(conn->tx_len, &cons, &conn->tx_prod) > 0) {
+		/* What the peer consumed needs no replay. */
+		uint64_t skip = smcr_cursor_diff(conn->tx_len, &conn->tx_prod, &cons);
+
+		conn->stats.replayed_bytes -= skip < conn->stats.replayed_bytes ?
+					      skip : conn->stats.replayed_bytes;
+		conn->stats.bytes_sent += skip;
+		conn->tx_prod = cons;
+	}
 	conn->peer_blocked = m->writer_blocked;
 	conn->peer_cons_req = conn->peer_cons_req || m->cons_update_req;
 	conn->urg_pending = m->urg_pending;
