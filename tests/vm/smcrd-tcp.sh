@@ -29,19 +29,7 @@ nbd-client -N disk -b 4096 $B1 10809 /dev/nbd0 >/dev/null
 size=\$(blockdev --getsize64 /dev/nbd0)
 [ \"\$size\" = 268435456 ] || { echo \"FAIL: /dev/nbd0 has \$size bytes\"; exit 1; }
 echo \"attached: /dev/nbd0 over TCP to $B1:10809, \$size bytes\"
-mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 /dev/nbd0
-mkdir -p /mnt/x
-mount /dev/nbd0 /mnt/x
-cp -a /usr/include/linux /mnt/x/tree
-(cd /usr/include/linux && find . -type f -print0 | sort -z | xargs -0 sha256sum) >/tmp/want
-umount /mnt/x
-fsck.ext4 -fn /dev/nbd0 >/tmp/fsck.out 2>&1 || { cat /tmp/fsck.out; echo 'FAIL: fsck'; exit 1; }
-echo 3 >/proc/sys/vm/drop_caches
-mount -o ro /dev/nbd0 /mnt/x
-(cd /mnt/x/tree && find . -type f -print0 | sort -z | xargs -0 sha256sum) >/tmp/got
-umount /mnt/x
-cmp /tmp/want /tmp/got || { echo 'FAIL: checksums differ after the remount'; exit 1; }
-echo \"ext4: \$(wc -l </tmp/want) files (\$(du -sk /usr/include/linux | cut -f1) KiB) copied, fsck clean, checksums equal after remount\"
+bash $_vm_libdir/ext4-check.sh /dev/nbd0
 ") || { echo "$out"; vm_run B "tail -n 20 /tmp/smcrd.log"; fail "ext4 over smcrd/TCP failed"; }
 echo "$out"
 echo "$out" | grep -q "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
