@@ -132,11 +132,53 @@ static int wc_errno(enum ibv_wc_status st)
 }
 
 static void deliver_held_rx(struct smcr_vlink *vl);
+static void complete(struct smcr_vlink *vl, const struct ibv_wc *wc);
+
+/* Work requests an injected fault still holds, on a link that went down:
+ * posted to the QP, which is in the error state now (qp_err), they
+ * complete with a flush error behind what was posted before them, as on
+ * any failed link.  Returns how many it could not post. */
+static uint64_t flush_held(struct smcr_vlink *vl, bool qp_err)
+{
+	uint64_t n = vl->sq_head - vl->sq_posted;
+
+	vl->stats.fault_discarded += n;
+	vl->set->fault_discarded += n;
+	while (qp_err && vl->sq_posted != vl->sq_head) {
+		struct held *h = &vl->held[vl->sq_posted % vl->sq_depth];
+		struct ibv_send_wr *bad;
+
+		if (ibv_post_send(vl->qp, &h->wr, &bad))
+			break;
+		vl->sq_posted++;
+	}
+	return vl->sq_head - vl->sq_posted;
+}
+
+/* The rest of flush_held(): flush completions made up here (after the
+ * down upcall; the QP's own flushes of earlier requests, if any come,
+ * are then out of order and ignored). */
+static void flush_held_sw(struct smcr_vlink *vl)
+{
+	if (vl->sq_posted != vl->sq_head)
+		smcr_warn("link %u (%s): %llu held work requests flushed without the QP",
+			  vl->link.link_id, vl->devname,
+			  (unsigned long long)(vl->sq_head - vl->sq_posted));
+	while (vl->sq_posted != vl->sq_head && !vl->released) {
+		struct ibv_wc wc = {
+			.wr_id = vl->sq_posted++,
+			.status = IBV_WC_WR_FLUSH_ERR,
+		};
+
+		complete(vl, &wc);
+	}
+}
 
 /* The link is unusable: QP to error (nothing it still carries may be
  * placed once the owner has replayed it elsewhere), tell the owner once. */
 static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
 {
+	uint64_t unposted;
 	int ret;
 
 	if (vl->down)
@@ -150,21 +192,20 @@ static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
 	vl->down = true;
 	vl->link.state = SMCR_LINK_FAILED;
 	vl->link.errors++;
-	/* Held work requests never reach the QP: no flush reports them
-	 * (the owner replays by its cursors, not by completions). */
-	vl->stats.fault_discarded += vl->sq_head - vl->sq_posted;
-	vl->set->fault_discarded += vl->sq_head - vl->sq_posted;
-	vl->sq_head = vl->sq_posted;
 	vl->stats.down_reason = reason;
 	vl->stats.down_wc_status = st;
 	ret = vl->qp ? smcr_qp_to_err(vl->qp) : 0;
 	if (ret)
 		smcr_warn("link %u (%s): QP to error: %s", vl->link.link_id,
 			  vl->devname, strerror(-ret));
+	/* Not while the QP may still send: the owner replays elsewhere. */
+	unposted = flush_held(vl, vl->qp && ret == 0);
 	smcr_info("link %u (%s, QP 0x%06x) down: %s", vl->link.link_id,
 		  vl->devname, vl->qpn, strerror(-reason));
 	if (vl->link.handler && vl->link.handler->down)
 		vl->link.handler->down(&vl->link, reason);
+	if (unposted)
+		flush_held_sw(vl);
 }
 
 /* ---- posting ------------------------------------------------------------ */
@@ -516,6 +557,13 @@ bool smcr_vlink_fault_tick(struct smcr_link *link)
 		vl->sq_posted++;
 	}
 	return !vl->down && (vl->fault != SMCR_VLINK_FAULT_NONE || vl->sq_posted != vl->sq_head);
+}
+
+enum smcr_vlink_fault_kind smcr_vlink_fault_get(const struct smcr_link *link)
+{
+	const struct smcr_vlink *vl = vl_of(link);
+
+	return vl->down ? SMCR_VLINK_FAULT_NONE : vl->fault;
 }
 
 int smcr_vlink_poll(struct smcr_link *link)

@@ -84,8 +84,8 @@ struct smcr_vlink_stats {
 	uint64_t flushed;		/* completions with a flush error */
 	uint64_t bad_recvs;		/* messages that were not 44 bytes */
 	/* Injected faults: work requests held back (delayed or dropped),
-	 * held ones thrown away when the link went down, messages received
-	 * and delivered late. */
+	 * held ones never sent because the link went down (they complete
+	 * with a flush error), messages received and delivered late. */
 	uint64_t fault_held, fault_discarded, fault_held_recvs;
 	int down_reason;		/* -errno given to handler->down, or 0 */
 	enum ibv_wc_status down_wc_status;	/* when a completion took it down */
@@ -146,9 +146,10 @@ int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev);
  * retries last, the link goes down with a retry error (a real silent loss
  * under load).  DELAY: every work request is
  * posted delay_ms late, in order.  NONE: back to normal; what is held is
- * posted now.  for_ms > 0 ends the fault by itself.  Held requests are
- * thrown away when the link goes down (the owner replays by its cursors).
- * -ENOTCONN on a link that is down. */
+ * posted now.  for_ms > 0 ends the fault by itself.  When the link goes
+ * down, held requests complete with a flush error after those posted
+ * before them, as a real QP's would (they go to the QP in the error
+ * state).  -ENOTCONN on a link that is down. */
 enum smcr_vlink_fault_kind {
 	SMCR_VLINK_FAULT_NONE = 0,
 	SMCR_VLINK_FAULT_DROP,
@@ -159,6 +160,8 @@ int smcr_vlink_fault(struct smcr_link *link, enum smcr_vlink_fault_kind kind,
 /* Post what is due, end an expired fault; the owner calls it every few
  * milliseconds while it returns true. */
 bool smcr_vlink_fault_tick(struct smcr_link *link);
+/* The fault the link is under (NONE once it has ended or the link is down). */
+enum smcr_vlink_fault_kind smcr_vlink_fault_get(const struct smcr_link *link);
 
 /* Poll one link's CQ until empty without waiting for an event, dispatching
  * upcalls.  May be called from an upcall of another link; on a link whose
