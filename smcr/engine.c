@@ -692,7 +692,9 @@ static void lgr_stats_add(struct smcr_stats *st, const struct smcr_lgr *lgr)
 
 /* ---- fault injection ------------------------------------------------------- */
 
-enum smcr_fault_action { FAULT_FAIL, FAULT_DROP, FAULT_DELAY, FAULT_CLEAR };
+enum smcr_fault_action {
+	FAULT_FAIL, FAULT_DROP, FAULT_DELAY, FAULT_CLEAR, FAULT_UNDROP, FAULT_UNDELAY,
+};
 
 /* While a link holds work requests back the timer runs this often. */
 #define SMCR_FAULT_TICK_MS 5
@@ -712,7 +714,7 @@ static void set_tick(struct smcr_ctx *ctx, uint32_t ms)
 
 static const char *const fault_names[] = {
 	[FAULT_FAIL] = "fail", [FAULT_DROP] = "drop", [FAULT_DELAY] = "delay",
-	[FAULT_CLEAR] = "clear",
+	[FAULT_CLEAR] = "clear", [FAULT_UNDROP] = "undrop", [FAULT_UNDELAY] = "undelay",
 };
 
 /* Apply f to the links with its id, or (id 0) on the device it names;
@@ -723,6 +725,8 @@ static int fault_links(struct smcr_ctx *ctx, const struct smcr_fault_sched *f)
 		[FAULT_DROP] = SMCR_VLINK_FAULT_DROP,
 		[FAULT_DELAY] = SMCR_VLINK_FAULT_DELAY,
 		[FAULT_CLEAR] = SMCR_VLINK_FAULT_NONE,
+		[FAULT_UNDROP] = SMCR_VLINK_FAULT_NONE,
+		[FAULT_UNDELAY] = SMCR_VLINK_FAULT_NONE,
 	};
 	struct smcr_lgr *lgr;
 	unsigned int i;
@@ -739,9 +743,19 @@ static int fault_links(struct smcr_ctx *ctx, const struct smcr_fault_sched *f)
 			if (f->link_id ? l->link_id != f->link_id :
 			    !l->dev || strcmp(l->dev->name, f->dev))
 				continue;
-			smcr_info("fault injection: %s link %u (%s)%s", fault_names[f->action],
-				  l->link_id, l->dev ? l->dev->name : "-",
-				  f->action == FAULT_DELAY ? " (delay)" : "");
+			/* undrop and undelay end only their own kind. */
+			if ((f->action == FAULT_UNDROP || f->action == FAULT_UNDELAY) &&
+			    (!l->dev || smcr_vlink_fault_get(l) !=
+			     (f->action == FAULT_UNDROP ? SMCR_VLINK_FAULT_DROP :
+			      SMCR_VLINK_FAULT_DELAY)))
+				continue;
+			if (f->action == FAULT_DELAY)
+				smcr_info("fault injection: delay link %u (%s) by %u ms",
+					  l->link_id, l->dev ? l->dev->name : "-", f->ms);
+			else
+				smcr_info("fault injection: %s link %u (%s)",
+					  fault_names[f->action], l->link_id,
+					  l->dev ? l->dev->name : "-");
 			if (f->action == FAULT_FAIL) {
 				l->ops->fail(l);
 			} else if (!l->dev || smcr_vlink_fault(l, kind[f->action], f->ms,
@@ -756,28 +770,47 @@ static int fault_links(struct smcr_ctx *ctx, const struct smcr_fault_sched *f)
 	return n;
 }
 
+/* A whole decimal number of at most 32 bits. */
+static int parse_u32(const char *s, unsigned int *v)
+{
+	unsigned long long x;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(s, &end, 10);
+	if (*end || errno || x > UINT32_MAX)
+		return -EINVAL;
+	*v = (unsigned int)x;
+	return 0;
+}
+
 int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec)
 {
+	static const char *const opts[] = { "after=", "every=", "count=", "ms=", "for=" };
 	struct smcr_fault_sched f = { .action = FAULT_FAIL };
+	unsigned int v[5] = { 0 }, id = 0;
 	char buf[128], *tok, *save = NULL;
-	unsigned int id = 0, after = 0, every = 0, count = 0, ms = 0, for_ms = 0;
 	bool timed = false, target = false;
-	size_t a;
+	size_t a, o, nl;
 
-	snprintf(buf, sizeof(buf), "%s", spec);
+	if (snprintf(buf, sizeof(buf), "%s", spec) >= (int)sizeof(buf))
+		return -EINVAL;
 	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
 		char *eq = strchr(tok, '=');
-		size_t nl = strlen(tok);
 
-		if (sscanf(tok, "after=%u", &after) == 1 ||
-		    sscanf(tok, "every=%u", &every) == 1 ||
-		    sscanf(tok, "count=%u", &count) == 1) {
-			timed = true;
+		for (o = 0; o < sizeof(opts) / sizeof(opts[0]); o++)
+			if (!strncmp(tok, opts[o], strlen(opts[o])))
+				break;
+		if (o < sizeof(opts) / sizeof(opts[0])) {
+			if (parse_u32(tok + strlen(opts[o]), &v[o]))
+				return -EINVAL;
+			if (o < 3)
+				timed = true;
 			continue;
 		}
-		if (sscanf(tok, "ms=%u", &ms) == 1 || sscanf(tok, "for=%u", &for_ms) == 1)
-			continue;
-		/* ACTION-link=N or ACTION-dev=NAME */
+		/* ACTION-link=N or ACTION-dev=NAME, once */
 		for (a = 0; a < sizeof(fault_names) / sizeof(fault_names[0]); a++) {
 			nl = strlen(fault_names[a]);
 			if (!strncmp(tok, fault_names[a], nl) && tok[nl] == '-')
@@ -787,36 +820,38 @@ int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec)
 			return -EINVAL;
 		f.action = (uint8_t)a;
 		if (!strncmp(tok + nl, "-link=", 6)) {
-			char *end;
-			unsigned long v = strtoul(eq + 1, &end, 10);
-
-			if (*end || v < 1 || v > 255)
+			if (parse_u32(eq + 1, &id) || id < 1 || id > 255)
 				return -EINVAL;
-			id = (unsigned int)v;
 		} else if (!strncmp(tok + nl, "-dev=", 5)) {
-			snprintf(f.dev, sizeof(f.dev), "%s", eq + 1);
+			if (snprintf(f.dev, sizeof(f.dev), "%s", eq + 1) >= (int)sizeof(f.dev))
+				return -EINVAL;
 		} else {
 			return -EINVAL;
 		}
 		target = true;
 	}
-	if (!target || (f.action == FAULT_DELAY && !ms) ||
-	    (f.action != FAULT_DELAY && ms) ||
-	    ((f.action == FAULT_FAIL || f.action == FAULT_CLEAR) && for_ms))
+	f.ms = v[3];
+	f.for_ms = v[4];
+	/* ms= only with delay (and there required), for= with drop and delay */
+	if (!target || (f.action == FAULT_DELAY) != (f.ms > 0) ||
+	    (f.for_ms && f.action != FAULT_DROP && f.action != FAULT_DELAY))
 		return -EINVAL;
 	f.link_id = (uint8_t)id;
-	f.ms = ms;
-	f.for_ms = for_ms;
 	if (!timed)
 		return fault_links(ctx, &f) ?: -ENOENT;
 	if (ctx->nfaults >= sizeof(ctx->faults) / sizeof(ctx->faults[0]))
 		return -ENOSPC;
-	f.next_ms = smcr_now_ms() + (after ? after : every);
-	f.every_ms = every;
-	f.left = count;
+	f.next_ms = smcr_now_ms() + (v[0] ? v[0] : v[1]);
+	f.every_ms = v[1];
+	f.left = v[2];
 	ctx->faults[ctx->nfaults++] = f;
-	smcr_info("fault injection: %s link %u%s in %u ms%s", fault_names[f.action], id, f.dev,
-		  after ? after : every, every ? ", then again and again" : "");
+	if (id)
+		smcr_info("fault injection: %s link %u in %u ms%s", fault_names[f.action], id,
+			  v[0] ? v[0] : v[1], v[1] ? ", then again and again" : "");
+	else
+		smcr_info("fault injection: %s the links on %s in %u ms%s",
+			  fault_names[f.action], f.dev, v[0] ? v[0] : v[1],
+			  v[1] ? ", then again and again" : "");
 	return 0;
 }
 

@@ -92,10 +92,9 @@ int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
 /* Wait (ctx->lock held) on ctx->lgr_cond until pred(arg) or timeout. */
 int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
 		     unsigned int timeout_ms);
-/* smcr_fault() with ctx->lock held.  spec: "fail-link=N" or
- * "fail-dev=NAME" (every link on that device) (now: the number of links
- * failed, -ENOENT if none) with optional
- * ",after=MS", ",every=MS" and ",count=C" (scheduled: 0). */
+/* smcr_fault() with ctx->lock held (the spec is in smcr.h): now, the
+ * number of links acted on or -ENOENT if none; scheduled (",after=MS",
+ * ",every=MS", ",count=C"), 0; -EINVAL for a bad spec. */
 int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec);
 /* Sum the counters of every group and connection into ctx->stats. */
 void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st);

@@ -148,8 +148,8 @@ struct smcr_stats {
 	 * (rebalancing, not failover); RDMA devices that went away. */
 	uint64_t links_active, rebalanced, devices_lost;
 	/* Injected faults (smcr_fault() drop/delay): work requests held
-	 * back, held ones thrown away with their link, messages received
-	 * and delivered late. */
+	 * back, held ones never sent because their link failed (they
+	 * complete as flushed), messages received and delivered late. */
 	uint64_t fault_held, fault_discarded, fault_held_recvs;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
@@ -167,10 +167,12 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json);
  *            what it receives waits (it was acknowledged: it is delivered
  *            when the drop ends or the link fails); after the QP's RC retry
  *            time it fails as a silent path does under load, or earlier
- *            by TEST LINK; ",for=MS" lifts the drop by itself
+ *            by TEST LINK, and what it held completes as flushed;
+ *            ",for=MS" lifts the drop by itself
  *   delay    ",ms=D" (required): everything the link sends leaves D ms
  *            late, in order; ",for=MS" ends it
- *   clear    ends a drop or delay now (what was held is sent)
+ *   clear    ends a drop or delay now (what was held is sent, in order)
+ *   undrop, undelay   the same on the links under that fault only
  * Returns how many links, -ENOENT if none, -EINVAL for a bad spec.  With
  * ",after=MS", ",every=MS" and ",count=C" it is scheduled (returns 0).
  * SMCR_FAULT at smcr_ctx_create() takes "SPEC[;SPEC]"; a spec there

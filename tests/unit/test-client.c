@@ -546,28 +546,50 @@ static void test_smcr_ctl(void)
 		static const char *const good[] = {
 			"drop-link=1", "drop-link=2,for=500", "delay-link=1,ms=50",
 			"delay-dev=rxe0,ms=5,for=100", "clear-link=1", "fail-dev=rxe0",
+			"undrop-link=1", "undelay-dev=rxe1", "for=500 drop-link=255",
+			"ms=200,delay-link=3",
 		};
 		static const char *const bad[] = {
 			"drop-link=0", "drop-link=256", "drop-link=x", "delay-link=1",
 			"drop-link=1,ms=5", "clear-link=1,for=5", "fail-link=1,for=5",
 			"bogus-link=1", "drop-link=1,drop-link=2", "drop", "for=5",
-			"drop-dev=", "drop-port=1",
+			"drop-dev=", "drop-port=1", "drop-link=1x", "drop-link=-1",
+			"drop-link=1,for=5x", "drop-link=1,for=", "drop-link=1,for=-5",
+			"delay-link=1,ms=0", "delay-link=1,ms=4294967296",
+			"drop-link=1,after=1s", "drop-link=1,every=x", "drop-link=1,count=",
+			"undrop-link=1,for=5", "undelay-link=1,ms=5", "drop-link=1,bogus=1",
+			/* longer than any device name */
+			"drop-dev=rxe0123456789012345678901234567890123456789012345678901234567890",
 		};
-		char cmd[128];
+		char cmd[256];
 		size_t i;
 
 		for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+			CU_ASSERT_EQUAL(smcr_fault(nbdc_smcr_ctx(e), good[i]), -ENOENT);
 			snprintf(cmd, sizeof(cmd), "fault %s", good[i]);
 			CU_ASSERT(ctl_ask(path, cmd, out, 65536) > 0);
 			CU_ASSERT_PTR_NOT_NULL(strstr(out, "error:"));
 			CU_ASSERT_PTR_NOT_NULL(strstr(out, "no such link"));
 		}
+		CU_ASSERT_EQUAL(smcr_fault(nbdc_smcr_ctx(e), ""), -EINVAL);
 		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			CU_ASSERT_EQUAL(smcr_fault(nbdc_smcr_ctx(e), bad[i]), -EINVAL);
 			snprintf(cmd, sizeof(cmd), "fault %s", bad[i]);
 			CU_ASSERT(ctl_ask(path, cmd, out, 65536) > 0);
 			CU_ASSERT_PTR_NOT_NULL(strstr(out, strerror(EINVAL)));
 		}
+		/* A spec longer than smcr_fault() takes is refused, not cut. */
+		snprintf(cmd, sizeof(cmd), "fault drop-link=1");
+		while (strlen(cmd) < 160)
+			strcat(cmd, ",for=1");
+		CU_ASSERT(ctl_ask(path, cmd, out, 65536) > 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, strerror(EINVAL)));
 		CU_ASSERT(ctl_ask(path, "fault drop-link=1,after=60000", out, 65536) > 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "ok:"));
+		CU_ASSERT(ctl_ask(path, "fault delay-dev=rxe0,ms=5,for=100,every=60000,count=2",
+				  out, 65536) > 0);
+		CU_ASSERT_PTR_NOT_NULL(strstr(out, "ok:"));
+		CU_ASSERT(ctl_ask(path, "fault undrop-link=1,after=60000", out, 65536) > 0);
 		CU_ASSERT_PTR_NOT_NULL(strstr(out, "ok:"));
 		CU_ASSERT(ctl_ask(path, "stats", out, 65536) > 0);
 		CU_ASSERT_PTR_NOT_NULL(strstr(out, "fault_held 0\n"));
