@@ -18,7 +18,8 @@
 #     down (cable pulled, from the carrier loss that "ip monitor" reports)
 #     and silent loss (netem 100% on one NIC, port up; then smcr_fault
 #     "drop") under load and on an idle group (TEST LINK); the throughput
-#     dip around the cable pull; an injected 200 ms delay fails no link.
+#     dip around the cable pull; an injected 200 ms delay, and a 500 ms
+#     drop ended by "undrop", fail no link and move no connection.
 #  3. Both links down longer than the timeouts: connections end with an
 #     error, the processes do not hang, buffers are freed, and the next
 #     connection builds a new link group.
@@ -306,18 +307,35 @@ det_drop=$(printf '%.0f' "$(echo "(${ev%% *} - $t_cut) * 1000" | bc -l)")
 until_ok 40 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "detect: link 1 not back after the drop"
 vm_say "silent loss by fault injection (drop on A's rxe0 link): A moved its connections after $det_drop ms"
 
+grep -q 'held work requests flushed without the QP' "$SA/out/$cli.err" &&
+    fail "detect: the dropped link's held requests did not go to its QP to be flushed"
+
 # a delay is not a failure: 200 ms on everything A sends on rxe0 for 3 s
 sleep 2
-fa=$(tf $TA 6) fb=$(tf $TB 6) r0=$(tf $TA 3) s0=$(tf $TA 4)
+fa=$(tf $TA 6) fb=$(tf $TB 6) foa=$(tf $TA 5) fob=$(tf $TB 5) r0=$(tf $TA 3) s0=$(tf $TA 4)
 echo 'fault delay-dev=rxe0,ms=200,for=3000' >>"$CA"
 sleep 5
 grep -q '^ctl .*fault delay-dev=rxe0,ms=200,for=3000: [1-9]' "$out_a" ||
     fail "detect: the delay was not injected: $(grep '^ctl' "$out_a" | tail -n 2)"
 [ "$(tf $TA 6)" = "$fa" ] && [ "$(tf $TB 6)" = "$fb" ] ||
     fail "detect: a 200 ms delay failed a link (A $fa -> $(tf $TA 6), B $fb -> $(tf $TB 6))"
+[ "$(tf $TA 5)" = "$foa" ] && [ "$(tf $TB 5)" = "$fob" ] ||
+    fail "detect: a 200 ms delay moved connections (A $foa -> $(tf $TA 5), B $fob -> $(tf $TB 5))"
 [ "$(tf $TA 3)" -gt "$r0" ] && [ "$(tf $TA 4)" -gt "$s0" ] || fail "detect: no data moved during the delay"
 delay_mb=$(awk -v a="$r0" -v b="$(tf $TA 3)" -v c="$s0" -v d="$(tf $TA 4)" 'BEGIN { printf "%.1f", (b - a + d - c) / 1e6 }')
-vm_say "delay 200 ms on A's rxe0 link for 3 s: no link failed, $delay_mb MB moved in the 5 s around it"
+vm_say "delay 200 ms on A's rxe0 link for 3 s: no link failed, no connection moved, $delay_mb MB moved in the 5 s around it"
+
+# nor is a drop that ends before the RC retries would run out: 500 ms, undrop
+fa=$(tf $TA 6) fb=$(tf $TB 6) foa=$(tf $TA 5) fob=$(tf $TB 5)
+echo 'fault drop-dev=rxe0' >>"$CA"
+sleep 0.5
+echo 'fault undrop-dev=rxe0' >>"$CA"
+sleep 3
+grep -q '^ctl .*fault undrop-dev=rxe0: [1-9]' "$out_a" ||
+    fail "detect: undrop found no dropped link: $(grep '^ctl' "$out_a" | tail -n 2)"
+[ "$(tf $TA 6)" = "$fa" ] && [ "$(tf $TB 6)" = "$fb" ] && [ "$(tf $TA 5)" = "$foa" ] &&
+    [ "$(tf $TB 5)" = "$fob" ] || fail "detect: a 500 ms drop failed a link or moved connections"
+vm_say "drop 500 ms on A's rxe0 link, then undrop: no link failed, no connection moved"
 
 # silent loss on an idle group: only TEST LINK can tell
 echo stop >>"$CA"
@@ -333,7 +351,8 @@ vm_say "silent loss, idle links (TEST LINK): link down after $det_idle ms"
 finish detect 8
 [ "$(stat_of "$CSTATS" test_links)" -gt 0 ] || fail "detect: no TEST LINK sent: $CSTATS"
 [ "$(stat_of "$CSTATS" fault_held)" -gt 0 ] || fail "detect: the faults held nothing back: $CSTATS"
-summary+=("detection: port down (cable pulled) $det_port ms (+- $OFFSET_ERR ms) from the pull to the failover ($det_ev ms from A's port error event); silent loss under load $det_load ms (netem), $det_drop ms (injected drop); silent loss on idle links (TEST LINK) $det_idle ms; a 200 ms injected delay for 3 s failed no link")
+summary+=("detection: port down (cable pulled) $det_port ms (+- $OFFSET_ERR ms) from the pull to the failover ($det_ev ms from A's port error event); silent loss under load $det_load ms (netem), $det_drop ms (injected drop); silent loss on idle links (TEST LINK) $det_idle ms; a 200 ms injected delay for 3 s and a 500 ms drop ended by undrop failed no link")
+summary+=("fault counters A: $(echo "$CSTATS" | grep -oE 'fault_[a-z_]+ [0-9]+' | tr '\n' ' ')")
 summary+=("throughput in A around the cable pull: $dip")
 fi
 
@@ -402,4 +421,4 @@ fi
 vm_stop
 echo "--- summary (rxe under TCG; compare only within this run):"
 printf '%s\n' "${summary[@]}"
-echo "PASS: SMC-R failover under load: $cuts cuts, detection port-down $det_port ms, silent loss $det_load ms (load) / $det_idle ms (idle)"
+echo "PASS: SMC-R failover under load: $cuts cuts, detection port-down $det_port ms, silent loss $det_load ms (load) / $det_idle ms (idle) / $det_drop ms (injected drop)"
