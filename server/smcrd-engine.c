@@ -56,6 +56,7 @@ enum tag {
 #define POOL_CACHE_MAX	(64u << 20)	/* bytes kept for reuse per worker */
 #define SENDFILE_MIN	(64u << 10)	/* READs this large: sendfile */
 #define INLINE_WRITE_MAX (64u << 10)	/* larger WRITEs: io_uring, in parallel */
+#define LOWAT_MIN	(64u << 10)	/* payload left to wait for in one wake-up */
 #define IO_LIMIT	(CQ_ENTRIES - 1024)	/* file ops in flight per worker:
 						 * the CQ never overflows */
 #define DRAIN_TICK_MS	100
@@ -83,6 +84,10 @@ struct req {
 	void *buf;
 	unsigned buf_class;
 	bool from_file;			/* READ data goes out by send_file */
+	bool zc_tx;			/* READ reply reserved in the transport's send
+					 * buffer (tx_reserve); the file is read into it */
+	bool tx_ready;			/* zc_tx: filled, may be committed */
+	struct iovec tx_win[2];		/* zc_tx: the reserved reply */
 	bool zc;			/* WRITE payload in the transport (rx_peek) */
 	unsigned pin;			/* its slot in the connection's pins */
 	struct iovec zc_iov[2];		/* the payload, in place */
@@ -556,6 +561,29 @@ static void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t 
 	}
 }
 
+/* Copies len bytes into a two-piece window at off. */
+static void win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len)
+{
+	const uint8_t *p = src;
+	int i;
+
+	for (i = 0; i < 2 && len; i++) {
+		size_t n;
+
+		if (off >= win[i].iov_len) {
+			off -= win[i].iov_len;
+			continue;
+		}
+		n = win[i].iov_len - off;
+		if (n > len)
+			n = len;
+		memcpy((uint8_t *)win[i].iov_base + off, p, n);
+		p += n;
+		len -= n;
+		off = 0;
+	}
+}
+
 /* The window pieces covering [off, off + len). */
 static int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2])
 {
@@ -618,6 +646,8 @@ static struct req *req_new(struct conn *c)
 	q->next = NULL;
 	q->buf = NULL;
 	q->from_file = false;
+	q->zc_tx = false;
+	q->tx_ready = false;
 	q->zc = false;
 	q->phase = PH_NONE;
 	q->done = 0;
@@ -656,6 +686,34 @@ static void req_free(struct req *q)
 	w->req_free = q;
 }
 
+/* Reserves the whole reply of READ q in the transport's send buffer, for
+ * the file data to be read straight into it (SMC-R: registered memory the
+ * RDMA writes go from).  Only behind other reserved replies: bytes given
+ * to writev may not pass a reservation.  False: take the copy path. */
+static bool tx_reserve_read(struct conn *c, struct req *q)
+{
+	const struct req *p;
+
+	if (!c->t->ops->tx_reserve || c->closing || !q->r.length)
+		return false;
+	for (p = c->tx_head; p; p = p->next)
+		if (!p->zc_tx)
+			return false;
+	nbd_reply_build_read_stream(&c->tp, &q->r, &q->rb);
+	if (c->t->ops->tx_reserve(c->t, q->rb.head_len + q->r.length + q->rb.tail_len,
+				  q->tx_win) < 0)
+		return false;
+	win_put(q->tx_win, 0, q->rb.head, q->rb.head_len);
+	q->zc_tx = true;
+	q->next = NULL;
+	if (c->tx_tail)
+		c->tx_tail->next = q;
+	else
+		c->tx_head = q;
+	c->tx_tail = q;
+	return true;
+}
+
 /* Queues the reply of q (data_len bytes of q->buf for READ). */
 static void req_reply(struct req *q, uint32_t error, uint32_t data_len)
 {
@@ -692,7 +750,29 @@ static void conn_flush(struct conn *c)
 		bool file_next = false;
 		off_t foff = 0;
 
-		for (q = c->tx_head; q && cnt <= IOV_BATCH - 3 && !file_next; q = q->next) {
+		if ((q = c->tx_head)->zc_tx) {
+			/* Reserved replies go in order, once filled. */
+			int r;
+
+			if (!q->tx_ready)
+				break;
+			r = c->t->ops->tx_commit(c->t, q->rb.head_len + q->r.length +
+						 q->rb.tail_len);
+			if (r < 0) {
+				char why[96];
+
+				snprintf(why, sizeof(why), "send failed: %s", strerror(-r));
+				conn_close(c, why);
+				return;
+			}
+			c->tx_head = q->next;
+			if (!c->tx_head)
+				c->tx_tail = NULL;
+			req_free(q);
+			continue;
+		}
+		for (q = c->tx_head; q && !q->zc_tx && cnt <= IOV_BATCH - 3 && !file_next;
+		     q = q->next) {
 			struct iovec parts[3] = {
 				{ q->rb.head, q->rb.head_len },
 				{ q->buf, q->rb.data_len },
@@ -742,7 +822,7 @@ static void conn_flush(struct conn *c)
 		}
 		/* Retire what went out completely. */
 		c->tx_off += (size_t)n;
-		while ((q = c->tx_head)) {
+		while ((q = c->tx_head) && !q->zc_tx) {
 			size_t len = q->rb.head_len + q->rb.data_len + q->rb.tail_len;
 
 			if (c->tx_off < len)
@@ -905,6 +985,14 @@ static void req_submit(struct req *q)
 
 	switch (q->phase) {
 	case PH_READ:
+		if (q->zc_tx) {
+			/* Into the reserved reply, after its header; that
+			 * memory need not suit O_DIRECT: the buffered fd. */
+			int cnt = win_slice(q->tx_win, q->rb.head_len + q->done, left, q->zc_cur);
+
+			io_uring_prep_readv(sqe, e->fd, q->zc_cur, (unsigned)cnt, off);
+			break;
+		}
 		io_uring_prep_read(sqe, io_fd(e, off, left, p), p, (unsigned)left, off);
 		break;
 	case PH_WRITE:
@@ -978,11 +1066,35 @@ static void req_complete(struct req *q, int res)
 	if (w->io_inflight-- == IO_LIMIT && w->mem_head)
 		mem_wake(w);
 	if (c->closing) {
-		req_free(q);
+		if (!q->zc_tx)		/* else freed with the tx queue */
+			req_free(q);
 		return;
 	}
 	if (res == -EINTR || res == -EAGAIN) {
 		req_submit(q);
+		return;
+	}
+	if (q->zc_tx) {
+		/* Its header already sits in the send stream: a reply that
+		 * cannot carry the data cannot be taken back. */
+		if (res <= 0) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "READ at %llu failed (%s): closing the connection",
+				 (unsigned long long)(q->r.offset + q->done),
+				 res ? strerror(-res) : "unexpected end of file");
+			conn_close(c, why);
+			return;
+		}
+		q->done += (uint64_t)res;
+		if (q->done < q->r.length) {
+			req_submit(q);
+			return;
+		}
+		win_put(q->tx_win, q->rb.head_len + q->r.length, q->rb.tail, q->rb.tail_len);
+		q->tx_ready = true;
+		c->rbytes += q->r.length;
+		conn_dirty(c);
 		return;
 	}
 	switch (q->phase) {
@@ -1190,6 +1302,8 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 	if (!err && r.type == NBD_CMD_READ && read_by_send_file(c, &r)) {
 		q->from_file = true;
 		__atomic_add_fetch(&c->w->stats.file_reads, 1, __ATOMIC_RELAXED);
+	} else if (!err && r.type == NBD_CMD_READ && tx_reserve_read(c, q)) {
+		__atomic_add_fetch(&c->w->stats.zc_reads, 1, __ATOMIC_RELAXED);
 	} else if (!err && r.type == NBD_CMD_WRITE && r.length && zc_ready) {
 		q->zc = true;
 	} else if (!err && r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) {
@@ -1366,6 +1480,15 @@ static void rx_pump_zc(struct conn *c)
 	}
 }
 
+/* Nothing more to read now; need bytes must come before anything can be
+ * done with them.  For the rest of a large WRITE payload the transport
+ * wakes us once it is there instead of once per segment. */
+static void rx_wait(struct conn *c, uint64_t need)
+{
+	if (c->t->ops->rx_lowat)
+		c->t->ops->rx_lowat(c->t, need >= LOWAT_MIN ? (size_t)need : 1);
+}
+
 static void rx_pump(struct conn *c)
 {
 	struct worker *w = c->w;
@@ -1390,8 +1513,10 @@ static void rx_pump(struct conn *c)
 			q->done += take;
 			need -= take;
 			if (need) {
-				if (c->rx_short)
+				if (c->rx_short) {
+					rx_wait(c, need);
 					return;
+				}
 				/* The rest of the payload, and what follows. */
 				c->rstart = c->rend = 0;
 				iov[0].iov_base = (uint8_t *)q->buf + q->done;
@@ -1436,8 +1561,10 @@ static void rx_pump(struct conn *c)
 			continue;
 		}
 		/* Need more bytes. */
-		if (c->rx_short)
+		if (c->rx_short) {
+			rx_wait(c, 1);
 			return;
+		}
 		if (c->rstart == c->rend) {
 			c->rstart = c->rend = 0;
 		} else if (c->rstart > RBUF_SIZE / 2) {
@@ -1918,6 +2045,7 @@ void engine_get_stats(struct engine *e, struct engine_stats *st)
 
 		st->requests += __atomic_load_n(&w->requests, __ATOMIC_RELAXED);
 		st->zc_writes += __atomic_load_n(&w->zc_writes, __ATOMIC_RELAXED);
+		st->zc_reads += __atomic_load_n(&w->zc_reads, __ATOMIC_RELAXED);
 		st->file_reads += __atomic_load_n(&w->file_reads, __ATOMIC_RELAXED);
 		st->inline_writes += __atomic_load_n(&w->inline_writes, __ATOMIC_RELAXED);
 	}

@@ -46,6 +46,7 @@ unsigned engine_connections(struct engine *e);
 struct engine_stats {
 	uint64_t requests;
 	uint64_t zc_writes;		/* WRITEs written from the transport's memory */
+	uint64_t zc_reads;		/* READs read into the transport's memory */
 	uint64_t file_reads;		/* READs sent by send_file */
 	uint64_t inline_writes;		/* buffered WRITEs done by the worker */
 };

@@ -793,11 +793,12 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 	clients = s->clients;
 	off = ctl_out(buf, len, off, json ?
 		      "{\"clients\":%u,\"connections\":%u,\"max_clients\":%u,\"requests\":%llu,"
-		      "\"zc_writes\":%llu,\"file_reads\":%llu,\"inline_writes\":%llu,\"exports\":[" :
+		      "\"zc_writes\":%llu,\"zc_reads\":%llu,\"file_reads\":%llu,\"inline_writes\":%llu,\"exports\":[" :
 		      "clients %u (in transmission %u, max %u), requests %llu, zero-copy writes %llu, "
-		      "sendfile reads %llu, inline writes %llu\n",
+		      "zero-copy reads %llu, sendfile reads %llu, inline writes %llu\n",
 		      clients, conns, s->cfg.max_clients, (unsigned long long)st.requests,
-		      (unsigned long long)st.zc_writes, (unsigned long long)st.file_reads,
+		      (unsigned long long)st.zc_writes, (unsigned long long)st.zc_reads,
+		      (unsigned long long)st.file_reads,
 		      (unsigned long long)st.inline_writes);
 	for (i = 0; s->table && i < s->table->n; i++) {
 		const struct export *e = s->table->v[i];
