@@ -95,6 +95,15 @@ r, w = j["read"], j["write"]
 print("fio randrw 16k iodepth 32 verify=crc32c: read %d KiB at %d KiB/s, wrote %d KiB at %d KiB/s, error %d"
       % (r["io_kbytes"], r["bw"], w["io_kbytes"], w["bw"], j["error"]))
 assert j["error"] == 0 and w["io_kbytes"] > 0' || { echo "$fout"; fail "fio reported an error"; }
+# smcrd read the file straight into the SMC-R send buffer for (most of)
+# fio's 16 KiB READs, and wrote WRITE payloads from the RMBE.
+zc=$(vm_run B "$SMCRCTL --json status smcrd" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)[0]["sections"]["smcrd"]
+print(s["zc_reads"], s["zc_writes"], s["requests"])') || fail "smcrctl --json on B failed"
+read -r zr zw zq <<<"$zc"
+echo "smcrd: $zr zero-copy READ replies, $zw zero-copy WRITEs of $zq requests"
+[ "$zr" -gt 0 ] && [ "$zw" -gt 0 ] || fail "smcrd did no zero-copy I/O over SMC-R"
 vm_run A 'nbd-client -d /dev/nbd0 >/dev/null; kill $(cat /tmp/nbdkit.pid)'
 kout=$(vm_wait -t 60 A "$kit") || { echo "$kout"; vm_run A "tail -n 20 /tmp/nbdkit.log"; fail "nbdkit did not exit cleanly"; }
 
