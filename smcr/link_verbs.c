@@ -80,6 +80,7 @@ struct smcr_vlink {
 	 * [rx_head, rx_tail) in rx_held (rq_depth entries). */
 	unsigned int *rx_held;
 	uint64_t rx_head, rx_tail;
+	uint64_t rx_held_ms;		/* when the oldest of them came */
 	unsigned int since_signal;
 	uint32_t psn;
 	bool down;
@@ -184,11 +185,12 @@ static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
 	if (vl->down)
 		return;
 	/* What a drop held back was acknowledged to the peer: the owner
-	 * gets it before it validates the failover. */
-	vl->fault = SMCR_VLINK_FAULT_NONE;
+	 * gets it before it validates the failover (and what it sends in
+	 * answer is held, then flushed, as well). */
 	deliver_held_rx(vl);
 	if (vl->down)
 		return;
+	vl->fault = SMCR_VLINK_FAULT_NONE;
 	vl->down = true;
 	vl->link.state = SMCR_LINK_FAILED;
 	vl->link.errors++;
@@ -407,6 +409,8 @@ static void recv_done(struct smcr_vlink *vl, const struct ibv_wc *wc)
 	if (wc->byte_len == SMCR_MSG_LEN &&
 	    (vl->fault == SMCR_VLINK_FAULT_DROP || vl->rx_head != vl->rx_tail)) {
 		/* Silent for now; the buffer stays out of the queue. */
+		if (vl->rx_head == vl->rx_tail)
+			vl->rx_held_ms = now_ms();
 		vl->rx_held[vl->rx_tail++ % vl->rq_depth] = idx;
 		vl->stats.fault_held_recvs++;
 		vl->set->fault_held_recvs++;
@@ -530,23 +534,26 @@ bool smcr_vlink_fault_tick(struct smcr_link *link)
 		vl->fault = SMCR_VLINK_FAULT_NONE;
 		vl->fault_until_ms = 0;
 	}
-	if (vl->fault != SMCR_VLINK_FAULT_DROP) {
-		deliver_held_rx(vl);
-		if (vl->down)
-			return false;
+	if (vl->fault == SMCR_VLINK_FAULT_DROP) {
+		/* What RC does on a silent wire: retry, then fail the oldest
+		 * request.  A held receive stands for a request of the peer,
+		 * which would fail the same way over there (and does once
+		 * our QP is in error): on an idle link nothing else would. */
+		if ((vl->sq_posted != vl->sq_head &&
+		     now >= vl->held[vl->sq_posted % vl->sq_depth].due_ms) ||
+		    (vl->rx_head != vl->rx_tail &&
+		     now >= vl->rx_held_ms + retry_budget_ms(vl)))
+			link_down(vl, -ETIMEDOUT, IBV_WC_RETRY_EXC_ERR);
+		return !vl->down;
 	}
+	deliver_held_rx(vl);
+	if (vl->down)
+		return false;
 	while (vl->sq_posted != vl->sq_head) {
 		struct held *h = &vl->held[vl->sq_posted % vl->sq_depth];
 		struct ibv_send_wr *bad;
 		int ret;
 
-		if (vl->fault == SMCR_VLINK_FAULT_DROP) {
-			/* What RC would do with a silent wire: retry, then
-			 * report the oldest request as failed. */
-			if (now >= h->due_ms)
-				link_down(vl, -ETIMEDOUT, IBV_WC_RETRY_EXC_ERR);
-			break;
-		}
 		if (vl->fault == SMCR_VLINK_FAULT_DELAY && now < h->due_ms)
 			break;
 		ret = ibv_post_send(vl->qp, &h->wr, &bad);

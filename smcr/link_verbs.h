@@ -142,9 +142,10 @@ int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev);
  * wire with the port up would: nothing posted reaches the QP, received
  * messages are held back (the RNIC acknowledged them, so they are given to
  * the owner, in order, when the drop ends or before the link goes down),
- * and once the oldest held request has waited as long as the QP's RC
- * retries last, the link goes down with a retry error (a real silent loss
- * under load).  DELAY: every work request is
+ * and once the oldest held request, or received message (the peer's
+ * request, which would fail over there), has waited as long as the QP's
+ * RC retries last, the link goes down with a retry error (a real silent
+ * loss under load).  DELAY: every work request is
  * posted delay_ms late, in order.  NONE: back to normal; what is held is
  * posted now.  for_ms > 0 ends the fault by itself.  When the link goes
  * down, held requests complete with a flush error after those posted
