@@ -21,9 +21,12 @@
  * When a link goes down (a completion error, a port error, or
  * --fail-link-after=BYTES: this side forces link 1's QP into the error state
  * once it has received that many bytes in all), every connection on it moves
- * to the other link with smcr_conn_failover().  The program prints the
- * failovers, the detection time (last good completion on the link -> down,
- * and cut -> down when this side cut it) and the replayed bytes.
+ * to the other link with smcr_conn_failover().  --drop-link-after=BYTES
+ * makes link 1 silent instead (smcr_vlink_fault() DROP): it goes down when
+ * its RC retry time has passed, and what it held must complete as flushed.
+ * The program prints the failovers, the detection time (last good
+ * completion on the link -> down, and cut -> down when this side cut it),
+ * the replayed bytes and how many of each link's SENDs completed.
  *
  * Exit status 0 only if every connection delivered every byte intact in
  * both directions, without a reset.  Output lines are meant for the test
@@ -72,6 +75,7 @@ struct opts {
 	unsigned int chunk;
 	unsigned int ctl_link;		/* 1-based */
 	uint64_t fail_after;		/* 0: never */
+	uint64_t drop_after;		/* 0: never */
 	bool sha;
 	unsigned int stall_s;
 };
@@ -114,6 +118,8 @@ struct side {
 	unsigned int fo_cdcs;		/* failover validations received */
 	unsigned int fo_drained;	/* completions processed before them */
 	double t_fail;
+	bool fault_ticking;		/* smcr_vlink_fault_tick() wanted */
+	uint64_t sends_done[NLINKS], sends_failed[NLINKS];
 };
 
 static double now_s(void)
@@ -526,8 +532,11 @@ static void h_send_done(struct smcr_link *link, uint64_t wr_id, int status)
 	struct cst *c = conn_by_token(s, smcr_wr_token(wr_id));
 	unsigned int i;
 
+	s->sends_done[link->slot]++;
 	if (status == 0)
 		s->last_ok[link->slot] = now_s();
+	else
+		s->sends_failed[link->slot]++;
 	if (c && smcr_wr_tag(wr_id) == SMCR_WR_TAG_CDC)
 		smcr_conn_cdc_done(&c->conn, smcr_wr_seq(wr_id), status);
 	/* Room on the link: retry whoever waits for it. */
@@ -855,6 +864,15 @@ static void pump(struct side *s)
 		       (double)s->rx_total / (1 << 20));
 		s->link[0]->ops->fail(s->link[0]);
 	}
+	if (s->o->drop_after && !s->t_fail && s->rx_total >= s->o->drop_after) {
+		int ret = smcr_vlink_fault(s->link[0], SMCR_VLINK_FAULT_DROP, 0, 0);
+
+		s->t_fail = now_s();
+		s->cut_at[0] = s->t_fail;
+		printf("dropping link 1's traffic after %.2f MiB received: %s\n",
+		       (double)s->rx_total / (1 << 20), strerror(-ret));
+		s->fault_ticking = ret == 0;
+	}
 }
 
 static bool all_done(const struct side *s)
@@ -970,7 +988,7 @@ static int run_loop(struct side *s, int ctl, struct peer_result *pr)
 			ret = -ETIMEDOUT;
 			goto out_close_ep;
 		}
-		n = epoll_wait(ep, evs, 8, 1000);
+		n = epoll_wait(ep, evs, 8, s->fault_ticking ? 5 : 1000);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1007,6 +1025,8 @@ static int run_loop(struct side *s, int ctl, struct peer_result *pr)
 			}
 			ret = 0;
 		}
+		if (s->fault_ticking)
+			s->fault_ticking = smcr_vlink_fault_tick(s->link[0]);
 	}
 
 out_close_ep:
@@ -1076,6 +1096,11 @@ static int report(struct side *s, const struct peer_result *pr)
 		if (s->down_at[l] > 0)
 			printf("link %u failover: %u connections moved, detect %.0f ms\n",
 			       l + 1, s->moved[l], s->detect_ms[l]);
+		printf("link %u sends completed: %" PRIu64 " of %" PRIu64 " (%" PRIu64
+		       " with an error); fault: held %" PRIu64 ", never sent %" PRIu64
+		       ", received late %" PRIu64 "\n", l + 1, s->sends_done[l], k->sends,
+		       s->sends_failed[l], vs->fault_held, vs->fault_discarded,
+		       vs->fault_held_recvs);
 	}
 	if (s->bad_cdcs)
 		printf("bad CDC messages: %u\n", s->bad_cdcs);
@@ -1121,6 +1146,7 @@ static void usage(void)
 		"  --chunk=N            bytes per commit (16384)\n"
 		"  --ctl-link=1|2       link whose addresses carry the TCP exchange (1)\n"
 		"  --fail-link-after=B  force link 1's QP to error after B bytes received\n"
+		"  --drop-link-after=B  make link 1 silent (injected drop) after B bytes\n"
 		"  --no-sha             skip the SHA-256 comparison (pattern check only)\n"
 		"  --stall-timeout=S    give up after S s without progress (60)\n",
 		MAX_CONNS);
@@ -1136,6 +1162,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "chunk", required_argument, NULL, 'k' },
 		{ "ctl-link", required_argument, NULL, 'c' },
 		{ "fail-link-after", required_argument, NULL, 'f' },
+		{ "drop-link-after", required_argument, NULL, 'D' },
 		{ "no-sha", no_argument, NULL, 'S' },
 		{ "stall-timeout", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
@@ -1157,6 +1184,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'k': o->chunk = (unsigned int)v; break;
 		case 'c': o->ctl_link = (unsigned int)v; break;
 		case 'f': o->fail_after = v; break;
+		case 'D': o->drop_after = v; break;
 		case 'S': o->sha = false; break;
 		case 's': o->stall_s = (unsigned int)v; break;
 		default: return -EINVAL;

@@ -9,7 +9,10 @@
 #   3. cable: link 1's cable is pulled on both hosts mid-stream (qemu
 #      set_link off on both NICs at once): both sides see a port error;
 #   4. ifdown: "ip link set eth0 down" in A mid-stream: A sees a port
-#      error, B's QP a retry-exceeded completion (silent loss from B's side).
+#      error, B's QP a retry-exceeded completion (silent loss from B's side);
+#   5. drop: A makes link 1 silent by fault injection (--drop-link-after):
+#      after the RC retry time it goes down, every SEND it held completes
+#      as flushed; B's QP then reports retry exceeded.
 # Every run asserts: zero resets, every byte verified, and in 2 and 3 a
 # failover of every link-1 connection on both sides.  Prints throughput,
 # detection times and replayed bytes.
@@ -22,7 +25,7 @@ prog=$abs_top_builddir/tests/vm/link-stream
 
 conns=${LS_CONNS:-8}
 mib=${LS_MIB:-8}
-runs=${LS_RUNS:-clean qperr cable ifdown}
+runs=${LS_RUNS:-clean qperr cable ifdown drop}
 half=$(( conns / 2 ))          # connections on link 1 (even indices)
 total=$(( conns * mib * 1048576 ))
 
@@ -105,6 +108,20 @@ port_back() {
         fail "run $1: $2 did not report link 1's port active again"
 }
 
+# held_flushed: A's dropped link 1 held SENDs back, and every SEND it was
+# given completed (the held ones with a flush error, after the rest).
+held_flushed() {
+    local l
+    l=$(echo "$cout" | grep '^link 1 sends completed: ')
+    [[ $l =~ completed:\ ([0-9]+)\ of\ ([0-9]+)\ \(([0-9]+)\ with\ an\ error\)\;\ fault:\ held\ ([0-9]+),\ never\ sent\ ([0-9]+) ]] ||
+        fail "run drop: no completion count for link 1: $l"
+    [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] || fail "run drop: not every SEND on link 1 completed: $l"
+    [ "${BASH_REMATCH[3]}" -gt 0 ] && [ "${BASH_REMATCH[4]}" -gt 0 ] &&
+        [ "${BASH_REMATCH[5]}" -gt 0 ] ||
+        fail "run drop: held work requests did not complete as flushed: $l"
+    summary+=("drop A: $l")
+}
+
 figures() {
     local name=$1 side out
     for side in A B; do
@@ -122,6 +139,8 @@ for r in $runs; do
         cable) stream cable; check cable "$half"
                port_back cable A; port_back cable B ;;
         ifdown) stream ifdown; check ifdown "$half"; port_back ifdown A ;;
+        drop) stream drop "--drop-link-after=$((total / 3))"; check drop "$half"
+              held_flushed ;;
         *) fail "unknown run $r" ;;
     esac
     figures "$r"
