@@ -4,10 +4,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,8 @@
 struct tcp_transport {
 	struct bd_transport base;
 	int fd;
+	bool inet;			/* TCP (not a socketpair) */
+	int lowat;			/* SO_RCVLOWAT set, 0: never set */
 };
 
 static struct tcp_transport *tcp_of(struct bd_transport *t)
@@ -90,6 +94,21 @@ static ssize_t tcp_send_file(struct bd_transport *t, const struct iovec *hdr, in
 	return (ssize_t)hlen + n;
 }
 
+/* The kernel caps it at half the largest receive buffer and grows the
+ * buffer to hold it; a FIN or an error still wakes the reader. */
+static int tcp_rx_lowat(struct bd_transport *t, size_t len)
+{
+	struct tcp_transport *tt = tcp_of(t);
+	int v = len > INT_MAX ? INT_MAX : len ? (int)len : 1;
+
+	if (!tt->inet || v == tt->lowat || (v == 1 && !tt->lowat))
+		return 0;
+	if (setsockopt(tt->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) < 0)
+		return -errno;
+	tt->lowat = v;
+	return 0;
+}
+
 static int tcp_poll_fd(struct bd_transport *t)
 {
 	return tcp_of(t)->fd;
@@ -137,6 +156,7 @@ static const struct bd_transport_ops tcp_ops = {
 	.shutdown = tcp_shutdown,
 	.close = tcp_close,
 	.send_file = tcp_send_file,
+	.rx_lowat = tcp_rx_lowat,
 };
 
 void bd_format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
@@ -177,8 +197,10 @@ int bd_tcp_transport_new(int fd, struct bd_transport **out)
 	tt->base.ops = &tcp_ops;
 	tt->fd = fd;
 	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0) {
-		if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
+		if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			tt->inet = true;
+		}
 		bd_format_addr((struct sockaddr *)&ss, len, tt->base.peer,
 			       sizeof(tt->base.peer));
 	} else {

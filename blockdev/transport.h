@@ -24,6 +24,8 @@
  *   send_file: put file data on the stream straight from the page cache
  *     (TCP: sendfile(2)), for large READ replies.
  *
+ * Optional rx_lowat: how much must arrive before a wake-up is worth it.
+ *
  * All functions return -errno on failure; none of them blocks. */
 #ifndef SMCRBD_TRANSPORT_H
 #define SMCRBD_TRANSPORT_H
@@ -87,6 +89,13 @@ struct bd_transport_ops {
 	 * file ends before anything was sent. */
 	ssize_t (*send_file)(struct bd_transport *t, const struct iovec *hdr, int hdr_cnt,
 			     int fd, off_t *off, size_t len);
+
+	/* --- optional: wake-up threshold ---------------------------------
+	 * The caller can do nothing useful before len more bytes have
+	 * arrived (the rest of a large WRITE payload): poll_fd may stay
+	 * quiet until then, or until the stream ends (TCP: SO_RCVLOWAT),
+	 * instead of waking up for every segment.  len 1 resets it. */
+	int (*rx_lowat)(struct bd_transport *t, size_t len);
 };
 
 struct bd_transport {
