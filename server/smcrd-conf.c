@@ -34,6 +34,7 @@ void config_defaults(struct smcrd_config *cfg)
 	cfg->queue_depth = DEFAULT_QUEUE_DEPTH;
 	cfg->max_clients = DEFAULT_MAX_CLIENTS;
 	cfg->max_memory = DEFAULT_MAX_MEMORY;
+	cfg->fixed_buffers = true;
 }
 
 void config_free(struct smcrd_config *cfg)
@@ -456,6 +457,13 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			goto bad;
 		if (!FROM_CLI(CFG_SET_DIRECT))
 			cfg->direct = b;
+		return 0;
+	}
+	if (!strcmp(key, "fixed-buffers")) {
+		if (parse_bool(val, &b) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_FIXED_BUFFERS))
+			cfg->fixed_buffers = b;
 		return 0;
 	}
 	seterr(err, errlen, "unknown setting '%s'", key);

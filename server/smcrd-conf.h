@@ -40,6 +40,7 @@ struct smcrd_config {
 	unsigned max_clients;
 	uint64_t max_memory;		/* bytes of request buffers */
 	bool direct;
+	bool fixed_buffers;		/* io_uring fixed buffers (default on) */
 	bool foreground;
 	bool verbose;
 	char *pidfile;
@@ -58,6 +59,7 @@ struct smcrd_config {
 #define CFG_SET_MAX_CLIENTS	(1u << 5)
 #define CFG_SET_MAX_MEMORY	(1u << 6)
 #define CFG_SET_DIRECT		(1u << 7)
+#define CFG_SET_FIXED_BUFFERS	(1u << 8)
 #define CFG_SET_PIDFILE		(1u << 8)
 #define CFG_SET_LOG_FILE	(1u << 9)
 

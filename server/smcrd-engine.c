@@ -54,6 +54,7 @@ enum tag {
 #define POOL_CLASSES	(POOL_MAX_SHIFT - POOL_MIN_SHIFT + 1)
 #define POOL_MMAP_SHIFT	18		/* >= 256 KiB: mmap'ed */
 #define POOL_CACHE_MAX	(64u << 20)	/* bytes kept for reuse per worker */
+#define FIXED_SLOTS	1024		/* io_uring fixed buffer slots per worker */
 #define SENDFILE_MIN	(64u << 10)	/* READs this large: sendfile */
 #define INLINE_WRITE_MAX (64u << 10)	/* larger WRITEs: io_uring, in parallel */
 #define LOWAT_MIN	(64u << 10)	/* payload left to wait for in one wake-up */
@@ -83,6 +84,7 @@ struct req {
 	struct nbd_request r;
 	void *buf;
 	unsigned buf_class;
+	int buf_slot;			/* its io_uring fixed buffer, or -1 */
 	bool from_file;			/* READ data goes out by send_file */
 	bool zc_tx;			/* READ reply reserved in the transport's send
 					 * buffer (tx_reserve); the file is read into it */
@@ -169,6 +171,11 @@ struct worker {
 	struct req *req_free;
 	void *pool[POOL_CLASSES];
 	size_t pool_cached;
+	/* Pool buffers registered with the ring (READ_FIXED/WRITE_FIXED):
+	 * a sparse table, its free slots on a stack. */
+	bool fixed;
+	unsigned nslot_free;
+	uint16_t slot_free[FIXED_SLOTS];
 	uint64_t mem_used, mem_limit;
 	unsigned io_inflight;		/* TAG_REQ SQEs */
 	struct engine_stats stats;	/* written here, read with atomics */
@@ -218,6 +225,12 @@ static unsigned size_class(uint64_t len)
 	return shift - POOL_MIN_SHIFT;
 }
 
+/* A buffer in the pool's free list. */
+struct pool_buf {
+	void *next;
+	int slot;
+};
+
 static void *buf_alloc_fresh(unsigned cls)
 {
 	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
@@ -245,11 +258,48 @@ static void buf_release(unsigned cls, void *p)
 		free(p);
 }
 
+/* Registers a new pool buffer with the ring; -1 when there is no slot or
+ * the kernel refuses (RLIMIT_MEMLOCK): the buffer is used unregistered. */
+static int fixed_add(struct worker *w, void *p, size_t size)
+{
+	struct iovec iov = { .iov_base = p, .iov_len = size };
+	int slot, r;
+
+	if (!w->fixed || !w->nslot_free)
+		return -1;
+	slot = w->slot_free[--w->nslot_free];
+	r = io_uring_register_buffers_update_tag(&w->ring, (unsigned)slot, &iov, NULL, 1);
+	if (r < 0) {
+		w->slot_free[w->nslot_free++] = (uint16_t)slot;
+		if (r == -ENOMEM || r == -EPERM) {
+			/* Pinned memory is over the limit: stop trying. */
+			smcr_info("worker %u: io_uring fixed buffers: %s: using plain buffers",
+				  w->idx, strerror(-r));
+			w->fixed = false;
+		}
+		return -1;
+	}
+	return slot;
+}
+
+/* Before the buffer goes back to the system. */
+static void fixed_del(struct worker *w, int slot)
+{
+	struct iovec iov = { .iov_base = NULL, .iov_len = 0 };
+
+	if (slot < 0)
+		return;
+	io_uring_register_buffers_update_tag(&w->ring, (unsigned)slot, &iov, NULL, 1);
+	w->slot_free[w->nslot_free++] = (uint16_t)slot;
+}
+
 /* NULL with *blocked set: over the memory limit, try again later. */
-static void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, bool *blocked)
+static void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
+		     bool *blocked)
 {
 	unsigned cls = size_class(len);
 	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
+	struct pool_buf *b;
 	void *p;
 
 	*blocked = false;
@@ -259,42 +309,49 @@ static void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, bool *bl
 	}
 	p = w->pool[cls];
 	if (p) {
-		w->pool[cls] = *(void **)p;
+		b = p;
+		w->pool[cls] = b->next;
 		w->pool_cached -= size;
+		*slot_out = b->slot;
 	} else {
 		p = buf_alloc_fresh(cls);
 		if (!p)
 			return NULL;
+		*slot_out = fixed_add(w, p, size);
 	}
 	w->mem_used += size;
 	*cls_out = cls;
 	return p;
 }
 
-static void buf_put(struct worker *w, unsigned cls, void *p)
+static void buf_put(struct worker *w, unsigned cls, void *p, int slot)
 {
 	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
+	struct pool_buf *b = p;
 
 	w->mem_used -= size;
 	if (w->pool_cached + size <= POOL_CACHE_MAX) {
-		*(void **)p = w->pool[cls];
+		b->next = w->pool[cls];
+		b->slot = slot;
 		w->pool[cls] = p;
 		w->pool_cached += size;
 	} else {
+		fixed_del(w, slot);
 		buf_release(cls, p);
 	}
 }
 
+/* After the ring is gone (it dropped its registrations). */
 static void pool_free_all(struct worker *w)
 {
 	unsigned cls;
 
 	for (cls = 0; cls < POOL_CLASSES; cls++) {
 		while (w->pool[cls]) {
-			void *p = w->pool[cls];
+			struct pool_buf *b = w->pool[cls];
 
-			w->pool[cls] = *(void **)p;
-			buf_release(cls, p);
+			w->pool[cls] = b->next;
+			buf_release(cls, b);
 		}
 	}
 	w->pool_cached = 0;
@@ -645,6 +702,7 @@ static struct req *req_new(struct conn *c)
 	q->c = c;
 	q->next = NULL;
 	q->buf = NULL;
+	q->buf_slot = -1;
 	q->from_file = false;
 	q->zc_tx = false;
 	q->tx_ready = false;
@@ -672,7 +730,7 @@ static void req_free(struct req *q)
 	}
 	if (q->buf) {
 		c->mem_used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
-		buf_put(w, q->buf_class, q->buf);
+		buf_put(w, q->buf_class, q->buf, q->buf_slot);
 		q->buf = NULL;
 		if (w->mem_head)
 			mem_wake(w);
@@ -993,13 +1051,20 @@ static void req_submit(struct req *q)
 			io_uring_prep_readv(sqe, e->fd, q->zc_cur, (unsigned)cnt, off);
 			break;
 		}
-		io_uring_prep_read(sqe, io_fd(e, off, left, p), p, (unsigned)left, off);
+		if (q->buf_slot >= 0)
+			io_uring_prep_read_fixed(sqe, io_fd(e, off, left, p), p, (unsigned)left,
+						 off, q->buf_slot);
+		else
+			io_uring_prep_read(sqe, io_fd(e, off, left, p), p, (unsigned)left, off);
 		break;
 	case PH_WRITE:
 		if (q->zc) {
 			/* Straight from the transport's receive buffer; its
 			 * memory need not suit O_DIRECT: the buffered fd. */
 			io_uring_prep_writev(sqe, e->fd, q->zc_cur, (unsigned)zc_remaining(q), off);
+		} else if (q->buf_slot >= 0) {
+			io_uring_prep_write_fixed(sqe, io_fd(e, off, left, p), p, (unsigned)left,
+						  off, q->buf_slot);
 		} else {
 			io_uring_prep_write(sqe, io_fd(e, off, left, p), p, (unsigned)left, off);
 		}
@@ -1318,7 +1383,7 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 			c->rx_blocked = true;
 			return RX_RETRY;
 		}
-		q->buf = buf_get(c->w, r.length, &q->buf_class, &blocked);
+		q->buf = buf_get(c->w, r.length, &q->buf_class, &q->buf_slot, &blocked);
 		if (q->buf)
 			c->mem_used += size;
 		if (!q->buf) {
@@ -1783,6 +1848,15 @@ static int ring_setup(struct worker *w)
 		r = io_uring_queue_init_params(RING_ENTRIES, &w->ring, &params);
 		if (r != -EINVAL)
 			break;
+	}
+	if (r < 0 || !w->e->p.fixed_buffers || w->e->valgrind)
+		return r;
+	/* Pool buffers are registered as they are made (fixed_add). */
+	if (io_uring_register_buffers_sparse(&w->ring, FIXED_SLOTS) == 0) {
+		w->fixed = true;
+		for (i = 0; i < FIXED_SLOTS; i++)
+			w->slot_free[i] = (uint16_t)(FIXED_SLOTS - 1 - i);
+		w->nslot_free = FIXED_SLOTS;
 	}
 	return r;
 }

@@ -22,6 +22,8 @@ struct engine_params {
 	unsigned drain_timeout_ms;	/* SIGTERM: give up after this */
 	unsigned drain_idle_ms;		/* draining: close connections idle
 					 * this long (0: 200 ms) */
+	bool fixed_buffers;		/* register request buffers with
+					 * io_uring (READ_FIXED/WRITE_FIXED) */
 	/* Called (from a worker thread) when a connection is gone. */
 	void (*closed)(void *arg);
 	void *closed_arg;

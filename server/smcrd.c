@@ -528,6 +528,7 @@ static void usage(FILE *f)
 "  -m, --max-clients N      simultaneous clients (default 128)\n"
 "  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
 "  -d, --direct             O_DIRECT on every export\n"
+"      --no-fixed-buffers   plain request buffers, not registered with io_uring\n"
 "  -f, --foreground         stay in the foreground, log to stderr\n"
 "  -P, --pidfile FILE       write the process id to FILE\n"
 "  -L, --log-file FILE      append log lines to FILE\n"
@@ -540,7 +541,7 @@ static void usage(FILE *f)
 "See smcrd(8).\n");
 }
 
-enum { OPT_SMCR_PORT = 256 };
+enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -553,6 +554,7 @@ static const struct option long_opts[] = {
 	{ "max-clients", required_argument, NULL, 'm' },
 	{ "max-memory", required_argument, NULL, 'M' },
 	{ "direct", no_argument, NULL, 'd' },
+	{ "no-fixed-buffers", no_argument, NULL, OPT_NO_FIXED_BUFFERS },
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "pidfile", required_argument, NULL, 'P' },
 	{ "log-file", required_argument, NULL, 'L' },
@@ -631,6 +633,10 @@ static int parse_args(struct server *s, int argc, char **argv)
 		case 'd':
 			cfg->direct = true;
 			cfg->set_mask |= CFG_SET_DIRECT;
+			break;
+		case OPT_NO_FIXED_BUFFERS:
+			cfg->fixed_buffers = false;
+			cfg->set_mask |= CFG_SET_FIXED_BUFFERS;
 			break;
 		case 'f':
 			cfg->foreground = true;
@@ -947,6 +953,7 @@ int main(int argc, char **argv)
 	ep.threads = s.cfg.threads;
 	ep.queue_depth = s.cfg.queue_depth;
 	ep.max_memory = s.cfg.max_memory;
+	ep.fixed_buffers = s.cfg.fixed_buffers;
 	ep.drain_timeout_ms = 30000;
 	ep.closed = client_gone;
 	ep.closed_arg = &s;

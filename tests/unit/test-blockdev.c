@@ -662,7 +662,7 @@ static int env_setup_mem(struct engine_env *env, uint64_t size, bool ro, uint32_
 {
 	struct engine_params ep = {
 		.threads = 2, .queue_depth = 16, .max_memory = max_memory,
-		.drain_timeout_ms = 20000, .drain_idle_ms = 10000,
+		.drain_timeout_ms = 20000, .drain_idle_ms = 10000, .fixed_buffers = true,
 		.closed = env_closed, .closed_arg = env,
 	};
 	struct export_spec spec = { .name = (char *)"t", .direct = -1, .block_size = bs,
