@@ -16,16 +16,16 @@
 #include "dev.h"
 #include "log.h"
 
-/* 4.096 us * 2^16 = 268 ms per try, 6 retries: a dead path is reported by
- * a completion error in about 2 s.  (7 would mean "retry forever" on rxe,
- * so a silent loss would never be reported.)  Shorter is too tight where a
- * host may stall: on rxe under TCG, with 67 ms (14) and then 134 ms (15,
- * as Linux SMC-R), the peer's kernel stopped acknowledging on the other
- * link for about a second while "rdma link delete" took one device away,
- * and the group lost its last link and every connection.  SMCR_QP_TIMEOUT
- * changes it. */
+/* 4.096 us * 2^17 = 537 ms per try, 6 retries: a dead path is reported by
+ * a completion error in about 3.8 s.  (7 would mean "retry forever" on
+ * rxe, so a silent loss would never be reported.)  Shorter is too tight
+ * where a host may stall: on rxe under TCG, with 67 ms (14), 134 ms (15,
+ * as Linux SMC-R) and 268 ms (16), a guest's kernel stopped acknowledging
+ * on its other link for 1 to 2 s while "rdma link delete" or "ip link set
+ * down" took one port away, and the group lost its last link and every
+ * connection.  SMCR_QP_TIMEOUT changes it. */
 const struct smcr_qp_timing smcr_qp_timing_default = {
-	.timeout = 16,
+	.timeout = 17,
 	.retry_cnt = 6,
 	.rnr_retry = 7,
 };

@@ -52,9 +52,9 @@ struct smcr_ctx_opts {
 /* Defaults come from the environment as well: SMCR_DEVICES, SMCR_RMBE_SIZE,
  * SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS, SMCR_LLC_TIMEOUT_MS,
  * SMCR_FAULT (see smcr_fault()); and without an option here:
- * SMCR_QP_TIMEOUT (RC ACK timeout, 4.096 us << N; default 16: 268 ms)
+ * SMCR_QP_TIMEOUT (RC ACK timeout, 4.096 us << N; default 17: 537 ms)
  * and SMCR_QP_RETRY (retries, at most 6), which bound how soon a dead path
- * shows as a completion error (~2 s by default); SMCR_LINK_POLICY
+ * shows as a completion error (~3.8 s by default); SMCR_LINK_POLICY
  * ("least-loaded" or "round-robin": the link for a new connection);
  * SMCR_REBALANCE=0 (do not move idle connections to a returned link). */
 int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp);
