@@ -947,25 +947,18 @@ static void start_zeroes(struct req *q)
  * take RWF_NOWAIT (and say EAGAIN when the write would block: then
  * io_uring does it); on the others (ext4) io_uring would punt every write
  * to a worker thread, so the copy is done here, blocking.  Large writes
- * go to io_uring when the worker has other connections: its workers copy
- * (and wait for dirty page throttling) on other CPUs while this thread
- * serves the others.  A worker with one connection copies large writes
- * here too: io_uring runs the buffered writes of one file one after the
- * other in one worker thread anyway, and handing each over (a wake-up,
- * the payload read again from another CPU's cache, a completion) cost
- * more than overlapping the copy with receiving gained (1 MiB writes
- * over loopback, 2 CPUs: 170 against 220-250 ms of CPU per GiB).
+ * go to io_uring all the same: its workers copy (and wait for dirty page
+ * throttling) on other CPUs while this thread goes on receiving.
  * Returns true when the request is done. */
 static bool write_inline(struct req *q)
 {
 	struct export *e = q->c->exp;
-	bool alone = __atomic_load_n(&q->c->w->nconns, __ATOMIC_RELAXED) == 1;
 	struct iovec one = { .iov_base = q->buf, .iov_len = q->r.length };
 	const struct iovec *iov = q->zc ? q->zc_iov : &one;
 	int cnt = q->zc ? (q->zc_iov[1].iov_len ? 2 : 1) : 1;
 	ssize_t n;
 
-	if ((q->r.flags & NBD_CMD_FLAG_FUA) || (q->r.length > INLINE_WRITE_MAX && !alone) ||
+	if ((q->r.flags & NBD_CMD_FLAG_FUA) || q->r.length > INLINE_WRITE_MAX ||
 	    (!q->zc && io_fd(e, q->r.offset, q->r.length, q->buf) != e->fd) ||
 	    (q->zc && e->dfd >= 0))
 		return false;
