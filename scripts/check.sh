@@ -2,7 +2,7 @@
 # The whole test suite, from a fresh Debian 12 machine:
 #   1. install dependencies, 2. build and "make check" (unit tests, host
 #   integration tests, the rxe VM lane), 3. unit and host tests again under
-#   ASan+UBSan, 4. unit tests under valgrind.
+#   ASan+UBSan, 4. unit tests under valgrind; make distcheck after step 2.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -35,6 +35,9 @@ bash scripts/build.sh build
 step "make check (unit, host integration, rxe VM lane)"
 if ! make -C build check; then show_logs build; exit 1; fi
 summary build
+
+step "make distcheck (the tarball builds, installs and passes the unit and host tests)"
+if ! make -C build distcheck VM_TESTS=; then show_logs build; exit 1; fi
 
 step "ASan + UBSan: unit and host tests"
 bash scripts/build.sh build-san --enable-sanitizers
