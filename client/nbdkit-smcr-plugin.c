@@ -35,6 +35,7 @@ static struct nbdc *exp_;
 
 static void smcr_unload(void)
 {
+	smcr_log_set_fn(NULL, NULL);
 	free(cfg_server);
 	free(cfg_export);
 	free(cfg_uri);
@@ -103,6 +104,13 @@ static int smcr_config(const char *key, const char *value)
 	return -1;
 }
 
+static void log_to_nbdkit(void *opaque, enum smcr_log_level level, const char *msg)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+
+	nbdkit_debug("smcr: %s: %s", names[level], msg);
+}
+
 static int smcr_config_complete(void)
 {
 	if (!cfg_server && !cfg_uri) {
@@ -164,7 +172,8 @@ static int smcr_after_fork(void)
 		o.ctl_name = NULL;
 	else if (cfg_ctl)
 		o.ctl_name = cfg_ctl;
-	smcr_log_set_ident("nbdkit-smcr");
+	/* libsmcr's lines go to nbdkit's debug log: -v shows them. */
+	smcr_log_set_fn(log_to_nbdkit, NULL);
 	if (cfg_uri) {
 		if (nbdc_uri_parse(cfg_uri, &u) < 0)
 			return -1;

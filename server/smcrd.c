@@ -20,6 +20,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "smcrd-conf.h"
@@ -492,6 +493,13 @@ static int daemonize(void)
 	return p[1];
 }
 
+static void log_to_syslog(void *opaque, enum smcr_log_level level, const char *msg)
+{
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+
+	syslog(prio[level], "%s", msg);
+}
+
 static void detach_stdio(const char *log_file)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -905,6 +913,7 @@ int main(int argc, char **argv)
 		}
 		dup2(fd, STDERR_FILENO);
 		close(fd);
+		smcr_log_set_stamp(SMCR_LOG_STAMP_LOCAL);
 	}
 	if (!s.cfg.port)
 		s.cfg.port = strdup("10809");
@@ -970,6 +979,11 @@ int main(int argc, char **argv)
 	if (notify >= 0) {
 		char ok = 0;
 
+		if (!s.cfg.log_file) {
+			/* In the background without a log file: syslog. */
+			openlog("smcrd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+			smcr_log_set_fn(log_to_syslog, NULL);
+		}
 		detach_stdio(s.cfg.log_file);
 		if (write(notify, &ok, 1) < 0)
 			smcr_warn("cannot notify the parent: %s", strerror(errno));

@@ -1080,6 +1080,8 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		return -ENOMEM;
 	if (opts)
 		ctx->opts = *opts;
+	if (ctx->opts.log_fn)
+		smcr_log_set_fn(ctx->opts.log_fn, ctx->opts.log_opaque);
 	env = getenv("SMCR_DEVICES");
 	if (!ctx->opts.devices && env && *env)
 		ctx->opts.devices = env;

@@ -1,14 +1,25 @@
-/* smcrbd: logging to stderr, one line per call, safe across threads. */
+/* smcrbd: logging, one line per call, safe across threads: to the
+ * application's callback if it set one, else to stderr. */
 #include <config.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
 static int log_level = -1;
 static const char *log_ident = "smcr";
+static int log_stamp = SMCR_LOG_STAMP_EPOCH;
+
+/* The sink: set while no other thread logs (before contexts start), or
+ * swapped under the lock; a line is passed to the sink under it too, so a
+ * caller that clears its callback knows it is no longer called. */
+static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
+static smcr_log_fn sink_fn;
+static void *sink_opaque;
 
 static const char *const level_names[] = {
 	[SMCR_LOG_ERR] = "error",
@@ -47,21 +58,58 @@ void smcr_log_set_ident(const char *ident)
 	log_ident = ident;
 }
 
+void smcr_log_set_stamp(enum smcr_log_stamp stamp)
+{
+	__atomic_store_n(&log_stamp, (int)stamp, __ATOMIC_RELAXED);
+}
+
+void smcr_log_set_fn(smcr_log_fn fn, void *opaque)
+{
+	pthread_mutex_lock(&sink_lock);
+	sink_fn = fn;
+	sink_opaque = opaque;
+	pthread_mutex_unlock(&sink_lock);
+}
+
+static int stamp(char *buf, size_t len, enum smcr_log_level level)
+{
+	struct timespec ts;
+	struct tm tm;
+	size_t n;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (__atomic_load_n(&log_stamp, __ATOMIC_RELAXED) == SMCR_LOG_STAMP_EPOCH)
+		return snprintf(buf, len, "%s[%ld.%03ld] %s: ", log_ident, (long)ts.tv_sec,
+				ts.tv_nsec / 1000000L, level_names[level]);
+	localtime_r(&ts.tv_sec, &tm);
+	n = strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+	if (!n)
+		return -1;
+	return (int)n + snprintf(buf + n, len - n, ".%03ld %s[%ld] %s: ",
+				 ts.tv_nsec / 1000000L, log_ident, (long)getpid(),
+				 level_names[level]);
+}
+
 void smcr_vlog(enum smcr_log_level level, const char *fmt, va_list ap)
 {
 	char line[1024];
-	struct timespec ts;
 	int n;
 
 	if (level > smcr_log_get_level())
 		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	n = snprintf(line, sizeof(line), "%s[%ld.%03ld] %s: ", log_ident,
-		     (long)ts.tv_sec, ts.tv_nsec / 1000000L, level_names[level]);
+	pthread_mutex_lock(&sink_lock);
+	if (sink_fn) {
+		vsnprintf(line, sizeof(line), fmt, ap);
+		sink_fn(sink_opaque, level, line);
+		pthread_mutex_unlock(&sink_lock);
+		return;
+	}
+	pthread_mutex_unlock(&sink_lock);
+	n = stamp(line, sizeof(line), level);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
 	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-	/* One fputs per line keeps lines whole when threads log at once. */
+	/* One fprintf per line keeps lines whole when threads log at once. */
 	fprintf(stderr, "%s\n", line);
 }
 

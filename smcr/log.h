@@ -4,17 +4,28 @@
 
 #include <stdarg.h>
 
+/* The public part, as in smcr.h (which programs with functions of their own
+ * named smcr_* need not include). */
+#ifndef SMCR_LOG_API
+#define SMCR_LOG_API
 enum smcr_log_level {
 	SMCR_LOG_ERR = 0,
 	SMCR_LOG_WARN,
 	SMCR_LOG_INFO,
 	SMCR_LOG_DEBUG,
 };
-
-/* Messages above this level are dropped.  Initialised from the environment
- * variable SMCR_DEBUG (0..3) on first use; smcr_log_set_level overrides. */
+typedef void (*smcr_log_fn)(void *opaque, enum smcr_log_level level, const char *msg);
+void smcr_log_set_fn(smcr_log_fn fn, void *opaque);
 void smcr_log_set_level(enum smcr_log_level level);
+#endif
+
 enum smcr_log_level smcr_log_get_level(void);
+
+/* How the stderr sink stamps a line: "ident[EPOCH.mmm] level: " (default;
+ * tests compare these stamps across programs) or
+ * "YYYY-MM-DD HH:MM:SS.mmm ident[PID] level: " in local time (log files). */
+enum smcr_log_stamp { SMCR_LOG_STAMP_EPOCH, SMCR_LOG_STAMP_LOCAL };
+void smcr_log_set_stamp(enum smcr_log_stamp stamp);
 
 /* Prefix every line with this program name (default "smcr"). */
 void smcr_log_set_ident(const char *ident);

@@ -33,6 +33,25 @@ extern "C" {
 struct smcr_ctx;
 struct smcr_sock;
 
+/* Logging.  The stack logs one line per event (no trailing newline) at
+ * these levels; by default to stderr, stamped, at SMCR_DEBUG (0..3) from
+ * the environment or info.  Both settings are process-wide: the stack's
+ * log is not per context.  A callback runs on whichever thread logs, one
+ * call at a time, and must not call back into libsmcr; fn NULL restores
+ * stderr.  Set them before creating contexts (or through the opts). */
+#ifndef SMCR_LOG_API
+#define SMCR_LOG_API
+enum smcr_log_level {
+	SMCR_LOG_ERR = 0,
+	SMCR_LOG_WARN,
+	SMCR_LOG_INFO,
+	SMCR_LOG_DEBUG,
+};
+typedef void (*smcr_log_fn)(void *opaque, enum smcr_log_level level, const char *msg);
+void smcr_log_set_fn(smcr_log_fn fn, void *opaque);
+void smcr_log_set_level(enum smcr_log_level level);
+#endif
+
 struct smcr_ctx_opts {
 	/* RDMA ports to use, "dev[:port],dev[:port]"; NULL: every active
 	 * port with a RoCE v2 GID that carries an IP address. */
@@ -47,6 +66,8 @@ struct smcr_ctx_opts {
 	unsigned int test_link_timeout_ms;	/* 0: 2000 */
 	unsigned int link_wait_ms;	/* first link confirmation; 0: 5000 */
 	bool no_smc;			/* never propose/accept SMC-R (TCP only) */
+	smcr_log_fn log_fn;		/* if set: smcr_log_set_fn(log_fn, log_opaque) */
+	void *log_opaque;
 };
 
 /* Defaults come from the environment as well: SMCR_DEVICES, SMCR_RMBE_SIZE,

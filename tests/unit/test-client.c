@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "log.h"
 #include "memserver.h"
 #include "nbd-conn.h"
 #include "smcr.h"
@@ -612,6 +613,67 @@ static void test_smcr_ctl(void)
 	free(out);
 }
 
+struct log_capture {
+	int calls;
+	enum smcr_log_level level;
+	char msg[256];
+};
+
+static void capture_log(void *opaque, enum smcr_log_level level, const char *msg)
+{
+	struct log_capture *c = opaque;
+
+	c->calls++;
+	c->level = level;
+	snprintf(c->msg, sizeof(c->msg), "%s", msg);
+}
+
+/* The application's log callback gets libsmcr's lines without a stamp, at
+ * the level set; without it, the stderr sink stamps lines in local time
+ * when asked (smcrd's log file). */
+static void test_log(void)
+{
+	struct log_capture c = { 0 };
+	char path[] = "/tmp/smcr-log-test.XXXXXX", line[512], want[64];
+	enum smcr_log_level old = smcr_log_get_level();
+	int fd, saved;
+	FILE *f;
+
+	smcr_log_set_level(SMCR_LOG_INFO);
+	smcr_log_set_fn(capture_log, &c);
+	smcr_log(SMCR_LOG_WARN, "link %d failed", 2);
+	CU_ASSERT_EQUAL(c.calls, 1);
+	CU_ASSERT_EQUAL(c.level, SMCR_LOG_WARN);
+	CU_ASSERT_STRING_EQUAL(c.msg, "link 2 failed");
+	smcr_log(SMCR_LOG_DEBUG, "not shown");
+	CU_ASSERT_EQUAL(c.calls, 1);
+	smcr_log_set_fn(NULL, NULL);
+
+	fd = mkstemp(path);
+	CU_ASSERT_FATAL(fd >= 0);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	smcr_log_set_stamp(SMCR_LOG_STAMP_LOCAL);
+	smcr_log(SMCR_LOG_INFO, "stamped");
+	smcr_log_set_stamp(SMCR_LOG_STAMP_EPOCH);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	CU_ASSERT_EQUAL(c.calls, 1);
+	f = fdopen(fd, "r");
+	rewind(f);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(line, sizeof(line), f));
+	fclose(f);
+	unlink(path);
+	/* "2026-11-23 20:10:01.123 smcr[PID] info: stamped" */
+	CU_ASSERT(strlen(line) > 24 && line[4] == '-' && line[7] == '-' && line[10] == ' ' &&
+		  line[13] == ':' && line[16] == ':' && line[19] == '.' && line[23] == ' ');
+	snprintf(want, sizeof(want), "[%ld] info: stamped\n", (long)getpid());
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, want));
+	smcr_log_set_level(old);
+}
+
 static CU_TestInfo client_tests[] = {
 	{ "URIs", test_uri },
 	{ "I/O over TCP, 4 connections", test_io_tcp },
@@ -625,6 +687,7 @@ static CU_TestInfo client_tests[] = {
 	{ "connections dropped mid-stream", test_drop_mid_stream },
 	{ "dead connection (io timeout)", test_io_timeout },
 	{ "SMC-R fallback and control socket", test_smcr_ctl },
+	{ "log callback and stamps", test_log },
 	CU_TEST_INFO_NULL,
 };
 
