@@ -410,10 +410,16 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 
 	if (!strcmp(key, "listen"))
 		return FROM_CLI(CFG_SET_LISTEN) ? 0 : set_str(&cfg->listen, val);
-	if (!strcmp(key, "port"))
-		return FROM_CLI(CFG_SET_PORT) ? 0 : set_str(&cfg->port, val);
-	if (!strcmp(key, "smcr-port"))
-		return FROM_CLI(CFG_SET_SMCR_PORT) ? 0 : set_str(&cfg->smcr_port, val);
+	if (!strcmp(key, "port") || !strcmp(key, "smcr-port")) {
+		bool smcr = key[0] == 's';
+		unsigned v;
+
+		if (parse_uint(val, 1, 65535, &v) < 0)
+			goto bad;
+		if (FROM_CLI(smcr ? CFG_SET_SMCR_PORT : CFG_SET_PORT))
+			return 0;
+		return set_str(smcr ? &cfg->smcr_port : &cfg->port, val);
+	}
 	if (!strcmp(key, "pidfile"))
 		return FROM_CLI(CFG_SET_PIDFILE) ? 0 : set_str(&cfg->pidfile, val);
 	if (!strcmp(key, "log-file"))

@@ -327,6 +327,7 @@ static int listen_on(struct server *s, const char *host, const char *port)
 		.ai_flags = AI_PASSIVE,
 	};
 	struct addrinfo *res, *ai;
+	unsigned first;
 	int r, one = 1;
 
 	r = getaddrinfo(host, port, &hints, &res);
@@ -334,27 +335,49 @@ static int listen_on(struct server *s, const char *host, const char *port)
 		smcr_err("listen %s port %s: %s", host ? host : "*", port, gai_strerror(r));
 		return -EINVAL;
 	}
+	/* Every address or none: a client of one address family must never
+	 * find smcrd "ready" but not listening (e.g. 0.0.0.0 taken, [::] free).
+	 * Only a wildcard IPv6 address that this host does not have is left
+	 * out. */
+	first = s->nlfd;
 	for (ai = res; ai && s->nlfd < LISTEN_MAX; ai = ai->ai_next) {
 		char addr[80];
 		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
 				ai->ai_protocol);
+		bool optional = !host && ai->ai_family == AF_INET6;
 
-		if (fd < 0)
-			continue;
+		bd_format_addr(ai->ai_addr, ai->ai_addrlen, addr, sizeof(addr));
+		if (fd < 0) {
+			r = -errno;
+			if (optional && r == -EAFNOSUPPORT)
+				continue;
+			smcr_err("listen on %s: %s", addr, strerror(-r));
+			goto close_fds;
+		}
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		if (ai->ai_family == AF_INET6)
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-		bd_format_addr(ai->ai_addr, ai->ai_addrlen, addr, sizeof(addr));
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
-			smcr_err("listen on %s: %s", addr, strerror(errno));
+			r = -errno;
 			close(fd);
-			continue;
+			if (optional && r == -EADDRNOTAVAIL) {
+				smcr_info("no IPv6 here: not listening on %s", addr);
+				continue;
+			}
+			smcr_err("listen on %s: %s", addr, strerror(-r));
+			goto close_fds;
 		}
 		smcr_info("listening for NBD over TCP on %s", addr);
 		s->lfd[s->nlfd++] = fd;
 	}
 	freeaddrinfo(res);
-	return s->nlfd ? 0 : -EADDRNOTAVAIL;
+	return s->nlfd > first ? 0 : -EADDRNOTAVAIL;
+
+close_fds:
+	while (s->nlfd > first)
+		close(s->lfd[--s->nlfd]);
+	freeaddrinfo(res);
+	return r;
 }
 
 /* --- configuration ------------------------------------------------------ */
@@ -587,6 +610,7 @@ static int parse_args(struct server *s, int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "e:c:l:p:q:t:m:M:dfP:L:vhV", long_opts, NULL)) != -1) {
 		struct export_spec spec;
+		unsigned v;
 		uint64_t sz;
 
 		switch (c) {
@@ -610,10 +634,16 @@ static int parse_args(struct server *s, int argc, char **argv)
 			cfg->set_mask |= CFG_SET_LISTEN;
 			break;
 		case 'p':
+			if (parse_uint(optarg, 1, 65535, &v) < 0)
+				goto bad;
 			set_arg(&cfg->port, optarg);
 			cfg->set_mask |= CFG_SET_PORT;
 			break;
 		case OPT_SMCR_PORT:
+			if (parse_uint(optarg, 1, 65535, &v) < 0) {
+				fprintf(stderr, "smcrd: bad value '%s' for --smcr-port\n", optarg);
+				return -EINVAL;
+			}
 			set_arg(&cfg->smcr_port, optarg);
 			cfg->set_mask |= CFG_SET_SMCR_PORT;
 			break;

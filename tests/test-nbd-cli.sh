@@ -1,5 +1,6 @@
 #!/bin/bash
-# smcrd's command line and limits: --help, --version, usage errors (exit 2),
+# smcrd's command line and limits: --help, --version, usage errors (exit 2;
+# every number checked whole before anything listens), all listeners or none,
 # --max-clients refuses extra clients with a clear option error while the
 # others keep working.
 # smcr-timeout: 120
@@ -23,8 +24,30 @@ rc=0; "$SMCRD" -f --export "x=$d/a.img,blocksize=3" >/dev/null 2>&1 || rc=$?
 rc=0; "$SMCRD" -f --export "x=$d/a.img" --export "x=$d/a.img" >/dev/null 2>&1 || rc=$?
 [ $rc = 2 ] || fail "duplicate export: exit $rc, want 2"
 
-rc=0; "$SMCRD" -f --smcr-port nonsense --export "x=$d/a.img" >/dev/null 2>&1 || rc=$?
-[ $rc != 0 ] || fail "bad --smcr-port accepted"
+# Every number is checked whole, before anything listens: exit 2.
+for bad in "-p 99999" "-p 0" "-p abc" "-p 10809x" "--smcr-port 70000" \
+           "--smcr-port nonsense" "-q 0" "-t 999"; do
+    rc=0; timeout 5 "$SMCRD" -f $bad --export "x=$d/a.img" >"$d/out" 2>&1 || rc=$?
+    [ $rc = 2 ] || fail "'$bad': exit $rc, want 2"
+    grep -q "listening" "$d/out" && fail "'$bad': listened before refusing"
+done
+printf 'port = 99999\n[export x]\npath = %s\n' "$d/a.img" >"$d/bad.conf"
+rc=0; timeout 5 "$SMCRD" -f --config "$d/bad.conf" >"$d/out" 2>&1 || rc=$?
+[ $rc = 2 ] || fail "config port 99999: exit $rc, want 2"
+
+# All listeners or none: with 0.0.0.0's port taken (and [::]'s free),
+# smcrd must fail, not say "ready" while IPv4 clients hang.
+busy=$(free_port)
+python3 -c 'import socket,sys,time
+s=socket.socket(); s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(); time.sleep(30)' "$busy" &
+holder=$!
+cleanup_fn "kill $holder 2>/dev/null"
+wait_for 5 python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])))' "$busy"
+rc=0; timeout 10 "$SMCRD" -f -p "$busy" --export "x=$d/a.img" >"$d/out" 2>&1 || rc=$?
+[ $rc = 1 ] || { cat "$d/out" >&2; fail "0.0.0.0 busy: exit $rc, want 1"; }
+grep -q " ready: " "$d/out" && fail "0.0.0.0 busy: smcrd said ready"
+grep -q "0.0.0.0:$busy: Address already in use" "$d/out" || { cat "$d/out" >&2; fail "0.0.0.0 busy: no reason given"; }
+kill $holder 2>/dev/null
 
 start_smcrd --max-clients 2 --export "disk=$d/a.img"
 
