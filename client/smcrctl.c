@@ -411,7 +411,7 @@ static void render_status(const struct json *doc)
 	printf("=== %s (pid %" PRIu64 ") ===\n", json_get_str(doc, "name", "?"),
 	       json_get_u64(doc, "pid", 0));
 	if (!smcr || smcr->type != JSON_OBJ) {
-		printf("no SMC-R context\n");
+		printf("no SMC-R context (TCP only)\n");
 	} else {
 		printf("link groups: %u\n", json_count(lgrs));
 		for (g = lgrs ? lgrs->child : NULL; g; g = g->next, gi++) {
@@ -550,7 +550,15 @@ static int cmd_show(bool stats, const char *filter)
 		char *answer, err[128];
 		struct json *doc;
 
+		bool tcp_only = false;
+
 		r = ask(t[i].path, stats ? "stats-json" : "status-json", &answer);
+		if (r >= 0 && stats && !strncmp(answer, "error: no SMC-R context", 23)) {
+			/* A program on TCP only: its own sections are its counters. */
+			free(answer);
+			tcp_only = true;
+			r = ask(t[i].path, "status-json", &answer);
+		}
 		if (r < 0) {
 			fprintf(stderr, "smcrctl: %s (pid %d): %s\n", t[i].name, t[i].pid,
 				strerror(-r));
@@ -574,12 +582,15 @@ static int cmd_show(bool stats, const char *filter)
 
 			while (l && answer[l - 1] == '\n')
 				answer[--l] = '\0';
-			if (stats)
+			if (tcp_only)
+				printf("%s{\"name\":\"%s\",\"pid\":%d,\"stats\":null,\"status\":%s}",
+				       ok ? "," : "", t[i].name, t[i].pid, answer);
+			else if (stats)
 				printf("%s{\"name\":\"%s\",\"pid\":%d,\"stats\":%s}", ok ? "," : "",
 				       t[i].name, t[i].pid, answer);
 			else
 				printf("%s%s", ok ? "," : "", answer);
-		} else if (stats) {
+		} else if (stats && !tcp_only) {
 			printf("=== %s (pid %d) ===\n", t[i].name, t[i].pid);
 			render_counters(doc, "  ");
 		} else {

@@ -3,7 +3,7 @@
 # with our plugin over smcrd's SMC-R port; TCP fallback on this host):
 # list, status (table and JSON with the right fields), stats, counters that
 # move with I/O, 'nbd drop' making the client reconnect, fail-link with no
-# link (error), --watch, and the exit statuses.
+# link (error), --watch, the exit statuses, and stats of a client on TCP.
 # smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
@@ -89,6 +89,20 @@ rc=0; ctl bogus 2>/dev/null || rc=$?
 rc=0; ctl fail-link x 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "bad link id: status $rc"
 
+stop_nbdkit
+
+# A client on plain TCP has no SMC-R counters: stats shows its NBD section
+# and exits 0 (it said "error: no SMC-R context" and --json exited 1).
+start_nbdkit server="127.0.0.1:$PORT" export=disk transport=tcp
+nbdcopy "nbd+unix:///?socket=$NBDKIT_SOCK" null: || fail "nbdkit over TCP"
+ctl stats nbdkit-smcr >"$d/tcp-stats" || { cat "$d/tcp-stats"; fail "stats of a TCP client: exit $?"; }
+grep -q "^no SMC-R context (TCP only)" "$d/tcp-stats" || { cat "$d/tcp-stats"; fail "stats of a TCP client: no notice"; }
+grep -q "NBD export 'disk' at nbd://127.0.0.1:$PORT" "$d/tcp-stats" || fail "stats of a TCP client: no NBD section"
+ctl --json stats nbdkit-smcr | python3 -c '
+import json, sys
+p = json.load(sys.stdin)[0]
+assert p["stats"] is None and p["status"]["sections"]["nbd"]["stats"]["requests"] >= 1, p' ||
+    fail "stats --json of a TCP client"
 stop_nbdkit
 stop_smcrd
 ls "$SMCR_CTL_DIR" | grep -q . && fail "control sockets left behind: $(ls "$SMCR_CTL_DIR")"
