@@ -8,6 +8,8 @@ PACKAGES=(
     build-essential autoconf automake libtool pkg-config
     libibverbs-dev liburing-dev nbdkit-plugin-dev libfuse3-dev
     libcunit1-dev libssl-dev clang
+    # the SMC TCP option on SYNs: a BPF program (smcr/synopt.bpf.c)
+    libbpf-dev bpftool
     # RDMA userspace (verbs providers incl. rxe, tools, benchmarks)
     rdma-core ibverbs-utils ibverbs-providers perftest
     # NBD clients and peers used by the tests

@@ -19,6 +19,7 @@
 #include <sys/timerfd.h>
 
 #include "engine.h"
+#include "synopt.h"
 #include "log.h"
 
 enum { SRC_WAKE = 1, SRC_TIMER, SRC_CHAN, SRC_ASYNC };
@@ -1064,6 +1065,47 @@ static int ports_from_spec(struct smcr_ctx *ctx, const char *spec)
 	return 0;
 }
 
+/* The SYN option (smcr.h): the BPF program, or why not. */
+static int synopt_start(struct smcr_ctx *ctx)
+{
+	static bool warned;
+	enum smcr_syn_option mode = ctx->opts.syn_option;
+	int ret;
+
+	if (mode == SMCR_SYN_OPTION_AUTO &&
+	    smcr_syn_option_parse(getenv("SMCR_SYN_OPTION"), &mode)) {
+		smcr_err("engine: SMCR_SYN_OPTION: '%s' is not auto, bpf or off",
+			 getenv("SMCR_SYN_OPTION"));
+		return -EINVAL;
+	}
+	if (mode == SMCR_SYN_OPTION_OFF) {
+		snprintf(ctx->synopt_why, sizeof(ctx->synopt_why), "syn-option=off");
+		return 0;
+	}
+	if (ctx->opts.no_smc) {
+		snprintf(ctx->synopt_why, sizeof(ctx->synopt_why), "no SMC-R (TCP only)");
+		return 0;
+	}
+	ret = smcr_synopt_get(ctx->synopt_why, sizeof(ctx->synopt_why));
+	if (ret == 0) {
+		ctx->synopt = true;
+		return 0;
+	}
+	if (mode == SMCR_SYN_OPTION_BPF) {
+		smcr_err("engine: syn-option=bpf: %s", ctx->synopt_why);
+		return ret;
+	}
+	if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+		smcr_warn("engine: no SMC TCP option on SYNs (%s): CLC on every "
+			  "connection, as with syn-option=off", ctx->synopt_why);
+	return 0;
+}
+
+enum smcr_syn_option smcr_ctx_syn_option(struct smcr_ctx *ctx)
+{
+	return ctx->synopt ? SMCR_SYN_OPTION_BPF : SMCR_SYN_OPTION_OFF;
+}
+
 int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 {
 	struct itimerspec its = {
@@ -1179,10 +1221,13 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 				smcr_warn("engine: SMCR_FAULT: cannot use '%s'", tok);
 		}
 	}
+	ret = synopt_start(ctx);
+	if (ret)
+		goto out_put_ports;
 	ret = pthread_create(&ctx->reaper, NULL, reaper, ctx);
 	if (ret) {
 		ret = -ret;
-		goto out_put_ports;
+		goto out_put_synopt;
 	}
 	ctx->reaper_running = true;
 	ret = pthread_create(&ctx->thread, NULL, progress, ctx);
@@ -1200,6 +1245,9 @@ out_stop_reaper:
 	pthread_cond_signal(&ctx->reap_cond);
 	pthread_mutex_unlock(&ctx->lock);
 	pthread_join(ctx->reaper, NULL);
+out_put_synopt:
+	if (ctx->synopt)
+		smcr_synopt_put();
 out_put_ports:
 	for (i = 0; i < ctx->nports; i++)
 		smcr_dev_put(&ctx->devs, &ctx->ports[i]);
@@ -1277,6 +1325,8 @@ void smcr_ctx_destroy(struct smcr_ctx *ctx)
 		pthread_mutex_unlock(&ctx->lock);
 		pthread_join(ctx->reaper, NULL);
 	}
+	if (ctx->synopt)
+		smcr_synopt_put();
 	for (i = 0; i < ctx->nports; i++)
 		smcr_dev_put(&ctx->devs, &ctx->ports[i]);
 	smcr_devs_fini(&ctx->devs);

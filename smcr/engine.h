@@ -19,6 +19,7 @@ struct smcr_sock {
 	int fd;				/* the TCP socket */
 	int evfd;			/* eventfd for smcr_sock_fd() */
 	bool listener;
+	uint16_t synopt_port;		/* listener: in the SYN option's port map */
 	bool smc;			/* false: plain TCP (fallback) */
 	bool first_contact;
 	uint32_t fallback_reason;
@@ -36,6 +37,8 @@ struct smcr_ctx {
 	bool thread_running, stop;
 	int epfd, wakefd, timerfd;
 	struct smcr_ctx_opts opts;
+	bool synopt;			/* the SYN option program is ours (BPF) */
+	char synopt_why[160];		/* why not, when it is off */
 	struct smcr_devs devs;
 	struct smcr_port_ref ports[SMCR_MAX_PORTS];
 	int nports;

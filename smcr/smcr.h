@@ -52,6 +52,18 @@ void smcr_log_set_fn(smcr_log_fn fn, void *opaque);
 void smcr_log_set_level(enum smcr_log_level level);
 #endif
 
+/* RFC 7609 §3.1: SMC is tried (CLC) only when the SYN and the SYN-ACK both
+ * carried TCP option 254 with ExID 0xE2D4C3D9.  Userspace can write and read
+ * it only through a cgroup BPF program (needs CAP_BPF/CAP_NET_ADMIN, i.e.
+ * root, and cgroup v2). */
+enum smcr_syn_option {
+	SMCR_SYN_OPTION_AUTO = 0,	/* BPF if it loads, else as OFF (logged once) */
+	SMCR_SYN_OPTION_BPF,		/* BPF, or smcr_ctx_create() fails */
+	SMCR_SYN_OPTION_OFF,		/* no option: CLC on every connection (a
+					 * peer that does not do SMC sees the
+					 * Proposal in its stream) */
+};
+
 struct smcr_ctx_opts {
 	/* RDMA ports to use, "dev[:port],dev[:port]"; NULL: every active
 	 * port with a RoCE v2 GID that carries an IP address. */
@@ -68,17 +80,31 @@ struct smcr_ctx_opts {
 	bool no_smc;			/* never propose/accept SMC-R (TCP only) */
 	smcr_log_fn log_fn;		/* if set: smcr_log_set_fn(log_fn, log_opaque) */
 	void *log_opaque;
+	/* With BPF, a connection whose peer sent no option is plain TCP at
+	 * once (no CLC byte), counted as fallback 0x03010000 (peer has no
+	 * SMC).  Sockets handed in by
+	 * smcr_connect_fd()/smcr_accept_fd() that libsmcr did not create run
+	 * CLC as with OFF.  AUTO (0) takes SMCR_SYN_OPTION from the
+	 * environment ("auto", "bpf", "off"). */
+	enum smcr_syn_option syn_option;
 };
 
 /* Defaults come from the environment as well: SMCR_DEVICES, SMCR_RMBE_SIZE,
  * SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS, SMCR_LLC_TIMEOUT_MS,
- * SMCR_FAULT (see smcr_fault()); and without an option here:
+ * SMCR_FAULT (see smcr_fault()), SMCR_SYN_OPTION; and without an option
+ * here:
  * SMCR_QP_TIMEOUT (RC ACK timeout, 4.096 us << N; default 17: 537 ms)
  * and SMCR_QP_RETRY (retries, at most 6), which bound how soon a dead path
  * shows as a completion error (~3.8 s by default); SMCR_LINK_POLICY
  * ("least-loaded" or "round-robin": the link for a new connection);
  * SMCR_REBALANCE=0 (do not move idle connections to a returned link). */
 int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp);
+/* The SYN option mode in effect (SMCR_SYN_OPTION_BPF or _OFF), and its
+ * name ("auto", "bpf", "off"). */
+enum smcr_syn_option smcr_ctx_syn_option(struct smcr_ctx *ctx);
+const char *smcr_syn_option_str(enum smcr_syn_option mode);
+/* "auto", "bpf" or "off" (NULL or "": auto) into *mode; else -EINVAL. */
+int smcr_syn_option_parse(const char *s, enum smcr_syn_option *mode);
 /* Closes every socket and link group, stops the progress thread. */
 void smcr_ctx_destroy(struct smcr_ctx *ctx);
 

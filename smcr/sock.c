@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "log.h"
 #include "sock.h"
+#include "synopt.h"
 
 /* How long a closed connection may wait for the peer's close. */
 #define SMCR_LINGER_MS 10000
@@ -83,6 +84,8 @@ static void sock_free_locked(struct smcr_sock *s)
 		if (s->peer_rmb && s->peer_rmb->refs)
 			s->peer_rmb->refs--;
 	}
+	if (s->synopt_port)
+		smcr_synopt_unlisten(s->synopt_port);
 	if (s->fd >= 0)
 		close(s->fd);
 	if (s->evfd >= 0)
@@ -472,7 +475,10 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 	unsigned int i, g = 0;
 
 	pthread_mutex_lock(&ctx->lock);
-	off = out(buf, len, off, json ? "{\"link_groups\":[" : "");
+	off = json ? out(buf, len, off, "{\"syn_option\":\"%s\",\"syn_option_off_why\":\"%s\",\"link_groups\":[",
+			 ctx->synopt ? "bpf" : "off", ctx->synopt ? "" : ctx->synopt_why) :
+		     ctx->synopt ? out(buf, len, off, "SYN option: bpf (CLC only when both SYNs carry it)\n") :
+		     out(buf, len, off, "SYN option: off, CLC always (%s)\n", ctx->synopt_why);
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next, g++) {
 		uint64_t rmbes, rmbs, sndbufs, sndbuf_rmbs;
 		unsigned int nl = 0;

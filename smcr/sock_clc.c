@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +16,8 @@
 #include "engine.h"
 #include "log.h"
 #include "sock.h"
+#include "synopt.h"
+#include "wire.h"
 
 /* What one CLC exchange set up so far (for undo). */
 struct setup {
@@ -411,6 +414,30 @@ static const struct smcr_clc_ops clc_ops = {
 
 /* ---- connect / accept ------------------------------------------------------ */
 
+/* A server that runs CLC without the SYN option's word (syn-option off, or a
+ * socket the program did not see): a client that speaks first and not CLC
+ * (it saw no option on our SYN-ACK, or is plain TCP) gets TCP at once, its
+ * bytes unread.  Waits up to timeout_ms for a first byte; *waited: how long. */
+static bool client_speaks_tcp(int fd, int timeout_ms, int *waited)
+{
+	static const uint8_t eye[4] = { SMCR_EYECATCHER_0, SMCR_EYECATCHER_1,
+					SMCR_EYECATCHER_2, SMCR_EYECATCHER_3 };
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	uint64_t t0 = smcr_now_ms();
+	uint8_t b[4];
+	ssize_t n;
+	int r;
+
+	do {
+		r = poll(&p, 1, timeout_ms);
+	} while (r < 0 && errno == EINTR);
+	*waited = (int)(smcr_now_ms() - t0);
+	if (r <= 0)
+		return false;
+	n = recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	return n > 0 && memcmp(b, eye, (size_t)n) != 0;
+}
+
 static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock **sockp)
 {
 	struct smcr_clc_cfg cfg = {
@@ -425,7 +452,7 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 	struct smcr_clc_result res;
 	struct setup st = { .ctx = ctx };
 	struct smcr_sock *s;
-	int one = 1, ret;
+	int one = 1, ret, synopt, waited = 0;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	s = smcr_sock_new(ctx, fd);
@@ -440,7 +467,19 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 		memset(&res, 0, sizeof(res));
 		res.reason = SMCR_DECL_NOSMCDEV;
 		res.side = SMCR_CLC_SIDE_LOCAL;
+	} else if ((synopt = ctx->synopt ? smcr_synopt_peer(fd) : -ENOENT) == 0 ||
+		   (server && synopt < 0 &&
+		    client_speaks_tcp(fd, cfg.proposal_timeout_ms, &waited))) {
+		/* RFC 7609 §3.1: no CLC unless the SYN and the SYN-ACK both
+		 * carried the option.  (TCP_NODELAY above locked the socket:
+		 * an accepted one has seen its established callback.) */
+		ret = SMCR_CLC_FALLBACK;
+		memset(&res, 0, sizeof(res));
+		res.reason = SMCR_DECL_PEERNOSMC;
+		res.side = SMCR_CLC_SIDE_PEER;
 	} else {
+		cfg.proposal_timeout_ms = waited < cfg.proposal_timeout_ms ?
+					  cfg.proposal_timeout_ms - waited : 1;
 		ret = server ? smcr_clc_server(fd, &clc_ops, &st, &cfg, &res) :
 			       smcr_clc_client(fd, &clc_ops, &st, &cfg, &res);
 	}
@@ -513,43 +552,93 @@ int smcr_connect(struct smcr_ctx *ctx, const struct sockaddr *addr,
 {
 	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
+	int ret;
+
 	if (fd < 0)
 		return -errno;
+	if (ctx->synopt) {
+		ret = smcr_synopt_mark(fd);
+		if (ret) {
+			smcr_warn("connect: cannot mark the socket for the SYN option: %s",
+				  strerror(-ret));
+			goto out_close;
+		}
+	}
 	if (connect(fd, addr, addrlen)) {
-		int ret = -errno;
-
-		close(fd);
-		return ret;
+		ret = -errno;
+		goto out_close;
 	}
 	return smcr_connect_fd(ctx, fd, sockp);
+
+out_close:
+	close(fd);
+	return ret;
+}
+
+/* Mark a bound listener for the SYN option; *port: its port. */
+static int synopt_listen(int fd, uint16_t *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int ret;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len))
+		return -errno;
+	*port = ntohs(ss.ss_family == AF_INET6 ?
+		      ((struct sockaddr_in6 *)&ss)->sin6_port :
+		      ((struct sockaddr_in *)&ss)->sin_port);
+	ret = smcr_synopt_listen(fd, *port);
+	if (ret) {
+		smcr_warn("listen: cannot mark the socket for the SYN option: %s",
+			  strerror(-ret));
+		*port = 0;
+	}
+	return ret;
 }
 
 int smcr_listen(struct smcr_ctx *ctx, const struct sockaddr *addr,
 		socklen_t addrlen, int backlog, struct smcr_sock **sockp)
 {
 	struct smcr_sock *s;
+	uint16_t port = 0;
 	int fd, one = 1, ret;
 
 	fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, addr, addrlen) || listen(fd, backlog)) {
+	if (bind(fd, addr, addrlen)) {
 		ret = -errno;
-		close(fd);
-		return ret;
+		goto out_close;
+	}
+	if (ctx->synopt) {
+		ret = synopt_listen(fd, &port);
+		if (ret)
+			goto out_close;
+	}
+	if (listen(fd, backlog)) {
+		ret = -errno;
+		goto out_unlisten;
 	}
 	s = smcr_sock_new(ctx, fd);
 	if (!s) {
-		close(fd);
-		return -ENOMEM;
+		ret = -ENOMEM;
+		goto out_unlisten;
 	}
 	s->listener = true;
+	s->synopt_port = port;
 	pthread_mutex_lock(&ctx->lock);
 	smcr_sock_link(s);
 	pthread_mutex_unlock(&ctx->lock);
 	*sockp = s;
 	return 0;
+
+out_unlisten:
+	if (port)
+		smcr_synopt_unlisten(port);
+out_close:
+	close(fd);
+	return ret;
 }
 
 int smcr_accept(struct smcr_sock *listener, struct smcr_sock **sockp)
