@@ -413,6 +413,14 @@ static void render_status(const struct json *doc)
 	if (!smcr || smcr->type != JSON_OBJ) {
 		printf("no SMC-R context (TCP only)\n");
 	} else {
+		const char *syn = json_get_str(smcr, "syn_option", NULL);
+
+		/* The SMC TCP option on SYNs (libsmcr(3), syn_option). */
+		if (syn && !strcmp(syn, "bpf"))
+			printf("SYN option: bpf (CLC only when both SYNs carry it)\n");
+		else if (syn)
+			printf("SYN option: off, CLC always (%s)\n",
+			       json_get_str(smcr, "syn_option_off_why", "?"));
 		printf("link groups: %u\n", json_count(lgrs));
 		for (g = lgrs ? lgrs->child : NULL; g; g = g->next, gi++) {
 			const struct json *gs = json_get(g, "stats");

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "smcr.h"
 #include "smcrd-conf.h"
 
 #define DEFAULT_QUEUE_DEPTH	128
@@ -470,6 +471,15 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			goto bad;
 		if (!FROM_CLI(CFG_SET_FIXED_BUFFERS))
 			cfg->fixed_buffers = b;
+		return 0;
+	}
+	if (!strcmp(key, "syn-option")) {
+		enum smcr_syn_option m;
+
+		if (smcr_syn_option_parse(val, &m) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_SYN_OPTION))
+			cfg->syn_option = (int)m;
 		return 0;
 	}
 	seterr(err, errlen, "unknown setting '%s'", key);

@@ -41,6 +41,7 @@ struct smcrd_config {
 	uint64_t max_memory;		/* bytes of request buffers */
 	bool direct;
 	bool fixed_buffers;		/* io_uring fixed buffers (default on) */
+	int syn_option;			/* enum smcr_syn_option (default auto) */
 	bool foreground;
 	bool verbose;
 	char *pidfile;
@@ -60,8 +61,9 @@ struct smcrd_config {
 #define CFG_SET_MAX_MEMORY	(1u << 6)
 #define CFG_SET_DIRECT		(1u << 7)
 #define CFG_SET_FIXED_BUFFERS	(1u << 8)
-#define CFG_SET_PIDFILE		(1u << 8)
-#define CFG_SET_LOG_FILE	(1u << 9)
+#define CFG_SET_PIDFILE		(1u << 9)
+#define CFG_SET_LOG_FILE	(1u << 10)
+#define CFG_SET_SYN_OPTION	(1u << 11)
 
 void config_defaults(struct smcrd_config *cfg);
 void config_free(struct smcrd_config *cfg);

@@ -560,6 +560,8 @@ static void usage(FILE *f)
 "  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
 "  -d, --direct             O_DIRECT on every export\n"
 "      --no-fixed-buffers   plain request buffers, not registered with io_uring\n"
+"      --syn-option MODE    the SMC TCP option on SMC-R port SYN-ACKs: auto\n"
+"                             (default), bpf (required) or off (CLC always)\n"
 "  -f, --foreground         stay in the foreground, log to stderr\n"
 "  -P, --pidfile FILE       write the process id to FILE\n"
 "  -L, --log-file FILE      append log lines to FILE\n"
@@ -572,7 +574,7 @@ static void usage(FILE *f)
 "See smcrd(8).\n");
 }
 
-enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS };
+enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -586,6 +588,7 @@ static const struct option long_opts[] = {
 	{ "max-memory", required_argument, NULL, 'M' },
 	{ "direct", no_argument, NULL, 'd' },
 	{ "no-fixed-buffers", no_argument, NULL, OPT_NO_FIXED_BUFFERS },
+	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "pidfile", required_argument, NULL, 'P' },
 	{ "log-file", required_argument, NULL, 'L' },
@@ -676,6 +679,18 @@ static int parse_args(struct server *s, int argc, char **argv)
 			cfg->fixed_buffers = false;
 			cfg->set_mask |= CFG_SET_FIXED_BUFFERS;
 			break;
+		case OPT_SYN_OPTION: {
+			enum smcr_syn_option m;
+
+			if (smcr_syn_option_parse(optarg, &m) < 0) {
+				fprintf(stderr, "smcrd: --syn-option %s: not auto, bpf or off\n",
+					optarg);
+				return -EINVAL;
+			}
+			cfg->syn_option = (int)m;
+			cfg->set_mask |= CFG_SET_SYN_OPTION;
+			break;
+		}
 		case 'f':
 			cfg->foreground = true;
 			break;
@@ -766,6 +781,7 @@ static void serve(struct server *s, int sfd)
 /* The SMC-R listener on the configured port, on every address. */
 static int smcr_start(struct server *s)
 {
+	struct smcr_ctx_opts o = { .syn_option = (enum smcr_syn_option)s->cfg.syn_option };
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	char *end;
 	unsigned long port = strtoul(s->cfg.smcr_port, &end, 10);
@@ -775,7 +791,7 @@ static int smcr_start(struct server *s)
 		smcr_err("--smcr-port %s: not a port number", s->cfg.smcr_port);
 		return -EINVAL;
 	}
-	r = smcr_ctx_create(NULL, &s->smcr);
+	r = smcr_ctx_create(&o, &s->smcr);
 	if (r < 0) {
 		smcr_err("SMC-R: cannot start the stack: %s", strerror(-r));
 		return r;
@@ -791,7 +807,9 @@ static int smcr_start(struct server *s)
 		return r;
 	}
 	smcr_info("listening for NBD over SMC-R on port %lu (TCP fallback when "
-		  "SMC-R is not possible)", port);
+		  "SMC-R is not possible; SYN option: %s)", port,
+		  smcr_ctx_syn_option(s->smcr) == SMCR_SYN_OPTION_BPF ? "bpf" :
+		  "off, CLC always");
 	return 0;
 }
 
