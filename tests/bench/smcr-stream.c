@@ -918,6 +918,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "smcr-stream: %s\n", strerror(-ret));
 			return 1;
 		}
+		printf("%s: syn-option %s\n", server ? "server" : "client",
+		       smcr_syn_option_str(smcr_ctx_syn_option(ctx)));
+		fflush(stdout);
 	}
 	if (ctx && (o.ctl_file || o.ticks_file || o.fault_after_spec)) {
 		if (pthread_create(&mon, NULL, monitor, NULL) == 0)
