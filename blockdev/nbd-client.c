@@ -496,17 +496,6 @@ int nbd_client_submit(struct nbd_client *c, uint16_t type, uint16_t flags,
 	return 0;
 }
 
-static int nbd_err_to_errno(uint32_t e)
-{
-	switch (e) {
-	case NBD_EPERM: case NBD_EIO: case NBD_ENOMEM: case NBD_EINVAL:
-	case NBD_ENOSPC: case NBD_EOVERFLOW: case NBD_ENOTSUP: case NBD_ESHUTDOWN:
-		return -(int)e;
-	default:
-		return -EINVAL;
-	}
-}
-
 static int read_chunk(struct nbd_client *c, const uint8_t *hdr16)
 {
 	struct nbd_chunk_wire w;
@@ -584,7 +573,7 @@ static int read_chunk(struct nbd_client *c, const uint8_t *hdr16)
 		if (r < 0)
 			return r;
 		if (s->result == 0)
-			s->result = nbd_err_to_errno(err ? err : NBD_EINVAL);
+			s->result = nbd_wire_to_errno(err ? err : NBD_EINVAL);
 		if (ch.type == NBD_REPLY_TYPE_ERROR_OFFSET &&
 		    s->err_offset == NBD_CLIENT_NO_OFFSET)
 			s->err_offset = eoff;
@@ -627,7 +616,7 @@ static int read_one(struct nbd_client *c)
 		if (c->structured && s->type == NBD_CMD_READ)
 			return broken(c, -EPROTO);
 		if (rep.error)
-			s->result = nbd_err_to_errno(rep.error);
+			s->result = nbd_wire_to_errno(rep.error);
 		else if (s->type == NBD_CMD_READ) {
 			r = rd(c, s->buf, s->len);
 			if (r < 0)

@@ -710,17 +710,6 @@ static void rx_expect(struct rx *rx, enum rx_step step, void *dst, size_t need)
 	rx->got = 0;
 }
 
-static int nbd_err_to_errno(uint32_t e)
-{
-	switch (e) {
-	case NBD_EPERM: case NBD_EIO: case NBD_ENOMEM: case NBD_EINVAL:
-	case NBD_ENOSPC: case NBD_EOVERFLOW: case NBD_ENOTSUP: case NBD_ESHUTDOWN:
-		return -(int)e;
-	default:
-		return -EIO;
-	}
-}
-
 static struct nbdc_req *find_req(struct nbdc_conn *c, uint64_t cookie)
 {
 	unsigned slot = (unsigned)(cookie & 0xffff);
@@ -792,7 +781,7 @@ static int rx_step(struct nbdc_conn *c)
 			r = find_req(c, rep.cookie);
 			if (!r || (c->structured && r->type == NBD_CMD_READ && !rep.error))
 				return -EPROTO;
-			r->result = rep.error ? nbd_err_to_errno(rep.error) : 0;
+			r->result = rep.error ? nbd_wire_to_errno(rep.error) : 0;
 			if (!rep.error && r->type == NBD_CMD_READ && r->len) {
 				rx->req = r;
 				rx_expect(rx, RX_SIMPLE_DATA, r->buf, r->len);
@@ -877,7 +866,7 @@ static int rx_step(struct nbdc_conn *c)
 					  &eoff) < 0)
 			return -EPROTO;
 		if (!r->result)
-			r->result = nbd_err_to_errno(err ? err : NBD_EIO);
+			r->result = nbd_wire_to_errno(err ? err : NBD_EIO);
 		chunk_done(c);
 		return 1;
 	}

@@ -314,6 +314,18 @@ uint32_t nbd_errno_to_wire(int err)
 	}
 }
 
+int nbd_wire_to_errno(uint32_t error)
+{
+	switch (error) {
+	case NBD_EPERM: case NBD_EIO: case NBD_ENOMEM: case NBD_EINVAL:
+	case NBD_ENOSPC: case NBD_EOVERFLOW: case NBD_ENOTSUP: case NBD_ESHUTDOWN:
+		return -(int)error;	/* the NBD values are Linux's errno values */
+	default:
+		/* The NBD spec: an unexpected error value is taken as EINVAL. */
+		return -EINVAL;
+	}
+}
+
 const char *nbd_cmd_name(uint16_t type)
 {
 	switch (type) {

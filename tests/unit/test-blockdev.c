@@ -194,6 +194,18 @@ static void test_errno_map(void)
 	CU_ASSERT_EQUAL(nbd_errno_to_wire(EFBIG), NBD_ENOSPC);
 	CU_ASSERT_EQUAL(nbd_errno_to_wire(ENOTSUP), NBD_ENOTSUP);
 	CU_ASSERT_EQUAL(nbd_errno_to_wire(EBADF), NBD_EIO);
+	/* and back: every defined value round-trips, anything else is EINVAL */
+	{
+		static const int defined[] = { EPERM, EIO, ENOMEM, EINVAL, ENOSPC,
+					       EOVERFLOW, ENOTSUP, ESHUTDOWN };
+		unsigned i;
+
+		for (i = 0; i < sizeof(defined) / sizeof(defined[0]); i++)
+			CU_ASSERT_EQUAL(nbd_wire_to_errno(nbd_errno_to_wire(defined[i])),
+					-defined[i]);
+		CU_ASSERT_EQUAL(nbd_wire_to_errno(9999), -EINVAL);
+		CU_ASSERT_EQUAL(nbd_wire_to_errno(EBADF), -EINVAL);
+	}
 	CU_ASSERT_STRING_EQUAL(nbd_cmd_name(NBD_CMD_WRITE_ZEROES), "WRITE_ZEROES");
 	CU_ASSERT_STRING_EQUAL(nbd_rep_name(NBD_REP_ERR_UNKNOWN), "ERR_UNKNOWN");
 }

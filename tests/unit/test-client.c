@@ -354,6 +354,9 @@ static void test_reconnect(void)
 	CU_ASSERT_EQUAL(b.errors, 0);
 	batch_fini(&b);
 	verify_blocks(s, e, bufs);
+	/* The requests need one connection back; the other may come back a
+	 * little later (seen under load). */
+	wait_up(e, 2, 5000);
 	nbdc_get_stats(e, &st);
 	CU_ASSERT(st.reconnects >= 2);
 	CU_ASSERT(st.resent >= 1);
