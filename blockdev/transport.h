@@ -1,8 +1,8 @@
 /* smcrbd: the one byte-stream interface the NBD code runs on.
  *
  * A transport is a connected, reliable, ordered byte stream in non-blocking
- * mode: a TCP socket (transport-tcp.c) or an SMC-R connection (libsmcr,
- * later).  Code above it (handshake, client, the smcrd engine) never looks
+ * mode: a TCP socket (transport-tcp.c) or an SMC-R connection
+ * (transport-smcr.c, on libsmcr).  Code above it (handshake, client, the smcrd engine) never looks
  * at sockets: it moves bytes with readv/writev and sleeps in poll(2) (or an
  * io_uring poll) on poll_fd() until progress may be possible.
  *

@@ -1,4 +1,4 @@
-/* smcrd: io_uring engine (see engine.h). */
+/* smcrd: the io_uring engine (API in smcrd-engine.h). */
 #include <config.h>
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Benchmark (issue 3/6): in one VM pair of the rxe lane, over the same rxe
+# Benchmark: in one VM pair of the rxe lane, over the same rxe
 # link (link 1, one NIC per guest), measure
 #   - ib_write_bw / ib_write_lat (perftest): the limit of the link,
 #   - libsmcr (our SMC-R, smcr-stream -t smcr),

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3/6 test 4: close and abort of SMC-R connections between two hosts
+# Close and abort of SMC-R connections between two hosts
 # (tests/vm/smcr-close.c, one server on B taking 6 connections from A in
 # turn, each a new client process):
 #   1. half-client: A shuts down writing first, B still sends afterwards;

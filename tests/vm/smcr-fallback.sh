@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3/6 test 3: TCP fallback between two hosts when one has no RNIC.
+# TCP fallback between two hosts when one has no RNIC.
 # B's rxe device is deleted before anything starts; then, over link 1's
 # addresses:
 #   1. client A (RNIC) -> server B (none): B declines, both ends carry on
