@@ -34,6 +34,8 @@ die() { say "FATAL: $*"; [ -n "${share:-}" ] && echo "$*" >"$share/fatal"; halt_
 
 bb mount -t proc proc /proc
 bb mount -t sysfs sysfs /sys
+# cgroup v2: libsmcr attaches its SYN option program there (smcr/synopt.c).
+bb mount -t cgroup2 cgroup2 /sys/fs/cgroup || say "no cgroup2: libsmcr runs with syn-option=off"
 bb mount -t tmpfs -o mode=0755 tmpfs /run
 bb mkdir -p /dev/pts /dev/shm
 bb mount -t devpts devpts /dev/pts

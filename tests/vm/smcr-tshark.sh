@@ -16,6 +16,9 @@
 #     and replies)
 #     and as many CDC messages as the two stacks counted,
 #   - report no malformed frame and no expert warning or error on them.
+# and, RFC 7609 §3.1, see the SMC TCP option (kind 254, ExID E2D4C3D9) on
+# the SYN and the SYN-ACK of all 6 connections (libsmcr's BPF program; both
+# ends report syn-option bpf).
 # Known dissector quirk (Wireshark 4.0): it reads the RToken pairs of ADD
 # LINK CONTINUATION from offset 6, the RFC and Linux put them at 8; the
 # rkey/address values tshark shows for that message are therefore shifted.
@@ -57,6 +60,8 @@ echo "$out" | grep -E '^(client|stats|result)'
 echo "$sout" | grep -E '^stats'
 echo "$out" | grep -q '^result verify smcr 5 131072 ok$' || fail "session data not verified"
 echo "$out" | grep -q '^client: SMC-R (first contact)' || fail "not an SMC-R session"
+echo "$out" | grep -q '^client: syn-option bpf$' || fail "client not in syn-option bpf mode"
+echo "$sout" | grep -q '^server: syn-option bpf$' || fail "server not in syn-option bpf mode"
 vm_run B 'kill -INT $(pidof dumpcap)' >/dev/null
 vm_wait -t 30 B "$cap" >/dev/null 2>&1
 [ -s "$pcap" ] || fail "empty capture"
@@ -85,6 +90,16 @@ done
 # over; none may be left undecoded.
 undecoded=$(tsh -Y "tcp.port == $port && tcp.len > 0 && !smc" -T fields -e frame.number | wc -l)
 [ "$undecoded" = 0 ] || { echo "FAIL: $undecoded TCP segments with payload not decoded as SMC"; bad=$((bad + 1)); }
+
+# The SMC TCP option on every SYN and SYN-ACK of the port.
+for seg in "0:SYN" "1:SYN-ACK"; do
+    rows=$(tsh -Y "tcp.port == $port && tcp.flags.syn == 1 && tcp.flags.ack == ${seg%%:*}" -T fields -e tcp.options)
+    n=$(printf '%s\n' "$rows" | grep -c .)
+    with=$(printf '%s\n' "$rows" | grep -c 'fe06e2d4c3d9')
+    echo "${seg#*:}: $with of $n with the SMC option"
+    [ "$n" -ge 6 ] && [ "$with" = "$n" ] ||
+        { echo "FAIL: ${seg#*:}s: $with of $n carry the SMC option, expected all of at least 6"; bad=$((bad + 1)); }
+done
 
 # LLC and CDC in RoCEv2 SENDs.
 sends=$(tsh -Y 'udp.dstport == 4791 && infiniband.bth.opcode == 4' -T fields -e frame.number | wc -l)
