@@ -29,7 +29,7 @@ int nbd_client_open(struct bd_transport *t, int timeout_ms, struct nbd_client **
 /* Closes the transport (without NBD_CMD_DISC) and frees everything. */
 void nbd_client_close(struct nbd_client *c);
 /* Frees the client but hands its transport back (after NBD_OPT_GO, for a
- * caller that runs the transmission phase itself, e.g. nbd-conn.c). */
+ * caller that runs the transmission phase itself, e.g. client/nbd-conn.c). */
 struct bd_transport *nbd_client_detach(struct nbd_client *c);
 
 struct bd_transport *nbd_client_transport(struct nbd_client *c);

@@ -1,6 +1,6 @@
 /* smcrbd: nbdkit plugin that serves a remote smcrd export, reached over
  * SMC-R (CLC first, TCP fallback) or plain TCP, through the client library
- * (blockdev/nbd-conn.c): several connections, requests of all nbdkit
+ * (client/nbd-conn.c): several connections, requests of all nbdkit
  * threads in parallel, reconnect with resend when the server or the link
  * group goes away.
  *

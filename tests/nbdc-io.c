@@ -1,5 +1,5 @@
 /* smcrbd tests: random reads and writes through the client library
- * (blockdev/nbd-conn.c) with every byte checked, for the reconnect tests.
+ * (client/nbd-conn.c) with every byte checked, for the reconnect tests.
  *
  *   nbdc-io [options] URI
  *     -c N      connections (default 2)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The client library (blockdev/nbd-conn.c) against smcrd over TCP, with
+# The client library (client/nbd-conn.c) against smcrd over TCP, with
 # every byte checked by nbdc-io:
 #  1. smcrd is killed (SIGKILL) under load and restarted on the same port
 #     within the timeout: no I/O error, requests resent, both connections

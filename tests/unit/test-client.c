@@ -1,4 +1,4 @@
-/* smcrbd: unit tests of the client library (blockdev/nbd-conn.c) against
+/* smcrbd: unit tests of the client library (client/nbd-conn.c) against
  * an NBD server in memory (memserver.c): URIs, I/O with data checks,
  * multi-conn, callbacks, reconnect and resend after the server goes
  * away, the timeout, ESHUTDOWN, dead connections, SMC-R (TCP fallback
@@ -97,6 +97,16 @@ static void test_uri(void)
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h:70000/x", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://:80/x", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://[::1/x", &u), -EINVAL);
+	/* percent escapes: two hex digits, never a NUL (strtol took "% 1",
+	 * "%-1" and "%00" before) */
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h/%41%6a", &u), 0);
+	CU_ASSERT_STRING_EQUAL(u.export, "Aj");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h/a%00b", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h/a%-1", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h/a% 1", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h/a%zz", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h/a%4", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h/a%", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_hostport_parse("a.b:7", 1, h, sizeof(h), p, sizeof(p)), 0);
 	CU_ASSERT_STRING_EQUAL(h, "a.b");
 	CU_ASSERT_STRING_EQUAL(p, "7");
