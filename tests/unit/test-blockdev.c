@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "unit.h"
+#include "smcr.h"
 #include "smcrd-conf.h"
 #include "smcrd-engine.h"
 #include "smcrd-export.h"
@@ -1673,9 +1674,41 @@ static void test_config_file(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no path"));
 	export_list_free(&l);
 
+	/* syn-option: the file's value, unless the command line gave one;
+	 * a pidfile in the file while --no-fixed-buffers was given (the two
+	 * shared a bit of set_mask). */
+	f = fopen(path, "w");
+	fprintf(f, "syn-option = off\npidfile = /tmp/x.pid\n");
+	fclose(f);
+	config_defaults(&cfg);
+	cfg.set_mask = CFG_SET_FIXED_BUFFERS;
+	CU_ASSERT_EQUAL(cfg.syn_option, SMCR_SYN_OPTION_AUTO);
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(cfg.syn_option, SMCR_SYN_OPTION_OFF);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg.pidfile);
+	CU_ASSERT_STRING_EQUAL(cfg.pidfile, "/tmp/x.pid");
+	export_list_free(&l);
+	config_free(&cfg);
+	config_defaults(&cfg);
+	cfg.set_mask = CFG_SET_SYN_OPTION;
+	cfg.syn_option = SMCR_SYN_OPTION_BPF;
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(cfg.syn_option, SMCR_SYN_OPTION_BPF);
+	export_list_free(&l);
+	config_free(&cfg);
+	f = fopen(path, "w");
+	fprintf(f, "syn-option = on\n");
+	fclose(f);
+	config_defaults(&cfg);
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "syn-option"));
+	export_list_free(&l);
+	config_free(&cfg);
+
 	f = fopen(path, "w");
 	fprintf(f, "bogus = 1\n");
 	fclose(f);
+	config_defaults(&cfg);
 	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, ":1:"));
 	export_list_free(&l);
