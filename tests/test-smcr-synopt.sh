@@ -13,19 +13,26 @@
 #      smcrctl shows the mode and the counted reason;
 #   5. SMCR_SYN_OPTION=off on both ends: no option, CLC as before;
 #   6. a client with the option -> a server with it off: plain TCP (the
-#      server sees non-CLC bytes first), no CLC byte.
-# Needs root and cgroup v2 (the program's attach point).  About 25 s.
+#      server sees non-CLC bytes first), no CLC byte;
+#   7. smcrd --syn-option off and the nbdkit plugin with SMCR_SYN_OPTION=off:
+#      CLC on the SMC-R port as before (the client declines: no RDMA here),
+#      1 MiB written through nbdkit and read back over smcrd's TCP port.
+# Needs root and cgroup v2 (the program's attach point).  About 20 s.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
+. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-client-lib.sh"
 requires tshark --version
+requires nbdkit --version
+requires nbdcopy --version
 requires nbdinfo --version
 [ "${SMCR_VALGRIND:-0}" = 1 ] && skip "valgrind does not know the bpf syscalls (libsmcr runs with syn-option=off under it)"
 [ "$(id -u)" = 0 ] || skip "loading a BPF program needs root"
 grep -q ' - cgroup2 ' /proc/self/mountinfo || skip "no cgroup v2 mounted"
 
 stream=$abs_top_builddir/tests/bench/smcr-stream
-smcrd=$abs_top_builddir/server/smcrd
-smcrctl=$abs_top_builddir/client/smcrctl
+smcrd=$SMCRD
+smcrctl=$SMCRCTL
 [ -x "$stream" ] || fail "$stream not built"
 if ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
     skip "this host has RDMA devices; the test expects TCP fallback everywhere"
@@ -164,6 +171,7 @@ grep '^SYN option' "$d/status"
 "$smcrctl" stats smcrd >"$d/stats" || fail "smcrctl stats"
 grep -q '^  fallback 0x03010000 x1: peer did not indicate SMC$' "$d/stats" ||
     { cat "$d/stats"; fail "smcrctl stats: reason not counted"; }
+kill "$(cat "$d/smcrd.pid")"
 echo "ok 4: nbdinfo on the SMC-R port: NBD after $ms ms, smcrctl shows 'SYN option: bpf' and the reason"
 
 # 5. off on both ends: no option, CLC always.
@@ -189,3 +197,25 @@ want mixed "$p" syn 1; want mixed "$p" synack 0
 [ "$(clc_frames mixed)" = 0 ] || fail "mixed: CLC bytes on the wire"
 grep -Eq 'fallback reason 0x03010000 .*: 2$' "$d/mixed.srv" || fail "mixed: server did not take TCP"
 echo "ok 6: client with the option, server off: plain TCP at once on both ends"
+
+# 7. smcrd and the nbdkit plugin, both off: CLC on the SMC-R port as before.
+sp=$(free_port)
+head -c 1M /dev/urandom >"$d/data"
+capture pair "$sp"
+SMCRD_LOG=$d/smcrd7.log
+start_smcrd --smcr-port "$sp" --syn-option off -e "disk=$d/disk"
+wait_for 10 grep -q 'listening for NBD over SMC-R.*SYN option: off' "$SMCRD_LOG"
+SMCR_SYN_OPTION=off start_nbdkit server="127.0.0.1:$sp" export=disk connections=1
+nbdcopy "$d/data" "$(nbdkit_uri)" || fail "pair: write through nbdkit failed"
+stop_nbdkit
+nbdcopy "nbd://127.0.0.1:$PORT/disk" "$d/back" || fail "pair: read back over TCP failed"
+cmp -n 1048576 "$d/data" "$d/back" || fail "pair: data differs"
+stop_capture
+want pair "$sp" syn 0; want pair "$sp" synack 0
+n=$(clc_frames pair)
+[ "$n" -ge 1 ] || fail "pair: no CLC on the SMC-R port"
+"$smcrctl" stats "$SMCRD_PID" >"$d/stats7" || fail "smcrctl stats (7)"
+grep -q '^  fallback 0x03030002 x1: no SMC-R device found$' "$d/stats7" ||
+    { cat "$d/stats7"; fail "pair: smcrd did not count the client's CLC Decline"; }
+stop_smcrd
+echo "ok 7: smcrd and nbdkit with syn-option off: CLC ran ($n CLC frame(s)), 1 MiB verified"
