@@ -1,33 +1,15 @@
-/* smcrbd: a small JSON reader for smcrctl (see json.h). */
+/* smcrbd: smcrctl's view of a JSON document (see json.h), parsed by json-c. */
 #include <config.h>
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include "json.h"
 
-struct parser {
-	const char *p;
-	char *err;
-	size_t errlen;
-	int depth;
-};
-
-static void fail(struct parser *ps, const char *what)
-{
-	if (ps->err && !ps->err[0])
-		snprintf(ps->err, ps->errlen, "%s at '%.20s'", what, ps->p);
-}
-
-static void ws(struct parser *ps)
-{
-	while (*ps->p && isspace((unsigned char)*ps->p))
-		ps->p++;
-}
-
-static struct json *node(enum json_type t)
+static struct json *node(enum json_kind t)
 {
 	struct json *j = calloc(1, sizeof(*j));
 
@@ -36,205 +18,99 @@ static struct json *node(enum json_type t)
 	return j;
 }
 
-static void put_utf8(char **o, unsigned cp)
+/* Copies json-c's tree into ours (numbers keep json-c's text of them, so
+ * counters above 2^63 stay exact). */
+static struct json *convert(struct json_object *o)
 {
-	char *q = *o;
+	struct json *j, **tail;
+	size_t i, n;
 
-	if (cp < 0x80) {
-		*q++ = (char)cp;
-	} else if (cp < 0x800) {
-		*q++ = (char)(0xc0 | cp >> 6);
-		*q++ = (char)(0x80 | (cp & 0x3f));
-	} else {
-		*q++ = (char)(0xe0 | cp >> 12);
-		*q++ = (char)(0x80 | ((cp >> 6) & 0x3f));
-		*q++ = (char)(0x80 | (cp & 0x3f));
-	}
-	*o = q;
-}
-
-static char *string(struct parser *ps)
-{
-	const char *s = ++ps->p;
-	char *out, *o;
-	size_t n = 0;
-
-	while (s[n] && s[n] != '"')
-		n += s[n] == '\\' && s[n + 1] ? 2 : 1;
-	if (s[n] != '"') {
-		fail(ps, "unterminated string");
-		return NULL;
-	}
-	out = o = malloc(n * 2 + 1);
-	if (!out)
-		return NULL;
-	while (*ps->p != '"') {
-		char c = *ps->p++;
-
-		if (c != '\\') {
-			*o++ = c;
-			continue;
+	switch (json_object_get_type(o)) {
+	case json_type_null:
+		return node(JSON_NULL);
+	case json_type_boolean:
+		j = node(JSON_BOOL);
+		if (j)
+			j->b = json_object_get_boolean(o);
+		return j;
+	case json_type_int:
+	case json_type_double:
+		j = node(JSON_NUM);
+		if (j && !(j->text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN))))
+			goto free_node;
+		return j;
+	case json_type_string:
+		j = node(JSON_STR);
+		if (j && !(j->text = strndup(json_object_get_string(o),
+					      (size_t)json_object_get_string_len(o))))
+			goto free_node;
+		return j;
+	case json_type_array:
+		j = node(JSON_ARR);
+		if (!j)
+			return NULL;
+		tail = &j->child;
+		n = json_object_array_length(o);
+		for (i = 0; i < n; i++) {
+			if (!(*tail = convert(json_object_array_get_idx(o, i))))
+				goto free_node;
+			tail = &(*tail)->next;
 		}
-		c = *ps->p++;
-		switch (c) {
-		case 'n': *o++ = '\n'; break;
-		case 't': *o++ = '\t'; break;
-		case 'r': *o++ = '\r'; break;
-		case 'b': *o++ = '\b'; break;
-		case 'f': *o++ = '\f'; break;
-		case 'u': {
-			char hex[5] = { 0 };
-			unsigned cp;
-
-			memcpy(hex, ps->p, 4);
-			if (strlen(hex) != 4 || sscanf(hex, "%4x", &cp) != 1) {
-				free(out);
-				fail(ps, "bad \\u escape");
-				return NULL;
-			}
-			ps->p += 4;
-			put_utf8(&o, cp);
-			break;
+		return j;
+	case json_type_object:
+		j = node(JSON_OBJ);
+		if (!j)
+			return NULL;
+		tail = &j->child;
+		json_object_object_foreach(o, key, val) {
+			if (!(*tail = convert(val)))
+				goto free_node;
+			if (!((*tail)->key = strdup(key)))
+				goto free_node;
+			tail = &(*tail)->next;
 		}
-		default: *o++ = c; break;
-		}
-	}
-	ps->p++;
-	*o = '\0';
-	return out;
-}
-
-static struct json *value(struct parser *ps);
-
-static struct json *container(struct parser *ps, bool obj)
-{
-	struct json *j = node(obj ? JSON_OBJ : JSON_ARR), **tail;
-
-	if (!j)
-		return NULL;
-	tail = &j->child;
-	ps->p++;
-	ws(ps);
-	if (*ps->p == (obj ? '}' : ']')) {
-		ps->p++;
 		return j;
 	}
-	for (;;) {
-		char *key = NULL;
-		struct json *v;
-
-		ws(ps);
-		if (obj) {
-			if (*ps->p != '"') {
-				fail(ps, "expected a member name");
-				goto bad;
-			}
-			key = string(ps);
-			if (!key)
-				goto bad;
-			ws(ps);
-			if (*ps->p != ':') {
-				free(key);
-				fail(ps, "expected ':'");
-				goto bad;
-			}
-			ps->p++;
-		}
-		v = value(ps);
-		if (!v) {
-			free(key);
-			goto bad;
-		}
-		v->key = key;
-		*tail = v;
-		tail = &v->next;
-		ws(ps);
-		if (*ps->p == ',') {
-			ps->p++;
-			continue;
-		}
-		if (*ps->p == (obj ? '}' : ']')) {
-			ps->p++;
-			return j;
-		}
-		fail(ps, obj ? "expected ',' or '}'" : "expected ',' or ']'");
-		goto bad;
-	}
-bad:
+	return NULL;
+free_node:
 	json_free(j);
 	return NULL;
 }
 
-static struct json *value(struct parser *ps)
-{
-	struct json *j = NULL;
-
-	ws(ps);
-	if (++ps->depth > 64) {
-		fail(ps, "nested too deeply");
-		return NULL;
-	}
-	switch (*ps->p) {
-	case '{':
-	case '[':
-		j = container(ps, *ps->p == '{');
-		break;
-	case '"':
-		j = node(JSON_STR);
-		if (j && !(j->text = string(ps))) {
-			free(j);
-			j = NULL;
-		}
-		break;
-	case 't':
-	case 'f':
-	case 'n':
-		if (!strncmp(ps->p, "true", 4) || !strncmp(ps->p, "null", 4)) {
-			j = node(*ps->p == 't' ? JSON_BOOL : JSON_NULL);
-			if (j)
-				j->b = *ps->p == 't';
-			ps->p += 4;
-		} else if (!strncmp(ps->p, "false", 5)) {
-			j = node(JSON_BOOL);
-			ps->p += 5;
-		} else {
-			fail(ps, "bad literal");
-		}
-		break;
-	default:
-		if (*ps->p == '-' || isdigit((unsigned char)*ps->p)) {
-			const char *s = ps->p;
-
-			ps->p++;
-			while (*ps->p && strchr("0123456789.eE+-", *ps->p))
-				ps->p++;
-			j = node(JSON_NUM);
-			if (j)
-				j->text = strndup(s, (size_t)(ps->p - s));
-		} else {
-			fail(ps, "unexpected character");
-		}
-	}
-	ps->depth--;
-	return j;
-}
-
 struct json *json_parse(const char *s, char *err, size_t errlen)
 {
-	struct parser ps = { .p = s, .err = err, .errlen = errlen };
-	struct json *j;
+	struct json_tokener *tok = json_tokener_new();
+	struct json_object *o;
+	enum json_tokener_error e;
+	struct json *j = NULL;
+	size_t len = strlen(s), end;
 
 	if (err && errlen)
 		err[0] = '\0';
-	j = value(&ps);
-	if (!j)
-		return NULL;
-	ws(&ps);
-	if (*ps.p) {
-		fail(&ps, "trailing data");
-		json_free(j);
+	if (!tok) {
+		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	o = json_tokener_parse_ex(tok, s, (int)len);
+	e = json_tokener_get_error(tok);
+	if (!o || e != json_tokener_success) {
+		/* json_tokener_continue: the text ended inside a value */
+		snprintf(err, errlen, "%s", e == json_tokener_continue ? "truncated document"
+			 : json_tokener_error_desc(e));
+		goto free_tok;
+	}
+	for (end = json_tokener_get_parse_end(tok); end < len; end++)
+		if (!strchr(" \t\r\n", s[end])) {
+			snprintf(err, errlen, "trailing data at '%.20s'", s + end);
+			goto put_obj;
+		}
+	j = convert(o);
+	if (!j)
+		snprintf(err, errlen, "out of memory");
+put_obj:
+	json_object_put(o);
+free_tok:
+	json_tokener_free(tok);
 	return j;
 }
 

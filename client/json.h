@@ -1,5 +1,6 @@
-/* smcrbd: a small JSON reader for smcrctl (the control sockets answer in
- * JSON).  Numbers keep their text, so 64-bit counters stay exact. */
+/* smcrbd: smcrctl's read-only view of a JSON document (the control sockets
+ * answer in JSON), parsed by json-c.  Numbers keep their text, so 64-bit
+ * counters stay exact. */
 #ifndef SMCRBD_CLIENT_JSON_H
 #define SMCRBD_CLIENT_JSON_H
 
@@ -7,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum json_type { JSON_NULL, JSON_BOOL, JSON_NUM, JSON_STR, JSON_ARR, JSON_OBJ };
+enum json_kind { JSON_NULL, JSON_BOOL, JSON_NUM, JSON_STR, JSON_ARR, JSON_OBJ };
 
 struct json {
-	enum json_type type;
+	enum json_kind type;
 	char *key;			/* member name inside an object */
 	char *text;			/* JSON_STR: the string; JSON_NUM: digits */
 	bool b;

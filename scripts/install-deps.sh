@@ -7,7 +7,7 @@ PACKAGES=(
     # build
     build-essential autoconf automake libtool pkg-config
     libibverbs-dev liburing-dev nbdkit-plugin-dev libfuse3-dev
-    libcunit1-dev libssl-dev clang
+    libcunit1-dev libssl-dev libjson-c-dev clang
     # the SMC TCP option on SYNs: a BPF program (smcr/synopt.bpf.c)
     libbpf-dev bpftool
     # RDMA userspace (verbs providers incl. rxe, tools, benchmarks)

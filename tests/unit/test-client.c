@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "json.h"
 #include "log.h"
 #include "memserver.h"
 #include "nbd-conn.h"
@@ -687,6 +688,51 @@ static void test_log(void)
 	smcr_log_set_level(old);
 }
 
+/* smcrctl's JSON reader (json-c underneath): what a forged control socket
+ * could send must give an error, never a crash (a cut-short \u escape read
+ * and wrote past the end with the hand-written parser). */
+static void test_json(void)
+{
+	static const char *const bad[] = {
+		"", "{", "[1,", "\"ab", "\"\\u12", "\"\\u", "\"\\ud800", "{\"a\":}",
+		"{\"a\":1} x", "[1] [2]", "nul", "{\"a\" 1}", "\"\\x\"",
+	};
+	char err[128], text[64], deep[2 * 200 + 1];
+	const struct json *c;
+	struct json *j;
+	unsigned i;
+
+	j = json_parse(" {\"n\":18446744073709551615,\"s\":\"a\\u00e9\\n\",\"b\":true,"
+		       "\"z\":null,\"c\":[3,4],\"o\":{\"x\":[]}} \n", err, sizeof(err));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+	CU_ASSERT_EQUAL(json_get_u64(j, "n", 0), UINT64_MAX);
+	CU_ASSERT_STRING_EQUAL(json_get_str(j, "s", ""), "a\xc3\xa9\n");
+	CU_ASSERT(json_get_bool(j, "b", false));
+	CU_ASSERT_EQUAL(json_get(j, "z")->type, JSON_NULL);
+	c = json_get(j, "c");
+	CU_ASSERT(json_is_scalar(c));
+	json_scalar_text(c, text, sizeof(text));
+	CU_ASSERT_STRING_EQUAL(text, "3:4");
+	CU_ASSERT_EQUAL(json_count(json_get(json_get(j, "o"), "x")), 0);
+	CU_ASSERT_EQUAL(json_count(j), 6);
+	CU_ASSERT_PTR_NULL(json_get(j, "missing"));
+	json_free(j);
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		j = json_parse(bad[i], err, sizeof(err));
+		CU_ASSERT_PTR_NULL(j);
+		CU_ASSERT(err[0] != '\0');
+		json_free(j);
+	}
+	/* nesting deeper than json-c allows: an error, not a stack overflow */
+	memset(deep, '[', 200);
+	memset(deep + 200, ']', 200);
+	deep[400] = '\0';
+	j = json_parse(deep, err, sizeof(err));
+	CU_ASSERT_PTR_NULL(j);
+	json_free(j);
+}
+
 static CU_TestInfo client_tests[] = {
 	{ "URIs", test_uri },
 	{ "I/O over TCP, 4 connections", test_io_tcp },
@@ -701,6 +747,7 @@ static CU_TestInfo client_tests[] = {
 	{ "dead connection (io timeout)", test_io_timeout },
 	{ "SMC-R fallback and control socket", test_smcr_ctl },
 	{ "log callback and stamps", test_log },
+	{ "JSON reader", test_json },
 	CU_TEST_INFO_NULL,
 };
 
