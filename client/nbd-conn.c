@@ -37,6 +37,7 @@
 #include "smcr.h"
 #include "transport-smcr.h"
 #include "transport.h"
+#include "strbuf.h"
 
 #define NBDC_MAX_CONNS		16
 #define NBDC_SLOTS		1024		/* in flight per connection */
@@ -1000,36 +1001,6 @@ static void *conn_thread(void *arg)
 
 /* --- status ------------------------------------------------------------------ */
 
-__attribute__((format(printf, 4, 5)))
-static size_t out(char *buf, size_t len, size_t off, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (off >= len)
-		return off;
-	va_start(ap, fmt);
-	n = vsnprintf(buf + off, len - off, fmt, ap);
-	va_end(ap);
-	return n < 0 ? off : off + (size_t)n;
-}
-
-static size_t out_json_str(char *buf, size_t len, size_t off, const char *s)
-{
-	off = out(buf, len, off, "\"");
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			off = out(buf, len, off, "\\%c", ch);
-		else if (ch < 0x20)
-			off = out(buf, len, off, "\\u%04x", ch);
-		else
-			off = out(buf, len, off, "%c", ch);
-	}
-	return out(buf, len, off, "\"");
-}
-
 void nbdc_get_stats(struct nbdc *e, struct nbdc_stats *st)
 {
 	unsigned i;
@@ -1062,11 +1033,11 @@ int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json)
 
 	nbdc_get_stats(e, &st);
 	if (json) {
-		off = out(buf, len, off, "{\"export\":");
-		off = out_json_str(buf, len, off, e->export_name);
-		off = out(buf, len, off, ",\"server\":");
-		off = out_json_str(buf, len, off, e->host);
-		off = out(buf, len, off,
+		off = smcr_out(buf, len, off, "{\"export\":");
+		off = smcr_out_json_str(buf, len, off, e->export_name);
+		off = smcr_out(buf, len, off, ",\"server\":");
+		off = smcr_out_json_str(buf, len, off, e->host);
+		off = smcr_out(buf, len, off,
 			  ",\"port\":%s,\"transport\":\"%s\",\"size\":%" PRIu64 ",\"flags\":%u,"
 			  "\"read_only\":%s,\"multi_conn\":%s,\"timeout_ms\":%u,"
 			  "\"connections_up\":%u,\"stats\":{\"requests\":%" PRIu64
@@ -1083,7 +1054,7 @@ int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json)
 			  st.reconnects, st.reconnect_failures, st.connections_lost,
 			  st.resent, st.timed_out);
 	} else {
-		off = out(buf, len, off,
+		off = smcr_out(buf, len, off,
 			  "export '%s' at %s://%s:%s: %" PRIu64 " bytes, %s%s, %u of %u connection(s) up, timeout %u ms\n"
 			  "  requests %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
 			  ", in flight %u, read %" PRIu64 " B, written %" PRIu64 " B\n"
@@ -1110,26 +1081,26 @@ int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json)
 		down = up ? 0 : now - c->down_since;
 		pthread_mutex_unlock(&c->lock);
 		if (json) {
-			off = out(buf, len, off,
+			off = smcr_out(buf, len, off,
 				  "%s{\"id\":%u,\"state\":\"%s\",\"transport\":\"%s\",\"peer\":",
 				  i ? "," : "", i, up ? "up" : "down", tname);
-			off = out_json_str(buf, len, off, peer);
-			off = out(buf, len, off,
+			off = smcr_out_json_str(buf, len, off, peer);
+			off = smcr_out(buf, len, off,
 				  ",\"load\":%u,\"down_ms\":%" PRId64 ",\"sent\":%" PRIu64
 				  ",\"reconnects\":%" PRIu64 ",\"reconnect_failures\":%" PRIu64
 				  ",\"lost\":%" PRIu64 ",\"resent\":%" PRIu64 ",\"error\":",
 				  ALOAD(&c->load), down, ALOAD(&c->st_sent),
 				  ALOAD(&c->st_reconnects), ALOAD(&c->st_failed),
 				  ALOAD(&c->st_lost), ALOAD(&c->st_resent));
-			off = out_json_str(buf, len, off, err);
-			off = out(buf, len, off, "}");
+			off = smcr_out_json_str(buf, len, off, err);
+			off = smcr_out(buf, len, off, "}");
 		} else {
-			off = out(buf, len, off,
+			off = smcr_out(buf, len, off,
 				  "  connection %u: %s", i, up ? "up" : "down");
 			if (!up)
-				off = out(buf, len, off, " for %" PRId64 ".%01" PRId64 " s", down / 1000,
+				off = smcr_out(buf, len, off, " for %" PRId64 ".%01" PRId64 " s", down / 1000,
 					  (down % 1000) / 100);
-			off = out(buf, len, off,
+			off = smcr_out(buf, len, off,
 				  ", %s %s, %u request(s), sent %" PRIu64 ", reconnects %" PRIu64
 				  ", lost %" PRIu64 ", resent %" PRIu64 "%s%s\n",
 				  tname, peer, ALOAD(&c->load), ALOAD(&c->st_sent),
@@ -1138,7 +1109,7 @@ int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json)
 		}
 	}
 	if (json)
-		off = out(buf, len, off, "]}");
+		off = smcr_out(buf, len, off, "]}");
 	return off >= len ? -ENOSPC : (int)off;
 }
 

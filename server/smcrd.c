@@ -27,6 +27,7 @@
 #include "smcrd-engine.h"
 #include "smcrd-export.h"
 #include "log.h"
+#include "strbuf.h"
 #include "nbd-server.h"
 #include "transport.h"
 #include "transport-smcr.h"
@@ -815,33 +816,6 @@ static int smcr_start(struct server *s)
 
 /* The "smcrd" section of the control socket (smcrctl status): exports,
  * clients, engine counters.  Runs on the control thread. */
-__attribute__((format(printf, 4, 5)))
-static size_t ctl_out(char *buf, size_t len, size_t off, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (off >= len)
-		return off;
-	va_start(ap, fmt);
-	n = vsnprintf(buf + off, len - off, fmt, ap);
-	va_end(ap);
-	return n < 0 ? off : off + (size_t)n;
-}
-
-static size_t ctl_json_str(char *buf, size_t len, size_t off, const char *str)
-{
-	off = ctl_out(buf, len, off, "\"");
-	for (; str && *str; str++) {
-		unsigned char c = (unsigned char)*str;
-
-		off = c == '"' || c == '\\' ? ctl_out(buf, len, off, "\\%c", c) :
-		      c < 0x20 ? ctl_out(buf, len, off, "\\u%04x", c) :
-		      ctl_out(buf, len, off, "%c", c);
-	}
-	return ctl_out(buf, len, off, "\"");
-}
-
 static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 {
 	struct server *s = arg;
@@ -853,7 +827,7 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 		engine_get_stats(s->engine, &st);
 	pthread_mutex_lock(&s->lock);
 	clients = s->clients;
-	off = ctl_out(buf, len, off, json ?
+	off = smcr_out(buf, len, off, json ?
 		      "{\"clients\":%u,\"connections\":%u,\"max_clients\":%u,\"requests\":%llu,"
 		      "\"zc_writes\":%llu,\"zc_reads\":%llu,\"file_reads\":%llu,\"inline_writes\":%llu,\"exports\":[" :
 		      "clients %u (in transmission %u, max %u), requests %llu, zero-copy writes %llu, "
@@ -866,21 +840,21 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 		const struct export *e = s->table->v[i];
 
 		if (!json) {
-			off = ctl_out(buf, len, off, "export %s: %s, %llu bytes%s\n", e->spec.name,
+			off = smcr_out(buf, len, off, "export %s: %s, %llu bytes%s\n", e->spec.name,
 				      e->spec.path, (unsigned long long)e->size,
 				      e->spec.read_only ? ", read-only" : "");
 			continue;
 		}
-		off = ctl_out(buf, len, off, "%s{\"name\":", i ? "," : "");
-		off = ctl_json_str(buf, len, off, e->spec.name);
-		off = ctl_out(buf, len, off, ",\"path\":");
-		off = ctl_json_str(buf, len, off, e->spec.path);
-		off = ctl_out(buf, len, off, ",\"size\":%llu,\"read_only\":%s}",
+		off = smcr_out(buf, len, off, "%s{\"name\":", i ? "," : "");
+		off = smcr_out_json_str(buf, len, off, e->spec.name);
+		off = smcr_out(buf, len, off, ",\"path\":");
+		off = smcr_out_json_str(buf, len, off, e->spec.path);
+		off = smcr_out(buf, len, off, ",\"size\":%llu,\"read_only\":%s}",
 			      (unsigned long long)e->size, e->spec.read_only ? "true" : "false");
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (json)
-		off = ctl_out(buf, len, off, "]}");
+		off = smcr_out(buf, len, off, "]}");
 	return off >= len ? -ENOSPC : (int)off;
 }
 

@@ -28,6 +28,7 @@
 
 #include "log.h"
 #include "smcr.h"
+#include "strbuf.h"
 
 #define CTL_MAX_SECTIONS	8
 #define CTL_LINE_MAX		512
@@ -191,18 +192,10 @@ static void stats_text(struct sbuf *b, const struct smcr_stats *st)
 
 static void json_str(struct sbuf *b, const char *s)
 {
-	sb_printf(b, "\"");
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			sb_printf(b, "\\%c", c);
-		else if (c < 0x20)
-			sb_printf(b, "\\u%04x", c);
-		else
-			sb_printf(b, "%c", c);
-	}
-	sb_printf(b, "\"");
+	/* room for the worst case: every byte as \u00XX */
+	if (!sb_reserve(b, 6 * strlen(s) + 2))
+		return;
+	b->len = smcr_out_json_str(b->p, b->cap, b->len, s);
 }
 
 static void stats_json(struct sbuf *b, const struct smcr_stats *st)

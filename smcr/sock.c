@@ -18,6 +18,7 @@
 #include "log.h"
 #include "sock.h"
 #include "synopt.h"
+#include "strbuf.h"
 
 /* How long a closed connection may wait for the peer's close. */
 #define SMCR_LINGER_MS 10000
@@ -452,21 +453,6 @@ static void gid_str(const uint8_t *gid, char *out, size_t len)
 			 gid[2], gid[3], gid[14], gid[15]);
 }
 
-/* Appends to buf; returns the new offset (clamped). */
-__attribute__((format(printf, 4, 5)))
-static size_t out(char *buf, size_t len, size_t off, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (off >= len)
-		return off;
-	va_start(ap, fmt);
-	n = vsnprintf(buf + off, len - off, fmt, ap);
-	va_end(ap);
-	return n < 0 ? off : off + (size_t)n;
-}
-
 int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 {
 	struct smcr_lgr *lgr;
@@ -475,18 +461,18 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 	unsigned int i, g = 0;
 
 	pthread_mutex_lock(&ctx->lock);
-	off = json ? out(buf, len, off, "{\"syn_option\":\"%s\",\"syn_option_off_why\":\"%s\",\"link_groups\":[",
+	off = json ? smcr_out(buf, len, off, "{\"syn_option\":\"%s\",\"syn_option_off_why\":\"%s\",\"link_groups\":[",
 			 ctx->synopt ? "bpf" : "off", ctx->synopt ? "" : ctx->synopt_why) :
-		     ctx->synopt ? out(buf, len, off, "SYN option: bpf (CLC only when both SYNs carry it)\n") :
-		     out(buf, len, off, "SYN option: off, CLC always (%s)\n", ctx->synopt_why);
+		     ctx->synopt ? smcr_out(buf, len, off, "SYN option: bpf (CLC only when both SYNs carry it)\n") :
+		     smcr_out(buf, len, off, "SYN option: off, CLC always (%s)\n", ctx->synopt_why);
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next, g++) {
 		uint64_t rmbes, rmbs, sndbufs, sndbuf_rmbs;
 		unsigned int nl = 0;
 
-		off = json ? out(buf, len, off, "%s{\"role\":\"%s\",\"terminated\":%s,\"connections\":%u,\"links\":[",
+		off = json ? smcr_out(buf, len, off, "%s{\"role\":\"%s\",\"terminated\":%s,\"connections\":%u,\"links\":[",
 				 g ? "," : "", lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
 				 lgr->terminated ? "true" : "false", lgr->nconns) :
-			     out(buf, len, off, "link group %u: %s, %u connection(s)%s\n", g,
+			     smcr_out(buf, len, off, "link group %u: %s, %u connection(s)%s\n", g,
 				 lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
 				 lgr->nconns, lgr->terminated ? ", terminated" : "");
 		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
@@ -497,7 +483,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 				continue;
 			gid_str(ll->local.gid, lg, sizeof(lg));
 			gid_str(ll->peer.gid, pg, sizeof(pg));
-			off = json ? out(buf, len, off,
+			off = json ? smcr_out(buf, len, off,
 					 "%s{\"id\":%u,\"state\":\"%s\",\"device\":\"%s\",\"local_gid\":\"%s\",\"peer_gid\":\"%s\",\"qpn\":%u,\"peer_qpn\":%u,\"asym\":%s,\"connections\":%u,\"writes\":%llu,\"sends\":%llu,\"recvs\":%llu}",
 					 nl++ ? "," : "", ll->link->link_id,
 					 link_state_str(ll->link->state),
@@ -507,7 +493,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 					 (unsigned long long)ll->link->writes,
 					 (unsigned long long)ll->link->sends,
 					 (unsigned long long)ll->link->recvs) :
-				     out(buf, len, off,
+				     smcr_out(buf, len, off,
 					 "  link %u %-8s %s %s -> %s qpn %u -> %u%s, %u conn(s), %llu writes, %llu sends, %llu recvs\n",
 					 ll->link->link_id, link_state_str(ll->link->state),
 					 ll->link->dev ? ll->link->dev->name : "-", lg, pg,
@@ -520,7 +506,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 		rmbes = rmbs = sndbufs = sndbuf_rmbs = 0;
 		pool_usage(&lgr->rmbs, &rmbes, &rmbs);
 		pool_usage(&lgr->sndbufs, &sndbufs, &sndbuf_rmbs);
-		off = out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,\"rmbs\":%llu,\"rmbes_in_use\":%llu,\"sndbufs_in_use\":%llu}}" :
+		off = smcr_out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,\"rmbs\":%llu,\"rmbes_in_use\":%llu,\"sndbufs_in_use\":%llu}}" :
 			  "  failovers %llu, links added %llu, deleted %llu, failed %llu, LLC sent %llu, received %llu\n"
 			  "  %llu RMB(s), %llu RMB element(s) and %llu send buffer(s) in use\n",
 			  (unsigned long long)lgr->stats.failovers,
@@ -532,19 +518,19 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 			  (unsigned long long)rmbs, (unsigned long long)rmbes,
 			  (unsigned long long)sndbufs);
 	}
-	off = out(buf, len, off, json ? "],\"connections\":[" : "");
+	off = smcr_out(buf, len, off, json ? "],\"connections\":[" : "");
 	g = 0;
 	for (s = ctx->socks; s; s = s->next) {
 		if (s->listener)
 			continue;
 		if (!s->smc) {
-			off = json ? out(buf, len, off, "%s{\"smc\":false,\"fallback_reason\":%u}",
+			off = json ? smcr_out(buf, len, off, "%s{\"smc\":false,\"fallback_reason\":%u}",
 					 g++ ? "," : "", s->fallback_reason) :
-				     out(buf, len, off, "connection: TCP fallback (reason 0x%08x%s)\n",
+				     smcr_out(buf, len, off, "connection: TCP fallback (reason 0x%08x%s)\n",
 					 s->fallback_reason, s->fallback_by_peer ? ", by peer" : "");
 			continue;
 		}
-		off = json ? out(buf, len, off,
+		off = json ? smcr_out(buf, len, off,
 				 "%s{\"smc\":true,\"token\":%u,\"link\":%u,\"rmbe\":%u,\"peer_rmbe\":%u,\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],\"tx_prod\":[%u,%u],\"tx_peer_cons\":[%u,%u],\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"failovers\":%llu}",
 				 g++ ? "," : "", s->conn.token,
 				 s->conn.link ? s->conn.link->link_id : 0,
@@ -557,7 +543,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 				 (unsigned long long)s->conn.stats.bytes_sent,
 				 (unsigned long long)s->conn.stats.bytes_recv,
 				 (unsigned long long)s->conn.stats.failovers) :
-			     out(buf, len, off,
+			     smcr_out(buf, len, off,
 				 "connection %08x: link %u, RMBE %u, peer RMBE %u, rx prod %u:%u cons %u:%u, tx prod %u:%u peer cons %u:%u, sent %llu, received %llu, failovers %llu\n",
 				 s->conn.token, s->conn.link ? s->conn.link->link_id : 0,
 				 s->conn.rmbe.data_len + SMCR_RMBE_EYE_LEN,
@@ -570,7 +556,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 				 (unsigned long long)s->conn.stats.bytes_recv,
 				 (unsigned long long)s->conn.stats.failovers);
 	}
-	off = out(buf, len, off, json ? "]}\n" : "");
+	off = smcr_out(buf, len, off, json ? "]}\n" : "");
 	pthread_mutex_unlock(&ctx->lock);
 	return off >= len ? -ENOSPC : (int)off;
 }

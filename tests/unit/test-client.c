@@ -18,6 +18,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "strbuf.h"
 #include "memserver.h"
 #include "nbd-conn.h"
 #include "smcr.h"
@@ -733,6 +734,24 @@ static void test_json(void)
 	json_free(j);
 }
 
+/* The status dumps' appender: JSON escapes, and the length of what did not
+ * fit so that the caller can ask again with a larger buffer. */
+static void test_strbuf(void)
+{
+	char buf[64];
+	size_t off;
+
+	off = smcr_out(buf, sizeof(buf), 0, "%s=%d,", "a", 1);
+	off = smcr_out_json_str(buf, sizeof(buf), off, "q\"b\\c\n\x01");
+	CU_ASSERT_STRING_EQUAL(buf, "a=1,\"q\\\"b\\\\c\\u000a\\u0001\"");
+	CU_ASSERT_EQUAL(off, strlen(buf));
+	CU_ASSERT_EQUAL(smcr_out_json_str(buf, sizeof(buf), 0, NULL), 2);
+	CU_ASSERT_STRING_EQUAL(buf, "\"\"");
+	off = smcr_out(buf, 8, 0, "%s", "0123456789");
+	CU_ASSERT_EQUAL(off, 10);		/* too small: says how much */
+	CU_ASSERT_EQUAL(smcr_out(buf, 8, off, "more"), off);
+}
+
 static CU_TestInfo client_tests[] = {
 	{ "URIs", test_uri },
 	{ "I/O over TCP, 4 connections", test_io_tcp },
@@ -748,6 +767,7 @@ static CU_TestInfo client_tests[] = {
 	{ "SMC-R fallback and control socket", test_smcr_ctl },
 	{ "log callback and stamps", test_log },
 	{ "JSON reader", test_json },
+	{ "status appender", test_strbuf },
 	CU_TEST_INFO_NULL,
 };
 
