@@ -16,10 +16,20 @@ cd "$top"
 
 step() { printf '\n=== %s ===\n' "$*"; }
 
+# The install and build output goes to logs, shown only if a step fails.
+mkdir -p build
+quiet() {
+    local log=$1; shift
+    if ! "$@" >"$log" 2>&1; then
+        tail -n 40 "$log"; echo "demo: '$*' failed (log: $log)" >&2; exit 1
+    fi
+}
 step "dependencies"
-bash scripts/install-deps.sh
+quiet build/demo-deps.log bash scripts/install-deps.sh
+tail -n 1 build/demo-deps.log
 step "build"
-bash scripts/build.sh build
+quiet build/demo-build.log bash scripts/build.sh build
+echo "built into build/ (log: build/demo-build.log)"
 
 tests='vm/smoke-verbs.sh vm/client-nbd.sh'
 step "rxe VM lane: $tests"
