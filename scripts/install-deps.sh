@@ -16,6 +16,8 @@ PACKAGES=(
     nbdkit nbd-client libnbd-bin python3-libnbd qemu-utils qemu-block-extra fio fuse3
     # protocol checks, memory checks
     tshark valgrind
+    # benchmark and soak reports (plots)
+    gnuplot-nox
     # the rxe VM lane: a stock Debian kernel under qemu, busybox initramfs
     qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
     e2fsprogs xxd python3 procps psmisc

@@ -3,23 +3,30 @@
 # same file in the same run, measured with fio's nbd engine (libnbd).
 #
 #   tests/bench/bench-nbd.sh [-s SIZE] [-r SECONDS] [-n ROUNDS] [-j REGEX] [-c] [-k]
+#                            [-S] [-o DIR]
 #
 #   -s SIZE     size of the test file (default 1G; it is filled with random
 #               data once, so reads hit real blocks)
 #   -r SECONDS  runtime of every fio job (default 10)
-#   -n ROUNDS   run every job ROUNDS times per server, report the best
-#               (default 1); servers alternate inside a round
+#   -n ROUNDS   run every job ROUNDS times per server (default 3); every
+#               figure is the median of the rounds, min and max beside it;
+#               servers alternate inside a round
 #   -j REGEX    only the jobs whose name matches (e.g. 1m)
+#   -S          scaling too: 4 KiB random reads with 1, 4, 16, 64 clients
+#               (connections, qd 1 each) and with queue depth 1..128 (one
+#               client); SCALE_CLIENTS / SCALE_QD override the lists
+#   -o DIR      where the report goes (default ./bench-report): report.md,
+#               results.csv (every run), PNG plots (gnuplot)
 #   -c          fio on CPU 0, the servers on the other CPUs, like a client
 #               on another host (without it the scheduler places them: a
 #               4 KiB qd1 job runs ~4x faster when client and server share
 #               a CPU than when they do not)
 #   -k          keep the scratch directory
 #
-# Prints one row per job: IOPS (4 KiB jobs) or MiB/s (1 MiB jobs) for each
-# server and smcrd's ratio to the better of the other two; then the CPU
-# time each server spent on it (all its threads; usec per I/O, or ms per
-# GiB).  All three serve the file through the page cache (smcrd without
+# Prints (and writes to DIR/report.md) one row per job: IOPS (4 KiB jobs)
+# or MiB/s (1 MiB jobs) for each server and smcrd's ratio to the better of
+# the other two, medians of the rounds; then the CPU time the server (all
+# its threads) and the client (fio) spent per I/O or per GiB.  All three serve the file through the page cache (smcrd without
 # --direct, nbdkit cache=default, qemu-nbd --cache=writeback), and every
 # job starts with the whole file cached.
 # Environment: SMCRD (path of smcrd), BENCH_DIR (scratch location),
@@ -28,8 +35,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 : "${abs_top_builddir:=$(cd "$here/../.." && pwd)}"
-size=1G runtime=10 rounds=1 keep=0 only=. pin=0
-while getopts "s:r:n:j:ck" o; do
+size=1G runtime=10 rounds=3 keep=0 only=. pin=0 scale=0 outdir=$PWD/bench-report
+while getopts "s:r:n:j:ckSo:" o; do
     case $o in
         s) size=$OPTARG ;;
         r) runtime=$OPTARG ;;
@@ -37,7 +44,9 @@ while getopts "s:r:n:j:ck" o; do
         j) only=$OPTARG ;;
         c) pin=1 ;;
         k) keep=1 ;;
-        *) sed -n '2,26p' "$0"; exit 2 ;;
+        S) scale=1 ;;
+        o) outdir=$OPTARG ;;
+        *) sed -n '2,34p' "$0"; exit 2 ;;
     esac
 done
 
@@ -107,7 +116,7 @@ p_smcrd=$(port) p_nbdkit=$(port) p_qemu=$(port)
     2>"$dir/smcrd.log" & pids+=($!)
 "${srv_cpus[@]}" nbdkit -f -i 127.0.0.1 -p "$p_nbdkit" file file="$img" cache=default \
     2>"$dir/nbdkit.log" & pids+=($!)
-"${srv_cpus[@]}" qemu-nbd -f raw -b 127.0.0.1 -p "$p_qemu" -x bench -t -e 16 --cache=writeback \
+"${srv_cpus[@]}" qemu-nbd -f raw -b 127.0.0.1 -p "$p_qemu" -x bench -t -e 128 --cache=writeback \
     "$img" 2>"$dir/qemu-nbd.log" & pids+=($!)
 servers=(smcrd nbdkit qemu-nbd)
 declare -A uri=(
@@ -123,69 +132,64 @@ for s in "${servers[@]}"; do wait_port "${uri[$s]}"; done
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)
 
-run_fio() { # server rw bs depth metric -> "value cpu"
-    local out=$dir/fio.json c0 c1
+run_fio() { # server rw bs depth metric clients -> "value server-cpu client-cpu"
+    local out=$dir/fio.json c0 c1 t
     # Same start for every server: the whole file in the page cache (this
     # machine's kernel reclaims cold pages on its own, DAMON).
     cat "$img" >/dev/null
     c0=$(cpu_ticks "${spid[$1]}")
-    "${cli_cpus[@]}" fio --name=bench --ioengine=nbd --uri="${uri[$1]}" --rw="$2" --bs="$3" \
-        --iodepth="$4" --size="$size" --runtime="$runtime" --time_based \
-        --randrepeat=0 --output-format=json --output="$out" >/dev/null
+    # bash's time: user and system time of fio and its job processes
+    t=$( { TIMEFORMAT='%U %S'; time "${cli_cpus[@]}" fio --name=bench --ioengine=nbd \
+        --uri="${uri[$1]}" --rw="$2" --bs="$3" --iodepth="$4" --numjobs="$6" \
+        --group_reporting --size="$size" --runtime="$runtime" --time_based \
+        --randrepeat=0 --output-format=json --output="$out" >/dev/null; } 2>&1 )
     c1=$(cpu_ticks "${spid[$1]}")
-    python3 - "$out" "$2" "$5" "$((c1 - c0))" "$tck" <<'PY'
+    python3 - "$out" "$2" "$5" "$((c1 - c0))" "$tck" $t <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 side = j["read"] if "read" in sys.argv[2] else j["write"]
 if j.get("error") or not side["total_ios"]:
-    print("ERR -"); sys.exit()
-sec = int(sys.argv[4]) / float(sys.argv[5])
+    print("ERR - -"); sys.exit()
+srv = int(sys.argv[4]) / float(sys.argv[5])
+cli = float(sys.argv[6]) + float(sys.argv[7])
 if sys.argv[3] == "iops":
-    print("%.0f %.1f" % (side["iops"], sec * 1e6 / side["total_ios"]))
+    n = side["total_ios"]
+    print("%.0f %.2f %.2f" % (side["iops"], srv * 1e6 / n, cli * 1e6 / n))
 else:
-    print("%.0f %.0f" % (side["bw"] / 1024.0, sec * 1e3 / (side["io_bytes"] / 2.0**30)))
+    gib = side["io_bytes"] / 2.0**30
+    print("%.0f %.0f %.0f" % (side["bw"] / 1024.0, srv * 1e3 / gib, cli * 1e3 / gib))
 PY
 }
 
-declare -A best cpu
+mkdir -p "$outdir"
+csv=$outdir/results.csv
+echo "round,job,server,clients,qd,value,unit,server_cpu,client_cpu,cpu_unit" >"$csv"
+run_one() { # round name server rw bs depth metric clients
+    local v c k unit=IOPS cu=us/IO
+    [ "$7" = bw ] && unit=MiB/s cu=ms/GiB
+    read -r v c k < <(run_fio "$3" "$4" "$5" "$6" "$7" "$8")
+    echo "$1,$2,$3,$8,$6,$v,$unit,$c,$k,$cu" >>"$csv"
+    echo "bench: round $1 $2 $3 x$8 qd$6: $v $unit (CPU per I/O: server $c, client $k $cu)" >&2
+}
+
 for (( r=1; r<=rounds; r++ )); do
     for j in "${jobs[@]}"; do
         read -r name rw bs depth metric <<<"$j"
-        for s in "${servers[@]}"; do
-            read -r v c < <(run_fio "$s" "$rw" "$bs" "$depth" "$metric")
-            k="$name/$s"
-            if [ -z "${best[$k]:-}" ] || { [ "$v" != ERR ] && { [ "${best[$k]}" = ERR ] ||
-                    [ "$v" -gt "${best[$k]}" ]; }; }; then
-                best[$k]=$v cpu[$k]=$c
-            fi
-            echo "bench: round $r $name $s: $v (server CPU $c)" >&2
-        done
+        for s in "${servers[@]}"; do run_one "$r" "$name" "$s" "$rw" "$bs" "$depth" "$metric" 1; done
     done
+    if [ "$scale" = 1 ]; then
+        for n in ${SCALE_CLIENTS:-1 4 16 64}; do
+            for s in "${servers[@]}"; do run_one "$r" scale-clients "$s" randread 4k 1 iops "$n"; done
+        done
+        for q in ${SCALE_QD:-1 2 4 8 16 32 64 128}; do
+            for s in "${servers[@]}"; do run_one "$r" scale-qd "$s" randread 4k "$q" iops 1; done
+        done
+    fi
 done
 
-ratio() {
-    python3 -c "
-a,b,c='$1','$2','$3'
-try: print('%.2f' % (float(a)/max(float(b),float(c))))
-except Exception: print('n/a')"
-}
-echo
-printf 'smcrd vs nbdkit (file plugin) vs qemu-nbd, fio nbd engine, %s file, %ss per job, best of %s%s\n' \
-    "$size" "$runtime" "$rounds" "$([ "$pin" = 1 ] && echo ', fio on CPU 0, servers on the others')"
-printf '%-19s %-6s %10s %10s %10s %8s\n' job unit smcrd nbdkit qemu-nbd ratio
-for j in "${jobs[@]}"; do
-    read -r name rw bs depth metric <<<"$j"
-    a=${best[$name/smcrd]} b=${best[$name/nbdkit]} c=${best[$name/qemu-nbd]}
-    unit=IOPS; [ "$metric" = bw ] && unit=MiB/s
-    printf '%-19s %-6s %10s %10s %10s %8s\n' "$name" "$unit" "$a" "$b" "$c" "$(ratio "$a" "$b" "$c")"
-done
-echo "(ratio: smcrd / best of nbdkit and qemu-nbd)"
-echo
-echo "server CPU time for those runs (all threads of the server process)"
-printf '%-19s %-6s %10s %10s %10s\n' job unit smcrd nbdkit qemu-nbd
-for j in "${jobs[@]}"; do
-    read -r name rw bs depth metric <<<"$j"
-    unit=us/IO; [ "$metric" = bw ] && unit=ms/GiB
-    printf '%-19s %-6s %10s %10s %10s\n' "$name" "$unit" "${cpu[$name/smcrd]}" \
-        "${cpu[$name/nbdkit]}" "${cpu[$name/qemu-nbd]}"
-done
+what="fio nbd engine, $size file, ${runtime}s per job, median of $rounds round(s)"
+[ "$pin" = 1 ] && what="$what, fio on CPU 0, servers on the others"
+python3 "$here/bench-report.py" --title "smcrd vs nbdkit (file plugin) vs qemu-nbd" \
+    --what "$what" --machine "$(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)" \
+    "$csv" "$outdir"
+echo "bench: report in $outdir/report.md"
