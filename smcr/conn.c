@@ -122,7 +122,7 @@ static int data_post(struct smcr_conn *conn, unsigned int *nposted)
 	*nposted = 0;
 	if (n == 0)
 		return 0;
-	lkey = link->dev ? smcr_rmb_lkey(conn->sndbuf.rmb, link->dev) : 0;
+	lkey = link->pd ? smcr_rmb_lkey(conn->sndbuf.rmb, link->pd) : 0;
 	while (n > 0) {
 		uint32_t chunk = conn->tx_len - off;
 		struct smcr_sge sge;

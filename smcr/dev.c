@@ -39,8 +39,6 @@ static void dev_close(struct smcr_dev *dev)
 {
 	if (dev->chan)
 		ibv_destroy_comp_channel(dev->chan);
-	if (dev->pd)
-		ibv_dealloc_pd(dev->pd);
 	if (dev->ctx)
 		ibv_close_device(dev->ctx);
 	free(dev);
@@ -98,30 +96,71 @@ static int dev_open(struct smcr_devs *devs, struct ibv_device *ibdev,
 		ret = -EIO;
 		goto out_close;
 	}
-	dev->pd = ibv_alloc_pd(dev->ctx);
-	if (!dev->pd) {
-		ret = -ENOMEM;
-		smcr_err("%s: cannot allocate a protection domain", name);
-		goto out_close;
-	}
 	dev->chan = ibv_create_comp_channel(dev->ctx);
 	if (!dev->chan) {
 		ret = -ENOMEM;
 		smcr_err("%s: cannot create a completion channel", name);
-		goto out_dealloc_pd;
+		goto out_close;
 	}
 	dev->next = devs->head;
 	devs->head = dev;
 	*devp = dev;
 	return 0;
 
-out_dealloc_pd:
-	ibv_dealloc_pd(dev->pd);
 out_close:
 	ibv_close_device(dev->ctx);
 out_free:
 	free(dev);
 	return ret;
+}
+
+static unsigned int pd_count;
+
+int smcr_pd_alloc(struct smcr_dev *dev, struct smcr_pd **pdp)
+{
+	struct smcr_pd *pd = calloc(1, sizeof(*pd));
+	int ret;
+
+	if (!pd)
+		return -ENOMEM;
+	pd->pd = ibv_alloc_pd(dev->ctx);
+	if (!pd->pd) {
+		ret = errno ? -errno : -ENOMEM;
+		smcr_err("%s: cannot allocate a protection domain: %s", dev->name,
+			 strerror(-ret));
+		free(pd);
+		return ret;
+	}
+	pd->dev = dev;
+	pd->refs = 1;
+	__atomic_add_fetch(&pd_count, 1, __ATOMIC_RELAXED);
+	*pdp = pd;
+	return 0;
+}
+
+struct smcr_pd *smcr_pd_get(struct smcr_pd *pd)
+{
+	__atomic_add_fetch(&pd->refs, 1, __ATOMIC_RELAXED);
+	return pd;
+}
+
+void smcr_pd_put(struct smcr_pd *pd)
+{
+	int ret;
+
+	if (!pd || __atomic_sub_fetch(&pd->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	ret = ibv_dealloc_pd(pd->pd);
+	if (ret)	/* something is still in it: a leak, not a crash */
+		smcr_err("%s: cannot deallocate a protection domain: %s",
+			 pd->dev->name, strerror(ret));
+	__atomic_sub_fetch(&pd_count, 1, __ATOMIC_RELAXED);
+	free(pd);
+}
+
+unsigned int smcr_pd_count(void)
+{
+	return __atomic_load_n(&pd_count, __ATOMIC_RELAXED);
 }
 
 bool smcr_dev_present(struct smcr_dev *dev)
@@ -489,7 +528,8 @@ int smcr_dev_list_ports_of(struct smcr_devs *devs, const char *name,
 	return la.n;
 }
 
-int smcr_qp_create(struct smcr_port_ref *ref, struct ibv_cq *send_cq,
+int smcr_qp_create(struct smcr_port_ref *ref, struct smcr_pd *pd,
+		   struct ibv_cq *send_cq,
 		   struct ibv_cq *recv_cq, uint32_t max_send_wr,
 		   uint32_t max_recv_wr, struct ibv_qp **qpp)
 {
@@ -508,11 +548,11 @@ int smcr_qp_create(struct smcr_port_ref *ref, struct ibv_cq *send_cq,
 	};
 	struct ibv_qp *qp;
 
-	qp = ibv_create_qp(ref->dev->pd, &attr);
+	qp = ibv_create_qp(pd->pd, &attr);
 	if (!qp) {
 		/* Some providers have no inline support. */
 		attr.cap.max_inline_data = 0;
-		qp = ibv_create_qp(ref->dev->pd, &attr);
+		qp = ibv_create_qp(pd->pd, &attr);
 	}
 	if (!qp) {
 		int ret = errno ? -errno : -ENOMEM;

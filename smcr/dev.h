@@ -17,11 +17,10 @@
 
 #include "msg.h"	/* SMCR_GID_LEN, SMCR_MAC_LEN, smcr_mtu_bytes */
 
-/* One opened RNIC: its verbs context, the protection domain every buffer of
- * ours on this device is registered in, and one completion channel. */
+/* One opened RNIC: its verbs context and one completion channel.  It has
+ * no protection domain of its own: see struct smcr_pd. */
 struct smcr_dev {
 	struct ibv_context *ctx;
-	struct ibv_pd *pd;
 	struct ibv_comp_channel *chan;
 	struct ibv_device_attr attr;
 	char name[IBV_SYSFS_NAME_MAX];
@@ -34,6 +33,28 @@ struct smcr_dev {
 	bool gone;			/* removed: never handed out again */
 	struct smcr_dev *next;
 };
+
+/* A protection domain on one device.  A QP reaches exactly the memory
+ * registered in its own PD, so every peer gets its own: the engine keeps
+ * one per link group and device, and the group's QPs, link buffers, RMBs
+ * and send buffers on that device live in it and nowhere else.
+ * Reference counted: the group, every QP's link resources and every MR
+ * registered in it hold one; the last smcr_pd_put() deallocates it (from
+ * any thread: the reaper frees a link's QP without the owner's lock).  The
+ * device must stay open until then. */
+struct smcr_pd {
+	struct smcr_dev *dev;
+	struct ibv_pd *pd;
+	unsigned int refs;		/* atomic */
+};
+
+/* A new PD on dev with one reference. */
+int smcr_pd_alloc(struct smcr_dev *dev, struct smcr_pd **pdp);
+struct smcr_pd *smcr_pd_get(struct smcr_pd *pd);
+/* NULL is a no-op. */
+void smcr_pd_put(struct smcr_pd *pd);
+/* PDs allocated and not yet deallocated, in this process (tests, stats). */
+unsigned int smcr_pd_count(void);
 
 /* The set of devices a context has opened. */
 struct smcr_devs {
@@ -121,8 +142,9 @@ int smcr_port_other_gid(const struct smcr_port_ref *ref, const uint8_t *avoid,
 /* Refresh ref->up and ref->mtu from the port's current attributes. */
 int smcr_port_refresh(struct smcr_port_ref *ref);
 
-/* An RC QP on ref's device with the given CQs and queue sizes. */
-int smcr_qp_create(struct smcr_port_ref *ref, struct ibv_cq *send_cq,
+/* An RC QP in pd (on ref's device) with the given CQs and queue sizes. */
+int smcr_qp_create(struct smcr_port_ref *ref, struct smcr_pd *pd,
+		   struct ibv_cq *send_cq,
 		   struct ibv_cq *recv_cq, uint32_t max_send_wr,
 		   uint32_t max_recv_wr, struct ibv_qp **qpp);
 

@@ -220,8 +220,16 @@ static void dev_lost(struct smcr_ctx *ctx, struct smcr_dev *dev)
 	ep_del(ctx, dev->ctx->async_fd);
 	n = smcr_vlink_dev_gone(&ctx->vlinks, dev);
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
-		smcr_rmb_pool_dereg(&lgr->rmbs, dev);
-		smcr_rmb_pool_dereg(&lgr->sndbufs, dev);
+		for (i = 0; i < SMCR_RMB_MAX_DEVS; i++) {
+			struct smcr_pd *pd = lgr->pds[i];
+
+			if (!pd || pd->dev != dev)
+				continue;
+			smcr_rmb_pool_dereg(&lgr->rmbs, pd);
+			smcr_rmb_pool_dereg(&lgr->sndbufs, pd);
+			lgr->pds[i] = NULL;
+			smcr_pd_put(pd);
+		}
 	}
 	for (i = 0; i < ctx->nports; i++)
 		if (ctx->ports[i].dev == dev)
@@ -296,6 +304,34 @@ static bool same_lan(const uint8_t *a, const uint8_t *b)
 	return memcmp(a, b, 8) == 0;
 }
 
+/* The group's protection domain on dev, allocated on first use.  One per
+ * group and device, not per link as in Linux: the peer is the boundary (a
+ * group's links all lead to it and share its RMBs anyway), an RMB is
+ * registered once per device instead of once per link, and a link added
+ * again on a device after a failover finds the RMBs registered and their
+ * rkeys unchanged. */
+static int lgr_pd(struct smcr_lgr *lgr, struct smcr_dev *dev,
+		  struct smcr_pd **pdp)
+{
+	int i, free_slot = -1, ret;
+
+	for (i = 0; i < SMCR_RMB_MAX_DEVS; i++) {
+		if (lgr->pds[i] && lgr->pds[i]->dev == dev) {
+			*pdp = lgr->pds[i];
+			return 0;
+		}
+		if (!lgr->pds[i] && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot < 0)
+		return -ENOSPC;
+	ret = smcr_pd_alloc(dev, &lgr->pds[free_slot]);
+	if (ret)
+		return ret;
+	*pdp = lgr->pds[free_slot];
+	return 0;
+}
+
 int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
 			struct smcr_port_ref *port, struct smcr_link **linkp,
 			struct smcr_link_info *local)
@@ -303,10 +339,14 @@ int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
 	struct smcr_vlink_attr attr = { .sq_depth = 256, .rq_depth = 128,
 					.timing = &ctx->qp_timing };
 	struct smcr_qp_peer q;
+	struct smcr_pd *pd;
 	int ret;
 
-	ret = smcr_vlink_create(&ctx->vlinks, port, &attr, &smcr_lgr_link_handler,
-				lgr, linkp);
+	ret = lgr_pd(lgr, port->dev, &pd);
+	if (ret)
+		return ret;
+	ret = smcr_vlink_create(&ctx->vlinks, port, pd, &attr,
+				&smcr_lgr_link_handler, lgr, linkp);
 	if (ret)
 		return ret;
 	smcr_vlink_local(*linkp, &q);
@@ -517,12 +557,12 @@ static int op_rmb_reg(struct smcr_lgr *lgr, struct smcr_rmb *rmb,
 	int ret;
 
 	(void)lgr;
-	if (!link->dev)
+	if (!link->dev || !link->pd)
 		return -ENODEV;
-	ret = smcr_rmb_reg(rmb, link->dev);
+	ret = smcr_rmb_reg(rmb, link->pd);
 	if (ret)
 		return ret;
-	*rkey = smcr_rmb_rkey(rmb, link->dev);
+	*rkey = smcr_rmb_rkey(rmb, link->pd);
 	*vaddr = (uint64_t)(uintptr_t)rmb->buf;
 	smcr_dbg("engine: RMB %u on %s: rkey %08x vaddr %llx", rmb->id,
 		 link->dev->name, *rkey, (unsigned long long)*vaddr);

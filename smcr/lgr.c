@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dev.h"
 #include "lgr.h"
 #include "log.h"
 
@@ -51,6 +52,7 @@ int smcr_lgr_create(enum smcr_role role, const struct smcr_lgr_ops *ops,
 	lgr->next_token = 1;
 	smcr_rmb_pool_init(&lgr->rmbs, lgr->cfg.max_rmb_bytes);
 	smcr_rmb_pool_init(&lgr->sndbufs, lgr->cfg.max_rmb_bytes);
+	lgr->sndbufs.local_only = true;
 	*lgrp = lgr;
 	return 0;
 }
@@ -75,8 +77,12 @@ void smcr_lgr_destroy(struct smcr_lgr *lgr)
 			smcr_conn_abort(lgr->conns[i], -ECONNRESET);
 	for (i = 0; i < SMCR_LINK_SLOTS; i++)
 		link_release(lgr, (uint8_t)i);
+	/* MRs first, then the PDs (the last link's QP may still hold one
+	 * until the owner has destroyed it). */
 	smcr_rmb_pool_fini(&lgr->rmbs);
 	smcr_rmb_pool_fini(&lgr->sndbufs);
+	for (i = 0; i < SMCR_RMB_MAX_DEVS; i++)
+		smcr_pd_put(lgr->pds[i]);
 	free(lgr);
 }
 

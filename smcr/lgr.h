@@ -181,6 +181,10 @@ struct smcr_lgr {
 	struct smcr_lgr_link links[SMCR_LINK_SLOTS];
 	struct smcr_rmb_pool rmbs;	/* ours, announced to the peer */
 	struct smcr_rmb_pool sndbufs;	/* ours, local only */
+	/* The owner's protection domains, one per device the group has had
+	 * links on (NULL for the test double): the group's QPs and buffers
+	 * live there and nowhere else.  Put by smcr_lgr_destroy(). */
+	struct smcr_pd *pds[SMCR_RMB_MAX_DEVS];
 	struct smcr_lgr_peer_rmb peer_rmbs[SMCR_LGR_MAX_PEER_RMBS];
 	struct smcr_conn *conns[SMCR_LGR_MAX_CONNS];
 	unsigned int nconns;

@@ -22,6 +22,7 @@
 
 struct smcr_link;
 struct smcr_dev;
+struct smcr_pd;
 
 /* A piece of local memory to RDMA-write from. */
 struct smcr_sge {
@@ -70,6 +71,7 @@ struct smcr_link {
 	void *handler_arg;		/* owner's context (the link group) */
 	void *priv;			/* the implementation's own state */
 	struct smcr_dev *dev;		/* NULL for the test double */
+	struct smcr_pd *pd;		/* the QP's; NULL likewise */
 	enum smcr_link_state state;
 	uint8_t link_id;		/* on the wire, unique in the group */
 	uint8_t slot;			/* index in the group's link array */

@@ -41,6 +41,7 @@ struct smcr_vlink_res {
 	struct ibv_mr *mr;
 	uint8_t *bufs;
 	struct smcr_dev *dev;
+	struct smcr_pd *pd;		/* a reference, put after the QP is gone */
 	char devname[IBV_SYSFS_NAME_MAX];
 };
 
@@ -760,7 +761,7 @@ static uint32_t random_psn(const void *salt)
 }
 
 int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *ref,
-		      const struct smcr_vlink_attr *attr,
+		      struct smcr_pd *pd, const struct smcr_vlink_attr *attr,
 		      const struct smcr_link_handler *handler, void *handler_arg,
 		      struct smcr_link **linkp)
 {
@@ -769,7 +770,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	unsigned int i;
 	int ret;
 
-	if (!dev || !dev->chan)
+	if (!dev || !dev->chan || !pd || pd->dev != dev)
 		return -EINVAL;
 	vl = calloc(1, sizeof(*vl));
 	if (!vl)
@@ -805,6 +806,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	}
 	vl->res->vl = vl;
 	vl->res->dev = dev;
+	vl->res->pd = smcr_pd_get(pd);
 	snprintf(vl->res->devname, sizeof(vl->res->devname), "%s", dev->name);
 	vl->sq = calloc(vl->sq_depth, sizeof(*vl->sq));
 	if (!vl->sq) {
@@ -817,7 +819,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 		ret = -ENOMEM;
 		goto err_free_sq;
 	}
-	vl->mr = ibv_reg_mr(dev->pd, vl->bufs, vl->bufs_len, IBV_ACCESS_LOCAL_WRITE);
+	vl->mr = ibv_reg_mr(pd->pd, vl->bufs, vl->bufs_len, IBV_ACCESS_LOCAL_WRITE);
 	if (!vl->mr) {
 		ret = errno ? -errno : -ENOMEM;
 		smcr_err("%s: cannot register link buffers: %s", dev->name,
@@ -834,7 +836,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	ret = -ibv_req_notify_cq(vl->cq, 0);
 	if (ret)
 		goto err_destroy_cq;
-	ret = smcr_qp_create(&vl->ref, vl->cq, vl->cq, vl->sq_depth, vl->rq_depth,
+	ret = smcr_qp_create(&vl->ref, pd, vl->cq, vl->cq, vl->sq_depth, vl->rq_depth,
 			     &vl->qp);
 	if (ret)
 		goto err_destroy_cq;
@@ -863,6 +865,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	vl->link.handler_arg = handler_arg;
 	vl->link.priv = vl;
 	vl->link.dev = dev;
+	vl->link.pd = pd;
 	vl->link.state = SMCR_LINK_INACTIVE;
 	vl->next = set->head;
 	set->head = vl;
@@ -880,6 +883,8 @@ err_free_bufs:
 err_free_sq:
 	free(vl->sq);
 err_free_vl:
+	if (vl->res)
+		smcr_pd_put(vl->res->pd);
 	free(vl->res);
 	free(vl);
 	return ret;
@@ -936,6 +941,7 @@ void smcr_vlink_res_free(struct smcr_vlink_res *res)
 	}
 	if (res->mr)
 		ibv_dereg_mr(res->mr);
+	smcr_pd_put(res->pd);	/* deallocated if nothing else is in it */
 	free(res->bufs);
 	free(res);
 }
@@ -963,6 +969,7 @@ static void release(struct smcr_vlink *vl)
 	vl->bufs = NULL;
 	vl->ref.dev = NULL;
 	vl->link.dev = NULL;
+	vl->link.pd = NULL;
 	if (!res)
 		return;
 	res->vl = NULL;

@@ -94,12 +94,14 @@ struct smcr_vlink_stats {
 void smcr_vlink_set_init(struct smcr_vlink_set *set);
 
 /* Create a link on ref's device and port: CQ on dev->chan (armed), RC QP in
- * INIT with all receive buffers posted, a random initial send PSN.  The
+ * INIT in pd (a PD on ref's device; the link takes a reference, kept until
+ * its QP is destroyed) with all receive buffers, registered in pd too,
+ * posted, a random initial send PSN.  The
  * link is INACTIVE; link_id, slot and state are the owner's to set (ACTIVE
  * once it has confirmed the link, e.g. after CONFIRM LINK).  The completion channel's and the async event fd are made
  * non-blocking.  *linkp is the link the protocol layers use. */
 int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *ref,
-		      const struct smcr_vlink_attr *attr,
+		      struct smcr_pd *pd, const struct smcr_vlink_attr *attr,
 		      const struct smcr_link_handler *handler, void *handler_arg,
 		      struct smcr_link **linkp);
 

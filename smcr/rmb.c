@@ -35,8 +35,10 @@ static void rmb_destroy(struct smcr_rmb_pool *pool, struct smcr_rmb *rmb)
 {
 	unsigned int i;
 
-	for (i = 0; i < rmb->nmrs; i++)
+	for (i = 0; i < rmb->nmrs; i++) {
 		ibv_dereg_mr(rmb->mrs[i].mr);
+		smcr_pd_put(rmb->mrs[i].pd);
+	}
 	pool->bytes -= rmb->len;
 	pool->nrmbs--;
 	free(rmb->buf);
@@ -97,6 +99,7 @@ static int rmb_create(struct smcr_rmb_pool *pool, uint8_t code,
 	rmb->size_code = code;
 	rmb->nelems = (uint8_t)n;
 	rmb->id = pool->next_id++;
+	rmb->local_only = pool->local_only;
 	for (i = 0; i < n; i++)
 		rmbe_init(rmb, i);
 	rmb->next = pool->classes[code];
@@ -224,81 +227,85 @@ int smcr_rmb_destroy(struct smcr_rmb_pool *pool, struct smcr_rmb *rmb)
 	return -ENOENT;
 }
 
-static int rmb_mr_slot(const struct smcr_rmb *rmb, const struct smcr_dev *dev)
+static int rmb_mr_slot(const struct smcr_rmb *rmb, const struct smcr_pd *pd)
 {
 	unsigned int i;
 
-	for (i = 0; i < rmb->nmrs; i++)
-		if (rmb->mrs[i].dev == dev)
+	for (i = 0; pd && i < rmb->nmrs; i++)
+		if (rmb->mrs[i].pd == pd)
 			return (int)i;
 	return -1;
 }
 
-int smcr_rmb_reg(struct smcr_rmb *rmb, struct smcr_dev *dev)
+int smcr_rmb_reg(struct smcr_rmb *rmb, struct smcr_pd *pd)
 {
+	int access = IBV_ACCESS_LOCAL_WRITE;
 	struct ibv_mr *mr;
 
-	if (rmb_mr_slot(rmb, dev) >= 0)
+	if (rmb_mr_slot(rmb, pd) >= 0)
 		return 0;
 	if (rmb->nmrs >= SMCR_RMB_MAX_DEVS)
 		return -ENOSPC;
-	mr = ibv_reg_mr(dev->pd, rmb->buf, rmb->len,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!rmb->local_only)
+		access |= IBV_ACCESS_REMOTE_WRITE;
+	mr = ibv_reg_mr(pd->pd, rmb->buf, rmb->len, access);
 	if (!mr) {
 		int ret = errno ? -errno : -ENOMEM;
 
-		smcr_err("%s: cannot register a %zu-byte RMB", dev->name, rmb->len);
+		smcr_err("%s: cannot register a %zu-byte buffer", pd->dev->name,
+			 rmb->len);
 		return ret;
 	}
-	rmb->mrs[rmb->nmrs].dev = dev;
+	rmb->mrs[rmb->nmrs].pd = smcr_pd_get(pd);
 	rmb->mrs[rmb->nmrs].mr = mr;
 	rmb->nmrs++;
 	return 0;
 }
 
-void smcr_rmb_dereg(struct smcr_rmb *rmb, struct smcr_dev *dev)
+void smcr_rmb_dereg(struct smcr_rmb *rmb, struct smcr_pd *pd)
 {
-	int i = rmb_mr_slot(rmb, dev);
+	int i = rmb_mr_slot(rmb, pd);
 
 	if (i < 0)
 		return;
 	ibv_dereg_mr(rmb->mrs[i].mr);
+	smcr_pd_put(rmb->mrs[i].pd);
 	rmb->mrs[i] = rmb->mrs[--rmb->nmrs];
 }
 
-uint32_t smcr_rmb_rkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev)
+uint32_t smcr_rmb_rkey(const struct smcr_rmb *rmb, const struct smcr_pd *pd)
 {
-	int i = rmb_mr_slot(rmb, dev);
+	int i = rmb_mr_slot(rmb, pd);
 
 	return i < 0 ? 0 : rmb->mrs[i].mr->rkey;
 }
 
-uint32_t smcr_rmb_lkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev)
+uint32_t smcr_rmb_lkey(const struct smcr_rmb *rmb, const struct smcr_pd *pd)
 {
-	int i = rmb_mr_slot(rmb, dev);
+	int i = rmb_mr_slot(rmb, pd);
 
 	return i < 0 ? 0 : rmb->mrs[i].mr->lkey;
 }
 
-int smcr_rmb_pool_reg(struct smcr_rmb_pool *pool, struct smcr_dev *dev)
+int smcr_rmb_pool_reg(struct smcr_rmb_pool *pool, struct smcr_pd *pd)
 {
 	struct smcr_rmb *rmb;
 	unsigned int code;
 	int ret;
 
 	smcr_rmb_pool_for_each(pool, code, rmb) {
-		ret = smcr_rmb_reg(rmb, dev);
+		ret = smcr_rmb_reg(rmb, pd);
 		if (ret)
 			return ret;
 	}
 	return 0;
 }
 
-void smcr_rmb_pool_dereg(struct smcr_rmb_pool *pool, struct smcr_dev *dev)
+void smcr_rmb_pool_dereg(struct smcr_rmb_pool *pool, struct smcr_pd *pd)
 {
 	struct smcr_rmb *rmb;
 	unsigned int code;
 
 	smcr_rmb_pool_for_each(pool, code, rmb)
-		smcr_rmb_dereg(rmb, dev);
+		smcr_rmb_dereg(rmb, pd);
 }

@@ -5,7 +5,9 @@
  * wrapping receive area the peer RDMA-writes into; cursors are offsets into
  * that data area.  RMBs come in size classes (16 KiB << code, code 0..5, the
  * RFC's 4-bit compressed size), belong to one link group's pool, and are
- * registered once per RDMA device the group has links on.
+ * registered in that group's protection domains only (one per RDMA device
+ * the group has links on): no other group's QP can reach them.  A pool of
+ * send buffers (local_only) is registered for local access only.
  *
  * Functions return 0 or -errno.  A pool is not thread safe.
  */
@@ -19,6 +21,7 @@
 #include "cursor.h"	/* smcr_rmb_size_decompress */
 
 struct smcr_dev;
+struct smcr_pd;
 struct ibv_mr;
 
 #define SMCR_RMB_CLASSES	6	/* 16 KiB .. 512 KiB */
@@ -31,7 +34,7 @@ struct ibv_mr;
 extern const uint8_t smcr_rmbe_eyecatcher[SMCR_RMBE_EYE_LEN];
 
 struct smcr_rmb_mr {
-	struct smcr_dev *dev;
+	struct smcr_pd *pd;		/* holds a reference */
 	struct ibv_mr *mr;
 };
 
@@ -44,6 +47,7 @@ struct smcr_rmb {
 	uint64_t used;			/* bit i: element i + 1 in use */
 	uint32_t id;			/* unique within the pool */
 	bool announced;			/* the peer has its rkeys */
+	bool local_only;		/* the pool's: no remote access */
 	unsigned int nmrs;
 	struct smcr_rmb_mr mrs[SMCR_RMB_MAX_DEVS];
 	struct smcr_rmb *next;
@@ -63,6 +67,8 @@ struct smcr_rmb_pool {
 	size_t max_bytes;		/* 0: unlimited */
 	uint32_t next_id;
 	unsigned int nrmbs;
+	bool local_only;		/* send buffers: no remote access; set
+					 * before the first allocation */
 };
 
 /* Smallest code whose element holds want bytes of data, clamped to the
@@ -98,15 +104,16 @@ unsigned int smcr_rmb_pool_trim(struct smcr_rmb_pool *pool,
 /* Free one RMB; -EBUSY while a connection uses one of its elements. */
 int smcr_rmb_destroy(struct smcr_rmb_pool *pool, struct smcr_rmb *rmb);
 
-/* Register rmb for local and remote write on dev (no-op if it already is);
- * deregister it from dev; rkey of rmb on dev (0 if not registered). */
-int smcr_rmb_reg(struct smcr_rmb *rmb, struct smcr_dev *dev);
-void smcr_rmb_dereg(struct smcr_rmb *rmb, struct smcr_dev *dev);
-uint32_t smcr_rmb_rkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev);
-uint32_t smcr_rmb_lkey(const struct smcr_rmb *rmb, const struct smcr_dev *dev);
+/* Register rmb in pd for local and remote write (local only for a pool
+ * that is local_only; no-op if it already is); deregister it from pd; its
+ * rkey and lkey there (0 if not registered). */
+int smcr_rmb_reg(struct smcr_rmb *rmb, struct smcr_pd *pd);
+void smcr_rmb_dereg(struct smcr_rmb *rmb, struct smcr_pd *pd);
+uint32_t smcr_rmb_rkey(const struct smcr_rmb *rmb, const struct smcr_pd *pd);
+uint32_t smcr_rmb_lkey(const struct smcr_rmb *rmb, const struct smcr_pd *pd);
 /* The same for every RMB of the pool. */
-int smcr_rmb_pool_reg(struct smcr_rmb_pool *pool, struct smcr_dev *dev);
-void smcr_rmb_pool_dereg(struct smcr_rmb_pool *pool, struct smcr_dev *dev);
+int smcr_rmb_pool_reg(struct smcr_rmb_pool *pool, struct smcr_pd *pd);
+void smcr_rmb_pool_dereg(struct smcr_rmb_pool *pool, struct smcr_pd *pd);
 
 /* Iterate over every RMB of a pool. */
 #define smcr_rmb_pool_for_each(pool, code, rmb)				\

@@ -325,6 +325,10 @@ static void test_first_contact_two_links(void)
 	unsigned int i, n = 0;
 
 	group_up(2, 2, NULL);
+	/* Each group has its own buffers; send buffers are local only. */
+	CU_ASSERT_FALSE(S.lgr->rmbs.local_only);
+	CU_ASSERT_TRUE(S.lgr->sndbufs.local_only);
+	CU_ASSERT_PTR_NOT_EQUAL(S.conn[0].rmbe.rmb, C.conn[0].rmbe.rmb);
 	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
 	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
 	CU_ASSERT_EQUAL(S.events[SMCR_LGR_LINK_UP], 2);

@@ -98,10 +98,34 @@ static void test_pool_limit(void)
 	smcr_rmb_pool_fini(&pool);
 }
 
+/* A send buffer pool's RMBs are registered for local access only (no
+ * rkey a peer could use), a receive pool's for remote write. */
+static void test_local_only(void)
+{
+	struct smcr_rmb_pool rx, tx;
+	struct smcr_rmbe a, b;
+	bool fresh;
+
+	smcr_rmb_pool_init(&rx, 0);
+	smcr_rmb_pool_init(&tx, 0);
+	tx.local_only = true;
+	CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&rx, 1000, &a, &fresh), 0);
+	CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&tx, 1000, &b, &fresh), 0);
+	CU_ASSERT_FALSE(a.rmb->local_only);
+	CU_ASSERT_TRUE(b.rmb->local_only);
+	/* Nothing registered yet: no keys. */
+	CU_ASSERT_EQUAL(a.rmb->nmrs, 0);
+	CU_ASSERT_EQUAL(smcr_rmb_rkey(a.rmb, NULL), 0);
+	CU_ASSERT_EQUAL(smcr_rmb_lkey(b.rmb, NULL), 0);
+	smcr_rmb_pool_fini(&rx);
+	smcr_rmb_pool_fini(&tx);
+}
+
 CU_TestInfo smcr_rmb_tests[] = {
 	{ "size code", test_size_code },
 	{ "alloc and reuse", test_alloc_reuse },
 	{ "eye catcher and lookup", test_eyecatcher_overlay },
 	{ "pool limit", test_pool_limit },
+	{ "send buffers are local only", test_local_only },
 	CU_TEST_INFO_NULL,
 };

@@ -98,6 +98,7 @@ struct side {
 	struct opts *o;
 	struct smcr_devs devs;
 	struct smcr_port_ref ref[NLINKS];
+	struct smcr_pd *pd[NLINKS];	/* one per link, as Linux */
 	struct smcr_vlink_set set;
 	struct smcr_link *link[NLINKS];
 	struct smcr_rmb_pool rmbs, sndbufs;
@@ -375,7 +376,7 @@ static int send_hello(int fd, struct side *s)
 		put32(&w, c->rmbe.index);
 		put64(&w, (uint64_t)(uintptr_t)c->rmbe.rmb->buf);
 		for (l = 0; l < NLINKS; l++)
-			put32(&w, smcr_rmb_rkey(c->rmbe.rmb, s->ref[l].dev));
+			put32(&w, smcr_rmb_rkey(c->rmbe.rmb, s->pd[l]));
 	}
 	return send_all(fd, w.b, w.n);
 }
@@ -644,8 +645,10 @@ static int setup_links(struct side *s)
 				l + 1, s->o->local[l], strerror(-ret));
 			return ret;
 		}
-		ret = smcr_vlink_create(&s->set, &s->ref[l], NULL, &handler, s,
-					&s->link[l]);
+		ret = smcr_pd_alloc(s->ref[l].dev, &s->pd[l]);
+		if (!ret)
+			ret = smcr_vlink_create(&s->set, &s->ref[l], s->pd[l], NULL,
+						&handler, s, &s->link[l]);
 		if (ret) {
 			fprintf(stderr, "link %u: %s\n", l + 1, strerror(-ret));
 			return ret;
@@ -665,6 +668,7 @@ static int setup_buffers(struct side *s)
 
 	smcr_rmb_pool_init(&s->rmbs, 0);
 	smcr_rmb_pool_init(&s->sndbufs, 0);
+	s->sndbufs.local_only = true;
 	for (i = 0; i < s->o->conns; i++) {
 		ret = smcr_rmbe_alloc(&s->rmbs, want, &s->c[i].rmbe, &fresh);
 		if (ret)
@@ -674,9 +678,9 @@ static int setup_buffers(struct side *s)
 			return ret;
 	}
 	for (l = 0; l < NLINKS; l++) {
-		ret = smcr_rmb_pool_reg(&s->rmbs, s->ref[l].dev);
+		ret = smcr_rmb_pool_reg(&s->rmbs, s->pd[l]);
 		if (!ret)
-			ret = smcr_rmb_pool_reg(&s->sndbufs, s->ref[l].dev);
+			ret = smcr_rmb_pool_reg(&s->sndbufs, s->pd[l]);
 		if (ret) {
 			fprintf(stderr, "registering buffers on %s: %s\n",
 				s->ref[l].dev->name, strerror(-ret));
@@ -1128,8 +1132,10 @@ static void teardown(struct side *s)
 		smcr_vlink_destroy(s->link[l]);
 	smcr_rmb_pool_fini(&s->rmbs);
 	smcr_rmb_pool_fini(&s->sndbufs);
-	for (l = 0; l < NLINKS; l++)
+	for (l = 0; l < NLINKS; l++) {
+		smcr_pd_put(s->pd[l]);
 		smcr_dev_put(&s->devs, &s->ref[l]);
+	}
 	smcr_devs_fini(&s->devs);
 }
 
