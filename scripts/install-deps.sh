@@ -21,6 +21,10 @@ PACKAGES=(
     # the rxe VM lane: a stock Debian kernel under qemu, busybox initramfs
     qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
     e2fsprogs xxd python3 procps psmisc
+    # the kernel peer (tests/vm/kernel-smc.sh): rdma_rxe rebuilt with two
+    # upstream fixes from the kernel's source, against the guest kernel's
+    # headers (linux-headers-amd64 matches linux-image-amd64)
+    linux-source-6.1 linux-headers-amd64 patch xz-utils
 )
 
 missing=()

@@ -33,6 +33,7 @@
 #                            same path inside the guest)
 #   vm_log NAME              print the path of the VM's serial log
 #   vm_stop [NAME...]        power the VMs off (all by default) and wait
+#   vm_quit NAME...          qemu quits at once (no shutdown in the guest)
 #
 # Commands run in the guest as root in bash, with cwd and the abs_* variables
 # of the host test, and see the host's files (so ${abs_top_builddir} binaries
@@ -47,6 +48,9 @@
 #   SMCR_VM_APPEND   extra kernel command line (e.g. "loglevel=7" to see
 #                    the kernel's messages in the serial log)
 #   SMCR_VM_QEMU_ARGS  extra qemu arguments (word-split)
+#   SMCR_VM_RXE      "smc": the guests load rdma_rxe.ko built with
+#                    rxe-smc-fixes.patch (rxe-smc-build.sh; what the kernel's
+#                    AF_SMC needs) instead of the stock module (default)
 #   SMCR_VM_WORKDIR  where logs and shared dirs go (default:
 #                    ${abs_builddir}/vm/<test name>.d, kept after the test)
 
@@ -86,6 +90,25 @@ vm_requires() {
             skip "kernel $VM_KVER has no module $m"
     done
     export VM_KERNEL VM_KVER
+}
+
+# With SMCR_VM_RXE=smc: builds (or reuses) the patched rdma_rxe.ko for
+# VM_KVER (exit 77 when the kernel source or headers are absent) and sets
+# VM_RXE_KO to its path.
+vm_rxe_module() {
+    [ -z "${VM_RXE_KO:-}" ] || return 0
+    case ${SMCR_VM_RXE:-stock} in
+        stock) return 0 ;;
+        smc) ;;
+        *) fail "SMCR_VM_RXE: stock or smc, not '$SMCR_VM_RXE'" ;;
+    esac
+    local rc=0
+    VM_RXE_KO=$(bash "$_vm_libdir/rxe-smc-build.sh" "$VM_KVER" \
+                    "$abs_top_builddir/tests/vm/rxe-smc-$VM_KVER") || rc=$?
+    [ "$rc" = 77 ] && skip "cannot build the patched rdma_rxe (see above)"
+    [ "$rc" = 0 ] || fail "building the patched rdma_rxe failed"
+    vm_say "guests load the patched $VM_RXE_KO"
+    export VM_RXE_KO
 }
 
 # Builds (or reuses) the initramfs: busybox, the modules to reach the host
@@ -185,6 +208,7 @@ vm_start() {
     _vm_workdir
     local initrd dir qmp cmdline
     initrd=$(vm_initramfs) || exit 1
+    vm_rxe_module
     [ -n "${VM_BOOT_IMAGE:-}" ] || VM_BOOT_IMAGE=$(vm_kernel_image)
     dir=$_vm_work/$name
     mkdir -p "$dir/share"
@@ -195,6 +219,7 @@ vm_start() {
     cmdline="console=ttyS0 quiet panic=-1 mitigations=off nokaslr 8250.nr_uarts=1 cryptomgr.notests"
     cmdline+=" smcr.init=$_vm_libdir/guest.sh smcr.name=$name smcr.idx=$idx"
     cmdline+=" smcr.links=$links smcr.share=$dir/share"
+    [ -n "${VM_RXE_KO:-}" ] && cmdline+=" smcr.rxe=$VM_RXE_KO"
     [ -n "$script" ] && cmdline+=" smcr.script=$script smcr.args=$args"
     cmdline+=${SMCR_VM_APPEND:+ $SMCR_VM_APPEND}
     local -a nics
@@ -424,6 +449,18 @@ vm_stop() {
         _vm_reap "$n" 30
     done
     vm_say "stopped ${names[*]}"
+}
+
+# Powers VMs off at once through QMP (no shutdown in the guest: a kernel
+# SMC client whose link group died can hang in D state) and waits for qemu.
+vm_quit() {
+    local n
+    for n in "$@"; do
+        _vm_check "$n"
+        [ -e "${_vm_dir[$n]}/qemu.rc" ] || vm_qmp "$n" '{"execute": "quit"}' >/dev/null 2>&1
+    done
+    for n in "$@"; do _vm_reap "$n" 10; done
+    vm_say "powered off $*"
 }
 
 # At exit (functions.sh's cleanup runner; its "rc" is the test's status):
