@@ -488,6 +488,10 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 	if (ret < 0) {
 		smcr_warn("%s: CLC handshake failed: %s", server ? "accept" : "connect",
 			  strerror(-ret));
+		if (!server && !ctx->synopt && ret == -EPROTO)
+			smcr_warn("connect: the server answered without CLC: if it runs "
+				  "with the SYN option (syn-option bpf), this side needs it "
+				  "too (root), or the server syn-option=off");
 		goto out_free;
 	}
 	if (ret == SMCR_CLC_FALLBACK) {

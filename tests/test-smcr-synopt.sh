@@ -66,7 +66,7 @@ capture() {
     wait_for 20 grep -q "Capturing on" "$d/$name.tshark"
     sleep 0.3
 }
-stop_capture() { sleep 0.5; kill -INT "$tshark_pid"; wait "$tshark_pid" 2>/dev/null; }
+stop_capture() { sleep 1; kill -INT "$tshark_pid"; wait "$tshark_pid" 2>/dev/null; }
 tsh() { local n=$1; shift; tshark -r "$d/$n.pcap" "$@" 2>/dev/null; }
 # opt NAME PORT syn|synack: 1 if that segment to/from PORT carries the option.
 opt() {
@@ -74,7 +74,13 @@ opt() {
     if [ "$3" = syn ]; then sel="tcp.dstport == $2 && tcp.flags.syn == 1 && tcp.flags.ack == 0"
     else sel="tcp.srcport == $2 && tcp.flags.syn == 1 && tcp.flags.ack == 1"; fi
     local rows; rows=$(tsh "$1" -Y "$sel" -T fields -e tcp.options)
-    [ -n "$rows" ] || fail "$1: no $3 segment for port $2 in the capture"
+    if [ -z "$rows" ]; then
+        echo "$1: no $3 segment for port $2; the capture ($(tsh "$1" | wc -l) frames):" >&2
+        tsh "$1" | head -n 20 >&2
+        cat "$d/$1.tshark" >&2
+        echo missing
+        return
+    fi
     if grep -qv 'fe06e2d4c3d9' <<<"$rows"; then
         grep -q 'fe06e2d4c3d9' <<<"$rows" && fail "$1: only some ${3}s to port $2 carry it"
         echo 0
@@ -84,6 +90,7 @@ opt() {
 }
 want() { # NAME PORT syn|synack 0|1
     local got; got=$(opt "$1" "$2" "$3")
+    [ "$got" != missing ] || fail "$1: no $3 segment for port $2 in the capture"
     [ "$got" = "$4" ] || fail "$1: $3 (port $2): option $( ((got)) && echo present || echo absent), expected $( (($4)) && echo present || echo absent)"
 }
 clc_frames() { tsh "$1" -Y smc -T fields -e frame.number | wc -l; }
