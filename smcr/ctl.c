@@ -379,7 +379,7 @@ static void serve_one(struct smcr_ctl *ctl, int fd)
 	char line[CTL_LINE_MAX];
 	struct sbuf b = { 0 };
 	int64_t deadline = mono_ms() + CTL_CLIENT_MS;
-	size_t got = 0, off;
+	size_t got = 0, off, len;
 	char *nl = NULL;
 
 	while (!nl && got < sizeof(line) - 1) {
@@ -401,9 +401,11 @@ static void serve_one(struct smcr_ctl *ctl, int fd)
 	line[got] = '\0';
 	if (nl)
 		*nl = '\0';
-	while (got && (line[strlen(line) - 1] == '\r' || line[strlen(line) - 1] == ' '))
-		line[strlen(line) - 1] = '\0';
-	if (!*line)
+	/* An empty line (or only blanks) leaves len at 0: nothing to do. */
+	len = strlen(line);
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
+		line[--len] = '\0';
+	if (!len)
 		return;
 	command(ctl, line, &b);
 	if (b.oom) {

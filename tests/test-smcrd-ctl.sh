@@ -1,0 +1,53 @@
+#!/bin/bash
+# The control socket against a hostile local client (issue 13, defect 4):
+# empty and blank command lines, a line cut short, an over-long line; the
+# daemon must answer the next good command each time.
+# smcr-timeout: 60
+. "${srcdir:-.}/functions.sh"
+. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-client-lib.sh"
+requires python3 --version
+
+d=$(scratch_dir)
+truncate -s 1M "$d/disk.img"
+start_smcrd --export "disk=$d/disk.img"
+sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
+wait_for 10 test -S "$sock"
+
+# send BYTES: writes them to the control socket, prints the answer.
+send() {
+    python3 - "$sock" "$1" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+s.shutdown(socket.SHUT_WR)
+out = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    out += b
+sys.stdout.write(out.decode(errors="replace"))
+PY
+}
+
+alive() {
+    kill -0 "$SMCRD_PID" 2>/dev/null || { tail -n 30 "$SMCRD_LOG" >&2; fail "smcrd died after $1"; }
+    send 'help\n' | grep -q '^commands: status' || fail "no answer to help after $1"
+}
+
+for line in '\n' '\r\n' '   \n' '\r\r \n' '' ' ' '\r'; do
+    out=$(send "$line") || fail "send '$line'"
+    [ -z "$out" ] || fail "an answer to a blank line '$line': $out"
+    alive "blank line '$line'"
+done
+# A line longer than the daemon reads, and bytes that are not text.
+send "$(printf 'x%.0s' $(seq 1 2000))\\n" >/dev/null || true
+alive "an over-long line"
+send 'status\x00junk\n' >/dev/null || true
+alive "a NUL in a line"
+send 'stat\xff\xfe\n' | grep -q "unknown command" || fail "binary command not refused"
+alive "binary bytes"
+stop_smcrd
