@@ -154,6 +154,11 @@ struct smcr_llc_flow {
 	 * from the tick (since resend_ms), without counting as a timeout. */
 	bool resend;
 	uint64_t resend_ms;
+	/* CONFIRM RKEY answered negative (the peer was changing links): built
+	 * and sent again at the tick from redo_ms, rejects times at most. */
+	bool redo;
+	uint64_t redo_ms;
+	unsigned int rejects;
 	struct smcr_rmb *rmb;		/* CONFIRM/DELETE RKEY */
 	/* ADD LINK CONT bookkeeping: RMBs of ours still to announce. */
 	unsigned int cont_sent, cont_total, cont_peer_left;

@@ -711,6 +711,13 @@ static int confirm_rkey_start(struct smcr_lgr *lgr, struct smcr_rmb *rmb)
 	return flow_send(lgr, (unsigned int)via, &m);
 }
 
+/* Negative replies a CONFIRM RKEY takes, one a tick: as long as the
+ * request itself may take with its resends. */
+static unsigned int confirm_rkey_max_rejects(const struct smcr_lgr *lgr)
+{
+	return lgr->cfg.llc_timeout_ms * (lgr->cfg.llc_retries + 1) / SMCR_LGR_TICK_MS + 1;
+}
+
 static bool config_exchange_running(const struct smcr_lgr *lgr)
 {
 	return lgr->flow.kind == SMCR_FLOW_ADD_LINK ||
@@ -735,10 +742,22 @@ static void confirm_rkey_rx(struct smcr_lgr *lgr, unsigned int via,
 		}
 		if (c->negative) {
 			/* The peer was busy changing links: announce again
-			 * once that is over. */
+			 * from the tick, not at once (a peer that answers
+			 * at once again would make that a storm), and not
+			 * for ever. */
 			lgr->stats.rkey_rejects++;
-			memset(&lgr->flow, 0, sizeof(lgr->flow));
-			smcr_llc_start(lgr, SMCR_FLOW_CONFIRM_RKEY, 0, 0, rmb);
+			if (++lgr->flow.rejects > confirm_rkey_max_rejects(lgr)) {
+				smcr_warn("llc: CONFIRM RKEY refused %u times: giving up",
+					  lgr->flow.rejects);
+				if (lgr->ops->event)
+					lgr->ops->event(lgr, SMCR_LGR_RMB_CONFIRMED, NULL,
+							-ETIMEDOUT);
+				flow_end(lgr);
+				return;
+			}
+			lgr->flow.redo = true;
+			lgr->flow.redo_ms = now(lgr) + SMCR_LGR_TICK_MS;
+			lgr->flow.deadline_ms = UINT64_MAX;
 			return;
 		}
 		rmb->announced = true;
@@ -1146,6 +1165,14 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 {
 	unsigned int i;
 
+	if (lgr->flow.kind == SMCR_FLOW_CONFIRM_RKEY && lgr->flow.redo && t >= lgr->flow.redo_ms) {
+		lgr->flow.redo = false;
+		if (confirm_rkey_start(lgr, lgr->flow.rmb) < 0) {
+			if (lgr->ops->event)
+				lgr->ops->event(lgr, SMCR_LGR_RMB_CONFIRMED, NULL, -ENOTCONN);
+			flow_end(lgr);
+		}
+	}
 	if (lgr->flow.kind != SMCR_FLOW_NONE && lgr->flow.resend)
 		flow_resend(lgr, t);
 	if (lgr->flow.kind != SMCR_FLOW_NONE && !lgr->flow.resend &&

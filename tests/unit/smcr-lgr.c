@@ -659,8 +659,10 @@ static void test_collision_rkey_vs_add_link(void)
 	CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_ADD_LINK);
 	run();
 	/* §3.5.5.3.3: the client processed ADD LINK, got a negative
-	 * CONFIRM RKEY, and announced the RMB again afterwards, now with
-	 * both links' keys. */
+	 * CONFIRM RKEY, and announced the RMB again at the next tick, now
+	 * with both links' keys. */
+	CU_ASSERT_FALSE(e[15].rmb->announced);
+	wait_ms(2 * SMCR_LGR_TICK_MS);
 	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
 	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
 	CU_ASSERT_EQUAL(S.lgr->stats.rkey_rejects + C.lgr->stats.rkey_rejects, 1);
@@ -836,6 +838,58 @@ static void test_llc_timeout(void)
 	group_down();
 }
 
+/* Delivers at most max work requests; how many. */
+static unsigned long run_bounded(unsigned long max)
+{
+	unsigned long n = 0;
+	unsigned int i;
+	bool progress = true;
+
+	while (progress && n < max) {
+		progress = false;
+		for (i = 0; i < S.nends + C.nends && n < max; i++)
+			if (memwire_step(i < S.nends ? S.ends[i] : C.ends[i - S.nends])) {
+				progress = true;
+				n++;
+			}
+	}
+	return n;
+}
+
+static void test_rkey_refused_no_storm(void)
+{
+	struct smcr_rmbe e[17];
+	bool pend = false;
+	unsigned int i;
+
+	/* Found by fuzz-lgr-llc: link 1 is cut, the client needs a new RMB
+	 * and the server starts a DELETE LINK that waits for its timeout.
+	 * Every CONFIRM RKEY meanwhile is refused (the server is changing
+	 * links); the client asked again at once, and the two sent each
+	 * other request and refusal without end (a livelock: 100,000 LLC
+	 * messages in the fuzzer without the clock moving).  Now it asks
+	 * again at the next tick, and the RMB is announced once the
+	 * DELETE LINK is over. */
+	group_up(2, 2, NULL);
+	S.lgr->cfg.test_link_idle_ms = 0;
+	C.lgr->cfg.test_link_idle_ms = 0;
+	memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_CUT);
+	for (i = 0; i < 16; i++)
+		CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(C.lgr, 1000, &e[i], &pend), 0);
+	CU_ASSERT_TRUE(pend);
+	CU_ASSERT_EQUAL(smcr_lgr_delete_link(S.lgr, 1, 0), 0);
+	CU_ASSERT(run_bounded(10000) < 100);
+	CU_ASSERT(C.lgr->stats.rkey_rejects <= 1);
+	wait_ms((S.lgr->cfg.llc_retries + 2) * S.lgr->cfg.llc_timeout_ms);
+	/* The DELETE LINK timed out and took link 2; link 1 was cut: no
+	 * link is left, and the RMB gets a clear outcome. */
+	CU_ASSERT_EQUAL(C.lgr->stats.rkey_rejects, 1);
+	CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_NONE);
+	CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+	CU_ASSERT_EQUAL(C.last_rmb_status, -ETIMEDOUT);
+	group_down();
+}
+
 CU_TestInfo smcr_lgr_tests[] = {
 	{ "first contact: CONFIRM LINK + ADD LINK", test_first_contact_two_links },
 	{ "asymmetric and single-RNIC groups", test_asymmetric },
@@ -850,5 +904,6 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "lost link seen by both sides at once", test_lost_link_both_sides },
 	{ "rebalancing onto a returned link", test_rebalance },
 	{ "LLC timeout: retries, then an outcome", test_llc_timeout },
+	{ "CONFIRM RKEY refused: asked again at the tick", test_rkey_refused_no_storm },
 	CU_TEST_INFO_NULL,
 };
