@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "msg.h"
+#include "log.h"
 
 #define FUZZ_REQUIRE(cond)                                                      \
 	do {                                                                    \
@@ -34,6 +35,23 @@ static inline int fuzz_known_error(int rc)
 	default:
 		return 0;
 	}
+}
+
+/* Log lines are formatted (hostile text goes through the format) but not
+ * written: stderr would slow every run down. */
+static void fuzz_log_sink(void *opaque, enum smcr_log_level level, const char *msg)
+{
+	(void)opaque;
+	(void)level;
+	(void)msg;
+}
+
+static inline void fuzz_quiet_log(void)
+{
+	/* FUZZ_LOG=1: to stderr, to see what an input does. */
+	if (!getenv("FUZZ_LOG"))
+		smcr_log_set_fn(fuzz_log_sink, NULL);
+	smcr_log_set_level(SMCR_LOG_DEBUG);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,0 +1,185 @@
+/* smcrbd: libFuzzer target for NBD as smcrd sees it from a client: the
+ * input is the client's byte stream.  The fixed newstyle handshake
+ * (nbd_server_handshake: option haggling, export lookup, INFO/GO,
+ * EXPORT_NAME, LIST) runs over it; once in transmission, every request
+ * header goes through nbd_request_decode and nbd_request_check, the
+ * reply is built (nbd_reply_build) and a WRITE's payload skipped, as the
+ * engine does.  The first input byte sets how many bytes each read
+ * returns (a stream splits anywhere) and the server's refusal mode. */
+#include <config.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "fuzz-transport.h"
+#include "nbd-server.h"
+
+struct fexport {
+	const char *name, *desc;
+	uint64_t size;
+	uint16_t tflags;
+	uint32_t min_block;
+	int deny;
+};
+
+static const struct fexport exports[] = {
+	{ "disk", "a disk", 1 << 20, NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH |
+	  NBD_FLAG_SEND_FUA | NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES |
+	  NBD_FLAG_CAN_MULTI_CONN | NBD_FLAG_SEND_CACHE, 512, 0 },
+	{ "ro", NULL, 4096 * 3 + 7, NBD_FLAG_HAS_FLAGS | NBD_FLAG_READ_ONLY, 1, 0 },
+	{ "big", "", INT64_MAX - 4095, NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_TRIM, 4096, 0 },
+	{ "secret", "not for you", 4096, NBD_FLAG_HAS_FLAGS, 512, 1 },
+};
+#define NEXPORTS (sizeof(exports) / sizeof(exports[0]))
+
+struct fctx {
+	unsigned mode;
+	int held;
+};
+
+static int f_lookup(void *ctx, const char *name, struct nbd_server_export *out,
+		    void **handle)
+{
+	struct fctx *c = ctx;
+	unsigned i;
+
+	/* The default export ("") is the first one. */
+	for (i = 0; i < NEXPORTS; i++)
+		if (!strcmp(name, exports[i].name) || (!*name && i == 0))
+			break;
+	if (i == NEXPORTS)
+		return -ENOENT;
+	if (exports[i].deny)
+		return -EACCES;
+	out->name = exports[i].name;
+	out->description = exports[i].desc;
+	out->size = exports[i].size;
+	out->tflags = exports[i].tflags;
+	out->min_block = exports[i].min_block;
+	out->pref_block = 4096;
+	out->max_payload = 32u << 20;
+	*handle = (void *)&exports[i];
+	c->held++;
+	return 0;
+}
+
+static void f_release(void *ctx, void *handle)
+{
+	struct fctx *c = ctx;
+
+	FUZZ_REQUIRE(handle);
+	c->held--;
+}
+
+static int f_list(void *ctx, int (*cb)(void *arg, const char *name, const char *desc),
+		  void *arg)
+{
+	unsigned i;
+	int r;
+
+	(void)ctx;
+	for (i = 0; i < NEXPORTS; i++)
+		if (!exports[i].deny && (r = cb(arg, exports[i].name, exports[i].desc)) < 0)
+			return r;
+	return 0;
+}
+
+static bool f_shutting_down(void *ctx)
+{
+	return ((struct fctx *)ctx)->mode == 3;
+}
+
+static const char *f_refusal(void *ctx)
+{
+	return ((struct fctx *)ctx)->mode == 2 ? "too many clients" : NULL;
+}
+
+static struct nbd_server_ops ops = {
+	.lookup = f_lookup,
+	.release = f_release,
+	.list = f_list,
+	.shutting_down = f_shutting_down,
+	.refusal = f_refusal,
+};
+
+/* The transmission phase as smcrd-engine.c's rx_parse_hdr sees it. */
+static void transmission(struct fuzz_transport *ft, const struct nbd_server_session *s)
+{
+	struct nbd_tx_params p;
+	unsigned n;
+
+	nbd_tx_params_from_session(s, &p);
+	FUZZ_REQUIRE(p.size == s->exp.size);
+	for (n = 0; n < 4096; n++) {
+		struct nbd_request_wire w;
+		struct nbd_request r;
+		struct nbd_reply_buf rb;
+		const char *msg = NULL;
+		uint32_t err, data_len = 0;
+
+		if (bd_read_full(&ft->t, &w, sizeof(w), 0, -1) < 0)
+			return;
+		if (nbd_request_decode(&w, &r) < 0)
+			return;
+		err = nbd_request_check(&p, &r, &msg);
+		FUZZ_REQUIRE(!err || msg);
+		if (r.type == NBD_CMD_DISC)
+			return;
+		if (!err && r.type != NBD_CMD_FLUSH) {
+			/* What the engine may touch: inside the export. */
+			FUZZ_REQUIRE(r.offset <= p.size && r.length <= p.size - r.offset);
+			if (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)
+				FUZZ_REQUIRE(r.length <= p.max_payload);
+			if (r.type == NBD_CMD_WRITE)
+				FUZZ_REQUIRE(!(p.tflags & NBD_FLAG_READ_ONLY));
+		}
+		if (r.type == NBD_CMD_WRITE && r.length &&
+		    bd_skip_full(&ft->t, r.length, 0, -1) < 0)
+			return;
+		if (r.type == NBD_CMD_READ && !err)
+			data_len = r.length;
+		else if (r.type == NBD_CMD_READ && p.structured)
+			data_len = r.length / 2;
+		nbd_reply_build(&p, &r, err, data_len,
+				err && r.type == NBD_CMD_READ ? r.offset + data_len : NBD_NO_OFFSET,
+				msg, &rb);
+		FUZZ_REQUIRE(rb.head_len <= sizeof(rb.head) && rb.tail_len <= sizeof(rb.tail));
+		FUZZ_REQUIRE(rb.data_len == data_len || (!p.structured && err && !rb.data_len));
+		if (!err && r.type == NBD_CMD_READ) {
+			nbd_reply_build_read_stream(&p, &r, &rb);
+			FUZZ_REQUIRE(rb.head_len <= sizeof(rb.head) &&
+				     rb.tail_len <= sizeof(rb.tail));
+		}
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int once;
+	struct nbd_handshake_limits lim = {
+		.timeout_ms = 0, .total_ms = 0, .cancel_fd = -1, .max_options = 64,
+	};
+	struct nbd_server_session s;
+	struct fuzz_transport ft;
+	struct fctx c = { 0 };
+	int r;
+
+	if (!once++)
+		fuzz_quiet_log();
+	if (size < 1)
+		return 0;
+	c.mode = data[0] >> 6;
+	fuzz_transport_init(&ft, data + 1, size - 1, data[0] & 0x3f);
+	r = nbd_server_handshake(&ft.t, &ops, &c, &lim, &s);
+	FUZZ_REQUIRE(r <= 0);
+	if (r < 0) {
+		FUZZ_REQUIRE(c.held == 0);
+		return 0;
+	}
+	FUZZ_REQUIRE(c.held == 1 && s.handle);
+	FUZZ_REQUIRE(c.mode != 2 && c.mode != 3);
+	transmission(&ft, &s);
+	f_release(&c, s.handle);
+	return 0;
+}
