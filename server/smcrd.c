@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "smcrd-conf.h"
@@ -38,6 +39,54 @@
 #define HANDSHAKE_MAX_OPTIONS	128
 #define MAX_REFUSING		16
 #define LISTEN_MAX		8
+/* Out of descriptors: stop accepting this long, then try again. */
+#define ACCEPT_PAUSE_MS		100
+/* A refusal at a limit is logged once per this interval, with a count. */
+#define LIMIT_LOG_MS		10000
+
+/* Rate-limited logging of one kind of refusal. */
+struct ratelog {
+	pthread_mutex_t lock;
+	int64_t next_ms;
+	unsigned long suppressed;
+};
+
+#define RATELOG_INIT { PTHREAD_MUTEX_INITIALIZER, 0, 0 }
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* True when this event may be logged; *suppressed: how many were not since
+ * the last one that was. */
+static bool ratelog_ok(struct ratelog *rl, unsigned long *suppressed)
+{
+	int64_t now = now_ms();
+	bool ok = false;
+
+	pthread_mutex_lock(&rl->lock);
+	if (now >= rl->next_ms) {
+		ok = true;
+		*suppressed = rl->suppressed;
+		rl->suppressed = 0;
+		rl->next_ms = now + LIMIT_LOG_MS;
+	} else {
+		rl->suppressed++;
+	}
+	pthread_mutex_unlock(&rl->lock);
+	return ok;
+}
+
+#define limit_warn(rl, fmt, ...) do {						\
+		unsigned long sup_;						\
+		if (ratelog_ok(rl, &sup_))					\
+			smcr_warn(fmt " (%lu more like this not logged)",	\
+				  ##__VA_ARGS__, sup_);				\
+	} while (0)
 
 struct server {
 	struct smcrd_config cfg;
@@ -239,7 +288,10 @@ static void hs_free(struct hs_ctx *h)
 	free(h);
 }
 
-static void accept_one(struct server *s, int lfd, bool smcr)
+static struct ratelog rl_accept = RATELOG_INIT, rl_max_clients = RATELOG_INIT;
+
+/* Returns -EMFILE when out of descriptors (the caller pauses), else 0. */
+static int accept_one(struct server *s, int lfd, bool smcr)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -252,14 +304,18 @@ static void accept_one(struct server *s, int lfd, bool smcr)
 
 	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
 	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			smcr_warn("accept: %s", strerror(errno));
-		return;
+		r = errno;
+		if (r == EAGAIN || r == EINTR || r == ECONNABORTED)
+			return 0;
+		limit_warn(&rl_accept, "accept: %s: not accepting for %d ms", strerror(r),
+			   ACCEPT_PAUSE_MS);
+		return r == EMFILE || r == ENFILE || r == ENOBUFS || r == ENOMEM ?
+		       -EMFILE : 0;
 	}
 	h = calloc(1, sizeof(*h));
 	if (!h) {
 		close(fd);
-		return;
+		return 0;
 	}
 	h->srv = s;
 	h->peer = ss;
@@ -271,7 +327,7 @@ static void accept_one(struct server *s, int lfd, bool smcr)
 		if (r < 0) {
 			close(fd);
 			free(h);
-			return;
+			return 0;
 		}
 	}
 	bd_format_addr((struct sockaddr *)&ss, len, peer, sizeof(peer));
@@ -279,11 +335,12 @@ static void accept_one(struct server *s, int lfd, bool smcr)
 	if (s->clients >= s->cfg.max_clients) {
 		if (s->refusing >= MAX_REFUSING) {
 			pthread_mutex_unlock(&s->lock);
-			smcr_warn("client %s: too many clients (max-clients %u): closing",
-				  peer, s->cfg.max_clients);
-			bd_close(h->t);
-			free(h);
-			return;
+			limit_warn(&rl_max_clients,
+				   "client %s: too many clients (max-clients %u): closing",
+				   peer, s->cfg.max_clients);
+			/* An SMC-R socket is still h->smcr_fd (no transport yet). */
+			hs_free(h);
+			return 0;
 		}
 		refuse = true;
 		s->refusing++;
@@ -295,8 +352,9 @@ static void accept_one(struct server *s, int lfd, bool smcr)
 	s->handshakes++;
 	pthread_mutex_unlock(&s->lock);
 	if (refuse)
-		smcr_warn("client %s: too many clients (max-clients %u): refusing",
-			  peer, s->cfg.max_clients);
+		limit_warn(&rl_max_clients,
+			   "client %s: too many clients (max-clients %u): refusing",
+			   peer, s->cfg.max_clients);
 	else
 		smcr_dbg("client %s: connected", peer);
 
@@ -316,6 +374,7 @@ static void accept_one(struct server *s, int lfd, bool smcr)
 		pthread_mutex_unlock(&s->lock);
 		hs_free(h);
 	}
+	return 0;
 }
 
 /* --- listening ------------------------------------------------------------ */
@@ -739,6 +798,7 @@ bad:
 static void serve(struct server *s, int sfd)
 {
 	struct pollfd pfd[LISTEN_MAX + 2];
+	bool paused = false;
 	unsigned i;
 
 	for (i = 0; i < s->nlfd; i++) {
@@ -750,7 +810,14 @@ static void serve(struct server *s, int sfd)
 	pfd[s->nlfd + 1].fd = s->smcr_ls ? smcr_listen_fd(s->smcr_ls) : -1;
 	pfd[s->nlfd + 1].events = POLLIN;
 	for (;;) {
-		int r = poll(pfd, s->nlfd + 2, -1);
+		int r;
+
+		/* Out of descriptors: the listeners wait (poll ignores fd -1). */
+		for (i = 0; i < s->nlfd; i++)
+			pfd[i].fd = paused ? -1 : s->lfd[i];
+		pfd[s->nlfd + 1].fd = s->smcr_ls && !paused ? smcr_listen_fd(s->smcr_ls) : -1;
+		r = poll(pfd, s->nlfd + 2, paused ? ACCEPT_PAUSE_MS : -1);
+		paused = false;
 
 		if (r < 0) {
 			if (errno == EINTR)
@@ -772,10 +839,11 @@ static void serve(struct server *s, int sfd)
 			}
 		}
 		for (i = 0; i < s->nlfd; i++)
-			if (pfd[i].revents)
-				accept_one(s, s->lfd[i], false);
-		if (s->smcr_ls && pfd[s->nlfd + 1].revents)
-			accept_one(s, smcr_listen_fd(s->smcr_ls), true);
+			if (pfd[i].revents && accept_one(s, s->lfd[i], false) == -EMFILE)
+				paused = true;
+		if (s->smcr_ls && pfd[s->nlfd + 1].revents &&
+		    accept_one(s, smcr_listen_fd(s->smcr_ls), true) == -EMFILE)
+			paused = true;
 	}
 }
 

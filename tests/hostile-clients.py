@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Hostile NBD / CLC clients for the issue 13 tests (not a test itself).
+
+  hostile-clients.py abandon PORT N       N connections that send half a
+                                          CLC Proposal and go, in waves
+  hostile-clients.py hold PORT N SECS     N connections that send nothing
+                                          and stay SECS
+  hostile-clients.py loris PORT N GAP SECS  N NBD clients that trickle one
+                                          byte of an option every GAP s
+  hostile-clients.py announce PORT EXPORT N SIZE SECS
+                                          N clients that announce a WRITE
+                                          of SIZE and send 1 byte of it
+Prints one line of figures; exits non-zero on a setup failure."""
+import os, resource, socket, struct, sys, time
+
+EYE = bytes([0xE2, 0xD4, 0xC3, 0xD9])
+NBDMAGIC = 0x4e42444d41474943
+IHAVEOPT = 0x49484156454F5054
+
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def conn(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return s
+
+
+def abandon(port, n):
+    done = 0
+    wave = 100
+    while done < n:
+        socks = []
+        for _ in range(min(wave, n - done)):
+            s = conn(port)
+            # a Proposal header cut short: eyecatcher, type 1, length 52
+            s.sendall(EYE + bytes([1, 0, 52, 0x10]))
+            socks.append(s)
+        for s in socks:
+            s.close()
+        done += len(socks)
+    print("abandoned", done)
+
+
+def hold(port, n, secs):
+    socks = []
+    for _ in range(n):
+        try:
+            socks.append(conn(port))
+        except OSError:
+            break
+    print("holding", len(socks), flush=True)
+    time.sleep(secs)
+    for s in socks:
+        s.close()
+
+
+def nbd_greet(s):
+    buf = b""
+    while len(buf) < 18:
+        b = s.recv(18 - len(buf))
+        if not b:
+            raise OSError("closed in the greeting")
+        buf += b
+    magic, opt, flags = struct.unpack(">QQH", buf)
+    assert magic == NBDMAGIC and opt == IHAVEOPT, "bad greeting"
+    s.sendall(struct.pack(">I", 3))   # fixed newstyle, no zeroes
+
+
+def loris(port, n, gap, secs):
+    socks = []
+    for _ in range(n):
+        try:
+            s = conn(port)
+            nbd_greet(s)
+            # NBD_OPT_GO with a 100-byte payload: sent one byte at a time
+            s.sendall(struct.pack(">QII", IHAVEOPT, 7, 100))
+            socks.append(s)
+        except OSError:
+            break
+    print("loris", len(socks), flush=True)
+    t0 = time.monotonic()
+    alive = list(socks)
+    while time.monotonic() - t0 < secs and alive:
+        time.sleep(gap)
+        still = []
+        for s in alive:
+            try:
+                s.sendall(b"\0")
+                still.append(s)
+            except OSError:
+                s.close()
+        alive = still
+    print("loris alive", len(alive), "after", round(time.monotonic() - t0), "s", flush=True)
+    for s in alive:
+        s.close()
+
+
+def go(s, export):
+    name = export.encode()
+    payload = struct.pack(">I", len(name)) + name + struct.pack(">H", 0)
+    s.sendall(struct.pack(">QII", IHAVEOPT, 7, len(payload)) + payload)
+    while True:
+        hdr = b""
+        while len(hdr) < 20:
+            b = s.recv(20 - len(hdr))
+            if not b:
+                raise OSError("closed in GO")
+            hdr += b
+        magic, opt, rtype, ln = struct.unpack(">QIII", hdr)
+        data = b""
+        while len(data) < ln:
+            data += s.recv(ln - len(data))
+        if rtype == 1:
+            return
+        if rtype & 0x80000000:
+            raise OSError("GO refused: %x %s" % (rtype, data[4:] if len(data) > 4 else data))
+
+
+def announce(port, export, n, size, secs):
+    socks = []
+    for i in range(n):
+        try:
+            s = conn(port)
+            nbd_greet(s)
+            go(s, export)
+            # NBD_CMD_WRITE of size bytes at 0, then one byte of it
+            s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, i, 0, size) + b"x")
+            socks.append(s)
+        except OSError as e:
+            print("announce", i, e, flush=True)
+            break
+    print("announcing", len(socks), flush=True)
+    time.sleep(secs)
+    for s in socks:
+        s.close()
+
+
+cmd = sys.argv[1]
+if cmd == "abandon":
+    abandon(int(sys.argv[2]), int(sys.argv[3]))
+elif cmd == "hold":
+    hold(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+elif cmd == "loris":
+    loris(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
+elif cmd == "announce":
+    announce(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+             float(sys.argv[6]))
+else:
+    sys.exit("usage: see the source")
