@@ -248,10 +248,10 @@ static bool group_up(void)
 	C.id = 2;
 	S.nports = C.nports = 2;
 	clock_ms = 1000;
-	/* RMBs of one 16 KiB element each, 256 KiB at most: no page faults
+	/* RMBs of one 16 KiB element each, 128 KiB at most: no page faults
 	 * on megabytes of buffers in every run, and the limit is reached. */
 	cfg = smcr_lgr_config_default;
-	cfg.max_rmb_bytes = 256u << 10;
+	cfg.max_rmb_bytes = 128u << 10;
 	FUZZ_REQUIRE(smcr_lgr_create(SMCR_ROLE_SERVER, &ops, &S, &cfg, &S.lgr) == 0);
 	FUZZ_REQUIRE(smcr_lgr_create(SMCR_ROLE_CLIENT, &ops, &C, &cfg, &C.lgr) == 0);
 	FUZZ_REQUIRE(op_link_create(S.lgr, NULL, false, &sl, &si) == 0);
@@ -279,6 +279,7 @@ static bool group_up(void)
 		if (i > 0) {
 			FUZZ_REQUIRE(smcr_lgr_rmbe_alloc(S.lgr, 1000, &se2, &pend) == 0);
 			FUZZ_REQUIRE(smcr_lgr_rmbe_alloc(C.lgr, 1000, &ce2, &pend) == 0);
+			run(100000);	/* new RMBs: CONFIRM RKEY */
 		}
 		FUZZ_REQUIRE(smcr_lgr_sndbuf_alloc(S.lgr, ce2.rmb->elem_size, &sb) == 0);
 		FUZZ_REQUIRE(smcr_lgr_sndbuf_alloc(C.lgr, se2.rmb->elem_size, &cb) == 0);

@@ -147,3 +147,25 @@ for i, m in enumerate(corpus_files('cdc')):
     put('lgr-cdc', 'inject-s%d' % i, b'\x04\x40\x02\x00\x00' + m + b'\x02\x04\x10\x02')
     put('lgr-cdc', 'inject-c%d' % i, b'\x0c\x40\x02\x08\x01' + m + b'\x02\x0c\x10\x02')
 put('lgr-cdc', 'stream', b'\x04\xff\x14\xff\x0c\xff\x1c\xff\x02\x04\x01\x02\x03\x10\x02')
+
+# --- the clients' reply parser (fuzz-nbd-conn) ---------------------------------
+# Mode 0x1f/0x1e: all 8 requests out, structured or simple replies; request
+# i has cookie (i+1)<<16 | i.
+K = [((i + 1) << 16) | i for i in range(8)]
+off = lambda o: struct.pack('>Q', o)
+put('nbd-conn', 'structured', b'\x1f' +
+    chunk(0, 1, K[0], off(0) + b'a' * 2048) + chunk(0, 1, K[0], off(2048) + b'b' * 2048) +
+    chunk(1, 0, K[0]) + chunk(1, 0, K[1]) +
+    chunk(1, 2, K[2], struct.pack('>QI', 512, 1024)) +
+    chunk(1, 0x8001, K[3], struct.pack('>IH', 5, 2) + b'io') +
+    chunk(1, 0, K[4]) +
+    chunk(0, 1, K[5], off((1 << 20) + 4096) + b'c' * 4096) +
+    chunk(0, 2, K[5], struct.pack('>QI', 1 << 20, 4096)) + chunk(1, 0, K[5]) +
+    chunk(1, 0x8002, K[6], struct.pack('>IH', 28, 0) + off(100)) +
+    chunk(1, 1, K[7], off(7) + b'z'))
+put('nbd-conn', 'simple', b'\x3e' +
+    simple(0, K[0], b'a' * 4096) + simple(0, K[1]) + simple(0, K[2], b'b' * 1024) +
+    simple(5, K[3]) + simple(0, K[4]) + simple(108, K[5]) + simple(0, K[6]) +
+    simple(0, K[7], b'z'))
+put('nbd-conn', 'shutdown', b'\x1f' + chunk(1, 0x8001, K[0], struct.pack('>IH', 108, 0)) +
+    simple(108, K[1]))
