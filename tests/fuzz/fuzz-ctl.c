@@ -3,7 +3,8 @@
  * real SMC-R context (no RDMA device needed) whose program has a section
  * with commands, as smcrd and the clients have; the answer is read to its
  * end.  The context, its control thread and a scratch SMCR_CTL_DIR live
- * for the whole run (removed at exit). */
+ * for the whole run (removed at exit; fuzz-replay.sh puts it in its own
+ * scratch directory, which goes even after a crash). */
 #include <config.h>
 
 #include <errno.h>
@@ -56,8 +57,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	fuzz_quiet_log();
-	/* /tmp, not TMPDIR: a unix socket path has 108 bytes at most. */
-	snprintf(dir, sizeof(dir), "/tmp/smcrbd-fuzz-ctl.XXXXXX");
+	/* TMPDIR (fuzz-replay.sh's, removed whatever happens) if the socket
+	 * path fits in a sockaddr_un there, else /tmp. */
+	if (!getenv("TMPDIR") ||
+	    snprintf(dir, sizeof(dir), "%s/smcrbd-fuzz-ctl.XXXXXX", getenv("TMPDIR")) >=
+	    (int)sizeof(dir) - 24)
+		snprintf(dir, sizeof(dir), "/tmp/smcrbd-fuzz-ctl.XXXXXX");
 	FUZZ_REQUIRE(mkdtemp(dir));
 	setenv("SMCR_CTL_DIR", dir, 1);
 	setenv("SMCR_SYN_OPTION", "off", 1);

@@ -8,6 +8,7 @@ set -u
 : "${FUZZ_CHECK_RUNS:=20000}" "${FUZZ_SLOW:=fuzz-lgr-llc fuzz-lgr-cdc fuzz-ctl}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/smcrbd-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+export TMPDIR=$work
 trap 'exit 1' INT TERM
 rc=0
 for t in $FUZZ_TARGETS; do
