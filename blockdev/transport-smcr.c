@@ -190,7 +190,7 @@ static int smcr_t_tx_reserve(struct bd_transport *t, size_t len, struct iovec io
 
 	if (smcr_sock_info(st->s, &info))
 		return -EIO;
-	if (len + st->reserved > info.peer_rmbe_size - 4)
+	if (len + st->reserved > info.peer_rmbe_data)
 		return -EMSGSIZE;
 	space = smcr_reserve(st->s, piece, SMCR_DONTWAIT);
 	if (space < 0)

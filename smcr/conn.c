@@ -34,8 +34,10 @@ static void conn_notify(struct smcr_conn *conn)
 
 int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p)
 {
-	if (p->peer_elem_size <= SMCR_RMBE_EYE_LEN ||
-	    p->sndbuf.data_len != p->peer_elem_size - SMCR_RMBE_EYE_LEN ||
+	uint8_t tx_eye = p->sndbuf.rmb ? p->sndbuf.rmb->eye_len : 0;
+
+	if (!p->rmbe.rmb || !p->sndbuf.rmb || p->peer_elem_size <= tx_eye ||
+	    p->sndbuf.data_len != p->peer_elem_size - tx_eye ||
 	    p->peer_index < 1 || !p->link || !p->peer_rmb)
 		return -EINVAL;
 	memset(conn, 0, sizeof(*conn));
@@ -44,8 +46,10 @@ int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p)
 	conn->rmbe = p->rmbe;
 	conn->sndbuf = p->sndbuf;
 	conn->peer_rmb = p->peer_rmb;
-	conn->peer_offset = (uint32_t)(p->peer_index - 1) * p->peer_elem_size +
-			    SMCR_RMBE_EYE_LEN;
+	conn->peer_base = (uint32_t)(p->peer_index - 1) * p->peer_elem_size;
+	conn->rx_eye = p->rmbe.rmb->eye_len;
+	conn->tx_eye = tx_eye;
+	conn->peer_offset = conn->peer_base + tx_eye;
 	conn->tx_len = p->sndbuf.data_len;
 	conn->link = p->link;
 	conn->link->nconns++;
@@ -56,11 +60,32 @@ int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p)
 	return 0;
 }
 
+int smcr_conn_relayout(struct smcr_conn *conn)
+{
+	static const struct smcr_cdc_cursor zero;
+	struct smcr_rmbe rx, tx;
+
+	if (memcmp(&conn->rx_prod, &zero, sizeof(zero)) ||
+	    memcmp(&conn->tx_fill, &zero, sizeof(zero)) || conn->tx_seq || conn->rx_seq)
+		return -EBUSY;
+	if (smcr_rmbe_get(conn->rmbe.rmb, conn->rmbe.index, &rx) ||
+	    smcr_rmbe_get(conn->sndbuf.rmb, conn->sndbuf.index, &tx))
+		return -EINVAL;
+	conn->rmbe = rx;
+	conn->sndbuf = tx;
+	conn->rx_eye = rx.rmb->eye_len;
+	conn->tx_eye = tx.rmb->eye_len;
+	conn->tx_len = tx.data_len;
+	conn->peer_offset = conn->peer_base + conn->tx_eye;
+	return 0;
+}
+
 /* ---- sending ------------------------------------------------------------ */
 
-static uint32_t wire_count(uint32_t count)
+/* A data-area offset as a wire cursor count (A.4). */
+static uint32_t wire_count(uint8_t eye, uint32_t count)
 {
-	return count + SMCR_RMBE_EYE_LEN;
+	return count + eye;
 }
 
 static void cdc_fill(const struct smcr_conn *conn, struct smcr_cdc_msg *m)
@@ -68,9 +93,9 @@ static void cdc_fill(const struct smcr_conn *conn, struct smcr_cdc_msg *m)
 	memset(m, 0, sizeof(*m));
 	m->token = conn->peer_token;
 	m->prod.wrap = conn->tx_prod.wrap;
-	m->prod.count = wire_count(conn->tx_prod.count);
+	m->prod.count = wire_count(conn->tx_eye, conn->tx_prod.count);
 	m->cons.wrap = conn->rx_cons.wrap;
-	m->cons.count = wire_count(conn->rx_cons.count);
+	m->cons.count = wire_count(conn->rx_eye, conn->rx_cons.count);
 	m->writer_blocked = conn->blocked;
 	m->peer_done_writing = conn->done_sent;
 	m->peer_conn_closed = conn->closed_sent;
@@ -434,15 +459,15 @@ ssize_t smcr_conn_recv(struct smcr_conn *conn, void *buf, size_t len)
 	return ret ? ret : (ssize_t)n;
 }
 
-/* A wire cursor into an RMBE of data_len bytes, as a data-area cursor. */
-static bool cursor_from_wire(uint32_t data_len, const struct smcr_cdc_cursor *w,
-			     struct smcr_cdc_cursor *c)
+/* A wire cursor into an RMBE of eye + data_len bytes, as a data-area
+ * cursor. */
+static bool cursor_from_wire(uint8_t eye, uint32_t data_len,
+			     const struct smcr_cdc_cursor *w, struct smcr_cdc_cursor *c)
 {
-	if (w->count < SMCR_RMBE_EYE_LEN ||
-	    w->count - SMCR_RMBE_EYE_LEN >= data_len)
+	if (w->count < eye || w->count - eye >= data_len)
 		return false;
 	c->wrap = w->wrap;
-	c->count = w->count - SMCR_RMBE_EYE_LEN;
+	c->count = w->count - eye;
 	return true;
 }
 
@@ -487,9 +512,9 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 		conn->stats.cdc_stale++;
 		return 0;
 	}
-	if (!cursor_from_wire(len, &m->prod, &prod))
+	if (!cursor_from_wire(conn->rx_eye, len, &m->prod, &prod))
 		return cdc_reject(conn, "producer cursor outside the RMBE");
-	if (!cursor_from_wire(conn->tx_len, &m->cons, &cons))
+	if (!cursor_from_wire(conn->tx_eye, conn->tx_len, &m->cons, &cons))
 		return cdc_reject(conn, "consumer cursor outside the RMBE");
 	if (smcr_cursor_dist(len, &conn->rx_prod, &prod) < 0)
 		return cdc_reject(conn, "producer cursor moved backwards");

@@ -8,7 +8,9 @@
  * peer has not confirmed are still at hand for a replay on another link.
  *
  * Cursors here are offsets into RMBE data areas; on the wire they are
- * offsets into the whole RMBE, i.e. 4 more (the eye catcher, A.4).
+ * offsets into the whole RMBE (A.4): 4 more in the RFC's layout (the eye
+ * catcher), the same in Linux's (no eye catcher).  The layout is the link
+ * group's (smcr/rmb.h), the same for both RMBEs of a connection.
  *
  * Not thread safe: the link group's owner serialises all calls.  Functions
  * return 0 (or a byte count) on success and -errno on failure.
@@ -93,6 +95,8 @@ struct smcr_conn {
 	const struct smcr_peer_rmb *peer_rmb;
 	uint32_t peer_offset;			/* of the element's data area in the RMB */
 	uint32_t tx_len;			/* peer's RMBE data area */
+	uint32_t peer_base;			/* of the element in the peer's RMB */
+	uint8_t rx_eye, tx_eye;			/* eye catcher bytes: ours, the peer's */
 	struct smcr_cdc_cursor tx_fill;		/* accepted from the application */
 	struct smcr_cdc_cursor tx_prod;		/* RDMA-written */
 	struct smcr_cdc_cursor tx_prod_sent;	/* announced in a CDC */
@@ -121,13 +125,18 @@ struct smcr_conn_params {
 	struct smcr_rmbe sndbuf;		/* data_len must equal the peer's */
 	const struct smcr_peer_rmb *peer_rmb;
 	uint8_t peer_index;			/* 1-based, from CLC */
-	uint32_t peer_elem_size;		/* from CLC, incl. eye catcher */
+	uint32_t peer_elem_size;		/* from CLC, the whole element */
 	struct smcr_link *link;
 };
 
 /* Set up a connection in the ACTIVE state.  -EINVAL if the send buffer does
  * not match the peer's RMBE. */
 int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p);
+
+/* The link group's layout was fixed (first CONFIRM LINK) after the
+ * connection was set up: take the RMBE and send buffer layout from their
+ * RMBs again (smcr_rmb_pool_set_layout).  -EBUSY once data has moved. */
+int smcr_conn_relayout(struct smcr_conn *conn);
 
 /* Application side. */
 ssize_t smcr_conn_send(struct smcr_conn *conn, const void *buf, size_t len);

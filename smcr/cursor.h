@@ -9,9 +9,10 @@
  * most one RMBE apart).
  *
  * The RFC's RMBE begins with a 4-byte eyecatcher and wire cursors start and
- * wrap at 4; ours do too (smcr/rmb.h).  Linux puts no eyecatcher in its
- * RMBEs.  These helpers work on the data area only: pass size - 4, and
- * smcr/conn.c adds 4 to count on the wire.
+ * wrap at 4; Linux puts no eyecatcher in its RMBEs (CONFIRM LINK flag 0x03)
+ * and its cursors start at 0.  A link group uses one of the two (smcr/rmb.h).
+ * These helpers work on the data area only; smcr/conn.c adds the eyecatcher's
+ * length (4 or 0) to count on the wire.
  *
  * All helpers are pure inline functions, host byte order.
  */

@@ -1189,6 +1189,8 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		if (pol && !strcmp(pol, "round-robin"))
 			ctx->lgr_cfg.link_policy = SMCR_LINKS_ROUND_ROBIN;
 		ctx->lgr_cfg.rebalance = env_uint("SMCR_REBALANCE", 1) != 0;
+		/* 1: the RFC's RMBE layout only, as older smcrbd spoke. */
+		ctx->lgr_cfg.rmbe_eyecatcher = env_uint("SMCR_RMBE_EYECATCHER", 0) != 0;
 	}
 	/* The QPs' ACK timeout (4.096 us << SMCR_QP_TIMEOUT) and retries
 	 * bound how soon a dead path shows as a completion error. */

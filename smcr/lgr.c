@@ -50,9 +50,13 @@ int smcr_lgr_create(enum smcr_role role, const struct smcr_lgr_ops *ops,
 		lgr->cfg.max_links = SMCR_MAX_LINKS;
 	lgr->max_links = lgr->cfg.max_links;
 	lgr->next_token = 1;
+	/* Until the first CONFIRM LINK, the layout we would like. */
+	lgr->rmbe_eye = lgr->cfg.rmbe_eyecatcher ? SMCR_RMBE_EYE_LEN : 0;
 	smcr_rmb_pool_init(&lgr->rmbs, lgr->cfg.max_rmb_bytes);
 	smcr_rmb_pool_init(&lgr->sndbufs, lgr->cfg.max_rmb_bytes);
 	lgr->sndbufs.local_only = true;
+	smcr_rmb_pool_set_layout(&lgr->rmbs, lgr->rmbe_eye);
+	smcr_rmb_pool_set_layout(&lgr->sndbufs, lgr->rmbe_eye);
 	*lgrp = lgr;
 	return 0;
 }
@@ -217,7 +221,10 @@ int smcr_lgr_first_link(struct smcr_lgr *lgr, struct smcr_link *link,
 	ll->connected = true;
 	ll->last_rx_ms = lgr_now(lgr);
 	link->slot = 0;
-	link->link_id = 1;
+	/* The server numbers the link; the client takes the number from
+	 * CONFIRM LINK (as Linux does). */
+	link->link_id = lgr->role == SMCR_ROLE_SERVER && lgr->cfg.first_link_id ?
+			lgr->cfg.first_link_id : 1;
 	link->handler = &smcr_lgr_link_handler;
 	link->handler_arg = lgr;
 	link->state = SMCR_LINK_INACTIVE;
@@ -227,6 +234,28 @@ int smcr_lgr_first_link(struct smcr_lgr *lgr, struct smcr_link *link,
 	if (lgr->role == SMCR_ROLE_SERVER)
 		return smcr_llc_start(lgr, SMCR_FLOW_CONFIRM_LINK, 0, 0, NULL);
 	return 0;
+}
+
+void smcr_lgr_set_layout(struct smcr_lgr *lgr, uint8_t eye)
+{
+	unsigned int i;
+
+	lgr->layout_fixed = true;
+	smcr_info("link group: RMBE layout %s", eye ? "with eye catcher (RFC 7609)" :
+		  "without eye catcher (Linux)");
+	if (eye == lgr->rmbe_eye)
+		return;
+	lgr->rmbe_eye = eye;
+	smcr_rmb_pool_set_layout(&lgr->rmbs, eye);
+	smcr_rmb_pool_set_layout(&lgr->sndbufs, eye);
+	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+		struct smcr_conn *conn = lgr->conns[i];
+
+		if (conn && smcr_conn_relayout(conn)) {
+			smcr_warn("conn %08x: data before CONFIRM LINK: aborted", conn->token);
+			smcr_conn_abort(conn, -EPROTO);
+		}
+	}
 }
 
 int smcr_lgr_add_link(struct smcr_lgr *lgr)
@@ -455,11 +484,12 @@ int smcr_lgr_sndbuf_alloc(struct smcr_lgr *lgr, uint32_t elem_size,
 
 	if (elem_size <= SMCR_RMBE_EYE_LEN)
 		return -EINVAL;
+	/* The class is picked as if with an eye catcher in either layout. */
 	ret = smcr_rmbe_alloc(&lgr->sndbufs, elem_size - SMCR_RMBE_EYE_LEN,
 			      buf, &fresh);
 	if (ret)
 		return ret;
-	if (buf->data_len != elem_size - SMCR_RMBE_EYE_LEN) {
+	if (buf->rmb->elem_size != elem_size) {
 		/* The peer's element size is not one of our classes. */
 		smcr_rmbe_free(&lgr->sndbufs, buf);
 		return -EINVAL;

@@ -91,6 +91,14 @@ struct smcr_lgr_config {
 	uint32_t test_link_idle_ms;	/* TEST LINK after this idle time; 0: off */
 	uint32_t test_link_timeout_ms;	/* no reply: the link is down */
 	size_t max_rmb_bytes;		/* 0: unlimited */
+	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
+	 * so with CONFIRM LINK flag 0x03; the server offers it in its
+	 * request, the client takes it by setting the flag in its response,
+	 * and a peer that does not set it (older smcrbd, RFC-only) gets the
+	 * RFC's eye catcher layout.  true: the RFC layout only, flag never
+	 * set (what smcrbd did before; Linux declines 0x03050000). */
+	bool rmbe_eyecatcher;
+	uint8_t first_link_id;		/* server: our first link's number; 0: 1 */
 };
 
 extern const struct smcr_lgr_config smcr_lgr_config_default;
@@ -182,6 +190,8 @@ struct smcr_lgr {
 	struct smcr_lgr_config cfg;
 	uint8_t peer_id[8];
 	uint8_t max_links;		/* negotiated in CONFIRM LINK */
+	uint8_t rmbe_eye;		/* RMBE eye catcher bytes: 0 (Linux) or 4 (RFC) */
+	bool layout_fixed;		/* by the first CONFIRM LINK */
 	bool terminated;
 	struct smcr_lgr_link links[SMCR_LINK_SLOTS];
 	struct smcr_rmb_pool rmbs;	/* ours, announced to the peer */
@@ -216,6 +226,11 @@ void smcr_lgr_destroy(struct smcr_lgr *lgr);
 int smcr_lgr_first_link(struct smcr_lgr *lgr, struct smcr_link *link,
 			const struct smcr_link_info *local,
 			const struct smcr_link_info *peer);
+
+/* Fix the group's RMBE layout (eye: 0 or SMCR_RMBE_EYE_LEN) at the first
+ * CONFIRM LINK: the pools and the connections CLC set up follow it (one
+ * that has already moved data is aborted). */
+void smcr_lgr_set_layout(struct smcr_lgr *lgr, uint8_t eye);
 
 /* Server: try to add a link on a port the group does not use yet (or an
  * asymmetric one); client: tell the server a new port is there.  Queued

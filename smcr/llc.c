@@ -147,6 +147,7 @@ static void confirm_link_fill(struct smcr_lgr *lgr, unsigned int slot,
 	m->confirm_link.link_num = ll->link->link_id;
 	m->confirm_link.link_uid = ll->local.qpn ^ 0x5c300000u;
 	m->confirm_link.max_links = lgr->max_links;
+	m->confirm_link.no_rmbe_eyec = lgr->rmbe_eye == 0;
 }
 
 static void link_activate(struct smcr_lgr *lgr, unsigned int slot)
@@ -556,7 +557,22 @@ static void confirm_link_rx(struct smcr_lgr *lgr, unsigned int slot,
 	const struct smcr_llc_confirm_link *c = &m->confirm_link;
 	struct smcr_llc_flow *f = &lgr->flow;
 	struct smcr_llc_msg r;
+	int other;
 
+	if (!m->reply && lgr->role == SMCR_ROLE_CLIENT && slot == 0 &&
+	    !lgr->layout_fixed) {
+		/* The first link: the server numbers it (Linux does not start
+		 * at 1), and offers its RMBE layout, which we take unless we
+		 * speak the RFC's only (our response tells it which). */
+		other = slot_of_id(lgr, c->link_num);
+		if (c->link_num == 0 || (other >= 0 && other != (int)slot)) {
+			lgr->stats.llc_bad++;
+			return;
+		}
+		lgr->links[slot].link->link_id = c->link_num;
+		smcr_lgr_set_layout(lgr, c->no_rmbe_eyec && !lgr->cfg.rmbe_eyecatcher ?
+				    0 : SMCR_RMBE_EYE_LEN);
+	}
 	if (c->link_num != lgr->links[slot].link->link_id) {
 		lgr->stats.llc_bad++;
 		return;
@@ -586,6 +602,11 @@ static void confirm_link_rx(struct smcr_lgr *lgr, unsigned int slot,
 	}
 	if (c->max_links >= 2 && c->max_links < lgr->max_links)
 		lgr->max_links = c->max_links;
+	/* The first link fixes the layout: ours without eye catcher if the
+	 * client took it (flag set), else the RFC's (an older peer). */
+	if (f->kind == SMCR_FLOW_CONFIRM_LINK && !lgr->layout_fixed)
+		smcr_lgr_set_layout(lgr, c->no_rmbe_eyec && lgr->rmbe_eye == 0 ?
+				    0 : SMCR_RMBE_EYE_LEN);
 	link_activate(lgr, slot);
 	flow_end(lgr);
 	/* Redundancy: try a second link right away (§3.5.1.6). */

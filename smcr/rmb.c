@@ -64,8 +64,25 @@ static void rmbe_init(struct smcr_rmb *rmb, unsigned int i)
 {
 	uint8_t *base = rmb->buf + (size_t)i * rmb->elem_size;
 
-	memcpy(base, smcr_rmbe_eyecatcher, SMCR_RMBE_EYE_LEN);
-	memset(base + SMCR_RMBE_EYE_LEN, 0, rmb->elem_size - SMCR_RMBE_EYE_LEN);
+	memset(base, 0, rmb->elem_size);
+	if (rmb->eye_len)
+		memcpy(base, smcr_rmbe_eyecatcher, SMCR_RMBE_EYE_LEN);
+}
+
+int smcr_rmb_pool_set_layout(struct smcr_rmb_pool *pool, uint8_t eye_len)
+{
+	struct smcr_rmb *rmb;
+	unsigned int code, i;
+
+	if (eye_len != 0 && eye_len != SMCR_RMBE_EYE_LEN)
+		return -EINVAL;
+	pool->eye_len = eye_len;
+	smcr_rmb_pool_for_each(pool, code, rmb) {
+		rmb->eye_len = eye_len;
+		for (i = 0; i < rmb->nelems; i++)
+			rmbe_init(rmb, i);
+	}
+	return 0;
 }
 
 static int rmb_create(struct smcr_rmb_pool *pool, uint8_t code,
@@ -96,6 +113,7 @@ static int rmb_create(struct smcr_rmb_pool *pool, uint8_t code,
 		return -ret;
 	}
 	rmb->elem_size = elem;
+	rmb->eye_len = pool->eye_len;
 	rmb->size_code = code;
 	rmb->nelems = (uint8_t)n;
 	rmb->id = pool->next_id++;
@@ -116,9 +134,8 @@ int smcr_rmbe_get(struct smcr_rmb *rmb, uint8_t index, struct smcr_rmbe *out)
 		return -EINVAL;
 	out->rmb = rmb;
 	out->index = index;
-	out->data = rmb->buf + (size_t)(index - 1) * rmb->elem_size +
-		    SMCR_RMBE_EYE_LEN;
-	out->data_len = rmb->elem_size - SMCR_RMBE_EYE_LEN;
+	out->data = rmb->buf + (size_t)(index - 1) * rmb->elem_size + rmb->eye_len;
+	out->data_len = rmb->elem_size - rmb->eye_len;
 	return 0;
 }
 
@@ -170,6 +187,8 @@ void smcr_rmbe_free(struct smcr_rmb_pool *pool, struct smcr_rmbe *rmbe)
 
 bool smcr_rmbe_intact(const struct smcr_rmbe *rmbe)
 {
+	if (!rmbe->rmb->eye_len)
+		return true;
 	return memcmp(rmbe->data - SMCR_RMBE_EYE_LEN, smcr_rmbe_eyecatcher,
 		      SMCR_RMBE_EYE_LEN) == 0;
 }

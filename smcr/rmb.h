@@ -1,9 +1,11 @@
 /* smcrbd: Remote Memory Buffers (RFC 7609 §2.1, §4.1-4.4).
  *
  * An RMB is one pinned buffer split into equal RMB elements (RMBEs), one per
- * connection.  Each RMBE starts with a 4-byte eye catcher, followed by the
- * wrapping receive area the peer RDMA-writes into; cursors are offsets into
- * that data area.  RMBs come in size classes (16 KiB << code, code 0..5, the
+ * connection.  In the RFC's layout each RMBE starts with a 4-byte eye
+ * catcher, followed by the wrapping receive area the peer RDMA-writes into;
+ * in Linux's layout (CONFIRM LINK flag 0x03) there is no eye catcher and the
+ * whole element is data.  A pool has one layout (its link group's); cursors
+ * are offsets into the data area.  RMBs come in size classes (16 KiB << code, code 0..5, the
  * RFC's 4-bit compressed size), belong to one link group's pool, and are
  * registered in that group's protection domains only (one per RDMA device
  * the group has links on): no other group's QP can reach them.  A pool of
@@ -25,7 +27,7 @@ struct smcr_pd;
 struct ibv_mr;
 
 #define SMCR_RMB_CLASSES	6	/* 16 KiB .. 512 KiB */
-#define SMCR_RMBE_EYE_LEN	4
+#define SMCR_RMBE_EYE_LEN	4	/* the RFC layout's eye catcher */
 #define SMCR_RMB_MAX_DEVS	9	/* 8 symmetric links + 1 asymmetric */
 #define SMCR_RMB_MAX_ELEMS	64
 /* Bytes we aim for per RMB: small elements are grouped. */
@@ -41,7 +43,8 @@ struct smcr_rmb_mr {
 struct smcr_rmb {
 	uint8_t *buf;
 	size_t len;
-	uint32_t elem_size;		/* incl. the eye catcher */
+	uint32_t elem_size;		/* the whole element */
+	uint8_t eye_len;		/* 0 or SMCR_RMBE_EYE_LEN: the pool's */
 	uint8_t size_code;
 	uint8_t nelems;
 	uint64_t used;			/* bit i: element i + 1 in use */
@@ -58,7 +61,7 @@ struct smcr_rmbe {
 	struct smcr_rmb *rmb;
 	uint8_t index;			/* 1-based, as on the wire */
 	uint8_t *data;			/* receive area */
-	uint32_t data_len;		/* elem_size - SMCR_RMBE_EYE_LEN */
+	uint32_t data_len;		/* elem_size - rmb->eye_len */
 };
 
 struct smcr_rmb_pool {
@@ -69,15 +72,20 @@ struct smcr_rmb_pool {
 	unsigned int nrmbs;
 	bool local_only;		/* send buffers: no remote access; set
 					 * before the first allocation */
+	uint8_t eye_len;		/* layout of new RMBs: 0 (default) or 4 */
 };
 
-/* Smallest code whose element holds want bytes of data, clamped to the
- * largest class. */
+/* Smallest code whose element holds want bytes of data in either layout
+ * (i.e. with an eye catcher), clamped to the largest class. */
 uint8_t smcr_rmb_size_code(size_t want);
 
 void smcr_rmb_pool_init(struct smcr_rmb_pool *pool, size_t max_bytes);
 /* Deregisters and frees every RMB, used or not. */
 void smcr_rmb_pool_fini(struct smcr_rmb_pool *pool);
+/* Switch the pool and every RMB in it to eye_len (0 or SMCR_RMBE_EYE_LEN):
+ * every element is reset, used or not, so only before any data flowed (the
+ * link group's first CONFIRM LINK).  -EINVAL for another eye_len. */
+int smcr_rmb_pool_set_layout(struct smcr_rmb_pool *pool, uint8_t eye_len);
 
 /* Take a free element of the class that fits want bytes, from an existing
  * RMB when one has room, else from a new RMB (*new_rmb set: it must be
@@ -85,9 +93,10 @@ void smcr_rmb_pool_fini(struct smcr_rmb_pool *pool);
  * limit is reached. */
 int smcr_rmbe_alloc(struct smcr_rmb_pool *pool, size_t want,
 		    struct smcr_rmbe *out, bool *new_rmb);
-/* Return an element: its data is zeroed and its eye catcher rewritten. */
+/* Return an element: its data is zeroed and its eye catcher (if any)
+ * rewritten. */
 void smcr_rmbe_free(struct smcr_rmb_pool *pool, struct smcr_rmbe *rmbe);
-/* Is the element's eye catcher intact? */
+/* Is the element's eye catcher intact?  Always true without one. */
 bool smcr_rmbe_intact(const struct smcr_rmbe *rmbe);
 /* Look up element index (1-based) of an RMB; -EINVAL if out of range. */
 int smcr_rmbe_get(struct smcr_rmb *rmb, uint8_t index, struct smcr_rmbe *out);

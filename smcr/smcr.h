@@ -97,7 +97,10 @@ struct smcr_ctx_opts {
  * and SMCR_QP_RETRY (retries, at most 6), which bound how soon a dead path
  * shows as a completion error (~3.8 s by default); SMCR_LINK_POLICY
  * ("least-loaded" or "round-robin": the link for a new connection);
- * SMCR_REBALANCE=0 (do not move idle connections to a returned link). */
+ * SMCR_REBALANCE=0 (do not move idle connections to a returned link);
+ * SMCR_RMBE_EYECATCHER=1 (only the RFC's RMBE layout with its eye catcher,
+ * never CONFIRM LINK flag 0x03: how smcrbd spoke before; Linux declines
+ * such a peer with 0x03050000). */
 int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp);
 /* The SYN option mode in effect (SMCR_SYN_OPTION_BPF or _OFF), and its
  * name ("auto", "bpf", "off"). */
@@ -170,9 +173,14 @@ struct smcr_sock_info {
 	bool fallback_by_peer;
 	uint8_t link_id;		/* link the connection sends on */
 	uint32_t token, peer_token;
-	uint32_t rmbe_size, peer_rmbe_size;
+	uint32_t rmbe_size, peer_rmbe_size;	/* whole elements */
 	uint64_t bytes_sent, bytes_recv;
 	uint64_t failovers;
+	/* The link group's RMBE layout: the RFC's, with a 4-byte eye catcher
+	 * at the start of each element, or Linux's (none); and the data
+	 * bytes of the peer's element (the most one write can hold). */
+	bool rmbe_eyecatcher;
+	uint32_t peer_rmbe_data;
 };
 int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info);
 

@@ -369,8 +369,10 @@ int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
 		info->link_id = s->conn.link ? s->conn.link->link_id : 0;
 		info->token = s->conn.token;
 		info->peer_token = s->conn.peer_token;
-		info->rmbe_size = s->conn.rmbe.data_len + SMCR_RMBE_EYE_LEN;
-		info->peer_rmbe_size = s->conn.tx_len + SMCR_RMBE_EYE_LEN;
+		info->rmbe_size = s->conn.rmbe.data_len + s->conn.rx_eye;
+		info->peer_rmbe_size = s->conn.tx_len + s->conn.tx_eye;
+		info->peer_rmbe_data = s->conn.tx_len;
+		info->rmbe_eyecatcher = s->conn.rx_eye != 0;
 		info->bytes_sent = s->conn.stats.bytes_sent;
 		info->bytes_recv = s->conn.stats.bytes_recv;
 		info->failovers = s->conn.stats.failovers;
@@ -534,8 +536,8 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 				 "%s{\"smc\":true,\"token\":%u,\"link\":%u,\"rmbe\":%u,\"peer_rmbe\":%u,\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],\"tx_prod\":[%u,%u],\"tx_peer_cons\":[%u,%u],\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"failovers\":%llu}",
 				 g++ ? "," : "", s->conn.token,
 				 s->conn.link ? s->conn.link->link_id : 0,
-				 s->conn.rmbe.data_len + SMCR_RMBE_EYE_LEN,
-				 s->conn.tx_len + SMCR_RMBE_EYE_LEN,
+				 s->conn.rmbe.data_len + s->conn.rx_eye,
+				 s->conn.tx_len + s->conn.tx_eye,
 				 s->conn.rx_prod.wrap, s->conn.rx_prod.count,
 				 s->conn.rx_cons.wrap, s->conn.rx_cons.count,
 				 s->conn.tx_prod.wrap, s->conn.tx_prod.count,
@@ -546,8 +548,8 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 			     smcr_out(buf, len, off,
 				 "connection %08x: link %u, RMBE %u, peer RMBE %u, rx prod %u:%u cons %u:%u, tx prod %u:%u peer cons %u:%u, sent %llu, received %llu, failovers %llu\n",
 				 s->conn.token, s->conn.link ? s->conn.link->link_id : 0,
-				 s->conn.rmbe.data_len + SMCR_RMBE_EYE_LEN,
-				 s->conn.tx_len + SMCR_RMBE_EYE_LEN,
+				 s->conn.rmbe.data_len + s->conn.rx_eye,
+				 s->conn.tx_len + s->conn.tx_eye,
 				 s->conn.rx_prod.wrap, s->conn.rx_prod.count,
 				 s->conn.rx_cons.wrap, s->conn.rx_cons.count,
 				 s->conn.tx_prod.wrap, s->conn.tx_prod.count,

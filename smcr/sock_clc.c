@@ -89,7 +89,8 @@ static uint32_t rmbe_get(struct setup *st, struct smcr_rmbe *e)
 	bool pending;
 	int ret;
 
-	/* rmbe_size is the element, eye catcher included. */
+	/* rmbe_size is the whole element: its class is picked as if with an
+	 * eye catcher (the layout is fixed later, by CONFIRM LINK). */
 	ret = smcr_lgr_rmbe_alloc(st->lgr, ctx->opts.rmbe_size > SMCR_RMBE_EYE_LEN ?
 				  ctx->opts.rmbe_size - SMCR_RMBE_EYE_LEN : 1,
 				  e, &pending);

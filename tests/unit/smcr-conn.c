@@ -29,6 +29,9 @@ struct peer {
 
 static struct peer A, B;
 static struct memwire_end wire[NLINK][2];	/* [slot][0] is A's end */
+/* RMBE layout under test: 0 (Linux, the default) or 4 (the RFC's). */
+static uint8_t EYE;
+static struct smcr_cdc_msg last_cdc;		/* as the last receiver saw it */
 static uint32_t rng = 12345;
 
 static uint32_t rnd(void)
@@ -63,6 +66,8 @@ static void h_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
 	struct smcr_conn *conn;
 
 	CU_ASSERT_EQUAL_FATAL(smcr_cdc_decode(msg, SMCR_MSG_LEN, &m), SMCR_CDC_LEN);
+	if (p == &B)
+		last_cdc = m;
 	conn = conn_by_token(p, m.token);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(conn);
 	smcr_conn_rx_cdc(conn, &m);
@@ -136,6 +141,10 @@ static void setup(size_t rmbe_a, size_t rmbe_b, unsigned int sq_depth)
 	smcr_rmb_pool_init(&A.sndbufs, 0);
 	smcr_rmb_pool_init(&B.rmbs, 0);
 	smcr_rmb_pool_init(&B.sndbufs, 0);
+	smcr_rmb_pool_set_layout(&A.rmbs, EYE);
+	smcr_rmb_pool_set_layout(&A.sndbufs, EYE);
+	smcr_rmb_pool_set_layout(&B.rmbs, EYE);
+	smcr_rmb_pool_set_layout(&B.sndbufs, EYE);
 	for (s = 0; s < NLINK; s++) {
 		memwire_pair(&wire[s][0], &wire[s][1], (uint8_t)(s + 1), (uint8_t)s,
 			     sq_depth, &handler, &A, &handler, &B);
@@ -151,8 +160,11 @@ static void setup(size_t rmbe_a, size_t rmbe_b, unsigned int sq_depth)
 	for (i = 0; i < NCONN; i++) {
 		struct smcr_conn_params pa, pb;
 
-		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&A.sndbufs, eb[i].data_len, &sa, &fresh), 0);
-		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&B.sndbufs, ea[i].data_len, &sb, &fresh), 0);
+		/* The class that holds the element in either layout. */
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&A.sndbufs, eb[i].rmb->elem_size -
+						      SMCR_RMBE_EYE_LEN, &sa, &fresh), 0);
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&B.sndbufs, ea[i].rmb->elem_size -
+						      SMCR_RMBE_EYE_LEN, &sb, &fresh), 0);
 		for (s = 0; s < NLINK; s++) {
 			A.peer_rmb[i].vaddr[s] = (uintptr_t)eb[i].rmb->buf;
 			A.peer_rmb[i].rkey[s] = eb[i].rmb->id * 16 + s;
@@ -351,8 +363,8 @@ static void test_stream_zero_copy_asym(void)
 	setup(60000, 200000, 16);
 	stream(total, 65000, 3, -1, MEMWIRE_OK, true);
 	check_streams(total);
-	CU_ASSERT_EQUAL(A.conn[0].tx_len, 256 * 1024 - SMCR_RMBE_EYE_LEN);
-	CU_ASSERT_EQUAL(B.conn[0].tx_len, 64 * 1024 - SMCR_RMBE_EYE_LEN);
+	CU_ASSERT_EQUAL(A.conn[0].tx_len, 256 * 1024 - EYE);
+	CU_ASSERT_EQUAL(B.conn[0].tx_len, 64 * 1024 - EYE);
 	teardown();
 }
 
@@ -366,12 +378,13 @@ static void test_window_update_threshold(void)
 	a = &A.conn[0];
 	b = &B.conn[0];
 	memset(buf, 7, sizeof(buf));
-	/* 2 KiB: B consumes it, the sender's window is still above half: no
-	 * CDC only for the window (§4.5.1 example a). */
-	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 2048), 2048);
+	/* 1 KiB: B consumes it, the sender's window is still above half: no
+	 * CDC only for the window (§4.5.1 example a), nor when more data
+	 * comes (less than a tenth of the window to gain). */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 1024), 1024);
 	run_wire(0);
 	cdc_before = b->stats.cdc_sent;
-	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 2048);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 1024);
 	run_wire(0);
 	CU_ASSERT_EQUAL(b->stats.cdc_sent, cdc_before);
 	CU_ASSERT_EQUAL(b->stats.window_updates, 0);
@@ -462,28 +475,29 @@ static void test_bad_cdc(void)
 	memset(&m, 0, sizeof(m));
 	m.seqno = 1;
 	m.token = b->token;
-	m.prod.count = b->rmbe.data_len + SMCR_RMBE_EYE_LEN;
-	m.cons.count = SMCR_RMBE_EYE_LEN;
+	m.prod.count = b->rmbe.data_len + EYE;
+	m.cons.count = EYE;
 	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), -EPROTO);
 	CU_ASSERT_EQUAL(b->error, -EPROTO);
-	/* Cursor inside the eye catcher, on another connection. */
+	/* Cursor inside the eye catcher (RFC layout) or beyond the RMBE
+	 * (Linux's), on another connection. */
 	b = &B.conn[3];
 	m.token = b->token;
-	m.prod.count = 2;
+	m.prod.count = EYE ? 2 : b->rmbe.data_len + 7;
 	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), -EPROTO);
 	/* More data than the window allows, on a third. */
 	b = &B.conn[1];
 	m.token = b->token;
 	m.prod.wrap = 1;
-	m.prod.count = 100 + SMCR_RMBE_EYE_LEN;
+	m.prod.count = 100 + EYE;
 	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), -EPROTO);
 	/* Consumer cursor ahead of what B wrote. */
 	b = &B.conn[0];
 	memset(&m, 0, sizeof(m));
 	m.seqno = 1;
 	m.token = b->token;
-	m.prod.count = SMCR_RMBE_EYE_LEN;
-	m.cons.count = SMCR_RMBE_EYE_LEN + 10;
+	m.prod.count = EYE;
+	m.cons.count = EYE + 10;
 	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), -EPROTO);
 	run_wire(0);
 	/* A sees the aborts; a fresh setup's connection still works. */
@@ -572,28 +586,113 @@ static void test_failover_peer_consumed_more(void)
 	m.token = a->token;
 	m.seqno = (uint16_t)(a->rx_seq + 1);
 	m.prod.wrap = a->rx_prod.wrap;
-	m.prod.count = a->rx_prod.count + SMCR_RMBE_EYE_LEN;
-	m.cons.count = (uint32_t)sizeof(buf) + SMCR_RMBE_EYE_LEN;
+	m.prod.count = a->rx_prod.count + EYE;
+	m.cons.count = (uint32_t)sizeof(buf) + EYE;
 	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(a, &m), 0);
 	CU_ASSERT_EQUAL(a->error, 0);
 	CU_ASSERT_EQUAL(a->tx_prod.count, sizeof(buf));
 	CU_ASSERT(smcr_cursor_cmp(a->tx_len, &a->tx_prod, &a->tx_fill) == 0);
 	/* Beyond what A was ever given: still refused. */
 	m.seqno++;
-	m.cons.count = (uint32_t)sizeof(buf) + 1 + SMCR_RMBE_EYE_LEN;
+	m.cons.count = (uint32_t)sizeof(buf) + 1 + EYE;
 	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(a, &m), -EPROTO);
 	teardown();
 }
 
+/* Where the bytes and the wire cursors are in each layout, across a wrap:
+ * a 16 KiB element holds 16384 data bytes (Linux) or 16380 after the eye
+ * catcher (RFC); wire counts are data offsets + 0 or + 4. */
+static void test_layout_offsets(void)
+{
+	static uint8_t buf[16384], out[16384];
+	const uint32_t n1 = 16000, n2 = 1000, data = 16384 - EYE;
+	struct smcr_conn *a, *b;
+	const uint8_t *elem;
+	size_t i;
+
+	setup(1000, 1000, 64);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	CU_ASSERT_EQUAL(b->rmbe.rmb->elem_size, 16384);
+	CU_ASSERT_EQUAL(b->rmbe.data_len, data);
+	CU_ASSERT_EQUAL(a->tx_len, data);
+	elem = b->rmbe.rmb->buf + (size_t)(b->rmbe.index - 1) * 16384;
+	CU_ASSERT_PTR_EQUAL(b->rmbe.data, elem + EYE);
+	CU_ASSERT_EQUAL(a->peer_offset, (uint32_t)(b->rmbe.index - 1) * 16384 + EYE);
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + 1);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, n1), (ssize_t)n1);
+	run_wire(0);
+	CU_ASSERT_EQUAL(elem[EYE], buf[0]);
+	CU_ASSERT_EQUAL(last_cdc.prod.wrap, 0);
+	CU_ASSERT_EQUAL(last_cdc.prod.count, n1 + EYE);
+	CU_ASSERT_EQUAL(b->rx_prod.count, n1);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, out, sizeof(out)), (ssize_t)n1);
+	CU_ASSERT_EQUAL(memcmp(out, buf, n1), 0);
+	run_wire(0);
+	/* The window is open again: the second write wraps. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, n2), (ssize_t)n2);
+	run_wire(0);
+	CU_ASSERT_EQUAL(last_cdc.prod.wrap, 1);
+	CU_ASSERT_EQUAL(last_cdc.prod.count, n1 + n2 - data + EYE);
+	CU_ASSERT_EQUAL(last_cdc.cons.count, EYE);	/* nothing of B's sent */
+	CU_ASSERT_EQUAL(elem[EYE + data - 1], buf[data - n1 - 1]);
+	CU_ASSERT_EQUAL(elem[EYE], buf[data - n1]);
+	if (EYE)
+		CU_ASSERT_EQUAL(memcmp(elem, smcr_rmbe_eyecatcher, SMCR_RMBE_EYE_LEN), 0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, out, sizeof(out)), (ssize_t)n2);
+	CU_ASSERT_EQUAL(memcmp(out, buf, n2), 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	CU_ASSERT_EQUAL(a->error, 0);
+	/* A wire count of 0..3 is data in Linux's layout, the eye catcher
+	 * in the RFC's. */
+	{
+		struct smcr_cdc_msg m = { .token = b->token, .seqno = (uint16_t)(b->rx_seq + 1) };
+		int want = EYE ? -EPROTO : 0;
+
+		m.prod = last_cdc.prod;
+		m.cons.count = 0;
+		CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), want);
+	}
+	teardown();
+}
+
+/* Each test in both layouts. */
+#define BOTH(fn)							\
+	static void fn##_linux(void) { EYE = 0; fn(); }			\
+	static void fn##_rfc(void) { EYE = SMCR_RMBE_EYE_LEN; fn(); }
+BOTH(test_stream_small_window)
+BOTH(test_stream_zero_copy_asym)
+BOTH(test_window_update_threshold)
+BOTH(test_close_orders)
+BOTH(test_abort_mid_transfer)
+BOTH(test_bad_cdc)
+BOTH(test_failover_cut)
+BOTH(test_failover_lost_data)
+BOTH(test_failover_peer_consumed_more)
+BOTH(test_layout_offsets)
+
 CU_TestInfo smcr_conn_tests[] = {
-	{ "stream, small windows, wrap", test_stream_small_window },
-	{ "stream, zero copy, asymmetric RMBEs", test_stream_zero_copy_asym },
-	{ "window update threshold", test_window_update_threshold },
-	{ "close in both orders", test_close_orders },
-	{ "abort mid-transfer", test_abort_mid_transfer },
-	{ "bad CDC aborts one connection", test_bad_cdc },
-	{ "failover: cut link, replay", test_failover_cut },
-	{ "failover: acked but lost data resets", test_failover_lost_data },
-	{ "failover: the peer consumed beyond the rollback", test_failover_peer_consumed_more },
+	{ "stream, small windows, wrap", test_stream_small_window_linux },
+	{ "stream, zero copy, asymmetric RMBEs", test_stream_zero_copy_asym_linux },
+	{ "window update threshold", test_window_update_threshold_linux },
+	{ "close in both orders", test_close_orders_linux },
+	{ "abort mid-transfer", test_abort_mid_transfer_linux },
+	{ "bad CDC aborts one connection", test_bad_cdc_linux },
+	{ "failover: cut link, replay", test_failover_cut_linux },
+	{ "failover: acked but lost data resets", test_failover_lost_data_linux },
+	{ "failover: the peer consumed beyond the rollback", test_failover_peer_consumed_more_linux },
+	{ "layout: offsets at the wrap, no eye catcher", test_layout_offsets_linux },
+	{ "RFC layout: stream, small windows, wrap", test_stream_small_window_rfc },
+	{ "RFC layout: stream, zero copy, asymmetric RMBEs", test_stream_zero_copy_asym_rfc },
+	{ "RFC layout: window update threshold", test_window_update_threshold_rfc },
+	{ "RFC layout: close in both orders", test_close_orders_rfc },
+	{ "RFC layout: abort mid-transfer", test_abort_mid_transfer_rfc },
+	{ "RFC layout: bad CDC aborts one connection", test_bad_cdc_rfc },
+	{ "RFC layout: failover: cut link, replay", test_failover_cut_rfc },
+	{ "RFC layout: failover: acked but lost data resets", test_failover_lost_data_rfc },
+	{ "RFC layout: failover: the peer consumed beyond the rollback",
+	  test_failover_peer_consumed_more_rfc },
+	{ "RFC layout: offsets at the wrap, eye catcher", test_layout_offsets_rfc },
 	CU_TEST_INFO_NULL,
 };

@@ -259,8 +259,8 @@ static void wait_ms(unsigned int ms)
 /* First contact as CLC would do it: one RMBE each, the first link, each
  * side learns the other's RMB on link 1.  Then CONFIRM LINK and the
  * server's ADD LINK run. */
-static void group_up(unsigned int sports, unsigned int cports,
-		     const struct smcr_lgr_config *cfg)
+static void group_up2(unsigned int sports, unsigned int cports,
+		      const struct smcr_lgr_config *cfg, const struct smcr_lgr_config *ccfg)
 {
 	struct smcr_link *sl, *cl;
 	struct smcr_link_info si, ci;
@@ -279,7 +279,7 @@ static void group_up(unsigned int sports, unsigned int cports,
 	C.nports = cports;
 	clock_ms = 1000;
 	CU_ASSERT_EQUAL_FATAL(smcr_lgr_create(SMCR_ROLE_SERVER, &ops, &S, cfg, &S.lgr), 0);
-	CU_ASSERT_EQUAL_FATAL(smcr_lgr_create(SMCR_ROLE_CLIENT, &ops, &C, cfg, &C.lgr), 0);
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_create(SMCR_ROLE_CLIENT, &ops, &C, ccfg, &C.lgr), 0);
 	CU_ASSERT_EQUAL_FATAL(op_link_create(S.lgr, NULL, false, &sl, &si), 0);
 	CU_ASSERT_EQUAL_FATAL(op_link_create(C.lgr, &si, false, &cl, &ci), 0);
 	CU_ASSERT_EQUAL_FATAL(op_link_connect(S.lgr, sl, &ci), 0);
@@ -300,6 +300,12 @@ static void group_up(unsigned int sports, unsigned int cports,
 	S.conn[0].rmbe = se;
 	C.conn[0].rmbe = ce;
 	run();
+}
+
+static void group_up(unsigned int sports, unsigned int cports,
+		     const struct smcr_lgr_config *cfg)
+{
+	group_up2(sports, cports, cfg, cfg);
 }
 
 static void group_down(void)
@@ -645,6 +651,7 @@ static void test_collision_rkey_vs_add_link(void)
 	unsigned int i;
 
 	/* One RNIC each: a single link.  Then both get a second one. */
+	seed = 3;	/* an interleaving where the two requests cross */
 	group_up(1, 1, NULL);
 	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
 	S.nports = 2;
@@ -890,7 +897,63 @@ static void test_rkey_refused_no_storm(void)
 	group_down();
 }
 
+/* CONFIRM LINK flag 0x03: the server offers Linux's layout, the client's
+ * response settles it; an older peer (the RFC layout only) gets that. */
+static void layout_case(bool s_rfc, bool c_rfc, uint8_t want_eye)
+{
+	struct smcr_lgr_config scfg = smcr_lgr_config_default, ccfg = smcr_lgr_config_default;
+	struct smcr_rmbe e;
+
+	scfg.rmbe_eyecatcher = s_rfc;
+	ccfg.rmbe_eyecatcher = c_rfc;
+	group_up2(2, 2, &scfg, &ccfg);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	CU_ASSERT(S.lgr->layout_fixed && C.lgr->layout_fixed);
+	CU_ASSERT_EQUAL(S.lgr->rmbe_eye, want_eye);
+	CU_ASSERT_EQUAL(C.lgr->rmbe_eye, want_eye);
+	/* The elements CLC took before CONFIRM LINK follow the layout. */
+	CU_ASSERT_EQUAL(smcr_rmbe_get(S.conn[0].rmbe.rmb, S.conn[0].rmbe.index, &e), 0);
+	CU_ASSERT_EQUAL(e.data_len, e.rmb->elem_size - want_eye);
+	CU_ASSERT_EQUAL(e.rmb->buf[(e.index - 1) * e.rmb->elem_size],
+			want_eye ? 0xd9 : 0);
+	CU_ASSERT(smcr_rmbe_intact(&e));
+	CU_ASSERT_EQUAL(S.lgr->sndbufs.eye_len, want_eye);
+	CU_ASSERT_EQUAL(C.lgr->sndbufs.eye_len, want_eye);
+	CU_ASSERT_EQUAL(S.lgr->stats.llc_bad + C.lgr->stats.llc_bad, 0);
+	group_down();
+}
+
+static void test_layout_flag(void)
+{
+	layout_case(false, false, 0);			/* both new */
+	layout_case(false, true, SMCR_RMBE_EYE_LEN);	/* an older client */
+	layout_case(true, false, SMCR_RMBE_EYE_LEN);	/* an older server */
+	layout_case(true, true, SMCR_RMBE_EYE_LEN);
+}
+
+/* Linux numbers links from its own counter: the client takes the number
+ * the server's CONFIRM LINK carries. */
+static void test_link_number_adopted(void)
+{
+	struct smcr_lgr_config scfg = smcr_lgr_config_default;
+
+	scfg.first_link_id = 3;
+	group_up2(2, 2, &scfg, NULL);
+	CU_ASSERT_EQUAL(S.lgr->links[0].link->link_id, 3);
+	CU_ASSERT_EQUAL(C.lgr->links[0].link->link_id, 3);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	/* The second link gets another number, the same on both sides. */
+	CU_ASSERT_NOT_EQUAL(S.lgr->links[1].link->link_id, 3);
+	CU_ASSERT_EQUAL(S.lgr->links[1].link->link_id, C.lgr->links[1].link->link_id);
+	CU_ASSERT_EQUAL(S.lgr->stats.llc_bad + C.lgr->stats.llc_bad, 0);
+	group_down();
+}
+
 CU_TestInfo smcr_lgr_tests[] = {
+	{ "CONFIRM LINK flag 0x03: RMBE layout, old and new peers", test_layout_flag },
+	{ "CONFIRM LINK: the client adopts link number 3", test_link_number_adopted },
 	{ "first contact: CONFIRM LINK + ADD LINK", test_first_contact_two_links },
 	{ "asymmetric and single-RNIC groups", test_asymmetric },
 	{ "CONFIRM RKEY and DELETE RKEY", test_confirm_delete_rkey },

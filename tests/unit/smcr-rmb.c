@@ -33,7 +33,7 @@ static void test_alloc_reuse(void)
 	for (i = 0; i < 20; i++) {
 		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&pool, 1000, &e[i], &fresh), 0);
 		fresh_count += fresh;
-		CU_ASSERT_EQUAL(e[i].data_len, 16384 - SMCR_RMBE_EYE_LEN);
+		CU_ASSERT_EQUAL(e[i].data_len, 16384);	/* no eye catcher */
 		CU_ASSERT(smcr_rmbe_intact(&e[i]));
 		CU_ASSERT(e[i].index >= 1 && e[i].index <= e[i].rmb->nelems);
 	}
@@ -68,6 +68,20 @@ static void test_eyecatcher_overlay(void)
 	smcr_rmb_pool_init(&pool, 0);
 	CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&pool, 100000, &e, &fresh), 0);
 	CU_ASSERT_EQUAL(e.rmb->size_code, 3);
+	/* Linux's layout: data from the element's first byte. */
+	CU_ASSERT_PTR_EQUAL(e.data, e.rmb->buf + (e.index - 1) * e.rmb->elem_size);
+	CU_ASSERT_EQUAL(e.data_len, 128 * 1024);
+	CU_ASSERT(smcr_rmbe_intact(&e));
+	/* The RFC's: "RMBE" (IBM-1047) first, then the data; every element
+	 * is reset, the one in use too. */
+	e.data[0] = 0x55;
+	CU_ASSERT_EQUAL(smcr_rmb_pool_set_layout(&pool, 3), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_rmb_pool_set_layout(&pool, SMCR_RMBE_EYE_LEN), 0);
+	CU_ASSERT_EQUAL(smcr_rmbe_get(e.rmb, e.index, &e), 0);
+	CU_ASSERT_EQUAL(e.data_len, 128 * 1024 - 4);
+	CU_ASSERT_EQUAL(e.data[-4], 0xd9);
+	CU_ASSERT_EQUAL(e.data[-1], 0xc5);
+	CU_ASSERT_EQUAL(e.data[0], 0);
 	CU_ASSERT(smcr_rmbe_intact(&e));
 	e.data[-1] ^= 0xff;		/* an overlay of the eye catcher */
 	CU_ASSERT_FALSE(smcr_rmbe_intact(&e));
@@ -78,6 +92,10 @@ static void test_eyecatcher_overlay(void)
 	CU_ASSERT_EQUAL(smcr_rmbe_get(e.rmb, (uint8_t)(e.rmb->nelems + 1), &again), -EINVAL);
 	CU_ASSERT_PTR_EQUAL(smcr_rmb_find(&pool, e.rmb->id), e.rmb);
 	CU_ASSERT_PTR_NULL(smcr_rmb_find(&pool, e.rmb->id + 100));
+	/* Freeing rewrites it. */
+	smcr_rmbe_free(&pool, &e);
+	CU_ASSERT_EQUAL(smcr_rmbe_alloc(&pool, 100000, &e, &fresh), 0);
+	CU_ASSERT(smcr_rmbe_intact(&e));
 	smcr_rmbe_free(&pool, &e);
 	smcr_rmb_pool_fini(&pool);
 }
