@@ -100,6 +100,7 @@ void smcr_clc_stats_add(struct smcr_clc_stats *dst, const struct smcr_clc_stats 
 	dst->timeouts += src->timeouts;
 	dst->proto_errors += src->proto_errors;
 	dst->version_mismatches += src->version_mismatches;
+	dst->v2_proposals_as_v1 += src->v2_proposals_as_v1;
 	for (i = 0; i < SMCR_CLC_NREASONS; i++) {
 		dst->declines_sent_by[i] += src->declines_sent_by[i];
 		dst->declines_rcvd_by[i] += src->declines_rcvd_by[i];
@@ -240,12 +241,18 @@ enum rx_kind {
 	RX_LONG,	/* a v1 Proposal longer than buf: read and dropped */
 };
 
+/* What we keep of a message: every v1 one, and a v2 Proposal whole (Linux
+ * 6.1's: head, IP area, v2 extension with up to 8 EIDs, SMC-D extension:
+ * well below this). */
+#define CLC_RX_KEEP 1024
+_Static_assert(CLC_RX_KEEP >= SMCR_CLC_MAX_V1_LEN, "a v1 message fits");
+
 struct rxmsg {
 	enum rx_kind kind;
 	struct smcr_clc_hdr hdr;
 	size_t got;			/* bytes consumed from the stream */
 	int hdr_err;			/* the header decoder's error, if any */
-	uint8_t buf[SMCR_CLC_MAX_V1_LEN];
+	uint8_t buf[CLC_RX_KEEP];
 };
 
 /* Reads exactly one CLC message, or as little as it takes to see it is not
@@ -282,7 +289,7 @@ static int rx_msg(int fd, int first_ms, int rest_ms, struct rxmsg *m)
 		m->hdr_err = rc;
 		return -EPROTO;
 	}
-	if (m->hdr.length > sizeof(m->buf)) {
+	if (m->hdr.length > SMCR_CLC_MAX_V1_LEN) {
 		if (m->hdr.type != SMCR_CLC_PROPOSAL) {
 			m->hdr_err = SMCR_E_LENGTH;
 			return -EPROTO;
@@ -498,6 +505,27 @@ static enum rx_result clc_receive(struct clc *c, enum smcr_clc_type type, int ti
 		*ret = clc_abort(c, rc, 0);
 		return RXR_DONE;
 	}
+	if (m.kind == RX_V2 && type == SMCR_CLC_PROPOSAL &&
+	    m.hdr.type == SMCR_CLC_PROPOSAL) {
+		/* A v2 Proposal that offers SMC-R v1 as well gets a v1
+		 * answer; a v2-only one is declined. */
+		memset(msg, 0, sizeof(*msg));
+		rc = smcr_clc_proposal_v2_decode(m.buf, m.hdr.length <= sizeof(m.buf) ?
+						 m.hdr.length : sizeof(m.buf),
+						 &msg->proposal);
+		if (rc == 0 || rc == SMCR_E_RANGE) {
+			msg->hdr = m.hdr;
+			c->res->stats.v2_proposals_as_v1++;
+			smcr_info("clc %s: CLC version %u Proposal (%u bytes) offers v1: answering in v1",
+				  c->role, m.hdr.version, m.hdr.length);
+			return rc ? RXR_RANGE : RXR_MSG;
+		}
+		c->res->stats.version_mismatches++;
+		smcr_info("clc %s: CLC version %u Proposal (%u bytes, v1 type %u) without SMC-R v1: %s",
+			  c->role, m.hdr.version, m.hdr.length,
+			  m.hdr.flags & SMCR_CLC_TYPE_MASK, smcr_msg_strerror(rc));
+		return RXR_V2;
+	}
 	if (m.kind == RX_V2) {
 		c->res->stats.version_mismatches++;
 		smcr_info("clc %s: CLC version %u message (type %u, %u bytes) dropped",
@@ -654,7 +682,10 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 	case RXR_DONE:
 		return ret;
 	case RXR_V2:
-		return clc_decline(&c, SMCR_DECL_VERSMISMAT);
+		/* No SMC-R v1 on offer, and we have no v2 (yet): what a Linux
+		 * server without a v2 device answers (a v1 Decline, which a
+		 * v2 Linux client takes). */
+		return clc_decline(&c, SMCR_DECL_NOSMCDEV);
 	case RXR_RANGE:
 		/* prefix counts or lengths out of range: nothing to match */
 		res->stats.proposals_rcvd++;

@@ -43,11 +43,14 @@
  *
  * Protocol decisions (C.6 and Linux net/smc behaviour)
  * -----------------------------------------------------
- * - A v2 (or later) header: the whole message is read and dropped (the
- *   16-bit length bounds it at 64 KiB), then a Proposal is answered with a
- *   Decline SMCR_DECL_VERSMISMAT, an Accept in lieu of Confirm likewise,
- *   and a v2 Decline is taken as a Decline (its diagnosis sits where v1 has
- *   it).  Other v2 messages abort.
+ * - A v2 (or later) header: the whole message is read (the 16-bit length
+ *   bounds it at 64 KiB).  A v2 Proposal that offers SMC-R v1 too (typev1
+ *   R or both) is answered in v1, the highest version both speak; a v2-only
+ *   one gets a v1 Decline SMCR_DECL_NOSMCDEV, as from a Linux server
+ *   without a v2 device (Linux takes a 28-byte v1 Decline from either).  A
+ *   v2 Accept to our v1 Proposal is declined with SMCR_DECL_VERSMISMAT, and a
+ *   v2 Decline is taken as a Decline (its diagnosis sits where v1 has it).
+ *   Other v2 messages abort.
  * - Bad enumerated values (an Accept's or first-contact Confirm's QP MTU;
  *   a Proposal's prefix lengths and counts): Decline and fall back, with
  *   SMCR_DECL_CNFERR (MTU) or SMCR_DECL_DIFFPREFIX (prefixes, as Linux
@@ -133,6 +136,7 @@ struct smcr_clc_stats {
 	uint64_t timeouts;		/* waits that timed out (abort or fallback) */
 	uint64_t proto_errors;		/* C.6 protocol errors (abort) */
 	uint64_t version_mismatches;	/* v2+ messages dropped */
+	uint64_t v2_proposals_as_v1;	/* v2 Proposals offering v1 too: answered in v1 */
 	uint64_t declines_sent_by[SMCR_CLC_NREASONS];
 	uint64_t declines_rcvd_by[SMCR_CLC_NREASONS];
 	uint64_t fallbacks_by[SMCR_CLC_NREASONS];

@@ -190,7 +190,9 @@ static bool trailer_ok(const uint8_t *msg, size_t length)
 		      SMCR_CLC_TRAILER_LEN) == 0;
 }
 
-static int proposal_decode(const uint8_t *p, size_t length, struct smcr_clc_proposal *m)
+/* trailing_ok: a v2 Proposal's v2 extension follows the prefixes. */
+static int proposal_decode(const uint8_t *p, size_t length, struct smcr_clc_proposal *m,
+			   bool trailing_ok)
 {
 	struct smcr_wire_clc_proposal_head head;
 	struct smcr_wire_clc_ip_area ip;
@@ -220,7 +222,8 @@ static int proposal_decode(const uint8_t *p, size_t length, struct smcr_clc_prop
 	room = length - SMCR_CLC_TRAILER_LEN - off;
 	if ((size_t)m->ipv6_prefix_count * sizeof(struct smcr_wire_ipv6_prefix) > room)
 		return SMCR_E_PREFIXES;
-	if ((size_t)m->ipv6_prefix_count * sizeof(struct smcr_wire_ipv6_prefix) < room)
+	if ((size_t)m->ipv6_prefix_count * sizeof(struct smcr_wire_ipv6_prefix) < room &&
+	    !trailing_ok)
 		return SMCR_E_LENGTH;	/* bytes left over before the trailer */
 	for (i = 0; i < m->ipv6_prefix_count; i++) {
 		struct smcr_wire_ipv6_prefix w;
@@ -286,7 +289,7 @@ int smcr_clc_decode(const void *buf, size_t len, struct smcr_clc_msg *msg)
 	case SMCR_CLC_PROPOSAL:
 		if (!trailer_ok(p, msg->hdr.length))
 			return SMCR_E_TRAILER;
-		rc = proposal_decode(p, msg->hdr.length, &msg->proposal);
+		rc = proposal_decode(p, msg->hdr.length, &msg->proposal, false);
 		break;
 	case SMCR_CLC_ACCEPT:
 	case SMCR_CLC_CONFIRM:
@@ -452,4 +455,34 @@ int smcr_clc_encode(const struct smcr_clc_msg *msg, void *buf, size_t len)
 		break;
 	}
 	return n;
+}
+
+int smcr_clc_proposal_v2_decode(const void *buf, size_t len, struct smcr_clc_proposal *m)
+{
+	const uint8_t *p = buf;
+	struct smcr_wire_clc_hdr w;
+	unsigned int typev1;
+	size_t length;
+
+	memset(m, 0, sizeof(*m));
+	if (len < sizeof(struct smcr_wire_clc_proposal_head))
+		return SMCR_E_TRUNC;
+	memcpy(&w, p, sizeof(w));
+	if (memcmp(w.eyecatcher, eyecatcher, sizeof(eyecatcher)) != 0)
+		return SMCR_E_EYECATCHER;
+	if (w.type != SMCR_CLC_PROPOSAL)
+		return SMCR_E_TYPE;
+	if (w.version_flags >> 4 < 2)
+		return SMCR_E_VERSION;
+	typev1 = w.version_flags & SMCR_CLC_TYPE_MASK;
+	if (typev1 != SMCR_CLC_TYPE_R && typev1 != SMCR_CLC_TYPE_B)
+		return SMCR_E_VERSION;		/* no SMC-R v1 on offer */
+	length = be16toh(w.length);
+	if (length < SMCR_CLC_PROPOSAL_MIN_LEN)
+		return SMCR_E_LENGTH;
+	if (len < length)
+		return SMCR_E_TRUNC;
+	if (!trailer_ok(p, length))
+		return SMCR_E_TRAILER;
+	return proposal_decode(p, length, m, true);
 }

@@ -105,6 +105,13 @@ enum smcr_clc_type {
 #define SMCR_CLC_MAX_IPV6_PREFIXES 8
 #define SMCR_CLC_FLAG_FIRST_CONTACT 0x08	/* Accept: F */
 #define SMCR_CLC_FLAG_OUT_OF_SYNC 0x08		/* Decline: S */
+/* CLC v2 (Linux): byte 7 holds version << 4 | typev2 << 2 | typev1; a
+ * Proposal's typev1 says what it offers in v1, typev2 in v2. */
+#define SMCR_CLC_TYPE_MASK 0x03
+#define SMCR_CLC_TYPE_R 0			/* SMC-R */
+#define SMCR_CLC_TYPE_D 1			/* SMC-D */
+#define SMCR_CLC_TYPE_N 2			/* neither */
+#define SMCR_CLC_TYPE_B 3			/* both */
 
 /* The longest v1 message seen in practice: a Proposal with eight IPv6
  * prefixes and Linux's 40-byte growth area (228 bytes).  The length field
@@ -236,6 +243,11 @@ int smcr_clc_hdr_decode(const void *buf, size_t len, struct smcr_clc_hdr *hdr);
  * A Confirm's MTU is not checked (the RFC validates it only on first
  * contact, which the decoder cannot know): check smcr_mtu_valid() then. */
 int smcr_clc_decode(const void *buf, size_t len, struct smcr_clc_msg *msg);
+/* The v1 part of a v2 (or later) Proposal that also offers SMC-R v1
+ * (typev1 R or both): head, IP area and prefixes as in v1, the v2
+ * extension after them skipped: v1 is the highest version both offer.  0, SMCR_E_VERSION when it offers no SMC-R v1, or the v1
+ * decoder's errors (SMCR_E_TRUNC if len < its length). */
+int smcr_clc_proposal_v2_decode(const void *buf, size_t len, struct smcr_clc_proposal *m);
 
 /* Like smcr_clc_decode, but SMCR_E_NOTTYPE unless the message has the
  * given type. */

@@ -764,43 +764,130 @@ static void run_server_raw(struct raw *r, struct server_run *srv, const struct s
 	side_join(&t);
 }
 
-/* (6) a v2 Proposal header: read whole, declined, fallback */
+/* (6) v2 Proposals.  Linux 6.1's over rxe (tests/vectors/kernel-smcr-v2.txt,
+ * frame 9: 156 bytes, byte 7 0x22: version 2, SMC-Rv2 only, v1 type none):
+ * read whole and declined with a v1 Decline, as a Linux server without a
+ * v2 device does (0x03030000); fallback. */
+static const char linux_v2_only_proposal[] =
+	"e2d4c3d901009c22000000000000000000000000000000000000000000000000"
+	"000000000000000000000000000000000000001c000000000000000000000000"
+	"0000000000000000000000000000000001000000000000000000000000000000"
+	"0000ffff0a01010100000000000000000000000000000000534d435242442e4b"
+	"504545522020202020202020202020202020202020202020e2d4c3d9";
+
+static size_t unhex(const char *h, uint8_t *out, size_t cap)
+{
+	size_t n = 0;
+	unsigned int b;
+
+	while (h[0] && h[1] && n < cap && sscanf(h, "%2x", &b) == 1) {
+		out[n++] = (uint8_t)b;
+		h += 2;
+	}
+	return n;
+}
+
 static void test_v2_proposal(void)
 {
+	static const uint8_t decl_head[8] = { 0xe2, 0xd4, 0xc3, 0xd9, 0x04, 0x00, 0x1c, 0x10 };
 	uint8_t v2[300];
 	struct raw r;
 	struct server_run srv;
 	struct stub st;
 	struct smcr_clc_msg d;
+	size_t n = unhex(linux_v2_only_proposal, v2, sizeof(v2));
 
+	CU_ASSERT_EQUAL_FATAL(n, 156);
 	memset(&r, 0, sizeof(r));
 	memset(&srv, 0, sizeof(srv));
 	stub_init(&st, true);
-	/* A Linux v2 Proposal starts like a v1 one, version 2, and is longer
-	 * than any v1 message here. */
-	fill_bytes(v2, sizeof(v2), 0x33);
-	memcpy(v2, "\xe2\xd4\xc3\xd9\x01", 5);
-	v2[5] = sizeof(v2) >> 8;
-	v2[6] = sizeof(v2) & 0xff;
-	v2[7] = 0x20;
-	memcpy(v2 + sizeof(v2) - 4, "\xe2\xd4\xc3\xd9", 4);
 	r.send1 = v2;
-	r.send1_len = sizeof(v2);
+	r.send1_len = n;
 	r.read_len = SMCR_CLC_DECLINE_LEN;
 	run_server_raw(&r, &srv, NULL, &st);
 
 	CU_ASSERT_EQUAL(srv.ret, SMCR_CLC_FALLBACK);
-	CU_ASSERT_EQUAL(srv.res.reason, SMCR_DECL_VERSMISMAT);
+	CU_ASSERT_EQUAL(srv.res.reason, SMCR_DECL_NOSMCDEV);
 	CU_ASSERT_EQUAL(srv.res.side, SMCR_CLC_SIDE_LOCAL);
 	CU_ASSERT_EQUAL(srv.res.stats.version_mismatches, 1);
+	CU_ASSERT_EQUAL(srv.res.stats.v2_proposals_as_v1, 0);
 	CU_ASSERT_EQUAL(srv.res.stats.declines_sent, 1);
-	CU_ASSERT_EQUAL(srv.res.stats.fallbacks_by[smcr_clc_reason_index(SMCR_DECL_VERSMISMAT)], 1);
+	CU_ASSERT_EQUAL(srv.res.stats.fallbacks_by[smcr_clc_reason_index(SMCR_DECL_NOSMCDEV)], 1);
 	CU_ASSERT_EQUAL(st.n_accept_proposal, 0);
 	CU_ASSERT_EQUAL(r.read_rc, 0);
+	/* What Linux's smc_clc_msg_decl_valid() takes: version 1 with
+	 * exactly 28 bytes; S (0x08 of byte 7) clear; diagnosis at 16. */
+	CU_ASSERT_EQUAL(memcmp(r.got, decl_head, sizeof(decl_head)), 0);
+	CU_ASSERT_EQUAL(memcmp(r.got + 16, "\x03\x03\x00\x00", 4), 0);
+	CU_ASSERT_EQUAL(memcmp(r.got + 24, "\xe2\xd4\xc3\xd9", 4), 0);
 	CU_ASSERT_EQUAL(smcr_clc_decode_type(r.got, SMCR_CLC_DECLINE_LEN, SMCR_CLC_DECLINE, &d),
 			SMCR_CLC_DECLINE_LEN);
-	CU_ASSERT_EQUAL(d.decline.diagnosis, SMCR_DECL_VERSMISMAT);
+	CU_ASSERT_EQUAL(d.decline.diagnosis, SMCR_DECL_NOSMCDEV);
+	CU_ASSERT_FALSE(d.decline.out_of_sync);
 	CU_ASSERT(peer_id_eq(&d.decline.peer_id, &server_cfg.peer_id));
+	check_app_stream(r.fd, srv.fd);
+	close(r.fd);
+	close(srv.fd);
+
+	/* Its v1 part alone: typev1 none is "no SMC-R v1". */
+	CU_ASSERT_EQUAL(smcr_clc_proposal_v2_decode(v2, n, &d.proposal), SMCR_E_VERSION);
+}
+
+/* A v2 Proposal that offers SMC-R v1 too (byte 7 0x20: typev2 R, typev1
+ * R) gets a v1 Accept; the v2 extension after the prefixes is skipped. */
+static void test_v2_proposal_offers_v1(void)
+{
+	uint8_t v1[SMCR_CLC_MAX_V1_LEN], v2[SMCR_CLC_MAX_V1_LEN + 64], conf[SMCR_CLC_ACCEPT_LEN];
+	struct smcr_clc_msg m;
+	struct raw r;
+	struct server_run srv;
+	struct stub st;
+	size_t n = proposal_bytes(v1, sizeof(v1)), n2 = n + 48;
+
+	stub_init(&st, true);
+	/* v1 body, 48 bytes of v2 extension, the trailer */
+	memcpy(v2, v1, n - SMCR_CLC_TRAILER_LEN);
+	fill_bytes(v2 + n - SMCR_CLC_TRAILER_LEN, 48, 0x5a);
+	memcpy(v2 + n2 - SMCR_CLC_TRAILER_LEN, "\xe2\xd4\xc3\xd9", 4);
+	v2[5] = (uint8_t)(n2 >> 8);
+	v2[6] = (uint8_t)n2;
+	v2[7] = 0x20;
+	memset(&m, 0, sizeof(m));
+	CU_ASSERT_EQUAL(smcr_clc_proposal_v2_decode(v2, n2, &m.proposal), 0);
+	CU_ASSERT(peer_id_eq(&m.proposal.peer_id, &st.prop_out.peer_id));
+	CU_ASSERT_EQUAL(m.proposal.ipv4_subnet, st.prop_out.ipv4_subnet);
+	/* Not a v1 decoder's message: trailing bytes before the trailer. */
+	CU_ASSERT_EQUAL(smcr_clc_proposal_v2_decode(v2, n2 - 1, &m.proposal), SMCR_E_TRUNC);
+	v2[7] = 0x22;	/* typev1 none */
+	CU_ASSERT_EQUAL(smcr_clc_proposal_v2_decode(v2, n2, &m.proposal), SMCR_E_VERSION);
+	v2[7] = 0x23;	/* typev1 both */
+	CU_ASSERT_EQUAL(smcr_clc_proposal_v2_decode(v2, n2, &m.proposal), 0);
+	v2[7] = 0x20;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_CONFIRM;
+	m.confirm = st.conf_out;
+	CU_ASSERT_EQUAL_FATAL(encode(&m, conf, sizeof(conf)), SMCR_CLC_CONFIRM_LEN);
+	memset(&r, 0, sizeof(r));
+	memset(&srv, 0, sizeof(srv));
+	r.send1 = v2;
+	r.send1_len = n2;
+	r.read_len = SMCR_CLC_ACCEPT_LEN;
+	r.send2 = conf;
+	r.send2_len = SMCR_CLC_CONFIRM_LEN;
+	run_server_raw(&r, &srv, NULL, &st);
+	CU_ASSERT_EQUAL(srv.ret, SMCR_CLC_SMCR);
+	CU_ASSERT_EQUAL(srv.res.stats.v2_proposals_as_v1, 1);
+	CU_ASSERT_EQUAL(srv.res.stats.version_mismatches, 0);
+	CU_ASSERT_EQUAL(st.n_accept_proposal, 1);
+	CU_ASSERT_EQUAL(st.n_confirm, 1);
+	CU_ASSERT(peer_id_eq(&st.prop_in.peer_id, &st.prop_out.peer_id));
+	CU_ASSERT_EQUAL(memcmp(st.prop_in.gid, st.prop_out.gid, SMCR_GID_LEN), 0);
+	/* A v1 Accept: version 1, first contact, 68 bytes. */
+	CU_ASSERT_EQUAL(r.read_rc, 0);
+	CU_ASSERT_EQUAL(r.got[4], SMCR_CLC_ACCEPT);
+	CU_ASSERT_EQUAL(r.got[6], SMCR_CLC_ACCEPT_LEN);
+	CU_ASSERT_EQUAL(r.got[7], 0x18);
 	check_app_stream(r.fd, srv.fd);
 	close(r.fd);
 	close(srv.fd);
@@ -1359,7 +1446,8 @@ CU_TestInfo smcr_clc_tests[] = {
 	{ "client declines after Confirm (first contact)", test_client_declines_after_confirm },
 	{ "server refuses Confirm (subsequent)", test_server_refuses_confirm_subsequent },
 	{ "Confirm with a reserved MTU", test_confirm_bad_mtu },
-	{ "v2 Proposal", test_v2_proposal },
+	{ "v2-only Proposal (Linux 6.1 over rxe): v1 Decline 0x03030000", test_v2_proposal },
+	{ "v2 Proposal offering v1: answered in v1", test_v2_proposal_offers_v1 },
 	{ "over-long Proposal", test_long_proposal },
 	{ "Proposal with bad prefix", test_proposal_bad_prefix },
 	{ "garbage instead of a Proposal", test_garbage },
