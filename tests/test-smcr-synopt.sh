@@ -60,10 +60,12 @@ kill "$probe"; wait "$probe" 2>/dev/null
 capture() {
     local name=$1 f="" p; shift
     for p in "$@"; do f="${f:+$f or }tcp port $p"; done
-    tshark -i lo -f "$f" -w "$d/$name.pcap" -q >"$d/$name.tshark" 2>&1 &
+    # Headers only (-s) and a large buffer (-B): bulk data on lo made the
+    # kernel drop frames, the SYN among them, on a loaded machine.
+    tshark -i lo -s 128 -B 64 -f "$f" -w "$d/$name.pcap" -q >"$d/$name.tshark" 2>&1 &
     tshark_pid=$!
     cleanup_fn "kill $tshark_pid 2>/dev/null"
-    wait_for 20 grep -q "Capturing on" "$d/$name.tshark"
+    wait_for 20 grep -q "Capture started\|Capturing on" "$d/$name.tshark"
     sleep 0.3
 }
 stop_capture() { sleep 1; kill -INT "$tshark_pid"; wait "$tshark_pid" 2>/dev/null; }
