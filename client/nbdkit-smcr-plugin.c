@@ -218,7 +218,7 @@ static void *smcr_open(int readonly)
 	return exp_;
 }
 
-static void smcr_close(void *h)
+static void smcr_close_handle(void *h)
 {
 }
 
@@ -383,7 +383,7 @@ static struct nbdkit_plugin plugin = {
 	.after_fork = smcr_after_fork,
 	.cleanup = smcr_cleanup,
 	.open = smcr_open,
-	.close = smcr_close,
+	.close = smcr_close_handle,
 	.get_size = smcr_get_size,
 	.can_write = smcr_can_write,
 	.can_flush = smcr_can_flush,

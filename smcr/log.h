@@ -4,20 +4,7 @@
 
 #include <stdarg.h>
 
-/* The public part, as in smcr.h (which programs with functions of their own
- * named smcr_* need not include). */
-#ifndef SMCR_LOG_API
-#define SMCR_LOG_API
-enum smcr_log_level {
-	SMCR_LOG_ERR = 0,
-	SMCR_LOG_WARN,
-	SMCR_LOG_INFO,
-	SMCR_LOG_DEBUG,
-};
-typedef void (*smcr_log_fn)(void *opaque, enum smcr_log_level level, const char *msg);
-void smcr_log_set_fn(smcr_log_fn fn, void *opaque);
-void smcr_log_set_level(enum smcr_log_level level);
-#endif
+#include "smcr.h"	/* enum smcr_log_level, smcr_log_set_fn/_level */
 
 enum smcr_log_level smcr_log_get_level(void);
 

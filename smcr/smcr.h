@@ -39,8 +39,6 @@ struct smcr_sock;
  * log is not per context.  A callback runs on whichever thread logs, one
  * call at a time, and must not call back into libsmcr; fn NULL restores
  * stderr.  Set them before creating contexts (or through the opts). */
-#ifndef SMCR_LOG_API
-#define SMCR_LOG_API
 enum smcr_log_level {
 	SMCR_LOG_ERR = 0,
 	SMCR_LOG_WARN,
@@ -50,7 +48,6 @@ enum smcr_log_level {
 typedef void (*smcr_log_fn)(void *opaque, enum smcr_log_level level, const char *msg);
 void smcr_log_set_fn(smcr_log_fn fn, void *opaque);
 void smcr_log_set_level(enum smcr_log_level level);
-#endif
 
 /* RFC 7609 §3.1: SMC is tried (CLC) only when the SYN and the SYN-ACK both
  * carried TCP option 254 with ExID 0xE2D4C3D9.  Userspace can write and read
