@@ -20,6 +20,9 @@ struct slot {
 	int result;
 	uint64_t err_offset;
 	uint64_t data_seen;
+	/* BLOCK_STATUS: buf holds ext_max struct nbd_extent. */
+	unsigned ext_max, ext_n;
+	bool status_seen;
 };
 
 struct nbd_client {
@@ -27,6 +30,8 @@ struct nbd_client {
 	int timeout_ms;
 	uint16_t hflags;
 	bool structured;
+	bool meta_alloc;		/* base:allocation selected, as meta_id */
+	uint32_t meta_id;
 	bool transmission;
 	bool broken;
 	struct nbd_export_info info;
@@ -272,6 +277,66 @@ int nbd_client_structured(struct nbd_client *c)
 		r = broken(c, -EPROTO);
 	free(payload);
 	return r;
+}
+
+int nbd_client_set_meta_context(struct nbd_client *c, const char *name, const char *query,
+				uint32_t *id)
+{
+	uint32_t nlen = (uint32_t)strlen(name), qlen = (uint32_t)strlen(query);
+	uint32_t be_nlen = htobe32(nlen), be_one = htobe32(1), be_qlen = htobe32(qlen);
+	struct iovec iov[5] = {
+		{ .iov_base = &be_nlen, .iov_len = 4 },
+		{ .iov_base = (void *)name, .iov_len = nlen },
+		{ .iov_base = &be_one, .iov_len = 4 },
+		{ .iov_base = &be_qlen, .iov_len = 4 },
+		{ .iov_base = (void *)query, .iov_len = qlen },
+	};
+	struct nbd_opt_reply rep;
+	bool found = false;
+	uint8_t *payload;
+	uint32_t got = 0;
+	int r;
+
+	c->meta_alloc = false;
+	r = send_option(c, NBD_OPT_SET_META_CONTEXT, iov, 5);
+	if (r < 0)
+		return r;
+	for (;;) {
+		r = read_reply(c, NBD_OPT_SET_META_CONTEXT, &rep, &payload);
+		if (r < 0)
+			return r;
+		if (rep.type == NBD_REP_META_CONTEXT) {
+			/* Only what was asked for, once. */
+			if (rep.len != 4 + qlen || memcmp(payload + 4, query, qlen) || found) {
+				free(payload);
+				return broken(c, -EPROTO);
+			}
+			got = nbd_block_status_id_decode(
+				(const struct nbd_chunk_block_status_wire *)payload);
+			found = true;
+			free(payload);
+			continue;
+		}
+		if (rep.type == NBD_REP_ACK) {
+			free(payload);
+			if (!found)
+				return -ENOTSUP;
+			if (!strcmp(query, NBD_META_BASE_ALLOCATION)) {
+				c->meta_alloc = true;
+				c->meta_id = got;
+			}
+			if (id)
+				*id = got;
+			return 0;
+		}
+		if (rep.type & NBD_REP_FLAG_ERROR) {
+			r = rep_error(c, &rep, payload);
+			free(payload);
+			return r;
+		}
+		free(payload);
+		return broken(c, -EPROTO);
+	}
 }
 
 int nbd_client_list(struct nbd_client *c,
@@ -555,6 +620,43 @@ static int read_chunk(struct nbd_client *c, const uint8_t *hdr16)
 		s->data_seen += n;
 		break;
 	}
+	case NBD_REPLY_TYPE_BLOCK_STATUS: {
+		struct nbd_chunk_block_status_wire idw;
+		struct nbd_block_descriptor_wire dw;
+		struct nbd_extent *ext = s->buf;
+		uint64_t sum = 0;
+		uint32_t i, n;
+
+		if (s->type != NBD_CMD_BLOCK_STATUS || !c->meta_alloc || s->status_seen ||
+		    ch.length < sizeof(idw) + sizeof(dw) ||
+		    (ch.length - sizeof(idw)) % sizeof(dw))
+			return broken(c, -EPROTO);
+		r = rd(c, &idw, sizeof(idw));
+		if (r < 0)
+			return r;
+		if (nbd_block_status_id_decode(&idw) != c->meta_id)
+			return broken(c, -EPROTO);
+		n = (ch.length - (uint32_t)sizeof(idw)) / (uint32_t)sizeof(dw);
+		for (i = 0; i < n; i++) {
+			struct nbd_extent e;
+
+			r = rd(c, &dw, sizeof(dw));
+			if (r < 0)
+				return r;
+			nbd_extents_decode(&dw, 1, &e);
+			if (!e.length)
+				return broken(c, -EPROTO);
+			/* Kept up to the room given and the length asked for. */
+			if (s->ext_n < s->ext_max && sum < s->len) {
+				if (e.length > s->len - sum)
+					e.length = (uint32_t)(s->len - sum);
+				ext[s->ext_n++] = e;
+				sum += e.length;
+			}
+		}
+		s->status_seen = true;
+		break;
+	}
 	default: {
 		uint8_t *p;
 		uint32_t err;
@@ -582,6 +684,8 @@ static int read_chunk(struct nbd_client *c, const uint8_t *hdr16)
 	}
 	if (ch.flags & NBD_REPLY_FLAG_DONE) {
 		if (s->result == 0 && s->type == NBD_CMD_READ && s->data_seen != s->len)
+			s->result = -EIO;
+		if (s->result == 0 && s->type == NBD_CMD_BLOCK_STATUS && !s->status_seen)
 			s->result = -EIO;
 		s->state = SLOT_DONE;
 	}
@@ -612,8 +716,10 @@ static int read_one(struct nbd_client *c)
 		s = find_slot(c, rep.cookie);
 		if (!s)
 			return broken(c, -EPROTO);
-		/* Structured replies forbid simple replies to READ. */
-		if (c->structured && s->type == NBD_CMD_READ)
+		/* Structured replies forbid simple replies to READ; a
+		 * successful BLOCK_STATUS needs a chunk. */
+		if ((c->structured && s->type == NBD_CMD_READ) ||
+		    (s->type == NBD_CMD_BLOCK_STATUS && !rep.error))
 			return broken(c, -EPROTO);
 		if (rep.error)
 			s->result = nbd_wire_to_errno(rep.error);
@@ -725,6 +831,31 @@ int nbd_client_zero(struct nbd_client *c, uint32_t len, uint64_t offset, uint16_
 int nbd_client_cache(struct nbd_client *c, uint32_t len, uint64_t offset, uint16_t flags)
 {
 	return sync_cmd(c, NBD_CMD_CACHE, flags, offset, len, NULL);
+}
+
+int nbd_client_block_status(struct nbd_client *c, uint32_t len, uint64_t offset,
+			    uint16_t flags, struct nbd_extent *ext, unsigned max, unsigned *n)
+{
+	struct slot *s;
+	uint64_t cookie;
+	int r, result;
+
+	*n = 0;
+	r = nbd_client_submit(c, NBD_CMD_BLOCK_STATUS, flags, offset, len, ext, &cookie);
+	if (r < 0)
+		return r;
+	s = find_slot(c, cookie);
+	s->ext_max = max;
+	while (s->state != SLOT_DONE) {
+		if (c->broken)
+			return -EPIPE;
+		r = read_one(c);
+		if (r < 0)
+			return r;
+	}
+	*n = s->ext_n;
+	r = nbd_client_wait_cookie(c, cookie, &result, NULL);
+	return r < 0 ? r : result;
 }
 
 int nbd_client_disconnect(struct nbd_client *c)

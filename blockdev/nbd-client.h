@@ -40,6 +40,12 @@ uint32_t nbd_client_last_reply(struct nbd_client *c, const char **msg);
 
 /* --- options ------------------------------------------------------------ */
 int nbd_client_structured(struct nbd_client *c);
+/* NBD_OPT_SET_META_CONTEXT with one query for export name: 0 and the
+ * context's ID when the server selected it, -ENOTSUP when it has no such
+ * context.  base:allocation selected this way makes
+ * nbd_client_block_status() possible after NBD_OPT_GO. */
+int nbd_client_set_meta_context(struct nbd_client *c, const char *name, const char *query,
+				uint32_t *id);
 int nbd_client_list(struct nbd_client *c,
 		    int (*cb)(void *arg, const char *name, const char *desc), void *arg);
 int nbd_client_info(struct nbd_client *c, const char *name, struct nbd_export_info *info);
@@ -66,6 +72,10 @@ int nbd_client_flush(struct nbd_client *c, uint16_t flags);
 int nbd_client_trim(struct nbd_client *c, uint32_t len, uint64_t offset, uint16_t flags);
 int nbd_client_zero(struct nbd_client *c, uint32_t len, uint64_t offset, uint16_t flags);
 int nbd_client_cache(struct nbd_client *c, uint32_t len, uint64_t offset, uint16_t flags);
+/* NBD_CMD_BLOCK_STATUS (base:allocation): up to max extents from offset
+ * into ext, *n of them (cut to len in all). */
+int nbd_client_block_status(struct nbd_client *c, uint32_t len, uint64_t offset,
+			    uint16_t flags, struct nbd_extent *ext, unsigned max, unsigned *n);
 /* Sends NBD_CMD_DISC (after collecting nothing: wait for your commands
  * first).  The transport stays open until nbd_client_close(). */
 int nbd_client_disconnect(struct nbd_client *c);

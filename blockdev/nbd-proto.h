@@ -100,6 +100,13 @@
 #define NBD_REPLY_TYPE_ERROR_OFFSET	((1u << 15) | 2)
 #define NBD_REPLY_TYPE_IS_ERR(t)	(((t) & (1u << 15)) != 0)
 
+/* Metadata contexts: the one the spec defines, its status flags, and the
+ * ID smcrd gives it (any value is valid; clients take it from the reply). */
+#define NBD_META_BASE_ALLOCATION	"base:allocation"
+#define NBD_META_ID_BASE_ALLOCATION	1
+#define NBD_STATE_HOLE			(1u << 0)
+#define NBD_STATE_ZERO			(1u << 1)
+
 /* Error values on the wire (they equal the Linux errno values). */
 #define NBD_SUCCESS			0
 #define NBD_EPERM			1

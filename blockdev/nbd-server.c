@@ -21,6 +21,8 @@ struct hs {
 	uint8_t *data;			/* current option's data */
 	uint32_t len;
 	int64_t deadline;		/* ms, CLOCK_MONOTONIC; 0: none */
+	char meta_export[NBD_MAX_STRING + 1];	/* of the last SET_META_CONTEXT */
+	bool meta_alloc;		/* ... which selected base:allocation */
 };
 
 static int64_t mono_ms(void)
@@ -165,6 +167,117 @@ static int lookup(struct hs *h, uint32_t option, const char *name,
 	return r;
 }
 
+static uint32_t get_be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
+static bool str_is(const uint8_t *p, uint32_t len, const char *s)
+{
+	return len == strlen(s) && memcmp(p, s, len) == 0;
+}
+
+/* NBD_OPT_LIST_META_CONTEXT and NBD_OPT_SET_META_CONTEXT.  The one context
+ * is base:allocation, for every export: LIST finds it for no query,
+ * "base:" or its name; SET selects it by its name only. */
+static int do_meta_context(struct hs *h, uint32_t option)
+{
+	bool set = option == NBD_OPT_SET_META_CONTEXT, found = false;
+	uint32_t nlen, nq, i, pos;
+	struct nbd_server_export exp;
+	void *handle = NULL;
+	char *name;
+	int r;
+
+	if (set && !h->s->structured)
+		return hs_error(h, option, NBD_REP_ERR_INVALID,
+				"structured replies must be negotiated first");
+	if (h->len < 8)
+		return hs_error(h, option, NBD_REP_ERR_INVALID, "option data too short");
+	nlen = get_be32(h->data);
+	if (nlen > h->len - 8)
+		return hs_error(h, option, NBD_REP_ERR_INVALID, "export name length too large");
+	if (!name_ok(h->data + 4, nlen))
+		return hs_error(h, option, NBD_REP_ERR_INVALID, "bad export name");
+	nq = get_be32(h->data + 4 + nlen);
+	pos = 8 + nlen;
+	/* Every query takes at least 4 bytes: the loop ends with the data. */
+	for (i = 0; i < nq; i++) {
+		uint32_t qlen;
+
+		if (h->len - pos < 4)
+			return hs_error(h, option, NBD_REP_ERR_INVALID,
+					"query list does not match the length");
+		qlen = get_be32(h->data + pos);
+		pos += 4;
+		if (qlen > h->len - pos || !name_ok(h->data + pos, qlen))
+			return hs_error(h, option, NBD_REP_ERR_INVALID, "bad query");
+		if (str_is(h->data + pos, qlen, NBD_META_BASE_ALLOCATION) ||
+		    (!set && str_is(h->data + pos, qlen, "base:")))
+			found = true;
+		pos += qlen;
+	}
+	if (pos != h->len)
+		return hs_error(h, option, NBD_REP_ERR_INVALID,
+				"query list does not match the length");
+	if (!set && nq == 0)
+		found = true;
+
+	name = malloc(nlen + 1);
+	if (!name)
+		return -ENOMEM;
+	memcpy(name, h->data + 4, nlen);
+	name[nlen] = '\0';
+	r = lookup(h, option, name, &exp, &handle);
+	if (r == 0) {
+		h->ops->release(h->ctx, handle);
+	} else {
+		if (r == -ENOENT)
+			r = hs_error(h, option, NBD_REP_ERR_UNKNOWN, "unknown export '%s'", name);
+		else if (r == -EACCES)
+			r = hs_error(h, option, NBD_REP_ERR_POLICY,
+				     "export '%s' is not available to %s", name, h->t->peer);
+		else if (r == -EBUSY)
+			r = hs_error(h, option, NBD_REP_ERR_POLICY, "%s",
+				     h->ops->refusal(h->ctx));
+		else
+			r = hs_error(h, option, NBD_REP_ERR_PLATFORM, "export '%s': %s", name,
+				     strerror(-r));
+		goto out_free_name;
+	}
+	if (found) {
+		uint8_t rep[4 + sizeof(NBD_META_BASE_ALLOCATION) - 1];
+		struct nbd_chunk_block_status_wire idw;
+
+		/* LIST replies carry ID 0 (reserved there). */
+		nbd_block_status_id_encode(set ? NBD_META_ID_BASE_ALLOCATION : 0, &idw);
+		memcpy(rep, &idw, 4);
+		memcpy(rep + 4, NBD_META_BASE_ALLOCATION, sizeof(rep) - 4);
+		r = hs_reply(h, option, NBD_REP_META_CONTEXT, rep, sizeof(rep));
+		if (r < 0)
+			goto out_free_name;
+	}
+	r = hs_reply(h, option, NBD_REP_ACK, NULL, 0);
+	if (r < 0 || !set)
+		goto out_free_name;
+	smcr_dbg("nbd: %s: export '%s': base:allocation %s", h->t->peer, name,
+		 found ? "selected" : "not selected");
+	memcpy(h->meta_export, name, nlen + 1);
+	h->meta_alloc = found;
+out_free_name:
+	free(name);
+	return r;
+}
+
+/* Whether SET_META_CONTEXT selected base:allocation for this export. */
+static bool meta_for(const struct hs *h, const char *name)
+{
+	return h->meta_alloc && strcmp(h->meta_export, name) == 0;
+}
+
 /* NBD_OPT_INFO and NBD_OPT_GO.  Returns 1 when GO succeeded. */
 static int do_info_go(struct hs *h, uint32_t option)
 {
@@ -208,6 +321,12 @@ static int do_info_go(struct hs *h, uint32_t option)
 		return -ENOMEM;
 	memcpy(name, h->data + 4, nlen);
 	name[nlen] = '\0';
+	if (option == NBD_OPT_GO && h->meta_alloc && !meta_for(h, name)) {
+		r = hs_error(h, option, NBD_REP_ERR_INVALID,
+			     "export '%s' is not the one metadata contexts were set for ('%s')",
+			     name, h->meta_export);
+		goto out_free_name;
+	}
 
 	r = lookup(h, option, name, &exp, &handle);
 	if (r == -ENOENT) {
@@ -262,6 +381,7 @@ static int do_info_go(struct hs *h, uint32_t option)
 			h->s->exp = exp;
 			h->s->tflags = tflags;
 			h->s->block_size_ack = want_bs;
+			h->s->base_allocation = meta_for(h, name);
 			free(name);
 			return 1;
 		}
@@ -291,6 +411,8 @@ static int do_export_name(struct hs *h)
 		return -ENOMEM;
 	memcpy(name, h->data, h->len);
 	name[h->len] = '\0';
+	/* No way to refuse a mismatch: just no contexts then. */
+	h->s->base_allocation = meta_for(h, name);
 	r = lookup(h, NBD_OPT_EXPORT_NAME, name, &exp, &handle);
 	if (r < 0) {
 		smcr_info("nbd: %s: NBD_OPT_EXPORT_NAME '%s' refused (%s): hanging up",
@@ -411,6 +533,10 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 				r = hs_reply(&h, opt.option, NBD_REP_ACK, NULL, 0);
 			}
 			break;
+		case NBD_OPT_LIST_META_CONTEXT:
+		case NBD_OPT_SET_META_CONTEXT:
+			r = do_meta_context(&h, opt.option);
+			break;
 		case NBD_OPT_STARTTLS:
 			r = hs_error(&h, opt.option, NBD_REP_ERR_UNSUP, "TLS is not supported");
 			break;
@@ -437,6 +563,7 @@ void nbd_tx_params_from_session(const struct nbd_server_session *s, struct nbd_t
 	p->size = s->exp.size;
 	p->tflags = s->tflags;
 	p->structured = s->structured;
+	p->base_allocation = s->base_allocation;
 	p->min_block = s->exp.min_block ? s->exp.min_block : 1;
 	p->max_payload = s->exp.max_payload ? s->exp.max_payload : NBD_MAX_PAYLOAD;
 }
@@ -463,6 +590,9 @@ uint32_t nbd_request_check(const struct nbd_tx_params *p, const struct nbd_reque
 	case NBD_CMD_READ:
 		if (p->tflags & NBD_FLAG_SEND_DF)
 			allowed |= NBD_CMD_FLAG_DF;
+		break;
+	case NBD_CMD_BLOCK_STATUS:
+		allowed |= NBD_CMD_FLAG_REQ_ONE;
 		break;
 	case NBD_CMD_WRITE_ZEROES:
 		allowed |= NBD_CMD_FLAG_NO_HOLE;
@@ -543,6 +673,20 @@ uint32_t nbd_request_check(const struct nbd_tx_params *p, const struct nbd_reque
 			return NBD_EINVAL;
 		}
 		break;
+	case NBD_CMD_BLOCK_STATUS:
+		if (!p->base_allocation) {
+			*msg = "no metadata context was negotiated";
+			return NBD_EINVAL;
+		}
+		if (r->length == 0) {
+			*msg = "block status of zero bytes";
+			return NBD_EINVAL;
+		}
+		if (!in_bounds(p, r)) {
+			*msg = "block status beyond the end of the export";
+			return NBD_EINVAL;
+		}
+		break;
 	}
 	if (!aligned(p, r)) {
 		*msg = "offset or length not a multiple of the minimum block size";
@@ -582,7 +726,8 @@ static uint16_t put_error(uint8_t *buf, uint64_t cookie, uint32_t error, const c
 static bool error_offset_allowed(uint16_t type)
 {
 	return type == NBD_CMD_READ || type == NBD_CMD_WRITE || type == NBD_CMD_TRIM ||
-	       type == NBD_CMD_CACHE || type == NBD_CMD_WRITE_ZEROES;
+	       type == NBD_CMD_CACHE || type == NBD_CMD_WRITE_ZEROES ||
+	       type == NBD_CMD_BLOCK_STATUS;
 }
 
 void nbd_reply_build(const struct nbd_tx_params *p, const struct nbd_request *r,
@@ -600,6 +745,18 @@ void nbd_reply_build(const struct nbd_tx_params *p, const struct nbd_request *r,
 		out->head_len = put_simple(out->head, error, r->cookie);
 		if (!error && r->type == NBD_CMD_READ)
 			out->data_len = r->length;
+		return;
+	}
+	if (r->type == NBD_CMD_BLOCK_STATUS && !error) {
+		struct nbd_chunk_block_status_wire idw;
+
+		out->head_len = put_chunk(out->head, NBD_REPLY_FLAG_DONE,
+					  NBD_REPLY_TYPE_BLOCK_STATUS, r->cookie,
+					  (uint32_t)sizeof(idw) + data_len);
+		nbd_block_status_id_encode(NBD_META_ID_BASE_ALLOCATION, &idw);
+		memcpy(out->head + out->head_len, &idw, sizeof(idw));
+		out->head_len += sizeof(idw);
+		out->data_len = data_len;
 		return;
 	}
 	if (r->type != NBD_CMD_READ) {

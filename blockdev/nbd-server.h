@@ -64,6 +64,8 @@ struct nbd_server_session {
 	bool no_zeroes;
 	bool fixed_newstyle;
 	bool block_size_ack;		/* client asked for NBD_INFO_BLOCK_SIZE */
+	bool base_allocation;		/* base:allocation selected for this export
+					 * (NBD_META_ID_BASE_ALLOCATION) */
 };
 
 /* Runs the handshake.  0: transmission phase with *out filled in.
@@ -80,9 +82,14 @@ struct nbd_tx_params {
 	uint64_t size;
 	uint16_t tflags;		/* as sent */
 	bool structured;
+	bool base_allocation;		/* NBD_CMD_BLOCK_STATUS allowed */
 	uint32_t min_block;
 	uint32_t max_payload;
 };
+
+/* Most descriptors in one NBD_CMD_BLOCK_STATUS reply (the client asks
+ * again for the rest). */
+#define NBD_BS_MAX_EXTENTS	512
 
 void nbd_tx_params_from_session(const struct nbd_server_session *s, struct nbd_tx_params *p);
 
@@ -112,7 +119,9 @@ struct nbd_reply_buf {
 #define NBD_NO_OFFSET	UINT64_MAX
 
 /* Builds the reply to r.
- *  error == 0: success; for READ, data_len must equal r->length.
+ *  error == 0: success; for READ, data_len must equal r->length; for
+ *    BLOCK_STATUS, data_len is the size of the descriptors (n * 8, from
+ *    nbd_extents_encode()) that follow the head.
  *  error != 0: for READ, data_len good bytes (from r->offset) may precede
  *    the error (structured replies only; simple replies carry no data on
  *    error); err_offset is the absolute offset of the failure or

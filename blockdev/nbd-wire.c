@@ -213,6 +213,40 @@ void nbd_hole_decode(const struct nbd_chunk_offset_hole_wire *w, uint64_t *offse
 	*length = be32toh(w->length);
 }
 
+void nbd_extents_encode(const struct nbd_extent *e, unsigned n, void *wire)
+{
+	struct nbd_block_descriptor_wire w;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		w.length = htobe32(e[i].length);
+		w.flags = htobe32(e[i].flags);
+		memcpy((uint8_t *)wire + i * sizeof(w), &w, sizeof(w));
+	}
+}
+
+void nbd_extents_decode(const void *wire, unsigned n, struct nbd_extent *e)
+{
+	struct nbd_block_descriptor_wire w;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		memcpy(&w, (const uint8_t *)wire + i * sizeof(w), sizeof(w));
+		e[i].length = be32toh(w.length);
+		e[i].flags = be32toh(w.flags);
+	}
+}
+
+void nbd_block_status_id_encode(uint32_t id, struct nbd_chunk_block_status_wire *w)
+{
+	w->context_id = htobe32(id);
+}
+
+uint32_t nbd_block_status_id_decode(const struct nbd_chunk_block_status_wire *w)
+{
+	return be32toh(w->context_id);
+}
+
 int nbd_error_chunk_build(void *buf, size_t size, uint64_t cookie, uint16_t flags,
 			  uint32_t error, const char *msg, int has_offset,
 			  uint64_t offset)

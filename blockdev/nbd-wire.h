@@ -99,6 +99,16 @@ struct nbd_chunk_offset_hole_wire {
 	uint32_t length;
 } NBD_PACKED;
 
+/* NBD_REPLY_TYPE_BLOCK_STATUS: the context ID, then descriptors. */
+struct nbd_chunk_block_status_wire {
+	uint32_t context_id;
+} NBD_PACKED;
+
+struct nbd_block_descriptor_wire {
+	uint32_t length;
+	uint32_t flags;
+} NBD_PACKED;
+
 /* NBD_REPLY_TYPE_ERROR and _ERROR_OFFSET start with this, then the
  * message, then (ERROR_OFFSET only) a 64-bit offset. */
 struct nbd_chunk_error_wire {
@@ -116,6 +126,7 @@ _Static_assert(sizeof(struct nbd_request_wire) == 28, "request");
 _Static_assert(sizeof(struct nbd_simple_reply_wire) == 16, "simple reply");
 _Static_assert(sizeof(struct nbd_chunk_wire) == 20, "chunk");
 _Static_assert(sizeof(struct nbd_chunk_error_wire) == 6, "error chunk");
+_Static_assert(sizeof(struct nbd_block_descriptor_wire) == 8, "block descriptor");
 
 /* --- host structs ---------------------------------------------------- */
 
@@ -156,6 +167,12 @@ struct nbd_chunk {
 	uint16_t type;
 	uint64_t cookie;
 	uint32_t length;
+};
+
+/* One block status descriptor (an extent). */
+struct nbd_extent {
+	uint32_t length;
+	uint32_t flags;			/* NBD_STATE_* */
 };
 
 /* --- codecs ---------------------------------------------------------- */
@@ -202,6 +219,12 @@ void nbd_offset_encode(uint64_t offset, struct nbd_chunk_offset_data_wire *w);
 uint64_t nbd_offset_decode(const struct nbd_chunk_offset_data_wire *w);
 void nbd_hole_decode(const struct nbd_chunk_offset_hole_wire *w, uint64_t *offset,
 		     uint32_t *length);
+
+/* Block status payloads: n descriptors to or from wire bytes (n * 8). */
+void nbd_extents_encode(const struct nbd_extent *e, unsigned n, void *wire);
+void nbd_extents_decode(const void *wire, unsigned n, struct nbd_extent *e);
+void nbd_block_status_id_encode(uint32_t id, struct nbd_chunk_block_status_wire *w);
+uint32_t nbd_block_status_id_decode(const struct nbd_chunk_block_status_wire *w);
 
 /* Builds a complete error chunk (header + payload) into buf, for
  * NBD_REPLY_TYPE_ERROR (has_offset false) or NBD_REPLY_TYPE_ERROR_OFFSET.

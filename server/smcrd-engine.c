@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "smcrd-engine.h"
+#include "smcrd-extents.h"
 #include "log.h"
 #include "nbd-wire.h"
 
@@ -56,6 +57,7 @@ enum tag {
 #define POOL_CACHE_MAX	(64u << 20)	/* bytes kept for reuse per worker */
 #define FIXED_SLOTS	1024		/* io_uring fixed buffer slots per worker */
 #define SENDFILE_MIN	(64u << 10)	/* READs this large: sendfile */
+#define BS_BUF_SIZE	(NBD_BS_MAX_EXTENTS * sizeof(struct nbd_block_descriptor_wire))
 #define INLINE_WRITE_MAX (64u << 10)	/* larger WRITEs: io_uring, in parallel */
 #define LOWAT_MIN	(64u << 10)	/* payload left to wait for in one wake-up */
 #define IO_LIMIT	(CQ_ENTRIES - 1024)	/* file ops in flight per worker:
@@ -979,10 +981,28 @@ out_done:
 	return true;
 }
 
+/* NBD_CMD_BLOCK_STATUS: base:allocation of the range, into q->buf (room
+ * for NBD_BS_MAX_EXTENTS descriptors).  The lseeks are done right here:
+ * file systems answer them from their extent maps. */
+static void block_status(struct req *q)
+{
+	struct export *e = q->c->exp;
+	struct nbd_extent ext[NBD_BS_MAX_EXTENTS];
+	unsigned n;
+
+	n = extents_scan(e->fd, !e->blockdev, q->r.offset, q->r.length, q->c->tp.min_block,
+			 q->r.flags & NBD_CMD_FLAG_REQ_ONE, ext, NBD_BS_MAX_EXTENTS);
+	nbd_extents_encode(ext, n, q->buf);
+	req_reply(q, 0, n * (uint32_t)sizeof(struct nbd_block_descriptor_wire));
+}
+
 /* Starts a request that passed the checks. */
 static void req_start(struct req *q)
 {
 	switch (q->r.type) {
+	case NBD_CMD_BLOCK_STATUS:
+		block_status(q);
+		return;
 	case NBD_CMD_READ:
 		if (q->from_file) {
 			struct conn *c = q->c;
@@ -1371,8 +1391,10 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 		__atomic_add_fetch(&c->w->stats.zc_reads, 1, __ATOMIC_RELAXED);
 	} else if (!err && r.type == NBD_CMD_WRITE && r.length && zc_ready) {
 		q->zc = true;
-	} else if (!err && r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) {
-		uint64_t size = (uint64_t)1 << (size_class(r.length) + POOL_MIN_SHIFT);
+	} else if (!err && ((r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) ||
+			    r.type == NBD_CMD_BLOCK_STATUS)) {
+		uint64_t need = r.type == NBD_CMD_BLOCK_STATUS ? BS_BUF_SIZE : r.length;
+		uint64_t size = (uint64_t)1 << (size_class(need) + POOL_MIN_SHIFT);
 		bool blocked;
 
 		/* One client may hold a quarter of the worker's memory: a client
@@ -1383,7 +1405,7 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 			c->rx_blocked = true;
 			return RX_RETRY;
 		}
-		q->buf = buf_get(c->w, r.length, &q->buf_class, &q->buf_slot, &blocked);
+		q->buf = buf_get(c->w, need, &q->buf_class, &q->buf_slot, &blocked);
 		if (q->buf)
 			c->mem_used += size;
 		if (!q->buf) {
@@ -2057,8 +2079,9 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	}
 	__atomic_add_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&e->conns, 1, __ATOMIC_RELAXED);
-	smcr_info("client %s: export '%s' (%s replies, worker %u)", t->peer,
-		  exp->spec.name, s->structured ? "structured" : "simple", w->idx);
+	smcr_info("client %s: export '%s' (%s replies%s, worker %u)", t->peer,
+		  exp->spec.name, s->structured ? "structured" : "simple",
+		  s->base_allocation ? ", base:allocation" : "", w->idx);
 	pthread_mutex_lock(&w->lock);
 	if (w->drain_req) {
 		pthread_mutex_unlock(&w->lock);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "smcrd-conf.h"
 #include "smcrd-engine.h"
 #include "smcrd-export.h"
+#include "smcrd-extents.h"
 #include "nbd-client.h"
 #include "nbd-server.h"
 #include "nbd-wire.h"
@@ -1724,6 +1726,273 @@ static CU_TestInfo config_tests[] = {
 	CU_TEST_INFO_NULL,
 };
 
+/* --- base:allocation ---------------------------------------------------------- */
+
+static void test_bs_check_and_reply(void)
+{
+	struct nbd_tx_params p = tp_rw;
+	struct nbd_request r = { .type = NBD_CMD_BLOCK_STATUS, .cookie = 0x1122,
+				 .offset = 4096, .length = 8192 };
+	struct nbd_extent ext[2] = { { 4096, NBD_STATE_HOLE | NBD_STATE_ZERO }, { 4096, 0 } };
+	struct nbd_extent back[2];
+	struct nbd_reply_buf rb;
+	uint8_t wire[16];
+
+	/* Not negotiated, then negotiated: flags, length, bounds. */
+	CU_ASSERT_EQUAL(check(&p, NBD_CMD_BLOCK_STATUS, 0, 0, 4096), NBD_EINVAL);
+	p.base_allocation = true;
+	CU_ASSERT_EQUAL(check(&p, NBD_CMD_BLOCK_STATUS, 0, 0, 4096), 0);
+	CU_ASSERT_EQUAL(check(&p, NBD_CMD_BLOCK_STATUS, NBD_CMD_FLAG_REQ_ONE, 0, 1 << 20), 0);
+	CU_ASSERT_EQUAL(check(&p, NBD_CMD_BLOCK_STATUS, NBD_CMD_FLAG_NO_HOLE, 0, 4096),
+			NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&p, NBD_CMD_BLOCK_STATUS, 0, 0, 0), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&p, NBD_CMD_BLOCK_STATUS, 0, 4096, 1 << 20), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&p, NBD_CMD_BLOCK_STATUS, 0, 1 << 20, 1), NBD_EINVAL);
+
+	nbd_extents_encode(ext, 2, wire);
+	ASSERT_BYTES(wire, 0, 0, 0x10, 0, 0, 0, 0, 3, 0, 0, 0x10, 0, 0, 0, 0, 0);
+	nbd_extents_decode(wire, 2, back);
+	CU_ASSERT_EQUAL(memcmp(back, ext, sizeof(ext)), 0);
+	nbd_reply_build(&p, &r, 0, sizeof(wire), NBD_NO_OFFSET, NULL, &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 24);
+	CU_ASSERT_EQUAL(rb.data_len, 16);
+	CU_ASSERT_EQUAL(rb.tail_len, 0);
+	ASSERT_BYTES(rb.head, 0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 5,
+		     0, 0, 0, 0, 0, 0, 0x11, 0x22, 0, 0, 0, 20, 0, 0, 0, 1);
+	/* An error is an error chunk with the offset. */
+	nbd_reply_build(&p, &r, NBD_EIO, 0, 8192, "x", &rb);
+	ASSERT_BYTES(rb.head, 0x66, 0x8e, 0x33, 0xef, 0, 1, 0x80, 2);
+	CU_ASSERT_EQUAL(rb.data_len, 0);
+}
+
+/* A 1 MiB file: data at [64K, 68K) and [512K, 520K), holes around. */
+static int sparse_file(char *dir, size_t dlen, char *path, size_t plen)
+{
+	static uint8_t buf[8192];
+	int fd;
+
+	memset(buf, 0xa5, sizeof(buf));
+	snprintf(dir, dlen, "%s/smcrbd-unit.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(path, plen, "%s/sparse", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, 1 << 20) < 0 || pwrite(fd, buf, 4096, 64 << 10) != 4096 ||
+	    pwrite(fd, buf, 8192, 512 << 10) != 8192 || fsync(fd) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+#define HZ	(NBD_STATE_HOLE | NBD_STATE_ZERO)
+
+static bool ext_is(const struct nbd_extent *e, unsigned n, unsigned want_n, ...)
+{
+	va_list ap;
+	unsigned i;
+	bool ok = n == want_n;
+
+	va_start(ap, want_n);
+	for (i = 0; ok && i < n; i++) {
+		uint32_t len = va_arg(ap, uint32_t), flags = va_arg(ap, uint32_t);
+
+		ok = e[i].length == len && e[i].flags == flags;
+	}
+	va_end(ap);
+	if (!ok)
+		for (i = 0; i < n; i++)
+			fprintf(stderr, "  extent %u: %u bytes, flags %u\n", i, e[i].length,
+				e[i].flags);
+	return ok;
+}
+
+static void test_bs_scan(void)
+{
+	char dir[64], path[96];
+	struct nbd_extent e[8];
+	unsigned n;
+	int fd = sparse_file(dir, sizeof(dir), path, sizeof(path));
+	off_t probe;
+
+	CU_ASSERT_FATAL(fd >= 0);
+	probe = lseek(fd, 0, SEEK_DATA);
+	if (probe != 64 << 10) {
+		/* A file system without holes (or SEEK_DATA) here. */
+		fprintf(stderr, "  (%s: no SEEK_DATA holes: only the fallbacks tested)\n", dir);
+		n = extents_scan(fd, true, 0, 1 << 20, 4096, false, e, 8);
+		CU_ASSERT(n >= 1);
+		goto out;
+	}
+	n = extents_scan(fd, true, 0, 1 << 20, 4096, false, e, 8);
+	CU_ASSERT(ext_is(e, n, 5, 64 << 10, HZ, 4096, 0, (512 - 68) << 10, HZ, 8192, 0,
+			 (1024 - 520) << 10, HZ));
+	/* REQ_ONE: the first extent only, from anywhere. */
+	n = extents_scan(fd, true, 0, 1 << 20, 4096, true, e, 8);
+	CU_ASSERT(ext_is(e, n, 1, 64 << 10, HZ));
+	n = extents_scan(fd, true, 64 << 10, 1 << 19, 4096, true, e, 8);
+	CU_ASSERT(ext_is(e, n, 1, 4096, 0));
+	/* Fewer slots than extents: covers less. */
+	n = extents_scan(fd, true, 0, 1 << 20, 4096, false, e, 2);
+	CU_ASSERT(ext_is(e, n, 2, 64 << 10, HZ, 4096, 0));
+	/* Clipped to the range on both ends. */
+	n = extents_scan(fd, true, 60 << 10, 10 << 10, 1024, false, e, 8);
+	CU_ASSERT(ext_is(e, n, 3, 4096, HZ, 4096, 0, 2048, HZ));
+	n = extents_scan(fd, true, 513 << 10, 1024, 512, false, e, 8);
+	CU_ASSERT(ext_is(e, n, 1, 1024, 0));
+	/* 64 KiB blocks: partial blocks are data, holes shrink to whole ones. */
+	n = extents_scan(fd, true, 0, 1 << 20, 65536, false, e, 8);
+	CU_ASSERT(ext_is(e, n, 5, 64 << 10, HZ, 64 << 10, 0, (512 - 128) << 10, HZ,
+			 64 << 10, 0, (1024 - 576) << 10, HZ));
+out:
+	/* Not seekable (block devices): all data, one extent. */
+	n = extents_scan(fd, false, 4096, 1 << 19, 4096, false, e, 8);
+	CU_ASSERT(ext_is(e, n, 1, 1 << 19, 0));
+	/* Descriptor that lseek refuses: data. */
+	n = extents_scan(-1, true, 0, 4096, 512, false, e, 8);
+	CU_ASSERT(ext_is(e, n, 1, 4096, 0));
+	close(fd);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void test_bs_handshake(void)
+{
+	struct fake_srv s = { 0 };
+	struct bd_transport *ct;
+	struct nbd_client *c;
+	struct nbd_export_info info;
+	uint32_t id = 0, rep;
+	pthread_t th;
+	/* LIST, export "disk", no queries; then a query list one byte short. */
+	static const uint8_t list_all[] = { 0, 0, 0, 4, 'd', 'i', 's', 'k', 0, 0, 0, 0 };
+	static const uint8_t short_q[] = { 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 5, 'b', 'a', 's', 'e' };
+
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	/* SET needs structured replies; LIST does not. */
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "disk", NBD_META_BASE_ALLOCATION, &id),
+			-EINVAL);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_LIST_META_CONTEXT, list_all,
+					  sizeof(list_all), &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ACK);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_LIST_META_CONTEXT, short_q,
+					  sizeof(short_q), &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_INVALID);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_SET_META_CONTEXT, "\0\0", 2, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_INVALID);
+	CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
+	/* Unknown context, unknown and forbidden exports. */
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "disk", "base:other", &id), -ENOTSUP);
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "disk", "base:", &id), -ENOTSUP);
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "nope", NBD_META_BASE_ALLOCATION, &id),
+			-ENOENT);
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "secret", NBD_META_BASE_ALLOCATION,
+						    &id), -EACCES);
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "disk", NBD_META_BASE_ALLOCATION, &id),
+			0);
+	CU_ASSERT_EQUAL(id, NBD_META_ID_BASE_ALLOCATION);
+	/* GO for another export than the contexts were set for. */
+	CU_ASSERT_EQUAL(nbd_client_go(c, "", &info), -EINVAL);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "disk", &info), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, 0);
+	CU_ASSERT(s.sess.base_allocation);
+	/* Every lookup of SET and LIST gave its handle back. */
+	CU_ASSERT_EQUAL(s.lookups, s.releases + 1);
+	nbd_client_close(c);
+	bd_close(s.t);
+
+	/* Selected, then deselected by an empty SET: none in the session. */
+	memset(&s, 0, sizeof(s));
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "", NBD_META_BASE_ALLOCATION, &id), 0);
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "", "x-none:", &id), -ENOTSUP);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "disk", &info), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, 0);
+	CU_ASSERT(!s.sess.base_allocation);
+	nbd_client_close(c);
+	bd_close(s.t);
+}
+
+static struct nbd_client *connect_engine_meta(struct engine_env *env)
+{
+	struct hand h = { .env = env };
+	struct bd_transport *ct;
+	struct nbd_client *c = NULL;
+	pthread_t th;
+
+	pair(&ct, &h.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, hand_main, &h) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 10000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "t", NBD_META_BASE_ALLOCATION, NULL), 0);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "t", NULL), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(h.result, 0);
+	return c;
+}
+
+static void test_bs_engine(void)
+{
+	struct engine_env env;
+	struct nbd_client *c;
+	struct nbd_extent e[8];
+	uint8_t *buf = malloc(65536);
+	unsigned n;
+
+	CU_ASSERT_FATAL(buf != NULL);
+	fill(buf, 65536, 3);
+	CU_ASSERT_FATAL(env_setup(&env, 8 << 20, false, 0) == 0);
+	/* Without the context: EINVAL, and the connection stays. */
+	c = connect_engine(&env, true);
+	CU_ASSERT_EQUAL(nbd_client_block_status(c, 4096, 0, 0, e, 8, &n), -EINVAL);
+	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, 65536, 1 << 20, 0), 0);
+	CU_ASSERT_EQUAL(nbd_client_disconnect(c), 0);
+	env_wait_closed(&env, 1);
+	nbd_client_close(c);
+
+	c = connect_engine_meta(&env);
+	CU_ASSERT_FATAL(c != NULL);
+	CU_ASSERT_EQUAL(nbd_client_block_status(c, 8 << 20, 0, 0, e, 8, &n), 0);
+	if (lseek(env.exp->fd, 0, SEEK_DATA) == 1 << 20) {
+		CU_ASSERT(ext_is(e, n, 3, 1 << 20, HZ, 65536, 0, (7 << 20) - 65536, HZ));
+		CU_ASSERT_EQUAL(nbd_client_block_status(c, 8 << 20, 0, NBD_CMD_FLAG_REQ_ONE,
+							e, 8, &n), 0);
+		CU_ASSERT(ext_is(e, n, 1, 1 << 20, HZ));
+		/* Punched: one hole. */
+		CU_ASSERT_EQUAL(nbd_client_trim(c, 65536, 1 << 20, 0), 0);
+		CU_ASSERT_EQUAL(nbd_client_block_status(c, 8 << 20, 0, 0, e, 8, &n), 0);
+		CU_ASSERT(ext_is(e, n, 1, 8 << 20, HZ));
+	} else {
+		CU_ASSERT(n >= 1);
+	}
+	CU_ASSERT_EQUAL(nbd_client_block_status(c, 4096, 8 << 20, 0, e, 8, &n), -EINVAL);
+	CU_ASSERT_EQUAL(nbd_client_block_status(c, 0, 0, 0, e, 8, &n), -EINVAL);
+	/* Still serving. */
+	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 4096, 0, 0), 0);
+	CU_ASSERT_EQUAL(nbd_client_disconnect(c), 0);
+	env_wait_closed(&env, 2);
+	nbd_client_close(c);
+	env_teardown(&env);
+	free(buf);
+}
+
+static CU_TestInfo bs_tests[] = {
+	{ "request check and reply bytes", test_bs_check_and_reply },
+	{ "extents from SEEK_DATA/SEEK_HOLE", test_bs_scan },
+	{ "meta context negotiation", test_bs_handshake },
+	{ "engine", test_bs_engine },
+	CU_TEST_INFO_NULL,
+};
+
 static const struct unit_suite suites[] = {
 	{ "codec", codec_tests },
 	{ "check", check_tests },
@@ -1731,6 +2000,7 @@ static const struct unit_suite suites[] = {
 	{ "handshake", handshake_tests },
 	{ "engine", engine_tests },
 	{ "config", config_tests },
+	{ "base:allocation", bs_tests },
 	{ NULL, NULL },
 };
 
