@@ -64,6 +64,7 @@ struct nbdc_req {
 	uint64_t cookie;
 	int result;
 	uint64_t data_seen;
+	bool status_seen;		/* BLOCK_STATUS: its chunk came */
 	int64_t lost_ms;		/* waiting for a connection since */
 	bool was_sent;			/* went out on a connection since lost */
 	unsigned resends;
@@ -82,6 +83,8 @@ enum rx_step {
 	RX_DATA,		/* OFFSET_DATA: the data */
 	RX_HOLE,		/* OFFSET_HOLE payload */
 	RX_ERROR,		/* error chunk payload */
+	RX_BS_ID,		/* BLOCK_STATUS: the context ID */
+	RX_BS_DESC,		/* BLOCK_STATUS: one descriptor */
 };
 
 struct rx {
@@ -92,6 +95,8 @@ struct rx {
 	size_t need, got;
 	struct nbd_chunk ch;
 	struct nbdc_req *req;
+	uint32_t bs_left;		/* descriptors still to read */
+	uint64_t bs_sum;		/* bytes they covered so far */
 	uint8_t err[NBD_MAX_STRING + 64];
 	uint8_t *rbuf;
 	size_t rpos, rend;
@@ -121,6 +126,8 @@ struct nbdc_conn {
 	struct bd_transport *t;
 	struct smcr_sock *smc;		/* real SMC-R socket (eventfd), or NULL */
 	bool structured;
+	bool meta_alloc;		/* base:allocation selected, as meta_id */
+	uint32_t meta_id;
 	bool ever_up;
 	bool shut;			/* server said ESHUTDOWN */
 	struct rq txq, waitq;
@@ -146,6 +153,7 @@ struct nbdc {
 	char section[32];
 
 	struct nbd_export_info info;
+	bool block_status;		/* the first connection had base:allocation */
 	bool ro;
 	uint32_t max_req;
 	unsigned nconns;
@@ -226,6 +234,16 @@ static void rq_splice(struct rq *dst, struct rq *src)
 }
 
 /* --- completions --------------------------------------------------------- */
+
+/* Forgets what a reply had delivered, before the request goes out again. */
+static void req_rewind(struct nbdc_req *r)
+{
+	r->result = 0;
+	r->data_seen = 0;
+	r->status_seen = false;
+	if (r->type == NBD_CMD_BLOCK_STATUS)
+		((struct nbdc_extents *)r->buf)->n = 0;
+}
 
 static void req_complete(struct nbdc_conn *c, struct nbdc_req *r, int result)
 {
@@ -343,6 +361,16 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 		set_error(c, "structured replies: %s", strerror(-r));
 		goto out_close;
 	}
+	c->meta_alloc = false;
+	if (nbd_client_is_structured(nc)) {
+		r = nbd_client_set_meta_context(nc, e->export_name, NBD_META_BASE_ALLOCATION,
+						&c->meta_id);
+		if (r < 0 && r != -ENOTSUP && r != -EINVAL && r != -EPERM && r != -EIO) {
+			set_error(c, "metadata context: %s", strerror(-r));
+			goto out_close;
+		}
+		c->meta_alloc = r == 0;
+	}
 	r = nbd_client_go(nc, e->export_name, &info);
 	if (r < 0) {
 		const char *msg = NULL;
@@ -354,6 +382,7 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 	}
 	if (first) {
 		e->info = info;
+		e->block_status = c->meta_alloc;
 	} else if (info.size != e->info.size) {
 		smcr_warn("nbd: export '%s' is now %" PRIu64 " bytes (was %" PRIu64 ")",
 			  e->export_name, info.size, e->info.size);
@@ -461,8 +490,7 @@ static void conn_lost(struct nbdc_conn *c, int err)
 		}
 		r->sent = 0;
 		r->slot = -1;
-		r->result = 0;
-		r->data_seen = 0;
+		req_rewind(r);
 		if (!r->lost_ms)
 			r->lost_ms = now;
 		n++;
@@ -475,12 +503,38 @@ static void conn_lost(struct nbdc_conn *c, int err)
 
 /* --- sending --------------------------------------------------------------- */
 
+/* A connection that came back without base:allocation (the server
+ * changed) answers BLOCK_STATUS itself: -ENOTSUP, the caller says data. */
+static void tx_drop_block_status(struct nbdc_conn *c)
+{
+	struct nbdc_req *r, **pp;
+	struct rq gone = { 0 };
+
+	for (pp = &c->txq.head; (r = *pp);) {
+		if (r->type == NBD_CMD_BLOCK_STATUS && r->slot < 0) {
+			*pp = r->next;
+			c->txq.n--;
+			rq_push(&gone, r);
+			continue;
+		}
+		pp = &r->next;
+	}
+	c->txq.tail = NULL;
+	for (r = c->txq.head; r; r = r->next)
+		c->txq.tail = r;
+	while ((r = rq_pop(&gone)))
+		req_complete(c, r, -ENOTSUP);
+}
+
 static int tx(struct nbdc_conn *c, bool *progress)
 {
 	struct iovec iov[NBDC_TX_IOV];
 	struct nbdc_req *r;
 	int cnt, rounds;
 	ssize_t n;
+
+	if (!c->meta_alloc && c->e->block_status)
+		tx_drop_block_status(c);
 
 	for (rounds = 0; rounds < 16 && c->txq.head; rounds++) {
 		cnt = 0;
@@ -628,12 +682,13 @@ static void reply_done(struct nbdc_conn *c, struct nbdc_req *r)
 		c->shut = true;
 		r->sent = 0;
 		r->was_sent = true;
-		r->result = 0;
-		r->data_seen = 0;
+		req_rewind(r);
 		rq_push_front(&c->txq, r);
 		return;
 	}
 	if (!r->result && r->type == NBD_CMD_READ && c->structured && r->data_seen != r->len)
+		r->result = -EIO;
+	if (!r->result && r->type == NBD_CMD_BLOCK_STATUS && !r->status_seen)
 		r->result = -EIO;
 	req_complete(c, r, r->result);
 }
@@ -672,7 +727,8 @@ static int rx_step(struct nbdc_conn *c)
 
 			nbd_simple_reply_decode((const struct nbd_simple_reply_wire *)rx->hdr, &rep);
 			r = find_req(c, rep.cookie);
-			if (!r || (c->structured && r->type == NBD_CMD_READ && !rep.error))
+			if (!r || (c->structured && r->type == NBD_CMD_READ && !rep.error) ||
+			    (r->type == NBD_CMD_BLOCK_STATUS && !rep.error))
 				return -EPROTO;
 			r->result = rep.error ? nbd_wire_to_errno(rep.error) : 0;
 			if (!rep.error && r->type == NBD_CMD_READ && r->len) {
@@ -714,6 +770,15 @@ static int rx_step(struct nbdc_conn *c)
 				return -EPROTO;
 			rx_expect(rx, RX_HOLE, rx->small, 12);
 			return 1;
+		case NBD_REPLY_TYPE_BLOCK_STATUS:
+			/* One chunk of 4 + 8n bytes (n >= 1), for our context. */
+			if (r->type != NBD_CMD_BLOCK_STATUS || !c->meta_alloc || r->status_seen ||
+			    rx->ch.length < 12 || (rx->ch.length - 4) % 8)
+				return -EPROTO;
+			rx->bs_left = (rx->ch.length - 4) / 8;
+			rx->bs_sum = 0;
+			rx_expect(rx, RX_BS_ID, rx->small, 4);
+			return 1;
 		default:
 			if (!NBD_REPLY_TYPE_IS_ERR(rx->ch.type) ||
 			    rx->ch.length > sizeof(rx->err))
@@ -747,6 +812,36 @@ static int rx_step(struct nbdc_conn *c)
 			return -EPROTO;
 		memset((uint8_t *)r->buf + (off - r->offset), 0, n);
 		r->data_seen += n;
+		chunk_done(c);
+		return 1;
+	}
+	case RX_BS_ID:
+		if (nbd_block_status_id_decode(
+			    (const struct nbd_chunk_block_status_wire *)rx->small) != c->meta_id)
+			return -EPROTO;
+		rx_expect(rx, RX_BS_DESC, rx->small, 8);
+		return 1;
+	case RX_BS_DESC: {
+		struct nbdc_extents *x;
+		struct nbd_extent d;
+
+		r = rx->req;
+		x = r->buf;
+		nbd_extents_decode(rx->small, 1, &d);
+		if (!d.length)
+			return -EPROTO;
+		/* Kept up to the room given and the length asked for. */
+		if (x->n < x->max && rx->bs_sum < r->len) {
+			if (d.length > r->len - rx->bs_sum)
+				d.length = (uint32_t)(r->len - rx->bs_sum);
+			x->ext[x->n++] = d;
+			rx->bs_sum += d.length;
+		}
+		if (--rx->bs_left) {
+			rx_expect(rx, RX_BS_DESC, rx->small, 8);
+			return 1;
+		}
+		r->status_seen = true;
 		chunk_done(c);
 		return 1;
 	}
@@ -1440,6 +1535,13 @@ int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		if (flags)
 			return -EINVAL;
 		break;
+	case NBD_CMD_BLOCK_STATUS:
+		if (!buf || !len || (flags & ~NBD_CMD_FLAG_REQ_ONE))
+			return -EINVAL;
+		if (!e->block_status)
+			return -ENOTSUP;
+		((struct nbdc_extents *)buf)->n = 0;
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -1577,4 +1679,23 @@ int nbdc_zero(struct nbdc *e, uint64_t len, uint64_t offset, uint16_t flags)
 int nbdc_cache(struct nbdc *e, uint64_t len, uint64_t offset, uint16_t flags)
 {
 	return run_split(e, NBD_CMD_CACHE, flags, NULL, len, offset, BIG_CHUNK);
+}
+
+bool nbdc_can_block_status(struct nbdc *e)
+{
+	return e->block_status;
+}
+
+int nbdc_block_status(struct nbdc *e, uint32_t len, uint64_t offset, uint16_t flags,
+		      struct nbd_extent *ext, unsigned max, unsigned *n)
+{
+	struct nbdc_extents x = { .ext = ext, .max = max };
+	int r;
+
+	*n = 0;
+	if (!max)
+		return -EINVAL;
+	r = run_split(e, NBD_CMD_BLOCK_STATUS, flags, (uint8_t *)&x, len, offset, len);
+	*n = r ? 0 : x.n;
+	return r;
 }

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "nbd-proto.h"
+#include "nbd-wire.h"
 #include "nbdc-uri.h"
 
 struct nbdc;
@@ -76,8 +77,9 @@ void nbdc_block_size(struct nbdc *e, uint32_t *min, uint32_t *pref, uint32_t *ma
 struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e);
 
 /* Asynchronous requests.  type is NBD_CMD_READ, WRITE, FLUSH, TRIM,
- * WRITE_ZEROES or CACHE; flags are NBD_CMD_FLAG_*; buf (READ, WRITE)
- * must stay valid until done is called.  On success (0) done is called
+ * WRITE_ZEROES, CACHE or BLOCK_STATUS; flags are NBD_CMD_FLAG_*; buf
+ * (READ, WRITE; a struct nbdc_extents for BLOCK_STATUS) must stay valid
+ * until done is called.  On success (0) done is called
  * exactly once, on a connection thread, with 0 or -errno; it must not
  * block for long nor call nbdc_close, and may submit more requests.
  * Errors returned at once: -EINVAL, -EROFS (read-only), -ENOTSUP (the
@@ -86,6 +88,20 @@ struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e);
 typedef void (*nbdc_done_fn)(void *arg, int result);
 int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		uint32_t len, void *buf, nbdc_done_fn done, void *arg);
+
+/* BLOCK_STATUS's buf: room for max extents, n of them filled (starting
+ * at the request's offset, never past its length) when done gets 0. */
+struct nbdc_extents {
+	struct nbd_extent *ext;
+	unsigned max, n;
+};
+/* Whether the server gave base:allocation (NBD_CMD_BLOCK_STATUS). */
+bool nbdc_can_block_status(struct nbdc *e);
+/* Blocking BLOCK_STATUS of [offset, offset + len): *n extents into ext
+ * (at most max; they may cover less than len).  -ENOTSUP: the server (or
+ * the connection it went to, after a reconnect) has no base:allocation. */
+int nbdc_block_status(struct nbdc *e, uint32_t len, uint64_t offset, uint16_t flags,
+		      struct nbd_extent *ext, unsigned max, unsigned *n);
 
 /* Blocking calls of any length (split into requests sent in parallel). */
 int nbdc_pread(struct nbdc *e, void *buf, size_t len, uint64_t offset, uint16_t flags);

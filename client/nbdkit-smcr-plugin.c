@@ -352,6 +352,38 @@ static int smcr_cache(void *h, uint32_t count, uint64_t offset, uint32_t flags)
 	return result(nbdc_cache(h, count, offset, 0));
 }
 
+static int smcr_can_extents(void *h)
+{
+	return nbdc_can_block_status(h);
+}
+
+/* base:allocation from smcrd, as nbdkit's extents (holes read as zeroes
+ * there: the two flags have the same meaning). */
+static int smcr_extents(void *h, uint32_t count, uint64_t offset, uint32_t flags,
+			struct nbdkit_extents *extents)
+{
+	struct nbd_extent ext[128];
+	unsigned i, n;
+	int r;
+
+	r = nbdc_block_status(h, count, offset,
+			      (flags & NBDKIT_FLAG_REQ_ONE) ? NBD_CMD_FLAG_REQ_ONE : 0, ext,
+			      sizeof(ext) / sizeof(ext[0]), &n);
+	if (r == -ENOTSUP)	/* a reconnect found a server without it */
+		return nbdkit_add_extent(extents, offset, count, 0);
+	if (r < 0)
+		return result(r);
+	for (i = 0; i < n; i++) {
+		uint32_t type = ((ext[i].flags & NBD_STATE_HOLE) ? NBDKIT_EXTENT_HOLE : 0) |
+				((ext[i].flags & NBD_STATE_ZERO) ? NBDKIT_EXTENT_ZERO : 0);
+
+		if (nbdkit_add_extent(extents, offset, ext[i].length, type) == -1)
+			return -1;
+		offset += ext[i].length;
+	}
+	return 0;
+}
+
 static void smcr_dump_plugin(void)
 {
 	printf("smcr_default_port=%u\n", NBDC_SMCR_PORT);
@@ -401,6 +433,8 @@ static struct nbdkit_plugin plugin = {
 	.trim = smcr_trim,
 	.zero = smcr_zero,
 	.cache = smcr_cache,
+	.can_extents = smcr_can_extents,
+	.extents = smcr_extents,
 	.dump_plugin = smcr_dump_plugin,
 	.errno_is_preserved = 0,
 };
