@@ -1,6 +1,7 @@
 /* smcrbd: libFuzzer target for the reply parser of the NBD clients the
  * nbdkit plugin and smcr-fuse run on (client/nbd-conn.c: rx_step, simple
- * replies and structured chunks, offsets, holes, errors), with requests
+ * replies and structured chunks, offsets, holes, errors, block status
+ * descriptors), with requests
  * in flight as a connection thread would have them.  The file is compiled
  * into this target to reach its connection state; the input is the
  * server's stream after the handshake.  First byte: structured replies,
@@ -21,6 +22,8 @@ static void done_cb(void *arg, int result)
 }
 
 static uint8_t bufs[4][8192];
+static struct nbd_extent ext[4];
+static struct nbdc_extents xbuf = { .ext = ext, .max = 4 };
 
 static const struct {
 	uint16_t type;
@@ -31,6 +34,7 @@ static const struct {
 	{ NBD_CMD_READ, 1024, 512 }, { NBD_CMD_FLUSH, 0, 0 },
 	{ NBD_CMD_TRIM, 8192, 0 }, { NBD_CMD_READ, 8192, 1 << 20 },
 	{ NBD_CMD_WRITE_ZEROES, 4096, 0 }, { NBD_CMD_READ, 1, 7 },
+	{ NBD_CMD_BLOCK_STATUS, 1 << 20, 4096 },
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -57,6 +61,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_transport_init(&ft, data + 1, size - 1, (mode >> 5) * 3);
 	c->t = &ft.t;
 	c->structured = mode & 1;
+	/* base:allocation (ID 1) goes with structured replies. */
+	c->meta_alloc = c->structured;
+	c->meta_id = 1;
+	xbuf.n = 0;
 	c->shut = false;
 	c->gen = 0;
 	c->txq = (struct rq){ 0 };
@@ -73,6 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		r->len = reqs[i].len;
 		r->offset = reqs[i].offset;
 		r->buf = r->type == NBD_CMD_READ || r->type == NBD_CMD_WRITE ? bufs[i % 4] : NULL;
+		if (r->type == NBD_CMD_BLOCK_STATUS)
+			r->buf = &xbuf;
 		r->done = done_cb;
 		r->slot = c->free_slots[--c->nfree];
 		c->slots[r->slot] = r;
@@ -98,6 +108,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Every request completed, or still out, or back in the queue for
 	 * another connection (NBD_ESHUTDOWN). */
 	FUZZ_REQUIRE(completed + c->inflight + c->txq.n == n);
+	/* Descriptors kept: within the room and the length asked for. */
+	{
+		uint64_t sum = 0;
+
+		FUZZ_REQUIRE(xbuf.n <= xbuf.max);
+		for (i = 0; i < xbuf.n; i++) {
+			FUZZ_REQUIRE(ext[i].length);
+			sum += ext[i].length;
+		}
+		FUZZ_REQUIRE(sum <= 1 << 20);
+	}
 	for (i = 0; i < NBDC_SLOTS; i++)
 		if (c->slots[i])
 			free(c->slots[i]);

@@ -38,6 +38,13 @@ put('nbd-server', 'refused', b'\x80' + cflags + opt(7, name_req(b'disk')) +
     opt(7, name_req(b'secret')) + opt(7, name_req(b'nope')) + opt(2))
 put('nbd-server', 'default-export', b'\x01' + cflags + opt(8) + opt(8) +
     opt(7, name_req(b'', (3,))) + req(0, 0, 512, 4) + req(7, 0, 512))
+def meta_req(name, queries):
+    return struct.pack('>I', len(name)) + name + struct.pack('>I', len(queries)) + \
+        b''.join(struct.pack('>I', len(q)) + q for q in queries)
+put('nbd-server', 'meta-context', b'\x00' + cflags + opt(9, meta_req(b'disk', ())) +
+    opt(8) + opt(10, meta_req(b'disk', (b'base:', b'base:allocation'))) +
+    opt(7, name_req(b'disk')) + req(7, 0, 4096) + req(7, 4096, 1 << 20, 8) +
+    req(7, 0, 0) + req(2, 0, 0))
 
 # --- NBD, the server's stream (fuzz-nbd-client) -------------------------------
 REPLY = 0x0003e889045565a9
@@ -149,9 +156,9 @@ for i, m in enumerate(corpus_files('cdc')):
 put('lgr-cdc', 'stream', b'\x04\xff\x14\xff\x0c\xff\x1c\xff\x02\x04\x01\x02\x03\x10\x02')
 
 # --- the clients' reply parser (fuzz-nbd-conn) ---------------------------------
-# Mode 0x1f/0x1e: all 8 requests out, structured or simple replies; request
+# Mode 0x1f/0x1e: all 9 requests out, structured or simple replies; request
 # i has cookie (i+1)<<16 | i.
-K = [((i + 1) << 16) | i for i in range(8)]
+K = [((i + 1) << 16) | i for i in range(9)]
 off = lambda o: struct.pack('>Q', o)
 put('nbd-conn', 'structured', b'\x1f' +
     chunk(0, 1, K[0], off(0) + b'a' * 2048) + chunk(0, 1, K[0], off(2048) + b'b' * 2048) +
@@ -169,3 +176,5 @@ put('nbd-conn', 'simple', b'\x3e' +
     simple(0, K[7], b'z'))
 put('nbd-conn', 'shutdown', b'\x1f' + chunk(1, 0x8001, K[0], struct.pack('>IH', 108, 0)) +
     simple(108, K[1]))
+put('nbd-conn', 'block-status', b'\x1f' +
+    chunk(1, 5, K[8], struct.pack('>IIIII', 1, 4096, 3, 8192, 0)) + chunk(1, 0, K[1]))
