@@ -238,6 +238,7 @@ void export_list_free(struct export_list *l)
 static int add_allow(struct export_spec *s, const char *list, char *err, size_t errlen)
 {
 	char *copy = strdup(list), *tok, *save = NULL;
+	unsigned before = s->nallow;
 	int r = 0;
 
 	if (!copy)
@@ -257,6 +258,12 @@ static int add_allow(struct export_spec *s, const char *list, char *err, size_t 
 		}
 		s->allow = v;
 		s->allow[s->nallow++] = e;
+	}
+	/* An empty list must not mean "everybody" (no allow at all does). */
+	if (!r && s->nallow == before) {
+		seterr(err, errlen, "allow: no address prefix given (leave allow out to "
+		       "allow every address)");
+		r = -EINVAL;
 	}
 	free(copy);
 	return r;
