@@ -90,16 +90,38 @@ static int stamp(char *buf, size_t len, enum smcr_log_level level)
 				 level_names[level]);
 }
 
+/* Copies a message with its control characters as \xNN: what a peer
+ * sends (an export name) can neither end a log line nor forge the next. */
+static void escape_controls(char *out, size_t len, const char *in)
+{
+	size_t o = 0;
+
+	for (; *in && o + 1 < len; in++) {
+		unsigned char c = (unsigned char)*in;
+
+		if (c >= 0x20 && c != 0x7f) {
+			out[o++] = (char)c;
+		} else if (o + 5 < len) {
+			snprintf(out + o, len - o, "\\x%02x", c);
+			o += 4;
+		} else {
+			break;
+		}
+	}
+	out[o] = '\0';
+}
+
 void smcr_vlog(enum smcr_log_level level, const char *fmt, va_list ap)
 {
-	char line[1024];
+	char msg[1024], line[1024];
 	int n;
 
 	if (level > smcr_log_get_level())
 		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	pthread_mutex_lock(&sink_lock);
 	if (sink_fn) {
-		vsnprintf(line, sizeof(line), fmt, ap);
+		escape_controls(line, sizeof(line), msg);
 		sink_fn(sink_opaque, level, line);
 		pthread_mutex_unlock(&sink_lock);
 		return;
@@ -108,7 +130,7 @@ void smcr_vlog(enum smcr_log_level level, const char *fmt, va_list ap)
 	n = stamp(line, sizeof(line), level);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	escape_controls(line + n, sizeof(line) - (size_t)n, msg);
 	/* One fprintf per line keeps lines whole when threads log at once. */
 	fprintf(stderr, "%s\n", line);
 }

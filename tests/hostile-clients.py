@@ -10,6 +10,8 @@
   hostile-clients.py announce PORT EXPORT N SIZE SECS
                                           N clients that announce a WRITE
                                           of SIZE and send 1 byte of it
+  hostile-clients.py name PORT NAME        NBD_OPT_GO and NBD_OPT_EXPORT_NAME
+                                          with NAME (Python escapes decoded)
 Prints one line of figures; exits non-zero on a setup failure."""
 import os, resource, socket, struct, sys, time
 
@@ -136,6 +138,22 @@ def announce(port, export, n, size, secs):
         s.close()
 
 
+def name(port, export):
+    raw = export.encode().decode("unicode_escape").encode("latin-1")
+    s = conn(port)
+    nbd_greet(s)
+    payload = struct.pack(">I", len(raw)) + raw + struct.pack(">H", 0)
+    s.sendall(struct.pack(">QII", IHAVEOPT, 7, len(payload)) + payload)
+    s.recv(4096)
+    s.sendall(struct.pack(">QII", IHAVEOPT, 1, len(raw)) + raw)
+    try:
+        s.recv(4096)
+    except OSError:
+        pass
+    s.close()
+    print("sent", len(raw), "byte name")
+
+
 cmd = sys.argv[1]
 if cmd == "abandon":
     abandon(int(sys.argv[2]), int(sys.argv[3]))
@@ -146,5 +164,7 @@ elif cmd == "loris":
 elif cmd == "announce":
     announce(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
              float(sys.argv[6]))
+elif cmd == "name":
+    name(int(sys.argv[2]), sys.argv[3])
 else:
     sys.exit("usage: see the source")
