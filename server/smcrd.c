@@ -535,20 +535,39 @@ static void reload(struct server *s)
 
 /* --- daemon ----------------------------------------------------------------- */
 
+/* Not through a symbolic link (a local user could point it at a file of
+ * root's), and only a regular file; mode 0644. */
 static int write_pidfile(const char *path)
 {
-	FILE *f = fopen(path, "we");
+	struct stat st;
+	char buf[32];
+	int fd, n, r;
 
-	if (!f) {
-		smcr_err("pid file %s: %s", path, strerror(errno));
-		return -errno;
+	/* O_NONBLOCK: a FIFO without a reader fails (ENXIO), never blocks. */
+	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+		  0644);
+	if (fd < 0) {
+		r = -errno;
+		smcr_err("pid file %s: %s", path, r == -ELOOP ? "is a symbolic link" :
+			 r == -ENXIO ? "not a regular file" : strerror(-r));
+		return r;
 	}
-	fprintf(f, "%ld\n", (long)getpid());
-	if (fclose(f) != 0) {
-		smcr_err("pid file %s: %s", path, strerror(errno));
-		return -EIO;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		smcr_err("pid file %s: not a regular file", path);
+		r = -EINVAL;
+		goto out_close;
 	}
-	return 0;
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || write(fd, buf, (size_t)n) != n) {
+		r = -EIO;
+		smcr_err("pid file %s: %s", path, strerror(-r));
+		goto out_close;
+	}
+	r = 0;
+out_close:
+	if (close(fd) < 0 && !r)
+		r = -EIO;
+	return r;
 }
 
 /* Forks; the parent waits until the child reports readiness and exits
@@ -995,10 +1014,13 @@ int main(int argc, char **argv)
 		goto out_config;
 	}
 	if (s.cfg.log_file) {
-		int fd = open(s.cfg.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		/* Not through a symbolic link; mode 0640. */
+		int fd = open(s.cfg.log_file, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
+			      O_NOCTTY | O_CLOEXEC, 0640);
 
 		if (fd < 0) {
-			smcr_err("log file %s: %s", s.cfg.log_file, strerror(errno));
+			smcr_err("log file %s: %s", s.cfg.log_file,
+				 errno == ELOOP ? "is a symbolic link" : strerror(errno));
 			goto out_table;
 		}
 		dup2(fd, STDERR_FILENO);
