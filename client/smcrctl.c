@@ -425,11 +425,12 @@ static void render_status(const struct json *doc)
 		for (g = lgrs ? lgrs->child : NULL; g; g = g->next, gi++) {
 			const struct json *gs = json_get(g, "stats");
 
-			printf("  link group %u: %s, %" PRIu64 " connection(s)%s; failovers %" PRIu64
+			printf("  link group %u: %s, %" PRIu64 " connection(s)%s, RMBE layout %s; failovers %" PRIu64
 			       ", links added %" PRIu64 ", deleted %" PRIu64 ", failed %" PRIu64
 			       ", LLC sent %" PRIu64 ", received %" PRIu64 "\n",
 			       gi, json_get_str(g, "role", "?"), json_get_u64(g, "connections", 0),
 			       json_get_bool(g, "terminated", false) ? ", terminated" : "",
+			       json_get_str(g, "rmbe_layout", "?"),
 			       json_get_u64(gs, "failovers", 0), json_get_u64(gs, "links_added", 0),
 			       json_get_u64(gs, "links_deleted", 0),
 			       json_get_u64(gs, "link_failures", 0), json_get_u64(gs, "llc_sent", 0),

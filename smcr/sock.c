@@ -471,12 +471,17 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 		uint64_t rmbes, rmbs, sndbufs, sndbuf_rmbs;
 		unsigned int nl = 0;
 
-		off = json ? smcr_out(buf, len, off, "%s{\"role\":\"%s\",\"terminated\":%s,\"connections\":%u,\"links\":[",
+		/* RMBE layout: "linux" (no eye catcher), "rfc", or "pending"
+		 * until the first CONFIRM LINK. */
+		const char *layout = !lgr->layout_fixed ? "pending" :
+				     lgr->rmbe_eye ? "rfc" : "linux";
+
+		off = json ? smcr_out(buf, len, off, "%s{\"role\":\"%s\",\"terminated\":%s,\"connections\":%u,\"rmbe_layout\":\"%s\",\"links\":[",
 				 g ? "," : "", lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
-				 lgr->terminated ? "true" : "false", lgr->nconns) :
-			     smcr_out(buf, len, off, "link group %u: %s, %u connection(s)%s\n", g,
+				 lgr->terminated ? "true" : "false", lgr->nconns, layout) :
+			     smcr_out(buf, len, off, "link group %u: %s, %u connection(s)%s, RMBE layout %s\n", g,
 				 lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
-				 lgr->nconns, lgr->terminated ? ", terminated" : "");
+				 lgr->nconns, lgr->terminated ? ", terminated" : "", layout);
 		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 			struct smcr_lgr_link *ll = &lgr->links[i];
 			char lg[48], pg[48];

@@ -344,7 +344,7 @@ static void test_stream_small_window(void)
 	stream(total, 6000, 7, -1, MEMWIRE_OK, false);
 	check_streams(total);
 	for (c = 0; c < NCONN; c++) {
-		/* 1 MiB through a 16 KiB - 4 area wraps 64 times. */
+		/* 1 MiB through a 16 KiB (- 4) area wraps 64 times. */
 		CU_ASSERT(A.conn[c].rx_cons.wrap >= 64);
 		CU_ASSERT(B.conn[c].tx_prod.wrap >= 64);
 		CU_ASSERT_EQUAL(A.conn[c].stats.bytes_recv, total);
@@ -657,6 +657,38 @@ static void test_layout_offsets(void)
 	teardown();
 }
 
+/* The link group fixes its layout at the first CONFIRM LINK, after CLC set
+ * the first connection up: the connection takes it from its RMBs again
+ * (Linux's to the RFC's here), and data flows in it; not once data moved. */
+static void test_relayout(void)
+{
+	struct smcr_rmb_pool *pools[4] = { &A.rmbs, &A.sndbufs, &B.rmbs, &B.sndbufs };
+	unsigned int c, k;
+
+	EYE = 0;
+	setup(1000, 1000, 64);
+	CU_ASSERT_EQUAL(A.conn[0].tx_len, 16384);
+	for (k = 0; k < 4; k++)
+		CU_ASSERT_EQUAL(smcr_rmb_pool_set_layout(pools[k], SMCR_RMBE_EYE_LEN), 0);
+	for (c = 0; c < NCONN; c++) {
+		CU_ASSERT_EQUAL(smcr_conn_relayout(&A.conn[c]), 0);
+		CU_ASSERT_EQUAL(smcr_conn_relayout(&B.conn[c]), 0);
+		CU_ASSERT_EQUAL(A.conn[c].tx_len, 16380);
+		CU_ASSERT_EQUAL(A.conn[c].rmbe.data_len, 16380);
+		CU_ASSERT_EQUAL(A.conn[c].rx_eye, SMCR_RMBE_EYE_LEN);
+		CU_ASSERT_EQUAL(A.conn[c].peer_offset,
+				(uint32_t)(B.conn[c].rmbe.index - 1) * 16384 + SMCR_RMBE_EYE_LEN);
+		CU_ASSERT_PTR_EQUAL(B.conn[c].rmbe.data, B.conn[c].rmbe.rmb->buf +
+				    (size_t)(B.conn[c].rmbe.index - 1) * 16384 + SMCR_RMBE_EYE_LEN);
+	}
+	EYE = SMCR_RMBE_EYE_LEN;
+	stream(256 * 1024, 6000, 7, -1, MEMWIRE_OK, false);
+	check_streams(256 * 1024);
+	CU_ASSERT_EQUAL(smcr_conn_relayout(&A.conn[0]), -EBUSY);
+	teardown();
+	EYE = 0;
+}
+
 /* Each test in both layouts. */
 #define BOTH(fn)							\
 	static void fn##_linux(void) { EYE = 0; fn(); }			\
@@ -683,6 +715,7 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "failover: acked but lost data resets", test_failover_lost_data_linux },
 	{ "failover: the peer consumed beyond the rollback", test_failover_peer_consumed_more_linux },
 	{ "layout: offsets at the wrap, no eye catcher", test_layout_offsets_linux },
+	{ "layout fixed after set-up: relayout", test_relayout },
 	{ "RFC layout: stream, small windows, wrap", test_stream_small_window_rfc },
 	{ "RFC layout: stream, zero copy, asymmetric RMBEs", test_stream_zero_copy_asym_rfc },
 	{ "RFC layout: window update threshold", test_window_update_threshold_rfc },

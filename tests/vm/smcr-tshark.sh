@@ -15,7 +15,9 @@
 #     ADD LINK, ADD LINK CONTINUATION, CONFIRM RKEY, TEST LINK requests
 #     and replies)
 #     and as many CDC messages as the two stacks counted,
-#   - report no malformed frame and no expert warning or error on them.
+#   - report no malformed frame and no expert warning or error on them,
+#   - see flag 0x03 (no RMBE eyecatcher, Linux's layout) on every CONFIRM
+#     LINK, request and response.
 # and, RFC 7609 §3.1, see the SMC TCP option (kind 254, ExID E2D4C3D9) on
 # the SYN and the SYN-ACK of all 6 connections (libsmcr's BPF program; both
 # ends report syn-option bpf).
@@ -126,6 +128,16 @@ done
 # CONFIRM LINK runs on both links (first link, then the added one).
 n=$(get "$llc" 0x01)
 [ "$n" -ge 4 ] || { echo "FAIL: $n CONFIRM LINK messages, expected 4 (two links)"; bad=$((bad + 1)); }
+# Both stacks speak Linux's RMBE layout: every CONFIRM LINK, request and
+# response, carries flag 0x03 (no RMBE eyecatcher).
+flags=$(tsh -Y 'smc.llc_msg == 0x01' -T fields -e smc.confirm.link.flags)
+noeye=0
+for f in $flags; do
+    [ $((f & 0x03)) = 3 ] && noeye=$((noeye + 1))
+done
+echo "CONFIRM LINK: $noeye of $(echo "$flags" | grep -c .) with flag 0x03 (no RMBE eyecatcher): $(echo $flags)"
+[ "$noeye" -ge 4 ] && [ "$noeye" = "$(echo "$flags" | grep -c .)" ] ||
+    { echo "FAIL: CONFIRM LINK without flag 0x03"; bad=$((bad + 1)); }
 # Every CDC the stacks sent is on the wire (rxe may resend a lost one).
 cdc=$(get "$llc" 0xfe)
 sent=0
