@@ -34,23 +34,30 @@ static void conn_notify(struct smcr_conn *conn)
 
 int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p)
 {
-	uint8_t tx_eye = p->sndbuf.rmb ? p->sndbuf.rmb->eye_len : 0;
+	struct smcr_rmbe rx, tx;
+	uint8_t tx_eye;
 
-	if (!p->rmbe.rmb || !p->sndbuf.rmb || p->peer_elem_size <= tx_eye ||
-	    p->sndbuf.data_len != p->peer_elem_size - tx_eye ||
+	/* The elements as their RMBs' layout has them now (it may have been
+	 * fixed since they were taken). */
+	if (!p->rmbe.rmb || !p->sndbuf.rmb ||
+	    smcr_rmbe_get(p->rmbe.rmb, p->rmbe.index, &rx) ||
+	    smcr_rmbe_get(p->sndbuf.rmb, p->sndbuf.index, &tx))
+		return -EINVAL;
+	tx_eye = tx.rmb->eye_len;
+	if (p->peer_elem_size <= tx_eye || tx.data_len != p->peer_elem_size - tx_eye ||
 	    p->peer_index < 1 || !p->link || !p->peer_rmb)
 		return -EINVAL;
 	memset(conn, 0, sizeof(*conn));
 	conn->token = p->token;
 	conn->peer_token = p->peer_token;
-	conn->rmbe = p->rmbe;
-	conn->sndbuf = p->sndbuf;
+	conn->rmbe = rx;
+	conn->sndbuf = tx;
 	conn->peer_rmb = p->peer_rmb;
 	conn->peer_base = (uint32_t)(p->peer_index - 1) * p->peer_elem_size;
-	conn->rx_eye = p->rmbe.rmb->eye_len;
+	conn->rx_eye = rx.rmb->eye_len;
 	conn->tx_eye = tx_eye;
 	conn->peer_offset = conn->peer_base + tx_eye;
-	conn->tx_len = p->sndbuf.data_len;
+	conn->tx_len = tx.data_len;
 	conn->link = p->link;
 	conn->link->nconns++;
 	/* The first CDC carries seqno 1 (A.4); nothing is confirmed yet. */
