@@ -16,6 +16,8 @@ PACKAGES=(
     nbdkit nbd-client libnbd-bin python3-libnbd qemu-utils qemu-block-extra fio fuse3
     # protocol checks, memory checks
     tshark valgrind
+    # smcrd's units and socket activation (systemd.pc, systemd-socket-activate)
+    systemd
     # benchmark and soak reports (plots)
     gnuplot-nox
     # the rxe VM lane: a stock Debian kernel under qemu, busybox initramfs

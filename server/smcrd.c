@@ -29,6 +29,7 @@
 #include "smcrd-export.h"
 #include "log.h"
 #include "strbuf.h"
+#include "smcrd-systemd.h"
 #include "nbd-server.h"
 #include "transport.h"
 #include "transport-smcr.h"
@@ -440,6 +441,32 @@ close_fds:
 	return r;
 }
 
+/* Listeners from systemd (socket activation) instead of -l/-p: 1 when
+ * there were some, 0 when none, -1 on error (logged). */
+static int listen_activated(struct server *s)
+{
+	char err[128];
+	int i, n = sysd_listen_fds(s->lfd, LISTEN_MAX, err, sizeof(err));
+
+	if (n < 0) {
+		smcr_err("socket activation: %s", err);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		char addr[80] = "?";
+
+		if (getsockname(s->lfd[i], (struct sockaddr *)&ss, &len) == 0)
+			bd_format_addr((struct sockaddr *)&ss, len, addr, sizeof(addr));
+		smcr_info("listening for NBD over TCP on %s (socket activation)", addr);
+	}
+	s->nlfd = (unsigned)n;
+	if (n && (s->cfg.listen || strcmp(s->cfg.port, "10809")))
+		smcr_info("socket activation: the listen address and port are systemd's");
+	return n > 0;
+}
+
 /* --- configuration ------------------------------------------------------ */
 
 static char *abs_path(const char *cwd, const char *p)
@@ -649,7 +676,8 @@ static void usage(FILE *f)
 "  -V, --version            version\n"
 "\n"
 "Signals: SIGTERM/SIGINT drain in-flight requests and exit; SIGHUP reloads\n"
-"the exports of the config file, connected clients stay.\n"
+"the exports of the config file, connected clients stay.\n""Under systemd: sockets passed with LISTEN_FDS/LISTEN_PID serve NBD/TCP\n"
+"instead of --listen/--port; READY=1 goes to NOTIFY_SOCKET when set.\n"
 "See smcrd(8).\n");
 }
 
@@ -1033,7 +1061,8 @@ int main(int argc, char **argv)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 		s.cfg.threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
 	}
-	if (listen_on(&s, s.cfg.listen, s.cfg.port) < 0)
+	r = listen_activated(&s);
+	if (r < 0 || (r == 0 && listen_on(&s, s.cfg.listen, s.cfg.port) < 0))
 		goto out_table;
 	log_table(s.table);
 
@@ -1102,9 +1131,18 @@ int main(int argc, char **argv)
 		close(notify);
 		notify = -1;
 	}
+	{
+		char st[64];
+
+		snprintf(st, sizeof(st), "READY=1\nMAINPID=%ld", (long)getpid());
+		r = sysd_notify(st);
+		if (r < 0)
+			smcr_warn("cannot notify systemd: %s", strerror(-r));
+	}
 
 	ctl_start(&s);
 	serve(&s, sfd);
+	sysd_notify("STOPPING=1");
 	smcr_ctl_close(s.ctl);
 	s.ctl = NULL;
 	shutdown_server(&s);
