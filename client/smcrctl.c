@@ -50,6 +50,8 @@ static int ask(const char *path, const char *cmd, char **out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t len = 0, cap = 65536;
+	struct ucred cred;
+	socklen_t credlen = sizeof(cred);
 	char *buf = NULL;
 	int fd, r = 0;
 
@@ -60,6 +62,18 @@ static int ask(const char *path, const char *cmd, char **out)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		r = -errno;
+		goto out;
+	}
+	/* Only a program of root's or ours may answer (not one that took
+	 * over the socket's name). */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (cred.uid != 0 && cred.uid != geteuid()) {
+		fprintf(stderr, "smcrctl: %s: served by uid %u, neither root nor us: "
+			"not trusted\n", path, (unsigned int)cred.uid);
+		r = -EPERM;
 		goto out;
 	}
 	if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) < 0 ||
@@ -132,20 +146,29 @@ static int find_targets(const char *filter, bool with_stale, struct target **out
 	struct target *t = NULL;
 	unsigned n = 0, cap = 0;
 	struct dirent *de;
+	const char *why;
 	DIR *d;
+	int r;
 
 	*stale = 0;
-	d = opendir(ctl_dir);
-	if (!d) {
-		*out = NULL;
-		*n_out = 0;
-		return errno == ENOENT ? 0 : -errno;
+	*out = NULL;
+	*n_out = 0;
+	/* A directory that another user owns or may write holds whatever
+	 * sockets they like: not read at all. */
+	r = smcr_ctl_dir_check(ctl_dir, &why);
+	if (r == -ENOENT)
+		return 0;
+	if (r) {
+		fprintf(stderr, "smcrctl: %s: %s: not trusted\n", ctl_dir, why);
+		return r;
 	}
+	d = opendir(ctl_dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
 	while ((de = readdir(d))) {
 		size_t l = strlen(de->d_name);
 		struct target x;
 		char *dot, *answer;
-		int r;
 
 		if (l < 7 || strcmp(de->d_name + l - 5, ".sock"))
 			continue;

@@ -71,6 +71,30 @@ char *smcr_ctl_dir(char *buf, size_t len)
 	return buf;
 }
 
+int smcr_ctl_dir_check(const char *dir, const char **why)
+{
+	struct stat st;
+	const char *w = NULL;
+	int ret = 0;
+
+	if (lstat(dir, &st)) {
+		ret = -errno;
+		w = strerror(errno);
+	} else if (!S_ISDIR(st.st_mode)) {
+		ret = -ENOTDIR;
+		w = "not a directory";
+	} else if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		ret = -EPERM;
+		w = "owned by another user";
+	} else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		ret = -EPERM;
+		w = "writable by group or others";
+	}
+	if (why)
+		*why = w;
+	return ret;
+}
+
 const char *smcr_ctl_path(struct smcr_ctl *ctl)
 {
 	return ctl ? ctl->path : "";
@@ -299,12 +323,32 @@ static void status(struct smcr_ctl *ctl, struct sbuf *b, bool json)
 		sb_printf(b, "}}\n");
 }
 
-static void command(struct smcr_ctl *ctl, const char *line, struct sbuf *b)
+/* Commands anybody who can connect may run: they change nothing. */
+static bool read_only(const char *line)
+{
+	static const char *const ro[] = { "status", "status-json", "stats", "stats-json",
+					  "help" };
+	size_t i;
+
+	for (i = 0; i < sizeof(ro) / sizeof(ro[0]); i++)
+		if (!strcmp(line, ro[i]))
+			return true;
+	return false;
+}
+
+/* uid: the client's (SO_PEERCRED); the rest (fault, section commands)
+ * only for root and the program's own user. */
+static void command(struct smcr_ctl *ctl, const char *line, uid_t uid, struct sbuf *b)
 {
 	struct smcr_stats st;
 	unsigned int i;
 	int r;
 
+	if (!read_only(line) && uid != 0 && uid != geteuid()) {
+		sb_printf(b, "error: permission denied: only root or uid %u may change "
+			  "state (you are uid %u)\n", (unsigned int)geteuid(), (unsigned int)uid);
+		return;
+	}
 	if (!strcmp(line, "status")) {
 		status(ctl, b, false);
 	} else if (!strcmp(line, "status-json")) {
@@ -380,6 +424,8 @@ static void serve_one(struct smcr_ctl *ctl, int fd)
 	struct sbuf b = { 0 };
 	int64_t deadline = mono_ms() + CTL_CLIENT_MS;
 	size_t got = 0, off, len;
+	struct ucred cred;
+	socklen_t credlen = sizeof(cred);
 	char *nl = NULL;
 
 	while (!nl && got < sizeof(line) - 1) {
@@ -407,7 +453,9 @@ static void serve_one(struct smcr_ctl *ctl, int fd)
 		line[--len] = '\0';
 	if (!len)
 		return;
-	command(ctl, line, &b);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) < 0)
+		cred.uid = (uid_t)-1;	/* nobody: read-only commands */
+	command(ctl, line, cred.uid, &b);
 	if (b.oom) {
 		free(b.p);
 		b = (struct sbuf){ 0 };
@@ -478,9 +526,10 @@ static int mkdir_p(const char *dir)
 			return -errno;
 		*p = '/';
 	}
-	if (mkdir(tmp, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
+	if (mkdir(tmp, 0755) == 0)
+		/* Ours: 0755 whatever the umask (smcr_ctl_dir_check()). */
+		return chmod(tmp, 0755) ? -errno : 0;
+	return errno == EEXIST ? 0 : -errno;
 }
 
 /* Removes the sockets of programs that are gone (killed without a chance
@@ -517,7 +566,7 @@ static void remove_stale(const char *dir)
 int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *env = getenv("SMCR_CTL");
+	const char *env = getenv("SMCR_CTL"), *why;
 	char dir[sizeof(sa.sun_path)];
 	struct smcr_ctl *ctl;
 	pthread_condattr_t ca;
@@ -538,6 +587,13 @@ int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp
 	ret = mkdir_p(dir);
 	if (ret) {
 		smcr_warn("ctl: cannot create %s: %s", dir, strerror(-ret));
+		goto out_free;
+	}
+	/* Another user who owns or may write the directory could replace
+	 * our socket with theirs. */
+	ret = smcr_ctl_dir_check(dir, &why);
+	if (ret) {
+		smcr_warn("ctl: %s: %s: not using it", dir, why);
 		goto out_free;
 	}
 	if (snprintf(ctl->path, sizeof(ctl->path), "%s/%s.%d.sock", dir, ctl->name,

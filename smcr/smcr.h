@@ -253,6 +253,11 @@ void smcr_ctl_close(struct smcr_ctl *ctl);
 const char *smcr_ctl_path(struct smcr_ctl *ctl);
 /* The directory of control sockets (as above); returns buf. */
 char *smcr_ctl_dir(char *buf, size_t len);
+/* 0 when dir may be trusted with control sockets: a directory (not a
+ * link) owned by root or by us, not writable by group or others; else
+ * -EPERM (another owner, or writable), -ENOTDIR or -errno, with the
+ * reason in *why (may be NULL).  smcr_ctl_open() refuses any other. */
+int smcr_ctl_dir_check(const char *dir, const char **why);
 
 /* A program's own part of the status (exports, clients, NBD connections).
  * dump writes text or one JSON value into buf, like smcr_ctx_dump(): the

@@ -1,0 +1,72 @@
+#!/bin/bash
+# Who may use a control socket (issue 13, defect 4): status and stats for
+# anybody who can connect, fault injection and section commands only for
+# root and the daemon's user (SO_PEERCRED); a control directory that
+# another user owns or that group/others may write is refused by smcrd
+# (no socket) and by smcrctl (not read).  Root only (a second uid through
+# setpriv); about 4 s.
+# smcr-timeout: 60
+. "${srcdir:-.}/functions.sh"
+. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-client-lib.sh"
+requires_root
+requires setpriv --version
+requires python3 --version
+id nobody >/dev/null 2>&1 || skip "no user nobody"
+
+d=$(scratch_dir)
+chmod 0755 "$d"
+truncate -s 1M "$d/disk.img"
+# Under /tmp: nobody cannot reach into the test's own scratch directory.
+top=$(mktemp -d /tmp/smcrbd-ctl.XXXXXX)
+cleanup_fn "rm -rf '$top'"
+chmod 0755 "$top"
+export SMCR_CTL_DIR=$top/ctl
+as_nobody() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$@"; }
+
+start_smcrd --export "disk=$d/disk.img"
+sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
+wait_for 10 test -S "$sock"
+# A member of the socket's group, say: the socket is open to nobody here.
+chmod 0666 "$sock"
+as_nobody "$SMCRCTL" stats smcrd >"$d/out" 2>&1 || as_nobody "$SMCRCTL" status smcrd >"$d/out" 2>&1 ||
+    { cat "$d/out"; fail "nobody cannot read the status"; }
+as_nobody "$SMCRCTL" fail-link 1 smcrd >"$d/out" 2>&1 && fail "nobody failed a link"
+grep -q "permission denied: only root or uid 0" "$d/out" || { cat "$d/out"; fail "no refusal for nobody"; }
+as_nobody "$SMCRCTL" send smcrd smcrd drop >"$d/out" 2>&1
+grep -q "permission denied" "$d/out" || { cat "$d/out"; fail "a section command ran for nobody"; }
+# Raw, whatever smcrctl does: fault is refused for nobody, allowed for root.
+raw() {
+    python3 -c 'import socket,sys
+s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"fault fail-link=1\n")
+print(s.recv(4096).decode())' "$sock"
+}
+as_nobody bash -c "$(declare -f raw); sock='$sock' raw" | grep -q "permission denied" ||
+    fail "raw fault not refused for nobody"
+raw | grep -q "permission denied" && fail "root refused"
+echo "verified: nobody reads status, gets 'permission denied' for fail-link, send, raw fault"
+stop_smcrd
+
+# Directories smcrd and smcrctl must not trust.
+bad() {
+    local why=$1
+    : >"$SMCRD_LOG"
+    start_smcrd --export "disk=$d/disk.img"
+    wait_for 5 grep -q "ctl: $SMCR_CTL_DIR: $why: not using it" "$SMCRD_LOG"
+    ls "$SMCR_CTL_DIR" | grep -q 'smcrd\.' && fail "smcrd made a socket in a $why directory"
+    stop_smcrd
+    # A socket planted there is not asked.
+    python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' \
+        "$SMCR_CTL_DIR/smcrd.$$.sock"
+    "$SMCRCTL" list >"$d/out" 2>&1 && fail "smcrctl listed a $why directory"
+    grep -q "$why: not trusted" "$d/out" || { cat "$d/out"; fail "smcrctl gave no reason ($why)"; }
+    rm -f "$SMCR_CTL_DIR/smcrd.$$.sock"
+}
+chmod 0777 "$SMCR_CTL_DIR"
+bad "writable by group or others"
+chmod 0775 "$SMCR_CTL_DIR"
+bad "writable by group or others"
+chmod 0755 "$SMCR_CTL_DIR"
+chown nobody "$SMCR_CTL_DIR"
+bad "owned by another user"
+echo "verified: smcrd and smcrctl refuse a 0777, a 0775 and a nobody-owned control directory"
