@@ -425,9 +425,10 @@ static void print_info(struct conn *c, const char *who)
 	if (!c->s || smcr_sock_info(c->s, &info))
 		return;
 	if (info.smc)
-		printf("%s: SMC-R (%s contact), link %u, RMBE %u, peer RMBE %u\n", who,
+		printf("%s: SMC-R (%s contact), link %u, RMBE %u, peer RMBE %u, layout %s\n", who,
 		       info.first_contact ? "first" : "subsequent", info.link_id,
-		       info.rmbe_size, info.peer_rmbe_size);
+		       info.rmbe_size, info.peer_rmbe_size,
+		       info.rmbe_eyecatcher ? "rfc" : "linux");
 	else
 		printf("%s: TCP fallback: %s (%s)\n", who, smcr_reason_str(info.fallback_reason),
 		       info.fallback_by_peer ? "declined by peer" : "local");
