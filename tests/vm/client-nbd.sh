@@ -32,7 +32,7 @@ vm_run B "for i in \$(seq 300); do grep -q 'listening for NBD over SMC-R' /tmp/s
 cat /tmp/smcrd.log; exit 1" || fail "smcrd did not come up in B"
 
 # --- 1. nbdkit smcr + kernel nbd-client, ext4 ----------------------------------
-kit=$(vm_bg A "exec nbdkit -f -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN server=$B1 export=disk connections=2 timeout=60 2>/tmp/nbdkit.log")
+kit=$(vm_bg A "exec nbdkit -f -v -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN server=$B1 export=disk connections=2 timeout=60 2>/tmp/nbdkit.log")
 out=$(vm_run -t 240 A '
 set -eu
 for i in $(seq 600); do grep -q "nbd: smcr://" /tmp/nbdkit.log && break; sleep 0.1; done
