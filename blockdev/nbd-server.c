@@ -393,6 +393,36 @@ out_free_name:
 	return r;
 }
 
+static int tls_mode(const struct hs *h)
+{
+	return h->ops->tls_mode && h->ops->starttls ? h->ops->tls_mode(h->ctx) : NBD_TLS_OFF;
+}
+
+/* NBD_OPT_STARTTLS: ACK, then the TLS handshake on the same stream.
+ * What was negotiated before is forgotten (it was in the clear). */
+static int do_starttls(struct hs *h)
+{
+	int r;
+
+	if (tls_mode(h) == NBD_TLS_OFF)
+		return hs_error(h, NBD_OPT_STARTTLS, NBD_REP_ERR_UNSUP, "TLS is not offered here");
+	if (h->s->tls)
+		return hs_error(h, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID, "TLS is already on");
+	if (h->len)
+		return hs_error(h, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID,
+				"NBD_OPT_STARTTLS takes no data");
+	r = hs_reply(h, NBD_OPT_STARTTLS, NBD_REP_ACK, NULL, 0);
+	if (r < 0)
+		return r;
+	r = h->ops->starttls(h->ctx, h->t, hs_timeout(h), h->lim->cancel_fd);
+	if (r < 0)
+		return r == -ECONNRESET ? -ECONNABORTED : r;
+	h->s->tls = true;
+	h->s->structured = false;
+	h->meta_alloc = false;
+	return 0;
+}
+
 /* NBD_OPT_EXPORT_NAME: no way to report an error but hanging up. */
 static int do_export_name(struct hs *h)
 {
@@ -505,6 +535,22 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 				return r;
 			continue;
 		}
+		if (tls_mode(&h) == NBD_TLS_REQUIRE && !out->tls &&
+		    opt.option != NBD_OPT_STARTTLS && opt.option != NBD_OPT_ABORT) {
+			if (opt.option == NBD_OPT_EXPORT_NAME) {
+				smcr_info("nbd: %s: NBD_OPT_EXPORT_NAME without TLS: hanging up",
+					  t->peer);
+				r = -EACCES;
+			} else {
+				r = hs_error(&h, opt.option, NBD_REP_ERR_TLS_REQD,
+					     "TLS is required: send NBD_OPT_STARTTLS first");
+			}
+			free(h.data);
+			h.data = NULL;
+			if (r < 0)
+				return r;
+			continue;
+		}
 		switch (opt.option) {
 		case NBD_OPT_EXPORT_NAME:
 			r = do_export_name(&h);
@@ -538,7 +584,7 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 			r = do_meta_context(&h, opt.option);
 			break;
 		case NBD_OPT_STARTTLS:
-			r = hs_error(&h, opt.option, NBD_REP_ERR_UNSUP, "TLS is not supported");
+			r = do_starttls(&h);
 			break;
 		default:
 			r = hs_error(&h, opt.option, NBD_REP_ERR_UNSUP,

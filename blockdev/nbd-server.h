@@ -46,7 +46,16 @@ struct nbd_server_ops {
 	 * when set, every option that would select an export is refused
 	 * with NBD_REP_ERR_POLICY and this text. */
 	const char *(*refusal)(void *ctx);
+	/* Optional: TLS (NBD_OPT_STARTTLS).  tls_mode says NBD_TLS_OFF (not
+	 * offered), NBD_TLS_ON (at the client's choice) or NBD_TLS_REQUIRE
+	 * (every option but STARTTLS and ABORT refused with
+	 * NBD_REP_ERR_TLS_REQD until the upgrade); starttls upgrades t in
+	 * place after the ACK (0, or -errno: the session ends). */
+	int (*tls_mode)(void *ctx);
+	int (*starttls)(void *ctx, struct bd_transport *t, int timeout_ms, int cancel_fd);
 };
+
+enum { NBD_TLS_OFF = 0, NBD_TLS_ON = 1, NBD_TLS_REQUIRE = 2 };
 
 struct nbd_handshake_limits {
 	int timeout_ms;			/* per read/write; < 0: none */
@@ -66,6 +75,7 @@ struct nbd_server_session {
 	bool block_size_ack;		/* client asked for NBD_INFO_BLOCK_SIZE */
 	bool base_allocation;		/* base:allocation selected for this export
 					 * (NBD_META_ID_BASE_ALLOCATION) */
+	bool tls;			/* upgraded by NBD_OPT_STARTTLS */
 };
 
 /* Runs the handshake.  0: transmission phase with *out filled in.

@@ -101,6 +101,7 @@ struct bd_transport_ops {
 struct bd_transport {
 	const struct bd_transport_ops *ops;
 	char peer[64];				/* printable peer, for logs */
+	void *tls;				/* TLS state (transport-tls.c) */
 };
 
 static inline ssize_t bd_readv(struct bd_transport *t, const struct iovec *iov, int n)

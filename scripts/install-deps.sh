@@ -7,7 +7,7 @@ PACKAGES=(
     # build
     build-essential autoconf automake libtool pkg-config
     libibverbs-dev liburing-dev nbdkit-plugin-dev libfuse3-dev
-    libcunit1-dev libssl-dev libjson-c-dev clang
+    libcunit1-dev libssl-dev libjson-c-dev libgnutls28-dev clang
     # the SMC TCP option on SYNs: a BPF program (smcr/synopt.bpf.c)
     libbpf-dev bpftool
     # RDMA userspace (verbs providers incl. rxe, tools, benchmarks)
@@ -18,6 +18,8 @@ PACKAGES=(
     tshark valgrind
     # smcrd's units and socket activation (systemd.pc, systemd-socket-activate)
     systemd
+    # TLS tests: certificates and PSK files (certtool, psktool)
+    gnutls-bin
     # benchmark and soak reports (plots)
     gnuplot-nox
     # the rxe VM lane: a stock Debian kernel under qemu, busybox initramfs

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "strbuf.h"
 #include "smcrd-systemd.h"
+#include "transport-tls.h"
 #include "nbd-server.h"
 #include "transport.h"
 #include "transport-smcr.h"
@@ -107,6 +108,10 @@ struct server {
 	struct smcr_sock *smcr_ls;	/* its listener */
 	struct smcr_ctl *ctl;		/* control socket (smcrctl), or NULL */
 	char cwd[PATH_MAX];
+	/* TLS on NBD/TCP (--tls, --tls-certificates, --tls-psk) */
+	int tls_mode;			/* NBD_TLS_* */
+	char *tls_dir, *tls_psk;
+	struct bd_tls *tls;
 };
 
 struct hs_ctx {
@@ -205,12 +210,31 @@ static const char *cb_refusal(void *arg)
 	return h->refusal[0] ? h->refusal : NULL;
 }
 
+/* TLS is for NBD/TCP: not offered on the SMC-R port (its connections
+ * that fell back to TCP included). */
+static int cb_tls_mode(void *arg)
+{
+	struct hs_ctx *h = arg;
+
+	return h->smcr_fd >= 0 || strcmp(h->t->ops->name, "tcp") ? NBD_TLS_OFF
+								   : h->srv->tls_mode;
+}
+
+static int cb_starttls(void *arg, struct bd_transport *t, int timeout_ms, int cancel_fd)
+{
+	struct hs_ctx *h = arg;
+
+	return bd_tls_upgrade(t, h->srv->tls, timeout_ms, cancel_fd);
+}
+
 static const struct nbd_server_ops hs_ops = {
 	.lookup = cb_lookup,
 	.release = cb_release,
 	.list = cb_list,
 	.shutting_down = cb_shutting_down,
 	.refusal = cb_refusal,
+	.tls_mode = cb_tls_mode,
+	.starttls = cb_starttls,
 };
 
 static void client_gone(void *arg)
@@ -671,6 +695,11 @@ static void usage(FILE *f)
 "  -f, --foreground         stay in the foreground, log to stderr\n"
 "  -P, --pidfile FILE       write the process id to FILE\n"
 "  -L, --log-file FILE      append log lines to FILE\n"
+"      --tls MODE           TLS on NBD/TCP (NBD_OPT_STARTTLS): off (default),\n"
+"                             on (at the client's choice) or require\n"
+"      --tls-certificates DIR  server-cert.pem, server-key.pem (and\n"
+"                             ca-cert.pem) in DIR (default /etc/pki/smcrd)\n"
+"      --tls-psk FILE       pre-shared keys (psktool's username:hexkey) instead\n"
 "  -v, --verbose            debug logging\n"
 "  -h, --help               this text\n"
 "  -V, --version            version\n"
@@ -681,7 +710,8 @@ static void usage(FILE *f)
 "See smcrd(8).\n");
 }
 
-enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION };
+enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_TLS,
+       OPT_TLS_CERTIFICATES, OPT_TLS_PSK };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -696,6 +726,9 @@ static const struct option long_opts[] = {
 	{ "direct", no_argument, NULL, 'd' },
 	{ "no-fixed-buffers", no_argument, NULL, OPT_NO_FIXED_BUFFERS },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
+	{ "tls", required_argument, NULL, OPT_TLS },
+	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
+	{ "tls-psk", required_argument, NULL, OPT_TLS_PSK },
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "pidfile", required_argument, NULL, 'P' },
 	{ "log-file", required_argument, NULL, 'L' },
@@ -798,6 +831,26 @@ static int parse_args(struct server *s, int argc, char **argv)
 			cfg->set_mask |= CFG_SET_SYN_OPTION;
 			break;
 		}
+		case OPT_TLS:
+			if (!strcmp(optarg, "off"))
+				s->tls_mode = NBD_TLS_OFF;
+			else if (!strcmp(optarg, "on"))
+				s->tls_mode = NBD_TLS_ON;
+			else if (!strcmp(optarg, "require"))
+				s->tls_mode = NBD_TLS_REQUIRE;
+			else {
+				fprintf(stderr, "smcrd: --tls %s: not off, on or require\n", optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_TLS_CERTIFICATES:
+			free(s->tls_dir);
+			s->tls_dir = abs_path(s->cwd, optarg);
+			break;
+		case OPT_TLS_PSK:
+			free(s->tls_psk);
+			s->tls_psk = abs_path(s->cwd, optarg);
+			break;
 		case 'f':
 			cfg->foreground = true;
 			break;
@@ -835,6 +888,14 @@ bad:
 	}
 	if (!cfg->config_file && !cfg->cli_exports.n) {
 		fprintf(stderr, "smcrd: nothing to export (use --export or --config)\n");
+		return -EINVAL;
+	}
+	if ((s->tls_dir || s->tls_psk) && s->tls_mode == NBD_TLS_OFF) {
+		fprintf(stderr, "smcrd: --tls-certificates/--tls-psk without --tls=on|require\n");
+		return -EINVAL;
+	}
+	if (s->tls_dir && s->tls_psk) {
+		fprintf(stderr, "smcrd: give --tls-certificates or --tls-psk, not both\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -1041,6 +1102,24 @@ int main(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out_config;
 	}
+	if (s.tls_mode != NBD_TLS_OFF) {
+		char err[256];
+
+		if (s.tls_mode == NBD_TLS_REQUIRE && s.cfg.smcr_port) {
+			smcr_err("--tls=require cannot cover the SMC-R port (its data goes by RDMA, "
+				 "not through TLS): use --tls=on, or no SMC-R port");
+			status = EXIT_USAGE;
+			goto out_table;
+		}
+		if (bd_tls_server_new(s.tls_dir, s.tls_psk, &s.tls, err, sizeof(err)) < 0) {
+			smcr_err("TLS: %s", err);
+			status = EXIT_USAGE;
+			goto out_table;
+		}
+		smcr_info("TLS %s on NBD/TCP (%s)",
+			  s.tls_mode == NBD_TLS_REQUIRE ? "required" : "offered",
+			  s.tls_psk ? "pre-shared keys" : "X.509 certificates");
+	}
 	if (s.cfg.log_file) {
 		/* Not through a symbolic link; mode 0640. */
 		int fd = open(s.cfg.log_file, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
@@ -1166,6 +1245,9 @@ out_listen:
 	if (notify >= 0)
 		close(notify);		/* the parent reads EOF: failure */
 out_table:
+	bd_tls_free(s.tls);
+	free(s.tls_dir);
+	free(s.tls_psk);
 	export_table_free(s.table);
 out_config:
 	config_free(&s.cfg);

@@ -1985,11 +1985,110 @@ static void test_bs_engine(void)
 	free(buf);
 }
 
+/* --- STARTTLS in the handshake (the upgrade itself stubbed) ---------------------- */
+
+static int tls_stub_calls;
+
+static int stub_tls_mode(void *ctx)
+{
+	return NBD_TLS_REQUIRE;
+}
+
+static int stub_starttls(void *ctx, struct bd_transport *t, int timeout_ms, int cancel_fd)
+{
+	tls_stub_calls++;
+	return 0;		/* the stream stays plain: only the state machine */
+}
+
+static const struct nbd_server_ops fake_tls_ops = {
+	.lookup = fake_lookup, .release = fake_release, .list = fake_list,
+	.shutting_down = fake_shutting_down,
+	.tls_mode = stub_tls_mode, .starttls = stub_starttls,
+};
+
+static void *fake_tls_server_main(void *arg)
+{
+	struct fake_srv *s = arg;
+	struct nbd_handshake_limits lim = { .timeout_ms = 5000, .cancel_fd = -1,
+					    .max_options = 32 };
+
+	s->result = nbd_server_handshake(s->t, &fake_tls_ops, s, &lim, &s->sess);
+	if (s->result < 0) {
+		bd_close(s->t);
+		s->t = NULL;
+	}
+	return NULL;
+}
+
+static void test_tls_required(void)
+{
+	struct fake_srv s = { 0 };
+	struct bd_transport *ct;
+	struct nbd_client *c;
+	struct nbd_export_info info;
+	uint32_t rep;
+	pthread_t th;
+
+	tls_stub_calls = 0;
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_tls_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	/* Before the upgrade: everything but STARTTLS and ABORT refused. */
+	CU_ASSERT_EQUAL(nbd_client_structured(c), -EPERM);
+	CU_ASSERT_EQUAL(nbd_client_last_reply(c, NULL), NBD_REP_ERR_TLS_REQD);
+	CU_ASSERT_EQUAL(nbd_client_info(c, "disk", &info), -EPERM);
+	CU_ASSERT_EQUAL(nbd_client_list(c, NULL, NULL), -EPERM);
+	CU_ASSERT_EQUAL(s.lookups, 0);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_STARTTLS, "x", 1, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_INVALID);
+	CU_ASSERT_EQUAL(tls_stub_calls, 0);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_STARTTLS, NULL, 0, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ACK);
+	/* Once only (the answer also says the upgrade ran); then the options
+	 * work. */
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_STARTTLS, NULL, 0, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_INVALID);
+	CU_ASSERT_EQUAL(tls_stub_calls, 1);
+	CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "disk", &info), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, 0);
+	CU_ASSERT(s.sess.tls);
+	CU_ASSERT(s.sess.structured);
+	nbd_client_close(c);
+	bd_close(s.t);
+
+	/* Structured replies negotiated in the clear are forgotten. */
+	memset(&s, 0, sizeof(s));
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_tls_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_STARTTLS, NULL, 0, &rep), 0);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "disk", &info), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, 0);
+	CU_ASSERT(!s.sess.structured);
+	nbd_client_close(c);
+	bd_close(s.t);
+
+	/* NBD_OPT_EXPORT_NAME without TLS: hung up on. */
+	memset(&s, 0, sizeof(s));
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_tls_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_export_name(c, "disk", &info), -ECONNRESET);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, -EACCES);
+	CU_ASSERT_EQUAL(s.lookups, 0);
+	nbd_client_close(c);
+}
+
 static CU_TestInfo bs_tests[] = {
 	{ "request check and reply bytes", test_bs_check_and_reply },
 	{ "extents from SEEK_DATA/SEEK_HOLE", test_bs_scan },
 	{ "meta context negotiation", test_bs_handshake },
 	{ "engine", test_bs_engine },
+	{ "STARTTLS required", test_tls_required },
 	CU_TEST_INFO_NULL,
 };
 

@@ -1,0 +1,398 @@
+/* smcrbd: TLS (GnuTLS) on a transport, upgraded in place (NBD STARTTLS).
+ *
+ * bd_tls_upgrade() runs the TLS handshake over the transport's own ops and
+ * then swaps its ops for the ones here: the same struct bd_transport, its
+ * bytes now encrypted.  GnuTLS reads and writes through the saved inner
+ * ops (non-blocking: EAGAIN goes back up as -EAGAIN).
+ *
+ * readv reads records until the caller's buffers are full or the socket
+ * is empty, so a short read means "poll before reading again" as for TCP.
+ * A record that could not be sent whole is kept by GnuTLS: writev then
+ * says -EAGAIN (or counts only what went before), and the next writev,
+ * which starts with the same bytes, flushes it and counts it. */
+#include <config.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <gnutls/gnutls.h>
+
+#include "log.h"
+#include "transport-tls.h"
+
+#define TLS_CHUNK	16384		/* plaintext per record */
+
+struct bd_tls {
+	gnutls_certificate_credentials_t x509;
+	gnutls_psk_server_credentials_t psk;
+	gnutls_priority_t prio;
+};
+
+struct tls_state {
+	const struct bd_transport_ops *inner;
+	gnutls_session_t s;
+	size_t pending;			/* plaintext of a record GnuTLS holds */
+	uint8_t buf[TLS_CHUNK];		/* small pieces gathered */
+};
+
+/* The ops of every upgraded transport; its state hangs off t->tls. */
+static const struct bd_transport_ops tls_ops;
+
+static struct tls_state *st(struct bd_transport *t)
+{
+	return t->tls;
+}
+
+/* --- GnuTLS's I/O, through the inner ops ----------------------------------- */
+
+static ssize_t vec_push(gnutls_transport_ptr_t p, const giovec_t *iov, int cnt)
+{
+	struct bd_transport *t = p;
+	const struct bd_transport_ops *in = t->ops == &tls_ops ? st(t)->inner : t->ops;
+	ssize_t n = in->writev(t, (const struct iovec *)iov, cnt);
+
+	if (n >= 0)
+		return n;
+	gnutls_transport_set_errno(st(t)->s, (int)-n);
+	return -1;
+}
+
+static ssize_t pull(gnutls_transport_ptr_t p, void *buf, size_t len)
+{
+	struct bd_transport *t = p;
+	const struct bd_transport_ops *in = t->ops == &tls_ops ? st(t)->inner : t->ops;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	ssize_t n = in->readv(t, &iov, 1);
+
+	if (n >= 0)
+		return n;
+	gnutls_transport_set_errno(st(t)->s, (int)-n);
+	return -1;
+}
+
+static int pull_timeout(gnutls_transport_ptr_t p, unsigned int ms)
+{
+	struct bd_transport *t = p;
+	const struct bd_transport_ops *in = t->ops == &tls_ops ? st(t)->inner : t->ops;
+	struct pollfd pfd = { .fd = in->poll_fd(t), .events = in->poll_events(t, BD_WANT_READ) };
+
+	return poll(&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
+}
+
+static int tls_errno(int r)
+{
+	switch (r) {
+	case GNUTLS_E_AGAIN:
+		return -EAGAIN;
+	case GNUTLS_E_INTERRUPTED:
+		return -EINTR;
+	case GNUTLS_E_PREMATURE_TERMINATION:
+	case GNUTLS_E_PUSH_ERROR:
+	case GNUTLS_E_PULL_ERROR:
+		return -ECONNRESET;
+	default:
+		return -EPROTO;
+	}
+}
+
+/* --- the upgraded transport ------------------------------------------------ */
+
+static ssize_t tls_readv(struct bd_transport *t, const struct iovec *iov, int cnt)
+{
+	struct tls_state *ts = st(t);
+	size_t total = 0;
+	int i;
+
+	for (i = 0; i < cnt; i++) {
+		size_t off = 0;
+
+		while (off < iov[i].iov_len) {
+			ssize_t r = gnutls_record_recv(ts->s, (uint8_t *)iov[i].iov_base + off,
+						       iov[i].iov_len - off);
+
+			if (r == GNUTLS_E_INTERRUPTED)
+				continue;
+			if (r == 0)
+				return (ssize_t)total;		/* close_notify */
+			if (r < 0) {
+				if (total)
+					return (ssize_t)total;
+				if (r != GNUTLS_E_AGAIN)
+					smcr_dbg("tls: %s: receive: %s", t->peer,
+						 gnutls_strerror((int)r));
+				return tls_errno((int)r);
+			}
+			off += (size_t)r;
+			total += (size_t)r;
+		}
+	}
+	return (ssize_t)total;
+}
+
+/* The next piece of plaintext after skipping skip bytes of iov: straight
+ * from the caller's memory when it is one piece, else gathered. */
+static size_t next_piece(struct tls_state *ts, const struct iovec *iov, int cnt, size_t skip,
+			 const void **p)
+{
+	size_t n = 0;
+	int i;
+
+	for (i = 0; i < cnt && skip >= iov[i].iov_len; i++)
+		skip -= iov[i].iov_len;
+	if (i == cnt)
+		return 0;
+	if (iov[i].iov_len - skip >= TLS_CHUNK || i == cnt - 1) {
+		n = iov[i].iov_len - skip;
+		*p = (const uint8_t *)iov[i].iov_base + skip;
+		return n > TLS_CHUNK ? TLS_CHUNK : n;
+	}
+	for (; i < cnt && n < TLS_CHUNK; i++) {
+		size_t k = iov[i].iov_len - skip;
+
+		if (k > TLS_CHUNK - n)
+			k = TLS_CHUNK - n;
+		memcpy(ts->buf + n, (const uint8_t *)iov[i].iov_base + skip, k);
+		n += k;
+		skip = 0;
+	}
+	*p = ts->buf;
+	return n;
+}
+
+static ssize_t tls_writev(struct bd_transport *t, const struct iovec *iov, int cnt)
+{
+	struct tls_state *ts = st(t);
+	size_t total = 0;
+	ssize_t r;
+
+	if (ts->pending) {
+		/* The same bytes come again first: the record GnuTLS holds. */
+		do {
+			r = gnutls_record_send(ts->s, NULL, 0);
+		} while (r == GNUTLS_E_INTERRUPTED);
+		if (r < 0)
+			return tls_errno((int)r);
+		total = ts->pending;
+		ts->pending = 0;
+	}
+	for (;;) {
+		const void *p = NULL;
+		size_t n = next_piece(ts, iov, cnt, total, &p);
+
+		if (!n)
+			break;
+		do {
+			r = gnutls_record_send(ts->s, p, n);
+		} while (r == GNUTLS_E_INTERRUPTED);
+		if (r == GNUTLS_E_AGAIN) {
+			ts->pending = n;
+			break;
+		}
+		if (r < 0) {
+			smcr_dbg("tls: %s: send: %s", t->peer, gnutls_strerror((int)r));
+			return total ? (ssize_t)total : tls_errno((int)r);
+		}
+		total += (size_t)r;
+	}
+	return total ? (ssize_t)total : -EAGAIN;
+}
+
+static int tls_poll_fd(struct bd_transport *t)
+{
+	return st(t)->inner->poll_fd(t);
+}
+
+static short tls_poll_events(struct bd_transport *t, unsigned want)
+{
+	return st(t)->inner->poll_events(t, want);
+}
+
+static int tls_peer_addr(struct bd_transport *t, struct sockaddr_storage *ss, socklen_t *len)
+{
+	const struct bd_transport_ops *in = st(t)->inner;
+
+	return in->peer_addr ? in->peer_addr(t, ss, len) : -ENOTSUP;
+}
+
+static int tls_shutdown(struct bd_transport *t)
+{
+	const struct bd_transport_ops *in = st(t)->inner;
+
+	/* close_notify if it fits now; the peer sees the end either way. */
+	gnutls_bye(st(t)->s, GNUTLS_SHUT_WR);
+	return in->shutdown ? in->shutdown(t) : 0;
+}
+
+static void tls_close(struct bd_transport *t)
+{
+	struct tls_state *ts = st(t);
+
+	t->ops = ts->inner;
+	t->tls = NULL;
+	gnutls_deinit(ts->s);
+	free(ts);
+	t->ops->close(t);
+}
+
+static const struct bd_transport_ops tls_ops = {
+	.name = "tls",
+	.readv = tls_readv,
+	.writev = tls_writev,
+	.poll_fd = tls_poll_fd,
+	.poll_events = tls_poll_events,
+	.peer_addr = tls_peer_addr,
+	.shutdown = tls_shutdown,
+	.close = tls_close,
+};
+
+/* --- credentials and the handshake ------------------------------------------ */
+
+static int file_exists(const char *dir, const char *name, char *path, size_t len)
+{
+	struct stat sb;
+
+	snprintf(path, len, "%s/%s", dir, name);
+	return stat(path, &sb) == 0;
+}
+
+int bd_tls_server_new(const char *cert_dir, const char *psk_file, struct bd_tls **out,
+		      char *err, size_t errlen)
+{
+	/* TLS 1.2 and 1.3 only (the NBD spec: 1.2 at least, no older by
+	 * default); PSK key exchanges added when a PSK file is used. */
+	const char *prio = psk_file ? "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:"
+				      "+ECDHE-PSK:+DHE-PSK:+PSK"
+				    : "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
+	char cert[4096], key[4096], ca[4096];
+	struct bd_tls *c;
+	int r;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	if (psk_file) {
+		r = gnutls_psk_allocate_server_credentials(&c->psk);
+		if (r == 0)
+			r = gnutls_psk_set_server_credentials_file(c->psk, psk_file);
+		if (r < 0) {
+			snprintf(err, errlen, "PSK file %s: %s", psk_file, gnutls_strerror(r));
+			goto out_free;
+		}
+	} else {
+		if (!cert_dir)
+			cert_dir = "/etc/pki/smcrd";
+		if (!file_exists(cert_dir, "server-cert.pem", cert, sizeof(cert)) ||
+		    !file_exists(cert_dir, "server-key.pem", key, sizeof(key))) {
+			snprintf(err, errlen, "%s: no server-cert.pem and server-key.pem", cert_dir);
+			r = -ENOENT;
+			goto out_free;
+		}
+		r = gnutls_certificate_allocate_credentials(&c->x509);
+		if (r == 0 && file_exists(cert_dir, "ca-cert.pem", ca, sizeof(ca)))
+			r = gnutls_certificate_set_x509_trust_file(c->x509, ca,
+								   GNUTLS_X509_FMT_PEM) < 0 ? -1 : 0;
+		if (r == 0)
+			r = gnutls_certificate_set_x509_key_file(c->x509, cert, key,
+								 GNUTLS_X509_FMT_PEM);
+		if (r < 0) {
+			snprintf(err, errlen, "certificates in %s: %s", cert_dir,
+				 r == -1 ? "bad ca-cert.pem" : gnutls_strerror(r));
+			goto out_free;
+		}
+	}
+	r = gnutls_priority_init(&c->prio, prio, NULL);
+	if (r < 0) {
+		snprintf(err, errlen, "TLS priorities: %s", gnutls_strerror(r));
+		goto out_free;
+	}
+	*out = c;
+	return 0;
+out_free:
+	bd_tls_free(c);
+	return -EINVAL;
+}
+
+void bd_tls_free(struct bd_tls *c)
+{
+	if (!c)
+		return;
+	if (c->prio)
+		gnutls_priority_deinit(c->prio);
+	if (c->x509)
+		gnutls_certificate_free_credentials(c->x509);
+	if (c->psk)
+		gnutls_psk_free_server_credentials(c->psk);
+	free(c);
+}
+
+int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int cancel_fd)
+{
+	struct tls_state *ts;
+	int r;
+
+	if (t->tls)
+		return -EALREADY;
+	ts = calloc(1, sizeof(*ts));
+	if (!ts)
+		return -ENOMEM;
+	ts->inner = t->ops;
+	r = gnutls_init(&ts->s, GNUTLS_SERVER | GNUTLS_NONBLOCK);
+	if (r < 0)
+		goto out_free;
+	r = gnutls_priority_set(ts->s, c->prio);
+	if (r == 0 && c->x509)
+		r = gnutls_credentials_set(ts->s, GNUTLS_CRD_CERTIFICATE, c->x509);
+	if (r == 0 && c->psk)
+		r = gnutls_credentials_set(ts->s, GNUTLS_CRD_PSK, c->psk);
+	if (r < 0)
+		goto out_deinit;
+	t->tls = ts;
+	gnutls_transport_set_ptr(ts->s, t);
+	gnutls_transport_set_vec_push_function(ts->s, vec_push);
+	gnutls_transport_set_pull_function(ts->s, pull);
+	gnutls_transport_set_pull_timeout_function(ts->s, pull_timeout);
+	for (;;) {
+		int w;
+
+		r = gnutls_handshake(ts->s);
+		if (r == 0)
+			break;
+		if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED)
+			goto out_unset;
+		w = bd_wait(t, gnutls_record_get_direction(ts->s) ? BD_WANT_WRITE : BD_WANT_READ,
+			    timeout_ms, cancel_fd);
+		if (w < 0) {
+			smcr_info("tls: %s: handshake: %s", t->peer, strerror(-w));
+			t->tls = NULL;
+			gnutls_deinit(ts->s);
+			free(ts);
+			return w;
+		}
+	}
+	{
+		char *desc = gnutls_session_get_desc(ts->s);
+
+		smcr_info("tls: %s: %s", t->peer, desc ? desc : "handshake done");
+		gnutls_free(desc);
+	}
+	t->ops = &tls_ops;
+	return 0;
+out_unset:
+	t->tls = NULL;
+out_deinit:
+	smcr_info("tls: %s: handshake failed: %s", t->peer, gnutls_strerror(r));
+	gnutls_deinit(ts->s);
+out_free:
+	free(ts);
+	return -EPROTO;
+}
+
+bool bd_tls_active(const struct bd_transport *t)
+{
+	return t->ops == &tls_ops;
+}
