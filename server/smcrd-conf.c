@@ -45,6 +45,8 @@ void config_free(struct smcrd_config *cfg)
 	free(cfg->smcr_port);
 	free(cfg->pidfile);
 	free(cfg->log_file);
+	free(cfg->tls_certificates);
+	free(cfg->tls_psk);
 	free(cfg->config_file);
 	export_list_free(&cfg->cli_exports);
 	memset(cfg, 0, sizeof(*cfg));
@@ -409,6 +411,17 @@ static int set_str(char **dst, const char *val)
 	return 0;
 }
 
+int config_parse_tls(const char *s)
+{
+	if (!strcmp(s, "off"))
+		return 0;
+	if (!strcmp(s, "on"))
+		return 1;
+	if (!strcmp(s, "require"))
+		return 2;
+	return -EINVAL;
+}
+
 static int global_set(struct smcrd_config *cfg, const char *key, const char *val,
 		      char *err, size_t errlen)
 {
@@ -489,6 +502,19 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			cfg->syn_option = (int)m;
 		return 0;
 	}
+	if (!strcmp(key, "tls")) {
+		int m = config_parse_tls(val);
+
+		if (m < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_TLS))
+			cfg->tls = m;
+		return 0;
+	}
+	if (!strcmp(key, "tls-certificates"))
+		return FROM_CLI(CFG_SET_TLS_CERTS) ? 0 : set_str(&cfg->tls_certificates, val);
+	if (!strcmp(key, "tls-psk"))
+		return FROM_CLI(CFG_SET_TLS_PSK) ? 0 : set_str(&cfg->tls_psk, val);
 	seterr(err, errlen, "unknown setting '%s'", key);
 	return -EINVAL;
 bad:

@@ -42,6 +42,9 @@ struct smcrd_config {
 	bool direct;
 	bool fixed_buffers;		/* io_uring fixed buffers (default on) */
 	int syn_option;			/* enum smcr_syn_option (default auto) */
+	int tls;			/* NBD_TLS_OFF, _ON, _REQUIRE */
+	char *tls_certificates;		/* directory */
+	char *tls_psk;			/* PSK file */
 	bool foreground;
 	bool verbose;
 	char *pidfile;
@@ -64,6 +67,12 @@ struct smcrd_config {
 #define CFG_SET_PIDFILE		(1u << 9)
 #define CFG_SET_LOG_FILE	(1u << 10)
 #define CFG_SET_SYN_OPTION	(1u << 11)
+#define CFG_SET_TLS		(1u << 12)
+#define CFG_SET_TLS_CERTS	(1u << 13)
+#define CFG_SET_TLS_PSK		(1u << 14)
+
+/* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */
+int config_parse_tls(const char *s);
 
 void config_defaults(struct smcrd_config *cfg);
 void config_free(struct smcrd_config *cfg);

@@ -108,10 +108,8 @@ struct server {
 	struct smcr_sock *smcr_ls;	/* its listener */
 	struct smcr_ctl *ctl;		/* control socket (smcrctl), or NULL */
 	char cwd[PATH_MAX];
-	/* TLS on NBD/TCP (--tls, --tls-certificates, --tls-psk) */
-	int tls_mode;			/* NBD_TLS_* */
-	char *tls_dir, *tls_psk;
-	struct bd_tls *tls;
+	int tls_mode;			/* NBD_TLS_*, from cfg.tls */
+	struct bd_tls *tls;		/* TLS credentials on NBD/TCP */
 };
 
 struct hs_ctx {
@@ -832,24 +830,22 @@ static int parse_args(struct server *s, int argc, char **argv)
 			break;
 		}
 		case OPT_TLS:
-			if (!strcmp(optarg, "off"))
-				s->tls_mode = NBD_TLS_OFF;
-			else if (!strcmp(optarg, "on"))
-				s->tls_mode = NBD_TLS_ON;
-			else if (!strcmp(optarg, "require"))
-				s->tls_mode = NBD_TLS_REQUIRE;
-			else {
+			cfg->tls = config_parse_tls(optarg);
+			if (cfg->tls < 0) {
 				fprintf(stderr, "smcrd: --tls %s: not off, on or require\n", optarg);
 				return -EINVAL;
 			}
+			cfg->set_mask |= CFG_SET_TLS;
 			break;
 		case OPT_TLS_CERTIFICATES:
-			free(s->tls_dir);
-			s->tls_dir = abs_path(s->cwd, optarg);
+			free(cfg->tls_certificates);
+			cfg->tls_certificates = abs_path(s->cwd, optarg);
+			cfg->set_mask |= CFG_SET_TLS_CERTS;
 			break;
 		case OPT_TLS_PSK:
-			free(s->tls_psk);
-			s->tls_psk = abs_path(s->cwd, optarg);
+			free(cfg->tls_psk);
+			cfg->tls_psk = abs_path(s->cwd, optarg);
+			cfg->set_mask |= CFG_SET_TLS_PSK;
 			break;
 		case 'f':
 			cfg->foreground = true;
@@ -888,14 +884,6 @@ bad:
 	}
 	if (!cfg->config_file && !cfg->cli_exports.n) {
 		fprintf(stderr, "smcrd: nothing to export (use --export or --config)\n");
-		return -EINVAL;
-	}
-	if ((s->tls_dir || s->tls_psk) && s->tls_mode == NBD_TLS_OFF) {
-		fprintf(stderr, "smcrd: --tls-certificates/--tls-psk without --tls=on|require\n");
-		return -EINVAL;
-	}
-	if (s->tls_dir && s->tls_psk) {
-		fprintf(stderr, "smcrd: give --tls-certificates or --tls-psk, not both\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -1102,8 +1090,19 @@ int main(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out_config;
 	}
+	s.tls_mode = s.cfg.tls;
+	if ((s.cfg.tls_certificates || s.cfg.tls_psk) && s.tls_mode == NBD_TLS_OFF) {
+		smcr_err("TLS certificates or keys given, but TLS is off (--tls=on|require)");
+		status = EXIT_USAGE;
+		goto out_table;
+	}
+	if (s.cfg.tls_certificates && s.cfg.tls_psk) {
+		smcr_err("give TLS certificates or a PSK file, not both");
+		status = EXIT_USAGE;
+		goto out_table;
+	}
 	if (s.tls_mode != NBD_TLS_OFF) {
-		char err[256];
+		char err[256], *dir = NULL, *psk = NULL;
 
 		if (s.tls_mode == NBD_TLS_REQUIRE && s.cfg.smcr_port) {
 			smcr_err("--tls=require cannot cover the SMC-R port (its data goes by RDMA, "
@@ -1111,14 +1110,22 @@ int main(int argc, char **argv)
 			status = EXIT_USAGE;
 			goto out_table;
 		}
-		if (bd_tls_server_new(s.tls_dir, s.tls_psk, &s.tls, err, sizeof(err)) < 0) {
+		/* Relative paths of the config file: from smcrd's start directory. */
+		if (s.cfg.tls_certificates)
+			dir = abs_path(s.cwd, s.cfg.tls_certificates);
+		if (s.cfg.tls_psk)
+			psk = abs_path(s.cwd, s.cfg.tls_psk);
+		r = bd_tls_server_new(dir, psk, &s.tls, err, sizeof(err));
+		free(dir);
+		free(psk);
+		if (r < 0) {
 			smcr_err("TLS: %s", err);
 			status = EXIT_USAGE;
 			goto out_table;
 		}
 		smcr_info("TLS %s on NBD/TCP (%s)",
 			  s.tls_mode == NBD_TLS_REQUIRE ? "required" : "offered",
-			  s.tls_psk ? "pre-shared keys" : "X.509 certificates");
+			  s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates");
 	}
 	if (s.cfg.log_file) {
 		/* Not through a symbolic link; mode 0640. */
@@ -1246,8 +1253,6 @@ out_listen:
 		close(notify);		/* the parent reads EOF: failure */
 out_table:
 	bd_tls_free(s.tls);
-	free(s.tls_dir);
-	free(s.tls_psk);
 	export_table_free(s.table);
 out_config:
 	config_free(&s.cfg);

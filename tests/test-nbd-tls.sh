@@ -5,8 +5,8 @@
 #    TLS"; nbdcopy 8 MiB in and out (multi-conn) equal; base:allocation
 #    works inside TLS; a plain nbd:// client is refused (ERR_TLS_REQD) and
 #    gets nothing; a client that does not trust the CA fails the handshake;
-#  - --tls=require --tls-psk: nbds://alice@... with tls-psk-file copies the
-#    same; a wrong key fails;
+#  - tls = require, tls-psk = FILE in a config file: nbds://alice@... with
+#    tls-psk-file copies the same; a wrong key fails;
 #  - --tls=on: plain and TLS clients both served;
 #  - --tls=require with --smcr-port: refused at start (exit 2), since
 #    SMC-R data does not go through TLS.
@@ -96,9 +96,12 @@ fi
 echo "x509: plain client refused (ERR_TLS_REQD), foreign CA refused"
 stop_smcrd
 
-# --- PSK, required ---------------------------------------------------------------
+# --- PSK, required, from the config file --------------------------------------
 SMCRD_LOG=$d/psk.log
-start_smcrd --tls=require --tls-psk "$d/keys.psk" --export "disk=$d/disk.img"
+printf 'tls = require\ntls-psk = %s\n[export disk]\npath = %s\n' "$d/keys.psk" "$d/disk.img" \
+    >"$d/smcrd.conf"
+start_smcrd --config "$d/smcrd.conf"
+log_has "TLS required on NBD/TCP (pre-shared keys)" || fail "config file: tls keys not taken"
 copy_through "psk" "nbds://alice@127.0.0.1:$PORT/disk?tls-psk-file=$d/keys.psk"
 if nbdinfo "nbds://alice@127.0.0.1:$PORT/disk?tls-psk-file=$d/wrong.psk" >/dev/null 2>&1; then
     fail "a wrong pre-shared key was accepted"

@@ -2083,12 +2083,54 @@ static void test_tls_required(void)
 	nbd_client_close(c);
 }
 
+/* The TLS keys of the config file; the command line wins. */
+static void test_tls_config(void)
+{
+	char path[] = "/tmp/smcrbd-conf.XXXXXX";
+	struct smcrd_config cfg;
+	struct export_list l = { NULL, 0 };
+	char err[256];
+	FILE *f;
+	int fd = mkstemp(path);
+
+	CU_ASSERT_FATAL(fd >= 0);
+	f = fdopen(fd, "w");
+	fprintf(f, "tls = require\ntls-certificates = pki\ntls-psk = /k.psk\n");
+	fclose(f);
+	config_defaults(&cfg);
+	CU_ASSERT_EQUAL(cfg.tls, NBD_TLS_OFF);
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(cfg.tls, NBD_TLS_REQUIRE);
+	CU_ASSERT_STRING_EQUAL(cfg.tls_certificates, "pki");
+	CU_ASSERT_STRING_EQUAL(cfg.tls_psk, "/k.psk");
+	config_free(&cfg);
+	config_defaults(&cfg);
+	cfg.tls = NBD_TLS_ON;
+	cfg.set_mask = CFG_SET_TLS;
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(cfg.tls, NBD_TLS_ON);
+	config_free(&cfg);
+	f = fopen(path, "w");
+	fprintf(f, "tls = yes\n");
+	fclose(f);
+	config_defaults(&cfg);
+	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "'tls'"));
+	config_free(&cfg);
+	CU_ASSERT_EQUAL(config_parse_tls("on"), NBD_TLS_ON);
+	CU_ASSERT_EQUAL(config_parse_tls("off"), NBD_TLS_OFF);
+	CU_ASSERT(config_parse_tls("ON") < 0);
+	export_list_free(&l);
+	unlink(path);
+}
+
 static CU_TestInfo bs_tests[] = {
 	{ "request check and reply bytes", test_bs_check_and_reply },
 	{ "extents from SEEK_DATA/SEEK_HOLE", test_bs_scan },
 	{ "meta context negotiation", test_bs_handshake },
 	{ "engine", test_bs_engine },
 	{ "STARTTLS required", test_tls_required },
+	{ "TLS config keys", test_tls_config },
 	CU_TEST_INFO_NULL,
 };
 
@@ -2099,7 +2141,7 @@ static const struct unit_suite suites[] = {
 	{ "handshake", handshake_tests },
 	{ "engine", engine_tests },
 	{ "config", config_tests },
-	{ "base:allocation", bs_tests },
+	{ "base:allocation and TLS", bs_tests },
 	{ NULL, NULL },
 };
 
