@@ -5,7 +5,9 @@
  * header goes through nbd_request_decode and nbd_request_check, the
  * reply is built (nbd_reply_build) and a WRITE's payload skipped, as the
  * engine does.  The first input byte sets how many bytes each read
- * returns (a stream splits anywhere) and the server's refusal mode. */
+ * returns (a stream splits anywhere) and the server's mode: TLS required
+ * (the upgrade itself stubbed: the stream stays plain), refusing, or
+ * shutting down. */
 #include <config.h>
 
 #include <errno.h>
@@ -95,12 +97,28 @@ static const char *f_refusal(void *ctx)
 	return ((struct fctx *)ctx)->mode == 2 ? "too many clients" : NULL;
 }
 
+static int f_tls_mode(void *ctx)
+{
+	return ((struct fctx *)ctx)->mode == 1 ? NBD_TLS_REQUIRE : NBD_TLS_OFF;
+}
+
+static int f_starttls(void *ctx, struct bd_transport *t, int timeout_ms, int cancel_fd)
+{
+	(void)t;
+	(void)timeout_ms;
+	(void)cancel_fd;
+	FUZZ_REQUIRE(((struct fctx *)ctx)->mode == 1);
+	return 0;
+}
+
 static struct nbd_server_ops ops = {
 	.lookup = f_lookup,
 	.release = f_release,
 	.list = f_list,
 	.shutting_down = f_shutting_down,
 	.refusal = f_refusal,
+	.tls_mode = f_tls_mode,
+	.starttls = f_starttls,
 };
 
 /* The transmission phase as smcrd-engine.c's rx_parse_hdr sees it. */
@@ -179,6 +197,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_REQUIRE(c.held == 1 && s.handle);
 	FUZZ_REQUIRE(c.mode != 2 && c.mode != 3);
+	/* No way into transmission around a required TLS. */
+	FUZZ_REQUIRE(c.mode != 1 || s.tls);
+	FUZZ_REQUIRE(!s.base_allocation || s.structured);
 	transmission(&ft, &s);
 	f_release(&c, s.handle);
 	return 0;

@@ -45,6 +45,9 @@ put('nbd-server', 'meta-context', b'\x00' + cflags + opt(9, meta_req(b'disk', ()
     opt(8) + opt(10, meta_req(b'disk', (b'base:', b'base:allocation'))) +
     opt(7, name_req(b'disk')) + req(7, 0, 4096) + req(7, 4096, 1 << 20, 8) +
     req(7, 0, 0) + req(2, 0, 0))
+put('nbd-server', 'tls-required', b'\x40' + cflags + opt(8) + opt(3) + opt(5, b'x') +
+    opt(5) + opt(5) + opt(8) + opt(10, meta_req(b'disk', (b'base:allocation',))) +
+    opt(7, name_req(b'disk')) + req(7, 0, 4096) + req(0, 0, 512) + req(2, 0, 0))
 
 # --- NBD, the server's stream (fuzz-nbd-client) -------------------------------
 REPLY = 0x0003e889045565a9
