@@ -1110,6 +1110,7 @@ static int synopt_start(struct smcr_ctx *ctx)
 {
 	static bool warned;
 	enum smcr_syn_option mode = ctx->opts.syn_option;
+	char *c;
 	int ret;
 
 	if (mode == SMCR_SYN_OPTION_AUTO &&
@@ -1131,6 +1132,11 @@ static int synopt_start(struct smcr_ctx *ctx)
 		ctx->synopt = true;
 		return 0;
 	}
+	/* It goes into smcr_ctx_dump()'s JSON as is (a cgroup path may
+	 * hold anything). */
+	for (c = ctx->synopt_why; *c; c++)
+		if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
+			*c = '?';
 	if (mode == SMCR_SYN_OPTION_BPF) {
 		smcr_err("engine: syn-option=bpf: %s", ctx->synopt_why);
 		return ret;
