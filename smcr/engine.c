@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/timerfd.h>
 
 #include "engine.h"
@@ -608,16 +609,30 @@ const struct smcr_lgr_ops smcr_engine_lgr_ops = {
 	.now_ms = op_now,
 };
 
+/* As Linux's smcr_lgr_match(): the peer ID and our role, and an active
+ * link whose peer has this GID and MAC (and, for a client, the server's
+ * QP of the Accept).  A peer ID alone is the peer's to choose. */
 struct smcr_lgr *smcr_engine_lgr_find(struct smcr_ctx *ctx, enum smcr_role role,
-				      const uint8_t peer_id[8])
+				      const uint8_t peer_id[8], const uint8_t *gid,
+				      const uint8_t *mac, uint32_t qpn)
 {
 	struct smcr_lgr *lgr;
+	unsigned int i;
 
-	for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
-		if (lgr->role == role && !lgr->terminated &&
-		    memcmp(lgr->peer_id, peer_id, 8) == 0 &&
-		    smcr_lgr_active_links(lgr) > 0)
-			return lgr;
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
+		if (lgr->role != role || lgr->terminated ||
+		    memcmp(lgr->peer_id, peer_id, 8) != 0)
+			continue;
+		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+			const struct smcr_lgr_link *l = &lgr->links[i];
+
+			if (l->link && l->link->state == SMCR_LINK_ACTIVE &&
+			    memcmp(l->peer.gid, gid, SMCR_GID_LEN) == 0 &&
+			    memcmp(l->peer.mac, mac, SMCR_MAC_LEN) == 0 &&
+			    (role == SMCR_ROLE_SERVER || l->peer.qpn == qpn))
+				return lgr;
+		}
+	}
 	return NULL;
 }
 
@@ -1245,14 +1260,14 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 			ports_rescan(ctx);
 		}
 	}
-	/* Peer ID (A.2.1): a random instance and the first RNIC's MAC. */
-	for (i = 0; i < 2; i++)
-		ctx->peer_id[i] = (uint8_t)(rand() ^ getpid() >> (8 * i));
+	/* Peer ID (A.2.1): a random instance and the first RNIC's MAC (or
+	 * random bytes); from getrandom(), not guessable from the pid. */
+	if (getrandom(ctx->peer_id, sizeof(ctx->peer_id), 0) != sizeof(ctx->peer_id)) {
+		ret = -EIO;
+		goto out_put_ports;
+	}
 	if (ctx->nports)
 		memcpy(ctx->peer_id + 2, ctx->ports[0].mac, SMCR_MAC_LEN);
-	else
-		for (i = 2; i < 8; i++)
-			ctx->peer_id[i] = (uint8_t)rand();
 	ctx->last_rescan_ms = smcr_now_ms();
 	env = getenv("SMCR_FAULT");
 	if (env && *env) {

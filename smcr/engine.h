@@ -85,9 +85,11 @@ uint64_t smcr_now_ms(void);
 /* The port carrying a local address, or NULL. */
 struct smcr_port_ref *smcr_engine_port_for(struct smcr_ctx *ctx,
 					   const struct sockaddr *local);
-/* A link group to peer_id, or NULL. */
+/* Our group with this peer (peer ID, role, and an active link to gid and
+ * mac; a client also checks the server's qpn), or NULL. */
 struct smcr_lgr *smcr_engine_lgr_find(struct smcr_ctx *ctx, enum smcr_role role,
-				      const uint8_t peer_id[8]);
+				      const uint8_t peer_id[8], const uint8_t *gid,
+				      const uint8_t *mac, uint32_t qpn);
 /* Create a verbs link on a port for a group. */
 int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
 			struct smcr_port_ref *port, struct smcr_link **linkp,

@@ -262,7 +262,8 @@ static uint32_t cl_accept(void *arg, int fd, const struct smcr_clc_proposal *pro
 		st->link = NULL;	/* the group owns it now */
 		st->slot = 0;
 	} else {
-		st->lgr = smcr_engine_lgr_find(ctx, SMCR_ROLE_CLIENT, pid);
+		st->lgr = smcr_engine_lgr_find(ctx, SMCR_ROLE_CLIENT, pid, acc->gid, acc->mac,
+					       acc->qpn);
 		st->slot = st->lgr ? slot_by_peer(st->lgr, acc->qpn, acc->gid) : -1;
 		if (st->slot < 0) {
 			/* The server believes in a group we do not have. */
@@ -303,7 +304,7 @@ static uint32_t sv_accept_proposal(void *arg, int fd, const struct smcr_clc_prop
 		goto out_unlock;
 	}
 	peer_id_bytes(&prop->peer_id, pid);
-	st->lgr = smcr_engine_lgr_find(ctx, SMCR_ROLE_SERVER, pid);
+	st->lgr = smcr_engine_lgr_find(ctx, SMCR_ROLE_SERVER, pid, prop->gid, prop->mac, 0);
 	if (st->lgr) {
 		struct smcr_link *l = smcr_lgr_pick_link(st->lgr);
 

@@ -8,5 +8,6 @@ extern CU_TestInfo smcr_rmb_tests[];
 extern CU_TestInfo smcr_conn_tests[];
 extern CU_TestInfo smcr_lgr_tests[];
 extern CU_TestInfo smcr_clc_tests[];
+extern CU_TestInfo smcr_hostile_tests[];
 
 #endif

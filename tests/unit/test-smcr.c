@@ -119,6 +119,7 @@ static const struct unit_suite suites[] = {
 	{ "conn", smcr_conn_tests },
 	{ "lgr", smcr_lgr_tests },
 	{ "clc", smcr_clc_tests },
+	{ "hostile", smcr_hostile_tests },
 	{ NULL, NULL },
 };
 
