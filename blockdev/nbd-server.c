@@ -33,8 +33,8 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The wait allowed for the next read or write: the per-step timeout,
- * cut to what is left of the whole handshake. */
+/* The wait allowed for one step (TLS setup): the per-step timeout, cut
+ * to what is left of the whole handshake. */
 static int hs_timeout(struct hs *h)
 {
 	int64_t left;
@@ -51,7 +51,8 @@ static int hs_timeout(struct hs *h)
 
 static int hs_write(struct hs *h, const struct iovec *iov, int n)
 {
-	return bd_writev_full(h->t, iov, n, hs_timeout(h), h->lim->cancel_fd);
+	return bd_writev_full_by(h->t, iov, n, h->lim->timeout_ms, h->deadline,
+				 h->lim->cancel_fd);
 }
 
 static int hs_reply(struct hs *h, uint32_t option, uint32_t type, const void *data,
@@ -485,10 +486,14 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 	nbd_greeting_encode(NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES, &gw);
 	if (lim->total_ms > 0)
 		h.deadline = mono_ms() + lim->total_ms;
-	r = bd_write_full(t, &gw, sizeof(gw), hs_timeout(&h), lim->cancel_fd);
+	{
+		struct iovec iov = { .iov_base = &gw, .iov_len = sizeof(gw) };
+
+		r = hs_write(&h, &iov, 1);
+	}
 	if (r < 0)
 		return r == -EPIPE || r == -ECONNRESET ? -ECONNABORTED : r;
-	r = bd_read_full(t, &cw, sizeof(cw), hs_timeout(&h), lim->cancel_fd);
+	r = bd_read_full_by(t, &cw, sizeof(cw), lim->timeout_ms, h.deadline, lim->cancel_fd);
 	if (r < 0)
 		return r == -ECONNRESET ? -ECONNABORTED : r;
 	cflags = nbd_client_flags_decode(&cw);
@@ -503,7 +508,7 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		struct nbd_opt_wire ow;
 		struct nbd_opt opt;
 
-		r = bd_read_full(t, &ow, sizeof(ow), hs_timeout(&h), lim->cancel_fd);
+		r = bd_read_full_by(t, &ow, sizeof(ow), lim->timeout_ms, h.deadline, lim->cancel_fd);
 		if (r < 0)
 			return r == -ECONNRESET ? -ECONNABORTED : r;
 		if (nbd_opt_decode(&ow, &opt) < 0) {
@@ -519,7 +524,7 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		h.data = malloc(opt.len ? opt.len : 1);
 		if (!h.data)
 			return -ENOMEM;
-		r = bd_read_full(t, h.data, opt.len, hs_timeout(&h), lim->cancel_fd);
+		r = bd_read_full_by(t, h.data, opt.len, lim->timeout_ms, h.deadline, lim->cancel_fd);
 		if (r < 0) {
 			free(h.data);
 			return r == -ECONNRESET ? -ECONNABORTED : r;

@@ -70,8 +70,28 @@ int bd_wait(struct bd_transport *t, unsigned want, int timeout_ms, int cancel_fd
 	}
 }
 
+/* The next wait: timeout_ms, cut to what is left before deadline (ms on
+ * CLOCK_MONOTONIC, 0: none); -ETIMEDOUT once it has passed. */
+static int wait_ms(int timeout_ms, int64_t deadline)
+{
+	int64_t left;
+
+	if (!deadline)
+		return timeout_ms;
+	left = deadline - now_ms();
+	if (left <= 0)
+		return -ETIMEDOUT;
+	return timeout_ms >= 0 && timeout_ms < left ? timeout_ms : (int)left;
+}
+
 int bd_read_full(struct bd_transport *t, void *buf, size_t len, int timeout_ms,
 		 int cancel_fd)
+{
+	return bd_read_full_by(t, buf, len, timeout_ms, 0, cancel_fd);
+}
+
+int bd_read_full_by(struct bd_transport *t, void *buf, size_t len, int timeout_ms,
+		    int64_t deadline, int cancel_fd)
 {
 	uint8_t *p = buf;
 
@@ -80,7 +100,8 @@ int bd_read_full(struct bd_transport *t, void *buf, size_t len, int timeout_ms,
 		ssize_t n = bd_readv(t, &iov, 1);
 
 		if (n == -EAGAIN) {
-			int r = bd_wait(t, BD_WANT_READ, timeout_ms, cancel_fd);
+			int w = wait_ms(timeout_ms, deadline);
+			int r = w == -ETIMEDOUT ? w : bd_wait(t, BD_WANT_READ, w, cancel_fd);
 
 			if (r < 0)
 				return r;
@@ -114,6 +135,12 @@ int bd_skip_full(struct bd_transport *t, size_t len, int timeout_ms, int cancel_
 int bd_writev_full(struct bd_transport *t, const struct iovec *iov_in, int iovcnt,
 		   int timeout_ms, int cancel_fd)
 {
+	return bd_writev_full_by(t, iov_in, iovcnt, timeout_ms, 0, cancel_fd);
+}
+
+int bd_writev_full_by(struct bd_transport *t, const struct iovec *iov_in, int iovcnt,
+		      int timeout_ms, int64_t deadline, int cancel_fd)
+{
 	struct iovec iov[16];
 	int i, cnt = 0;
 
@@ -127,7 +154,8 @@ int bd_writev_full(struct bd_transport *t, const struct iovec *iov_in, int iovcn
 		ssize_t n = bd_writev(t, iov + i, cnt - i);
 
 		if (n == -EAGAIN) {
-			int r = bd_wait(t, BD_WANT_WRITE, timeout_ms, cancel_fd);
+			int w = wait_ms(timeout_ms, deadline);
+			int r = w == -ETIMEDOUT ? w : bd_wait(t, BD_WANT_WRITE, w, cancel_fd);
 
 			if (r < 0)
 				return r;

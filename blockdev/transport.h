@@ -140,6 +140,11 @@ int bd_wait(struct bd_transport *t, unsigned want, int timeout_ms, int cancel_fd
 /* Reads exactly len bytes; -ECONNRESET if the stream ends first. */
 int bd_read_full(struct bd_transport *t, void *buf, size_t len, int timeout_ms,
 		 int cancel_fd);
+/* The same, with an overall deadline as well (a time on
+ * CLOCK_MONOTONIC in ms; 0: none): each wait is cut to what is left of it, so a peer
+ * that trickles a byte now and then cannot stretch the read past it. */
+int bd_read_full_by(struct bd_transport *t, void *buf, size_t len, int timeout_ms,
+		    int64_t deadline, int cancel_fd);
 /* Reads and drops len bytes. */
 int bd_skip_full(struct bd_transport *t, size_t len, int timeout_ms, int cancel_fd);
 /* Writes all of iov (the array is not modified). */
@@ -147,6 +152,8 @@ int bd_writev_full(struct bd_transport *t, const struct iovec *iov, int iovcnt,
 		   int timeout_ms, int cancel_fd);
 int bd_write_full(struct bd_transport *t, const void *buf, size_t len, int timeout_ms,
 		  int cancel_fd);
+int bd_writev_full_by(struct bd_transport *t, const struct iovec *iov, int iovcnt,
+		      int timeout_ms, int64_t deadline, int cancel_fd);
 
 /* --- TCP ---------------------------------------------------------------- */
 

@@ -27,6 +27,8 @@
 
 #define DEFAULT_QUEUE_DEPTH	128
 #define DEFAULT_MAX_CLIENTS	128
+#define DEFAULT_MAX_HANDSHAKES	32
+#define DEFAULT_HS_TIMEOUT	60
 #define DEFAULT_MAX_MEMORY	(UINT64_C(1) << 30)
 
 void config_defaults(struct smcrd_config *cfg)
@@ -34,6 +36,8 @@ void config_defaults(struct smcrd_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->queue_depth = DEFAULT_QUEUE_DEPTH;
 	cfg->max_clients = DEFAULT_MAX_CLIENTS;
+	cfg->max_handshakes = DEFAULT_MAX_HANDSHAKES;
+	cfg->handshake_timeout = DEFAULT_HS_TIMEOUT;
 	cfg->max_memory = DEFAULT_MAX_MEMORY;
 	cfg->fixed_buffers = true;
 }
@@ -470,6 +474,24 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			goto bad;
 		if (!FROM_CLI(CFG_SET_MAX_CLIENTS))
 			cfg->max_clients = v;
+		return 0;
+	}
+	if (!strcmp(key, "max-handshakes")) {
+		unsigned v;
+
+		if (parse_uint(val, 1, 65536, &v) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_MAX_HANDSHAKES))
+			cfg->max_handshakes = v;
+		return 0;
+	}
+	if (!strcmp(key, "handshake-timeout")) {
+		unsigned v;
+
+		if (parse_uint(val, 1, 3600, &v) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_HS_TIMEOUT))
+			cfg->handshake_timeout = v;
 		return 0;
 	}
 	if (!strcmp(key, "max-memory")) {

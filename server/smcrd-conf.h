@@ -38,6 +38,8 @@ struct smcrd_config {
 	unsigned queue_depth;		/* requests in flight per connection */
 	unsigned threads;		/* I/O worker threads */
 	unsigned max_clients;
+	unsigned max_handshakes;	/* clients in the handshake (CLC, NBD options) */
+	unsigned handshake_timeout;	/* s, whole handshake */
 	uint64_t max_memory;		/* bytes of request buffers */
 	bool direct;
 	bool fixed_buffers;		/* io_uring fixed buffers (default on) */
@@ -70,6 +72,8 @@ struct smcrd_config {
 #define CFG_SET_TLS		(1u << 12)
 #define CFG_SET_TLS_CERTS	(1u << 13)
 #define CFG_SET_TLS_PSK		(1u << 14)
+#define CFG_SET_MAX_HANDSHAKES	(1u << 15)
+#define CFG_SET_HS_TIMEOUT	(1u << 16)
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */
 int config_parse_tls(const char *s);

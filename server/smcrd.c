@@ -37,7 +37,6 @@
 
 #define EXIT_USAGE		2
 #define HANDSHAKE_TIMEOUT_MS	30000
-#define HANDSHAKE_TOTAL_MS	120000
 #define HANDSHAKE_MAX_OPTIONS	128
 #define MAX_REFUSING		16
 #define LISTEN_MAX		8
@@ -99,6 +98,8 @@ struct server {
 	unsigned clients;		/* handshaking + connected */
 	unsigned handshakes;		/* threads running */
 	unsigned refusing;
+	/* Limits reached (smcrctl status smcrd). */
+	uint64_t refused_max_clients, refused_handshakes, handshake_timeouts, accept_paused;
 	bool stopping;
 	int cancel_fd;			/* pipe read end: readable when stopping */
 	int cancel_wr;
@@ -244,13 +245,16 @@ static void client_gone(void *arg)
 	pthread_mutex_unlock(&s->lock);
 }
 
+static struct ratelog rl_accept = RATELOG_INIT, rl_max_clients = RATELOG_INIT,
+		      rl_handshakes = RATELOG_INIT, rl_hs_timeout = RATELOG_INIT;
+
 static void *handshake_main(void *arg)
 {
 	struct hs_ctx *h = arg;
 	struct server *s = h->srv;
 	struct nbd_handshake_limits lim = {
 		.timeout_ms = HANDSHAKE_TIMEOUT_MS,
-		.total_ms = HANDSHAKE_TOTAL_MS,
+		.total_ms = (int)s->cfg.handshake_timeout * 1000,
 		.cancel_fd = s->cancel_fd,
 		.max_options = HANDSHAKE_MAX_OPTIONS,
 	};
@@ -285,6 +289,12 @@ static void *handshake_main(void *arg)
 		/* The SMC-R rendezvous failed: logged above. */
 	} else if (r == -ECONNABORTED) {
 		smcr_dbg("client %s: left during the handshake", h->t->peer);
+	} else if (r == -ETIMEDOUT) {
+		pthread_mutex_lock(&s->lock);
+		s->handshake_timeouts++;
+		pthread_mutex_unlock(&s->lock);
+		limit_warn(&rl_hs_timeout, "client %s: handshake not done in time "
+			   "(handshake-timeout %u s): closed", h->t->peer, s->cfg.handshake_timeout);
 	} else {
 		smcr_info("client %s: handshake ended: %s", h->t->peer, strerror(-r));
 	}
@@ -311,7 +321,6 @@ static void hs_free(struct hs_ctx *h)
 	free(h);
 }
 
-static struct ratelog rl_accept = RATELOG_INIT, rl_max_clients = RATELOG_INIT;
 
 /* Returns -EMFILE when out of descriptors (the caller pauses), else 0. */
 static int accept_one(struct server *s, int lfd, bool smcr)
@@ -330,6 +339,9 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 		r = errno;
 		if (r == EAGAIN || r == EINTR || r == ECONNABORTED)
 			return 0;
+		pthread_mutex_lock(&s->lock);
+		s->accept_paused++;
+		pthread_mutex_unlock(&s->lock);
 		limit_warn(&rl_accept, "accept: %s: not accepting for %d ms", strerror(r),
 			   ACCEPT_PAUSE_MS);
 		return r == EMFILE || r == ENFILE || r == ENOBUFS || r == ENOMEM ?
@@ -355,7 +367,17 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 	}
 	bd_format_addr((struct sockaddr *)&ss, len, peer, sizeof(peer));
 	pthread_mutex_lock(&s->lock);
+	if (s->handshakes >= s->cfg.max_handshakes) {
+		/* Half-open (CLC or NBD options): no thread, no reply. */
+		s->refused_handshakes++;
+		pthread_mutex_unlock(&s->lock);
+		limit_warn(&rl_handshakes, "client %s: %u clients in the handshake "
+			   "(max-handshakes): closing", peer, s->cfg.max_handshakes);
+		hs_free(h);
+		return 0;
+	}
 	if (s->clients >= s->cfg.max_clients) {
+		s->refused_max_clients++;
 		if (s->refusing >= MAX_REFUSING) {
 			pthread_mutex_unlock(&s->lock);
 			limit_warn(&rl_max_clients,
@@ -685,6 +707,10 @@ static void usage(FILE *f)
 "  -q, --queue-depth N      requests in flight per connection (default 128)\n"
 "  -t, --threads N          I/O worker threads (default: online CPUs)\n"
 "  -m, --max-clients N      simultaneous clients (default 128)\n"
+"      --max-handshakes N   clients in the handshake (CLC, NBD options) at once;\n"
+"                             more are closed at once (default 32)\n"
+"      --handshake-timeout S  whole handshake, however the client trickles\n"
+"                             (default 60)\n"
 "  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
 "  -d, --direct             O_DIRECT on every export\n"
 "      --no-fixed-buffers   plain request buffers, not registered with io_uring\n"
@@ -709,7 +735,7 @@ static void usage(FILE *f)
 }
 
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_TLS,
-       OPT_TLS_CERTIFICATES, OPT_TLS_PSK };
+       OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -723,6 +749,8 @@ static const struct option long_opts[] = {
 	{ "max-memory", required_argument, NULL, 'M' },
 	{ "direct", no_argument, NULL, 'd' },
 	{ "no-fixed-buffers", no_argument, NULL, OPT_NO_FIXED_BUFFERS },
+	{ "max-handshakes", required_argument, NULL, OPT_MAX_HANDSHAKES },
+	{ "handshake-timeout", required_argument, NULL, OPT_HS_TIMEOUT },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
 	{ "tls", required_argument, NULL, OPT_TLS },
 	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
@@ -802,6 +830,16 @@ static int parse_args(struct server *s, int argc, char **argv)
 			if (parse_uint(optarg, 1, 65536, &cfg->max_clients) < 0)
 				goto bad;
 			cfg->set_mask |= CFG_SET_MAX_CLIENTS;
+			break;
+		case OPT_MAX_HANDSHAKES:
+			if (parse_uint(optarg, 1, 65536, &cfg->max_handshakes) < 0)
+				goto bad;
+			cfg->set_mask |= CFG_SET_MAX_HANDSHAKES;
+			break;
+		case OPT_HS_TIMEOUT:
+			if (parse_uint(optarg, 1, 3600, &cfg->handshake_timeout) < 0)
+				goto bad;
+			cfg->set_mask |= CFG_SET_HS_TIMEOUT;
 			break;
 		case 'M':
 			if (parse_size(optarg, &sz) < 0 || sz < (64u << 20))
@@ -992,7 +1030,19 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 	pthread_mutex_lock(&s->lock);
 	clients = s->clients;
 	off = smcr_out(buf, len, off, json ?
-		      "{\"clients\":%u,\"connections\":%u,\"max_clients\":%u,\"requests\":%llu,"
+		      "{\"limits\":{\"max_handshakes\":%u,\"handshake_timeout\":%u,"
+		      "\"refused_max_clients\":%llu,\"refused_handshakes\":%llu,"
+		      "\"handshake_timeouts\":%llu,\"accept_paused\":%llu}," :
+		      "limits: max-handshakes %u, handshake-timeout %u s; refused at "
+		      "max-clients %llu, at max-handshakes %llu, handshake timeouts %llu, "
+		      "accept paused %llu\n",
+		      s->cfg.max_handshakes, s->cfg.handshake_timeout,
+		      (unsigned long long)s->refused_max_clients,
+		      (unsigned long long)s->refused_handshakes,
+		      (unsigned long long)s->handshake_timeouts,
+		      (unsigned long long)s->accept_paused);
+	off = smcr_out(buf, len, off, json ?
+		      "\"clients\":%u,\"connections\":%u,\"max_clients\":%u,\"requests\":%llu,"
 		      "\"zc_writes\":%llu,\"zc_reads\":%llu,\"file_reads\":%llu,\"inline_writes\":%llu,\"exports\":[" :
 		      "clients %u (in transmission %u, max %u), requests %llu, zero-copy writes %llu, "
 		      "zero-copy reads %llu, sendfile reads %llu, inline writes %llu\n",

@@ -38,7 +38,7 @@ stop_smcrd
 start_smcrd() {
     PORT=$(free_port)
     prlimit --nofile=64:64 "$SMCRD" -f -l 127.0.0.1 -p "$PORT" --smcr-port "$SPORT" \
-        --max-clients 200 --export "disk=$d/disk.img" >>"$SMCRD_LOG" 2>&1 &
+        --max-clients 200 --max-handshakes 200 --export "disk=$d/disk.img" >>"$SMCRD_LOG" 2>&1 &
     SMCRD_PID=$!
     cleanup_fn "kill -KILL $SMCRD_PID 2>/dev/null"
     wait_for 15 served

@@ -1,0 +1,62 @@
+#!/bin/bash
+# smcrd's named limits at their edges (issue 13):
+#  - handshake-timeout holds inside a read (defect 2): slow loris clients
+#    that trickle one byte a second into an NBD_OPT_GO payload are closed
+#    when it ends, a good client gets in right after, the closes are
+#    counted and logged once, not per client;
+#  - max-handshakes: with N-1 clients silent in the handshake a good one
+#    is served; with N the next is closed at once (counted); when they go
+#    a good client is served again.
+# About 12 s.
+# smcr-timeout: 90
+. "${srcdir:-.}/functions.sh"
+. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-client-lib.sh"
+requires python3 --version
+HOSTILE=$srcdir/hostile-clients.py
+
+d=$(scratch_dir)
+truncate -s 1M "$d/disk.img"
+limit() {
+    "$SMCRCTL" --json status smcrd | python3 -c '
+import json, sys
+print(json.load(sys.stdin)[0]["sections"]["smcrd"]["limits"][sys.argv[1]])' "$1"
+}
+
+# --- handshake-timeout 3 s, every client slot taken by a loris ---------
+start_smcrd --export "disk=$d/disk.img" --max-clients 10 --handshake-timeout 3
+python3 "$HOSTILE" loris "$PORT" 10 1 7 >"$d/loris" &
+loris=$!
+cleanup_fn "kill $loris 2>/dev/null"
+wait_for 5 grep -q '^loris 10$' "$d/loris"
+probe 127.0.0.1 "$PORT" list >/dev/null 2>&1 && fail "a client got in past 10 loris clients (test setup)"
+wait_for 4 probe 127.0.0.1 "$PORT" list
+t=$SECONDS
+wait "$loris" || fail "loris clients"
+cat "$d/loris"
+grep -q '^loris 10$' "$d/loris" || fail "not 10 loris clients"
+grep -q '^loris alive 0 ' "$d/loris" || fail "loris clients outlived handshake-timeout: $(tail -n 1 "$d/loris")"
+n=$(limit handshake_timeouts)
+[ "$n" = 10 ] || fail "handshake_timeouts $n, want 10"
+logged=$(grep -c 'handshake not done in time' "$SMCRD_LOG" || true)
+echo "handshake timeouts: $n counted, $logged logged"
+[ "$logged" -ge 1 ] && [ "$logged" -le 2 ] || fail "handshake timeouts logged $logged times"
+stop_smcrd
+
+# --- max-handshakes 4 ------------------------------------------------------
+start_smcrd --export "disk=$d/disk.img" --max-handshakes 4
+python3 "$HOSTILE" hold "$PORT" 3 4 >"$d/hold" &
+h=$!
+cleanup_fn "kill $h 2>/dev/null"
+wait_for 5 grep -q '^holding 3$' "$d/hold"
+probe 127.0.0.1 "$PORT" list | grep -qx disk || fail "limit-1: a good client was not served"
+wait "$h"
+python3 "$HOSTILE" hold "$PORT" 4 3 >"$d/hold" &
+h=$!
+wait_for 5 grep -q '^holding 4$' "$d/hold"
+probe 127.0.0.1 "$PORT" list >/dev/null 2>&1 && fail "at max-handshakes a 5th client was served"
+[ "$(limit refused_handshakes)" -ge 1 ] || fail "refusal not counted"
+wait "$h"
+wait_for 5 probe 127.0.0.1 "$PORT" list
+echo "max-handshakes 4: 3 held + 1 served, 4 held + 1 refused ($(limit refused_handshakes) counted), served after"
+stop_smcrd
