@@ -494,6 +494,13 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			cfg->handshake_timeout = v;
 		return 0;
 	}
+	if (!strcmp(key, "max-rmb-memory")) {
+		if (parse_size(val, &sz) < 0 || sz < (1u << 20) || sz > (UINT64_C(1) << 32) - 1)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_MAX_RMB))
+			cfg->max_rmb_memory = sz;
+		return 0;
+	}
 	if (!strcmp(key, "max-memory")) {
 		if (parse_size(val, &sz) < 0 || sz < (64u << 20))
 			goto bad;

@@ -711,6 +711,8 @@ static void usage(FILE *f)
 "                             more are closed at once (default 32)\n"
 "      --handshake-timeout S  whole handshake, however the client trickles\n"
 "                             (default 60)\n"
+"      --max-rmb-memory SIZE  SMC-R receive buffers per link group, and as\n"
+"                             much for send buffers (default 256M)\n"
 "  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
 "  -d, --direct             O_DIRECT on every export\n"
 "      --no-fixed-buffers   plain request buffers, not registered with io_uring\n"
@@ -735,7 +737,8 @@ static void usage(FILE *f)
 }
 
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_TLS,
-       OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT };
+       OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
+       OPT_MAX_RMB };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -751,6 +754,7 @@ static const struct option long_opts[] = {
 	{ "no-fixed-buffers", no_argument, NULL, OPT_NO_FIXED_BUFFERS },
 	{ "max-handshakes", required_argument, NULL, OPT_MAX_HANDSHAKES },
 	{ "handshake-timeout", required_argument, NULL, OPT_HS_TIMEOUT },
+	{ "max-rmb-memory", required_argument, NULL, OPT_MAX_RMB },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
 	{ "tls", required_argument, NULL, OPT_TLS },
 	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
@@ -835,6 +839,13 @@ static int parse_args(struct server *s, int argc, char **argv)
 			if (parse_uint(optarg, 1, 65536, &cfg->max_handshakes) < 0)
 				goto bad;
 			cfg->set_mask |= CFG_SET_MAX_HANDSHAKES;
+			break;
+		case OPT_MAX_RMB:
+			if (parse_size(optarg, &sz) < 0 || sz < (1u << 20) ||
+			    sz > (UINT64_C(1) << 32) - 1)
+				goto bad;
+			cfg->max_rmb_memory = sz;
+			cfg->set_mask |= CFG_SET_MAX_RMB;
 			break;
 		case OPT_HS_TIMEOUT:
 			if (parse_uint(optarg, 1, 3600, &cfg->handshake_timeout) < 0)
@@ -984,7 +995,8 @@ static void serve(struct server *s, int sfd)
 /* The SMC-R listener on the configured port, on every address. */
 static int smcr_start(struct server *s)
 {
-	struct smcr_ctx_opts o = { .syn_option = (enum smcr_syn_option)s->cfg.syn_option };
+	struct smcr_ctx_opts o = { .syn_option = (enum smcr_syn_option)s->cfg.syn_option,
+				   .max_rmb_bytes = (size_t)s->cfg.max_rmb_memory };
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	char *end;
 	unsigned long port = strtoul(s->cfg.smcr_port, &end, 10);

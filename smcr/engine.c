@@ -1195,6 +1195,8 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	if (!ctx->opts.link_wait_ms)
 		ctx->opts.link_wait_ms = 5000;
 	ctx->lgr_cfg = smcr_lgr_config_default;
+	ctx->lgr_cfg.max_rmb_bytes = ctx->opts.max_rmb_bytes ? ctx->opts.max_rmb_bytes :
+		env_uint("SMCR_MAX_RMB_BYTES", (unsigned int)smcr_lgr_config_default.max_rmb_bytes);
 	if (ctx->opts.max_links)
 		ctx->lgr_cfg.max_links = (uint8_t)ctx->opts.max_links;
 	ctx->lgr_cfg.llc_timeout_ms = ctx->opts.llc_timeout_ms ? ctx->opts.llc_timeout_ms :

@@ -17,7 +17,7 @@ const struct smcr_lgr_config smcr_lgr_config_default = {
 	.llc_retries = 2,
 	.test_link_idle_ms = 1000,
 	.test_link_timeout_ms = 2000,
-	.max_rmb_bytes = 0,
+	.max_rmb_bytes = SMCR_LGR_MAX_RMB_BYTES,
 };
 
 static uint64_t lgr_now(struct smcr_lgr *lgr)

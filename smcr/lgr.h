@@ -90,7 +90,7 @@ struct smcr_lgr_config {
 	unsigned int llc_retries;	/* resends before giving up */
 	uint32_t test_link_idle_ms;	/* TEST LINK after this idle time; 0: off */
 	uint32_t test_link_timeout_ms;	/* no reply: the link is down */
-	size_t max_rmb_bytes;		/* 0: unlimited */
+	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
 	 * so with CONFIRM LINK flag 0x03; the server offers it in its
 	 * request, the client takes it by setting the flag in its response,
@@ -100,6 +100,9 @@ struct smcr_lgr_config {
 	bool rmbe_eyecatcher;
 	uint8_t first_link_id;		/* server: our first link's number; 0: 1 */
 };
+
+/* A peer must not make one group take all our memory. */
+#define SMCR_LGR_MAX_RMB_BYTES	((size_t)256 << 20)
 
 extern const struct smcr_lgr_config smcr_lgr_config_default;
 

@@ -74,6 +74,10 @@ struct smcr_ctx_opts {
 	unsigned int test_link_ms;	/* TEST LINK after idle; 0: 1000 */
 	unsigned int test_link_timeout_ms;	/* 0: 2000 */
 	unsigned int link_wait_ms;	/* first link confirmation; 0: 5000 */
+	/* Memory for RMBs, and as much for send buffers, per link group;
+	 * a connection beyond it gets TCP (Decline 0x01010000, out of
+	 * memory).  0: SMCR_MAX_RMB_BYTES from the environment, else 256 MiB. */
+	size_t max_rmb_bytes;
 	bool no_smc;			/* never propose/accept SMC-R (TCP only) */
 	smcr_log_fn log_fn;		/* if set: smcr_log_set_fn(log_fn, log_opaque) */
 	void *log_opaque;

@@ -108,8 +108,32 @@ static void test_peer_id_random(void)
 	CU_ASSERT(same <= 2);
 }
 
+/* RMB memory per group has a limit by default (issue 13 defect 8); the
+ * option and SMCR_MAX_RMB_BYTES set it. */
+static void test_rmb_limit_default(void)
+{
+	struct smcr_ctx_opts o = { .no_smc = true };
+	struct smcr_ctx *ctx;
+
+	unsetenv("SMCR_MAX_RMB_BYTES");
+	CU_ASSERT(smcr_lgr_config_default.max_rmb_bytes == SMCR_LGR_MAX_RMB_BYTES);
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT(ctx->lgr_cfg.max_rmb_bytes == (size_t)256 << 20);
+	smcr_ctx_destroy(ctx);
+	setenv("SMCR_MAX_RMB_BYTES", "8388608", 1);
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT(ctx->lgr_cfg.max_rmb_bytes == (size_t)8 << 20);
+	smcr_ctx_destroy(ctx);
+	o.max_rmb_bytes = (size_t)4 << 20;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT(ctx->lgr_cfg.max_rmb_bytes == (size_t)4 << 20);
+	smcr_ctx_destroy(ctx);
+	unsetenv("SMCR_MAX_RMB_BYTES");
+}
+
 CU_TestInfo smcr_hostile_tests[] = {
 	{ "link group match: peer ID, role, GID, MAC, QP", test_lgr_match },
 	{ "peer ID from getrandom", test_peer_id_random },
+	{ "RMB memory per group: limited by default", test_rmb_limit_default },
 	CU_TEST_INFO_NULL,
 };
