@@ -16,7 +16,7 @@
 # such a capture as reference for the SMC-Rv2 codec.
 # The guests are powered off through QMP at the end, never shut down: a
 # kernel SMC client whose link group dies can hang in D state.
-# About 60 s (25 s more the first time: the module is built).
+# About 16 s (25 s more the first time: the module is built).
 # smcr-timeout: 240
 : "${SMCR_VM_TIMEOUT:=200}"
 export SMCR_VM_RXE=smc
