@@ -138,6 +138,7 @@ struct conn {
 	bool closing;
 	bool drain;
 	uint64_t last_rx_ms;
+	uint64_t rx_progress_ms;	/* last byte received (request timeout) */
 	uint64_t mem_used;		/* request buffers held */
 	/* Zero-copy receive (transports with rx_peek): the stream is read in
 	 * place; WRITE payloads stay there (pinned) until on disk, and bytes
@@ -184,6 +185,8 @@ struct worker {
 	uint64_t limit_logged_ms;
 	bool draining;
 	bool timer_armed;
+	uint64_t stall_logged_ms;	/* request timeouts: logged at */
+	unsigned long stall_unlogged;
 	uint64_t drain_deadline;
 	struct __kernel_timespec tick;
 };
@@ -1312,6 +1315,7 @@ static ssize_t rx_read(struct conn *c, struct iovec *iov, int cnt)
 	if ((size_t)n < want)
 		c->rx_short = true;
 	c->last_rx_ms = c->drain ? now_ms() : 0;
+	c->rx_progress_ms = now_ms();
 	return n;
 }
 
@@ -1488,6 +1492,7 @@ static void rx_pump_zc(struct conn *c)
 			return;
 		}
 		c->last_rx_ms = c->drain ? now_ms() : 0;
+		c->rx_progress_ms = now_ms();
 		while (!c->closing && !c->rx_stop && !c->mem_blocked) {
 			/* win[] starts where consumption stood at the peek
 			 * (a completed write may consume meanwhile). */
@@ -1670,6 +1675,8 @@ static void rx_pump(struct conn *c)
 
 /* --- worker ------------------------------------------------------------- */
 
+static void arm_timer(struct worker *w);
+
 static void conn_start(struct worker *w, struct conn *c)
 {
 	c->w = w;
@@ -1679,6 +1686,9 @@ static void conn_start(struct worker *w, struct conn *c)
 	w->conns = c;
 	if (w->draining)
 		c->drain = true;
+	c->rx_progress_ms = now_ms();
+	if (w->e->p.request_timeout_ms)
+		arm_timer(w);
 	arm_poll_in(c);
 	/* Requests may have arrived with the handshake. */
 	conn_kick(c);
@@ -1720,6 +1730,35 @@ static void drain_check(struct worker *w)
 			conn_close(c, "drained: closing");
 			conn_maybe_destroy(c);
 		}
+	}
+}
+
+/* Connections in the middle of a request's payload that sent nothing for
+ * request_timeout_ms: closed, their buffers freed (a client that announces
+ * a large WRITE and stops must not hold memory others wait for). */
+static void stall_check(struct worker *w)
+{
+	uint64_t now = now_ms(), limit = w->e->p.request_timeout_ms;
+	struct conn *c, *next;
+
+	for (c = w->conns; c; c = next) {
+		next = c->next;
+		if (c->closing || !(c->rx_req || c->skip_req) ||
+		    now - c->rx_progress_ms < limit)
+			continue;
+		__atomic_add_fetch(&w->stats.request_timeouts, 1, __ATOMIC_RELAXED);
+		if (now - w->stall_logged_ms >= 10000) {
+			smcr_warn("client %s: request payload stalled for %llu ms "
+				  "(request-timeout): closing (%lu more like this not logged)",
+				  c->t->peer, (unsigned long long)(now - c->rx_progress_ms),
+				  w->stall_unlogged);
+			w->stall_logged_ms = now;
+			w->stall_unlogged = 0;
+		} else {
+			w->stall_unlogged++;
+		}
+		conn_close(c, "request timeout: closing");
+		conn_maybe_destroy(c);
 	}
 }
 
@@ -1810,11 +1849,12 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 		break;
 	case TAG_TIMER:
 		w->timer_armed = false;
-		if (w->draining) {
+		if (w->draining)
 			drain_check(w);
-			if (w->conns)
-				arm_timer(w);
-		}
+		if (w->e->p.request_timeout_ms)
+			stall_check(w);
+		if (w->conns && (w->draining || w->e->p.request_timeout_ms))
+			arm_timer(w);
 		break;
 	case TAG_IGNORE:
 		break;
@@ -2145,6 +2185,7 @@ void engine_get_stats(struct engine *e, struct engine_stats *st)
 		st->zc_reads += __atomic_load_n(&w->zc_reads, __ATOMIC_RELAXED);
 		st->file_reads += __atomic_load_n(&w->file_reads, __ATOMIC_RELAXED);
 		st->inline_writes += __atomic_load_n(&w->inline_writes, __ATOMIC_RELAXED);
+		st->request_timeouts += __atomic_load_n(&w->request_timeouts, __ATOMIC_RELAXED);
 	}
 }
 

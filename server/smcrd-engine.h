@@ -22,6 +22,9 @@ struct engine_params {
 	unsigned drain_timeout_ms;	/* SIGTERM: give up after this */
 	unsigned drain_idle_ms;		/* draining: close connections idle
 					 * this long (0: 200 ms) */
+	/* A request whose payload stops coming (no byte for this long) closes
+	 * its connection and frees its buffer; 0: never. */
+	unsigned request_timeout_ms;
 	bool fixed_buffers;		/* register request buffers with
 					 * io_uring (READ_FIXED/WRITE_FIXED) */
 	/* Called (from a worker thread) when a connection is gone. */
@@ -51,6 +54,7 @@ struct engine_stats {
 	uint64_t zc_reads;		/* READs read into the transport's memory */
 	uint64_t file_reads;		/* READs sent by send_file */
 	uint64_t inline_writes;		/* buffered WRITEs done by the worker */
+	uint64_t request_timeouts;	/* connections closed: payload stalled */
 };
 void engine_get_stats(struct engine *e, struct engine_stats *st);
 

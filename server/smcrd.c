@@ -711,6 +711,8 @@ static void usage(FILE *f)
 "                             more are closed at once (default 32)\n"
 "      --handshake-timeout S  whole handshake, however the client trickles\n"
 "                             (default 60)\n"
+"      --request-timeout S  a request's payload that stops coming for S\n"
+"                             seconds closes the client (default 30)\n"
 "      --max-rmb-memory SIZE  SMC-R receive buffers per link group, and as\n"
 "                             much for send buffers (default 256M)\n"
 "  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
@@ -738,7 +740,7 @@ static void usage(FILE *f)
 
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
-       OPT_MAX_RMB };
+       OPT_MAX_RMB, OPT_REQ_TIMEOUT };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -755,6 +757,7 @@ static const struct option long_opts[] = {
 	{ "max-handshakes", required_argument, NULL, OPT_MAX_HANDSHAKES },
 	{ "handshake-timeout", required_argument, NULL, OPT_HS_TIMEOUT },
 	{ "max-rmb-memory", required_argument, NULL, OPT_MAX_RMB },
+	{ "request-timeout", required_argument, NULL, OPT_REQ_TIMEOUT },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
 	{ "tls", required_argument, NULL, OPT_TLS },
 	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
@@ -846,6 +849,11 @@ static int parse_args(struct server *s, int argc, char **argv)
 				goto bad;
 			cfg->max_rmb_memory = sz;
 			cfg->set_mask |= CFG_SET_MAX_RMB;
+			break;
+		case OPT_REQ_TIMEOUT:
+			if (parse_uint(optarg, 1, 3600, &cfg->request_timeout) < 0)
+				goto bad;
+			cfg->set_mask |= CFG_SET_REQ_TIMEOUT;
 			break;
 		case OPT_HS_TIMEOUT:
 			if (parse_uint(optarg, 1, 3600, &cfg->handshake_timeout) < 0)
@@ -1044,15 +1052,17 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 	off = smcr_out(buf, len, off, json ?
 		      "{\"limits\":{\"max_handshakes\":%u,\"handshake_timeout\":%u,"
 		      "\"refused_max_clients\":%llu,\"refused_handshakes\":%llu,"
-		      "\"handshake_timeouts\":%llu,\"accept_paused\":%llu}," :
+		      "\"handshake_timeouts\":%llu,\"accept_paused\":%llu,"
+		      "\"request_timeout\":%u,\"request_timeouts\":%llu}," :
 		      "limits: max-handshakes %u, handshake-timeout %u s; refused at "
 		      "max-clients %llu, at max-handshakes %llu, handshake timeouts %llu, "
-		      "accept paused %llu\n",
+		      "accept paused %llu; request-timeout %u s, request timeouts %llu\n",
 		      s->cfg.max_handshakes, s->cfg.handshake_timeout,
 		      (unsigned long long)s->refused_max_clients,
 		      (unsigned long long)s->refused_handshakes,
 		      (unsigned long long)s->handshake_timeouts,
-		      (unsigned long long)s->accept_paused);
+		      (unsigned long long)s->accept_paused, s->cfg.request_timeout,
+		      (unsigned long long)st.request_timeouts);
 	off = smcr_out(buf, len, off, json ?
 		      "\"clients\":%u,\"connections\":%u,\"max_clients\":%u,\"requests\":%llu,"
 		      "\"zc_writes\":%llu,\"zc_reads\":%llu,\"file_reads\":%llu,\"inline_writes\":%llu,\"exports\":[" :
@@ -1253,6 +1263,7 @@ int main(int argc, char **argv)
 	ep.max_memory = s.cfg.max_memory;
 	ep.fixed_buffers = s.cfg.fixed_buffers;
 	ep.drain_timeout_ms = 30000;
+	ep.request_timeout_ms = s.cfg.request_timeout * 1000;
 	ep.closed = client_gone;
 	ep.closed_arg = &s;
 	/* SMC-R after daemonizing: the stack runs its own thread. */

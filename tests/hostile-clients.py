@@ -12,6 +12,10 @@
                                           of SIZE and send 1 byte of it
   hostile-clients.py name PORT NAME        NBD_OPT_GO and NBD_OPT_EXPORT_NAME
                                           with NAME (Python escapes decoded)
+  hostile-clients.py good PORT EXPORT SECS  GO, WRITE 1 MiB, READ it back and
+                                          compare, within SECS; prints the time
+  hostile-clients.py trickle PORT EXPORT GAP  a 64 KiB WRITE in 2 halves GAP s
+                                          apart, then READ it back
 Prints one line of figures; exits non-zero on a setup failure."""
 import os, resource, socket, struct, sys, time
 
@@ -154,6 +158,57 @@ def name(port, export):
     print("sent", len(raw), "byte name")
 
 
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        b = s.recv(n - len(buf))
+        if not b:
+            raise OSError("closed")
+        buf += b
+    return buf
+
+
+def simple_reply(s, handle):
+    magic, err, h = struct.unpack(">IIQ", recv_exact(s, 16))
+    assert magic == 0x67446698 and h == handle, "bad reply"
+    if err:
+        raise OSError("NBD error %d" % err)
+
+
+def write_read(s, data, halves_gap=None):
+    hdr = struct.pack(">IHHQQI", 0x25609513, 0, 1, 1, 0, len(data))
+    if halves_gap is None:
+        s.sendall(hdr + data)
+    else:
+        s.sendall(hdr + data[:len(data) // 2])
+        time.sleep(halves_gap)
+        s.sendall(data[len(data) // 2:])
+    simple_reply(s, 1)
+    s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, 2, 0, len(data)))
+    simple_reply(s, 2)
+    back = recv_exact(s, len(data))
+    if back != data:
+        raise OSError("data read back differs")
+
+
+def good(port, export, secs):
+    t0 = time.monotonic()
+    s = conn(port)
+    s.settimeout(secs)
+    nbd_greet(s)
+    go(s, export)
+    write_read(s, os.urandom(1 << 20))
+    print("good client done in %.1f s" % (time.monotonic() - t0))
+
+
+def trickle(port, export, gap):
+    s = conn(port)
+    nbd_greet(s)
+    go(s, export)
+    write_read(s, os.urandom(65536), gap)
+    print("trickling client done")
+
+
 cmd = sys.argv[1]
 if cmd == "abandon":
     abandon(int(sys.argv[2]), int(sys.argv[3]))
@@ -164,6 +219,10 @@ elif cmd == "loris":
 elif cmd == "announce":
     announce(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
              float(sys.argv[6]))
+elif cmd == "good":
+    good(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
+elif cmd == "trickle":
+    trickle(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
 elif cmd == "name":
     name(int(sys.argv[2]), sys.argv[3])
 else:

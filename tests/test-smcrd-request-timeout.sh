@@ -1,0 +1,33 @@
+#!/bin/bash
+# Cheap WRITE announcers against a good client (issue 13, defect 3): with
+# 64 MiB of request memory on one worker, 8 clients announce a 16 MiB
+# WRITE each and send 1 byte; they are closed after request-timeout (2 s)
+# and their memory goes to a good client, which writes 1 MiB and reads it
+# back within 8 s; the closes are counted and logged once.  At the edge:
+# a client whose payload comes in two halves 1 s apart (under the limit)
+# is served.  About 10 s.
+# smcr-timeout: 90
+. "${srcdir:-.}/functions.sh"
+. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-client-lib.sh"
+requires python3 --version
+HOSTILE=$srcdir/hostile-clients.py
+
+d=$(scratch_dir)
+truncate -s 64M "$d/disk.img"
+start_smcrd --export "disk=$d/disk.img" -t 1 -M 64M --request-timeout 2 --no-fixed-buffers
+python3 "$HOSTILE" trickle "$PORT" disk 1 || fail "a payload in two halves 1 s apart was not served"
+python3 "$HOSTILE" announce "$PORT" disk 8 16777216 12 >"$d/announce" &
+a=$!
+cleanup_fn "kill $a 2>/dev/null"
+wait_for 5 grep -q '^announcing 8$' "$d/announce"
+python3 "$HOSTILE" good "$PORT" disk 8 || fail "the good client was not served in 8 s"
+n=$("$SMCRCTL" --json status smcrd | python3 -c '
+import json, sys
+print(json.load(sys.stdin)[0]["sections"]["smcrd"]["limits"]["request_timeouts"])')
+logged=$(grep -c 'request payload stalled' "$SMCRD_LOG" || true)
+echo "request timeouts: $n counted, $logged logged"
+[ "$n" -ge 4 ] || fail "request_timeouts $n"
+[ "$logged" -ge 1 ] && [ "$logged" -le 2 ] || fail "logged $logged times"
+kill "$a" 2>/dev/null
+stop_smcrd
