@@ -3,7 +3,8 @@
 # 10810, two links), and on host A:
 #  1. nbdkit smcr -> SMC-R -> smcrd; the kernel's nbd-client on /dev/nbd0
 #     through nbdkit's unix socket; mkfs.ext4, mount, copy a tree of files,
-#     umount, fsck clean, checksums equal after a remount;
+#     umount, fsck clean, checksums equal after a remount; nbdinfo --map
+#     through nbdkit shows data and holes (base:allocation over SMC-R);
 #  2. fio on /dev/nbd0, randrw, iodepth 32, verify=crc32c: no errors; while
 #     it runs, smcrctl shows nbdkit-smcr's link group (two active links) and
 #     its SMC-R connections, and the counters move;
@@ -46,6 +47,21 @@ bash '"$_vm_libdir"'/ext4-check.sh /dev/nbd0
 echo "$out"
 echo "$out" | grep -q "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
 echo "$out" | grep -q "2 connection(s) (smcr)" || fail "nbdkit's connections are not SMC-R"
+# base:allocation over SMC-R: the ext4 image is metadata in a sparse file.
+map=$(vm_run A "nbdinfo --map 'nbd+unix:///?socket=/tmp/nbdkit.sock'") ||
+    fail "nbdinfo --map through nbdkit smcr failed"
+echo "$map" | python3 -c '
+import sys
+ext = [l.split() for l in sys.stdin.read().splitlines()]
+pos = 0
+for off, ln, typ, *_ in ext:
+    assert int(off) == pos, ext
+    pos += int(ln)
+assert pos == 256 << 20, pos
+kinds = {t for _, _, t, *_ in ext}
+assert kinds == {"0", "3"}, kinds
+print("base:allocation over SMC-R: %d extents, data and holes, 256 MiB" % len(ext))
+' || { echo "$map"; fail "nbdinfo --map over SMC-R: wrong extents"; }
 
 # --- 2. fio with verify, smcrctl while it runs -------------------------------------
 snap() {
