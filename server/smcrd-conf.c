@@ -30,6 +30,7 @@
 #define DEFAULT_MAX_HANDSHAKES	32
 #define DEFAULT_HS_TIMEOUT	60
 #define DEFAULT_REQ_TIMEOUT	30
+#define DEFAULT_PER_ADDRESS	64
 #define DEFAULT_MAX_MEMORY	(UINT64_C(1) << 30)
 
 void config_defaults(struct smcrd_config *cfg)
@@ -40,6 +41,7 @@ void config_defaults(struct smcrd_config *cfg)
 	cfg->max_handshakes = DEFAULT_MAX_HANDSHAKES;
 	cfg->handshake_timeout = DEFAULT_HS_TIMEOUT;
 	cfg->request_timeout = DEFAULT_REQ_TIMEOUT;
+	cfg->max_per_address = DEFAULT_PER_ADDRESS;
 	cfg->max_memory = DEFAULT_MAX_MEMORY;
 	cfg->fixed_buffers = true;
 }
@@ -485,6 +487,15 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			goto bad;
 		if (!FROM_CLI(CFG_SET_MAX_HANDSHAKES))
 			cfg->max_handshakes = v;
+		return 0;
+	}
+	if (!strcmp(key, "max-clients-per-address")) {
+		unsigned v;
+
+		if (parse_uint(val, 0, 65536, &v) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_PER_ADDRESS))
+			cfg->max_per_address = v;
 		return 0;
 	}
 	if (!strcmp(key, "request-timeout")) {

@@ -41,6 +41,7 @@ struct smcrd_config {
 	unsigned max_handshakes;	/* clients in the handshake (CLC, NBD options) */
 	unsigned handshake_timeout;	/* s, whole handshake */
 	unsigned request_timeout;	/* s, a stalled request payload */
+	unsigned max_per_address;	/* clients from one address; 0: no limit */
 	uint64_t max_rmb_memory;	/* SMC-R: RMB bytes per link group; 0: libsmcr's */
 	uint64_t max_memory;		/* bytes of request buffers */
 	bool direct;
@@ -78,6 +79,7 @@ struct smcrd_config {
 #define CFG_SET_HS_TIMEOUT	(1u << 16)
 #define CFG_SET_MAX_RMB		(1u << 17)
 #define CFG_SET_REQ_TIMEOUT	(1u << 18)
+#define CFG_SET_PER_ADDRESS	(1u << 19)
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */
 int config_parse_tls(const char *s);

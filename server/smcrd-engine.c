@@ -105,6 +105,7 @@ struct req {
 };
 
 struct conn {
+	void *owner;			/* engine_add()'s, for p.closed */
 	struct worker *w;
 	struct conn *next, *prev;	/* worker's list */
 	struct conn *kick_next;		/* worker's kick list */
@@ -495,6 +496,7 @@ static void conn_destroy(struct conn *c)
 {
 	struct worker *w = c->w;
 	struct engine *e = w->e;
+	void *owner;
 
 	while (c->tx_head) {
 		struct req *q = c->tx_head;
@@ -517,6 +519,7 @@ static void conn_destroy(struct conn *c)
 		  "%llu bytes written)", c->t->peer, c->exp->spec.name,
 		  (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
 		  (unsigned long long)c->wbytes);
+	owner = c->owner;
 	bd_close(c->t);
 	export_put(c->exp);
 	free(c->pins);
@@ -525,7 +528,7 @@ static void conn_destroy(struct conn *c)
 	__atomic_sub_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&e->conns, 1, __ATOMIC_RELAXED);
 	if (e->p.closed)
-		e->p.closed(e->p.closed_arg);
+		e->p.closed(e->p.closed_arg, owner);
 }
 
 static void conn_maybe_destroy(struct conn *c)
@@ -2080,7 +2083,7 @@ static void worker_wake(struct worker *w)
 }
 
 int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
-	       const struct nbd_server_session *s)
+	       const struct nbd_server_session *s, void *owner)
 {
 	struct worker *w = &e->w[0];
 	struct conn *c;
@@ -2097,6 +2100,7 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 		goto out_refuse;
 	}
 	c->t = t;
+	c->owner = owner;
 	c->pfd = bd_poll_fd(t);
 	c->exp = exp;
 	if (t->ops->rx_peek && t->ops->rx_consume) {

@@ -27,8 +27,9 @@ struct engine_params {
 	unsigned request_timeout_ms;
 	bool fixed_buffers;		/* register request buffers with
 					 * io_uring (READ_FIXED/WRITE_FIXED) */
-	/* Called (from a worker thread) when a connection is gone. */
-	void (*closed)(void *arg);
+	/* Called (from a worker thread) when a connection is gone, with the
+	 * owner given to engine_add(). */
+	void (*closed)(void *arg, void *owner);
 	void *closed_arg;
 };
 
@@ -38,7 +39,7 @@ int engine_start(const struct engine_params *p, struct engine **out);
 /* Hands a connection in the transmission phase to a worker.  Takes
  * ownership of t and of the reference on exp, also on failure. */
 int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
-	       const struct nbd_server_session *s);
+	       const struct nbd_server_session *s, void *owner);
 /* Starts draining: requests already received are finished and answered,
  * later ones get NBD_ESHUTDOWN, idle connections are closed.  Returns at
  * once. */

@@ -100,6 +100,10 @@ struct server {
 	unsigned refusing;
 	/* Limits reached (smcrctl status smcrd). */
 	uint64_t refused_max_clients, refused_handshakes, handshake_timeouts, accept_paused;
+	uint64_t refused_per_address;
+	/* Clients per peer address (max-clients-per-address). */
+	struct addr_count *addrs;
+	unsigned naddrs, caddrs;
 	bool stopping;
 	int cancel_fd;			/* pipe read end: readable when stopping */
 	int cancel_wr;
@@ -113,7 +117,13 @@ struct server {
 	struct bd_tls *tls;		/* TLS credentials on NBD/TCP */
 };
 
+struct addr_count {
+	char addr[INET6_ADDRSTRLEN];
+	unsigned n;
+};
+
 struct hs_ctx {
+	char addr[INET6_ADDRSTRLEN];	/* the peer's address, counted if set */
 	struct server *srv;
 	struct bd_transport *t;
 	int smcr_fd;			/* SMC-R: TCP socket before CLC, else -1 */
@@ -236,17 +246,71 @@ static const struct nbd_server_ops hs_ops = {
 	.starttls = cb_starttls,
 };
 
-static void client_gone(void *arg)
+/* The peer's address without the port, the key of max-clients-per-address. */
+static void addr_key(const struct sockaddr_storage *ss, char *out, size_t len)
+{
+	const void *a = ss->ss_family == AF_INET6 ?
+			(const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr :
+			(const void *)&((const struct sockaddr_in *)ss)->sin_addr;
+
+	if (!inet_ntop(ss->ss_family, a, out, (socklen_t)len))
+		snprintf(out, len, "?");
+}
+
+/* One more client from addr (s->lock held): -EBUSY at the limit. */
+static int addr_get(struct server *s, const char *addr)
+{
+	struct addr_count *v;
+	unsigned i;
+
+	for (i = 0; i < s->naddrs; i++)
+		if (!strcmp(s->addrs[i].addr, addr))
+			break;
+	if (i < s->naddrs) {
+		if (s->cfg.max_per_address && s->addrs[i].n >= s->cfg.max_per_address)
+			return -EBUSY;
+		s->addrs[i].n++;
+		return 0;
+	}
+	if (s->naddrs == s->caddrs) {
+		v = realloc(s->addrs, (s->caddrs ? s->caddrs * 2 : 16) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->addrs = v;
+		s->caddrs = s->caddrs ? s->caddrs * 2 : 16;
+	}
+	snprintf(s->addrs[s->naddrs].addr, sizeof(s->addrs[0].addr), "%s", addr);
+	s->addrs[s->naddrs++].n = 1;
+	return 0;
+}
+
+static void addr_put(struct server *s, const char *addr)
+{
+	unsigned i;
+
+	for (i = 0; i < s->naddrs; i++)
+		if (!strcmp(s->addrs[i].addr, addr)) {
+			if (!--s->addrs[i].n)
+				s->addrs[i] = s->addrs[--s->naddrs];
+			return;
+		}
+}
+
+static void client_gone(void *arg, void *owner)
 {
 	struct server *s = arg;
 
 	pthread_mutex_lock(&s->lock);
 	s->clients--;
+	if (owner)
+		addr_put(s, owner);
 	pthread_mutex_unlock(&s->lock);
+	free(owner);
 }
 
 static struct ratelog rl_accept = RATELOG_INIT, rl_max_clients = RATELOG_INIT,
-		      rl_handshakes = RATELOG_INIT, rl_hs_timeout = RATELOG_INIT;
+		      rl_handshakes = RATELOG_INIT, rl_hs_timeout = RATELOG_INIT,
+		      rl_per_address = RATELOG_INIT;
 
 static void *handshake_main(void *arg)
 {
@@ -282,8 +346,18 @@ static void *handshake_main(void *arg)
 	if (r == 0) {
 		/* The engine owns the transport and the export reference now,
 		 * and reports the end through client_gone(). */
-		if (engine_add(s->engine, h->t, sess.handle, &sess) == 0)
+		char *owner = h->addr[0] ? strdup(h->addr) : NULL;
+
+		if (engine_add(s->engine, h->t, sess.handle, &sess, owner) == 0)
 			counted = false;
+		else
+			free(owner);
+		if (!counted && h->addr[0] && !owner) {
+			/* No memory for the key: uncounted from now on. */
+			pthread_mutex_lock(&s->lock);
+			addr_put(s, h->addr);
+			pthread_mutex_unlock(&s->lock);
+		}
 		h->t = NULL;
 	} else if (!h->t) {
 		/* The SMC-R rendezvous failed: logged above. */
@@ -300,8 +374,11 @@ static void *handshake_main(void *arg)
 	}
 	bd_close(h->t);
 	pthread_mutex_lock(&s->lock);
-	if (counted)
+	if (counted) {
 		s->clients--;
+		if (h->addr[0])
+			addr_put(s, h->addr);
+	}
 	if (h->refusal[0])
 		s->refusing--;
 	s->handshakes--;
@@ -392,6 +469,21 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 		snprintf(h->refusal, sizeof(h->refusal),
 			 "server has too many clients (max-clients %u)", s->cfg.max_clients);
 	} else {
+		char addr[INET6_ADDRSTRLEN];
+
+		addr_key(&ss, addr, sizeof(addr));
+		r = addr_get(s, addr);
+		if (r == -EBUSY) {
+			s->refused_per_address++;
+			pthread_mutex_unlock(&s->lock);
+			limit_warn(&rl_per_address, "client %s: %u clients from %s "
+				   "(max-clients-per-address): closing", peer,
+				   s->cfg.max_per_address, addr);
+			hs_free(h);
+			return 0;
+		}
+		if (r == 0)
+			memcpy(h->addr, addr, sizeof(addr));
 		s->clients++;
 	}
 	s->handshakes++;
@@ -707,6 +799,8 @@ static void usage(FILE *f)
 "  -q, --queue-depth N      requests in flight per connection (default 128)\n"
 "  -t, --threads N          I/O worker threads (default: online CPUs)\n"
 "  -m, --max-clients N      simultaneous clients (default 128)\n"
+"      --max-clients-per-address N  of them from one address (default 64;\n"
+"                             0: no limit)\n"
 "      --max-handshakes N   clients in the handshake (CLC, NBD options) at once;\n"
 "                             more are closed at once (default 32)\n"
 "      --handshake-timeout S  whole handshake, however the client trickles\n"
@@ -740,7 +834,7 @@ static void usage(FILE *f)
 
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
-       OPT_MAX_RMB, OPT_REQ_TIMEOUT };
+       OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -758,6 +852,7 @@ static const struct option long_opts[] = {
 	{ "handshake-timeout", required_argument, NULL, OPT_HS_TIMEOUT },
 	{ "max-rmb-memory", required_argument, NULL, OPT_MAX_RMB },
 	{ "request-timeout", required_argument, NULL, OPT_REQ_TIMEOUT },
+	{ "max-clients-per-address", required_argument, NULL, OPT_PER_ADDRESS },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
 	{ "tls", required_argument, NULL, OPT_TLS },
 	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
@@ -849,6 +944,11 @@ static int parse_args(struct server *s, int argc, char **argv)
 				goto bad;
 			cfg->max_rmb_memory = sz;
 			cfg->set_mask |= CFG_SET_MAX_RMB;
+			break;
+		case OPT_PER_ADDRESS:
+			if (parse_uint(optarg, 0, 65536, &cfg->max_per_address) < 0)
+				goto bad;
+			cfg->set_mask |= CFG_SET_PER_ADDRESS;
 			break;
 		case OPT_REQ_TIMEOUT:
 			if (parse_uint(optarg, 1, 3600, &cfg->request_timeout) < 0)
@@ -1053,16 +1153,19 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 		      "{\"limits\":{\"max_handshakes\":%u,\"handshake_timeout\":%u,"
 		      "\"refused_max_clients\":%llu,\"refused_handshakes\":%llu,"
 		      "\"handshake_timeouts\":%llu,\"accept_paused\":%llu,"
-		      "\"request_timeout\":%u,\"request_timeouts\":%llu}," :
+		      "\"request_timeout\":%u,\"request_timeouts\":%llu,"
+		      "\"max_clients_per_address\":%u,\"refused_per_address\":%llu}," :
 		      "limits: max-handshakes %u, handshake-timeout %u s; refused at "
 		      "max-clients %llu, at max-handshakes %llu, handshake timeouts %llu, "
-		      "accept paused %llu; request-timeout %u s, request timeouts %llu\n",
+		      "accept paused %llu; request-timeout %u s, request timeouts %llu; "
+		      "max-clients-per-address %u, refused %llu\n",
 		      s->cfg.max_handshakes, s->cfg.handshake_timeout,
 		      (unsigned long long)s->refused_max_clients,
 		      (unsigned long long)s->refused_handshakes,
 		      (unsigned long long)s->handshake_timeouts,
 		      (unsigned long long)s->accept_paused, s->cfg.request_timeout,
-		      (unsigned long long)st.request_timeouts);
+		      (unsigned long long)st.request_timeouts, s->cfg.max_per_address,
+		      (unsigned long long)s->refused_per_address);
 	off = smcr_out(buf, len, off, json ?
 		      "\"clients\":%u,\"connections\":%u,\"max_clients\":%u,\"requests\":%llu,"
 		      "\"zc_writes\":%llu,\"zc_reads\":%llu,\"file_reads\":%llu,\"inline_writes\":%llu,\"exports\":[" :
@@ -1328,6 +1431,7 @@ out_table:
 	bd_tls_free(s.tls);
 	export_table_free(s.table);
 out_config:
+	free(s.addrs);
 	config_free(&s.cfg);
 	pthread_cond_destroy(&s.cond);
 	pthread_mutex_destroy(&s.lock);

@@ -662,7 +662,7 @@ struct engine_env {
 	pthread_cond_t cond;
 };
 
-static void env_closed(void *arg)
+static void env_closed(void *arg, void *owner)
 {
 	struct engine_env *env = arg;
 
@@ -783,7 +783,7 @@ static void *hand_main(void *arg)
 
 	h->result = nbd_server_handshake(h->t, &env_ops, h, &lim, &sess);
 	if (h->result == 0)
-		h->result = engine_add(h->env->e, h->t, sess.handle, &sess);
+		h->result = engine_add(h->env->e, h->t, sess.handle, &sess, NULL);
 	else
 		bd_close(h->t);
 	return NULL;
@@ -1086,7 +1086,7 @@ static void test_engine_drain(void)
 
 		memset(&sess, 0, sizeof(sess));
 		pair(&a, &b);
-		CU_ASSERT_EQUAL(engine_add(env.e, b, export_get(env.exp), &sess), -ESHUTDOWN);
+		CU_ASSERT_EQUAL(engine_add(env.e, b, export_get(env.exp), &sess, NULL), -ESHUTDOWN);
 		bd_close(a);
 	}
 	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, sizeof(buf), 4096, 0), -ESHUTDOWN);
