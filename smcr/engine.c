@@ -565,8 +565,9 @@ static int op_rmb_reg(struct smcr_lgr *lgr, struct smcr_rmb *rmb,
 		return ret;
 	*rkey = smcr_rmb_rkey(rmb, link->pd);
 	*vaddr = (uint64_t)(uintptr_t)rmb->buf;
-	smcr_dbg("engine: RMB %u on %s: rkey %08x vaddr %llx", rmb->id,
-		 link->dev->name, *rkey, (unsigned long long)*vaddr);
+	smcr_dbg("engine: %s %u on %s: rkey %08x vaddr %llx len %zu",
+		 rmb->local_only ? "send buffer" : "RMB", rmb->id,
+		 link->dev->name, *rkey, (unsigned long long)*vaddr, rmb->len);
 	return 0;
 }
 
