@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""The soak's fault schedule (tests/vm/soak.sh): soak-schedule.py SEED COUNT.
+
+Prints COUNT lines "N KIND SIDE LINK HOLD_MS GAP_MS", the same for the same
+seed.  Every kind comes once in the first len(KINDS) faults (in a shuffled
+order), then they are drawn by weight: the fast kinds densely, the restarts
+seldom.  SIDE is A (the client), B (the server) or AB (both: a cable);
+LINK is 1 or 2; HOLD_MS how long the fault lasts before it is undone;
+GAP_MS the pause after the group is whole again."""
+import os
+import random
+import sys
+
+# kind: (weight, sides, hold range in ms)
+KINDS = {
+    "qp-error":    (30, ("A", "B"), (0, 0)),
+    "drop":        (6, ("A", "B"), (4500, 4500)),
+    "delay":       (20, ("A", "B"), (1000, 2500)),
+    "cable":       (14, ("AB",), (300, 800)),
+    # ifdown/ifup of one NIC, in A or in B, broke the other link (TCP too)
+    # for minutes in the first soak runs (tests/vm/README.md): weight 0
+    # until that is understood; SMCR_SOAK_IFDOWN=1 puts it back.
+    "ifdown":      (4 if os.environ.get("SMCR_SOAK_IFDOWN") == "1" else 0, ("A", "B"), (300, 1000)),
+    "rdma-delete": (4, ("A", "B"), (300, 1000)),
+    "netem":       (3, ("A", "B"), (2000, 3000)),
+    "both-down":   (3, ("AB",), (1500, 4000)),
+    "kill":        (2, ("B",), (0, 500)),
+    "term":        (2, ("B",), (0, 500)),
+    "hup":         (6, ("B",), (0, 0)),
+}
+
+
+def main():
+    seed, count = int(sys.argv[1]), int(sys.argv[2])
+    rnd = random.Random(seed)
+    names = sorted(KINDS)
+    first = [k for k in names if KINDS[k][0]]
+    rnd.shuffle(first)
+    weights = [KINDS[k][0] for k in names]
+    for i in range(count):
+        kind = first[i] if i < len(first) else rnd.choices(names, weights)[0]
+        _, sides, (lo, hi) = KINDS[kind]
+        side = rnd.choice(sides)
+        link = rnd.choice((1, 2))
+        hold = rnd.randint(lo, hi)
+        gap = rnd.randint(100, 400)
+        print(i + 1, kind, side, link, hold, gap)
+
+
+if __name__ == "__main__":
+    main()
