@@ -287,8 +287,10 @@ def main():
              end_a[2]["errors"] if end_a and end_a[2] else "?",
              end_a[2]["reconnects"] if end_a and end_a[2] else "?"), "",
            "Times in ms from the fault: *detect* to the first link failure (or lost connection) "
-           "either end logged; *I/O moved* to the end of the last 250 ms window without any "
-           "completed I/O (0: it never stopped); *dip* the lowest 250 ms window within the "
+           "either end logged (negative: the guests' clock offsets, +- a few 100 ms, are off); "
+           "*I/O moved* to the end of the last gap of more than 375 ms between fio's log "
+           "entries that began during the fault (0: none; fio's logging itself lags under "
+           "TCG, so this is an upper bound); *dip* the lowest 250 ms window within the "
            "fault (at least 2 s) against the 2 s before; *80%* until a window was back to 80% "
            "of that.  Windows of 250 ms: the times are as coarse.", "",
            "## Per kind (median / worst)", "",
