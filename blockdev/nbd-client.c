@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: NBD client half (blocking). */
 #include <config.h>
 

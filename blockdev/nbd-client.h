@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the client half of NBD over a transport.
  *
  * Blocking calls (each waits on the transport with the client's timeout).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: NBD protocol constants (doc/proto.md of the NBD project).
  *
  * Only numbers live here; the byte layout of every message is in

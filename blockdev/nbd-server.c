@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: NBD server half: handshake, request checks, reply bytes. */
 #include <config.h>
 

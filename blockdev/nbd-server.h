@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the server half of NBD, independent of how requests are executed.
  *
  *  - nbd_server_handshake(): fixed newstyle negotiation over a transport

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: NBD codecs, the only bridge between wire and host structs. */
 #include <config.h>
 

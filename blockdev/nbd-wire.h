@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: NBD messages as they travel (network byte order) and as the
  * program uses them (host structs), with the codecs between the two.
  *

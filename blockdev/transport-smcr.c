@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the SMC-R transport: an NBD byte stream over a libsmcr socket.
  *
  * Data moves through the connection's own buffers: readv copies out of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the SMC-R transport (libsmcr underneath). */
 #ifndef SMCRBD_TRANSPORT_SMCR_H
 #define SMCRBD_TRANSPORT_SMCR_H

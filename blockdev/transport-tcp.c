@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the TCP transport (any connected stream socket). */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: TLS (GnuTLS) on a transport, upgraded in place (NBD STARTTLS).
  *
  * bd_tls_upgrade() runs the TLS handshake over the transport's own ops and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: TLS on a transport (server side), for NBD's STARTTLS. */
 #ifndef SMCRBD_TRANSPORT_TLS_H
 #define SMCRBD_TRANSPORT_TLS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: transport helpers shared by every implementation. */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the one byte-stream interface the NBD code runs on.
  *
  * A transport is a connected, reliable, ordered byte stream in non-blocking

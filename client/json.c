@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: smcrctl's view of a JSON document (see json.h), parsed by json-c. */
 #include <config.h>
 

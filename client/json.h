@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: smcrctl's read-only view of a JSON document (the control sockets
  * answer in JSON), parsed by json-c.  Numbers keep their text, so 64-bit
  * counters stay exact. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: an NBD export from the client's side: several connections, one
  * thread each, asynchronous requests with callbacks, reconnect with
  * backoff and resend of the requests that were out (see nbd-conn.h).

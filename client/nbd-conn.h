@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: an NBD export as the clients use it (nbdkit plugin, smcr-fuse).
  *
  * nbdc_open() connects to an export over SMC-R (CLC first, TCP fallback

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the clients' export addresses: smcr:// and nbd:// URIs, HOST:PORT. */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the clients' export addresses (smcr:// and nbd:// URIs). */
 #ifndef SMCRBD_NBDC_URI_H
 #define SMCRBD_NBDC_URI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: nbdkit plugin that serves a remote smcrd export, reached over
  * SMC-R (CLC first, TCP fallback) or plain TCP, through the client library
  * (client/nbd-conn.c): several connections, requests of all nbdkit

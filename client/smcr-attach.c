@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcr-attach: the kernel's nbd driver on an smcrd export, over the kernel's
  * AF_SMC sockets (SMC-R when both ends can, else TCP) or plain TCP, with no
  * user space process on the data path.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: smcr-fuse: a remote smcrd export as one file in a FUSE mount.
  *
  *   smcr-fuse [options] URI MOUNTPOINT

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: smcrctl: status, counters and fault injection of the programs
  * that use libsmcr (smcrd, nbdkit-smcr, smcr-fuse, ...), through their
  * control sockets (smcr/ctl.c): DIR/NAME.PID.sock.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Configures and builds smcrbd out of tree.
 #   scripts/build.sh [BUILDDIR [configure options...]]   (default: build)
 set -euo pipefail

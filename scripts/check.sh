@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The whole test suite, from a fresh Debian 12 machine:
 #   1. install dependencies, 2. build and "make check" (unit tests, host
 #   integration tests, the rxe VM lane), 3. unit and host tests again under

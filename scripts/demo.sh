@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The main job, from a fresh Debian 12 machine: installs the dependencies,
 # builds, and runs it in the rxe lane (this machine's kernel has no RDMA):
 # two VMs with Debian's kernel under qemu, two Soft-RoCE links between them.

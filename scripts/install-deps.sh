@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs every build and test dependency of smcrbd from Debian 12's
 # packages.  Idempotent and non-interactive; needs root (or sudo).
 set -euo pipefail

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: configuration parsing.
  *
  * Config file format (one setting per line, '#' starts a comment):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: configuration (command line and config file). */
 #ifndef SMCRD_CONF_H
 #define SMCRD_CONF_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: the io_uring engine (API in smcrd-engine.h). */
 #include <config.h>
 

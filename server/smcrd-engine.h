@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: the I/O engine.
  *
  * N worker threads, each with one io_uring that drives everything of the

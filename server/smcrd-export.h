@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: opened exports and the export table (swapped on SIGHUP). */
 #ifndef SMCRD_EXPORT_H
 #define SMCRD_EXPORT_H

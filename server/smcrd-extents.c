@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: base:allocation of a file from SEEK_DATA/SEEK_HOLE. */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: the base:allocation metadata context of an export. */
 #ifndef SMCRD_EXTENTS_H
 #define SMCRD_EXTENTS_H

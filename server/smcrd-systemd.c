@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: systemd's socket activation and readiness protocol, without
  * libsystemd (sd_listen_fds(3), sd_notify(3) describe both). */
 #include <config.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: systemd socket activation and readiness notification. */
 #ifndef SMCRD_SYSTEMD_H
 #define SMCRD_SYSTEMD_H

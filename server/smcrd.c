@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: the smcrbd target daemon.  Exports files and block devices over
  * NBD (plain TCP now; SMC-R once libsmcr provides connections). */
 #include <config.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: private helpers of the message codecs: big-endian fields and
  * 24-bit quantities.  Only the codecs (clc_msg.c, llc_msg.c,
  * cdc_msg.c) use them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: CDC message codec (RFC 7609 A.4). */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the CLC rendezvous flows over a connected TCP socket, with TCP
  * fallback (RFC 7609 §3.5, Appendix C).  See clc.h for the conventions. */
 #include <config.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the CLC rendezvous flows (RFC 7609 §3.5) over a connected TCP
  * socket, with fallback to TCP on the same socket (§3.5.1.6.4, App. C).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: TCP option (RFC 7609 A.1) and CLC message (A.2) codecs. */
 #include <config.h>
 

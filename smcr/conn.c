@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: one SMC-R connection's data path (RFC 7609 §4). */
 #include <config.h>
 

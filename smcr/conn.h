@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: one SMC-R connection's data path (RFC 7609 §4): cursors, RDMA
  * writes into the peer's RMBE followed by a CDC message, window updates
  * (§4.5.1), close and abort (§4.8), failover validation and replay (§4.6).

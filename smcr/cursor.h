@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: cursor and sequence-number arithmetic for SMC-R connections
  * (RFC 7609 §4.5 and A.4), and the 4-bit RMB size notation (A.2.3).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: RNIC access through libibverbs: devices, ports, GIDs, PDs,
  * completion channels and RC QP state changes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the context: devices, link groups over verbs links, the progress
  * thread (completion channels, async events, timers). */
 #include <config.h>

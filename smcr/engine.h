@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the context behind the public API: devices, link groups over
  * verbs links, the progress thread and its timers.  Internal. */
 #ifndef SMCR_ENGINE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: SMC-R link groups: links, connections, buffers, failover. */
 #include <config.h>
 

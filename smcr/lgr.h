@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: SMC-R link groups (RFC 7609 §2.2, §3.5.5) and their LLC flows.
  *
  * A link group joins two peers with up to SMCR_LINK_SLOTS links.  It owns

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: one SMC-R link as the protocol layers see it.
  *
  * The CDC, LLC and link-group logic never call verbs directly: they post

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: struct smcr_link_ops over one RC QP (libibverbs). */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the product's struct smcr_link_ops over one RC QP (libibverbs).
  *
  * Per link: one CQ bound to the device's completion channel (dev->chan), an

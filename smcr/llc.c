@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: LLC exchanges of a link group (RFC 7609 §3.5.1.5-6, §3.5.5,
  * Appendix A.3, C.7).  One configuration exchange runs at a time; what
  * starts meanwhile waits in a queue.  TEST LINK, a client's ADD LINK hint

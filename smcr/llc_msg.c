@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: LLC message codec (RFC 7609 A.3). */
 #include <config.h>
 

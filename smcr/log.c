@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: logging, one line per call, safe across threads: to the
  * application's callback if it set one, else to stderr. */
 #include <config.h>

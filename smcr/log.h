@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: logging shared by the library and the programs. */
 #ifndef SMCR_LOG_H
 #define SMCR_LOG_H

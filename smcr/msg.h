@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: SMC-R messages as the stack sees them (host byte order), and the
  * codecs between them and the wire (RFC 7609 Appendix A; wire.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: Remote Memory Buffers. */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: Remote Memory Buffers (RFC 7609 §2.1, §4.1-4.4).
  *
  * An RMB is one pinned buffer split into equal RMB elements (RMBEs), one per

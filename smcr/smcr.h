@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libsmcr: Shared Memory Communications over RDMA (RFC 7609) in userspace.
  *
  * A context owns the RDMA devices, the link groups to peers and a progress

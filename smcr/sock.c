@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the socket half of the public API: data calls, close, events,
  * status.  Connection setup (CLC) is in sock_clc.c. */
 #include <config.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: socket internals shared by sock.c and sock_clc.c. */
 #ifndef SMCR_SOCK_H
 #define SMCR_SOCK_H

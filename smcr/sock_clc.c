@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: connection setup of the public API: TCP connect/accept, then the
  * CLC exchange (clc.c) whose callbacks find or create the link group, the
  * RMBE and the connection; TCP fallback when SMC-R is not possible. */

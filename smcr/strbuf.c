@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: appending text and JSON strings to a fixed buffer (strbuf.h). */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: appending text and JSON strings to a fixed buffer, for the status
  * dumps of libsmcr and of the programs (one home for what each had). */
 #ifndef SMCR_STRBUF_H

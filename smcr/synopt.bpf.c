@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the SMC TCP option (RFC 7609 §3.1: kind 254, length 6, ExID
  * 0xE2D4C3D9) on the SYN and SYN-ACK of libsmcr's own sockets, and what the
  * peer sent.  A cgroup sockops program, loaded by smcr/synopt.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: loads synopt.bpf.c (embedded by bpftool gen skeleton) and
  * attaches it to the cgroup v2 this process runs in. */
 #include <config.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the SMC TCP option on our SYNs and SYN-ACKs (RFC 7609 §3.1)
  * through a cgroup BPF sockops program (synopt.bpf.c).  Internal.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: what smcr/synopt.bpf.c and smcr/synopt.c share. */
 #ifndef SMCR_SYNOPT_BPF_H
 #define SMCR_SYNOPT_BPF_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: SMC-R messages exactly as they travel on the wire (RFC 7609,
  * Appendix A).
  *

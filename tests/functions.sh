@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers for shell tests.  Source it first:  . "${srcdir:-.}/functions.sh"
 #
 #   requires CMD [ARGS...]   skip the test (exit 77) with a reason unless the

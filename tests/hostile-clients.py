@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Hostile NBD / CLC clients for the issue 13 tests (not a test itself).
 
   hostile-clients.py abandon PORT N       N connections that send half a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd tests: the memory NBD server of tests/unit/memserver.c as a
  * program, for shell tests that need an SMC-R (CLC) NBD server:
  *   nbd-memserver [--smcr] [-p PORT] [-s MIB] [-n NAME] [--no-multi-conn]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: a small NBD client for the shell tests, on blockdev's client half.
  * It prints the exact option replies and error values a server sends.
  *

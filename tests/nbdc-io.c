@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd tests: random reads and writes through the client library
  * (client/nbd-conn.c) with every byte checked, for the reconnect tests.
  *

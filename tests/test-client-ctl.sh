@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # smcrctl against the control sockets of smcrd and of a client (nbdkit
 # with our plugin over smcrd's SMC-R port; TCP fallback on this host):
 # list, status (table and JSON with the right fields), stats, counters that

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # smcr-fuse in front of smcrd (SMC-R port, TCP fallback on this host):
 #  - the mount shows one file, named after the export, of its size;
 #  - a random file written through the mount (dd conv=notrunc,fsync) reads

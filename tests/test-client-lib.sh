@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers of the client shell tests (test-client-*.sh).  Source it
 # after functions.sh and test-nbd-lib.sh.  Not a test itself.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nbdkit with our plugin (nbdkit smcr ...) in front of smcrd, served on a
 # unix socket to libnbd's tools:
 #  - transport=tcp to smcrd's NBD port: nbdinfo shows the export's size and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The client library (client/nbd-conn.c) against smcrd over TCP, with
 # every byte checked by nbdc-io:
 #  1. smcrd is killed (SIGKILL) under load and restarted on the same port

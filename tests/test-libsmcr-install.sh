@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # libsmcr as installed: "make install DESTDIR=" of smcr/, then the client of
 # libsmcr(3)'s EXAMPLES (cut from the page) and an echo server are built
 # with only "pkg-config --cflags --libs libsmcr" of that tree and talk to

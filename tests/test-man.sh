@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The manual: every public function of smcr.h has a page name (a link to
 # libsmcr(3), man/Makefile.am's LIBSMCR_FUNCS) and is in libsmcr(3)'s
 # synopsis; every page renders without warnings; every page a page refers

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # smcrd's command line and limits: --help, --version, usage errors (exit 2;
 # every number checked whole before anything listens), all listeners or none,
 # --max-clients refuses extra clients with a clear option error while the

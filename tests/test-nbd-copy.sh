@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # nbdcopy a 256 MiB random image into an smcrd export and back out:
 # identical (and identical in the exported file).
 # smcr-timeout: 600

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Edge cases, with libnbd (strict checks off) and our probe client:
 # read past the end -> EINVAL and the connection still works; write to a
 # read-only export -> EPERM; writes past the end -> ENOSPC; oversized and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # fio with its nbd engine, randrw at iodepth 32 with crc32c verification,
 # on a buffered and an O_DIRECT export: no errors.
 # smcr-timeout: 600

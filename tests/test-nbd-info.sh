@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # smcrd over TCP: nbdinfo sees the right size and flags, nbdinfo --list
 # lists the exports, unknown and forbidden exports get the right option
 # errors (NBD_REP_ERR_UNKNOWN, NBD_REP_ERR_POLICY).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers of the smcrd shell tests (test-nbd-*.sh).  Source it after
 # functions.sh.  Not a test itself.
 #

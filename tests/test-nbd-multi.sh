@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # 8 clients at once, each writing and reading back its own region with
 # many requests in flight; checksums verified through NBD and on the file.
 # smcr-timeout: 300

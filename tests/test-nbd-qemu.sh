@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # qemu-img convert into an smcrd export, then qemu-img compare: identical.
 # smcr-timeout: 600
 . "${srcdir:-.}/functions.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # SIGHUP reloads the exports of the config file and keeps connected clients;
 # SIGTERM drains in-flight requests and exits 0; daemon mode with a pid file.
 # smcr-timeout: 300

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # smcrd's SMC-R listener on a host without RDMA: a plain NBD client that
 # sends no CLC Proposal gets NBD over TCP on the same socket after the
 # Proposal wait, and its data round-trips.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # base:allocation (NBD_CMD_BLOCK_STATUS): a sparse 1 GiB export with three
 # data extents (1 MiB at 100 MiB, 4 KiB at 512 MiB, 2 MiB at the end)
 #  - nbdinfo --map shows exactly those extents and the holes between them;

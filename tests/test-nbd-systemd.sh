@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # systemd's protocols without systemd running:
 #  - socket activation: systemd-socket-activate owns the port and starts
 #    smcrd on the first connection; nbdinfo attaches through it (size and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # TLS on NBD/TCP (NBD_OPT_STARTTLS, GnuTLS), with a CA, a server
 # certificate and a PSK file made here (certtool, psktool):
 #  - --tls=require --tls-certificates: nbdinfo over nbds:// says "with

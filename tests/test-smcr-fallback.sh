@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # libsmcr on a host without an RNIC: the client declines (no SMC-R device),
 # both ends carry on over the same TCP connection, the data arrives intact
 # (SHA-256 both ways) and the fallback is counted with its reason.

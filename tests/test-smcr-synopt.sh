@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The SMC TCP option (RFC 7609 §3.1: kind 254, length 6, ExID E2D4C3D9) from
 # libsmcr's BPF program, on loopback (this host has no RDMA: every pairing
 # ends in TCP, and what matters is which one runs CLC).  A capture on lo must

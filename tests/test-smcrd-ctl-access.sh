@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Who may use a control socket (issue 13, defect 4): status and stats for
 # anybody who can connect, fault injection and section commands only for
 # root and the daemon's user (SO_PEERCRED); a control directory that

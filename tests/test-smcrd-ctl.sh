@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The control socket against a hostile local client (issue 13, defect 4):
 # empty and blank command lines, a line cut short, an over-long line; the
 # daemon must answer the next good command each time.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # smcrd's pid and log files (issue 13, defect 8): never opened through a
 # symbolic link (a planted link must not make smcrd write to its target),
 # a pid file only as a regular file, modes 0644 and 0640; a pid file from

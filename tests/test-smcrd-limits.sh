@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # smcrd's named limits at their edges (issue 13):
 #  - handshake-timeout holds inside a read (defect 2): slow loris clients
 #    that trickle one byte a second into an NBD_OPT_GO payload are closed

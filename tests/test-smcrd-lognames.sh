@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Client-chosen export names in smcrd's log (issue 13, defect 6): a name
 # with a newline, a carriage return and an ANSI escape must not start a
 # line of its own (a forged log line); it shows escaped (\x0a).  Verbose,

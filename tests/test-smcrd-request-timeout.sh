@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Cheap WRITE announcers against a good client (issue 13, defect 3): with
 # 64 MiB of request memory on one worker, 8 clients announce a 16 MiB
 # WRITE each and send 1 byte; they are closed after request-timeout (2 s)

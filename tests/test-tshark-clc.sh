@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # An independent check of the CLC codecs: Wireshark's SMC dissector.
 #
 # unit/tshark-clc-peer sends a real Proposal, Accept and Confirm (TCP

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Benchmark: smcrd against nbdkit's file plugin and qemu-nbd, serving the
 # same file in the same run, measured with fio's nbd engine (libnbd).
 #
@@ -46,7 +47,7 @@ while getopts "s:r:n:j:ckSo:" o; do
         k) keep=1 ;;
         S) scale=1 ;;
         o) outdir=$OPTARG ;;
-        *) sed -n '2,34p' "$0"; exit 2 ;;
+        *) sed -n '3,34p' "$0"; exit 2 ;;
     esac
 done
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Turns bench-nbd.sh's results.csv into report.md and PNG plots.
 
 Every figure is the median of the rounds with min and max beside it; the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Benchmark: in one VM pair of the rxe lane, over the same rxe
 # link (link 1, one NIC per guest), measure
 #   - ib_write_bw / ib_write_lat (perftest): the limit of the link,
@@ -47,7 +48,7 @@ while [ $# -gt 0 ]; do
         -b) bytes=$2; shift 2 ;;
         -i) iters=$2; shift 2 ;;
         --smc-v2-probe) probe=1; shift ;;
-        *) sed -n '2,38p' "$0"; exit 2 ;;
+        *) sed -n '3,37p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1

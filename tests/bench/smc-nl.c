@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smc-nl: the few knobs and counters of the kernel's AF_SMC (net/smc) that
  * the benchmarks need, over generic netlink (what smc-tools' smc_pnet,
  * smcd ueid and smcd stats do; smc-tools is not packaged for every

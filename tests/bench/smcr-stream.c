@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcr-stream: stream tests and benchmarks over our SMC-R (libsmcr), plain
  * TCP, or the kernel's SMC-R (AF_SMC), with the same flags for all three.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for the CDC decoder (smcr_cdc_decode) and the
  * cursor helpers applied to what it decodes. */
 #include <config.h>

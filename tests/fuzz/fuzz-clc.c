@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for the CLC decoder (smcr_clc_hdr_decode,
  * smcr_clc_decode). */
 #include <config.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for smcrd's configuration: the config file
  * (config_load_file, through a memfd), and its first line as an --export
  * argument, an allow= prefix matched against addresses, a size, a number

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for the control socket (smcr/ctl.c) as a local
  * client reaches it: each input is sent to a real control socket of a
  * real SMC-R context (no RDMA device needed) whose program has a section

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for fault specs (smcr_fault(): the control
  * socket's "fault SPEC", smcrctl fault, SMCR_FAULT) on a context with no
  * link groups: every spec is parsed, none finds a link. */

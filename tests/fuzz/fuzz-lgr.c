@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer targets for the LLC and CDC state machines of a link
  * group (smcr/lgr.c, llc.c, conn.c), driven as tests/unit/smcr-lgr.c
  * drives them: a server and a client group, two ports each, joined by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for the LLC decoder (smcr_llc_decode). */
 #include <config.h>
 

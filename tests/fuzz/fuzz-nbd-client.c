@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for NBD as a client sees a server (blockdev/
  * nbd-client.c, whose handshake the nbdkit plugin and smcr-fuse use): the
  * input is the server's byte stream.  The client reads the greeting,

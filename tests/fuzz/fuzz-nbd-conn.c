@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for the reply parser of the NBD clients the
  * nbdkit plugin and smcr-fuse run on (client/nbd-conn.c: rx_step, simple
  * replies and structured chunks, offsets, holes, errors, block status

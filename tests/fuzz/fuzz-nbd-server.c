@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for NBD as smcrd sees it from a client: the
  * input is the client's byte stream.  The fixed newstyle handshake
  * (nbd_server_handshake: option haggling, export lookup, INFO/GO,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs every libFuzzer target over its seed corpus (each input once, a
 # regression check), then FUZZ_CHECK_RUNS mutations from there (a tenth
 # of that for the slow targets of FUZZ_SLOW: a link group or a socket per

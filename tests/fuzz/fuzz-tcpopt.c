@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for the TCP option parsers
  * (smcr_tcpopt_find, smcr_tcpopt_find_in_tcphdr). */
 #include <config.h>

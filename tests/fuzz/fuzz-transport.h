@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd fuzzing: a bd_transport over the fuzzer's input.  Reads return
  * the input from the start, a few bytes at a time when chunk is set (as a
  * real stream splits), then the end of the stream; writes are accepted and

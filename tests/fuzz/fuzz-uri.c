@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for the export URIs and HOST[:PORT] arguments
  * of the clients (nbdc_uri_parse, nbdc_hostport_parse: smcr-fuse's URI,
  * the nbdkit plugin's uri= and server=). */

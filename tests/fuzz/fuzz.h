@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: shared bits of the libFuzzer targets (one per decoder).
  *
  * Each target checks, besides "no crash, no sanitizer report", that

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the seed corpora of the fuzz targets that take streams or text
 (corpus/<target>/): a few well-formed inputs each, from which libFuzzer's
 mutations reach the parsers' deeper states.  Run from tests/fuzz/ after

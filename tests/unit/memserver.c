@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd tests: a small NBD server in memory (see memserver.h). */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd tests: a small NBD server in memory (one thread per connection)
  * over TCP or libsmcr (CLC; TCP fallback on a host without RDMA), with
  * fault knobs for the client tests: stop answering, answer ESHUTDOWN,

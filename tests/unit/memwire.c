@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd tests: an in-memory wire between two link ends. */
 #include <config.h>
 

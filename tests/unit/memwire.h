@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd tests: an in-memory wire between two struct smcr_link ends, with
  * fault injection.  Work requests queue up per link and are delivered, in
  * order, by memwire_step()/memwire_run(), like an RC QP would. */

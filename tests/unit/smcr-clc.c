@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the CLC rendezvous flows (smcr/clc.c) between two threads over a
  * loopback TCP connection: first and subsequent contact, Declines from
  * either side at every step, TCP fallback with the stream exactly at the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the CDC data path of two peers driven against each other through
  * the in-memory wire: random write sizes, wrap-around, small windows, close,
  * abort, bad CDCs, and failover between two links. */

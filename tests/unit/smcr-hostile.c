@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libsmcr against a peer that lies (issue 13 defect 7): link
  * groups are found by peer ID, role, GID, MAC (and the server's QP for a
  * client), not by the peer ID a peer may copy; our peer ID's random part

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: link groups of two peers driven against each other through the
  * in-memory wire: CONFIRM LINK, ADD LINK (+CONT), CONFIRM/DELETE RKEY,
  * DELETE LINK, TEST LINK, failover and re-add, asymmetric groups, LLC

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the test arrays of the libsmcr unit test program. */
 #ifndef SMCR_TESTS_SMCR_SUITES_H
 #define SMCR_TESTS_SMCR_SUITES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: unit tests for blockdev (NBD codecs, request checks, replies,
  * handshake, client) and smcrd's engine, config and exports. */
 #include <config.h>

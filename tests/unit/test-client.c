@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: unit tests of the client library (client/nbd-conn.c) against
  * an NBD server in memory (memserver.c): URIs, I/O with data checks,
  * multi-conn, callbacks, reconnect and resend after the server goes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: unit tests for libsmcr. */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: unit tests of the SMC-R wire formats (smcr/wire.h, smcr/msg.h,
  * smcr/cursor.h) against RFC 7609 Appendix A.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: sends real CLC messages over loopback TCP for the tshark check
  * (tests/test-tshark-clc.sh).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: a small CUnit front end shared by the unit test programs. */
 #include <config.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: a small CUnit front end shared by the unit test programs. */
 #ifndef SMCR_TESTS_UNIT_H
 #define SMCR_TESTS_UNIT_H

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The client library over real SMC-R (rxe, two links) while things break,
 # with every byte checked by nbdc-io (random 64 KiB reads and writes, 16 in
 # flight, two NBD connections):

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The clients over real SMC-R (rxe): smcrd on host B (NBD over SMC-R on port
 # 10810, two links), and on host A:
 #  1. nbdkit smcr -> SMC-R -> smcrd; the kernel's nbd-client on /dev/nbd0

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Run in a guest: ext4-check.sh DEV — mkfs.ext4 on DEV, copy a tree of
 # files, umount, fsck clean, remount and compare checksums; prints one
 # "ext4: ..." verdict line, exits non-zero on any difference.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The rxe lane's guest agent: PID 1 inside each VM after the initramfs has
 # switch_rooted into the overlay on the host's root filesystem.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd VM tests: a hostile SMC-R client against smcrd (issue 14).
  *
  *   hostile-peer SERVER PORT CASE [options]

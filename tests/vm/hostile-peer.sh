@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A hostile SMC-R client against smcrd (issue 14), over rxe.  smcrd serves
 # a disk on B; on A a well-behaved client (nbdc-io over SMC-R: random
 # 64 KiB reads and writes, every byte checked) runs on its own link group

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # /init of the rxe lane's initramfs (busybox sh).  lib.sh builds the
 # initramfs at test time from the host's busybox-static and kernel modules.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # libsmcr against the kernel's AF_SMC (Linux 6.1, net/smc) and against
 # plain TCP, between the two guests.  Both guests load the patched rdma_rxe
 # (SMCR_VM_RXE=smc) and give AF_SMC the PNET ID and user EID of

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The kernel peer: Linux AF_SMC to Linux AF_SMC between the two guests over
 # SMC-Rv2.  The guests load rdma_rxe built with rxe-smc-fixes.patch
 # (SMCR_VM_RXE=smc); both get PNET ID SMCRBD for eth0/rxe0 and eth1/rxe1

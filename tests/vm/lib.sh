@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The rxe VM lane: boot Debian's stock kernel under qemu (TCG) with the host's
 # root filesystem shared read-only, one or two VMs ("hosts" A and B), each
 # with up to two virtio NICs; NIC L of A and NIC L of B form link L, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * link-stream: SMC-R connections streaming over two real RC links
  * (smcr/link_verbs.c) with the CDC data path (smcr/conn.c) on top, and

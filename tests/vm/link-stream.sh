@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rxe lane: SMC-R connections over two real RC links per host (link_verbs
 # over rxe0 and rxe1 in two VMs), the CDC data path (smcr/conn.c) on top.
 #   1. clean: LS_CONNS connections (half per link) stream LS_MIB MiB each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rc-smoke: RC QP smoke test for the rxe VM lane.
  *

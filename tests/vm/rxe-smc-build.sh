@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds rdma_rxe.ko with tests/vm/rxe-smc-fixes.patch for kernel KVER from
 # Debian's linux-source-6.1 against that kernel's headers, into OUTDIR, and
 # prints the module's path.  Reuses OUTDIR/rdma_rxe.ko while the patch, the

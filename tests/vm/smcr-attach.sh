@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # smcr-attach in the rxe lane: the kernel's nbd driver in A on smcrd's
 # SMC-R port in B through the kernel's own AF_SMC sockets (two of them,
 # multi-conn), no user space process on the data path: mkfs.ext4, a tree of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* smcr-close: close and abort of libsmcr connections (RFC 7609 §4.8), for
  * tests/vm/smcr-close.sh.
  *

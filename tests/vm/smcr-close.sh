@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Close and abort of SMC-R connections between two hosts
 # (tests/vm/smcr-close.c, one server on B taking 6 connections from A in
 # turn, each a new client process):

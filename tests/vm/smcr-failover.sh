@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # SMC-R failover under load in the rxe lane (libsmcr through smcr-stream):
 #  1. 16 connections stream both ways (every byte pattern-checked, SHA-256
 #     compared at the end) while links fail and come back, FO_CYCLES times

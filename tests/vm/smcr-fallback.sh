@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # TCP fallback between two hosts when one has no RNIC.
 # B's rxe device is deleted before anything starts; then, over link 1's
 # addresses:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # SMC-R between two hosts over rxe, through libsmcr's public API:
 #  1. 64 concurrent connections A -> B, each 2 MiB both directions, SHA-256
 #     checked at the far end; then one connection with 64 MiB each way.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Issue 3/6 test 5: Wireshark's SMC dissector reads every message of an
 # SMC-R session between two hosts.  dumpcap captures B's two NICs (eth0 =
 # link 1, eth1 = link 2) while A opens 5 SMC-R connections to B, each

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # smcrd over plain NBD/TCP in the rxe lane: smcrd in B exports a 256 MiB
 # file on port 10809 (no SMC-R listener); in A the kernel's nbd-client
 # attaches /dev/nbd0 over one of the links, mkfs.ext4, mount, copy a tree of

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rxe lane smoke 2 (single VM): the kernel's nbd-client attaches /dev/nbd0
 # to an nbdkit memory export inside the guest; a pattern written through the
 # block device with O_DIRECT must read back identical after dropping caches.

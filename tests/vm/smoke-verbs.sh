@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rxe lane smoke 1: an RC QP from host A to host B over each of the two
 # links (real libibverbs over Soft-RoCE in two VMs); 1 MiB RDMA WRITE WITH
 # IMM plus a 64-byte SEND per link, every byte checked on B.
