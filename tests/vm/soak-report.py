@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The soak's report and counter check (tests/vm/soak.sh).
 
 soak-report.py --dir W --seed S --offset-a US --offset-b US --qp-timeout N

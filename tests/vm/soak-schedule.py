@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The soak's fault schedule (tests/vm/soak.sh): soak-schedule.py SEED COUNT.
 
 Prints COUNT lines "N KIND SIDE LINK HOLD_MS GAP_MS", the same for the same

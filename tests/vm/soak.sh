@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Failover soak through the whole block stack (rxe lane, two links):
 #   B: smcrd exports a 256 MiB file over SMC-R (config file, so SIGHUP
 #      reloads it);
