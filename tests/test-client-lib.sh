@@ -106,3 +106,11 @@ nbdkit_uri() { echo "nbd+unix:///?socket=$NBDKIT_SOCK"; }
 result_field() {
     sed -n "s/^result .*\<$2 \([0-9][0-9]*\).*/\1/p" "$1"
 }
+
+# smcrd_limit NAME: a counter of the "limits" part of smcrd's status
+# (smcrctl --json status smcrd).
+smcrd_limit() {
+    "$SMCRCTL" --json status smcrd | python3 -c '
+import json, sys
+print(json.load(sys.stdin)[0]["sections"]["smcrd"]["limits"][sys.argv[1]])' "$1"
+}

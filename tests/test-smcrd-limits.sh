@@ -18,11 +18,7 @@ HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 truncate -s 1M "$d/disk.img"
-limit() {
-    "$SMCRCTL" --json status smcrd | python3 -c '
-import json, sys
-print(json.load(sys.stdin)[0]["sections"]["smcrd"]["limits"][sys.argv[1]])' "$1"
-}
+limit() { smcrd_limit "$1"; }
 
 # --- handshake-timeout 3 s, every client slot taken by a loris ---------
 start_smcrd --export "disk=$d/disk.img" --max-clients 10 --handshake-timeout 3

@@ -13,11 +13,7 @@ HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 truncate -s 1M "$d/disk.img"
-refused() {
-    "$SMCRCTL" --json status smcrd | python3 -c '
-import json, sys
-print(json.load(sys.stdin)[0]["sections"]["smcrd"]["limits"]["refused_per_address"])'
-}
+refused() { smcrd_limit refused_per_address; }
 start_smcrd --export "disk=$d/disk.img" --max-clients-per-address 3
 python3 "$HOSTILE" hold "$PORT" 2 3 >"$d/hold" &
 h=$!
