@@ -114,3 +114,13 @@ smcrd_limit() {
 import json, sys
 print(json.load(sys.stdin)[0]["sections"]["smcrd"]["limits"][sys.argv[1]])' "$1"
 }
+
+# hold_handshakes N SECS: N clients of tests/hostile-clients.py silent in
+# smcrd's handshake on $PORT for SECS seconds, in the background (pid in
+# $held); returns once all N are connected.
+hold_handshakes() {
+    python3 "$srcdir/hostile-clients.py" hold "$PORT" "$1" "$2" >"$d/hold" &
+    held=$!
+    cleanup_fn "kill $held 2>/dev/null"
+    wait_for 5 grep -q "^holding $1\$" "$d/hold"
+}

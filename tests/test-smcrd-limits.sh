@@ -42,18 +42,13 @@ stop_smcrd
 
 # --- max-handshakes 4 ------------------------------------------------------
 start_smcrd --export "disk=$d/disk.img" --max-handshakes 4
-python3 "$HOSTILE" hold "$PORT" 3 4 >"$d/hold" &
-h=$!
-cleanup_fn "kill $h 2>/dev/null"
-wait_for 5 grep -q '^holding 3$' "$d/hold"
+hold_handshakes 3 4
 probe 127.0.0.1 "$PORT" list | grep -qx disk || fail "limit-1: a good client was not served"
-wait "$h"
-python3 "$HOSTILE" hold "$PORT" 4 3 >"$d/hold" &
-h=$!
-wait_for 5 grep -q '^holding 4$' "$d/hold"
+wait "$held"
+hold_handshakes 4 3
 probe 127.0.0.1 "$PORT" list >/dev/null 2>&1 && fail "at max-handshakes a 5th client was served"
 [ "$(limit refused_handshakes)" -ge 1 ] || fail "refusal not counted"
-wait "$h"
+wait "$held"
 wait_for 5 probe 127.0.0.1 "$PORT" list
 echo "max-handshakes 4: 3 held + 1 served, 4 held + 1 refused ($(limit refused_handshakes) counted), served after"
 stop_smcrd

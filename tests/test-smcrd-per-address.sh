@@ -9,25 +9,19 @@
 . "$srcdir/test-nbd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
-HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 truncate -s 1M "$d/disk.img"
 refused() { smcrd_limit refused_per_address; }
 start_smcrd --export "disk=$d/disk.img" --max-clients-per-address 3
-python3 "$HOSTILE" hold "$PORT" 2 3 >"$d/hold" &
-h=$!
-cleanup_fn "kill $h 2>/dev/null"
-wait_for 5 grep -q '^holding 2$' "$d/hold"
+hold_handshakes 2 3
 probe 127.0.0.1 "$PORT" list | grep -qx disk || fail "limit-1: the 3rd client was not served"
-wait "$h"
-python3 "$HOSTILE" hold "$PORT" 3 3 >"$d/hold" &
-h=$!
-wait_for 5 grep -q '^holding 3$' "$d/hold"
+wait "$held"
+hold_handshakes 3 3
 probe 127.0.0.1 "$PORT" list >/dev/null 2>&1 && fail "a 4th client from one address was served"
 probe 127.0.0.1 "$PORT" list >/dev/null 2>&1 && fail "a 5th client from one address was served"
 [ "$(refused)" = 2 ] || fail "refused_per_address $(refused), want 2"
-wait "$h"
+wait "$held"
 wait_for 5 probe 127.0.0.1 "$PORT" list
 logged=$(grep -c 'max-clients-per-address' "$SMCRD_LOG" || true)
 [ "$logged" = 1 ] || fail "logged $logged times, want 1"
