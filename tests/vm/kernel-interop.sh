@@ -45,13 +45,7 @@ for v in A B; do
         fail "AF_SMC setup failed on $v"
 done
 
-cap=$(vm_bg B "exec dumpcap -q -i eth0 -f 'tcp portrange 5001-5004' -w $pcap")
-for (( i=0; i<300; i++ )); do
-    grep -q "Capturing on" "$share/out/$cap.err" 2>/dev/null && break
-    [ -e "$share/out/$cap.rc" ] && { cat "$share/out/$cap.err"; fail "dumpcap failed"; }
-    sleep 0.1
-done
-grep -q "Capturing on" "$share/out/$cap.err" || fail "dumpcap did not start"
+vm_dumpcap B "-i eth0 -f 'tcp portrange 5001-5004' -w $pcap"
 
 # kstats VM: the kernel's SMC-R successes and fallbacks by reason.
 kstats() { vm_run "$1" "$N stats; $N fallbacks"; }
@@ -65,8 +59,7 @@ kget() {
 run() {
     local name=$1 port=$2 st=$3 ct=$4 srv
     srv=$(vm_bg B "exec timeout 90 $S server -t $st -p $port -n $nconn")
-    vm_run B "for i in \$(seq 100); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.1; done; exit 1" ||
-        fail "$name: server not listening"
+    vm_listening B "$port"
     out=$(vm_run -t 100 A "timeout 80 $S client $B1 -t $ct -p $port -m verify -n $nconn -b $bytes -s 32768 2>&1") ||
         { echo "$out"; fail "$name: client failed"; }
     sout=$(vm_wait -t 30 B "$srv" 2>&1) || { echo "$sout"; fail "$name: server failed"; }
@@ -109,7 +102,7 @@ ours "$sout" server 0x03010000
 
 sleep 1
 vm_run B 'kill -INT $(pidof dumpcap)' >/dev/null
-vm_wait -t 30 B "$cap" >/dev/null 2>&1
+vm_wait -t 30 B "$vm_cap" >/dev/null 2>&1
 [ -s "$pcap" ] || fail "empty capture"
 
 echo "--- the kernel's counters (smc-nl), before -> after"

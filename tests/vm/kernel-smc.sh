@@ -43,17 +43,10 @@ for v in A B; do
 done
 vm_run A 'echo "A: $(grep ^rdma_rxe /proc/modules), kernel tainted $(cat /proc/sys/kernel/tainted)"'
 
-cap=$(vm_bg B "exec dumpcap -q -i eth0 -i eth1 -w $pcap")
-for (( i=0; i<300; i++ )); do
-    grep -q "Capturing on" "$share/out/$cap.err" 2>/dev/null && break
-    [ -e "$share/out/$cap.rc" ] && { cat "$share/out/$cap.err"; fail "dumpcap failed"; }
-    sleep 0.1
-done
-grep -q "Capturing on" "$share/out/$cap.err" || fail "dumpcap did not start"
+vm_dumpcap B "-i eth0 -i eth1 -w $pcap"
 
 srv=$(vm_bg B "exec timeout 90 $S server -t smc -p $port -n $nconn")
-vm_run B "for i in \$(seq 100); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.1; done; exit 1" ||
-    fail "server not listening"
+vm_listening B "$port"
 out=$(vm_run -t 100 A "timeout 80 $S client $B1 -t smc -p $port -m verify -n $nconn -b 1M -s 32768 2>&1")
 crc=$?
 echo "$out" | grep -E '^(client|result)'
@@ -64,7 +57,7 @@ echo "$out" | grep -q "^result verify smc $nconn 1048576 ok$" || fail "stream no
 # Link group state while it idles (the kernel keeps it ~10 min).
 sleep 2
 vm_run B 'kill -INT $(pidof dumpcap)' >/dev/null
-vm_wait -t 30 B "$cap" >/dev/null 2>&1
+vm_wait -t 30 B "$vm_cap" >/dev/null 2>&1
 [ -s "$pcap" ] || fail "empty capture"
 
 # The kernel's counters.

@@ -33,6 +33,10 @@
 #   vm_share NAME            print the VM's shared read-write directory (the
 #                            same path inside the guest)
 #   vm_log NAME              print the path of the VM's serial log
+#   vm_listening NAME PORT   wait (10 s) until a TCP server listens on PORT
+#                            in the VM, or fail
+#   vm_dumpcap NAME ARGS     start "dumpcap -q ARGS" in the VM, wait until it
+#                            captures (or fail), its job id in $vm_cap
 #   vm_stop [NAME...]        power the VMs off (all by default) and wait
 #   vm_quit NAME...          qemu quits at once (no shutdown in the guest)
 #
@@ -317,6 +321,23 @@ _vm_check() {
 vm_share() { _vm_check "$1"; echo "${_vm_dir[$1]}/share"; }
 vm_log() { _vm_check "$1"; echo "${_vm_dir[$1]}/serial.log"; }
 vm_ip() { _vm_check "$1"; echo "10.1.$2.${_vm_idx[$1]}"; }
+
+vm_listening() {
+    vm_run "$1" "for i in \$(seq 100); do ss -ltn | grep -q ':$2 ' && exit 0; sleep 0.1; done; exit 1" ||
+        fail "no server listening on $1 port $2"
+}
+
+vm_dumpcap() {
+    local share i
+    share=$(vm_share "$1")
+    vm_cap=$(vm_bg "$1" "exec dumpcap -q $2")
+    for (( i=0; i<300; i++ )); do
+        grep -q "Capturing on" "$share/out/$vm_cap.err" 2>/dev/null && return 0
+        [ -e "$share/out/$vm_cap.rc" ] && { cat "$share/out/$vm_cap.err"; fail "dumpcap failed in $1"; }
+        sleep 0.1
+    done
+    fail "dumpcap did not start in $1"
+}
 
 vm_bg() {
     local name=$1; shift

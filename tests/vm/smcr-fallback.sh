@@ -23,17 +23,12 @@ vm_run B 'rdma link delete rxe0 && ls /sys/class/infiniband | wc -l' | grep -qx 
 sent_pkts() { vm_run A 'cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts'; }
 pkts0=$(sent_pkts)
 
-# listening HOST PORT: wait until the server listens (the guests are slow).
-listening() {
-    vm_run "$1" "for i in \$(seq 100); do ss -ltn | grep -q ':$2 ' && exit 0; sleep 0.1; done; exit 1" ||
-        fail "no server listening on $1 port $2"
-}
 
 # check CASE SERVER_VM CLIENT_VM PORT BY_PEER
 check() {
     local name=$1 sv=$2 cv=$3 port=$4 by_peer=$5 srv out sout
     srv=$(vm_bg "$sv" "$S server -p $port -n 4")
-    listening "$sv" "$port"
+    vm_listening "$sv" "$port"
     out=$(vm_run -t 90 "$cv" "$S client $(vm_ip "$sv" 1) -p $port -m verify -n 4 -b 2M -s 60000") ||
         { echo "$out"; fail "$name: client failed"; }
     sout=$(vm_wait -t 60 "$sv" "$srv") || { echo "$sout"; fail "$name: server failed"; }

@@ -40,17 +40,10 @@ share=$(vm_share B)
 pcap=$share/session.pcapng
 port=5000
 
-cap=$(vm_bg B "exec dumpcap -q -i eth0 -i eth1 -w $pcap")
-for (( i=0; i<300; i++ )); do
-    grep -q "Capturing on" "$share/out/$cap.err" 2>/dev/null && break
-    [ -e "$share/out/$cap.rc" ] && { cat "$share/out/$cap.err"; fail "dumpcap failed"; }
-    sleep 0.1
-done
-grep -q "Capturing on" "$share/out/$cap.err" || fail "dumpcap did not start"
+vm_dumpcap B "-i eth0 -i eth1 -w $pcap"
 
 srv=$(vm_bg B "$S server -p $port -n 6")
-vm_run B "for i in \$(seq 100); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.1; done; exit 1" ||
-    fail "server not listening"
+vm_listening B "$port"
 out=$(vm_run -t 120 A "$S client $B1 -p $port -m verify -n 5 -b 128K -s 32768") ||
     { echo "$out"; fail "client failed"; }
 # A 6th connection: ping-pong for a few seconds, while link 2 idles long
@@ -66,7 +59,7 @@ echo "$out" | grep -q '^client: SMC-R (first contact)' || fail "not an SMC-R ses
 echo "$out" | grep -q '^client: syn-option bpf$' || fail "client not in syn-option bpf mode"
 echo "$sout" | grep -q '^server: syn-option bpf$' || fail "server not in syn-option bpf mode"
 vm_run B 'kill -INT $(pidof dumpcap)' >/dev/null
-vm_wait -t 30 B "$cap" >/dev/null 2>&1
+vm_wait -t 30 B "$vm_cap" >/dev/null 2>&1
 [ -s "$pcap" ] || fail "empty capture"
 
 tsh() { tshark -r "$pcap" "$@" 2>/dev/null; }
