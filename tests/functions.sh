@@ -10,6 +10,9 @@
 #                            SMCR_VALGRIND=1
 #   wait_for SECONDS CMD...  poll until CMD succeeds, or fail
 #   free_port                print a free TCP port on 127.0.0.1
+#   grepq ARGS...            grep -q for the end of a pipeline: reads all its
+#                            input, so the writer never dies of SIGPIPE (with
+#                            pipefail that would fail the pipeline)
 
 set -u
 set -o pipefail
@@ -64,6 +67,13 @@ wait_for() {
         sleep 0.1
     done
     fail "timed out after ${secs}s waiting for: $*"
+}
+
+grepq() {
+    local rc=0
+    grep -q "$@" || rc=$?
+    cat >/dev/null
+    return "$rc"
 }
 
 free_port() {

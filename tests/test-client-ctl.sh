@@ -70,7 +70,7 @@ names = sorted(p["name"] for p in json.load(sys.stdin))
 assert names == ["nbdkit-smcr", "smcrd"], names' || fail "status of all programs"
 
 # A command for the client library: drop its connections; they come back.
-ctl send nbdkit-smcr nbd drop | grep -q "ok: dropped 3 connection(s)" || fail "nbd drop"
+ctl send nbdkit-smcr nbd drop | grepq "ok: dropped 3 connection(s)" || fail "nbd drop"
 wait_for 10 bash -c "'$SMCRCTL' --json status nbdkit-smcr | grep -q '\"reconnects\":3,'"
 cmp -n 8388608 "$d/data" "$d/disk.img" || fail "data"
 
@@ -106,5 +106,5 @@ assert p["stats"] is None and p["status"]["sections"]["nbd"]["stats"]["requests"
     fail "stats --json of a TCP client"
 stop_nbdkit
 stop_smcrd
-ls "$SMCR_CTL_DIR" | grep -q . && fail "control sockets left behind: $(ls "$SMCR_CTL_DIR")"
+ls "$SMCR_CTL_DIR" | grepq . && fail "control sockets left behind: $(ls "$SMCR_CTL_DIR")"
 echo "PASS: smcrctl list/status/stats/send/fail-link/--watch on smcrd and nbdkit-smcr"

@@ -20,7 +20,7 @@ PLUGIN=$abs_top_builddir/client/.libs/nbdkit-smcr-plugin.so
 # run the real binaries (valgrind must see them), with the library path.
 for _v in SMCRCTL SMCR_FUSE; do
     _p=${!_v}
-    if [ -x "$(dirname "$_p")/.libs/$(basename "$_p")" ] && head -c 2 "$_p" | grep -q '#!'; then
+    if [ -x "$(dirname "$_p")/.libs/$(basename "$_p")" ] && head -c 2 "$_p" | grepq '#!'; then
         printf -v "$_v" '%s' "$(dirname "$_p")/.libs/$(basename "$_p")"
     fi
 done
@@ -55,7 +55,7 @@ start_nbdkit() {
     # in nbdkit (which is not built with it); nbdkit's own exit-time
     # allocations are not ours to report.
     local preload=
-    if readelf -d "$PLUGIN" 2>/dev/null | grep -q 'NEEDED.*libasan'; then
+    if readelf -d "$PLUGIN" 2>/dev/null | grepq 'NEEDED.*libasan'; then
         preload=$(gcc -print-file-name=libasan.so)
         NBDKIT_ASAN=1
     fi

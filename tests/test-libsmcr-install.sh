@@ -72,13 +72,13 @@ int main(int argc, char **argv)
 C
 # A library built with --enable-sanitizers needs its runtime in the program.
 san=
-readelf -d "$so" | grep -q 'NEEDED.*libasan' && san="-fsanitize=address,undefined"
+readelf -d "$so" | grepq 'NEEDED.*libasan' && san="-fsanitize=address,undefined"
 for p in client server; do
     cc -Wall -Wextra -Werror $san -o "$d/$p" "$d/$p.c" $flags >"$d/$p.cc" 2>&1 ||
         { cat "$d/$p.cc"; fail "the $p does not build against the installed libsmcr"; }
 done
 export LD_LIBRARY_PATH=${so%/*}
-ldd "$d/client" | grep -q "$root" || fail "the client does not load the installed libsmcr.so"
+ldd "$d/client" | grepq "$root" || fail "the client does not load the installed libsmcr.so"
 
 port=$(free_port)
 "$d/server" "$port" >"$d/server.out" 2>"$d/server.err" &

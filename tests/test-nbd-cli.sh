@@ -12,8 +12,8 @@ requires_nbd_python
 d=$(scratch_dir)
 truncate -s 8M "$d/a.img"
 
-"$SMCRD" --help | grep -q -- "--export" || fail "--help"
-"$SMCRD" --version | grep -q "smcrd" || fail "--version"
+"$SMCRD" --help | grepq -- "--export" || fail "--help"
+"$SMCRD" --version | grepq "smcrd" || fail "--version"
 rc=0; "$SMCRD" --bogus >/dev/null 2>&1 || rc=$?
 [ $rc = 2 ] || fail "unknown option: exit $rc, want 2"
 rc=0; "$SMCRD" -f >/dev/null 2>&1 || rc=$?

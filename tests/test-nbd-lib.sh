@@ -17,7 +17,7 @@
 
 SMCRD=$abs_top_builddir/server/smcrd
 # A libtool wrapper script: run the real binary (valgrind must see it).
-if [ -x "$abs_top_builddir/server/.libs/smcrd" ] && head -c 2 "$SMCRD" | grep -q '#!'; then
+if [ -x "$abs_top_builddir/server/.libs/smcrd" ] && head -c 2 "$SMCRD" | grepq '#!'; then
     SMCRD=$abs_top_builddir/server/.libs/smcrd
     export LD_LIBRARY_PATH="$abs_top_builddir/smcr/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi

@@ -18,6 +18,6 @@ start_smcrd --export "disk=$d/export.img"
 qemu-img convert -n -f raw -O raw "$d/src.img" "$(uri disk)" || fail "qemu-img convert failed"
 qemu-img compare -f raw -F raw "$d/src.img" "$(uri disk)" || fail "qemu-img compare: differ"
 cmp "$d/src.img" "$d/export.img" || fail "exported file differs"
-qemu-img info "$(uri disk)" | grep -q "virtual size: $mib MiB" || fail "qemu-img info size"
+qemu-img info "$(uri disk)" | grepq "virtual size: $mib MiB" || fail "qemu-img info size"
 stop_smcrd
 echo "PASS: qemu-img convert + compare, ${mib} MiB"

@@ -79,7 +79,7 @@ rc=0
 out=$(LISTEN_FDS=1 bash -c 'exec 3</dev/null; LISTEN_PID=$$ exec "$0" "$@"' \
       "$SMCRD" -f --export "disk=$d/disk.img" 2>&1) || rc=$?
 [ "$rc" = 1 ] || fail "fd 3 not a socket: exit $rc, expected 1: $out"
-echo "$out" | grep -q "socket activation: descriptor 3 is not a socket" ||
+echo "$out" | grepq "socket activation: descriptor 3 is not a socket" ||
     fail "fd 3 not a socket: no reason given: $out"
 # Meant for another process: smcrd listens on its own port.
 SMCRD_LOG=$d/foreign.log

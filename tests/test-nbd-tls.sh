@@ -62,15 +62,15 @@ copy_through() {    # WHAT URI
 start_smcrd --tls=require --tls-certificates "$pki" --export "disk=$d/disk.img"
 tls_uri="nbds://127.0.0.1:$PORT/disk?tls-certificates=$pki"
 out=$(nbdinfo "$tls_uri") || fail "nbdinfo over TLS failed"
-echo "$out" | grep -q "with TLS" || fail "nbdinfo: no TLS: $out"
-nbdinfo --map "$tls_uri" | grep -q "hole,zero" || fail "no base:allocation inside TLS"
+echo "$out" | grepq "with TLS" || fail "nbdinfo: no TLS: $out"
+nbdinfo --map "$tls_uri" | grepq "hole,zero" || fail "no base:allocation inside TLS"
 copy_through "x509" "$tls_uri"
 log_has "tls: 127.0.0.1:.*TLS1\.[23]" || fail "smcrd logged no TLS session"
 # A client that does not upgrade: refused, no export data.
 if out=$(nbdinfo "nbd://127.0.0.1:$PORT/disk" 2>&1); then
     fail "a plain client was served with --tls=require: $out"
 fi
-echo "$out" | grep -q "export-size" && fail "a plain client learned the export's size"
+echo "$out" | grepq "export-size" && fail "a plain client learned the export's size"
 python3 - "$PORT" <<'PY' || fail "plain NBD_OPT_GO was not answered NBD_REP_ERR_TLS_REQD"
 import socket, struct, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
@@ -113,8 +113,8 @@ stop_smcrd
 # --- on: both -------------------------------------------------------------------------
 SMCRD_LOG=$d/on.log
 start_smcrd --tls=on --tls-certificates "$pki" --export "disk=$d/disk.img"
-nbdinfo "nbd://127.0.0.1:$PORT/disk" | grep -q "without TLS" || fail "--tls=on: plain client not served"
-nbdinfo "nbds://127.0.0.1:$PORT/disk?tls-certificates=$pki" | grep -q "with TLS" ||
+nbdinfo "nbd://127.0.0.1:$PORT/disk" | grepq "without TLS" || fail "--tls=on: plain client not served"
+nbdinfo "nbds://127.0.0.1:$PORT/disk?tls-certificates=$pki" | grepq "with TLS" ||
     fail "--tls=on: TLS client not served"
 echo "on: plain and TLS clients served"
 stop_smcrd
@@ -124,5 +124,5 @@ rc=0
 out=$("$SMCRD" -f -l 127.0.0.1 -p "$(free_port)" --smcr-port "$(free_port)" --tls=require \
       --tls-certificates "$pki" --export "disk=$d/disk.img" 2>&1) || rc=$?
 [ "$rc" = 2 ] || fail "--tls=require --smcr-port: exit $rc, expected 2: $out"
-echo "$out" | grep -q "cannot cover the SMC-R port" || fail "no reason given: $out"
+echo "$out" | grepq "cannot cover the SMC-R port" || fail "no reason given: $out"
 echo "PASS: TLS with X.509 and PSK, require refuses plain clients, on serves both"

@@ -8,7 +8,7 @@
 
 stream=$abs_top_builddir/tests/bench/smcr-stream
 [ -x "$stream" ] || fail "$stream not built"
-if ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
+if ls /sys/class/infiniband/ 2>/dev/null | grepq .; then
     skip "this host has RDMA devices; the fallback test needs a host without"
 fi
 d=$(scratch_dir)

@@ -35,7 +35,7 @@ stream=$abs_top_builddir/tests/bench/smcr-stream
 smcrd=$SMCRD
 smcrctl=$SMCRCTL
 [ -x "$stream" ] || fail "$stream not built"
-if ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
+if ls /sys/class/infiniband/ 2>/dev/null | grepq .; then
     skip "this host has RDMA devices; the test expects TCP fallback everywhere"
 fi
 d=$(scratch_dir)

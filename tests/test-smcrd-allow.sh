@@ -29,9 +29,9 @@ echo "refused: allow= on the command line (2 forms) and allow = '', ',', ' , ' i
 
 # A real prefix: the loopback client sees the export, or not.
 start_smcrd --export "disk=$d/disk.img,allow=127.0.0.1"
-probe 127.0.0.1 "$PORT" list | grep -qx disk || fail "allow=127.0.0.1 hides the export"
+probe 127.0.0.1 "$PORT" list | grepq -x disk || fail "allow=127.0.0.1 hides the export"
 stop_smcrd
 printf '[export disk]\npath = %s\nallow = 10.0.0.0/8\n' "$d/disk.img" >"$d/conf"
 start_smcrd --config "$d/conf"
-probe 127.0.0.1 "$PORT" list | grep -q disk && fail "allow = 10.0.0.0/8 shows the export to 127.0.0.1"
+probe 127.0.0.1 "$PORT" list | grepq disk && fail "allow = 10.0.0.0/8 shows the export to 127.0.0.1"
 stop_smcrd

@@ -44,7 +44,7 @@ print(s.recv(4096).decode())' "$sock"
 }
 as_nobody bash -c "$(declare -f raw); sock='$sock' raw" | grep -q "permission denied" ||
     fail "raw fault not refused for nobody"
-raw | grep -q "permission denied" && fail "root refused"
+raw | grepq "permission denied" && fail "root refused"
 echo "verified: nobody reads status, gets 'permission denied' for fail-link, send, raw fault"
 stop_smcrd
 
@@ -54,7 +54,7 @@ bad() {
     : >"$SMCRD_LOG"
     start_smcrd --export "disk=$d/disk.img"
     wait_for 5 grep -q "ctl: $SMCR_CTL_DIR: $why: not using it" "$SMCRD_LOG"
-    ls "$SMCR_CTL_DIR" | grep -q 'smcrd\.' && fail "smcrd made a socket in a $why directory"
+    ls "$SMCR_CTL_DIR" | grepq 'smcrd\.' && fail "smcrd made a socket in a $why directory"
     stop_smcrd
     # A socket planted there is not asked.
     python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' \

@@ -36,7 +36,7 @@ PY
 
 alive() {
     kill -0 "$SMCRD_PID" 2>/dev/null || { tail -n 30 "$SMCRD_LOG" >&2; fail "smcrd died after $1"; }
-    send 'help\n' | grep -q '^commands: status' || fail "no answer to help after $1"
+    send 'help\n' | grepq '^commands: status' || fail "no answer to help after $1"
 }
 
 for line in '\n' '\r\n' '   \n' '\r\r \n' '' ' ' '\r'; do
@@ -49,6 +49,6 @@ send "$(printf 'x%.0s' $(seq 1 2000))\\n" >/dev/null || true
 alive "an over-long line"
 send 'status\x00junk\n' >/dev/null || true
 alive "a NUL in a line"
-send 'stat\xff\xfe\n' | grep -q "unknown command" || fail "binary command not refused"
+send 'stat\xff\xfe\n' | grepq "unknown command" || fail "binary command not refused"
 alive "binary bytes"
 stop_smcrd

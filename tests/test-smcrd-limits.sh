@@ -43,7 +43,7 @@ stop_smcrd
 # --- max-handshakes 4 ------------------------------------------------------
 start_smcrd --export "disk=$d/disk.img" --max-handshakes 4
 hold_handshakes 3 4
-probe 127.0.0.1 "$PORT" list | grep -qx disk || fail "limit-1: a good client was not served"
+probe 127.0.0.1 "$PORT" list | grepq -x disk || fail "limit-1: a good client was not served"
 wait "$held"
 hold_handshakes 4 3
 probe 127.0.0.1 "$PORT" list >/dev/null 2>&1 && fail "at max-handshakes a 5th client was served"

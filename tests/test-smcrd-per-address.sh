@@ -15,7 +15,7 @@ truncate -s 1M "$d/disk.img"
 refused() { smcrd_limit refused_per_address; }
 start_smcrd --export "disk=$d/disk.img" --max-clients-per-address 3
 hold_handshakes 2 3
-probe 127.0.0.1 "$PORT" list | grep -qx disk || fail "limit-1: the 3rd client was not served"
+probe 127.0.0.1 "$PORT" list | grepq -x disk || fail "limit-1: the 3rd client was not served"
 wait "$held"
 hold_handshakes 3 3
 probe 127.0.0.1 "$PORT" list >/dev/null 2>&1 && fail "a 4th client from one address was served"

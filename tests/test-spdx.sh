@@ -10,7 +10,7 @@ top=$abs_top_srcdir
 n=0 bad=()
 while IFS= read -r -d '' f; do
     n=$((n + 1))
-    head -n 3 "$f" | grep -q 'SPDX-License-Identifier: BSD-3-Clause' || bad+=("${f#"$top"/}")
+    head -n 3 "$f" | grepq 'SPDX-License-Identifier: BSD-3-Clause' || bad+=("${f#"$top"/}")
 done < <(find "$top/smcr" "$top/blockdev" "$top/server" "$top/client" "$top/tests" \
               "$top/scripts" "$top/man" "$top/configure.ac" "$top/Makefile.am" \
               -path "$top/tests/fuzz/corpus" -prune -o -path "$top/tests/vectors" -prune -o \

@@ -77,7 +77,7 @@ r=$(echo "$out" | grep '^result ')
 [[ $r =~ \ errors\ 0\ bad\ 0\  ]] || fail "I/O errors or bad data: $r"
 [[ $r =~ reconnects\ ([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -ge 2 ] || fail "both connections should have reconnected: $r"
 [[ $r =~ resent\ ([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] || fail "nothing resent: $r"
-echo "$out" | grep -q "is back (smcr)" || fail "the reconnect was not over SMC-R"
+echo "$out" | grepq "is back (smcr)" || fail "the reconnect was not over SMC-R"
 vm_run B 'kill $(cat /tmp/smcrd.pid)' >/dev/null
 vm_wait -t 60 B "$srv" >/dev/null || fail "smcrd exit status"
 vm_stop

@@ -46,8 +46,8 @@ size=$(blockdev --getsize64 /dev/nbd0)
 bash '"$_vm_libdir"'/ext4-check.sh /dev/nbd0
 ') || { echo "$out"; vm_run A "tail -n 30 /tmp/nbdkit.log"; fail "ext4 over nbdkit smcr failed"; }
 echo "$out"
-echo "$out" | grep -q "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
-echo "$out" | grep -q "2 connection(s) (smcr)" || fail "nbdkit's connections are not SMC-R"
+echo "$out" | grepq "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
+echo "$out" | grepq "2 connection(s) (smcr)" || fail "nbdkit's connections are not SMC-R"
 # base:allocation over SMC-R: the ext4 image is metadata in a sparse file.
 map=$(vm_run A "nbdinfo --map 'nbd+unix:///?socket=/tmp/nbdkit.sock'") ||
     fail "nbdinfo --map through nbdkit smcr failed"
@@ -95,7 +95,7 @@ vm_run A "$SMCRCTL status nbdkit-smcr" | sed -n '1,/^counters/p'
 # The server's view while the client is attached.
 out=$(vm_run B "$SMCRCTL status smcrd") || { echo "$out"; fail "smcrctl on B failed"; }
 echo "$out" | sed -n '1,/^connections/p'
-echo "$out" | grep -q "link group 0: server, 2 connection(s)" || fail "no server link group with 2 connections on B"
+echo "$out" | grepq "link group 0: server, 2 connection(s)" || fail "no server link group with 2 connections on B"
 [ "$(echo "$out" | grep -Ec '^    [0-9]+ +active +rxe[01] ')" = 2 ] || fail "B: two active links expected"
 echo "$out" | grep -Eq "^  clients +2$" || fail "B: smcrd should count 2 clients"
 fout=$(vm_wait -t 300 A "$fio") || { echo "$fout"; fail "fio failed"; }
@@ -143,7 +143,7 @@ fusermount3 -u /mnt/f
 echo 'fuse: 64 MiB written and read back identical over SMC-R, punched hole reads zeros'
 ") || { echo "$out"; fail "smcr-fuse over SMC-R failed"; }
 echo "$out"
-echo "$out" | grep -q "^fuse: 64 MiB written" || fail "no fuse verdict"
+echo "$out" | grepq "^fuse: 64 MiB written" || fail "no fuse verdict"
 
 # --- 4. the server's exports ------------------------------------------------------------
 out=$(vm_run B "$SMCRCTL status smcrd") || { echo "$out"; fail "smcrctl on B failed"; }

@@ -66,7 +66,7 @@ run() {
     echo "--- $name"
     echo "$out" | grep -E '^(client|stats|result)' | sed 's/^/  /'
     echo "$sout" | grep -E '^(server: (TCP|SMC|syn)|stats)' | sed 's/^/  /'
-    echo "$out" | grep -q "^result verify $ct $nconn $bytes ok$" || fail "$name: data not verified"
+    echo "$out" | grepq "^result verify $ct $nconn $bytes ok$" || fail "$name: data not verified"
     [ "$(echo "$sout" | grep -c 'verify ok')" = "$nconn" ] ||
         fail "$name: server did not verify $nconn streams"
 }
@@ -81,18 +81,18 @@ ours() {
 k0A=$(kstats A) k0B=$(kstats B)
 
 run "(a) kernel AF_SMC client -> libsmcr server" 5001 smcr smc
-echo "$sout" | grep -q '^server: syn-option bpf$' || fail "(a): libsmcr server not in syn-option bpf mode"
+echo "$sout" | grepq '^server: syn-option bpf$' || fail "(a): libsmcr server not in syn-option bpf mode"
 reason_a=$(echo "$sout" | sed -n 's/^stats server: fallback reason \(0x[0-9a-f]*\) .*/\1/p' | head -n 1)
 [ -n "$reason_a" ] || fail "(a): libsmcr server counted no fallback reason"
 ours "$sout" server "$reason_a"
 kA=$(kstats A)
 
 run "(b) libsmcr client -> kernel AF_SMC server" 5002 smc smcr
-echo "$out" | grep -q '^client: syn-option bpf$' || fail "(b): libsmcr client not in syn-option bpf mode"
+echo "$out" | grepq '^client: syn-option bpf$' || fail "(b): libsmcr client not in syn-option bpf mode"
 reason_b=$(echo "$out" | sed -n 's/^stats client: fallback reason \(0x[0-9a-f]*\) .*/\1/p' | head -n 1)
 [ -n "$reason_b" ] || fail "(b): libsmcr client counted no fallback reason"
 ours "$out" client "$reason_b"
-echo "$out" | grep -q '(declined by peer)$' || fail "(b): libsmcr client does not say the kernel declined"
+echo "$out" | grepq '(declined by peer)$' || fail "(b): libsmcr client does not say the kernel declined"
 kB=$(kstats B)
 
 run "(c1) libsmcr client -> plain TCP server" 5003 tcp smcr

@@ -52,7 +52,7 @@ crc=$?
 echo "$out" | grep -E '^(client|result)'
 sout=$(vm_wait -t 30 B "$srv" 2>&1) || { echo "$sout"; fail "AF_SMC server failed"; }
 [ "$crc" = 0 ] || { echo "$out" | tail -n 5; fail "AF_SMC client failed ($crc)"; }
-echo "$out" | grep -q "^result verify smc $nconn 1048576 ok$" || fail "stream not verified"
+echo "$out" | grepq "^result verify smc $nconn 1048576 ok$" || fail "stream not verified"
 
 # Link group state while it idles (the kernel keeps it ~10 min).
 sleep 2
@@ -74,7 +74,7 @@ for v in A B; do
     for k in smcr_client_v1_ok smcr_server_v1_ok client_handshake_errors server_handshake_errors; do
         [ "$(get $v $k)" = 0 ] || fail "$v: $k is $(get $v $k)"
     done
-    echo "${st[$v]}" | grep -q '^fallback ' && fail "$v: the kernel counted fallbacks"
+    echo "${st[$v]}" | grepq '^fallback ' && fail "$v: the kernel counted fallbacks"
 done
 [ "$(get A smcr_tx_bytes)" -ge $((nconn * 1048576)) ] ||
     fail "A: smcr_tx_bytes $(get A smcr_tx_bytes) < $((nconn * 1048576))"
@@ -110,7 +110,7 @@ nsend() { echo "$sends" | awk -v s="$1" -v k="$2" '$3 ~ s && $4 == k { n += $1 }
 [ "$(nsend 10.1.1.2 0x21)" = 1 ] && [ "$(nsend 10.1.1.1 0x21:r)" = 1 ] ||
     fail "expected one CONFIRM LINK v2 request (B) and response (A)"
 [ "$(nsend . cdc)" -gt 0 ] || fail "no CDC message"
-echo "$sends" | awk '$4 ~ /^0x0/' | grep -q . && fail "an LLC v1 message on an SMC-Rv2 link group"
+echo "$sends" | awk '$4 ~ /^0x0/' | grepq . && fail "an LLC v1 message on an SMC-Rv2 link group"
 if [ "$(nsend 10.1.1.1 0x22:r)" -gt 0 ]; then
     echo "ADD LINK v2: B offered a second link, A accepted"
 elif [ "$(nsend 10.1.1.1 0x22:r-rej)" -gt 0 ]; then

@@ -94,9 +94,9 @@ check() {
     local name=$1 fo=$2 side out
     for side in A B; do
         [ $side = A ] && out=$cout || out=$sout
-        echo "$out" | grep -q "^verified: $conns/$conns connections x $((mib * 1048576)) bytes each way: pattern ok $conns/$conns, sha256 equal $conns/$conns, peer received $total bytes$" ||
+        echo "$out" | grepq "^verified: $conns/$conns connections x $((mib * 1048576)) bytes each way: pattern ok $conns/$conns, sha256 equal $conns/$conns, peer received $total bytes$" ||
             fail "run $name: $side did not verify every byte"
-        echo "$out" | grep -q "^result: PASS resets 0 failovers $fo replayed " ||
+        echo "$out" | grepq "^result: PASS resets 0 failovers $fo replayed " ||
             fail "run $name: $side: expected PASS, no reset and $fo failovers: $(echo "$out" | grep '^result:')"
     done
 }
@@ -105,7 +105,7 @@ check() {
 port_back() {
     local out
     [ "$2" = A ] && out=$cout || out=$sout
-    echo "$out" | grep -q '^port active: rxe0 port 1 (link 1)' ||
+    echo "$out" | grepq '^port active: rxe0 port 1 (link 1)' ||
         fail "run $1: $2 did not report link 1's port active again"
 }
 

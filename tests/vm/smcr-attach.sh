@@ -46,7 +46,7 @@ size=\$(blockdev --getsize64 /dev/nbd0)
 bash $_vm_libdir/ext4-check.sh /dev/nbd0
 ") || { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "ext4 over smcr-attach failed"; }
 echo "$out"
-echo "$out" | grep -q "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
+echo "$out" | grepq "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
 
 # The kernel moves the data: smcr-attach sleeps through 64 MiB each way.
 out=$(vm_run -t 120 A '
@@ -85,7 +85,7 @@ echo "$out"
 vm_run A "grep -c 'dead connection was replaced' /tmp/attach.log" >/tmp/n.$$ || true
 rep=$(tr -dc 0-9 </tmp/n.$$); rm -f /tmp/n.$$
 [ "${rep:-0}" -ge 1 ] || { vm_run A "cat /tmp/attach.log"; fail "no dead connection was replaced"; }
-vm_run A "dmesg | grep -c 'I/O error' || true" | grep -qx 0 ||
+vm_run A "dmesg | grep -c 'I/O error' || true" | grepq -x 0 ||
     { vm_run A "dmesg | tail -n 30"; fail "I/O errors in A's kernel log"; }
 echo "smcrd restart: $rep connection(s) replaced by smcr-attach, no I/O error in A's kernel log"
 

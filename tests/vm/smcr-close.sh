@@ -50,13 +50,13 @@ for mode in half-client half-server abort-client abort-server; do
         { echo "$out"; fail "$mode: client failed"; }
     vm_say "--- $mode"
     echo "$out" | grep -E '^(client|result|gauges)'
-    echo "$out" | grep -q '^client: SMC-R$' || fail "$mode: not an SMC-R connection"
-    echo "$out" | grep -q "^result $mode ok" || fail "$mode: client side not as expected"
+    echo "$out" | grepq '^client: SMC-R$' || fail "$mode: not an SMC-R connection"
+    echo "$out" | grepq "^result $mode ok" || fail "$mode: client side not as expected"
     no_leak client "$out"
     wait_out B "$srv" "^gauges server:.*" 30 || fail "$mode: server did not finish the connection"
     sout=$(job_out B "$srv")
     echo "$sout" | grep -E "^(result $mode|server: conn $((n - 1)) )"
-    echo "$sout" | grep -q "^result $mode ok" || fail "$mode: server side not as expected"
+    echo "$sout" | grepq "^result $mode ok" || fail "$mode: server side not as expected"
     [ "$(echo "$sout" | grep -c '^gauges server:')" -ge $n ] || fail "$mode: no server gauges"
     no_leak server "$sout"
 done

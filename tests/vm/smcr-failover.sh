@@ -129,9 +129,9 @@ finish() {
     sout=$(vm_wait -t 60 B "$srv" 2>&1); src=$?
     echo "$cout" | grep -E '^(client|stats|result)' | sed "s/^/A $name: /"
     echo "$sout" | grep -E '^stats' | sed "s/^/B $name: /"
-    echo "$cout" | grep -q "^result verify smcr $n 0 ok$" ||
+    echo "$cout" | grepq "^result verify smcr $n 0 ok$" ||
         { echo "$cout" | tail -n 30; fail "$name: the client did not verify all $n streams"; }
-    echo "$cout" | grep -q "^client: $n of $n connection(s) verified" || fail "$name: client: not $n of $n verified"
+    echo "$cout" | grepq "^client: $n of $n connection(s) verified" || fail "$name: client: not $n of $n verified"
     [ "$(echo "$sout" | grep -c 'verify ok')" = "$n" ] ||
         { echo "$sout" | grep -v 'verify ok' | tail -n 30; fail "$name: the server did not verify all $n streams"; }
     [ "$crc" = 0 ] && [ "$src" = 0 ] || fail "$name: client exited $crc, server $src"
@@ -372,7 +372,7 @@ cout=$(vm_wait -t 60 A "$cli" 2>&1); crc=$?
 t1=$(now_ms)
 echo "$cout" | grep -E '^(client|result|stats)' | sed 's/^/A down: /'
 [ "$crc" = 1 ] || fail "down: the client should fail (exit 1), not $crc"
-echo "$cout" | grep -q '^result verify smcr 4 0 FAIL$' || fail "down: no FAIL result"
+echo "$cout" | grepq '^result verify smcr 4 0 FAIL$' || fail "down: no FAIL result"
 [ "$(echo "$cout" | grep -c 'smcr-stream: connection .*: Connection reset')" = 4 ] ||
     fail "down: not every connection ended with a reset"
 st=$(echo "$cout" | grep '^stats client: connections' | tail -n 1)
@@ -384,8 +384,8 @@ vm_cable 2 on
 until_ok 30 "[ \$(tf $TB 8) = 0 ]" || fail "down: the server's group is still there"
 out=$(vm_run -t 120 A "$S client $(vm_ip B 1) -p 5002 -m verify -n 1 -b 1M") ||
     { echo "$out"; fail "down: a new connection after both links came back failed"; }
-echo "$out" | grep -q '^client: SMC-R (first contact)' || fail "down: the new connection is not a first contact (new link group)"
-echo "$out" | grep -q '^result verify smcr 1 1048576 ok$' || fail "down: the new connection did not verify"
+echo "$out" | grepq '^client: SMC-R (first contact)' || fail "down: the new connection is not a first contact (new link group)"
+echo "$out" | grepq '^result verify smcr 1 1048576 ok$' || fail "down: the new connection did not verify"
 sout=$(vm_wait -t 60 B "$srv" 2>&1)
 echo "$sout" | grep -E '^stats' | sed 's/^/B down: /'
 [ "$(echo "$sout" | grep -c 'verify FAIL')" = 4 ] && [ "$(echo "$sout" | grep -c 'verify ok')" = 1 ] ||

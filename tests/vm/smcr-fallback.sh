@@ -18,7 +18,7 @@ S=$abs_top_builddir/tests/bench/smcr-stream
 [ -x "$S" ] || fail "$S not built"
 vm_start_pair 1
 
-vm_run B 'rdma link delete rxe0 && ls /sys/class/infiniband | wc -l' | grep -qx 0 ||
+vm_run B 'rdma link delete rxe0 && ls /sys/class/infiniband | wc -l' | grepq -x 0 ||
     fail "could not remove B's RNIC"
 sent_pkts() { vm_run A 'cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts'; }
 pkts0=$(sent_pkts)
@@ -35,7 +35,7 @@ check() {
     echo "--- $name"
     echo "$out" | grep -E '^(client|stats|result)'
     echo "$sout" | grep -E '^(server: (TCP|SMC)|stats)'
-    echo "$out" | grep -q '^result verify smcr 4 2097152 ok$' || fail "$name: data not verified"
+    echo "$out" | grepq '^result verify smcr 4 2097152 ok$' || fail "$name: data not verified"
     [ "$(echo "$sout" | grep -c 'verify ok')" = 4 ] || fail "$name: server did not verify 4 streams"
     echo "$out" | grep -Eq "^client: TCP fallback: no SMC(-R)? device.* \\($by_peer\\)$" ||
         fail "$name: client does not show the fallback reason (expected: $by_peer)"

@@ -21,10 +21,10 @@ sleep 1
 out=$(vm_run -t 300 A "$S client $(vm_ip B 1) -p 5000 -m verify -n 64 -b 2M") ||
     { echo "$out"; fail "64 connections failed"; }
 echo "$out" | grep -E '^(client|stats|result)'
-echo "$out" | grep -q '^result verify smcr 64 2097152 ok$' || fail "64 x 2 MiB not verified"
-echo "$out" | grep -q '^client: SMC-R (first contact).*, layout linux$' ||
+echo "$out" | grepq '^result verify smcr 64 2097152 ok$' || fail "64 x 2 MiB not verified"
+echo "$out" | grepq '^client: SMC-R (first contact).*, layout linux$' ||
     fail "first connection not SMC-R first contact in Linux's RMBE layout"
-echo "$out" | grep -q '^client: SMC-R (subsequent contact)' || fail "later connections not subsequent contact"
+echo "$out" | grepq '^client: SMC-R (subsequent contact)' || fail "later connections not subsequent contact"
 st=$(echo "$out" | grep '^stats client: connections')
 [[ $st =~ connections\ 64\ smc\ 64\ fallbacks\ 0\ link_groups\ 1\ links_added\ 2\  ]] ||
     fail "expected 64 SMC-R connections on one link group with two links: $st"
@@ -34,7 +34,7 @@ st=$(echo "$out" | grep '^stats client: connections')
 out=$(vm_run -t 300 A "$S client $(vm_ip B 1) -p 5000 -m verify -n 1 -b 64M") ||
     { echo "$out"; fail "64 MiB connection failed"; }
 echo "$out" | grep -E '^(result)'
-echo "$out" | grep -q '^result verify smcr 1 67108864 ok$' || fail "64 MiB not verified"
+echo "$out" | grepq '^result verify smcr 1 67108864 ok$' || fail "64 MiB not verified"
 
 sout=$(vm_wait -t 120 B "$srv") || { echo "$sout"; fail "server failed"; }
 [ "$(echo "$sout" | grep -c 'verify ok')" = 65 ] || fail "server did not verify 65 streams"
@@ -44,8 +44,8 @@ sleep 1
 out=$(vm_run -t 120 A "$S client $(vm_ip B 1) -p 5001 -m verify -n 4 -b 2M") ||
     { echo "$out"; fail "4 connections to an RFC-layout server failed"; }
 echo "$out" | grep -E '^(client: SMC-R|result)'
-echo "$out" | grep -q '^result verify smcr 4 2097152 ok$' || fail "4 x 2 MiB (RFC layout) not verified"
-echo "$out" | grep -q '^client: SMC-R (first contact).*, layout rfc$' || fail "client did not take the RFC layout"
+echo "$out" | grepq '^result verify smcr 4 2097152 ok$' || fail "4 x 2 MiB (RFC layout) not verified"
+echo "$out" | grepq '^client: SMC-R (first contact).*, layout rfc$' || fail "client did not take the RFC layout"
 sout=$(vm_wait -t 120 B "$srv") || { echo "$sout"; fail "RFC-layout server failed"; }
 [ "$(echo "$sout" | grep -c 'verify ok')" = 4 ] || fail "RFC-layout server did not verify 4 streams"
 echo "verified: 64 connections x 2 MiB each way + 1 x 64 MiB each way over SMC-R (SHA-256), one link group, two links, Linux's RMBE layout; 4 x 2 MiB with an RFC-layout server"

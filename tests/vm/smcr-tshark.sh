@@ -54,10 +54,10 @@ echo "$lat" | grep '^result'
 sout=$(vm_wait -t 60 B "$srv") || { echo "$sout"; fail "server failed"; }
 echo "$out" | grep -E '^(client|stats|result)'
 echo "$sout" | grep -E '^stats'
-echo "$out" | grep -q '^result verify smcr 5 131072 ok$' || fail "session data not verified"
-echo "$out" | grep -q '^client: SMC-R (first contact)' || fail "not an SMC-R session"
-echo "$out" | grep -q '^client: syn-option bpf$' || fail "client not in syn-option bpf mode"
-echo "$sout" | grep -q '^server: syn-option bpf$' || fail "server not in syn-option bpf mode"
+echo "$out" | grepq '^result verify smcr 5 131072 ok$' || fail "session data not verified"
+echo "$out" | grepq '^client: SMC-R (first contact)' || fail "not an SMC-R session"
+echo "$out" | grepq '^client: syn-option bpf$' || fail "client not in syn-option bpf mode"
+echo "$sout" | grepq '^server: syn-option bpf$' || fail "server not in syn-option bpf mode"
 vm_run B 'kill -INT $(pidof dumpcap)' >/dev/null
 vm_wait -t 30 B "$vm_cap" >/dev/null 2>&1
 [ -s "$pcap" ] || fail "empty capture"

@@ -33,7 +33,7 @@ echo \"attached: /dev/nbd0 over TCP to $B1:10809, \$size bytes\"
 bash $_vm_libdir/ext4-check.sh /dev/nbd0
 ") || { echo "$out"; vm_run B "tail -n 20 /tmp/smcrd.log"; fail "ext4 over smcrd/TCP failed"; }
 echo "$out"
-echo "$out" | grep -q "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
+echo "$out" | grepq "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
 
 # The server's view while the client is attached.
 st=$(vm_run B "$SMCRCTL status smcrd") || { echo "$st"; fail "smcrctl on B failed"; }

@@ -35,6 +35,6 @@ trap - EXIT
 echo "nbd: verified $((mib << 20)) bytes written and read back through /dev/nbd0 (sha256 ${want%% *}), $((off << 20)) bytes untouched"
 ') || { echo "$out"; fail "nbd check failed in the guest"; }
 echo "$out"
-echo "$out" | grep -q '^nbd: verified 8388608 bytes' || fail "no verified line"
+echo "$out" | grepq '^nbd: verified 8388608 bytes' || fail "no verified line"
 vm_stop
 echo "PASS: kernel nbd-client over nbdkit memory in the VM: 8388608 bytes verified"

@@ -21,9 +21,9 @@ for link in 1 2; do
     echo "$sout" | sed 's/^/B: /'
     [ "$crc" = 0 ] || fail "link $link: client on A exited with $crc"
     [ "$src" = 0 ] || fail "link $link: server on B exited with $src"
-    echo "$sout" | grep -q "^link $link: verified 1048576 bytes + imm 0x5c3a000$link + send 64 bytes$" ||
+    echo "$sout" | grepq "^link $link: verified 1048576 bytes + imm 0x5c3a000$link + send 64 bytes$" ||
         fail "link $link: B did not verify the data"
-    echo "$cout" | grep -q "^link $link: server says: verified " ||
+    echo "$cout" | grepq "^link $link: server says: verified " ||
         fail "link $link: A got no verdict"
 done
 vm_stop

@@ -271,7 +271,7 @@ print("fio: read %d MiB, wrote %d MiB in %d s (randrw 4k..256k, iodepth 32, veri
 assert j["error"] == 0 and w["io_kbytes"] > 0 and r["io_kbytes"] > 0
 assert sys.argv[2] in ("0", "1", "128", "130") and sys.argv[2] != "1" or j["error"] == 0
 PY
-echo "$fout" | grep -qiE 'verify|bad magic|crc32c|error' && { echo "$fout"; fail "fio reported a verify or I/O error"; }
+echo "$fout" | grepq -iE 'verify|bad magic|crc32c|error' && { echo "$fout"; fail "fio reported a verify or I/O error"; }
 
 out=$(vm_run -t 300 A "set -e
 loop=\$(cat /tmp/loop)
