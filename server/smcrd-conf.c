@@ -56,6 +56,7 @@ void config_free(struct smcrd_config *cfg)
 	free(cfg->log_file);
 	free(cfg->tls_certificates);
 	free(cfg->tls_psk);
+	free(cfg->ctl_group);
 	free(cfg->config_file);
 	export_list_free(&cfg->cli_exports);
 	memset(cfg, 0, sizeof(*cfg));
@@ -567,6 +568,8 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 		return FROM_CLI(CFG_SET_TLS_CERTS) ? 0 : set_str(&cfg->tls_certificates, val);
 	if (!strcmp(key, "tls-psk"))
 		return FROM_CLI(CFG_SET_TLS_PSK) ? 0 : set_str(&cfg->tls_psk, val);
+	if (!strcmp(key, "ctl-group"))
+		return FROM_CLI(CFG_SET_CTL_GROUP) ? 0 : set_str(&cfg->ctl_group, val);
 	seterr(err, errlen, "unknown setting '%s'", key);
 	return -EINVAL;
 bad:

@@ -51,6 +51,7 @@ struct smcrd_config {
 	int tls;			/* NBD_TLS_OFF, _ON, _REQUIRE */
 	char *tls_certificates;		/* directory */
 	char *tls_psk;			/* PSK file */
+	char *ctl_group;		/* control group (name or number), or NULL */
 	bool foreground;
 	bool verbose;
 	char *pidfile;
@@ -81,6 +82,7 @@ struct smcrd_config {
 #define CFG_SET_MAX_RMB		(1u << 17)
 #define CFG_SET_REQ_TIMEOUT	(1u << 18)
 #define CFG_SET_PER_ADDRESS	(1u << 19)
+#define CFG_SET_CTL_GROUP	(1u << 20)
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */
 int config_parse_tls(const char *s);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
 #include <netdb.h>
 #include <arpa/inet.h>
@@ -113,6 +114,7 @@ struct server {
 	struct smcr_ctx *smcr;		/* SMC-R: the stack, NULL if off */
 	struct smcr_sock *smcr_ls;	/* its listener */
 	struct smcr_ctl *ctl;		/* control socket (smcrctl), or NULL */
+	gid_t ctl_gid;			/* --ctl-group, or (gid_t)-1 */
 	char cwd[PATH_MAX];
 	int tls_mode;			/* NBD_TLS_*, from cfg.tls */
 	struct bd_tls *tls;		/* TLS credentials on NBD/TCP */
@@ -823,6 +825,8 @@ static void usage(FILE *f)
 "      --tls-certificates DIR  server-cert.pem, server-key.pem (and\n"
 "                             ca-cert.pem) in DIR (default /etc/pki/smcrd)\n"
 "      --tls-psk FILE       pre-shared keys (psktool's username:hexkey) instead\n"
+"      --ctl-group GROUP    members of GROUP may inject faults and run commands\n"
+"                             on the control socket (smcrctl), as root may\n"
 "  -v, --verbose            debug logging\n"
 "  -h, --help               this text\n"
 "  -V, --version            version\n"
@@ -835,7 +839,7 @@ static void usage(FILE *f)
 
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
-       OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS };
+       OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -858,6 +862,7 @@ static const struct option long_opts[] = {
 	{ "tls", required_argument, NULL, OPT_TLS },
 	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
 	{ "tls-psk", required_argument, NULL, OPT_TLS_PSK },
+	{ "ctl-group", required_argument, NULL, OPT_CTL_GROUP },
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "pidfile", required_argument, NULL, 'P' },
 	{ "log-file", required_argument, NULL, 'L' },
@@ -1004,6 +1009,11 @@ static int parse_args(struct server *s, int argc, char **argv)
 			free(cfg->tls_psk);
 			cfg->tls_psk = abs_path(s->cwd, optarg);
 			cfg->set_mask |= CFG_SET_TLS_PSK;
+			break;
+		case OPT_CTL_GROUP:
+			free(cfg->ctl_group);
+			cfg->ctl_group = strdup(optarg);
+			cfg->set_mask |= CFG_SET_CTL_GROUP;
 			break;
 		case 'f':
 			cfg->foreground = true;
@@ -1203,10 +1213,38 @@ static void ctl_start(struct server *s)
 	struct smcr_ctl_section sec = { .name = "smcrd", .dump = ctl_dump, .arg = s };
 	int r = smcr_ctl_open(s->smcr, "smcrd", &s->ctl);
 
-	if (r < 0)
+	if (r < 0) {
 		smcr_warn("no control socket (smcrctl): %s", strerror(-r));
-	else if (s->ctl)
-		smcr_ctl_add_section(s->ctl, &sec);
+		return;
+	}
+	if (!s->ctl)
+		return;
+	smcr_ctl_add_section(s->ctl, &sec);
+	if (s->ctl_gid != (gid_t)-1) {
+		r = smcr_ctl_set_group(s->ctl, s->ctl_gid);
+		if (r < 0)
+			smcr_warn("ctl-group %s: %s (root and uid %u only)", s->cfg.ctl_group,
+				  strerror(-r), (unsigned int)geteuid());
+	}
+}
+
+/* --ctl-group: a group name or number; -ENOENT when there is none. */
+static int resolve_group(const char *name, gid_t *gid)
+{
+	struct group gr, *res = NULL;
+	char buf[4096], *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(name, &end, 10);
+	if (*name && !*end && !errno && v < (gid_t)-1) {
+		*gid = (gid_t)v;
+		return 0;
+	}
+	if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) || !res)
+		return -ENOENT;
+	*gid = res->gr_gid;
+	return 0;
 }
 
 static void shutdown_server(struct server *s)
@@ -1265,6 +1303,12 @@ int main(int argc, char **argv)
 	if (build_table(&s, true, &s.table) < 0) {
 		status = EXIT_USAGE;
 		goto out_config;
+	}
+	s.ctl_gid = (gid_t)-1;
+	if (s.cfg.ctl_group && resolve_group(s.cfg.ctl_group, &s.ctl_gid) < 0) {
+		smcr_err("ctl-group %s: no such group", s.cfg.ctl_group);
+		status = EXIT_USAGE;
+		goto out_table;
 	}
 	s.tls_mode = s.cfg.tls;
 	if ((s.cfg.tls_certificates || s.cfg.tls_psk) && s.tls_mode == NBD_TLS_OFF) {

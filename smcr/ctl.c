@@ -48,6 +48,7 @@ struct smcr_ctl {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int lfd;
 	int stopfd;
+	gid_t group;		/* (gid_t)-1: none (smcr_ctl_set_group()) */
 	pthread_t thread;
 	/* Sections: lock protects the table; busy counts callbacks running
 	 * (remove waits for it to drop). */
@@ -337,17 +338,55 @@ static bool read_only(const char *line)
 	return false;
 }
 
-/* uid: the client's (SO_PEERCRED); the rest (fault, section commands)
- * only for root and the program's own user. */
-static void command(struct smcr_ctl *ctl, const char *line, uid_t uid, struct sbuf *b)
+/* Whether the client on fd may change state: root, the program's own
+ * user, or a member of the control group (SO_PEERCRED, SO_PEERGROUPS). */
+static bool may_change(struct smcr_ctl *ctl, int fd, uid_t *uidp)
 {
+	gid_t group = __atomic_load_n(&ctl->group, __ATOMIC_ACQUIRE);
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	gid_t groups[256];
+	size_t i;
+
+	*uidp = (uid_t)-1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return false;	/* unknown: read-only commands */
+	*uidp = cred.uid;
+	if (cred.uid == 0 || cred.uid == geteuid())
+		return true;
+	if (group == (gid_t)-1)
+		return false;
+	if (cred.gid == group)
+		return true;
+	len = sizeof(groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return false;
+	for (i = 0; i < len / sizeof(groups[0]); i++)
+		if (groups[i] == group)
+			return true;
+	return false;
+}
+
+/* allowed: may_change() of the client (uid its uid); read-only commands
+ * are for anybody. */
+static void command(struct smcr_ctl *ctl, const char *line, bool allowed, uid_t uid,
+		    struct sbuf *b)
+{
+	gid_t group = __atomic_load_n(&ctl->group, __ATOMIC_ACQUIRE);
 	struct smcr_stats st;
 	unsigned int i;
 	int r;
 
-	if (!read_only(line) && uid != 0 && uid != geteuid()) {
-		sb_printf(b, "error: permission denied: only root or uid %u may change "
-			  "state (you are uid %u)\n", (unsigned int)geteuid(), (unsigned int)uid);
+	if (!read_only(line) && !allowed) {
+		if (group == (gid_t)-1)
+			sb_printf(b, "error: permission denied: only root or uid %u may "
+				  "change state (you are uid %u)\n",
+				  (unsigned int)geteuid(), (unsigned int)uid);
+		else
+			sb_printf(b, "error: permission denied: only root, uid %u or group "
+				  "%u may change state (you are uid %u)\n",
+				  (unsigned int)geteuid(), (unsigned int)group,
+				  (unsigned int)uid);
 		return;
 	}
 	if (!strcmp(line, "status")) {
@@ -425,8 +464,8 @@ static void serve_one(struct smcr_ctl *ctl, int fd)
 	struct sbuf b = { 0 };
 	int64_t deadline = mono_ms() + CTL_CLIENT_MS;
 	size_t got = 0, off, len;
-	struct ucred cred;
-	socklen_t credlen = sizeof(cred);
+	bool allowed;
+	uid_t uid;
 	char *nl = NULL;
 
 	while (!nl && got < sizeof(line) - 1) {
@@ -454,9 +493,8 @@ static void serve_one(struct smcr_ctl *ctl, int fd)
 		line[--len] = '\0';
 	if (!len)
 		return;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) < 0)
-		cred.uid = (uid_t)-1;	/* nobody: read-only commands */
-	command(ctl, line, cred.uid, &b);
+	allowed = may_change(ctl, fd, &uid);
+	command(ctl, line, allowed, uid, &b);
 	if (b.oom) {
 		free(b.p);
 		b = (struct sbuf){ 0 };
@@ -583,6 +621,7 @@ int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp
 		return -ENOMEM;
 	ctl->ctx = ctx;
 	ctl->lfd = ctl->stopfd = -1;
+	ctl->group = (gid_t)-1;
 	snprintf(ctl->name, sizeof(ctl->name), "%s", name);
 	smcr_ctl_dir(dir, sizeof(dir));
 	ret = mkdir_p(dir);
@@ -644,6 +683,17 @@ out_close:
 out_free:
 	free(ctl);
 	return ret;
+}
+
+int smcr_ctl_set_group(struct smcr_ctl *ctl, gid_t gid)
+{
+	if (!ctl || gid == (gid_t)-1)
+		return -EINVAL;
+	if (chown(ctl->path, (uid_t)-1, gid) < 0)
+		return -errno;
+	chmod(ctl->path, 0660);
+	__atomic_store_n(&ctl->group, gid, __ATOMIC_RELEASE);
+	return 0;
 }
 
 void smcr_ctl_close(struct smcr_ctl *ctl)

@@ -254,6 +254,9 @@ struct smcr_ctl;
 int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp);
 /* Stops the thread and removes the socket.  NULL is allowed. */
 void smcr_ctl_close(struct smcr_ctl *ctl);
+/* Members of group gid (primary or supplementary) may change state too;
+ * the socket is handed to that group (mode 0660).  0 or -errno (chown). */
+int smcr_ctl_set_group(struct smcr_ctl *ctl, gid_t gid);
 /* The socket's path ("" for NULL). */
 const char *smcr_ctl_path(struct smcr_ctl *ctl);
 /* The directory of control sockets (as above); returns buf. */

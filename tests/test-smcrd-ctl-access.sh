@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Who may use a control socket (issue 13, defect 4): status and stats for
 # anybody who can connect, fault injection and section commands only for
-# root and the daemon's user (SO_PEERCRED); a control directory that
+# root, the daemon's user and --ctl-group members (SO_PEERCRED,
+# SO_PEERGROUPS); a control directory that
 # another user owns or that group/others may write is refused by smcrd
 # (no socket) and by smcrctl (not read).  Root only (a second uid through
 # setpriv); about 4 s.
@@ -42,10 +43,41 @@ raw() {
 s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"fault fail-link=1\n")
 print(s.recv(4096).decode())' "$sock"
 }
-as_nobody bash -c "$(declare -f raw); sock='$sock' raw" | grep -q "permission denied" ||
+as_nobody bash -c "$(declare -f raw); sock='$sock' raw" | grepq "permission denied" ||
     fail "raw fault not refused for nobody"
 raw | grepq "permission denied" && fail "root refused"
 echo "verified: nobody reads status, gets 'permission denied' for fail-link, send, raw fault"
+stop_smcrd
+
+# --ctl-group: its members may change state too, by primary or
+# supplementary group; the socket is theirs (0660), no chmod needed.
+getent group nogroup >/dev/null && getent group daemon >/dev/null ||
+    skip "no groups nogroup and daemon"
+"$SMCRD" -f -p "$(free_port)" --export "disk=$d/disk.img" --ctl-group no-such-group-here >"$d/out" 2>&1
+rc=$?
+[ "$rc" = 2 ] || { cat "$d/out"; fail "unknown --ctl-group: exit $rc, not 2"; }
+grep -q "no-such-group-here: no such group" "$d/out" || { cat "$d/out"; fail "no reason for the unknown group"; }
+start_smcrd --export "disk=$d/disk.img" --ctl-group nogroup
+sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
+wait_for 10 test -S "$sock"
+wait_for 10 bash -c "[ \"\$(stat -c %G:%a '$sock')\" = nogroup:660 ]"
+as_nobody bash -c "$(declare -f raw); sock='$sock' raw" >"$d/out" 2>&1
+grep -q "permission denied" "$d/out" && { cat "$d/out"; fail "nogroup (primary) refused"; }
+[ -s "$d/out" ] || fail "no answer for nogroup (primary)"
+setpriv --reuid=nobody --regid=daemon --groups=nogroup bash -c "$(declare -f raw); sock='$sock' raw" >"$d/out" 2>&1
+grep -q "permission denied" "$d/out" && { cat "$d/out"; fail "nogroup (supplementary) refused"; }
+[ -s "$d/out" ] || fail "no answer for nogroup (supplementary)"
+as_nobody "$SMCRCTL" fail-link 1 smcrd >"$d/out" 2>&1
+grep -q "permission denied" "$d/out" && { cat "$d/out"; fail "smcrctl fail-link refused for nogroup"; }
+stop_smcrd
+start_smcrd --export "disk=$d/disk.img" --ctl-group daemon
+sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
+wait_for 10 test -S "$sock"
+chmod 0666 "$sock"
+as_nobody bash -c "$(declare -f raw); sock='$sock' raw" >"$d/out" 2>&1
+grep -q "permission denied: only root, uid 0 or group $(getent group daemon | cut -d: -f3)" "$d/out" ||
+    { cat "$d/out"; fail "a non-member of --ctl-group was not refused"; }
+echo "verified: --ctl-group nogroup lets nobody (primary and supplementary group) inject faults, socket nogroup:660; a non-member is refused; an unknown group exits 2"
 stop_smcrd
 
 # Directories smcrd and smcrctl must not trust.
