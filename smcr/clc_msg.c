@@ -2,6 +2,7 @@
 /* smcrbd: TCP option (RFC 7609 A.1) and CLC message (A.2) codecs. */
 #include <config.h>
 
+#include <stddef.h>
 #include <string.h>
 
 #include "byteorder.h"
@@ -486,4 +487,317 @@ int smcr_clc_proposal_v2_decode(const void *buf, size_t len, struct smcr_clc_pro
 	if (!trailer_ok(p, length))
 		return SMCR_E_TRAILER;
 	return proposal_decode(p, length, m, true);
+}
+
+/* ---- CLC v2 (SMC-Rv2 as Linux speaks it) ---------------------------------- */
+
+static void hdr_v2_to_wire(struct smcr_wire_clc_hdr *w, uint8_t type, size_t length,
+			   uint8_t typev2, uint8_t typev1)
+{
+	memcpy(w->eyecatcher, eyecatcher, sizeof(eyecatcher));
+	w->type = type;
+	w->length = htobe16((uint16_t)length);
+	w->version_flags = (uint8_t)(SMCR_CLC_VERSION_2 << 4 | (typev2 & 3) << 2 | (typev1 & 3));
+}
+
+static int proposal_v2_decode(const uint8_t *p, size_t length, struct smcr_clc_v2_proposal *m)
+{
+	struct smcr_wire_clc_proposal_head head;
+	struct smcr_wire_clc_smcd_area smcd;
+	struct smcr_wire_clc_v2_ext ext;
+	size_t end = length - SMCR_CLC_TRAILER_LEN, after_ip = sizeof(head) + sizeof(smcd);
+	size_t ext_off;
+	int rc;
+
+	m->typev1 = p[7] & SMCR_CLC_TYPE_MASK;
+	m->typev2 = p[7] >> 2 & SMCR_CLC_TYPE_MASK;
+	if (length < sizeof(head) + sizeof(smcd) + SMCR_CLC_TRAILER_LEN)
+		return SMCR_E_LENGTH;
+	memcpy(&head, p, sizeof(head));
+	if (m->typev1 != SMCR_CLC_TYPE_N) {
+		/* Linux: the IP area starts at most after the SMC-D area. */
+		if (be16toh(head.ip_area_offset) > sizeof(smcd))
+			return SMCR_E_LENGTH;
+		rc = proposal_decode(p, length, &m->v1, true);
+		if (rc < 0)
+			return rc;
+		after_ip = sizeof(head) + m->v1.ip_area_offset + sizeof(struct smcr_wire_clc_ip_area) +
+			(size_t)m->v1.ipv6_prefix_count * sizeof(struct smcr_wire_ipv6_prefix);
+	} else {
+		peer_id_from_wire(&m->v1.peer_id, &head.peer_id);
+		memcpy(m->v1.gid, head.gid, sizeof(m->v1.gid));
+		memcpy(m->v1.mac, head.mac, sizeof(m->v1.mac));
+		m->v1.ip_area_offset = be16toh(head.ip_area_offset);
+	}
+	if (m->typev2 == SMCR_CLC_TYPE_N)
+		return 0;
+	memcpy(&smcd, p + sizeof(head), sizeof(smcd));
+	ext_off = sizeof(head) + offsetof(struct smcr_wire_clc_smcd_area, reserved) +
+		be16toh(smcd.v2_ext_offset);
+	if (ext_off < after_ip || ext_off + sizeof(ext) > end)
+		return SMCR_E_LENGTH;
+	memcpy(&ext, p + ext_off, sizeof(ext));
+	if (ext.eid_count > SMCR_CLC_MAX_EIDS)
+		return SMCR_E_RANGE;
+	if (ext_off + sizeof(ext) + (size_t)ext.eid_count * SMCR_EID_LEN > end)
+		return SMCR_E_LENGTH;
+	m->release = ext.release_seid >> 4;
+	m->seid = ext.release_seid & 0x01;
+	memcpy(m->roce_gid, ext.roce_gid, sizeof(m->roce_gid));
+	m->eid_count = ext.eid_count;
+	memcpy(m->eids, p + ext_off + sizeof(ext), (size_t)ext.eid_count * SMCR_EID_LEN);
+	return 0;
+}
+
+static int acc_conf_v2_decode(const uint8_t *p, size_t length, uint8_t type,
+			      struct smcr_clc_v2_accept_confirm *m)
+{
+	size_t end = length - SMCR_CLC_TRAILER_LEN, off;
+	struct smcr_wire_clc_accept_confirm_v2 w;
+	struct smcr_wire_clc_gid_list gl;
+	struct smcr_wire_clc_fce fce;
+	int rc;
+
+	if ((p[7] & SMCR_CLC_TYPE_MASK) != SMCR_CLC_TYPE_R)
+		return SMCR_E_RANGE;		/* SMC-D */
+	if (length < SMCR_CLC_V2_ACC_CONF_LEN)
+		return SMCR_E_LENGTH;
+	/* The v1 fields sit where v1 has them, and F is the same bit
+	 * (typev2's first-contact bit), now on a Confirm too. */
+	rc = acc_conf_decode(p, SMCR_CLC_ACCEPT, &m->r);
+	if (rc < 0)
+		return rc;
+	memcpy(&w, p, sizeof(w));
+	memcpy(m->eid, w.eid, sizeof(m->eid));
+	(void)type;
+	if (!m->r.first_contact)
+		return 0;
+	off = sizeof(w);
+	if (off + sizeof(fce) > end)
+		return SMCR_E_LENGTH;
+	memcpy(&fce, p + off, sizeof(fce));
+	m->direct = fce.direct & 0x80;
+	m->os_type = fce.os_release >> 4;
+	m->release = fce.os_release & 0x0F;
+	memcpy(m->hostname, fce.hostname, sizeof(m->hostname));
+	off += sizeof(fce);
+	if (type != SMCR_CLC_CONFIRM || off + sizeof(gl) > end)
+		return 0;			/* an Accept has no list */
+	memcpy(&gl, p + off, sizeof(gl));
+	off += sizeof(gl);
+	if (gl.gid_count > SMCR_CLC_MAX_GIDS)
+		return SMCR_E_RANGE;
+	if (off + (size_t)gl.gid_count * SMCR_GID_LEN > end)
+		return SMCR_E_LENGTH;
+	m->gid_count = gl.gid_count;
+	memcpy(m->gids, p + off, (size_t)gl.gid_count * SMCR_GID_LEN);
+	return 0;
+}
+
+int smcr_clc_v2_decode(const void *buf, size_t len, struct smcr_clc_v2_msg *msg)
+{
+	struct smcr_wire_clc_decline_v2 d;
+	const uint8_t *p = buf;
+	unsigned int i;
+	int rc;
+
+	memset(msg, 0, sizeof(*msg));
+	rc = smcr_clc_hdr_decode(buf, len, &msg->hdr);
+	if (rc != SMCR_E_VERSION)
+		return rc < 0 ? rc : SMCR_E_VERSION;	/* v1: smcr_clc_decode() */
+	if (msg->hdr.version < SMCR_CLC_VERSION_2)
+		return SMCR_E_VERSION;		/* 0: nobody's */
+	if (len < msg->hdr.length)
+		return SMCR_E_TRUNC;
+	if (msg->hdr.length < SMCR_CLC_HDR_LEN + SMCR_CLC_TRAILER_LEN)
+		return SMCR_E_LENGTH;
+	if (!trailer_ok(p, msg->hdr.length))
+		return SMCR_E_TRAILER;
+	switch (msg->hdr.type) {
+	case SMCR_CLC_PROPOSAL:
+		rc = proposal_v2_decode(p, msg->hdr.length, &msg->proposal);
+		break;
+	case SMCR_CLC_ACCEPT:
+	case SMCR_CLC_CONFIRM:
+		rc = acc_conf_v2_decode(p, msg->hdr.length, msg->hdr.type, &msg->accept);
+		break;
+	case SMCR_CLC_DECLINE:
+		if (msg->hdr.length != SMCR_CLC_V2_DECLINE_LEN)
+			return SMCR_E_LENGTH;
+		rc = decline_decode(p, &msg->decline.d);
+		memcpy(&d, p, sizeof(d));
+		msg->decline.os_type = d.os_type >> 4;
+		for (i = 0; i < 4; i++)
+			msg->decline.diagnosis_v2[i] = be32toh(d.diagnosis_v2[i]);
+		break;
+	default:
+		return SMCR_E_TYPE;
+	}
+	return rc < 0 ? rc : msg->hdr.length;
+}
+
+static bool r_or_n(uint8_t t)
+{
+	return t == SMCR_CLC_TYPE_R || t == SMCR_CLC_TYPE_N;
+}
+
+int smcr_clc_v2_encoded_len(const struct smcr_clc_v2_msg *msg)
+{
+	const struct smcr_clc_v2_proposal *pr = &msg->proposal;
+	const struct smcr_clc_v2_accept_confirm *ac = &msg->accept;
+	size_t n;
+	int rc;
+
+	switch (msg->hdr.type) {
+	case SMCR_CLC_PROPOSAL:
+		if (!r_or_n(pr->typev1) || !r_or_n(pr->typev2) ||
+		    (pr->typev1 == SMCR_CLC_TYPE_N && pr->typev2 == SMCR_CLC_TYPE_N) ||
+		    pr->eid_count > SMCR_CLC_MAX_EIDS || pr->release > 0x0F)
+			return SMCR_E_INVAL;
+		n = sizeof(struct smcr_wire_clc_proposal_head) +
+			sizeof(struct smcr_wire_clc_smcd_area) + SMCR_CLC_TRAILER_LEN;
+		if (pr->typev1 != SMCR_CLC_TYPE_N) {
+			struct smcr_clc_proposal v1 = pr->v1;
+
+			v1.ip_area_offset = 0;
+			rc = proposal_len(&v1);
+			if (rc < 0)
+				return rc;
+			n += (size_t)rc - sizeof(struct smcr_wire_clc_proposal_head) -
+				SMCR_CLC_TRAILER_LEN;
+		}
+		if (pr->typev2 != SMCR_CLC_TYPE_N)
+			n += sizeof(struct smcr_wire_clc_v2_ext) + (size_t)pr->eid_count * SMCR_EID_LEN;
+		return (int)n;
+	case SMCR_CLC_ACCEPT:
+	case SMCR_CLC_CONFIRM:
+		rc = acc_conf_check(&ac->r);
+		if (rc < 0)
+			return rc;
+		if (ac->gid_count > SMCR_CLC_MAX_GIDS || ac->os_type > 0x0F || ac->release > 0x0F)
+			return SMCR_E_INVAL;
+		n = SMCR_CLC_V2_ACC_CONF_LEN;
+		if (ac->r.first_contact)
+			n += sizeof(struct smcr_wire_clc_fce) + (msg->hdr.type == SMCR_CLC_CONFIRM ?
+				sizeof(struct smcr_wire_clc_gid_list) +
+				(size_t)ac->gid_count * SMCR_GID_LEN : 16);
+		return (int)n;
+	case SMCR_CLC_DECLINE:
+		return msg->decline.os_type > 0x0F ? SMCR_E_INVAL : SMCR_CLC_V2_DECLINE_LEN;
+	default:
+		return SMCR_E_TYPE;
+	}
+}
+
+static void proposal_v2_encode(const struct smcr_clc_v2_proposal *m, uint8_t *p, size_t length)
+{
+	struct smcr_wire_clc_smcd_area smcd;
+	struct smcr_wire_clc_v2_ext ext;
+	struct smcr_clc_proposal v1 = m->v1;
+	size_t off = sizeof(struct smcr_wire_clc_proposal_head) + sizeof(smcd);
+	uint8_t tmp[SMCR_CLC_MAX_V1_LEN];
+	int n;
+
+	/* The v1 encoder writes head, growth area (the SMC-D area's place:
+	 * zeros), IP area, prefixes; without a v1 offer only the head. */
+	v1.ip_area_offset = m->typev1 != SMCR_CLC_TYPE_N ? sizeof(smcd) : 0;
+	n = proposal_len(&v1);
+	proposal_encode(&v1, tmp, (size_t)n);
+	memcpy(p, tmp, sizeof(struct smcr_wire_clc_proposal_head));
+	memset(&smcd, 0, sizeof(smcd));
+	if (m->typev1 != SMCR_CLC_TYPE_N) {
+		size_t ip = (size_t)n - off - SMCR_CLC_TRAILER_LEN;
+
+		memcpy(p + off, tmp + off, ip);
+		off += ip;
+	}
+	if (m->typev2 != SMCR_CLC_TYPE_N) {
+		smcd.v2_ext_offset = htobe16((uint16_t)(off - sizeof(struct smcr_wire_clc_proposal_head) -
+					     offsetof(struct smcr_wire_clc_smcd_area, reserved)));
+		memset(&ext, 0, sizeof(ext));
+		ext.eid_count = m->eid_count;
+		ext.release_seid = (uint8_t)(m->release << 4 | (m->seid ? 0x01 : 0));
+		memcpy(ext.roce_gid, m->roce_gid, sizeof(ext.roce_gid));
+		memcpy(p + off, &ext, sizeof(ext));
+		off += sizeof(ext);
+		memcpy(p + off, m->eids, (size_t)m->eid_count * SMCR_EID_LEN);
+		off += (size_t)m->eid_count * SMCR_EID_LEN;
+	}
+	memcpy(p + sizeof(struct smcr_wire_clc_proposal_head), &smcd, sizeof(smcd));
+	hdr_v2_to_wire((struct smcr_wire_clc_hdr *)p, SMCR_CLC_PROPOSAL, length, m->typev2,
+		       m->typev1);
+	memcpy(p + off, eyecatcher, sizeof(eyecatcher));
+}
+
+static void acc_conf_v2_encode(const struct smcr_clc_v2_accept_confirm *m, uint8_t type,
+			       uint8_t *p, size_t length)
+{
+	struct smcr_wire_clc_accept_confirm_v2 w;
+	struct smcr_wire_clc_gid_list gl;
+	struct smcr_wire_clc_fce fce;
+	uint8_t v1[SMCR_CLC_ACCEPT_LEN];
+	size_t off = sizeof(w);
+
+	/* The v1 fields as v1 has them; then the v2 header over them. */
+	acc_conf_encode(&m->r, SMCR_CLC_ACCEPT, v1);
+	memset(&w, 0, sizeof(w));
+	memcpy(&w, v1, offsetof(struct smcr_wire_clc_accept_confirm_v2, eid));
+	hdr_v2_to_wire(&w.hdr, type, length, m->r.first_contact ? 2 : 0, SMCR_CLC_TYPE_R);
+	memcpy(w.eid, m->eid, sizeof(w.eid));
+	memcpy(p, &w, sizeof(w));
+	if (m->r.first_contact) {
+		memset(&fce, 0, sizeof(fce));
+		fce.direct = m->direct ? 0x80 : 0;
+		fce.os_release = (uint8_t)(m->os_type << 4 | m->release);
+		memcpy(fce.hostname, m->hostname, sizeof(fce.hostname));
+		memcpy(p + off, &fce, sizeof(fce));
+		off += sizeof(fce);
+		memset(&gl, 0, sizeof(gl));
+		if (type == SMCR_CLC_CONFIRM) {
+			gl.gid_count = m->gid_count;
+			memcpy(p + off, &gl, sizeof(gl));
+			off += sizeof(gl);
+			memcpy(p + off, m->gids, (size_t)m->gid_count * SMCR_GID_LEN);
+			off += (size_t)m->gid_count * SMCR_GID_LEN;
+		} else {
+			memcpy(p + off, gl.reserved, sizeof(gl.reserved));
+			off += sizeof(gl.reserved);
+		}
+	}
+	memcpy(p + off, eyecatcher, sizeof(eyecatcher));
+}
+
+int smcr_clc_v2_encode(const struct smcr_clc_v2_msg *msg, void *buf, size_t len)
+{
+	int n = smcr_clc_v2_encoded_len(msg);
+	struct smcr_wire_clc_decline_v2 d;
+	uint8_t v1[SMCR_CLC_DECLINE_LEN];
+	unsigned int i;
+
+	if (n < 0)
+		return n;
+	if (len < (size_t)n)
+		return SMCR_E_NOSPC;
+	switch (msg->hdr.type) {
+	case SMCR_CLC_PROPOSAL:
+		proposal_v2_encode(&msg->proposal, buf, (size_t)n);
+		break;
+	case SMCR_CLC_ACCEPT:
+	case SMCR_CLC_CONFIRM:
+		acc_conf_v2_encode(&msg->accept, msg->hdr.type, buf, (size_t)n);
+		break;
+	case SMCR_CLC_DECLINE:
+		decline_encode(&msg->decline.d, v1);
+		memset(&d, 0, sizeof(d));
+		memcpy(&d, v1, offsetof(struct smcr_wire_clc_decline_v2, os_type));
+		hdr_v2_to_wire(&d.hdr, SMCR_CLC_DECLINE, sizeof(d), 0, 0);
+		d.hdr.version_flags |= v1[7] & SMCR_CLC_FLAG_OUT_OF_SYNC;
+		d.os_type = (uint8_t)(msg->decline.os_type << 4);
+		for (i = 0; i < 4; i++)
+			d.diagnosis_v2[i] = htobe32(msg->decline.diagnosis_v2[i]);
+		memcpy(d.trailer.eyecatcher, eyecatcher, sizeof(eyecatcher));
+		memcpy(buf, &d, sizeof(d));
+		break;
+	}
+	return n;
 }

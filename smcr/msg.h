@@ -262,6 +262,69 @@ int smcr_clc_encode(const struct smcr_clc_msg *msg, void *buf, size_t len);
 /* The encoded length of msg, or SMCR_E_INVAL / SMCR_E_TYPE. */
 int smcr_clc_encoded_len(const struct smcr_clc_msg *msg);
 
+/* ---- CLC v2 (SMC-Rv2, Linux net/smc) --------------------------------------- */
+
+#define SMCR_CLC_VERSION_2 2
+#define SMCR_EID_LEN 32			/* blank-padded */
+#define SMCR_CLC_MAX_EIDS 8		/* user EIDs in a Proposal */
+#define SMCR_CLC_MAX_GIDS 8		/* GIDs in a first-contact Confirm */
+#define SMCR_CLC_HOSTNAME_LEN 32
+#define SMCR_CLC_OS_LINUX 2
+#define SMCR_CLC_V2_ACC_CONF_LEN 108	/* subsequent contact */
+#define SMCR_CLC_V2_DECLINE_LEN 44
+
+struct smcr_clc_v2_proposal {
+	uint8_t typev1, typev2;			/* SMCR_CLC_TYPE_*: what it offers in v1, v2 */
+	struct smcr_clc_proposal v1;		/* head; IP area and prefixes if typev1 != N */
+	/* the v2 extension (typev2 != N) */
+	uint8_t release;			/* 4 bits */
+	bool seid;				/* a system EID follows (SMC-Dv2) */
+	uint8_t roce_gid[SMCR_GID_LEN];		/* the client's RoCE v2 GID */
+	uint8_t eid_count;
+	uint8_t eids[SMCR_CLC_MAX_EIDS][SMCR_EID_LEN];
+};
+
+struct smcr_clc_v2_accept_confirm {
+	struct smcr_clc_accept_confirm r;	/* r.first_contact: typev2's bit, both types */
+	uint8_t eid[SMCR_EID_LEN];
+	/* first contact only */
+	bool direct;				/* no gateway (v2_direct) */
+	uint8_t os_type, release;		/* 4 bits each */
+	uint8_t hostname[SMCR_CLC_HOSTNAME_LEN];
+	uint8_t gid_count;			/* Confirm only */
+	uint8_t gids[SMCR_CLC_MAX_GIDS][SMCR_GID_LEN];
+};
+
+struct smcr_clc_v2_decline {
+	struct smcr_clc_decline d;
+	uint8_t os_type;			/* 4 bits */
+	uint32_t diagnosis_v2[4];
+};
+
+struct smcr_clc_v2_msg {
+	struct smcr_clc_hdr hdr;	/* decode: filled; encode: only hdr.type is read */
+	union {
+		struct smcr_clc_v2_proposal proposal;
+		struct smcr_clc_v2_accept_confirm accept;
+		struct smcr_clc_v2_accept_confirm confirm;
+		struct smcr_clc_v2_decline decline;
+	};
+};
+
+/* Decodes one whole CLC message of version 2 or later (SMC-R; an Accept or
+ * Confirm for SMC-D is SMCR_E_RANGE).  Returns hdr.length, or
+ * SMCR_E_TRUNC, SMCR_E_EYECATCHER, SMCR_E_TYPE, SMCR_E_VERSION (version 1:
+ * smcr_clc_decode()), SMCR_E_LENGTH (a length wrong for the type, or an
+ * offset or count that runs past the trailer), SMCR_E_TRAILER, SMCR_E_RANGE
+ * (more than 8 EIDs or GIDs, a bad prefix or MTU). */
+int smcr_clc_v2_decode(const void *buf, size_t len, struct smcr_clc_v2_msg *msg);
+
+/* Encodes msg as Linux 6.1 does (version 2; a Proposal offers v1 too when
+ * typev1 is R, with the IP area after a 40-byte SMC-D area).  The length,
+ * or SMCR_E_NOSPC, SMCR_E_INVAL, SMCR_E_TYPE. */
+int smcr_clc_v2_encode(const struct smcr_clc_v2_msg *msg, void *buf, size_t len);
+int smcr_clc_v2_encoded_len(const struct smcr_clc_v2_msg *msg);
+
 /* ---- A.3 LLC ------------------------------------------------------------- */
 
 enum smcr_llc_type {

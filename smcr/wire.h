@@ -133,6 +133,80 @@ struct smcr_wire_clc_decline {
 } SMCR_PACKED;
 _Static_assert(sizeof(struct smcr_wire_clc_decline) == 28, "A.2.5 Decline is 28 bytes");
 
+/* ---- CLC v2 (SMC-Rv2 as Linux 6.1 speaks it: net/smc/smc_clc.h) ------- */
+
+/* v2 Proposal: the 40-byte head (ip_area_offset 0, or 40 when it offers
+ * v1 too), then this area, then (v1 on offer) the IP area and prefixes,
+ * then the v2 extension, its EIDs, (SMC-Dv2) more, the trailer. */
+struct smcr_wire_clc_smcd_area {
+	smcr_be64 ism_gid;			/*  0: SMC-D only */
+	smcr_be16 ism_chid;			/*  8: SMC-D only */
+	smcr_be16 v2_ext_offset;		/* 10: from the end of this field */
+	uint8_t reserved[28];			/* 12 */
+} SMCR_PACKED;
+_Static_assert(sizeof(struct smcr_wire_clc_smcd_area) == 40, "v2 Proposal SMC-D area is 40 bytes");
+
+struct smcr_wire_clc_v2_ext {
+	uint8_t eid_count;			/*  0: user EIDs after this */
+	uint8_t ism_gid_count;			/*  1: SMC-Dv2 */
+	uint8_t reserved1;			/*  2 */
+	uint8_t release_seid;			/*  3: release (high nibble), SEID (0x01) */
+	uint8_t reserved2[2];			/*  4 */
+	smcr_be16 smcd_v2_ext_offset;		/*  6: SMC-Dv2 */
+	uint8_t roce_gid[16];			/*  8: the client's RoCE v2 GID */
+	uint8_t reserved3[16];			/* 24 */
+} SMCR_PACKED;
+_Static_assert(sizeof(struct smcr_wire_clc_v2_ext) == 40, "v2 extension is 40 bytes");
+
+/* v2 Accept and Confirm (SMC-R): the v1 fields, then these; on first
+ * contact the first-contact extension and the GID list follow. */
+struct smcr_wire_clc_accept_confirm_v2 {
+	struct smcr_wire_clc_hdr hdr;		/*  0: typev2 0x2 = first contact */
+	struct smcr_wire_peer_id peer_id;	/*  8 */
+	uint8_t gid[16];			/* 16 */
+	uint8_t mac[6];				/* 32 */
+	uint8_t qpn[3];				/* 38 */
+	smcr_be32 rmb_rkey;			/* 41 */
+	uint8_t rmbe_idx;			/* 45 */
+	smcr_be32 rmbe_alert_token;		/* 46 */
+	uint8_t rmbe_size_mtu;			/* 50 */
+	uint8_t reserved1;			/* 51 */
+	smcr_be64 rmb_vaddr;			/* 52 */
+	uint8_t reserved2;			/* 60 */
+	uint8_t psn[3];				/* 61 */
+	uint8_t eid[32];			/* 64: the EID both chose */
+	uint8_t reserved3[8];			/* 96 */
+} SMCR_PACKED;
+_Static_assert(sizeof(struct smcr_wire_clc_accept_confirm_v2) == 104, "v2 Accept/Confirm body is 104 bytes");
+
+struct smcr_wire_clc_fce {
+	uint8_t direct;				/*  0: 0x80 = no gateway between the peers */
+	uint8_t os_release;			/*  1: OS type (high nibble), release (low) */
+	uint8_t reserved[2];			/*  2 */
+	uint8_t hostname[32];			/*  4: blank-padded */
+} SMCR_PACKED;
+_Static_assert(sizeof(struct smcr_wire_clc_fce) == 36, "first-contact extension is 36 bytes");
+
+/* After the first-contact extension: an Accept carries only the 16
+ * reserved bytes, a Confirm the whole list (count, then the GIDs). */
+struct smcr_wire_clc_gid_list {
+	uint8_t reserved[16];			/*  0 */
+	uint8_t gid_count;			/* 16 */
+	uint8_t reserved2[3];			/* 17 */
+} SMCR_PACKED;
+_Static_assert(sizeof(struct smcr_wire_clc_gid_list) == 20, "GID list head is 20 bytes");
+
+struct smcr_wire_clc_decline_v2 {
+	struct smcr_wire_clc_hdr hdr;		/*  0 */
+	struct smcr_wire_peer_id peer_id;	/*  8 */
+	smcr_be32 diagnosis;			/* 16 */
+	uint8_t os_type;			/* 20: high nibble */
+	uint8_t reserved[3];			/* 21 */
+	smcr_be32 diagnosis_v2[4];		/* 24: more diagnosis codes */
+	struct smcr_wire_clc_trailer trailer;	/* 40 */
+} SMCR_PACKED;
+_Static_assert(sizeof(struct smcr_wire_clc_decline_v2) == 44, "v2 Decline is 44 bytes");
+
 /* ---- A.3 LLC messages (RoCE SendMsg, always 44 bytes) ----------------- */
 
 struct smcr_wire_llc_hdr {

@@ -12,6 +12,7 @@
 #include <config.h>
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,31 @@
 PIN(smcr_wire_tcpopt, kind, 0);
 PIN(smcr_wire_tcpopt, len, 1);
 PIN(smcr_wire_tcpopt, exid, 2);
+
+/* CLC v2 (Linux net/smc/smc_clc.h) */
+PIN(smcr_wire_clc_smcd_area, ism_gid, 0);
+PIN(smcr_wire_clc_smcd_area, ism_chid, 8);
+PIN(smcr_wire_clc_smcd_area, v2_ext_offset, 10);
+PIN(smcr_wire_clc_smcd_area, reserved, 12);
+PIN(smcr_wire_clc_v2_ext, eid_count, 0);
+PIN(smcr_wire_clc_v2_ext, ism_gid_count, 1);
+PIN(smcr_wire_clc_v2_ext, release_seid, 3);
+PIN(smcr_wire_clc_v2_ext, smcd_v2_ext_offset, 6);
+PIN(smcr_wire_clc_v2_ext, roce_gid, 8);
+PIN(smcr_wire_clc_v2_ext, reserved3, 24);
+PIN(smcr_wire_clc_accept_confirm_v2, qpn, 38);
+PIN(smcr_wire_clc_accept_confirm_v2, rmb_vaddr, 52);
+PIN(smcr_wire_clc_accept_confirm_v2, psn, 61);
+PIN(smcr_wire_clc_accept_confirm_v2, eid, 64);
+PIN(smcr_wire_clc_accept_confirm_v2, reserved3, 96);
+PIN(smcr_wire_clc_fce, direct, 0);
+PIN(smcr_wire_clc_fce, os_release, 1);
+PIN(smcr_wire_clc_fce, hostname, 4);
+PIN(smcr_wire_clc_gid_list, gid_count, 16);
+PIN(smcr_wire_clc_decline_v2, diagnosis, 16);
+PIN(smcr_wire_clc_decline_v2, os_type, 20);
+PIN(smcr_wire_clc_decline_v2, diagnosis_v2, 24);
+PIN(smcr_wire_clc_decline_v2, trailer, 40);
 
 PIN(smcr_wire_clc_hdr, eyecatcher, 0);
 PIN(smcr_wire_clc_hdr, type, 4);
@@ -799,6 +825,268 @@ static void test_clc_version2(void)
 	CU_ASSERT_EQUAL(clc_dec_patched(v, sizeof(v), 6, 3), SMCR_E_LENGTH);
 }
 
+
+/* ---- CLC v2: the kernel's own messages (tests/vectors/kernel-smcr-v2.txt,
+ * Linux 6.1 over rxe; frame numbers of that capture) ------------------------ */
+
+/* frame 9 */
+static const char k_prop[] =
+	"e2d4c3d901009c22000000000000000000000000000000000000000000000000"
+	"000000000000000000000000000000000000001c000000000000000000000000"
+	"0000000000000000000000000000000001000000000000000000000000000000"
+	"0000ffff0a01010100000000000000000000000000000000534d435242442e4b"
+	"504545522020202020202020202020202020202020202020e2d4c3d9";
+/* frame 11 */
+static const char k_acc_fc[] =
+	"e2d4c3d90200a0286a885254005c020100000000000000000000ffff0a010102"
+	"5254005c0201000011000003cd01000000012300ffff8880082d000000c677bf"
+	"534d435242442e4b504545522020202020202020202020202020202020202020"
+	"000000000000000080200000736d63722d422020202020202020202020202020"
+	"20202020202020202020202000000000000000000000000000000000e2d4c3d9";
+/* frame 13 */
+static const char k_conf_fc[] =
+	"e2d4c3d90300b42867a55254005c010100000000000000000000ffff0a010101"
+	"5254005c01010000110000034c01000000012300ffff8880070f0000008d585a"
+	"534d435242442e4b504545522020202020202020202020202020202020202020"
+	"000000000000000080200000736d63722d412020202020202020202020202020"
+	"2020202020202020202020200000000000000000000000000000000001000000"
+	"00000000000000000000ffff0a010101e2d4c3d9";
+/* frame 35 */
+static const char k_acc[] =
+	"e2d4c3d902006c206a885254005c020100000000000000000000ffff0a010102"
+	"5254005c02010000110000062901000000022300ffff88800831000000c677bf"
+	"534d435242442e4b504545522020202020202020202020202020202020202020"
+	"0000000000000000e2d4c3d9";
+/* frame 42 */
+static const char k_conf[] =
+	"e2d4c3d903006c2067a55254005c010100000000000000000000ffff0a010101"
+	"5254005c0101000011000004a201000000022300ffff888007110000008d585a"
+	"534d435242442e4b504545522020202020202020202020202020202020202020"
+	"0000000000000000e2d4c3d9";
+
+static const uint8_t k_gid_a[16] = { [10] = 0xff, [11] = 0xff, 10, 1, 1, 1 };
+static const uint8_t k_gid_b[16] = { [10] = 0xff, [11] = 0xff, 10, 1, 1, 2 };
+static const char k_eid[] = "SMCRBD.KPEER                    ";	/* 32, blank-padded */
+
+static size_t unhex(const char *h, uint8_t *out, size_t cap)
+{
+	size_t n = 0;
+	unsigned int b;
+
+	while (h[0] && h[1] && n < cap && sscanf(h, "%2x", &b) == 1) {
+		out[n++] = (uint8_t)b;
+		h += 2;
+	}
+	return n;
+}
+
+static int clc2_decode(const void *b, size_t n, void *m) { return smcr_clc_v2_decode(b, n, m); }
+
+static int clc2_dec(const uint8_t *v, size_t n, struct smcr_clc_v2_msg *m)
+{
+	return run_decode(clc2_decode, v, n, m);
+}
+
+static int clc2_dec_patched(const uint8_t *v, size_t len, size_t off, uint8_t x)
+{
+	uint8_t tmp[512];
+	struct smcr_clc_v2_msg m;
+
+	CU_ASSERT_FATAL(len <= sizeof(tmp));
+	memcpy(tmp, v, len);
+	tmp[off] = x;
+	return clc2_dec(tmp, len, &m);
+}
+
+/* Decodes v, checks its truncations, re-encodes it equal. */
+static void clc2_roundtrip(const uint8_t *v, size_t n, struct smcr_clc_v2_msg *m)
+{
+	uint8_t out[512];
+
+	CU_ASSERT_EQUAL_FATAL(clc2_dec(v, n, m), (int)n);
+	check_truncations(clc2_decode, v, n, sizeof(*m));
+	CU_ASSERT_EQUAL(smcr_clc_v2_encoded_len(m), (int)n);
+	CU_ASSERT_EQUAL_FATAL(smcr_clc_v2_encode(m, out, sizeof(out)), (int)n);
+	CU_ASSERT_EQUAL(memcmp(out, v, n), 0);
+	CU_ASSERT_EQUAL(smcr_clc_v2_encode(m, out, n - 1), SMCR_E_NOSPC);
+	/* and the v1 decoder sees only a foreign version */
+	{
+		struct smcr_clc_msg m1;
+
+		CU_ASSERT_EQUAL(clc_dec(v, n, &m1), SMCR_E_VERSION);
+	}
+}
+
+static void test_clc_v2_kernel_proposal(void)
+{
+	uint8_t v[300];
+	struct smcr_clc_v2_msg m;
+	size_t n = unhex(k_prop, v, sizeof(v));
+
+	CU_ASSERT_EQUAL_FATAL(n, 156);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT_EQUAL(m.hdr.type, SMCR_CLC_PROPOSAL);
+	CU_ASSERT_EQUAL(m.hdr.version, 2);
+	CU_ASSERT_EQUAL(m.proposal.typev1, SMCR_CLC_TYPE_N);	/* no RoCE v1 GID on rxe */
+	CU_ASSERT_EQUAL(m.proposal.typev2, SMCR_CLC_TYPE_R);
+	CU_ASSERT_EQUAL(m.proposal.v1.ip_area_offset, 0);
+	CU_ASSERT_EQUAL(m.proposal.release, 0);
+	CU_ASSERT_FALSE(m.proposal.seid);
+	CU_ASSERT_EQUAL(memcmp(m.proposal.roce_gid, k_gid_a, 16), 0);
+	CU_ASSERT_EQUAL(m.proposal.eid_count, 1);
+	CU_ASSERT_EQUAL(memcmp(m.proposal.eids[0], k_eid, SMCR_EID_LEN), 0);
+	/* malformed: 9 EIDs, EIDs past the trailer, the extension before the
+	 * SMC-D area's end or past the trailer, an IP area offset over 40 */
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 80, 9), SMCR_E_RANGE);
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 80, 2), SMCR_E_LENGTH);
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 51, 0x1b), SMCR_E_LENGTH);
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 51, 0x5d), SMCR_E_LENGTH);
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 50, 0xff), SMCR_E_LENGTH);
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 155, 0), SMCR_E_TRAILER);
+	/* offering v1 too (typev1 R): the IP area must then be there */
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 7, 0x20), 156);
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 39, 41), 156);	/* typev1 N: not read */
+}
+
+static void test_clc_v2_proposal_v1_too(void)
+{
+	struct smcr_clc_v2_msg m, d;
+	uint8_t out[512];
+	int n;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_PROPOSAL;
+	m.proposal.typev1 = SMCR_CLC_TYPE_R;
+	m.proposal.typev2 = SMCR_CLC_TYPE_R;
+	m.proposal.v1.peer_id.instance = 0x1234;
+	memcpy(m.proposal.v1.peer_id.mac, mac_a, 6);
+	memcpy(m.proposal.v1.gid, k_gid_a, 16);
+	memcpy(m.proposal.v1.mac, mac_a, 6);
+	m.proposal.v1.ipv4_subnet = 0xffffff00;
+	m.proposal.v1.ipv4_mask_len = 24;
+	m.proposal.v1.ipv6_prefix_count = 1;
+	m.proposal.v1.ipv6_prefix[0].len = 64;
+	memcpy(m.proposal.roce_gid, k_gid_a, 16);
+	m.proposal.eid_count = 2;
+	memcpy(m.proposal.eids[0], k_eid, SMCR_EID_LEN);
+	memset(m.proposal.eids[1], 'X', SMCR_EID_LEN);
+	/* head 40, SMC-D area 40, IP area 8, 1 prefix 17, v2 ext 40, 2 EIDs, trailer */
+	n = smcr_clc_v2_encode(&m, out, sizeof(out));
+	CU_ASSERT_EQUAL_FATAL(n, 40 + 40 + 8 + 17 + 40 + 64 + 4);
+	CU_ASSERT_EQUAL(out[7], 0x20);
+	CU_ASSERT_EQUAL(out[38] << 8 | out[39], 40);		/* IP area after the SMC-D area */
+	CU_ASSERT_EQUAL(out[50] << 8 | out[51], 28 + 8 + 17);	/* v2 extension after the prefix */
+	CU_ASSERT_EQUAL(out[80 + 4], 24);				/* mask length */
+	CU_ASSERT_EQUAL(out[105], 2);					/* EIDs */
+	CU_ASSERT_EQUAL(clc2_dec(out, (size_t)n, &d), n);
+	CU_ASSERT_EQUAL(d.proposal.v1.ipv4_subnet, 0xffffff00);
+	CU_ASSERT_EQUAL(d.proposal.v1.ipv6_prefix_count, 1);
+	CU_ASSERT_EQUAL(d.proposal.eid_count, 2);
+	CU_ASSERT_EQUAL(memcmp(d.proposal.eids[1], m.proposal.eids[1], SMCR_EID_LEN), 0);
+	/* what older code reads of it: the v1 part */
+	CU_ASSERT_EQUAL(smcr_clc_proposal_v2_decode(out, (size_t)n, &d.proposal.v1), 0);
+	CU_ASSERT_EQUAL(d.proposal.v1.ipv4_mask_len, 24);
+	/* SMC-D offers are not ours to make; nine EIDs do not fit */
+	m.proposal.typev2 = SMCR_CLC_TYPE_B;
+	CU_ASSERT_EQUAL(smcr_clc_v2_encode(&m, out, sizeof(out)), SMCR_E_INVAL);
+	m.proposal.typev2 = SMCR_CLC_TYPE_R;
+	m.proposal.eid_count = 9;
+	CU_ASSERT_EQUAL(smcr_clc_v2_encode(&m, out, sizeof(out)), SMCR_E_INVAL);
+}
+
+static void test_clc_v2_kernel_accept_confirm(void)
+{
+	uint8_t v[300];
+	struct smcr_clc_v2_msg m;
+	size_t n;
+
+	/* Accept, first contact: EID, first-contact extension, 16 reserved */
+	n = unhex(k_acc_fc, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 160);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT_EQUAL(m.hdr.type, SMCR_CLC_ACCEPT);
+	CU_ASSERT_TRUE(m.accept.r.first_contact);
+	CU_ASSERT_EQUAL(m.accept.r.peer_id.instance, 0x6a88);
+	CU_ASSERT_EQUAL(memcmp(m.accept.r.gid, k_gid_b, 16), 0);
+	CU_ASSERT_EQUAL(m.accept.r.qpn, 0x11);
+	CU_ASSERT_EQUAL(m.accept.r.rmb_rkey, 0x3cd);
+	CU_ASSERT_EQUAL(m.accept.r.rmbe_idx, 1);
+	CU_ASSERT_EQUAL(m.accept.r.rmbe_alert_token, 1);
+	CU_ASSERT_EQUAL(m.accept.r.rmbe_size, 2);
+	CU_ASSERT_EQUAL(m.accept.r.qp_mtu, 3);
+	CU_ASSERT_EQUAL(m.accept.r.rmb_vaddr, 0xffff8880082d0000ull);
+	CU_ASSERT_EQUAL(m.accept.r.psn, 0xc677bf);
+	CU_ASSERT_EQUAL(memcmp(m.accept.eid, k_eid, SMCR_EID_LEN), 0);
+	CU_ASSERT_TRUE(m.accept.direct);
+	CU_ASSERT_EQUAL(m.accept.os_type, SMCR_CLC_OS_LINUX);
+	CU_ASSERT_EQUAL(memcmp(m.accept.hostname, "smcr-B ", 7), 0);
+	CU_ASSERT_EQUAL(m.accept.gid_count, 0);
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 7, 0x29), SMCR_E_RANGE);	/* SMC-D */
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 50, 0x27), SMCR_E_RANGE);	/* MTU 7 */
+
+	/* Confirm, first contact: the GID list (the client's one GID) */
+	n = unhex(k_conf_fc, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 180);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT_EQUAL(m.hdr.type, SMCR_CLC_CONFIRM);
+	CU_ASSERT_TRUE(m.confirm.r.first_contact);
+	CU_ASSERT_EQUAL(m.confirm.r.qpn, 0x11);
+	CU_ASSERT_EQUAL(m.confirm.r.rmb_rkey, 0x34c);
+	CU_ASSERT_EQUAL(memcmp(m.confirm.hostname, "smcr-A ", 7), 0);
+	CU_ASSERT_EQUAL(m.confirm.gid_count, 1);
+	CU_ASSERT_EQUAL(memcmp(m.confirm.gids[0], k_gid_a, 16), 0);
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 156, 9), SMCR_E_RANGE);	/* 9 GIDs */
+	CU_ASSERT_EQUAL(clc2_dec_patched(v, n, 156, 2), SMCR_E_LENGTH);	/* past the trailer */
+
+	/* subsequent contact: 108 bytes, no extensions */
+	n = unhex(k_acc, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 108);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT_FALSE(m.accept.r.first_contact);
+	CU_ASSERT_EQUAL(m.accept.r.rmb_rkey, 0x629);
+	CU_ASSERT_EQUAL(m.accept.r.rmbe_alert_token, 2);
+	n = unhex(k_conf, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 108);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT_EQUAL(m.confirm.r.rmb_rkey, 0x4a2);
+	/* under 108 bytes */
+	put16(v, 5, 104);
+	put_eyecatcher(v, 100);
+	CU_ASSERT_EQUAL(clc2_dec(v, 104, &m), SMCR_E_LENGTH);
+}
+
+static void test_clc_v2_decline(void)
+{
+	uint8_t v[44];
+	struct smcr_clc_v2_msg m;
+
+	memset(v, 0, sizeof(v));
+	put_eyecatcher(v, 0);
+	put8(v, 4, 4);
+	put16(v, 5, 44);
+	put8(v, 7, 0x20);
+	put16(v, 8, 0x6a88);
+	memcpy(v + 10, mac_b, 6);
+	put32(v, 16, 0x030e0000);		/* no route (SMC-Rv2) */
+	put8(v, 20, SMCR_CLC_OS_LINUX << 4);
+	put32(v, 24, 0x03030002);
+	put_eyecatcher(v, 40);
+	clc2_roundtrip(v, sizeof(v), &m);
+	CU_ASSERT_EQUAL(m.decline.d.diagnosis, 0x030e0000);
+	CU_ASSERT_EQUAL(m.decline.d.peer_id.instance, 0x6a88);
+	CU_ASSERT_FALSE(m.decline.d.out_of_sync);
+	CU_ASSERT_EQUAL(m.decline.os_type, SMCR_CLC_OS_LINUX);
+	CU_ASSERT_EQUAL(m.decline.diagnosis_v2[0], 0x03030002);
+	/* S: typev2's first bit, as in v1 */
+	put8(v, 7, 0x28);
+	clc2_roundtrip(v, sizeof(v), &m);
+	CU_ASSERT_TRUE(m.decline.d.out_of_sync);
+	/* exactly 44 bytes, as Linux checks */
+	put16(v, 5, 28);
+	put_eyecatcher(v, 24);
+	CU_ASSERT_EQUAL(clc2_dec(v, 28, &m), SMCR_E_LENGTH);
+}
+
 static void test_clc_encode_errors(void)
 {
 	struct smcr_clc_msg m;
@@ -1456,6 +1744,10 @@ static CU_TestInfo clc_tests[] = {
 	{ "malformed", test_clc_malformed },
 	{ "version 2", test_clc_version2 },
 	{ "encode errors", test_clc_encode_errors },
+	{ "v2 proposal (Linux 6.1)", test_clc_v2_kernel_proposal },
+	{ "v2 proposal offering v1", test_clc_v2_proposal_v1_too },
+	{ "v2 accept/confirm (Linux 6.1)", test_clc_v2_kernel_accept_confirm },
+	{ "v2 decline", test_clc_v2_decline },
 	CU_TEST_INFO_NULL,
 };
 
