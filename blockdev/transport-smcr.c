@@ -24,7 +24,6 @@
 struct smcr_transport {
 	struct bd_transport base;
 	struct smcr_sock *s;
-	size_t reserved;		/* tx bytes reserved, not yet committed */
 };
 
 static struct smcr_transport *st_of(struct bd_transport *t)
@@ -116,8 +115,6 @@ static ssize_t smcr_t_writev(struct bd_transport *t, const struct iovec *iov, in
 	ssize_t space;
 	int tries, ret;
 
-	if (st->reserved)
-		return -EBUSY;	/* reservations outstanding (transport.h) */
 	for (tries = 0; tries < 2; tries++) {
 		space = smcr_reserve(st->s, piece, SMCR_DONTWAIT);
 		if (space > 0) {
@@ -184,53 +181,16 @@ static int smcr_t_rx_consume(struct bd_transport *t, size_t len)
 static int smcr_t_tx_reserve(struct bd_transport *t, size_t len, struct iovec iov[2])
 {
 	struct smcr_transport *st = st_of(t);
-	struct smcr_sock_info info;
-	struct iovec piece[2];
-	size_t skip = st->reserved, k;
-	ssize_t space;
+	int ret = smcr_reserve_len(st->s, len, iov, SMCR_DONTWAIT);
 
-	if (smcr_sock_info(st->s, &info))
-		return -EIO;
-	if (len + st->reserved > info.peer_rmbe_data)
-		return -EMSGSIZE;
-	space = smcr_reserve(st->s, piece, SMCR_DONTWAIT);
-	if (space < 0)
-		return (int)space;
-	if ((size_t)space < st->reserved + len) {
+	if (ret == -EAGAIN)
 		still_blocked(st, SMCR_EV_OUT);
-		return -EAGAIN;
-	}
-	/* Skip what earlier reservations took, then take len bytes. */
-	for (k = 0; k < 2; k++) {
-		size_t off = skip < piece[k].iov_len ? skip : piece[k].iov_len;
-
-		skip -= off;
-		piece[k].iov_base = (uint8_t *)piece[k].iov_base + off;
-		piece[k].iov_len -= off;
-	}
-	if (piece[0].iov_len == 0) {
-		piece[0] = piece[1];
-		piece[1].iov_len = 0;
-	}
-	iov[0].iov_base = piece[0].iov_base;
-	iov[0].iov_len = len < piece[0].iov_len ? len : piece[0].iov_len;
-	iov[1].iov_base = piece[1].iov_base;
-	iov[1].iov_len = len - iov[0].iov_len;
-	st->reserved += len;
-	return 0;
+	return ret;
 }
 
 static int smcr_t_tx_commit(struct bd_transport *t, size_t len)
 {
-	struct smcr_transport *st = st_of(t);
-	int ret;
-
-	if (len > st->reserved)
-		return -EINVAL;
-	ret = smcr_commit(st->s, len);
-	if (ret == 0)
-		st->reserved -= len;
-	return ret;
+	return smcr_commit(st_of(t)->s, len);
 }
 
 static const struct bd_transport_ops smcr_ops = {

@@ -28,6 +28,7 @@ struct smcr_sock {
 	struct smcr_lgr *lgr;
 	struct smcr_conn conn;
 	struct smcr_lgr_peer_rmb *peer_rmb;
+	size_t tx_reserved;		/* smcr_reserve_len(), not yet committed */
 	pthread_cond_t cond;		/* state changed (ctx->lock) */
 	struct smcr_sock *next;
 };

@@ -140,6 +140,12 @@ int smcr_recv_all(struct smcr_sock *s, void *buf, size_t len);
  * buffer); fill them, then commit n bytes.  peek: up to two pieces of
  * received data in our receive buffer; consume n bytes when done. */
 ssize_t smcr_reserve(struct smcr_sock *s, struct iovec iov[2], int flags);
+/* Reservations held over time: the next len bytes after those reserved
+ * and not yet committed (libsmcr counts them), in iov; 0, -EAGAIN (not
+ * that much free space yet, with SMCR_DONTWAIT), -EMSGSIZE (more than the
+ * peer's RMBE holds).  smcr_commit() hands them over in order; while any
+ * are outstanding smcr_reserve() says -EBUSY. */
+int smcr_reserve_len(struct smcr_sock *s, size_t len, struct iovec iov[2], int flags);
 int smcr_commit(struct smcr_sock *s, size_t n);
 ssize_t smcr_peek(struct smcr_sock *s, struct iovec iov[2], int flags);
 int smcr_consume(struct smcr_sock *s, size_t n);

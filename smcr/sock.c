@@ -208,6 +208,10 @@ ssize_t smcr_reserve(struct smcr_sock *s, struct iovec iov[2], int flags)
 	if (!s->smc)
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&s->ctx->lock);
+	if (s->tx_reserved) {
+		pthread_mutex_unlock(&s->ctx->lock);
+		return -EBUSY;
+	}
 	for (;;) {
 		n = smcr_conn_reserve(&s->conn, iov);
 		if (n != 0 || (flags & SMCR_DONTWAIT))
@@ -218,6 +222,55 @@ ssize_t smcr_reserve(struct smcr_sock *s, struct iovec iov[2], int flags)
 	return n == 0 ? -EAGAIN : n;
 }
 
+int smcr_reserve_len(struct smcr_sock *s, size_t len, struct iovec iov[2], int flags)
+{
+	struct iovec piece[2];
+	size_t skip, k;
+	ssize_t n;
+
+	if (!s->smc)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&s->ctx->lock);
+	if (len + s->tx_reserved > s->conn.tx_len) {
+		pthread_mutex_unlock(&s->ctx->lock);
+		return -EMSGSIZE;
+	}
+	for (;;) {
+		n = smcr_conn_reserve(&s->conn, piece);
+		if (n < 0 || (size_t)n >= s->tx_reserved + len)
+			break;
+		if (flags & SMCR_DONTWAIT) {
+			n = -EAGAIN;
+			break;
+		}
+		sock_wait(s, 1000);
+	}
+	if (n < 0) {
+		pthread_mutex_unlock(&s->ctx->lock);
+		return (int)n;
+	}
+	/* Skip what earlier reservations took, then take len bytes. */
+	skip = s->tx_reserved;
+	for (k = 0; k < 2; k++) {
+		size_t off = skip < piece[k].iov_len ? skip : piece[k].iov_len;
+
+		skip -= off;
+		piece[k].iov_base = (uint8_t *)piece[k].iov_base + off;
+		piece[k].iov_len -= off;
+	}
+	if (piece[0].iov_len == 0) {
+		piece[0] = piece[1];
+		piece[1].iov_len = 0;
+	}
+	iov[0].iov_base = piece[0].iov_base;
+	iov[0].iov_len = len < piece[0].iov_len ? len : piece[0].iov_len;
+	iov[1].iov_base = piece[1].iov_base;
+	iov[1].iov_len = len - iov[0].iov_len;
+	s->tx_reserved += len;
+	pthread_mutex_unlock(&s->ctx->lock);
+	return 0;
+}
+
 int smcr_commit(struct smcr_sock *s, size_t n)
 {
 	int ret;
@@ -225,7 +278,13 @@ int smcr_commit(struct smcr_sock *s, size_t n)
 	if (!s->smc)
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&s->ctx->lock);
-	ret = smcr_conn_commit(&s->conn, n);
+	if (s->tx_reserved && n > s->tx_reserved) {
+		ret = -EINVAL;		/* more than smcr_reserve_len() gave */
+	} else {
+		ret = smcr_conn_commit(&s->conn, n);
+		if (ret == 0)
+			s->tx_reserved -= s->tx_reserved ? n : 0;
+	}
 	pthread_mutex_unlock(&s->ctx->lock);
 	return ret;
 }
