@@ -173,6 +173,47 @@ static void fill_ours(struct setup *st, const struct smcr_rmbe *rmbe,
 	m->rmbe_size = rmbe->rmb->size_code;
 }
 
+/* One group per peer is set up at a time, as in Linux (its
+ * smc_server_lgr_pending and smc_client_lgr_pending): a connection that
+ * finds the peer's group still confirming its first link waits for it,
+ * then joins it, instead of making a group of its own (a client's four
+ * connections after a server restart made four). */
+struct pending {
+	struct smcr_ctx *ctx;
+	enum smcr_role role;
+	const uint8_t *pid;
+};
+
+static bool lgr_pending(void *arg)
+{
+	const struct pending *w = arg;
+	const struct smcr_lgr *lgr;
+
+	for (lgr = w->ctx->lgrs; lgr; lgr = lgr->next)
+		if (lgr->role == w->role && !lgr->terminated &&
+		    memcmp(lgr->peer_id, w->pid, 8) == 0 && smcr_lgr_active_links(lgr) == 0)
+			return true;
+	return false;
+}
+
+static bool none_pending(void *arg)
+{
+	return !lgr_pending(arg);
+}
+
+static struct smcr_lgr *lgr_find_settled(struct smcr_ctx *ctx, enum smcr_role role,
+					 const uint8_t pid[8], const uint8_t *gid,
+					 const uint8_t *mac, uint32_t qpn)
+{
+	struct smcr_lgr *lgr = smcr_engine_lgr_find(ctx, role, pid, gid, mac, qpn);
+	struct pending w = { .ctx = ctx, .role = role, .pid = pid };
+
+	if (lgr || !lgr_pending(&w))
+		return lgr;
+	smcr_engine_wait(ctx, none_pending, &w, ctx->opts.link_wait_ms);
+	return smcr_engine_lgr_find(ctx, role, pid, gid, mac, qpn);
+}
+
 static int lgr_new(struct setup *st, enum smcr_role role, const struct smcr_peer_id *peer)
 {
 	int ret = smcr_lgr_create(role, &smcr_engine_lgr_ops, st->ctx,
@@ -263,8 +304,8 @@ static uint32_t cl_accept(void *arg, int fd, const struct smcr_clc_proposal *pro
 		st->link = NULL;	/* the group owns it now */
 		st->slot = 0;
 	} else {
-		st->lgr = smcr_engine_lgr_find(ctx, SMCR_ROLE_CLIENT, pid, acc->gid, acc->mac,
-					       acc->qpn);
+		st->lgr = lgr_find_settled(ctx, SMCR_ROLE_CLIENT, pid, acc->gid, acc->mac,
+					   acc->qpn);
 		st->slot = st->lgr ? slot_by_peer(st->lgr, acc->qpn, acc->gid) : -1;
 		if (st->slot < 0) {
 			/* The server believes in a group we do not have. */
@@ -305,7 +346,7 @@ static uint32_t sv_accept_proposal(void *arg, int fd, const struct smcr_clc_prop
 		goto out_unlock;
 	}
 	peer_id_bytes(&prop->peer_id, pid);
-	st->lgr = smcr_engine_lgr_find(ctx, SMCR_ROLE_SERVER, pid, prop->gid, prop->mac, 0);
+	st->lgr = lgr_find_settled(ctx, SMCR_ROLE_SERVER, pid, prop->gid, prop->mac, 0);
 	if (st->lgr) {
 		struct smcr_link *l = smcr_lgr_pick_link(st->lgr);
 

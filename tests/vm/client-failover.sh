@@ -71,6 +71,21 @@ vm_wait -t 30 B "$srv" >/dev/null 2>&1 || true
 sleep 2
 srv=$(start_srv)
 wait_srv 2
+# Both connections come back at once; as with Linux (one first contact per
+# peer at a time), the second waits for the group the first sets up and
+# joins it: one link group on B carries both.
+groups=
+for i in $(seq 150); do
+    groups=$(vm_run B "$SMCRCTL --json status smcrd" 2>/dev/null | python3 -c '
+import json, sys
+p = json.load(sys.stdin)[0]
+g = [x for x in p["smcr"]["link_groups"] if not x.get("terminated")]
+print(len(g), sum(x["connections"] for x in g))' 2>/dev/null) || groups=
+    [ "${groups#* }" = 2 ] && break
+    sleep 0.2
+done
+echo "after the restart, B: link groups and connections: ${groups:-none}"
+[ "$groups" = "1 2" ] || fail "after the restart the two connections are not on one link group: ${groups:-no status}"
 out=$(vm_wait -t 180 A "$io" 2>&1) || { echo "$out" | tail -n 30; fail "nbdc-io failed"; }
 echo "$out" | grep -E "^(result|first bad|last error)|is back|lost"
 r=$(echo "$out" | grep '^result ')
