@@ -82,6 +82,10 @@ fail() {
 }
 
 : "${SMCR_VM_MEM:=768}"
+# virtio-net device options of the link NICs (SMCR_VM_NIC_OPTS; empty:
+# qemu's defaults).  Without them a guest's transmit queue now and then
+# stopped for good under load (see fail above).
+_vm_nic_opts=${SMCR_VM_NIC_OPTS-event_idx=off,ioeventfd=off}
 : "${SMCR_VM_TIMEOUT:=240}"
 : "${SMCR_VM_CMD_TIMEOUT:=120}"
 : "${abs_builddir:=$abs_top_builddir/tests}"
@@ -299,9 +303,9 @@ _vm_plumb_pair() {
     for (( l=1; l<=links; l++ )); do
         local pa=${ports[$((2*l-2))]} pb=${ports[$((2*l-1))]}
         _vm_nics_A+=(-netdev "dgram,id=link$l,local.type=inet,local.host=127.0.0.1,local.port=$pa,remote.type=inet,remote.host=127.0.0.1,remote.port=$pb"
-                     -device "virtio-net-pci,netdev=link$l,mac=52:54:00:5c:01:0$l")
+                     -device "virtio-net-pci,netdev=link$l,mac=52:54:00:5c:01:0$l${_vm_nic_opts:+,$_vm_nic_opts}")
         _vm_nics_B+=(-netdev "dgram,id=link$l,local.type=inet,local.host=127.0.0.1,local.port=$pb,remote.type=inet,remote.host=127.0.0.1,remote.port=$pa"
-                     -device "virtio-net-pci,netdev=link$l,mac=52:54:00:5c:02:0$l")
+                     -device "virtio-net-pci,netdev=link$l,mac=52:54:00:5c:02:0$l${_vm_nic_opts:+,$_vm_nic_opts}")
     done
 }
 
@@ -325,7 +329,7 @@ vm_start_single() {
         read -r -a ports <<<"$(_vm_udp_ports $((2 * links)))"
         for (( l=1; l<=links; l++ )); do
             _vm_nics_A+=(-netdev "dgram,id=link$l,local.type=inet,local.host=127.0.0.1,local.port=${ports[$((2*l-2))]},remote.type=inet,remote.host=127.0.0.1,remote.port=${ports[$((2*l-1))]}"
-                         -device "virtio-net-pci,netdev=link$l,mac=52:54:00:5c:01:0$l")
+                         -device "virtio-net-pci,netdev=link$l,mac=52:54:00:5c:01:0$l${_vm_nic_opts:+,$_vm_nic_opts}")
         done
     fi
     vm_say "booting A ($links links, kernel $VM_KVER)"
