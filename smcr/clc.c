@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clc.h"
 #include "log.h"
@@ -102,6 +103,7 @@ void smcr_clc_stats_add(struct smcr_clc_stats *dst, const struct smcr_clc_stats 
 	dst->proto_errors += src->proto_errors;
 	dst->version_mismatches += src->version_mismatches;
 	dst->v2_proposals_as_v1 += src->v2_proposals_as_v1;
+	dst->v2 += src->v2;
 	for (i = 0; i < SMCR_CLC_NREASONS; i++) {
 		dst->declines_sent_by[i] += src->declines_sent_by[i];
 		dst->declines_rcvd_by[i] += src->declines_rcvd_by[i];
@@ -475,6 +477,7 @@ enum rx_result {
 	RXR_V2,			/* the expected type, but of another version */
 	RXR_RANGE,		/* the expected type with a bad enumerated value */
 	RXR_LONG,		/* an over-long v1 Proposal (dropped) */
+	RXR_MSG2,		/* *v2 holds the expected message, version 2 */
 };
 
 /* Receives the message of the given type, or a Decline in its place.  A
@@ -482,7 +485,7 @@ enum rx_result {
  * holds its return value); the other cases are the caller's to answer. */
 static enum rx_result clc_receive(struct clc *c, enum smcr_clc_type type, int timeout_ms,
 				  uint32_t timeout_reason, bool silence_ok,
-				  struct smcr_clc_msg *msg, int *ret)
+				  struct smcr_clc_msg *msg, struct smcr_clc_v2_msg *v2, int *ret)
 {
 	struct rxmsg m;
 	int rc;
@@ -505,6 +508,19 @@ static enum rx_result clc_receive(struct clc *c, enum smcr_clc_type type, int ti
 	if (rc < 0) {
 		*ret = clc_abort(c, rc, 0);
 		return RXR_DONE;
+	}
+	if (m.kind == RX_V2 && v2 && m.hdr.type == type && m.hdr.length <= sizeof(m.buf)) {
+		/* SMC-Rv2 is ours to speak: the whole message. */
+		rc = smcr_clc_v2_decode(m.buf, m.hdr.length, v2);
+		if (rc >= 0)
+			return RXR_MSG2;
+		if (rc == SMCR_E_RANGE && type != SMCR_CLC_PROPOSAL)
+			return RXR_RANGE;
+		if (type != SMCR_CLC_PROPOSAL) {
+			*ret = clc_proto_error(c, rc, "in a CLC v2 message");
+			return RXR_DONE;
+		}
+		/* A Proposal we cannot read whole: its v1 part, below. */
 	}
 	if (m.kind == RX_V2 && type == SMCR_CLC_PROPOSAL &&
 	    m.hdr.type == SMCR_CLC_PROPOSAL) {
@@ -587,6 +603,80 @@ static bool clc_send(struct clc *c, const struct smcr_clc_msg *msg, const char *
 	return true;
 }
 
+/* ---- SMC-Rv2 ---------------------------------------------------------------- */
+
+static bool offers_r(uint8_t type)
+{
+	return type == SMCR_CLC_TYPE_R || type == SMCR_CLC_TYPE_B;
+}
+
+static bool eid_ours(const struct clc *c, const uint8_t *eid)
+{
+	unsigned int i;
+
+	for (i = 0; i < c->cfg.eid_count && i < SMCR_CLC_MAX_EIDS; i++)
+		if (memcmp(c->cfg.eids[i], eid, SMCR_EID_LEN) == 0)
+			return true;
+	return false;
+}
+
+/* The first EID of a v2 Proposal that we have too (Linux's
+ * smc_clc_match_eid), or NULL. */
+static const uint8_t *eid_common(const struct clc *c, const struct smcr_clc_v2_proposal *p)
+{
+	unsigned int i;
+
+	for (i = 0; i < p->eid_count && i < SMCR_CLC_MAX_EIDS; i++)
+		if (eid_ours(c, p->eids[i]))
+			return p->eids[i];
+	return NULL;
+}
+
+/* A GID of a RoCE v2 port with an IPv4 address (::ffff:a.b.c.d): the
+ * only kind a Linux v2 peer can route to. */
+static bool gid_v4mapped(const uint8_t *gid)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return memcmp(gid, pfx, sizeof(pfx)) == 0;
+}
+
+/* Our first-contact extension: no gateway, Linux's OS type (this runs on
+ * Linux), release 0 (v2.0), the host name blank-padded as Linux pads it. */
+static void fce_fill(struct smcr_clc_v2_accept_confirm *a)
+{
+	char host[256] = "";
+	size_t n;
+
+	a->direct = true;
+	a->os_type = SMCR_CLC_OS_LINUX;
+	a->release = 0;
+	gethostname(host, sizeof(host) - 1);
+	n = strlen(host);
+	memset(a->hostname, ' ', sizeof(a->hostname));
+	memcpy(a->hostname, host, n < sizeof(a->hostname) ? n : sizeof(a->hostname));
+}
+
+static bool clc_send_v2(struct clc *c, const struct smcr_clc_v2_msg *msg, const char *name,
+			int *ret)
+{
+	uint8_t buf[CLC_RX_KEEP];
+	int n = smcr_clc_v2_encode(msg, buf, sizeof(buf));
+
+	if (n < 0) {
+		smcr_err("clc %s: the v2 %s does not encode: %s", c->role, name,
+			 smcr_msg_strerror(n));
+		*ret = clc_decline(c, SMCR_DECL_INTERR);
+		return false;
+	}
+	n = send_full(c->fd, buf, (size_t)n, c->cfg.send_timeout_ms);
+	if (n < 0) {
+		*ret = clc_abort(c, n, 0);
+		return false;
+	}
+	return true;
+}
+
 /* The exchange ended in SMC-R. */
 static int clc_smcr(struct clc *c)
 {
@@ -595,8 +685,11 @@ static int clc_smcr(struct clc *c)
 	res->stats.smcr++;
 	if (res->first_contact)
 		res->stats.first_contacts++;
+	if (res->version == SMCR_CLC_VERSION_2)
+		res->stats.v2++;
 	res->outcome = SMCR_CLC_SMCR;
-	smcr_dbg("clc %s: SMC-R (%s contact)", c->role,
+	smcr_dbg("clc %s: SMC-R%s (%s contact)", c->role,
+		 res->version == SMCR_CLC_VERSION_2 ? "v2" : "",
 		 res->first_contact ? "first" : "subsequent");
 	return SMCR_CLC_SMCR;
 }
@@ -604,6 +697,7 @@ static int clc_smcr(struct clc *c)
 int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 		    const struct smcr_clc_cfg *cfg, struct smcr_clc_result *res)
 {
+	struct smcr_clc_v2_msg v2;
 	struct smcr_clc_msg msg;
 	struct clc c;
 	uint32_t code;
@@ -619,19 +713,42 @@ int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 	code = ops->propose(arg, fd, &res->proposal);
 	if (code)
 		return clc_decline(&c, code);
-	memset(&msg, 0, sizeof(msg));
-	msg.hdr.type = SMCR_CLC_PROPOSAL;
-	msg.proposal = res->proposal;
-	if (!clc_send(&c, &msg, "Proposal", &ret))
-		return ret;
+	res->version = 1;
+	if (c.cfg.eid_count) {
+		/* v2 and v1: the server picks the highest it can do */
+		memset(&v2, 0, sizeof(v2));
+		v2.hdr.type = SMCR_CLC_PROPOSAL;
+		v2.proposal.typev1 = SMCR_CLC_TYPE_R;
+		v2.proposal.typev2 = SMCR_CLC_TYPE_R;
+		v2.proposal.v1 = res->proposal;
+		memcpy(v2.proposal.roce_gid, res->proposal.gid, SMCR_GID_LEN);
+		v2.proposal.eid_count = c.cfg.eid_count;
+		memcpy(v2.proposal.eids, c.cfg.eids, sizeof(v2.proposal.eids));
+		if (!clc_send_v2(&c, &v2, "Proposal", &ret))
+			return ret;
+	} else {
+		memset(&msg, 0, sizeof(msg));
+		msg.hdr.type = SMCR_CLC_PROPOSAL;
+		msg.proposal = res->proposal;
+		if (!clc_send(&c, &msg, "Proposal", &ret))
+			return ret;
+	}
 	res->have_proposal = true;
 	res->stats.proposals_sent++;
 
 	/* Accept or Decline */
 	switch (clc_receive(&c, SMCR_CLC_ACCEPT, c.cfg.reply_timeout_ms,
-			    SMCR_DECL_TIMEOUT_ACCEPT, false, &msg, &ret)) {
+			    SMCR_DECL_TIMEOUT_ACCEPT, false, &msg,
+			    c.cfg.eid_count ? &v2 : NULL, &ret)) {
 	case RXR_DONE:
 		return ret;
+	case RXR_MSG2:
+		if (!eid_ours(&c, v2.accept.eid))
+			return clc_decline(&c, SMCR_DECL_VERSMISMAT);
+		res->version = SMCR_CLC_VERSION_2;
+		memcpy(res->eid, v2.accept.eid, SMCR_EID_LEN);
+		msg.accept = v2.accept.r;
+		break;
 	case RXR_V2:
 		return clc_decline(&c, SMCR_DECL_VERSMISMAT);
 	case RXR_RANGE:
@@ -653,11 +770,27 @@ int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 		return clc_decline(&c, code);
 	c.set_up = true;
 	res->confirm.first_contact = false;
-	memset(&msg, 0, sizeof(msg));
-	msg.hdr.type = SMCR_CLC_CONFIRM;
-	msg.confirm = res->confirm;
-	if (!clc_send(&c, &msg, "Confirm", &ret))
-		return ret;
+	if (res->version == SMCR_CLC_VERSION_2) {
+		memset(&v2, 0, sizeof(v2));
+		v2.hdr.type = SMCR_CLC_CONFIRM;
+		v2.confirm.r = res->confirm;
+		v2.confirm.r.first_contact = res->first_contact;
+		memcpy(v2.confirm.eid, res->eid, SMCR_EID_LEN);
+		if (res->first_contact) {
+			fce_fill(&v2.confirm);
+			/* the GIDs for more links: this link's only, for now */
+			v2.confirm.gid_count = 1;
+			memcpy(v2.confirm.gids[0], res->confirm.gid, SMCR_GID_LEN);
+		}
+		if (!clc_send_v2(&c, &v2, "Confirm", &ret))
+			return ret;
+	} else {
+		memset(&msg, 0, sizeof(msg));
+		msg.hdr.type = SMCR_CLC_CONFIRM;
+		msg.confirm = res->confirm;
+		if (!clc_send(&c, &msg, "Confirm", &ret))
+			return ret;
+	}
 	res->have_confirm = true;
 	res->stats.confirms_sent++;
 	return clc_smcr(&c);
@@ -666,6 +799,8 @@ int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 		    const struct smcr_clc_cfg *cfg, struct smcr_clc_result *res)
 {
+	struct smcr_clc_v2_msg v2;
+	const uint8_t *eid;
 	struct smcr_clc_msg msg;
 	struct clc c;
 	uint32_t code;
@@ -678,10 +813,32 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 		return clc_abort(&c, -EINVAL, 0);
 
 	/* Proposal or Decline */
+	res->version = 1;
 	switch (clc_receive(&c, SMCR_CLC_PROPOSAL, c.cfg.proposal_timeout_ms,
-			    SMCR_DECL_TIMEOUT_PROPOSAL, c.cfg.fallback_on_silence, &msg, &ret)) {
+			    SMCR_DECL_TIMEOUT_PROPOSAL, c.cfg.fallback_on_silence, &msg,
+			    c.cfg.eid_count ? &v2 : NULL, &ret)) {
 	case RXR_DONE:
 		return ret;
+	case RXR_MSG2:
+		eid = offers_r(v2.proposal.typev2) ? eid_common(&c, &v2.proposal) : NULL;
+		msg.hdr = v2.hdr;
+		msg.proposal = v2.proposal.v1;
+		if (eid && gid_v4mapped(v2.proposal.roce_gid)) {
+			res->version = SMCR_CLC_VERSION_2;
+			memcpy(res->eid, eid, SMCR_EID_LEN);
+			memcpy(msg.proposal.gid, v2.proposal.roce_gid, SMCR_GID_LEN);
+		} else if (offers_r(v2.proposal.typev1)) {
+			res->stats.v2_proposals_as_v1++;
+			smcr_info("clc server: CLC version %u Proposal %s: answering in v1",
+				  v2.hdr.version, eid ? "with a RoCE GID we cannot route to" :
+				  "without an EID of ours");
+		} else {
+			res->stats.proposals_rcvd++;
+			res->stats.version_mismatches++;
+			return clc_decline(&c, offers_r(v2.proposal.typev2) && !eid ?
+					   SMCR_DECL_NOUEID : SMCR_DECL_NOSMCDEV);
+		}
+		break;
 	case RXR_V2:
 		/* No SMC-R v1 on offer, and we have no v2 (yet): what a Linux
 		 * server without a v2 device answers (a v1 Decline, which a
@@ -707,19 +864,34 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 		return clc_decline(&c, code);
 	c.set_up = true;
 	res->first_contact = res->accept.first_contact;
-	memset(&msg, 0, sizeof(msg));
-	msg.hdr.type = SMCR_CLC_ACCEPT;
-	msg.accept = res->accept;
-	if (!clc_send(&c, &msg, "Accept", &ret))
-		return ret;
+	if (res->version == SMCR_CLC_VERSION_2) {
+		memset(&v2, 0, sizeof(v2));
+		v2.hdr.type = SMCR_CLC_ACCEPT;
+		v2.accept.r = res->accept;
+		memcpy(v2.accept.eid, res->eid, SMCR_EID_LEN);
+		if (res->first_contact)
+			fce_fill(&v2.accept);
+		if (!clc_send_v2(&c, &v2, "Accept", &ret))
+			return ret;
+	} else {
+		memset(&msg, 0, sizeof(msg));
+		msg.hdr.type = SMCR_CLC_ACCEPT;
+		msg.accept = res->accept;
+		if (!clc_send(&c, &msg, "Accept", &ret))
+			return ret;
+	}
 	res->have_accept = true;
 	res->stats.accepts_sent++;
 
 	/* Confirm or Decline */
 	switch (clc_receive(&c, SMCR_CLC_CONFIRM, c.cfg.reply_timeout_ms,
-			    SMCR_DECL_TIMEOUT_CONFIRM, false, &msg, &ret)) {
+			    SMCR_DECL_TIMEOUT_CONFIRM, false, &msg,
+			    res->version == SMCR_CLC_VERSION_2 ? &v2 : NULL, &ret)) {
 	case RXR_DONE:
 		return ret;
+	case RXR_MSG2:
+		msg.confirm = v2.confirm.r;
+		break;
 	case RXR_V2:
 	case RXR_RANGE:
 	case RXR_LONG:
@@ -727,6 +899,8 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 		 * v2 Confirm to our v1 Accept is out of step: C.6. */
 		return clc_proto_error(&c, SMCR_E_VERSION, "(a v2 Confirm)");
 	case RXR_MSG:
+		if (res->version == SMCR_CLC_VERSION_2)
+			return clc_proto_error(&c, SMCR_E_VERSION, "(a v1 Confirm to a v2 Accept)");
 		break;
 	}
 	res->confirm = msg.confirm;

@@ -45,13 +45,17 @@
  * Protocol decisions (C.6 and Linux net/smc behaviour)
  * -----------------------------------------------------
  * - A v2 (or later) header: the whole message is read (the 16-bit length
- *   bounds it at 64 KiB).  A v2 Proposal that offers SMC-R v1 too (typev1
- *   R or both) is answered in v1, the highest version both speak; a v2-only
- *   one gets a v1 Decline SMCR_DECL_NOSMCDEV, as from a Linux server
- *   without a v2 device (Linux takes a 28-byte v1 Decline from either).  A
- *   v2 Accept to our v1 Proposal is declined with SMCR_DECL_VERSMISMAT, and a
- *   v2 Decline is taken as a Decline (its diagnosis sits where v1 has it).
- *   Other v2 messages abort.
+ *   bounds it at 64 KiB).  SMC-Rv2 as Linux 6.1 speaks it when cfg has
+ *   EIDs: a client proposes v2 (and v1); a server answers a v2 Proposal
+ *   in v2 when it offers SMC-R v2 with an EID of ours, else in v1 when it
+ *   offers SMC-R v1 too (the highest version both speak), else with a v1
+ *   Decline: SMCR_DECL_NOUEID (v2 without a common EID) or
+ *   SMCR_DECL_NOSMCDEV (as from a Linux server without a v2 device; Linux
+ *   takes a 28-byte v1 Decline from either).  A v2 Accept is taken only
+ *   after a v2 Proposal and with one of our EIDs (else declined with
+ *   SMCR_DECL_VERSMISMAT); the Confirm then is v2 too.  A v2 Decline is
+ *   taken as a Decline (its diagnosis sits where v1 has it).  Other v2
+ *   messages abort.
  * - Bad enumerated values (an Accept's or first-contact Confirm's QP MTU;
  *   a Proposal's prefix lengths and counts): Decline and fall back, with
  *   SMCR_DECL_CNFERR (MTU) or SMCR_DECL_DIFFPREFIX (prefixes, as Linux
@@ -107,6 +111,11 @@ struct smcr_clc_cfg {
 	/* Server: fall back instead of aborting when the Proposal wait
 	 * times out with no byte received (see above).  Default off (C.5). */
 	bool fallback_on_silence;
+	/* SMC-Rv2 (Linux): with at least one user EID (32 bytes, blank
+	 * padded) a client proposes v2 with them (and v1), and a server
+	 * answers a v2 Proposal that names one of them in v2.  None: v1. */
+	uint8_t eid_count;
+	uint8_t eids[SMCR_CLC_MAX_EIDS][SMCR_EID_LEN];
 };
 
 enum smcr_clc_outcome {
@@ -138,6 +147,7 @@ struct smcr_clc_stats {
 	uint64_t proto_errors;		/* C.6 protocol errors (abort) */
 	uint64_t version_mismatches;	/* v2+ messages dropped */
 	uint64_t v2_proposals_as_v1;	/* v2 Proposals offering v1 too: answered in v1 */
+	uint64_t v2;			/* exchanges ending in SMC-Rv2 */
 	uint64_t declines_sent_by[SMCR_CLC_NREASONS];
 	uint64_t declines_rcvd_by[SMCR_CLC_NREASONS];
 	uint64_t fallbacks_by[SMCR_CLC_NREASONS];
@@ -145,6 +155,12 @@ struct smcr_clc_stats {
 
 struct smcr_clc_result {
 	enum smcr_clc_outcome outcome;
+	/* The version the exchange speaks: 1, or 2 (SMC-Rv2) once a v2
+	 * Proposal was taken (server) or a v2 Accept came (client).  In
+	 * v2 proposal.gid holds the v2 extension's RoCE GID, and eid the
+	 * EID both named. */
+	uint8_t version;
+	uint8_t eid[SMCR_EID_LEN];
 	int err;			/* ABORT: the -errno returned; else 0 */
 	/* FALLBACK: the Decline's diagnosis (sent or received) or a local
 	 * SMCR_DECL_TIMEOUT_*; ABORT: a SMCR_DECL_TIMEOUT_* or 0. */

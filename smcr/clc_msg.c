@@ -111,6 +111,7 @@ const char *smcr_decline_str(uint32_t diag)
 	case SMCR_DECL_IPSEC: return "IPsec in use";
 	case SMCR_DECL_NOSMCDEV: return "no SMC device found";
 	case SMCR_DECL_NOSMCRDEV: return "no SMC-R device found";
+	case SMCR_DECL_NOUEID: return "no user EID in common (SMC-Rv2)";
 	case SMCR_DECL_MODEUNSUPP: return "SMC modes do not match";
 	case SMCR_DECL_RMBE_EC: return "peer uses RMBE eyecatchers";
 	case SMCR_DECL_OPTUNSUPP: return "socket option not supported";

@@ -541,7 +541,7 @@ int smcr_qp_create(struct smcr_port_ref *ref, struct smcr_pd *pd,
 			.max_send_wr = max_send_wr,
 			.max_recv_wr = max_recv_wr,
 			.max_send_sge = 2,
-			.max_recv_sge = 1,
+			.max_recv_sge = 2,	/* slot + SMC-Rv2 overflow */
 			.max_inline_data = 64,
 		},
 		.qp_type = IBV_QPT_RC,

@@ -1122,6 +1122,44 @@ static int ports_from_spec(struct smcr_ctx *ctx, const char *spec)
 	return 0;
 }
 
+/* User EIDs (smcr.h): checked as Linux checks them, blank-padded. */
+static int eids_from_spec(struct smcr_ctx *ctx, const char *spec)
+{
+	const char *p = spec;
+
+	ctx->eid_count = 0;
+	while (*p) {
+		size_t n = strcspn(p, ","), i;
+		uint8_t *e;
+
+		if (n == 0 || n > SMCR_EID_LEN) {
+			smcr_err("engine: EID '%.*s': 1 to %d characters", (int)n, p, SMCR_EID_LEN);
+			return -EINVAL;
+		}
+		if (ctx->eid_count >= SMCR_CLC_MAX_EIDS) {
+			smcr_err("engine: more than %d EIDs", SMCR_CLC_MAX_EIDS);
+			return -EINVAL;
+		}
+		for (i = 0; i < n; i++) {
+			char c = p[i];
+			bool alnum = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+
+			if (!alnum && (i == 0 || (c != '.' && c != '-'))) {
+				smcr_err("engine: EID '%.*s': A-Z, 0-9, '.' and '-' only, "
+					 "starting with a letter or digit", (int)n, p);
+				return -EINVAL;
+			}
+		}
+		e = ctx->eids[ctx->eid_count++];
+		memset(e, ' ', SMCR_EID_LEN);
+		memcpy(e, p, n);
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
 /* The SYN option (smcr.h): the BPF program, or why not. */
 static int synopt_start(struct smcr_ctx *ctx)
 {
@@ -1190,6 +1228,12 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	env = getenv("SMCR_DEVICES");
 	if (!ctx->opts.devices && env && *env)
 		ctx->opts.devices = env;
+	env = ctx->opts.eids ? ctx->opts.eids : getenv("SMCR_EIDS");
+	ret = eids_from_spec(ctx, env ? env : "");
+	if (ret) {
+		free(ctx);
+		return ret;
+	}
 	if (!ctx->opts.rmbe_size)
 		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 64 * 1024);
 	if (!ctx->opts.clc_timeout_ms)

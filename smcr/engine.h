@@ -11,6 +11,7 @@
 #include "dev.h"
 #include "lgr.h"
 #include "link_verbs.h"
+#include "msg.h"
 #include "smcr.h"
 
 #define SMCR_MAX_PORTS 16
@@ -50,6 +51,9 @@ struct smcr_ctx {
 	struct smcr_lgr *lgrs;
 	struct smcr_sock *socks;
 	uint8_t peer_id[8];
+	/* User EIDs (SMC-Rv2; none: v1 only), blank-padded. */
+	uint8_t eids[SMCR_CLC_MAX_EIDS][SMCR_EID_LEN];
+	uint8_t eid_count;
 	struct smcr_lgr_config lgr_cfg;
 	struct smcr_stats stats;
 	uint64_t last_rescan_ms;

@@ -50,6 +50,7 @@ int smcr_lgr_create(enum smcr_role role, const struct smcr_lgr_ops *ops,
 	if (lgr->cfg.max_links > SMCR_MAX_LINKS)
 		lgr->cfg.max_links = SMCR_MAX_LINKS;
 	lgr->max_links = lgr->cfg.max_links;
+	lgr->version = 1;
 	lgr->next_token = 1;
 	/* Until the first CONFIRM LINK, the layout we would like. */
 	lgr->rmbe_eye = lgr->cfg.rmbe_eyecatcher ? SMCR_RMBE_EYE_LEN : 0;

@@ -194,6 +194,8 @@ struct smcr_lgr {
 	struct smcr_lgr_config cfg;
 	uint8_t peer_id[8];
 	uint8_t max_links;		/* negotiated in CONFIRM LINK */
+	uint8_t version;		/* SMC-R version (CLC): 1, or 2 (SMC-Rv2:
+					 * v2 LLC headers, one link for now) */
 	uint8_t rmbe_eye;		/* RMBE eye catcher bytes: 0 (Linux) or 4 (RFC) */
 	bool layout_fixed;		/* by the first CONFIRM LINK */
 	bool terminated;

@@ -16,6 +16,10 @@
 #include "log.h"
 
 #define VL_SLOT		64u		/* bytes per message buffer */
+/* The rest of an SMC-Rv2 LLC message longer than 44 bytes lands in one
+ * overflow area that every receive shares (as in Linux: LLC flows run
+ * one at a time, and only the first 44 bytes are read). */
+#define VL_OVERFLOW	(SMCR_LLC_V2_MAX_LEN - SMCR_MSG_LEN)
 #define VL_RECV_BIT	(1ull << 63)	/* in a receive's wr_id */
 #define VL_DEF_SQ	128u
 #define VL_DEF_RQ	64u
@@ -346,15 +350,16 @@ const struct smcr_link_ops smcr_vlink_ops = {
 
 static int post_recv(struct smcr_vlink *vl, unsigned int idx)
 {
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)(vl->bufs + (size_t)idx * VL_SLOT),
-		.length = SMCR_MSG_LEN,
-		.lkey = vl->mr->lkey,
+	struct ibv_sge sge[2] = {
+		{ .addr = (uintptr_t)(vl->bufs + (size_t)idx * VL_SLOT),
+		  .length = SMCR_MSG_LEN, .lkey = vl->mr->lkey },
+		{ .addr = (uintptr_t)(vl->bufs + vl->bufs_len - VL_OVERFLOW),
+		  .length = VL_OVERFLOW, .lkey = vl->mr->lkey },
 	};
 	struct ibv_recv_wr wr = {
 		.wr_id = VL_RECV_BIT | idx,
-		.sg_list = &sge,
-		.num_sge = 1,
+		.sg_list = sge,
+		.num_sge = 2,
 	};
 	struct ibv_recv_wr *bad;
 
@@ -369,7 +374,7 @@ static void deliver(struct smcr_vlink *vl, unsigned int idx, uint32_t len)
 	const struct smcr_link_handler *h = vl->link.handler;
 	int ret;
 
-	if (len != SMCR_MSG_LEN) {
+	if (len < SMCR_MSG_LEN || len > SMCR_LLC_V2_MAX_LEN) {
 		vl->stats.bad_recvs++;
 		smcr_warn("link %u: dropped a %u-byte message", vl->link.link_id, len);
 	} else {
@@ -408,7 +413,7 @@ static void recv_done(struct smcr_vlink *vl, const struct ibv_wc *wc)
 	}
 	if (wc->status != IBV_WC_SUCCESS)
 		return;		/* flushed, or the link went down already */
-	if (wc->byte_len == SMCR_MSG_LEN &&
+	if (wc->byte_len >= SMCR_MSG_LEN &&
 	    (vl->fault == SMCR_VLINK_FAULT_DROP || vl->rx_head != vl->rx_tail)) {
 		/* Silent for now; the buffer stays out of the queue. */
 		if (vl->rx_head == vl->rx_tail)
@@ -814,7 +819,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 		ret = -ENOMEM;
 		goto err_free_vl;
 	}
-	vl->bufs_len = (size_t)(vl->rq_depth + vl->sq_depth) * VL_SLOT;
+	vl->bufs_len = (size_t)(vl->rq_depth + vl->sq_depth) * VL_SLOT + VL_OVERFLOW;
 	vl->bufs = calloc(1, vl->bufs_len);
 	if (!vl->bufs) {
 		ret = -ENOMEM;

@@ -61,11 +61,13 @@ static int llc_send(struct smcr_lgr *lgr, unsigned int slot,
 {
 	uint8_t buf[SMCR_LLC_LEN];
 	struct smcr_link *link = lgr->links[slot].link;
+	struct smcr_llc_msg mv = *m;
 	int ret;
 
 	if (!link || link->state == SMCR_LINK_FAILED)
 		return -ENOTCONN;
-	ret = smcr_llc_encode(m, buf, sizeof(buf));
+	mv.version = lgr->version;
+	ret = smcr_llc_encode(&mv, buf, sizeof(buf));
 	if (ret < 0)
 		return ret;
 	if (copy)
@@ -461,6 +463,21 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 	unsigned int i;
 	int slot, ret;
 
+	if (lgr->version == SMCR_LLC_VERSION_2) {
+		/* SMC-Rv2 groups keep one link (ADD LINK v2 carries its
+		 * RKeys in a longer message): no alternate path, as a Linux
+		 * client with no second device answers. */
+		smcr_info("link group: rejecting SMC-Rv2 ADD LINK %u (one link per v2 group)",
+			  a->link_num);
+		memset(&m, 0, sizeof(m));
+		m.type = SMCR_LLC_ADD_LINK;
+		m.reply = true;
+		m.add_link.reject = true;
+		m.add_link.reason = SMCR_LLC_ADD_REJ_NO_ALT_PATH;
+		m.add_link.link_num = a->link_num;
+		llc_send(lgr, via, &m, NULL);
+		return;
+	}
 	info_from_add_link(&peer, a);
 	/* The server on an RNIC it already uses: only a second RNIC of ours
 	 * makes that a link; otherwise it would be parallel (§3.5.1.6.1). */
@@ -952,6 +969,10 @@ static int flow_begin(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
 		ret = flow_send(lgr, slot, &m);
 		break;
 	case SMCR_FLOW_ADD_LINK:
+		if (lgr->version == SMCR_LLC_VERSION_2) {
+			ret = -EOPNOTSUPP;	/* one link per v2 group */
+			break;
+		}
 		if (lgr->role == SMCR_ROLE_CLIENT) {
 			/* A hint to the server, not an exchange. */
 			int via = pick_via(lgr, -1);
@@ -1098,6 +1119,16 @@ void smcr_llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
 		break;
 	case SMCR_LLC_TEST_LINK:
 		test_link_rx(lgr, (unsigned int)slot, &m);
+		break;
+	case SMCR_LLC_REQ_ADD_LINK:
+		/* A v2 client's invitation: a server that adds no link
+		 * answers with the request's type, R set and nothing else,
+		 * as Linux does (smc_llc_send_req_add_link_response). */
+		if (lgr->role == SMCR_ROLE_SERVER && !m.reply) {
+			struct smcr_llc_msg r = { .type = SMCR_LLC_REQ_ADD_LINK, .reply = true };
+
+			llc_send(lgr, (unsigned int)slot, &r, NULL);
+		}
 		break;
 	default:
 		lgr->stats.llc_bad++;

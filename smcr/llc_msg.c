@@ -19,6 +19,7 @@ const char *smcr_llc_type_str(unsigned int type)
 	case SMCR_LLC_TEST_LINK: return "TEST LINK";
 	case SMCR_LLC_CONFIRM_RKEY_CONT: return "CONFIRM RKEY CONTINUATION";
 	case SMCR_LLC_DELETE_RKEY: return "DELETE RKEY";
+	case SMCR_LLC_REQ_ADD_LINK: return "REQ ADD LINK";
 	default: return "unknown";
 	}
 }
@@ -162,10 +163,22 @@ static int test_link_decode(const uint8_t *p, struct smcr_llc_test_link *m)
 	return 0;
 }
 
+static int req_add_link_decode(const uint8_t *p, struct smcr_llc_req_add_link *m)
+{
+	struct smcr_wire_llc_req_add_link w;
+
+	memcpy(&w, p, sizeof(w));
+	m->gid_count = w.gid_count;
+	if (m->gid_count)
+		memcpy(m->gid, w.gid, sizeof(m->gid));
+	return 0;
+}
+
 int smcr_llc_decode(const void *buf, size_t len, struct smcr_llc_msg *msg)
 {
 	const uint8_t *p = buf;
 	struct smcr_wire_llc_hdr hdr;
+	uint8_t type;
 	int rc;
 
 	memset(msg, 0, sizeof(*msg));
@@ -174,11 +187,22 @@ int smcr_llc_decode(const void *buf, size_t len, struct smcr_llc_msg *msg)
 	memcpy(&hdr, p, sizeof(hdr));
 	if ((hdr.type & 0xC0) == 0xC0)
 		return SMCR_E_NOTTYPE;	/* b'11': a CDC message */
-	if (hdr.length != SMCR_LLC_LEN)
-		return SMCR_E_LENGTH;
-	msg->type = hdr.type;
+	type = hdr.type;
+	if ((hdr.type & 0xF0) == SMCR_LLC_VERSION_2 << 4) {
+		msg->version = SMCR_LLC_VERSION_2;
+		msg->length = (uint16_t)(hdr.length | hdr.reserved << 8);
+		if (msg->length < SMCR_LLC_LEN || msg->length > SMCR_LLC_V2_MAX_LEN)
+			return SMCR_E_LENGTH;
+		type = hdr.type & 0x0F;
+	} else {
+		if (hdr.length != SMCR_LLC_LEN)
+			return SMCR_E_LENGTH;
+		msg->version = 1;
+		msg->length = SMCR_LLC_LEN;
+	}
+	msg->type = type;
 	msg->reply = (hdr.flags & SMCR_LLC_FLAG_REPLY) != 0;
-	switch (hdr.type) {
+	switch (type) {
 	case SMCR_LLC_CONFIRM_LINK:
 		rc = confirm_link_decode(p, &msg->confirm_link);
 		break;
@@ -202,6 +226,11 @@ int smcr_llc_decode(const void *buf, size_t len, struct smcr_llc_msg *msg)
 		break;
 	case SMCR_LLC_TEST_LINK:
 		rc = test_link_decode(p, &msg->test_link);
+		break;
+	case SMCR_LLC_REQ_ADD_LINK:
+		if (msg->version != SMCR_LLC_VERSION_2)
+			return SMCR_E_TYPE;
+		rc = req_add_link_decode(p, &msg->req_add_link);
 		break;
 	default:
 		/* A.3: b'10' opcodes are optional (discard silently if
@@ -380,10 +409,24 @@ int smcr_llc_encode(const struct smcr_llc_msg *msg, void *buf, size_t len)
 	case SMCR_LLC_CONFIRM_RKEY_CONT: rc = confirm_rkey_cont_encode(msg, tmp); break;
 	case SMCR_LLC_DELETE_RKEY: rc = delete_rkey_encode(msg, tmp); break;
 	case SMCR_LLC_TEST_LINK: rc = test_link_encode(msg, tmp); break;
+	case SMCR_LLC_REQ_ADD_LINK:
+		if (msg->version != SMCR_LLC_VERSION_2)
+			return SMCR_E_TYPE;
+		memset(tmp, 0, sizeof(tmp));
+		hdr_to_wire((struct smcr_wire_llc_hdr *)tmp, msg, 0);
+		rc = 0;
+		break;
 	default: return SMCR_E_TYPE;
 	}
 	if (rc < 0)
 		return rc;
+	if (msg->version == SMCR_LLC_VERSION_2) {
+		/* v2 header: version and type, 16-bit length (Linux: host
+		 * order, little-endian) over the v1 length and reserved bytes */
+		tmp[0] = (uint8_t)(SMCR_LLC_VERSION_2 << 4 | msg->type);
+		tmp[1] = SMCR_LLC_LEN;
+		tmp[2] = 0;
+	}
 	if (len < SMCR_LLC_LEN)
 		return SMCR_E_NOSPC;
 	memcpy(buf, tmp, SMCR_LLC_LEN);

@@ -132,6 +132,7 @@ enum smcr_clc_type {
 #define SMCR_DECL_IPSEC		0x03020000u /* IPsec in use */
 #define SMCR_DECL_NOSMCDEV	0x03030000u /* no SMC device found */
 #define SMCR_DECL_NOSMCRDEV	0x03030002u /* no SMC-R device found */
+#define SMCR_DECL_NOUEID	0x03030008u /* v2: no user EID in common */
 #define SMCR_DECL_MODEUNSUPP	0x03040000u /* SMC modes do not match */
 #define SMCR_DECL_RMBE_EC	0x03050000u /* peer uses RMBE eyecatchers */
 #define SMCR_DECL_OPTUNSUPP	0x03060000u /* socket option not supported */
@@ -332,6 +333,7 @@ enum smcr_llc_type {
 	SMCR_LLC_ADD_LINK = 0x02,
 	SMCR_LLC_ADD_LINK_CONT = 0x03,
 	SMCR_LLC_DELETE_LINK = 0x04,
+	SMCR_LLC_REQ_ADD_LINK = 0x05,		/* SMC-Rv2 only (Linux) */
 	SMCR_LLC_CONFIRM_RKEY = 0x06,
 	SMCR_LLC_TEST_LINK = 0x07,
 	SMCR_LLC_CONFIRM_RKEY_CONT = 0x08,
@@ -339,6 +341,12 @@ enum smcr_llc_type {
 };
 
 #define SMCR_LLC_LEN 44
+/* SMC-Rv2 (Linux net/smc): byte 0 holds version << 4 | type, bytes 1-2 the
+ * message length (44..8192), which Linux 6.1 writes in its host order
+ * (little-endian on every peer seen); longer messages (ADD LINK with its
+ * RKey list, REQ ADD LINK, DELETE RKEY) go in one SEND of that length. */
+#define SMCR_LLC_VERSION_2 2
+#define SMCR_LLC_V2_MAX_LEN 8192
 #define SMCR_LLC_FLAG_REPLY 0x80
 #define SMCR_LLC_FLAG_ADD_LINK_REJECT 0x40	/* Z */
 #define SMCR_LLC_FLAG_DEL_LINK_ALL 0x40		/* A */
@@ -438,9 +446,17 @@ struct smcr_llc_test_link {			/* A.3.8 */
 	uint8_t user_data[16];
 };
 
+struct smcr_llc_req_add_link {			/* SMC-Rv2: the client's invitation */
+	uint8_t gid_count;			/* GIDs offered (the message holds them all) */
+	uint8_t gid[SMCR_GID_LEN];		/* the first, if gid_count > 0 */
+};
+
 struct smcr_llc_msg {
 	uint8_t type;				/* enum smcr_llc_type */
 	bool reply;				/* R */
+	uint8_t version;			/* 0 or 1: v1; SMCR_LLC_VERSION_2 */
+	uint16_t length;			/* decode: the length field (v2: may
+						 * exceed the 44 bytes decoded) */
 	union {
 		struct smcr_llc_confirm_link confirm_link;
 		struct smcr_llc_add_link add_link;
@@ -450,6 +466,7 @@ struct smcr_llc_msg {
 		struct smcr_llc_confirm_rkey_cont confirm_rkey_cont;
 		struct smcr_llc_delete_rkey delete_rkey;
 		struct smcr_llc_test_link test_link;
+		struct smcr_llc_req_add_link req_add_link;
 	};
 };
 
@@ -460,15 +477,18 @@ static inline bool smcr_wr_is_cdc(const void *buf, size_t len)
 	return len >= 1 && (*(const uint8_t *)buf & 0xC0) == 0xC0;
 }
 
-/* Decodes an LLC message.  Errors: SMCR_E_TRUNC (len < 44), SMCR_E_LENGTH
- * (length byte not 44), SMCR_E_NOTTYPE (a CDC message), SMCR_E_TYPE
+/* Decodes an LLC message, v1 or SMC-Rv2 (the first 44 bytes of a longer
+ * v2 message).  Errors: SMCR_E_TRUNC (len < 44), SMCR_E_LENGTH (v1: length
+ * byte not 44; v2: length outside 44..8192), SMCR_E_NOTTYPE (a CDC message), SMCR_E_TYPE
  * (unknown type the peer must support: protocol error), SMCR_E_OPTIONAL
  * (unknown type of the b'10' class: drop silently), SMCR_E_RANGE (CONFIRM
  * RKEY token count above 7, CONFIRM RKEY CONT count above 7, DELETE RKEY
  * count not 1..8 or an error-mask bit beyond the count).  Returns 44. */
 int smcr_llc_decode(const void *buf, size_t len, struct smcr_llc_msg *msg);
 
-/* Encodes msg into 44 bytes.  SMCR_E_TYPE for an unknown msg->type. */
+/* Encodes msg into 44 bytes (v2 header when msg->version is 2; an ADD
+ * LINK reject's reason code then has no room, as in Linux).  SMCR_E_TYPE
+ * for an unknown msg->type, or REQ ADD LINK in v1. */
 int smcr_llc_encode(const struct smcr_llc_msg *msg, void *buf, size_t len);
 
 /* Printable name of an LLC type ("unknown" otherwise). */

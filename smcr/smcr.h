@@ -89,6 +89,12 @@ struct smcr_ctx_opts {
 	 * CLC as with OFF.  AUTO (0) takes SMCR_SYN_OPTION from the
 	 * environment ("auto", "bpf", "off"). */
 	enum smcr_syn_option syn_option;
+	/* User EIDs for SMC-Rv2, comma-separated, each 1..32 characters of
+	 * A-Z, 0-9, '.' and '-' starting with a letter or digit (as Linux's
+	 * smc_pnet ueid): with one, SMC-Rv2 (Linux's SMC-R over RoCE v2) is
+	 * proposed and accepted when the peer names one of them, v1
+	 * otherwise.  NULL: SMCR_EIDS from the environment; "": v1 only. */
+	const char *eids;
 };
 
 /* Defaults come from the environment as well: SMCR_DEVICES, SMCR_RMBE_SIZE,

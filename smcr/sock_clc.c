@@ -31,6 +31,7 @@ struct setup {
 	struct smcr_link_info local;
 	int slot;
 	bool conn_added;
+	const struct smcr_clc_result *res;	/* res->version: the exchange's */
 };
 
 static void peer_id_bytes(const struct smcr_peer_id *id, uint8_t out[8])
@@ -182,6 +183,7 @@ struct pending {
 	struct smcr_ctx *ctx;
 	enum smcr_role role;
 	const uint8_t *pid;
+	uint8_t version;
 };
 
 static bool lgr_pending(void *arg)
@@ -190,7 +192,7 @@ static bool lgr_pending(void *arg)
 	const struct smcr_lgr *lgr;
 
 	for (lgr = w->ctx->lgrs; lgr; lgr = lgr->next)
-		if (lgr->role == w->role && !lgr->terminated &&
+		if (lgr->role == w->role && !lgr->terminated && lgr->version == w->version &&
 		    memcmp(lgr->peer_id, w->pid, 8) == 0 && smcr_lgr_active_links(lgr) == 0)
 			return true;
 	return false;
@@ -201,17 +203,30 @@ static bool none_pending(void *arg)
 	return !lgr_pending(arg);
 }
 
-static struct smcr_lgr *lgr_find_settled(struct smcr_ctx *ctx, enum smcr_role role,
+/* A group of the peer's that speaks the exchange's version (a v1 and a
+ * v2 group of one peer are different groups, as in Linux). */
+static struct smcr_lgr *lgr_find_version(struct smcr_ctx *ctx, enum smcr_role role,
+					 const uint8_t pid[8], const uint8_t *gid,
+					 const uint8_t *mac, uint32_t qpn, uint8_t version)
+{
+	struct smcr_lgr *lgr = smcr_engine_lgr_find(ctx, role, pid, gid, mac, qpn);
+
+	return lgr && lgr->version == version ? lgr : NULL;
+}
+
+static struct smcr_lgr *lgr_find_settled(struct setup *st, enum smcr_role role,
 					 const uint8_t pid[8], const uint8_t *gid,
 					 const uint8_t *mac, uint32_t qpn)
 {
-	struct smcr_lgr *lgr = smcr_engine_lgr_find(ctx, role, pid, gid, mac, qpn);
-	struct pending w = { .ctx = ctx, .role = role, .pid = pid };
+	struct smcr_ctx *ctx = st->ctx;
+	uint8_t v = st->res->version;
+	struct smcr_lgr *lgr = lgr_find_version(ctx, role, pid, gid, mac, qpn, v);
+	struct pending w = { .ctx = ctx, .role = role, .pid = pid, .version = v };
 
 	if (lgr || !lgr_pending(&w))
 		return lgr;
 	smcr_engine_wait(ctx, none_pending, &w, ctx->opts.link_wait_ms);
-	return smcr_engine_lgr_find(ctx, role, pid, gid, mac, qpn);
+	return lgr_find_version(ctx, role, pid, gid, mac, qpn, v);
 }
 
 static int lgr_new(struct setup *st, enum smcr_role role, const struct smcr_peer_id *peer)
@@ -222,6 +237,7 @@ static int lgr_new(struct setup *st, enum smcr_role role, const struct smcr_peer
 	if (ret)
 		return ret;
 	peer_id_bytes(peer, st->lgr->peer_id);
+	st->lgr->version = st->res->version;
 	st->lgr->next = st->ctx->lgrs;
 	st->ctx->lgrs = st->lgr;
 	st->new_lgr = true;
@@ -304,7 +320,7 @@ static uint32_t cl_accept(void *arg, int fd, const struct smcr_clc_proposal *pro
 		st->link = NULL;	/* the group owns it now */
 		st->slot = 0;
 	} else {
-		st->lgr = lgr_find_settled(ctx, SMCR_ROLE_CLIENT, pid, acc->gid, acc->mac,
+		st->lgr = lgr_find_settled(st, SMCR_ROLE_CLIENT, pid, acc->gid, acc->mac,
 					   acc->qpn);
 		st->slot = st->lgr ? slot_by_peer(st->lgr, acc->qpn, acc->gid) : -1;
 		if (st->slot < 0) {
@@ -346,14 +362,16 @@ static uint32_t sv_accept_proposal(void *arg, int fd, const struct smcr_clc_prop
 		goto out_unlock;
 	}
 	peer_id_bytes(&prop->peer_id, pid);
-	st->lgr = lgr_find_settled(ctx, SMCR_ROLE_SERVER, pid, prop->gid, prop->mac, 0);
+	st->lgr = lgr_find_settled(st, SMCR_ROLE_SERVER, pid, prop->gid, prop->mac, 0);
 	if (st->lgr) {
 		struct smcr_link *l = smcr_lgr_pick_link(st->lgr);
 
 		st->slot = smcr_lgr_slot(st->lgr, l);
 		acc->first_contact = false;
 	} else {
-		if (smcr_clc_prefix_match(fd, prop) != 1) {
+		/* v2 is routable: no subnet to share */
+		if (st->res->version != SMCR_CLC_VERSION_2 &&
+		    smcr_clc_prefix_match(fd, prop) != 1) {
 			code = SMCR_DECL_DIFFPREFIX;
 			goto out_unlock;
 		}
@@ -494,7 +512,7 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 		.fallback_on_silence = server,
 	};
 	struct smcr_clc_result res;
-	struct setup st = { .ctx = ctx };
+	struct setup st = { .ctx = ctx, .res = &res };
 	struct smcr_sock *s;
 	int one = 1, ret, synopt, waited = 0;
 
@@ -506,6 +524,8 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 	}
 	st.s = s;
 	our_peer_id(ctx, &cfg.peer_id);
+	cfg.eid_count = ctx->eid_count;
+	memcpy(cfg.eids, ctx->eids, sizeof(cfg.eids));
 	if (ctx->opts.no_smc) {
 		ret = SMCR_CLC_FALLBACK;
 		memset(&res, 0, sizeof(res));

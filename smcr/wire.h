@@ -217,6 +217,18 @@ struct smcr_wire_llc_hdr {
 } SMCR_PACKED;
 _Static_assert(sizeof(struct smcr_wire_llc_hdr) == 4, "LLC header is 4 bytes");
 
+/* SMC-Rv2 REQ ADD LINK (Linux struct smc_llc_msg_req_add_link_v2): the
+ * client's GIDs for more links; the message is 28 + 16 * gid_count bytes,
+ * of which the 44-byte receive slot holds the first GID. */
+struct smcr_wire_llc_req_add_link {
+	struct smcr_wire_llc_hdr hdr;	/*  0: v2 header, flags 0x80 R */
+	uint8_t reserved[20];		/*  4 */
+	uint8_t gid_count;		/* 24 */
+	uint8_t reserved2[3];		/* 25 */
+	uint8_t gid[16];		/* 28: the first GID */
+} SMCR_PACKED;
+_Static_assert(sizeof(struct smcr_wire_llc_req_add_link) == 44, "REQ ADD LINK head is 44 bytes");
+
 /* A.3.1 CONFIRM LINK */
 struct smcr_wire_llc_confirm_link {
 	struct smcr_wire_llc_hdr hdr;	/*  0: flags 0x80 R; Linux sets 0x03 (no RMBE eyecatcher) */

@@ -894,6 +894,156 @@ static void test_v2_proposal_offers_v1(void)
 	close(srv.fd);
 }
 
+/* (6b) SMC-Rv2 between two of ours: both with the EID, v2 end to end. */
+static void eid_set(struct smcr_clc_cfg *cfg, const char *eid)
+{
+	cfg->eid_count = 1;
+	memset(cfg->eids[0], ' ', SMCR_EID_LEN);
+	memcpy(cfg->eids[0], eid, strlen(eid));
+}
+
+static void run_pair_cfg(struct pair_run *p, const struct smcr_clc_cfg *ccfg,
+			 const struct smcr_clc_cfg *scfg)
+{
+	struct side t;
+
+	tcp_pair(&p->cfd, &p->sfd);
+	p->srv.fd = p->sfd;
+	p->srv.ops = &stub_ops;
+	p->srv.stub = &p->ss;
+	p->srv.cfg = *scfg;
+	side_start(&t, server_thread, &p->srv);
+	p->cret = smcr_clc_client(p->cfd, &stub_ops, &p->cs, ccfg, &p->cres);
+	side_join(&t);
+}
+
+static void check_v2_pair(bool first_contact, bool server_eid, const char *client_eid)
+{
+	struct smcr_clc_cfg ccfg = client_cfg, scfg = server_cfg;
+	const struct smcr_clc_result *c, *s;
+	struct smcr_clc_decline d;
+	struct pair_run p;
+	bool v2 = server_eid && strcmp(client_eid, "SMCRBD.KPEER") == 0;
+
+	memset(&p, 0, sizeof(p));
+	c = &p.cres;
+	s = &p.srv.res;
+	stub_init(&p.cs, first_contact);
+	stub_init(&p.ss, first_contact);
+	/* a v2 GID: ::ffff:10.1.1.1 */
+	memset(p.cs.prop_out.gid, 0, SMCR_GID_LEN);
+	memcpy(p.cs.prop_out.gid + 10, "\xff\xff\x0a\x01\x01\x01", 6);
+	eid_set(&ccfg, client_eid);
+	if (server_eid) {
+		eid_set(&scfg, "OTHER.EID");
+		scfg.eid_count = 2;
+		memset(scfg.eids[1], ' ', SMCR_EID_LEN);
+		memcpy(scfg.eids[1], "SMCRBD.KPEER", 12);
+	}
+	run_pair_cfg(&p, &ccfg, &scfg);
+	CU_ASSERT_EQUAL(p.cret, SMCR_CLC_SMCR);
+	CU_ASSERT_EQUAL(p.srv.ret, SMCR_CLC_SMCR);
+	CU_ASSERT_EQUAL(c->version, v2 ? 2 : 1);
+	CU_ASSERT_EQUAL(s->version, v2 ? 2 : 1);
+	CU_ASSERT_EQUAL(c->stats.v2, v2 ? 1 : 0);
+	CU_ASSERT_EQUAL(s->stats.v2, v2 ? 1 : 0);
+	CU_ASSERT_EQUAL(s->stats.v2_proposals_as_v1, v2 ? 0 : 1);
+	if (v2) {
+		CU_ASSERT(memcmp(c->eid, "SMCRBD.KPEER    ", 16) == 0);
+		CU_ASSERT(memcmp(s->eid, c->eid, SMCR_EID_LEN) == 0);
+	}
+	CU_ASSERT_EQUAL(c->first_contact, first_contact);
+	CU_ASSERT_EQUAL(s->first_contact, first_contact);
+	/* every field arrived intact, both ways (the v2 GID is the RoCE GID) */
+	check_proposal_eq(&p.ss.prop_in, &p.cs.prop_out);
+	check_acc_conf_eq(&p.cs.acc_in, &p.ss.acc_out);
+	CU_ASSERT_EQUAL(p.cs.acc_in.first_contact, first_contact);
+	check_acc_conf_eq(&p.ss.conf_in, &p.cs.conf_out);
+	CU_ASSERT_EQUAL(p.cs.n_undo + p.ss.n_undo, 0);
+	CU_ASSERT_EQUAL(smcr_clc_recv_decline(p.cfd, 0, &d, NULL), 0);
+	CU_ASSERT_EQUAL(smcr_clc_recv_decline(p.sfd, 0, &d, NULL), 0);
+	close_pair(&p);
+}
+
+static void test_v2_first_contact(void)
+{
+	check_v2_pair(true, true, "SMCRBD.KPEER");
+}
+
+static void test_v2_subsequent_contact(void)
+{
+	check_v2_pair(false, true, "SMCRBD.KPEER");
+}
+
+static void test_v2_to_v1_server(void)
+{
+	check_v2_pair(true, false, "SMCRBD.KPEER");
+}
+
+static void test_v2_no_common_eid(void)
+{
+	check_v2_pair(true, true, "NOT.THEIRS");
+}
+
+/* Linux 6.1's v2-only Proposal to a server with its EID: a v2 Accept
+ * (first contact: the first-contact extension) that Linux's decoder
+ * takes, the EID echoed; with another EID only: Decline 0x03030008. */
+static void test_v2_kernel_proposal(void)
+{
+	struct smcr_clc_cfg cfg = server_cfg;
+	struct smcr_clc_v2_msg m;
+	struct server_run srv;
+	uint8_t v2[300];
+	struct stub st;
+	struct raw r;
+	size_t n = unhex(linux_v2_only_proposal, v2, sizeof(v2));
+	int len;
+
+	eid_set(&cfg, "SMCRBD.KPEER");
+	memset(&r, 0, sizeof(r));
+	memset(&srv, 0, sizeof(srv));
+	stub_init(&st, true);
+	r.send1 = v2;
+	r.send1_len = n;
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_ACCEPT;
+	m.accept.r = st.acc_out;
+	m.accept.r.first_contact = true;
+	len = smcr_clc_v2_encoded_len(&m);
+	CU_ASSERT_EQUAL_FATAL(len, 160);	/* as the kernel's own (frame 11) */
+	r.read_len = (size_t)len;
+	r.close_after = 1;
+	run_server_raw(&r, &srv, &cfg, &st);
+	CU_ASSERT_EQUAL(r.read_rc, 0);
+	CU_ASSERT_EQUAL(st.n_accept_proposal, 1);
+	/* the client's RoCE v2 GID from the v2 extension: ::ffff:10.1.1.1 */
+	CU_ASSERT(memcmp(st.prop_in.gid + 10, "\xff\xff\x0a\x01\x01\x01", 6) == 0);
+	CU_ASSERT_EQUAL(smcr_clc_v2_decode(r.got, (size_t)len, &m), len);
+	CU_ASSERT_EQUAL(m.hdr.version, 2);
+	CU_ASSERT(m.accept.r.first_contact);
+	CU_ASSERT(m.accept.direct);
+	CU_ASSERT(memcmp(m.accept.eid, "SMCRBD.KPEER ", 13) == 0);
+	check_acc_conf_eq(&m.accept.r, &st.acc_out);
+	CU_ASSERT_EQUAL(srv.res.version, 2);
+	CU_ASSERT_EQUAL(srv.ret, -ECONNRESET);	/* no Confirm: we closed */
+	close(r.fd);
+	close(srv.fd);
+
+	eid_set(&cfg, "ANOTHER");
+	memset(&r, 0, sizeof(r));
+	memset(&srv, 0, sizeof(srv));
+	stub_init(&st, true);
+	r.send1 = v2;
+	r.send1_len = n;
+	r.read_len = SMCR_CLC_DECLINE_LEN;
+	run_server_raw(&r, &srv, &cfg, &st);
+	CU_ASSERT_EQUAL(srv.ret, SMCR_CLC_FALLBACK);
+	CU_ASSERT_EQUAL(srv.res.reason, SMCR_DECL_NOUEID);
+	CU_ASSERT_EQUAL(memcmp(r.got + 16, "\x03\x03\x00\x08", 4), 0);
+	close(r.fd);
+	close(srv.fd);
+}
+
 /* A v1 Proposal with a growth area too large to buffer: dropped, declined. */
 static void test_long_proposal(void)
 {
@@ -1449,6 +1599,11 @@ CU_TestInfo smcr_clc_tests[] = {
 	{ "Confirm with a reserved MTU", test_confirm_bad_mtu },
 	{ "v2-only Proposal (Linux 6.1 over rxe): v1 Decline 0x03030000", test_v2_proposal },
 	{ "v2 Proposal offering v1: answered in v1", test_v2_proposal_offers_v1 },
+	{ "SMC-Rv2 first contact", test_v2_first_contact },
+	{ "SMC-Rv2 subsequent contact", test_v2_subsequent_contact },
+	{ "SMC-Rv2 client, v1 server: v1", test_v2_to_v1_server },
+	{ "SMC-Rv2 client, no common EID: v1", test_v2_no_common_eid },
+	{ "the kernel's v2 Proposal: v2 Accept, or NOUEID", test_v2_kernel_proposal },
 	{ "over-long Proposal", test_long_proposal },
 	{ "Proposal with bad prefix", test_proposal_bad_prefix },
 	{ "garbage instead of a Proposal", test_garbage },

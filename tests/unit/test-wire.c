@@ -1437,7 +1437,7 @@ static void test_llc_malformed(void)
 	CU_ASSERT_EQUAL(llc_dec_patched(v, 1, 45), SMCR_E_LENGTH);
 	/* b'00' opcodes must be known: 0x00, 0x05, 0x0A, 0x3F */
 	CU_ASSERT_EQUAL(llc_dec_patched(v, 0, 0x00), SMCR_E_TYPE);
-	CU_ASSERT_EQUAL(llc_dec_patched(v, 0, 0x05), SMCR_E_TYPE);
+	CU_ASSERT_EQUAL(llc_dec_patched(v, 0, 0x05), SMCR_E_TYPE);	/* v2 only */
 	CU_ASSERT_EQUAL(llc_dec_patched(v, 0, 0x0A), SMCR_E_TYPE);
 	CU_ASSERT_EQUAL(llc_dec_patched(v, 0, 0x3F), SMCR_E_TYPE);
 	CU_ASSERT_EQUAL(llc_dec_patched(v, 0, 0x40), SMCR_E_TYPE);
@@ -1461,7 +1461,113 @@ static void test_llc_malformed(void)
 	m.type = 5;
 	CU_ASSERT_EQUAL(smcr_llc_encode(&m, v, sizeof(v)), SMCR_E_TYPE);
 	CU_ASSERT_STRING_EQUAL(smcr_llc_type_str(SMCR_LLC_ADD_LINK_CONT), "ADD LINK CONTINUATION");
-	CU_ASSERT_STRING_EQUAL(smcr_llc_type_str(5), "unknown");
+	CU_ASSERT_STRING_EQUAL(smcr_llc_type_str(5), "REQ ADD LINK");
+	CU_ASSERT_STRING_EQUAL(smcr_llc_type_str(0x0A), "unknown");
+}
+
+/* ---- LLC v2: the kernel's own messages (tests/vectors/kernel-smcr-v2.txt) -- */
+
+static const struct {
+	unsigned int frame;
+	const char *hex;
+} k_llc[] = {
+	{ 14, "212c00035254005c020100000000000000000000ffff0a010102000011010000010102000000000000000000" },
+	{ 16, "212c00835254005c010100000000000000000000ffff0a010101000011010000010102000000000000000000" },
+	{ 18, "225800005254005c0201000000000000000000000000ffff0a0101020000120203cb63f80000000000000000"
+	      "800000000000000000000000ffff0a01010200000000000000000100000003cd000005c5ffff8880082d0000" },
+	{ 20, "222c00c05254005c0201000000000000000000000000ffff0a0101020000120203cb63f80000000000000000" },
+	{ 31, "262c00000000000629ffff888008310000000000000000000000000000000000000000000000000000000000" },
+	{ 33, "262c00800000000629ffff888008310000000000000000000000000000000000000000000000000000000000" },
+	{ 3529, "292c0000010000000000034c0000000000000000000000000000000000000000000000000000000000000000" },
+	{ 3531, "292c008001000000000000000000000000000000000000000000000000000000000000000000000000000000" },
+};
+
+static void test_llc_v2_kernel(void)
+{
+	uint8_t v[128], out[44];
+	struct smcr_llc_msg m;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(k_llc) / sizeof(k_llc[0]); i++) {
+		size_t n = unhex(k_llc[i].hex, v, sizeof(v));
+
+		CU_ASSERT_EQUAL_FATAL(smcr_llc_decode(v, n, &m), 44);
+		CU_ASSERT_EQUAL(m.version, SMCR_LLC_VERSION_2);
+		CU_ASSERT_EQUAL(m.type, v[0] & 0x0F);
+		CU_ASSERT_EQUAL(m.length, n);
+		CU_ASSERT_EQUAL(m.reply, (v[3] & 0x80) != 0);
+		if (n != 44)
+			continue;
+		/* every 44-byte one re-encodes byte for byte */
+		CU_ASSERT_EQUAL(smcr_llc_encode(&m, out, sizeof(out)), 44);
+		if (memcmp(out, v, 44) != 0)
+			fprintf(stderr, "LLC v2 frame %u does not re-encode\n", k_llc[i].frame);
+		CU_ASSERT(memcmp(out, v, 44) == 0);
+	}
+	/* frame 14: CONFIRM LINK v2 from the server, no RMBE eyecatcher */
+	unhex(k_llc[0].hex, v, sizeof(v));
+	CU_ASSERT_EQUAL(smcr_llc_decode(v, 44, &m), 44);
+	CU_ASSERT_EQUAL(m.type, SMCR_LLC_CONFIRM_LINK);
+	CU_ASSERT(m.confirm_link.no_rmbe_eyec);
+	CU_ASSERT(memcmp(m.confirm_link.gid, k_gid_b, 16) == 0);
+	CU_ASSERT_EQUAL(m.confirm_link.qpn, 0x11);
+	CU_ASSERT_EQUAL(m.confirm_link.link_num, 1);
+	CU_ASSERT_EQUAL(m.confirm_link.link_uid, 0x00000101);
+	CU_ASSERT_EQUAL(m.confirm_link.max_links, 2);
+	/* frame 18: ADD LINK v2, 88 bytes (RKey list after 44): head read */
+	unhex(k_llc[2].hex, v, sizeof(v));
+	CU_ASSERT_EQUAL(smcr_llc_decode(v, 88, &m), 44);
+	CU_ASSERT_EQUAL(m.type, SMCR_LLC_ADD_LINK);
+	CU_ASSERT_EQUAL(m.length, 88);
+	CU_ASSERT(!m.reply && !m.add_link.reject);
+	CU_ASSERT_EQUAL(m.add_link.qpn, 0x12);
+	CU_ASSERT_EQUAL(m.add_link.link_num, 2);
+	/* frame 20: the client's reject (Z), the request echoed */
+	unhex(k_llc[3].hex, v, sizeof(v));
+	CU_ASSERT_EQUAL(smcr_llc_decode(v, 44, &m), 44);
+	CU_ASSERT(m.reply && m.add_link.reject);
+	/* frame 31: CONFIRM RKEY v2 */
+	unhex(k_llc[4].hex, v, sizeof(v));
+	CU_ASSERT_EQUAL(smcr_llc_decode(v, 44, &m), 44);
+	CU_ASSERT_EQUAL(m.confirm_rkey.rkey, 0x629);
+	CU_ASSERT_EQUAL(m.confirm_rkey.vaddr, 0xffff888008310000ull);
+	CU_ASSERT_EQUAL(m.confirm_rkey.num_tokens, 0);
+	/* frame 3529: DELETE RKEY v2 */
+	unhex(k_llc[6].hex, v, sizeof(v));
+	CU_ASSERT_EQUAL(smcr_llc_decode(v, 44, &m), 44);
+	CU_ASSERT_EQUAL(m.delete_rkey.count, 1);
+	CU_ASSERT_EQUAL(m.delete_rkey.rkey[0], 0x34c);
+
+	/* lengths: v2 takes 44..8192 (little-endian), v1 only 44 */
+	unhex(k_llc[0].hex, v, sizeof(v));
+	v[1] = 43;
+	CU_ASSERT_EQUAL(smcr_llc_decode(v, 44, &m), SMCR_E_LENGTH);
+	v[1] = 0x00; v[2] = 0x20;		/* 8192 */
+	CU_ASSERT_EQUAL(smcr_llc_decode(v, 44, &m), 44);
+	v[1] = 0x01;				/* 8193 */
+	CU_ASSERT_EQUAL(smcr_llc_decode(v, 44, &m), SMCR_E_LENGTH);
+	/* REQ ADD LINK v2 (0x25): GID count and the first GID */
+	memset(v, 0, 60);
+	v[0] = 0x25; v[1] = 60; v[24] = 2;
+	memcpy(v + 28, k_gid_a, 16);
+	CU_ASSERT_EQUAL(smcr_llc_decode(v, 44, &m), 44);
+	CU_ASSERT_EQUAL(m.type, SMCR_LLC_REQ_ADD_LINK);
+	CU_ASSERT_EQUAL(m.req_add_link.gid_count, 2);
+	CU_ASSERT(memcmp(m.req_add_link.gid, k_gid_a, 16) == 0);
+	/* its response, as Linux sends it: type, length, R, nothing else */
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_REQ_ADD_LINK;
+	m.reply = true;
+	CU_ASSERT_EQUAL(smcr_llc_encode(&m, out, sizeof(out)), SMCR_E_TYPE);	/* v1 */
+	m.version = SMCR_LLC_VERSION_2;
+	CU_ASSERT_EQUAL(smcr_llc_encode(&m, out, sizeof(out)), 44);
+	CU_ASSERT(out[0] == 0x25 && out[1] == 44 && out[2] == 0 && out[3] == 0x80);
+	/* a v2 TEST LINK */
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_TEST_LINK;
+	m.version = SMCR_LLC_VERSION_2;
+	CU_ASSERT_EQUAL(smcr_llc_encode(&m, out, sizeof(out)), 44);
+	CU_ASSERT(out[0] == 0x27 && out[1] == 44 && out[2] == 0 && out[3] == 0);
 }
 
 /* ---- A.4 CDC ------------------------------------------------------------- */
@@ -1761,6 +1867,7 @@ static CU_TestInfo llc_tests[] = {
 	{ "delete rkey", test_llc_delete_rkey },
 	{ "test link", test_llc_test_link },
 	{ "malformed", test_llc_malformed },
+	{ "v2 kernel vectors", test_llc_v2_kernel },
 	CU_TEST_INFO_NULL,
 };
 
