@@ -57,6 +57,7 @@ void config_free(struct smcrd_config *cfg)
 	free(cfg->tls_certificates);
 	free(cfg->tls_psk);
 	free(cfg->ctl_group);
+	free(cfg->eids);
 	free(cfg->config_file);
 	export_list_free(&cfg->cli_exports);
 	memset(cfg, 0, sizeof(*cfg));
@@ -570,6 +571,8 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 		return FROM_CLI(CFG_SET_TLS_PSK) ? 0 : set_str(&cfg->tls_psk, val);
 	if (!strcmp(key, "ctl-group"))
 		return FROM_CLI(CFG_SET_CTL_GROUP) ? 0 : set_str(&cfg->ctl_group, val);
+	if (!strcmp(key, "eids"))
+		return FROM_CLI(CFG_SET_EIDS) ? 0 : set_str(&cfg->eids, val);
 	seterr(err, errlen, "unknown setting '%s'", key);
 	return -EINVAL;
 bad:

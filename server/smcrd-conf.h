@@ -52,6 +52,7 @@ struct smcrd_config {
 	char *tls_certificates;		/* directory */
 	char *tls_psk;			/* PSK file */
 	char *ctl_group;		/* control group (name or number), or NULL */
+	char *eids;			/* SMC-Rv2 user EIDs, comma-separated, or NULL */
 	bool foreground;
 	bool verbose;
 	char *pidfile;
@@ -83,6 +84,7 @@ struct smcrd_config {
 #define CFG_SET_REQ_TIMEOUT	(1u << 18)
 #define CFG_SET_PER_ADDRESS	(1u << 19)
 #define CFG_SET_CTL_GROUP	(1u << 20)
+#define CFG_SET_EIDS		(1u << 28)
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */
 int config_parse_tls(const char *s);

@@ -817,6 +817,9 @@ static void usage(FILE *f)
 "      --no-fixed-buffers   plain request buffers, not registered with io_uring\n"
 "      --syn-option MODE    the SMC TCP option on SMC-R port SYN-ACKs: auto\n"
 "                             (default), bpf (required) or off (CLC always)\n"
+"      --eids LIST          user EIDs for SMC-Rv2 (Linux AF_SMC peers over RoCE\n"
+"                             v2), comma-separated (default: $SMCR_EIDS; none:\n"
+"                             SMC-R v1 only)\n"
 "  -f, --foreground         stay in the foreground, log to stderr\n"
 "  -P, --pidfile FILE       write the process id to FILE\n"
 "  -L, --log-file FILE      append log lines to FILE\n"
@@ -837,7 +840,7 @@ static void usage(FILE *f)
 "See smcrd(8).\n");
 }
 
-enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_TLS,
+enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_EIDS, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
        OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP };
 
@@ -859,6 +862,7 @@ static const struct option long_opts[] = {
 	{ "request-timeout", required_argument, NULL, OPT_REQ_TIMEOUT },
 	{ "max-clients-per-address", required_argument, NULL, OPT_PER_ADDRESS },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
+	{ "eids", required_argument, NULL, OPT_EIDS },
 	{ "tls", required_argument, NULL, OPT_TLS },
 	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
 	{ "tls-psk", required_argument, NULL, OPT_TLS_PSK },
@@ -979,6 +983,11 @@ static int parse_args(struct server *s, int argc, char **argv)
 		case OPT_NO_FIXED_BUFFERS:
 			cfg->fixed_buffers = false;
 			cfg->set_mask |= CFG_SET_FIXED_BUFFERS;
+			break;
+		case OPT_EIDS:
+			free(cfg->eids);
+			cfg->eids = strdup(optarg);
+			cfg->set_mask |= CFG_SET_EIDS;
 			break;
 		case OPT_SYN_OPTION: {
 			enum smcr_syn_option m;
@@ -1115,7 +1124,8 @@ static void serve(struct server *s, int sfd)
 static int smcr_start(struct server *s)
 {
 	struct smcr_ctx_opts o = { .syn_option = (enum smcr_syn_option)s->cfg.syn_option,
-				   .max_rmb_bytes = (size_t)s->cfg.max_rmb_memory };
+				   .max_rmb_bytes = (size_t)s->cfg.max_rmb_memory,
+				   .eids = s->cfg.eids };
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	char *end;
 	unsigned long port = strtoul(s->cfg.smcr_port, &end, 10);
