@@ -630,7 +630,7 @@ struct smcr_lgr *smcr_engine_lgr_find(struct smcr_ctx *ctx, enum smcr_role role,
 
 			if (l->link && l->link->state == SMCR_LINK_ACTIVE &&
 			    memcmp(l->peer.gid, gid, SMCR_GID_LEN) == 0 &&
-			    memcmp(l->peer.mac, mac, SMCR_MAC_LEN) == 0 &&
+			    (!mac || memcmp(l->peer.mac, mac, SMCR_MAC_LEN) == 0) &&
 			    (role == SMCR_ROLE_SERVER || l->peer.qpn == qpn))
 				return lgr;
 		}

@@ -92,7 +92,8 @@ uint64_t smcr_now_ms(void);
 struct smcr_port_ref *smcr_engine_port_for(struct smcr_ctx *ctx,
 					   const struct sockaddr *local);
 /* Our group with this peer (peer ID, role, and an active link to gid and
- * mac; a client also checks the server's qpn), or NULL. */
+ * mac (NULL: any, as SMC-Rv2 matches); a client also checks the server's
+ * qpn), or NULL. */
 struct smcr_lgr *smcr_engine_lgr_find(struct smcr_ctx *ctx, enum smcr_role role,
 				      const uint8_t peer_id[8], const uint8_t *gid,
 				      const uint8_t *mac, uint32_t qpn);

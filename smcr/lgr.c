@@ -641,6 +641,17 @@ static void lgr_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
 	smcr_conn_rx_cdc(conn, &m);
 }
 
+static void lgr_recv_long(struct smcr_link *link, const uint8_t *msg, uint32_t len)
+{
+	struct smcr_lgr *lgr = link_lgr(link);
+	int slot = smcr_lgr_slot(lgr, link);
+
+	if (slot < 0)
+		return;
+	lgr->links[slot].last_rx_ms = lgr_now(lgr);
+	smcr_llc_rx_long(lgr, link, msg, len);
+}
+
 static void lgr_down(struct smcr_link *link, int reason)
 {
 	smcr_lgr_link_down(link_lgr(link), link, reason);
@@ -650,6 +661,7 @@ const struct smcr_link_handler smcr_lgr_link_handler = {
 	.write_done = lgr_write_done,
 	.send_done = lgr_send_done,
 	.recv = lgr_recv,
+	.recv_long = lgr_recv_long,
 	.down = lgr_down,
 };
 

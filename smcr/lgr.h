@@ -310,6 +310,9 @@ int smcr_llc_start(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
 /* Deadline check of the running exchange and of TEST LINK. */
 void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t now);
 /* A link in slot is gone: end any exchange that depends on it. */
+/* An SMC-Rv2 LLC message longer than 44 bytes (ADD LINK with RKeys). */
+void smcr_llc_rx_long(struct smcr_lgr *lgr, struct smcr_link *link,
+		      const uint8_t *msg, uint32_t len);
 void smcr_llc_link_gone(struct smcr_lgr *lgr, uint8_t slot);
 /* Send a TEST LINK request on slot. */
 int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot);

@@ -55,6 +55,10 @@ struct smcr_link_ops {
 	/* Optional: deliver what has already completed on this link now
 	 * (the owner drains other links before it validates a failover). */
 	int (*poll)(struct smcr_link *link);
+	/* Optional: SEND one SMC-Rv2 LLC message of 45..8192 bytes (one at a
+	 * time: -EAGAIN while the last is in flight). */
+	int (*post_send_long)(struct smcr_link *link, const void *msg, uint32_t len,
+			      uint64_t wr_id);
 };
 
 /* Completion and receive upcalls, driven by whoever owns the link. */
@@ -62,6 +66,9 @@ struct smcr_link_handler {
 	void (*write_done)(struct smcr_link *link, uint64_t wr_id, int status);
 	void (*send_done)(struct smcr_link *link, uint64_t wr_id, int status);
 	void (*recv)(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN]);
+	/* Optional: an SMC-Rv2 LLC message longer than 44 bytes, whole
+	 * (without it such a message goes to recv, its first 44 bytes). */
+	void (*recv_long)(struct smcr_link *link, const uint8_t *msg, uint32_t len);
 	/* The link is unusable (completion error, port down, fault). */
 	void (*down)(struct smcr_link *link, int reason);
 };

@@ -88,6 +88,10 @@ struct smcr_vlink {
 	uint64_t rx_head, rx_tail;
 	uint64_t rx_held_ms;		/* when the oldest of them came */
 	unsigned int since_signal;
+	/* The one long (SMC-Rv2 LLC) send in flight: sequence number long_seq
+	 * until the send queue's tail passes it. */
+	bool long_busy;
+	uint64_t long_seq;
 	uint32_t psn;
 	bool down;
 	bool released;			/* QP, CQ, MR let go of (res) */
@@ -297,6 +301,21 @@ static int vl_post_write(struct smcr_link *link, const struct smcr_sge *sge,
 	return sq_post(vl, &wr, SQ_WRITE, wr_id, signaled);
 }
 
+static uint8_t *overflow(struct smcr_vlink *vl)
+{
+	return vl->bufs + (size_t)(vl->rq_depth + vl->sq_depth) * VL_SLOT;
+}
+
+static uint8_t *long_tx(struct smcr_vlink *vl)
+{
+	return overflow(vl) + VL_OVERFLOW;
+}
+
+static uint8_t *long_rx(struct smcr_vlink *vl)
+{
+	return long_tx(vl) + SMCR_LLC_V2_MAX_LEN;
+}
+
 static uint8_t *send_slot(struct smcr_vlink *vl, uint64_t seq)
 {
 	return vl->bufs + (size_t)(vl->rq_depth + seq % vl->sq_depth) * VL_SLOT;
@@ -326,6 +345,35 @@ static int vl_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
 	return sq_post(vl, &wr, SQ_SEND, wr_id, true);
 }
 
+static int vl_post_send_long(struct smcr_link *link, const void *msg, uint32_t len,
+			     uint64_t wr_id)
+{
+	struct smcr_vlink *vl = vl_of(link);
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	int ret;
+
+	if (vl->down)
+		return -ENOTCONN;
+	if (len <= SMCR_MSG_LEN || len > SMCR_LLC_V2_MAX_LEN)
+		return -EINVAL;
+	if (sq_used(vl) >= vl->sq_depth || (vl->long_busy && vl->long_seq >= vl->sq_tail))
+		return -EAGAIN;
+	memcpy(long_tx(vl), msg, len);
+	sge.addr = (uintptr_t)long_tx(vl);
+	sge.length = len;
+	sge.lkey = vl->mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	vl->long_seq = vl->sq_head;
+	ret = sq_post(vl, &wr, SQ_SEND, wr_id, true);
+	if (ret == 0)
+		vl->long_busy = true;
+	return ret;
+}
+
 static void vl_fail(struct smcr_link *link)
 {
 	link_down(vl_of(link), -ECONNABORTED, IBV_WC_SUCCESS);
@@ -346,6 +394,7 @@ const struct smcr_link_ops smcr_vlink_ops = {
 	.fail = vl_fail,
 	.sq_free = vl_sq_free,
 	.poll = smcr_vlink_poll,
+	.post_send_long = vl_post_send_long,
 };
 
 static int post_recv(struct smcr_vlink *vl, unsigned int idx)
@@ -353,8 +402,8 @@ static int post_recv(struct smcr_vlink *vl, unsigned int idx)
 	struct ibv_sge sge[2] = {
 		{ .addr = (uintptr_t)(vl->bufs + (size_t)idx * VL_SLOT),
 		  .length = SMCR_MSG_LEN, .lkey = vl->mr->lkey },
-		{ .addr = (uintptr_t)(vl->bufs + vl->bufs_len - VL_OVERFLOW),
-		  .length = VL_OVERFLOW, .lkey = vl->mr->lkey },
+		{ .addr = (uintptr_t)overflow(vl), .length = VL_OVERFLOW,
+		  .lkey = vl->mr->lkey },
 	};
 	struct ibv_recv_wr wr = {
 		.wr_id = VL_RECV_BIT | idx,
@@ -377,6 +426,12 @@ static void deliver(struct smcr_vlink *vl, unsigned int idx, uint32_t len)
 	if (len < SMCR_MSG_LEN || len > SMCR_LLC_V2_MAX_LEN) {
 		vl->stats.bad_recvs++;
 		smcr_warn("link %u: dropped a %u-byte message", vl->link.link_id, len);
+	} else if (len > SMCR_MSG_LEN && h && h->recv_long) {
+		/* the head from the slot, the rest from the overflow area */
+		vl->link.recvs++;
+		memcpy(long_rx(vl), vl->bufs + (size_t)idx * VL_SLOT, SMCR_MSG_LEN);
+		memcpy(long_rx(vl) + SMCR_MSG_LEN, overflow(vl), len - SMCR_MSG_LEN);
+		h->recv_long(&vl->link, long_rx(vl), len);
 	} else {
 		vl->link.recvs++;
 		if (h && h->recv)
@@ -819,7 +874,9 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 		ret = -ENOMEM;
 		goto err_free_vl;
 	}
-	vl->bufs_len = (size_t)(vl->rq_depth + vl->sq_depth) * VL_SLOT + VL_OVERFLOW;
+	/* slots, the receive overflow area, one long send, its receive copy */
+	vl->bufs_len = (size_t)(vl->rq_depth + vl->sq_depth) * VL_SLOT + VL_OVERFLOW +
+		       2 * SMCR_LLC_V2_MAX_LEN;
 	vl->bufs = calloc(1, vl->bufs_len);
 	if (!vl->bufs) {
 		ret = -ENOMEM;

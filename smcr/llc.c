@@ -374,6 +374,85 @@ static int add_link_cont_send(struct smcr_lgr *lgr, bool reply)
 	return reply ? llc_send(lgr, f->via, &m, NULL) : flow_send(lgr, f->via, &m);
 }
 
+/* ---- SMC-Rv2 ADD LINK: the RKeys travel in the ADD LINK itself ---------- */
+
+/* Our RMBs' RTokens on the new link in slot (ref: on the link via). */
+static unsigned int v2_pairs_ours(struct smcr_lgr *lgr, unsigned int via, unsigned int slot,
+				  struct smcr_llc_rtoken_pair *pairs, unsigned int max)
+{
+	unsigned int n = 0;
+	struct smcr_rmb *rmb;
+	unsigned int code;
+	uint64_t va;
+
+	smcr_rmb_pool_for_each(&lgr->rmbs, code, rmb) {
+		if (!rmb->announced || n >= max)
+			continue;
+		lgr->ops->rmb_reg(lgr, rmb, lgr->links[via].link, &pairs[n].ref_rkey, &va);
+		lgr->ops->rmb_reg(lgr, rmb, lgr->links[slot].link, &pairs[n].new_rkey,
+				  &pairs[n].new_vaddr);
+		n++;
+	}
+	return n;
+}
+
+/* The peer's RTokens on the new link in slot, named by their rkeys on via. */
+static void v2_pairs_theirs(struct smcr_lgr *lgr, unsigned int via, unsigned int slot,
+			    const uint8_t *msg, uint32_t len)
+{
+	static struct smcr_llc_rtoken_pair pairs[SMCR_LLC_V2_MAX_RKEYS];
+	struct smcr_llc_add_link_v2_ext ext;
+	int n, k;
+
+	n = smcr_llc_add_link_v2_ext_decode(msg, len, &ext, pairs, SMCR_LLC_V2_MAX_RKEYS);
+	if (n < 0) {
+		smcr_warn("link group: ADD LINK v2 without its RKeys (%s)", smcr_msg_strerror(n));
+		return;
+	}
+	for (k = 0; k < n; k++) {
+		struct smcr_lgr_peer_rmb *p =
+			smcr_lgr_peer_rmb_find(lgr, (uint8_t)via, pairs[k].ref_rkey);
+
+		if (!p) {
+			smcr_warn("link group: ADD LINK names unknown rkey %08x", pairs[k].ref_rkey);
+			continue;
+		}
+		p->r.rkey[slot] = pairs[k].new_rkey;
+		p->r.vaddr[slot] = pairs[k].new_vaddr;
+	}
+}
+
+/* ADD LINK v2 (request or reply) for the new link in slot, over via. */
+static int add_link_send_v2(struct smcr_lgr *lgr, unsigned int via, unsigned int slot,
+			    bool reply)
+{
+	static struct smcr_llc_rtoken_pair pairs[SMCR_LLC_V2_MAX_RKEYS];
+	static uint8_t buf[SMCR_LLC_V2_MAX_LEN];
+	struct smcr_link *link = lgr->links[via].link;
+	struct smcr_llc_add_link_v2_ext ext = { .direct = true };
+	struct smcr_llc_msg m;
+	int n, ret;
+
+	if (!link || link->state == SMCR_LINK_FAILED)
+		return -ENOTCONN;
+	if (!link->ops->post_send_long)
+		return -EOPNOTSUPP;
+	add_link_fill(lgr, slot, &m, reply);
+	memcpy(ext.target_gid, lgr->links[slot].local.gid, SMCR_GID_LEN);
+	ext.num_rkeys = (uint16_t)v2_pairs_ours(lgr, via, slot, pairs, SMCR_LLC_V2_MAX_RKEYS);
+	n = smcr_llc_add_link_v2_encode(&m, &ext, pairs, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	link->sends++;
+	ret = link->ops->post_send_long(link, buf, (uint32_t)n,
+					smcr_wr_id(0, SMCR_WR_TAG_LLC, m.type));
+	if (ret == 0)
+		lgr->stats.llc_sent++;
+	smcr_dbg("llc: sent ADD LINK v2 %s (%d bytes, %u RKeys) on link %u (%d)",
+		 reply ? "reply" : "request", n, ext.num_rkeys, link->link_id, ret);
+	return ret;
+}
+
 static void add_link_fail(struct smcr_lgr *lgr, const char *why)
 {
 	struct smcr_llc_flow *f = &lgr->flow;
@@ -403,6 +482,17 @@ static int add_link_start(struct smcr_lgr *lgr)
 	}
 	lgr->flow.slot = (uint8_t)slot;
 	lgr->flow.step = 1;
+	if (lgr->version == SMCR_LLC_VERSION_2) {
+		/* our RKeys on the new link go in the request */
+		lgr->flow.via = (uint8_t)via;
+		lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+		ret = add_link_send_v2(lgr, (unsigned int)via, (unsigned int)slot, false);
+		if (ret) {
+			lgr->ops->link_destroy(lgr, lgr->links[slot].link);
+			memset(&lgr->links[slot], 0, sizeof(lgr->links[slot]));
+		}
+		return ret;
+	}
 	add_link_fill(lgr, (unsigned int)slot, &m, false);
 	return flow_send(lgr, (unsigned int)via, &m);
 }
@@ -455,7 +545,7 @@ static void add_link_cont_rx(struct smcr_lgr *lgr, unsigned int via,
 
 /* Client: the server asks to add a link. */
 static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
-			    const struct smcr_llc_add_link *a)
+			    const struct smcr_llc_add_link *a, const uint8_t *msg, uint32_t len)
 {
 	struct smcr_link_info peer;
 	struct smcr_llc_msg m;
@@ -463,12 +553,11 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 	unsigned int i;
 	int slot, ret;
 
-	if (lgr->version == SMCR_LLC_VERSION_2) {
-		/* SMC-Rv2 groups keep one link (ADD LINK v2 carries its
-		 * RKeys in a longer message): no alternate path, as a Linux
-		 * client with no second device answers. */
-		smcr_info("link group: rejecting SMC-Rv2 ADD LINK %u (one link per v2 group)",
-			  a->link_num);
+	if (lgr->version == SMCR_LLC_VERSION_2 &&
+	    (!msg || !lgr->links[via].link->ops->post_send_long)) {
+		/* A v2 ADD LINK brings its RKeys along: without them (or a
+		 * way to send ours) no link. */
+		smcr_info("link group: rejecting SMC-Rv2 ADD LINK %u (no RKeys)", a->link_num);
 		memset(&m, 0, sizeof(m));
 		m.type = SMCR_LLC_ADD_LINK;
 		m.reply = true;
@@ -536,6 +625,16 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 	lgr->flow.slot = (uint8_t)slot;
 	lgr->flow.via = (uint8_t)via;
 	lgr->flow.step = 2;
+	if (lgr->version == SMCR_LLC_VERSION_2) {
+		/* theirs from the request, ours in the reply; then the
+		 * server's CONFIRM LINK over the new link */
+		v2_pairs_theirs(lgr, via, (unsigned int)slot, msg, len);
+		lgr->flow.step = 3;
+		lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+		if (add_link_send_v2(lgr, via, (unsigned int)slot, true))
+			add_link_fail(lgr, "cannot send the ADD LINK v2 reply");
+		return;
+	}
 	lgr->flow.cont_total = announced_rmbs(lgr);
 	lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
 	add_link_fill(lgr, (unsigned int)slot, &m, true);
@@ -543,7 +642,8 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 }
 
 /* Server: the client answered our ADD LINK. */
-static void add_link_reply_rx(struct smcr_lgr *lgr, const struct smcr_llc_add_link *a)
+static void add_link_reply_rx(struct smcr_lgr *lgr, const struct smcr_llc_add_link *a,
+			      const uint8_t *msg, uint32_t len)
 {
 	struct smcr_llc_flow *f = &lgr->flow;
 	struct smcr_link_info peer;
@@ -560,6 +660,21 @@ static void add_link_reply_rx(struct smcr_lgr *lgr, const struct smcr_llc_add_li
 	info_from_add_link(&peer, a);
 	if (link_bringup(lgr, f->slot, &peer)) {
 		add_link_fail(lgr, "cannot connect the new QP");
+		return;
+	}
+	if (lgr->version == SMCR_LLC_VERSION_2) {
+		struct smcr_llc_msg m;
+
+		if (!msg) {
+			add_link_fail(lgr, "an ADD LINK v2 reply without RKeys");
+			return;
+		}
+		v2_pairs_theirs(lgr, f->via, f->slot, msg, len);
+		f->step = 3;
+		confirm_link_fill(lgr, f->slot, &m, false);
+		f->deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+		if (llc_send(lgr, f->slot, &m, f->req))
+			add_link_fail(lgr, "cannot send CONFIRM LINK on the new link");
 		return;
 	}
 	f->step = 2;
@@ -969,8 +1084,9 @@ static int flow_begin(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
 		ret = flow_send(lgr, slot, &m);
 		break;
 	case SMCR_FLOW_ADD_LINK:
-		if (lgr->version == SMCR_LLC_VERSION_2) {
-			ret = -EOPNOTSUPP;	/* one link per v2 group */
+		if (lgr->version == SMCR_LLC_VERSION_2 && lgr->role == SMCR_ROLE_CLIENT) {
+			/* v2 has no hint of ours: the server adds links */
+			ret = -EOPNOTSUPP;
 			break;
 		}
 		if (lgr->role == SMCR_ROLE_CLIENT) {
@@ -1064,8 +1180,24 @@ int smcr_llc_start(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
 	return flow_begin(lgr, kind, slot, reason, rmb);
 }
 
+static void llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
+		   const uint8_t *msg, uint32_t len);
+
 void smcr_llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
 		 const uint8_t msg[SMCR_LLC_LEN])
+{
+	llc_rx(lgr, link, msg, SMCR_LLC_LEN);
+}
+
+void smcr_llc_rx_long(struct smcr_lgr *lgr, struct smcr_link *link,
+		      const uint8_t *msg, uint32_t len)
+{
+	llc_rx(lgr, link, msg, len);
+}
+
+/* msg holds len bytes: 44, or all of a longer v2 message. */
+static void llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
+		   const uint8_t *msg, uint32_t len)
 {
 	int slot = smcr_lgr_slot(lgr, link);
 	struct smcr_llc_msg m;
@@ -1073,7 +1205,7 @@ void smcr_llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
 
 	if (slot < 0 || lgr->terminated)
 		return;
-	ret = smcr_llc_decode(msg, SMCR_LLC_LEN, &m);
+	ret = smcr_llc_decode(msg, len, &m);
 	if (ret == SMCR_E_OPTIONAL)
 		return;		/* unknown optional type: ignore (A.3) */
 	if (ret < 0) {
@@ -1093,9 +1225,11 @@ void smcr_llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
 		break;
 	case SMCR_LLC_ADD_LINK:
 		if (lgr->role == SMCR_ROLE_CLIENT && !m.reply)
-			add_link_req_rx(lgr, (unsigned int)slot, &m.add_link);
+			add_link_req_rx(lgr, (unsigned int)slot, &m.add_link,
+					m.length == len && len > SMCR_LLC_LEN ? msg : NULL, len);
 		else if (lgr->role == SMCR_ROLE_SERVER && m.reply)
-			add_link_reply_rx(lgr, &m.add_link);
+			add_link_reply_rx(lgr, &m.add_link,
+					  m.length == len && len >= SMCR_LLC_LEN ? msg : NULL, len);
 		else if (lgr->role == SMCR_ROLE_SERVER && !config_exchange_running(lgr))
 			smcr_llc_start(lgr, SMCR_FLOW_ADD_LINK, 0, 0, NULL);
 		break;

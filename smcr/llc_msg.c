@@ -240,7 +240,73 @@ int smcr_llc_decode(const void *buf, size_t len, struct smcr_llc_msg *msg)
 	return rc < 0 ? rc : SMCR_LLC_LEN;
 }
 
+int smcr_llc_add_link_v2_ext_decode(const void *msg, size_t len,
+				    struct smcr_llc_add_link_v2_ext *ext,
+				    struct smcr_llc_rtoken_pair *pairs, unsigned int max)
+{
+	const uint8_t *p = msg;
+	struct smcr_wire_llc_add_link_v2_ext w;
+	struct smcr_wire_llc_rtoken_pair rt;
+	unsigned int i;
+
+	memset(ext, 0, sizeof(*ext));
+	if (len < SMCR_LLC_LEN + sizeof(w))
+		return SMCR_E_TRUNC;
+	memcpy(&w, p + SMCR_LLC_LEN, sizeof(w));
+	ext->direct = (w.flags & SMCR_LLC_V2_DIRECT) != 0;
+	memcpy(ext->target_gid, w.target_gid, sizeof(ext->target_gid));
+	ext->num_rkeys = (uint16_t)(w.num_rkeys[0] | w.num_rkeys[1] << 8);
+	if (ext->num_rkeys > SMCR_LLC_V2_MAX_RKEYS)
+		return SMCR_E_RANGE;
+	if (len < SMCR_LLC_LEN + sizeof(w) + (size_t)ext->num_rkeys * sizeof(rt))
+		return SMCR_E_TRUNC;
+	for (i = 0; i < ext->num_rkeys && i < max; i++) {
+		memcpy(&rt, p + SMCR_LLC_LEN + sizeof(w) + i * sizeof(rt), sizeof(rt));
+		pairs[i].ref_rkey = be32toh(rt.ref_rkey);
+		pairs[i].new_rkey = be32toh(rt.new_rkey);
+		pairs[i].new_vaddr = be64toh(rt.new_vaddr);
+	}
+	return ext->num_rkeys;
+}
+
 /* ---- encode -------------------------------------------------------------- */
+
+int smcr_llc_add_link_v2_encode(const struct smcr_llc_msg *msg,
+				const struct smcr_llc_add_link_v2_ext *ext,
+				const struct smcr_llc_rtoken_pair *pairs, void *buf, size_t len)
+{
+	struct smcr_wire_llc_add_link_v2_ext w;
+	struct smcr_wire_llc_rtoken_pair rt;
+	struct smcr_llc_msg head = *msg;
+	size_t n = SMCR_LLC_LEN + sizeof(w) + (size_t)ext->num_rkeys * sizeof(rt);
+	uint8_t *p = buf;
+	unsigned int i;
+	int rc;
+
+	if (msg->type != SMCR_LLC_ADD_LINK || ext->num_rkeys > SMCR_LLC_V2_MAX_RKEYS)
+		return SMCR_E_INVAL;
+	if (len < n)
+		return SMCR_E_NOSPC;
+	head.version = SMCR_LLC_VERSION_2;
+	rc = smcr_llc_encode(&head, p, len);
+	if (rc < 0)
+		return rc;
+	p[1] = (uint8_t)n;		/* the whole length, little-endian */
+	p[2] = (uint8_t)(n >> 8);
+	memset(&w, 0, sizeof(w));
+	w.flags = ext->direct ? SMCR_LLC_V2_DIRECT : 0;
+	memcpy(w.target_gid, ext->target_gid, sizeof(w.target_gid));
+	w.num_rkeys[0] = (uint8_t)ext->num_rkeys;
+	w.num_rkeys[1] = (uint8_t)(ext->num_rkeys >> 8);
+	memcpy(p + SMCR_LLC_LEN, &w, sizeof(w));
+	for (i = 0; i < ext->num_rkeys; i++) {
+		rt.ref_rkey = htobe32(pairs[i].ref_rkey);
+		rt.new_rkey = htobe32(pairs[i].new_rkey);
+		rt.new_vaddr = htobe64(pairs[i].new_vaddr);
+		memcpy(p + SMCR_LLC_LEN + sizeof(w) + i * sizeof(rt), &rt, sizeof(rt));
+	}
+	return (int)n;
+}
 
 static void hdr_to_wire(struct smcr_wire_llc_hdr *w, const struct smcr_llc_msg *msg, uint8_t flags)
 {

@@ -446,6 +446,31 @@ struct smcr_llc_test_link {			/* A.3.8 */
 	uint8_t user_data[16];
 };
 
+struct smcr_llc_msg;
+
+/* SMC-Rv2 ADD LINK: after its 44 bytes, the RKeys of every RMB in use on
+ * the new link (no ADD LINK CONTINUATION in v2). */
+#define SMCR_LLC_ADD_LINK_V2_EXT_LEN 28
+#define SMCR_LLC_V2_MAX_RKEYS 255
+struct smcr_llc_add_link_v2_ext {
+	bool direct;				/* no gateway */
+	uint8_t target_gid[SMCR_GID_LEN];	/* the sender's new link's GID */
+	uint16_t num_rkeys;			/* pairs that follow */
+};
+
+/* The extension of a v2 ADD LINK of len bytes (the whole message): up to
+ * max pairs into pairs.  Returns the number of pairs on the wire (may be
+ * above max: the rest are not read), or SMCR_E_TRUNC (no extension, or
+ * fewer pairs than it says), SMCR_E_RANGE (more than 255). */
+int smcr_llc_add_link_v2_ext_decode(const void *msg, size_t len,
+				    struct smcr_llc_add_link_v2_ext *ext,
+				    struct smcr_llc_rtoken_pair *pairs, unsigned int max);
+/* Encodes a v2 ADD LINK: msg (type ADD LINK) and the extension with
+ * ext->num_rkeys pairs.  The length, or SMCR_E_NOSPC / SMCR_E_INVAL. */
+int smcr_llc_add_link_v2_encode(const struct smcr_llc_msg *msg,
+				const struct smcr_llc_add_link_v2_ext *ext,
+				const struct smcr_llc_rtoken_pair *pairs, void *buf, size_t len);
+
 struct smcr_llc_req_add_link {			/* SMC-Rv2: the client's invitation */
 	uint8_t gid_count;			/* GIDs offered (the message holds them all) */
 	uint8_t gid[SMCR_GID_LEN];		/* the first, if gid_count > 0 */

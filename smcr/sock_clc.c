@@ -204,12 +204,15 @@ static bool none_pending(void *arg)
 }
 
 /* A group of the peer's that speaks the exchange's version (a v1 and a
- * v2 group of one peer are different groups, as in Linux). */
+ * v2 group of one peer are different groups, as in Linux).  v2 names a
+ * link by GID and QP alone: a Linux v2-only Proposal has no MAC (nor a
+ * peer ID: zeros, the same on every connection). */
 static struct smcr_lgr *lgr_find_version(struct smcr_ctx *ctx, enum smcr_role role,
 					 const uint8_t pid[8], const uint8_t *gid,
 					 const uint8_t *mac, uint32_t qpn, uint8_t version)
 {
-	struct smcr_lgr *lgr = smcr_engine_lgr_find(ctx, role, pid, gid, mac, qpn);
+	struct smcr_lgr *lgr = smcr_engine_lgr_find(ctx, role, pid, gid,
+						    version == SMCR_CLC_VERSION_2 ? NULL : mac, qpn);
 
 	return lgr && lgr->version == version ? lgr : NULL;
 }

@@ -217,6 +217,19 @@ struct smcr_wire_llc_hdr {
 } SMCR_PACKED;
 _Static_assert(sizeof(struct smcr_wire_llc_hdr) == 4, "LLC header is 4 bytes");
 
+/* SMC-Rv2 ADD LINK extension (Linux struct smc_llc_msg_add_link_v2_ext),
+ * at byte 44 of the message; num_rkeys in host order (little-endian) as
+ * Linux 6.1 writes it; then num_rkeys RToken pairs (A.3.3 Figure 34). */
+struct smcr_wire_llc_add_link_v2_ext {
+	uint8_t flags;			/*  0: 0x80 v2_direct */
+	uint8_t reserved;		/*  1 */
+	uint8_t target_gid[16];		/*  2: the sender's new link's GID */
+	uint8_t reserved2[8];		/* 18 */
+	uint8_t num_rkeys[2];		/* 26: little-endian */
+} SMCR_PACKED;
+_Static_assert(sizeof(struct smcr_wire_llc_add_link_v2_ext) == 28, "ADD LINK v2 ext is 28 bytes");
+#define SMCR_LLC_V2_DIRECT 0x80
+
 /* SMC-Rv2 REQ ADD LINK (Linux struct smc_llc_msg_req_add_link_v2): the
  * client's GIDs for more links; the message is 28 + 16 * gid_count bytes,
  * of which the 44-byte receive slot holds the first GID. */

@@ -1522,6 +1522,31 @@ static void test_llc_v2_kernel(void)
 	CU_ASSERT(!m.reply && !m.add_link.reject);
 	CU_ASSERT_EQUAL(m.add_link.qpn, 0x12);
 	CU_ASSERT_EQUAL(m.add_link.link_num, 2);
+	/* ...and its extension: the server's new link GID, one RKey pair */
+	{
+		struct smcr_llc_add_link_v2_ext ext;
+		struct smcr_llc_rtoken_pair pairs[2];
+		uint8_t again[128];
+
+		CU_ASSERT_EQUAL(smcr_llc_add_link_v2_ext_decode(v, 88, &ext, pairs, 2), 1);
+		CU_ASSERT(ext.direct);
+		CU_ASSERT(memcmp(ext.target_gid, k_gid_b, 16) == 0);
+		CU_ASSERT_EQUAL(ext.num_rkeys, 1);
+		CU_ASSERT_EQUAL(pairs[0].ref_rkey, 0x3cd);
+		CU_ASSERT_EQUAL(pairs[0].new_rkey, 0x5c5);
+		CU_ASSERT_EQUAL(pairs[0].new_vaddr, 0xffff8880082d0000ull);
+		/* re-encoded byte for byte, 88 bytes */
+		CU_ASSERT_EQUAL(smcr_llc_add_link_v2_encode(&m, &ext, pairs, again, sizeof(again)), 88);
+		CU_ASSERT(memcmp(again, v, 88) == 0);
+		CU_ASSERT_EQUAL(smcr_llc_add_link_v2_encode(&m, &ext, pairs, again, 87), SMCR_E_NOSPC);
+		/* cut short: no room for the pair it announces, or no extension */
+		CU_ASSERT_EQUAL(smcr_llc_add_link_v2_ext_decode(v, 87, &ext, pairs, 2), SMCR_E_TRUNC);
+		CU_ASSERT_EQUAL(smcr_llc_add_link_v2_ext_decode(v, 71, &ext, pairs, 2), SMCR_E_TRUNC);
+		/* more than 255 RKeys */
+		memcpy(again, v, 88);
+		again[70] = 0x00; again[71] = 0x01;	/* 256 */
+		CU_ASSERT_EQUAL(smcr_llc_add_link_v2_ext_decode(again, 88, &ext, pairs, 2), SMCR_E_RANGE);
+	}
 	/* frame 20: the client's reject (Z), the request echoed */
 	unhex(k_llc[3].hex, v, sizeof(v));
 	CU_ASSERT_EQUAL(smcr_llc_decode(v, 44, &m), 44);

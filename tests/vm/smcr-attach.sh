@@ -7,11 +7,16 @@
 # and read back with O_DIRECT while smcr-attach uses no CPU; smcrd killed
 # and restarted under I/O: the driver reports the dead connections,
 # smcr-attach gives it new ones and the I/O goes on with no error; then
-# smcr-attach -d detaches and the watcher exits 0.  The kernel's AF_SMC
-# counters must show the connections (on stock rxe they fall back to TCP:
-# tests/bench/README.md says why).
+# smcr-attach -d detaches and the watcher exits 0.  By default both
+# guests load the patched rdma_rxe (SMCR_VM_RXE=smc, as kernel-smc.sh) and
+# share a user EID (smcrd --eids), so the connections are SMC-Rv2 end to
+# end: the kernel's counters must show them as SMC-R v2, none as fallback.
+# SMCR_ATTACH_SMCR=0 runs on stock rxe, where the kernel falls back to TCP
+# (tests/bench/README.md says why) and only the counts are checked.
 # smcr-timeout: 300
 : "${SMCR_VM_TIMEOUT:=240}"
+: "${SMCR_ATTACH_SMCR:=1}"
+[ "$SMCR_ATTACH_SMCR" = 1 ] && export SMCR_VM_RXE=smc
 . "$(dirname "$0")/lib.sh"
 vm_requires
 requires mkfs.ext4 -V
@@ -19,11 +24,21 @@ SMCRD=$abs_top_builddir/server/smcrd
 ATTACH=$abs_top_builddir/client/smcr-attach
 SMCNL=$abs_top_builddir/tests/bench/smc-nl
 for f in "$SMCRD" "$ATTACH" "$SMCNL"; do [ -x "$f" ] || fail "$f not built"; done
+EID=SMCRBD.KPEER
+eids=
+if [ "$SMCR_ATTACH_SMCR" = 1 ]; then
+    modprobe -S "$VM_KVER" -n smc >/dev/null 2>&1 || skip "kernel $VM_KVER has no module smc"
+    eids="--eids $EID"
+fi
 vm_start_pair
+if [ "$SMCR_ATTACH_SMCR" = 1 ]; then
+    vm_run A "modprobe smc && $SMCNL pnet-add SMCRBD eth0 rxe0 1 && $SMCNL ueid-add $EID" ||
+        fail "AF_SMC setup failed in A"
+fi
 
 B1=$(vm_ip B 1)
 start_smcrd() {
-    vm_bg B "exec $SMCRD -f -P /tmp/smcrd.pid -p 10809 --smcr-port 10810 -e disk=/tmp/disk.img >>/tmp/smcrd.log 2>&1" >/dev/null
+    vm_bg B "exec $SMCRD -f -P /tmp/smcrd.pid -p 10809 --smcr-port 10810 $eids -e disk=/tmp/disk.img >>/tmp/smcrd.log 2>&1" >/dev/null
     vm_run B "for i in \$(seq 300); do [ \$(grep -c 'listening for NBD over SMC-R' /tmp/smcrd.log) -ge $1 ] && exit 0; sleep 0.1; done
 tail -n 20 /tmp/smcrd.log; exit 1" || fail "smcrd did not come up in B"
 }
@@ -69,7 +84,15 @@ echo "$out" | sed 's/^/  A AF_SMC: /'
 n=$(echo "$out" | awk '$1 ~ /^smcr_client_v[12]_ok$/ { s += $2 }
     $1 == "fallbacks_total" { s += $5 } END { print s + 0 }')
 [ "$n" -ge 2 ] || fail "the kernel's AF_SMC counters show $n client connection(s), want 2 or more"
-echo "A's AF_SMC: $n client connection(s) (SMC-R or fallback)"
+if [ "$SMCR_ATTACH_SMCR" = 1 ]; then
+    v2=$(echo "$out" | awk '$1 == "smcr_client_v2_ok" { print $2 + 0 }')
+    fb=$(echo "$out" | awk '$1 == "fallbacks_total" { print $5 + 0 }')
+    [ "${v2:-0}" -ge 2 ] && [ "${fb:-0}" = 0 ] ||
+        fail "want every connection SMC-Rv2: $v2 SMC-Rv2, ${fb:-0} fallback(s)"
+    echo "A's AF_SMC: $n client connection(s), all SMC-Rv2 to smcrd"
+else
+    echo "A's AF_SMC: $n client connection(s) (SMC-R or fallback)"
+fi
 
 # smcrd dies under I/O and comes back: no I/O error.
 io=$(vm_bg A 'set -e; for i in $(seq 40); do
