@@ -5,6 +5,9 @@
 #   - ib_write_bw / ib_write_lat (perftest): the limit of the link,
 #   - libsmcr (our SMC-R, smcr-stream -t smcr),
 #   - the kernel's AF_SMC (smcr-stream -t smc, "modprobe smc" in both),
+#   - with --v2 (the guests load the patched rdma_rxe, SMCR_VM_RXE=smc, and
+#     share a PNET ID and user EID: SMC-Rv2 everywhere): libsmcr client to
+#     kernel server and kernel client to libsmcr server too,
 #   - plain TCP (smcr-stream -t tcp),
 # bandwidth with 64 KiB messages and ping-pong latency of 64-byte messages,
 # and print each as a ratio to ib_write_bw / ib_write_lat (the median of
@@ -13,7 +16,7 @@
 # tests/bench/README.md (also: why AF_SMC falls back to TCP over rxe).
 #
 #   tests/bench/bench-smcr-vm.sh [-B BUILDDIR] [-r ROUNDS] [-b BYTES] [-i ITERS]
-#                                [--smc-v2-probe]
+#                                [--smc-v2-probe] [--v2]
 #
 #   -B BUILDDIR  the build tree (default: ./build next to the sources, or
 #                $abs_top_builddir)
@@ -26,6 +29,9 @@
 #                eth0/rxe0 and a user EID on both guests, bench/smc-nl) and
 #                report how far it gets; on Debian's 6.1 kernel the client
 #                then hangs in the kernel (see README.md), so this runs last.
+#   --v2         the kernel peer: patched rdma_rxe in both guests, PNET ID
+#                and user EID for AF_SMC and libsmcr (SMCR_EIDS): every
+#                pairing is SMC-Rv2 (counted), kernel and libsmcr mixed.
 #
 # Latency: perftest's ib_write_lat reports half the round trip; the table
 # shows round trips for everything (ib_write_lat's t_avg x 2).  Bandwidth in
@@ -40,7 +46,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=3 bytes=32M iters=1000 probe=0
+rounds=3 bytes=32M iters=1000 probe=0 v2=0
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -48,7 +54,8 @@ while [ $# -gt 0 ]; do
         -b) bytes=$2; shift 2 ;;
         -i) iters=$2; shift 2 ;;
         --smc-v2-probe) probe=1; shift ;;
-        *) sed -n '3,37p' "$0"; exit 2 ;;
+        --v2) v2=1; shift ;;
+        *) sed -n '3,44p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -73,6 +80,9 @@ if [ -n "$lock" ] && command -v flock >/dev/null; then
     flock 9
 fi
 
+EID=SMCRBD.BENCH
+v2env=
+[ "$v2" = 1 ] && export SMCR_VM_RXE=smc && v2env="SMCR_EIDS=$EID"
 . "$top/tests/vm/lib.sh"
 vm_requires
 vm_start_pair 1
@@ -86,8 +96,14 @@ done')
 [ -n "$gidx" ] || fail "no RoCE v2 IPv4 GID on A's rxe0"
 vm_say "RoCE v2 GID index $gidx"
 
-# Modules for AF_SMC (no PNET ID, no EID: the default configuration).
+# Modules for AF_SMC (no PNET ID, no EID: the default configuration;
+# with --v2 the PNET ID and EID that make it SMC-Rv2).
 vm_run A 'modprobe smc' && vm_run B 'modprobe smc' || fail "modprobe smc failed"
+if [ "$v2" = 1 ]; then
+    for v in A B; do
+        vm_run $v "$N pnet-add NET1 eth0 rxe0 1 && $N ueid-add $EID" || fail "AF_SMC v2 setup in $v"
+    done
+fi
 
 port=6000
 nbytes=$(numfmt --from=iec "$bytes")
@@ -105,14 +121,16 @@ perf_run() {
     echo "$out"
 }
 
-# smcr-stream over T (smcr, tcp, smc) in mode M with extra client args.
+# smcr-stream over T (smcr, tcp, smc; SERVER:CLIENT for a mixed pair) in
+# mode M with extra client args.
 stream_run() {
-    local t=$1 m=$2 args=$3 env=${4:-} srv out
+    local t=$1 m=$2 args=$3 env="${4:-} $v2env" srv out st ct
+    st=${t%%:*} ct=${t##*:}
     port=$((port + 1))
-    srv=$(vm_bg B "$env $S server -t $t -p $port -n 1")
+    srv=$(vm_bg B "$env $S server -t $st -p $port -n 1")
     vm_run B "for i in \$(seq 100); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.1; done; exit 1" >/dev/null ||
         { echo "bench: $t server did not listen" >&2; return 1; }
-    out=$(vm_run -t 300 A "$env $S client $B1 -t $t -p $port -m $m $args 2>&1")
+    out=$(vm_run -t 300 A "$env $S client $B1 -t $ct -p $port -m $m $args 2>&1")
     vm_wait -t 60 B "$srv" >/dev/null 2>&1
     echo "$out"
 }
@@ -134,14 +152,17 @@ for (( r=1; r<=rounds; r++ )); do
     v=$(field '$1 == 64 && NF >= 6 { printf "%.1f\n", $6 * 2 }'); complain ib_write_lat "$v"
     val ib_lat $r "$v"
     val ib_lat_typ $r "$(field '$1 == 64 && NF >= 6 { printf "%.1f\n", $5 * 2 }')"
-    for t in smcr smc tcp; do
+    kinds="smcr smc tcp"
+    [ "$v2" = 1 ] && kinds="smcr smc smc:smcr smcr:smc tcp"
+    for t in $kinds; do
+        k=${t/:/_}
         out=$(stream_run $t bw "-s 65536 -b $bytes")
         v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "$t bw" "$v"
-        val ${t}_bw $r "$v"
-        [ "$t" = smcr ] && [ "$r" = 1 ] && echo "$out" | grep -E '^(client: SMC|stats client)' | sed 's/^/  /'
+        val ${k}_bw $r "$v"
+        [ "$r" = 1 ] && echo "$out" | grep -E '^(client: SMC|stats client)' | sed "s/^/  $t: /"
         out=$(stream_run $t lat "-s 64 -i $iters")
         v=$(field '$1 == "result" && $2 == "lat" { print $4 }'); complain "$t lat" "$v"
-        val ${t}_lat $r "$v"
+        val ${k}_lat $r "$v"
     done
     # libsmcr with larger receive buffers (RMBEs; default 64 KiB): the
     # writer may have a whole RMBE in flight before it waits for the
@@ -157,6 +178,8 @@ done
 # Did AF_SMC use SMC-R?  The kernel's own counters say.
 smc_stats=$(vm_run A "$N stats; $N fallbacks" 2>&1)
 smc_ok=$(echo "$smc_stats" | awk '$1 ~ /^smcr_client_v[12]_ok$/ { s += $2 } END { print s + 0 }')
+smc_v2=$(echo "$smc_stats" | awk '$1 == "smcr_client_v2_ok" { s += $2 } END { print s + 0 }')
+smc_v2b=$(vm_run B "$N stats" 2>&1 | awk '$1 == "smcr_server_v2_ok" { s += $2 } END { print s + 0 }')
 smc_fb=$(echo "$smc_stats" | awk '$1 == "fallback" && $2 == "client" { printf "%s%s x%s", sep, $3, $4; sep = ", " }')
 
 median() { grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
@@ -177,22 +200,34 @@ echo "rxe link 1 between two TCG guests; $rounds round(s); bw: 64 KiB messages, 
 echo "values: median over the rounds; ratios: median of the ratios within each round"
 printf '%-36s %9s %8s %10s %8s\n' transport "bw MB/s" "/ib_bw" "RTT usec" "/ib_lat"
 printf '%-36s %9s %8s %10s %8s\n' "ib_write_bw / ib_write_lat (t_avg x 2)" "$(med ib_bw)" 1.00 "$(med ib_lat)" 1.00
-for t in smcr smcr256 smcr512 smc tcp; do
+rows="smcr smcr256 smcr512 smc tcp"
+[ "$v2" = 1 ] && rows="smcr smcr256 smcr512 smc smc_smcr smcr_smc tcp"
+for t in $rows; do
     case $t in
-        smcr) name="libsmcr (SMC-R), RMBE 64 KiB" ;;
+        smcr) name="libsmcr (SMC-R), RMBE 64 KiB"; [ "$v2" = 1 ] && name="libsmcr <-> libsmcr (v2), 64 KiB" ;;
+        smc_smcr) name="libsmcr -> kernel server (v2)" ;;
+        smcr_smc) name="kernel -> libsmcr server (v2)" ;;
         smcr256) name="libsmcr, RMBE 256 KiB" ;;
         smcr512) name="libsmcr, RMBE 512 KiB" ;;
-        smc) if [ "$smc_ok" -gt 0 ]; then name="kernel AF_SMC (SMC-R)"; else name="kernel AF_SMC (fell back to TCP)"; fi ;;
+        smc) if [ "$v2" = 1 ]; then name="kernel <-> kernel (v2)";
+             elif [ "$smc_ok" -gt 0 ]; then name="kernel AF_SMC (SMC-R)"; else name="kernel AF_SMC (fell back to TCP)"; fi ;;
         tcp) name="TCP" ;;
     esac
     printf '%-36s %9s %8s %10s %8s\n' "$name" "$(med ${t}_bw)" "$(mratio ${t}_bw ib_bw)" \
         "$(med ${t}_lat)" "$(mratio ${t}_lat ib_lat)"
 done
 echo "per round:"
-for k in ib_bw ib_lat ib_lat_typ smcr_bw smcr256_bw smcr512_bw smcr_lat smc_bw smc_lat tcp_bw tcp_lat; do
+keys="ib_bw ib_lat ib_lat_typ smcr_bw smcr256_bw smcr512_bw smcr_lat smc_bw smc_lat tcp_bw tcp_lat"
+[ "$v2" = 1 ] && keys="$keys smc_smcr_bw smc_smcr_lat smcr_smc_bw smcr_smc_lat"
+for k in $keys; do
     printf '  %-12s %s\n' "$k" "$(all $k)"
 done
-echo "kernel AF_SMC: $smc_ok SMC-R connection(s) on the client; fallbacks: ${smc_fb:-none} (0x03030000: no SMC device found)"
+echo "kernel AF_SMC: $smc_ok SMC-R connection(s) on the client ($smc_v2 SMC-Rv2; B's server: $smc_v2b SMC-Rv2); fallbacks: ${smc_fb:-none} (0x03030000: no SMC device found)"
+if [ "$v2" = 1 ]; then
+    echo "libsmcr vs the kernel on the same link (median of per-round ratios):"
+    echo "  bw:  libsmcr<->libsmcr / kernel<->kernel $(mratio smcr_bw smc_bw); libsmcr->kernel / kernel<->kernel $(mratio smc_smcr_bw smc_bw); kernel->libsmcr / kernel<->kernel $(mratio smcr_smc_bw smc_bw)"
+    echo "  RTT: libsmcr<->libsmcr / kernel<->kernel $(mratio smcr_lat smc_lat); libsmcr->kernel / kernel<->kernel $(mratio smc_smcr_lat smc_lat); kernel->libsmcr / kernel<->kernel $(mratio smcr_smc_lat smc_lat)"
+fi
 
 if [ "$probe" = 1 ]; then
     echo
