@@ -986,7 +986,8 @@ static void tick(struct smcr_ctx *ctx)
 			if (!lgr->terminated && lgr->role == SMCR_ROLE_SERVER &&
 			    smcr_lgr_active_links(lgr) > 0 &&
 			    smcr_lgr_active_links(lgr) < lgr->max_links &&
-			    lgr->flow.kind == SMCR_FLOW_NONE)
+			    lgr->flow.kind == SMCR_FLOW_NONE &&
+			    now >= lgr->add_link_after_ms)
 				smcr_lgr_add_link(lgr);
 	}
 	if (ctx->nfaults)

@@ -177,6 +177,9 @@ struct smcr_llc_flow {
 	bool cont_peer_done;
 };
 
+/* SMC-Rv2: how long after a failed ADD LINK the periodic retry waits. */
+#define SMCR_LGR_V2_ADD_LINK_BACKOFF_MS 60000
+
 /* Requests waiting for the current exchange to end. */
 #define SMCR_LLC_QUEUE 16
 struct smcr_llc_pending {
@@ -195,7 +198,11 @@ struct smcr_lgr {
 	uint8_t peer_id[8];
 	uint8_t max_links;		/* negotiated in CONFIRM LINK */
 	uint8_t version;		/* SMC-R version (CLC): 1, or 2 (SMC-Rv2:
-					 * v2 LLC headers, one link for now) */
+					 * v2 LLC headers, RKeys in ADD LINK) */
+	/* SMC-Rv2: no periodic ADD LINK before this (a Linux peer takes a
+	 * second link only on its TCP source's subnet: a refused or silent
+	 * ADD LINK is not tried again every second; a port event still is). */
+	uint64_t add_link_after_ms;
 	uint8_t rmbe_eye;		/* RMBE eye catcher bytes: 0 (Linux) or 4 (RFC) */
 	bool layout_fixed;		/* by the first CONFIRM LINK */
 	bool terminated;

@@ -458,6 +458,8 @@ static void add_link_fail(struct smcr_lgr *lgr, const char *why)
 	struct smcr_llc_flow *f = &lgr->flow;
 
 	smcr_warn("link group: ADD LINK failed: %s", why);
+	if (lgr->version == SMCR_LLC_VERSION_2)
+		lgr->add_link_after_ms = now(lgr) + SMCR_LGR_V2_ADD_LINK_BACKOFF_MS;
 	if (lgr->links[f->slot].link &&
 	    lgr->links[f->slot].link->state != SMCR_LINK_ACTIVE) {
 		memset(&lgr->links[f->slot].peer, 0, sizeof(lgr->links[f->slot].peer));
