@@ -523,10 +523,22 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 	unsigned int i, g = 0;
 
 	pthread_mutex_lock(&ctx->lock);
-	off = json ? smcr_out(buf, len, off, "{\"syn_option\":\"%s\",\"syn_option_off_why\":\"%s\",\"link_groups\":[",
+	off = json ? smcr_out(buf, len, off, "{\"syn_option\":\"%s\",\"syn_option_off_why\":\"%s\",",
 			 ctx->synopt ? "bpf" : "off", ctx->synopt ? "" : ctx->synopt_why) :
 		     ctx->synopt ? smcr_out(buf, len, off, "SYN option: bpf (CLC only when both SYNs carry it)\n") :
 		     smcr_out(buf, len, off, "SYN option: off, CLC always (%s)\n", ctx->synopt_why);
+	/* SMC-Rv2 user EIDs (A-Z, 0-9, '.', '-': nothing to escape) */
+	off = smcr_out(buf, len, off, json ? "\"eids\":[" : "SMC-Rv2 EIDs:");
+	for (i = 0; i < ctx->eid_count; i++) {
+		int n = SMCR_EID_LEN;
+
+		while (n > 0 && ctx->eids[i][n - 1] == ' ')
+			n--;
+		off = smcr_out(buf, len, off, json ? "%s\"%.*s\"" : "%s %.*s",
+			       json ? (i ? "," : "") : (i ? "," : ""), n, (const char *)ctx->eids[i]);
+	}
+	off = smcr_out(buf, len, off, json ? "],\"link_groups\":[" :
+		       ctx->eid_count ? "\n" : " none (SMC-R v1 only)\n");
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next, g++) {
 		uint64_t rmbes, rmbs, sndbufs, sndbuf_rmbs;
 		unsigned int nl = 0;
@@ -536,12 +548,13 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 		const char *layout = !lgr->layout_fixed ? "pending" :
 				     lgr->rmbe_eye ? "rfc" : "linux";
 
-		off = json ? smcr_out(buf, len, off, "%s{\"role\":\"%s\",\"terminated\":%s,\"connections\":%u,\"rmbe_layout\":\"%s\",\"links\":[",
+		off = json ? smcr_out(buf, len, off, "%s{\"role\":\"%s\",\"version\":%u,\"terminated\":%s,\"connections\":%u,\"rmbe_layout\":\"%s\",\"links\":[",
 				 g ? "," : "", lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
-				 lgr->terminated ? "true" : "false", lgr->nconns, layout) :
-			     smcr_out(buf, len, off, "link group %u: %s, %u connection(s)%s, RMBE layout %s\n", g,
+				 lgr->version, lgr->terminated ? "true" : "false", lgr->nconns, layout) :
+			     smcr_out(buf, len, off, "link group %u: %s, %u connection(s)%s, RMBE layout %s, SMC-R%s\n", g,
 				 lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
-				 lgr->nconns, lgr->terminated ? ", terminated" : "", layout);
+				 lgr->nconns, lgr->terminated ? ", terminated" : "", layout,
+				 lgr->version == 2 ? "v2" : "v1");
 		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 			struct smcr_lgr_link *ll = &lgr->links[i];
 			char lg[48], pg[48];
