@@ -84,6 +84,25 @@ static int mw_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
 	return enqueue(end_of(link), op);
 }
 
+/* SMC-Rv2: one LLC message of 45..8192 bytes, delivered whole. */
+static int mw_post_send_long(struct smcr_link *link, const void *msg, uint32_t len,
+			     uint64_t wr_id)
+{
+	struct memwire_op *op;
+
+	if (len <= SMCR_MSG_LEN || len > 8192)
+		return -EINVAL;
+	op = malloc(sizeof(*op) + len);
+	if (!op)
+		return -ENOMEM;
+	memcpy(op->data, msg, len);
+	op->is_write = false;
+	op->signaled = true;
+	op->wr_id = wr_id;
+	op->len = len;
+	return enqueue(end_of(link), op);
+}
+
 static void report_down(struct memwire_end *e)
 {
 	if (e->failed)
@@ -130,6 +149,7 @@ static const struct smcr_link_ops memwire_ops = {
 	.post_send = mw_post_send,
 	.fail = mw_fail,
 	.sq_free = mw_sq_free,
+	.post_send_long = mw_post_send_long,
 };
 
 void memwire_init(struct memwire_end *e, unsigned int sq_depth,
@@ -242,9 +262,14 @@ int memwire_step(struct memwire_end *e)
 		if (op->signaled && h->write_done)
 			h->write_done(&e->link, op->wr_id, 0);
 	} else {
-		if (place && e->peer->link.handler->recv) {
+		const struct smcr_link_handler *ph = e->peer->link.handler;
+
+		if (place && op->len > SMCR_MSG_LEN && ph->recv_long) {
 			e->peer->link.recvs++;
-			e->peer->link.handler->recv(&e->peer->link, op->data);
+			ph->recv_long(&e->peer->link, op->data, op->len);
+		} else if (place && ph->recv) {
+			e->peer->link.recvs++;
+			ph->recv(&e->peer->link, op->data);
 		}
 		if (h->send_done)
 			h->send_done(&e->link, op->wr_id, 0);

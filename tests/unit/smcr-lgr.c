@@ -260,6 +260,9 @@ static void wait_ms(unsigned int ms)
 /* First contact as CLC would do it: one RMBE each, the first link, each
  * side learns the other's RMB on link 1.  Then CONFIRM LINK and the
  * server's ADD LINK run. */
+/* The SMC-R version both groups speak (CLC's outcome): 1, or 2. */
+static uint8_t lgr_version = 1;
+
 static void group_up2(unsigned int sports, unsigned int cports,
 		      const struct smcr_lgr_config *cfg, const struct smcr_lgr_config *ccfg)
 {
@@ -281,6 +284,7 @@ static void group_up2(unsigned int sports, unsigned int cports,
 	clock_ms = 1000;
 	CU_ASSERT_EQUAL_FATAL(smcr_lgr_create(SMCR_ROLE_SERVER, &ops, &S, cfg, &S.lgr), 0);
 	CU_ASSERT_EQUAL_FATAL(smcr_lgr_create(SMCR_ROLE_CLIENT, &ops, &C, ccfg, &C.lgr), 0);
+	S.lgr->version = C.lgr->version = lgr_version;	/* as CLC negotiated */
 	CU_ASSERT_EQUAL_FATAL(op_link_create(S.lgr, NULL, false, &sl, &si), 0);
 	CU_ASSERT_EQUAL_FATAL(op_link_create(C.lgr, &si, false, &cl, &ci), 0);
 	CU_ASSERT_EQUAL_FATAL(op_link_connect(S.lgr, sl, &ci), 0);
@@ -593,6 +597,22 @@ static void test_failover_and_readd(void)
 	check_stream(total);
 	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 2);
 	group_down();
+}
+
+/* SMC-Rv2 between two of ours: ADD LINK carries the RKeys (no ADD LINK
+ * CONTINUATION), the second link comes up and carries a failover. */
+static void test_v2_add_link(void)
+{
+	lgr_version = 2;
+	test_first_contact_two_links();
+	lgr_version = 1;
+}
+
+static void test_v2_failover_and_readd(void)
+{
+	lgr_version = 2;
+	test_failover_and_readd();
+	lgr_version = 1;
 }
 
 static void test_test_link_silent_loss(void)
@@ -959,6 +979,8 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "asymmetric and single-RNIC groups", test_asymmetric },
 	{ "CONFIRM RKEY and DELETE RKEY", test_confirm_delete_rkey },
 	{ "failover under load, DELETE LINK, re-add", test_failover_and_readd },
+	{ "SMC-Rv2: ADD LINK with its RKeys", test_v2_add_link },
+	{ "SMC-Rv2: failover under load, re-add", test_v2_failover_and_readd },
 	{ "TEST LINK detects silent loss", test_test_link_silent_loss },
 	{ "both links down: connections reset", test_both_links_down },
 	{ "collision: CONFIRM RKEY vs ADD LINK", test_collision_rkey_vs_add_link },
