@@ -856,7 +856,7 @@ static int rx_step(struct nbdc_conn *c)
 					  &eoff) < 0)
 			return -EPROTO;
 		if (!r->result)
-			r->result = nbd_wire_to_errno(err ? err : NBD_EIO);
+			r->result = nbd_wire_to_errno(err);
 		chunk_done(c);
 		return 1;
 	}
