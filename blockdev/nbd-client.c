@@ -676,7 +676,7 @@ static int read_chunk(struct nbd_client *c, const uint8_t *hdr16)
 		if (r < 0)
 			return r;
 		if (s->result == 0)
-			s->result = nbd_wire_to_errno(err ? err : NBD_EINVAL);
+			s->result = nbd_wire_to_errno(err);
 		if (ch.type == NBD_REPLY_TYPE_ERROR_OFFSET &&
 		    s->err_offset == NBD_CLIENT_NO_OFFSET)
 			s->err_offset = eoff;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "applog.h"
 #include "nbd-server.h"
 
 struct hs {
@@ -86,8 +86,8 @@ static int hs_error(struct hs *h, uint32_t option, uint32_t type, const char *fm
 		n = 0;
 	if ((size_t)n >= sizeof(msg))
 		n = sizeof(msg) - 1;
-	smcr_dbg("nbd: %s: option %s: %s: %s", h->t->peer, nbd_opt_name(option),
-		 nbd_rep_name(type), msg);
+	log_dbg("nbd: %s: option %s: %s: %s", h->t->peer, nbd_opt_name(option),
+		nbd_rep_name(type), msg);
 	return hs_reply(h, option, type, msg, (uint32_t)n);
 }
 
@@ -164,8 +164,8 @@ static int lookup(struct hs *h, uint32_t option, const char *name,
 		return -EBUSY;
 	r = h->ops->lookup(h->ctx, name, exp, handle);
 	if (r == 0)
-		smcr_dbg("nbd: %s: option %s: export '%s'", h->t->peer,
-			 nbd_opt_name(option), exp->name);
+		log_dbg("nbd: %s: option %s: export '%s'", h->t->peer,
+			nbd_opt_name(option), exp->name);
 	return r;
 }
 
@@ -265,8 +265,8 @@ static int do_meta_context(struct hs *h, uint32_t option)
 	r = hs_reply(h, option, NBD_REP_ACK, NULL, 0);
 	if (r < 0 || !set)
 		goto out_free_name;
-	smcr_dbg("nbd: %s: export '%s': base:allocation %s", h->t->peer, name,
-		 found ? "selected" : "not selected");
+	log_dbg("nbd: %s: export '%s': base:allocation %s", h->t->peer, name,
+		found ? "selected" : "not selected");
 	memcpy(h->meta_export, name, nlen + 1);
 	h->meta_alloc = found;
 out_free_name:
@@ -447,8 +447,8 @@ static int do_export_name(struct hs *h)
 	h->s->base_allocation = meta_for(h, name);
 	r = lookup(h, NBD_OPT_EXPORT_NAME, name, &exp, &handle);
 	if (r < 0) {
-		smcr_info("nbd: %s: NBD_OPT_EXPORT_NAME '%s' refused (%s): hanging up",
-			  h->t->peer, name, r == -EBUSY ? h->ops->refusal(h->ctx) : strerror(-r));
+		log_info("nbd: %s: NBD_OPT_EXPORT_NAME '%s' refused (%s): hanging up",
+			 h->t->peer, name, r == -EBUSY ? h->ops->refusal(h->ctx) : strerror(-r));
 		free(name);
 		return r == -EBUSY ? -EACCES : r;
 	}
@@ -499,7 +499,7 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		return r == -ECONNRESET ? -ECONNABORTED : r;
 	cflags = nbd_client_flags_decode(&cw);
 	if (cflags & ~(uint32_t)(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES)) {
-		smcr_info("nbd: %s: unknown client flags 0x%x: hanging up", t->peer, cflags);
+		log_info("nbd: %s: unknown client flags 0x%x: hanging up", t->peer, cflags);
 		return -EPROTO;
 	}
 	out->fixed_newstyle = cflags & NBD_FLAG_C_FIXED_NEWSTYLE;
@@ -513,12 +513,12 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		if (r < 0)
 			return r == -ECONNRESET ? -ECONNABORTED : r;
 		if (nbd_opt_decode(&ow, &opt) < 0) {
-			smcr_info("nbd: %s: bad option magic: hanging up", t->peer);
+			log_info("nbd: %s: bad option magic: hanging up", t->peer);
 			return -EPROTO;
 		}
 		if (opt.len > NBD_MAX_OPTION_LEN) {
-			smcr_info("nbd: %s: option %u with %u bytes of data: hanging up",
-				  t->peer, opt.option, opt.len);
+			log_info("nbd: %s: option %u with %u bytes of data: hanging up",
+				 t->peer, opt.option, opt.len);
 			return -EPROTO;
 		}
 		h.len = opt.len;
@@ -544,8 +544,8 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		if (tls_mode(&h) == NBD_TLS_REQUIRE && !out->tls &&
 		    opt.option != NBD_OPT_STARTTLS && opt.option != NBD_OPT_ABORT) {
 			if (opt.option == NBD_OPT_EXPORT_NAME) {
-				smcr_info("nbd: %s: NBD_OPT_EXPORT_NAME without TLS: hanging up",
-					  t->peer);
+				log_info("nbd: %s: NBD_OPT_EXPORT_NAME without TLS: hanging up",
+					 t->peer);
 				r = -EACCES;
 			} else {
 				r = hs_error(&h, opt.option, NBD_REP_ERR_TLS_REQD,
@@ -604,7 +604,7 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		if (r < 0)
 			return r;
 	}
-	smcr_info("nbd: %s: more than %u options: hanging up", t->peer, lim->max_options);
+	log_info("nbd: %s: more than %u options: hanging up", t->peer, lim->max_options);
 	return -EPROTO;
 }
 

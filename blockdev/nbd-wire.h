@@ -243,7 +243,8 @@ int nbd_error_chunk_parse(const void *payload, size_t len, uint16_t type,
 /* Maps an errno value (positive) to the NBD error to put on the wire. */
 uint32_t nbd_errno_to_wire(int err);
 /* Maps an NBD error from the wire to -errno (one the spec does not define:
- * -EINVAL, as the spec says). */
+ * -EINVAL, as the spec says; so is 0 in an error chunk, which must carry
+ * an error).  The one mapping of both clients. */
 int nbd_wire_to_errno(uint32_t error);
 /* Names for logs. */
 const char *nbd_cmd_name(uint16_t type);

@@ -23,7 +23,7 @@
 
 #include <gnutls/gnutls.h>
 
-#include "log.h"
+#include "applog.h"
 #include "transport-tls.h"
 
 #define TLS_CHUNK	16384		/* plaintext per record */
@@ -124,8 +124,8 @@ static ssize_t tls_readv(struct bd_transport *t, const struct iovec *iov, int cn
 				if (total)
 					return (ssize_t)total;
 				if (r != GNUTLS_E_AGAIN)
-					smcr_dbg("tls: %s: receive: %s", t->peer,
-						 gnutls_strerror((int)r));
+					log_dbg("tls: %s: receive: %s", t->peer,
+						gnutls_strerror((int)r));
 				return tls_errno((int)r);
 			}
 			off += (size_t)r;
@@ -195,7 +195,7 @@ static ssize_t tls_writev(struct bd_transport *t, const struct iovec *iov, int c
 			break;
 		}
 		if (r < 0) {
-			smcr_dbg("tls: %s: send: %s", t->peer, gnutls_strerror((int)r));
+			log_dbg("tls: %s: send: %s", t->peer, gnutls_strerror((int)r));
 			return total ? (ssize_t)total : tls_errno((int)r);
 		}
 		total += (size_t)r;
@@ -368,7 +368,7 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 		w = bd_wait(t, gnutls_record_get_direction(ts->s) ? BD_WANT_WRITE : BD_WANT_READ,
 			    timeout_ms, cancel_fd);
 		if (w < 0) {
-			smcr_info("tls: %s: handshake: %s", t->peer, strerror(-w));
+			log_info("tls: %s: handshake: %s", t->peer, strerror(-w));
 			t->tls = NULL;
 			gnutls_deinit(ts->s);
 			free(ts);
@@ -378,7 +378,7 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 	{
 		char *desc = gnutls_session_get_desc(ts->s);
 
-		smcr_info("tls: %s: %s", t->peer, desc ? desc : "handshake done");
+		log_info("tls: %s: %s", t->peer, desc ? desc : "handshake done");
 		gnutls_free(desc);
 	}
 	t->ops = &tls_ops;
@@ -386,7 +386,7 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 out_unset:
 	t->tls = NULL;
 out_deinit:
-	smcr_info("tls: %s: handshake failed: %s", t->peer, gnutls_strerror(r));
+	log_info("tls: %s: handshake failed: %s", t->peer, gnutls_strerror(r));
 	gnutls_deinit(ts->s);
 out_free:
 	free(ts);

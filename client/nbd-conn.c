@@ -31,13 +31,14 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 
-#include "log.h"
+#include "applog.h"
 #include "nbd-client.h"
 #include "nbd-conn.h"
 #include "nbd-wire.h"
 #include "smcr.h"
 #include "transport-smcr.h"
 #include "transport.h"
+#include "jsonw.h"
 #include "strbuf.h"
 
 #define NBDC_MAX_CONNS		16
@@ -269,7 +270,7 @@ static void conn_wake(struct nbdc_conn *c)
 	uint64_t one = 1;
 
 	if (write(c->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		smcr_warn("nbd: eventfd: %s", strerror(errno));
+		log_warn("nbd: eventfd: %s", strerror(errno));
 }
 
 /* Hands requests to connection c (any thread). */
@@ -385,8 +386,8 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 		e->info = info;
 		e->block_status = c->meta_alloc;
 	} else if (info.size != e->info.size) {
-		smcr_warn("nbd: export '%s' is now %" PRIu64 " bytes (was %" PRIu64 ")",
-			  e->export_name, info.size, e->info.size);
+		log_warn("nbd: export '%s' is now %" PRIu64 " bytes (was %" PRIu64 ")",
+			 e->export_name, info.size, e->info.size);
 	}
 	c->structured = nbd_client_is_structured(nc);
 	c->t = nbd_client_detach(nc);
@@ -454,8 +455,8 @@ static void conn_lost(struct nbdc_conn *c, int err)
 	struct nbdc_req *r;
 	unsigned i, n = 0;
 
-	smcr_warn("nbd: connection %u to %s:%s lost (%s); %u request(s) out, reconnecting",
-		  c->idx, e->host, e->port, strerror(-err), c->inflight + c->txq.n);
+	log_warn("nbd: connection %u to %s:%s lost (%s); %u request(s) out, reconnecting",
+		 c->idx, e->host, e->port, strerror(-err), c->inflight + c->txq.n);
 	set_error(c, "lost: %s", strerror(-err));
 	ASTORE(&c->state, C_DOWN);
 	pthread_mutex_lock(&e->lock);
@@ -855,7 +856,7 @@ static int rx_step(struct nbdc_conn *c)
 					  &eoff) < 0)
 			return -EPROTO;
 		if (!r->result)
-			r->result = nbd_wire_to_errno(err ? err : NBD_EIO);
+			r->result = nbd_wire_to_errno(err);
 		chunk_done(c);
 		return 1;
 	}
@@ -916,7 +917,7 @@ static void sleep_on(struct nbdc_conn *c, struct pollfd *extra, int timeout_ms)
 	p[n].events = POLLIN;
 	n++;
 	if (poll(p, n, timeout_ms) < 0 && errno != EINTR)
-		smcr_warn("nbd: poll: %s", strerror(errno));
+		log_warn("nbd: poll: %s", strerror(errno));
 }
 
 /* A connection that is down: hand its requests over, expire them, and
@@ -949,8 +950,8 @@ static void down_step(struct nbdc_conn *c)
 	for (r = c->waitq.head; r; r = r->next)
 		c->waitq.tail = r;
 	if (expired.n)
-		smcr_warn("nbd: connection %u: %u request(s) failed after %u ms without a connection",
-			  c->idx, expired.n, e->timeout_ms);
+		log_warn("nbd: connection %u: %u request(s) failed after %u ms without a connection",
+			 c->idx, expired.n, e->timeout_ms);
 	while ((r = rq_pop(&expired))) {
 		AADD(&e->st_timed_out, 1);
 		req_complete(c, r, -EIO);
@@ -962,8 +963,8 @@ static void down_step(struct nbdc_conn *c)
 		if (ret == 0) {
 			mark_up(c);
 			AADD(&c->st_reconnects, 1);
-			smcr_info("nbd: connection %u to %s:%s is back (%s), resending %u request(s)",
-				  c->idx, e->host, e->port, c->tname, c->waitq.n);
+			log_info("nbd: connection %u to %s:%s is back (%s), resending %u request(s)",
+				 c->idx, e->host, e->port, c->tname, c->waitq.n);
 			rq_splice(&c->txq, &c->waitq);
 			return;
 		}
@@ -973,8 +974,8 @@ static void down_step(struct nbdc_conn *c)
 			c->backoff_ms = e->backoff_max_ms;
 		/* Jitter: 75..100% of the backoff, so connections spread out. */
 		c->next_attempt_ms = now_ms() + c->backoff_ms - (rand() % (c->backoff_ms / 4 + 1));
-		smcr_dbg("nbd: connection %u: reconnect failed (%s), next in %u ms", c->idx,
-			 strerror(-ret), c->backoff_ms);
+		log_dbg("nbd: connection %u: reconnect failed (%s), next in %u ms", c->idx,
+			strerror(-ret), c->backoff_ms);
 		return;
 	}
 	wake = c->next_attempt_ms;
@@ -1120,6 +1121,86 @@ void nbdc_get_stats(struct nbdc *e, struct nbdc_stats *st)
 	}
 }
 
+/* One connection's state, copied under its lock. */
+struct conn_view {
+	char tname[24], peer[64], err[96];
+	bool up;
+	int64_t down;
+};
+
+static void conn_view(struct nbdc_conn *c, int64_t now, struct conn_view *v)
+{
+	v->up = ALOAD(&c->state) == C_UP;
+	pthread_mutex_lock(&c->lock);
+	memcpy(v->tname, c->tname, sizeof(v->tname));
+	memcpy(v->peer, c->peer, sizeof(v->peer));
+	memcpy(v->err, c->last_error, sizeof(v->err));
+	v->down = v->up ? 0 : now - c->down_since;
+	pthread_mutex_unlock(&c->lock);
+}
+
+static int dump_json(struct nbdc *e, const struct nbdc_stats *st, char *buf, size_t len)
+{
+	struct json_object *o = json_object_new_object(), *s, *conns;
+	int64_t now = now_ms();
+	unsigned i;
+
+	if (!o)
+		return -ENOMEM;
+	jsonw_str(o, "export", e->export_name);
+	jsonw_str(o, "server", e->host);
+	/* a number when it is one (the port of an nbd:// address) */
+	if (e->port[0] && strspn(e->port, "0123456789") == strlen(e->port))
+		jsonw_u64(o, "port", strtoull(e->port, NULL, 10));
+	else
+		jsonw_str(o, "port", e->port);
+	jsonw_str(o, "transport", nbdc_transport_name(e->transport));
+	jsonw_u64(o, "size", e->info.size);
+	jsonw_u64(o, "flags", e->info.flags);
+	jsonw_bool(o, "read_only", e->ro);
+	jsonw_bool(o, "multi_conn", e->info.flags & NBD_FLAG_CAN_MULTI_CONN);
+	jsonw_u64(o, "timeout_ms", e->timeout_ms);
+	jsonw_u64(o, "connections_up", st->connections_up);
+	s = json_object_new_object();
+	jsonw_u64(s, "requests", st->requests);
+	jsonw_u64(s, "completed", st->completed);
+	jsonw_u64(s, "errors", st->errors);
+	jsonw_u64(s, "inflight", st->inflight);
+	jsonw_u64(s, "bytes_read", st->bytes_read);
+	jsonw_u64(s, "bytes_written", st->bytes_written);
+	jsonw_u64(s, "reconnects", st->reconnects);
+	jsonw_u64(s, "reconnect_failures", st->reconnect_failures);
+	jsonw_u64(s, "connections_lost", st->connections_lost);
+	jsonw_u64(s, "resent", st->resent);
+	jsonw_u64(s, "timed_out", st->timed_out);
+	jsonw_add(o, "stats", s);
+	conns = json_object_new_array();
+	jsonw_add(o, "connections", conns);
+	for (i = 0; conns && i < e->nconns; i++) {
+		struct nbdc_conn *c = &e->conns[i];
+		struct json_object *j = json_object_new_object();
+		struct conn_view v;
+
+		if (!j)
+			break;
+		conn_view(c, now, &v);
+		jsonw_u64(j, "id", i);
+		jsonw_str(j, "state", v.up ? "up" : "down");
+		jsonw_str(j, "transport", v.tname);
+		jsonw_str(j, "peer", v.peer);
+		jsonw_u64(j, "load", ALOAD(&c->load));
+		jsonw_add(j, "down_ms", json_object_new_int64(v.down));
+		jsonw_u64(j, "sent", ALOAD(&c->st_sent));
+		jsonw_u64(j, "reconnects", ALOAD(&c->st_reconnects));
+		jsonw_u64(j, "reconnect_failures", ALOAD(&c->st_failed));
+		jsonw_u64(j, "lost", ALOAD(&c->st_lost));
+		jsonw_u64(j, "resent", ALOAD(&c->st_resent));
+		jsonw_str(j, "error", v.err);
+		json_object_array_add(conns, j);
+	}
+	return jsonw_dump(o, buf, len);
+}
+
 int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json)
 {
 	struct nbdc_stats st;
@@ -1128,84 +1209,37 @@ int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json)
 	unsigned i;
 
 	nbdc_get_stats(e, &st);
-	if (json) {
-		off = smcr_out(buf, len, off, "{\"export\":");
-		off = smcr_out_json_str(buf, len, off, e->export_name);
-		off = smcr_out(buf, len, off, ",\"server\":");
-		off = smcr_out_json_str(buf, len, off, e->host);
-		off = smcr_out(buf, len, off,
-			  ",\"port\":%s,\"transport\":\"%s\",\"size\":%" PRIu64 ",\"flags\":%u,"
-			  "\"read_only\":%s,\"multi_conn\":%s,\"timeout_ms\":%u,"
-			  "\"connections_up\":%u,\"stats\":{\"requests\":%" PRIu64
-			  ",\"completed\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"inflight\":%u,"
-			  "\"bytes_read\":%" PRIu64 ",\"bytes_written\":%" PRIu64
-			  ",\"reconnects\":%" PRIu64 ",\"reconnect_failures\":%" PRIu64
-			  ",\"connections_lost\":%" PRIu64 ",\"resent\":%" PRIu64
-			  ",\"timed_out\":%" PRIu64 "},\"connections\":[",
-			  e->port, nbdc_transport_name(e->transport), e->info.size,
-			  e->info.flags, e->ro ? "true" : "false",
-			  (e->info.flags & NBD_FLAG_CAN_MULTI_CONN) ? "true" : "false",
-			  e->timeout_ms, st.connections_up, st.requests, st.completed,
-			  st.errors, st.inflight, st.bytes_read, st.bytes_written,
-			  st.reconnects, st.reconnect_failures, st.connections_lost,
-			  st.resent, st.timed_out);
-	} else {
-		off = smcr_out(buf, len, off,
-			  "export '%s' at %s://%s:%s: %" PRIu64 " bytes, %s%s, %u of %u connection(s) up, timeout %u ms\n"
-			  "  requests %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
-			  ", in flight %u, read %" PRIu64 " B, written %" PRIu64 " B\n"
-			  "  reconnects %" PRIu64 ", reconnect failures %" PRIu64
-			  ", connections lost %" PRIu64 ", resent %" PRIu64 ", timed out %" PRIu64 "\n",
-			  e->export_name, nbdc_transport_name(e->transport), e->host, e->port,
-			  e->info.size, e->ro ? "read-only" : "read-write",
-			  (e->info.flags & NBD_FLAG_CAN_MULTI_CONN) ? ", multi-conn" : "",
-			  st.connections_up, e->nconns, e->timeout_ms, st.requests,
-			  st.completed, st.errors, st.inflight, st.bytes_read,
-			  st.bytes_written, st.reconnects, st.reconnect_failures,
-			  st.connections_lost, st.resent, st.timed_out);
-	}
+	if (json)
+		return dump_json(e, &st, buf, len);
+	off = strbuf_out(buf, len, off,
+		  "export '%s' at %s://%s:%s: %" PRIu64 " bytes, %s%s, %u of %u connection(s) up, timeout %u ms\n"
+		  "  requests %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
+		  ", in flight %u, read %" PRIu64 " B, written %" PRIu64 " B\n"
+		  "  reconnects %" PRIu64 ", reconnect failures %" PRIu64
+		  ", connections lost %" PRIu64 ", resent %" PRIu64 ", timed out %" PRIu64 "\n",
+		  e->export_name, nbdc_transport_name(e->transport), e->host, e->port,
+		  e->info.size, e->ro ? "read-only" : "read-write",
+		  (e->info.flags & NBD_FLAG_CAN_MULTI_CONN) ? ", multi-conn" : "",
+		  st.connections_up, e->nconns, e->timeout_ms, st.requests,
+		  st.completed, st.errors, st.inflight, st.bytes_read,
+		  st.bytes_written, st.reconnects, st.reconnect_failures,
+		  st.connections_lost, st.resent, st.timed_out);
 	for (i = 0; i < e->nconns; i++) {
 		struct nbdc_conn *c = &e->conns[i];
-		char tname[24], peer[64], err[96];
-		bool up = ALOAD(&c->state) == C_UP;
-		int64_t down;
+		struct conn_view v;
 
-		pthread_mutex_lock(&c->lock);
-		memcpy(tname, c->tname, sizeof(tname));
-		memcpy(peer, c->peer, sizeof(peer));
-		memcpy(err, c->last_error, sizeof(err));
-		down = up ? 0 : now - c->down_since;
-		pthread_mutex_unlock(&c->lock);
-		if (json) {
-			off = smcr_out(buf, len, off,
-				  "%s{\"id\":%u,\"state\":\"%s\",\"transport\":\"%s\",\"peer\":",
-				  i ? "," : "", i, up ? "up" : "down", tname);
-			off = smcr_out_json_str(buf, len, off, peer);
-			off = smcr_out(buf, len, off,
-				  ",\"load\":%u,\"down_ms\":%" PRId64 ",\"sent\":%" PRIu64
-				  ",\"reconnects\":%" PRIu64 ",\"reconnect_failures\":%" PRIu64
-				  ",\"lost\":%" PRIu64 ",\"resent\":%" PRIu64 ",\"error\":",
-				  ALOAD(&c->load), down, ALOAD(&c->st_sent),
-				  ALOAD(&c->st_reconnects), ALOAD(&c->st_failed),
-				  ALOAD(&c->st_lost), ALOAD(&c->st_resent));
-			off = smcr_out_json_str(buf, len, off, err);
-			off = smcr_out(buf, len, off, "}");
-		} else {
-			off = smcr_out(buf, len, off,
-				  "  connection %u: %s", i, up ? "up" : "down");
-			if (!up)
-				off = smcr_out(buf, len, off, " for %" PRId64 ".%01" PRId64 " s", down / 1000,
-					  (down % 1000) / 100);
-			off = smcr_out(buf, len, off,
-				  ", %s %s, %u request(s), sent %" PRIu64 ", reconnects %" PRIu64
-				  ", lost %" PRIu64 ", resent %" PRIu64 "%s%s\n",
-				  tname, peer, ALOAD(&c->load), ALOAD(&c->st_sent),
-				  ALOAD(&c->st_reconnects), ALOAD(&c->st_lost),
-				  ALOAD(&c->st_resent), err[0] ? ", last error: " : "", err);
-		}
+		conn_view(c, now, &v);
+		off = strbuf_out(buf, len, off, "  connection %u: %s", i, v.up ? "up" : "down");
+		if (!v.up)
+			off = strbuf_out(buf, len, off, " for %" PRId64 ".%01" PRId64 " s",
+					 v.down / 1000, (v.down % 1000) / 100);
+		off = strbuf_out(buf, len, off,
+			  ", %s %s, %u request(s), sent %" PRIu64 ", reconnects %" PRIu64
+			  ", lost %" PRIu64 ", resent %" PRIu64 "%s%s\n",
+			  v.tname, v.peer, ALOAD(&c->load), ALOAD(&c->st_sent),
+			  ALOAD(&c->st_reconnects), ALOAD(&c->st_lost),
+			  ALOAD(&c->st_resent), v.err[0] ? ", last error: " : "", v.err);
 	}
-	if (json)
-		off = smcr_out(buf, len, off, "]}");
 	return off >= len ? -ENOSPC : (int)off;
 }
 
@@ -1326,7 +1360,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 		if (!e->ctx) {
 			r = smcr_ctx_create(NULL, &e->ctx);
 			if (r < 0) {
-				smcr_err("nbd: SMC-R context: %s", strerror(-r));
+				log_err("nbd: SMC-R context: %s", strerror(-r));
 				goto out_free;
 			}
 			e->own_ctx = true;
@@ -1338,12 +1372,12 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	if (r == 0)
 		r = conn_connect(&e->conns[0], true);
 	if (r < 0) {
-		smcr_err("nbd: %s://%s:%s/%s: %s", nbdc_transport_name(e->transport), e->host,
-			 e->port, e->export_name, e->conns[0].last_error);
+		log_err("nbd: %s://%s:%s/%s: %s", nbdc_transport_name(e->transport), e->host,
+			e->port, e->export_name, e->conns[0].last_error);
 		goto out_free;
 	}
 	if (!(e->info.flags & NBD_FLAG_CAN_MULTI_CONN) && want > 1) {
-		smcr_info("nbd: the server does not allow multi-conn: one connection");
+		log_info("nbd: the server does not allow multi-conn: one connection");
 		want = 1;
 	}
 	for (i = 1; i < want; i++) {
@@ -1352,7 +1386,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 		if (r == 0)
 			r = conn_connect(&e->conns[i], false);
 		if (r < 0) {
-			smcr_err("nbd: connection %u: %s", i, e->conns[i].last_error);
+			log_err("nbd: connection %u: %s", i, e->conns[i].last_error);
 			goto out_free;
 		}
 	}
@@ -1377,7 +1411,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	if (!e->ctl && o->ctl_name) {
 		r = smcr_ctl_open(e->ctx, o->ctl_name, &e->ctl);
 		if (r < 0)
-			smcr_warn("nbd: no control socket: %s", strerror(-r));
+			log_warn("nbd: no control socket: %s", strerror(-r));
 		e->own_ctl = e->ctl != NULL;
 	}
 	if (e->ctl) {
@@ -1391,9 +1425,9 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 			smcr_ctl_add_section(e->ctl, &sec);
 		}
 	}
-	smcr_info("nbd: %s://%s:%s/%s: %" PRIu64 " bytes, %u connection(s) (%s)%s",
-		  nbdc_transport_name(e->transport), e->host, e->port, e->export_name,
-		  e->info.size, e->nconns, e->conns[0].tname, e->ro ? ", read-only" : "");
+	log_info("nbd: %s://%s:%s/%s: %" PRIu64 " bytes, %u connection(s) (%s)%s",
+		 nbdc_transport_name(e->transport), e->host, e->port, e->export_name,
+		 e->info.size, e->nconns, e->conns[0].tname, e->ro ? ", read-only" : "");
 	*out = e;
 	return 0;
 

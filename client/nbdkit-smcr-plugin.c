@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "applog.h"
 #include "nbd-conn.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -36,7 +36,7 @@ static struct nbdc *exp_;
 
 static void smcr_unload(void)
 {
-	smcr_log_set_fn(NULL, NULL);
+	applog_set_fn(NULL, NULL);
 	free(cfg_server);
 	free(cfg_export);
 	free(cfg_uri);
@@ -174,7 +174,7 @@ static int smcr_after_fork(void)
 	else if (cfg_ctl)
 		o.ctl_name = cfg_ctl;
 	/* libsmcr's lines go to nbdkit's debug log: -v shows them. */
-	smcr_log_set_fn(log_to_nbdkit, NULL);
+	applog_set_fn(log_to_nbdkit, NULL);
 	if (cfg_uri) {
 		if (nbdc_uri_parse(cfg_uri, &u) < 0)
 			return -1;

@@ -36,7 +36,7 @@
 #include <linux/netlink.h>
 #include <sys/socket.h>
 
-#include "log.h"
+#include "applog.h"
 #include "nbd-client.h"
 #include "nbdc-uri.h"
 #include "transport.h"
@@ -409,12 +409,12 @@ static int attach(struct nl *n, const struct opts *o)
 	for (;;) {
 		r = open_conn(o, &info, &fds[nfds]);
 		if (r < 0) {
-			smcr_err("%s:%s export '%s': %s", o->host, o->port, o->export, strerror(-r));
+			log_err("%s:%s export '%s': %s", o->host, o->port, o->export, strerror(-r));
 			goto close_fds;
 		}
 		nfds++;
 		if (nfds == 1 && !(info.flags & NBD_FLAG_CAN_MULTI_CONN) && want > 1) {
-			smcr_info("the export does not allow multi-conn: one connection");
+			log_info("the export does not allow multi-conn: one connection");
 			want = 1;
 		}
 		if (nfds >= want)
@@ -436,13 +436,13 @@ static int attach(struct nl *n, const struct opts *o)
 	if (r == 0)
 		r = msg_send(n, NULL, NULL);
 	if (r < 0) {
-		smcr_err("/dev/nbd%d: the nbd driver refused the connection: %s", o->index,
-			 strerror(-r));
+		log_err("/dev/nbd%d: the nbd driver refused the connection: %s", o->index,
+			strerror(-r));
 		goto close_fds;
 	}
-	smcr_info("/dev/nbd%d: %s:%s export '%s', %llu bytes, %u connection(s) over %s",
-		  o->index, o->host, o->port, o->export, (unsigned long long)info.size, nfds,
-		  o->tcp ? "TCP" : "AF_SMC");
+	log_info("/dev/nbd%d: %s:%s export '%s', %llu bytes, %u connection(s) over %s",
+		 o->index, o->host, o->port, o->export, (unsigned long long)info.size, nfds,
+		 o->tcp ? "TCP" : "AF_SMC");
 	r = 0;
 close_fds:
 	/* The driver holds its own references to the sockets. */
@@ -521,7 +521,7 @@ static int watch(const struct opts *o)
 		goto close_ctl;
 	if (!ev.mcast || setsockopt(ev.fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &ev.mcast,
 				    sizeof(ev.mcast)) < 0) {
-		smcr_warn("no nbd multicast group: dead connections are not replaced");
+		log_warn("no nbd multicast group: dead connections are not replaced");
 		ev.mcast = 0;
 	}
 	while (!stop) {
@@ -531,8 +531,8 @@ static int watch(const struct opts *o)
 		if (t >= next_status) {
 			r = nl_connected(&ctl, o->index);
 			if (r == 0 || r == -ENODEV) {
-				smcr_info("/dev/nbd%d was disconnected (%u reconnect(s))",
-					  o->index, reconnects);
+				log_info("/dev/nbd%d was disconnected (%u reconnect(s))",
+					 o->index, reconnects);
 				r = 0;
 				break;
 			}
@@ -544,10 +544,10 @@ static int watch(const struct opts *o)
 				pending--;
 				reconnects++;
 				backoff = 100;
-				smcr_info("/dev/nbd%d: a dead connection was replaced", o->index);
+				log_info("/dev/nbd%d: a dead connection was replaced", o->index);
 			} else {
-				smcr_warn("/dev/nbd%d: reconnect: %s (again in %d ms)", o->index,
-					  strerror(-r), backoff);
+				log_warn("/dev/nbd%d: reconnect: %s (again in %d ms)", o->index,
+					 strerror(-r), backoff);
 				next_try = t + backoff;
 				backoff = backoff < 4000 ? backoff * 2 : 5000;
 			}
@@ -558,8 +558,8 @@ static int watch(const struct opts *o)
 			unsigned d = read_link_dead(&ev, o->index);
 
 			if (d) {
-				smcr_warn("/dev/nbd%d: %u connection(s) died: reconnecting",
-					  o->index, d);
+				log_warn("/dev/nbd%d: %u connection(s) died: reconnecting",
+					 o->index, d);
 				pending += d;
 				next_try = 0;
 			}
@@ -632,7 +632,7 @@ int main(int argc, char **argv)
 	char *end;
 	int c, r;
 
-	smcr_log_set_ident("smcr-attach");
+	applog_set_ident("smcr-attach");
 	while ((c = getopt_long(argc, argv, "C:tb:T:D:rdvhV", lo, NULL)) != -1) {
 		unsigned long v = 0;
 
@@ -698,8 +698,8 @@ int main(int argc, char **argv)
 
 	r = nl_open(&n);
 	if (r < 0) {
-		smcr_err("the kernel's nbd driver: %s%s", strerror(-r),
-			 r == -ENOENT ? " (modprobe nbd)" : "");
+		log_err("the kernel's nbd driver: %s%s", strerror(-r),
+			r == -ENOENT ? " (modprobe nbd)" : "");
 		return 1;
 	}
 	r = attach(&n, &o);
@@ -708,7 +708,7 @@ int main(int argc, char **argv)
 		return 1;
 	r = watch(&o);
 	if (r < 0) {
-		smcr_err("watching /dev/nbd%d: %s", o.index, strerror(-r));
+		log_err("watching /dev/nbd%d: %s", o.index, strerror(-r));
 		return 1;
 	}
 	return 0;

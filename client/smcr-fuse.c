@@ -32,7 +32,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include "log.h"
+#include "applog.h"
 #include "nbd-conn.h"
 
 struct options {
@@ -364,7 +364,7 @@ int main(int argc, char **argv)
 				 opt.ctl;
 	if (opt.read_only)
 		fuse_opt_add_arg(&args, "-oro");
-	smcr_log_set_ident("smcr-fuse");
+	applog_set_ident("smcr-fuse");
 	mount_time = time(NULL);
 	uid = getuid();
 	gid = getgid();

@@ -28,6 +28,7 @@
 #include <sys/un.h>
 
 #include "json.h"
+#include "jsonw.h"
 #include "smcr.h"
 
 #define REPLY_MAX	(16u << 20)
@@ -526,6 +527,32 @@ static void render_status(const struct json *doc)
 
 /* --- commands ---------------------------------------------------------------------- */
 
+/* {"name","pid"} of a target, for --json; NULL when out of memory. */
+static struct json_object *target_json(const struct target *t)
+{
+	struct json_object *o = json_object_new_object();
+
+	jsonw_str(o, "name", t->name);
+	jsonw_add(o, "pid", json_object_new_int(t->pid));
+	return o;
+}
+
+/* Prints a --json answer (on one line) and drops it. */
+static int print_json(struct json_object *o)
+{
+	const char *s = jsonw_text(o);
+	int r = 0;
+
+	if (s) {
+		printf("%s\n", s);
+	} else {
+		fprintf(stderr, "smcrctl: %s\n", strerror(ENOMEM));
+		r = -ENOMEM;
+	}
+	json_object_put(o);
+	return r;
+}
+
 static int cmd_list(void)
 {
 	struct target *t;
@@ -538,12 +565,22 @@ static int cmd_list(void)
 		return 1;
 	}
 	if (opt_json) {
-		printf("[");
-		for (i = 0; i < n; i++)
-			printf("%s{\"name\":\"%s\",\"pid\":%d,\"socket\":\"%s\",\"alive\":%s}",
-			       i ? "," : "", t[i].name, t[i].pid, t[i].path,
-			       kill(t[i].pid, 0) && errno == ESRCH ? "false" : "true");
-		printf("]\n");
+		struct json_object *arr = json_object_new_array();
+
+		for (i = 0; arr && i < n; i++) {
+			struct json_object *o = target_json(&t[i]);
+
+			if (!o)
+				break;
+			jsonw_str(o, "socket", t[i].path);
+			jsonw_bool(o, "alive", !(kill(t[i].pid, 0) && errno == ESRCH));
+			json_object_array_add(arr, o);
+		}
+		r = print_json(arr);
+		if (r < 0) {
+			free(t);
+			return 1;
+		}
 	} else {
 		t_init(&tb, 4, "NAME", "PID", "STATE", "SOCKET");
 		for (i = 0; i < n; i++) {
@@ -566,6 +603,7 @@ static int cmd_show(bool stats, const char *filter)
 {
 	struct target *t;
 	unsigned n, stale, i, ok = 0;
+	struct json_object *out = NULL;
 	int r = find_targets(filter, false, &t, &n, &stale);
 
 	if (r < 0) {
@@ -577,8 +615,10 @@ static int cmd_show(bool stats, const char *filter)
 			filter ? "'" : "", filter ? filter : "", filter ? "' " : "", ctl_dir);
 		return 1;
 	}
-	if (opt_json)
-		printf("[");
+	if (opt_json && !(out = json_object_new_array())) {
+		free(t);
+		return 1;
+	}
 	for (i = 0; i < n; i++) {
 		char *answer, err[128];
 		struct json *doc;
@@ -611,18 +651,16 @@ static int cmd_show(bool stats, const char *filter)
 			continue;
 		}
 		if (opt_json) {
-			size_t l = strlen(answer);
+			struct json_object *a = json_tokener_parse(answer), *o = a;
 
-			while (l && answer[l - 1] == '\n')
-				answer[--l] = '\0';
-			if (tcp_only)
-				printf("%s{\"name\":\"%s\",\"pid\":%d,\"stats\":null,\"status\":%s}",
-				       ok ? "," : "", t[i].name, t[i].pid, answer);
-			else if (stats)
-				printf("%s{\"name\":\"%s\",\"pid\":%d,\"stats\":%s}", ok ? "," : "",
-				       t[i].name, t[i].pid, answer);
-			else
-				printf("%s%s", ok ? "," : "", answer);
+			if (tcp_only || stats) {
+				o = target_json(&t[i]);
+				if (tcp_only)
+					jsonw_add(o, "stats", NULL);
+				jsonw_add(o, tcp_only ? "status" : "stats", a);
+			}
+			if (o)
+				json_object_array_add(out, o);
 		} else if (stats && !tcp_only) {
 			printf("=== %s (pid %d) ===\n", t[i].name, t[i].pid);
 			render_counters(doc, "  ");
@@ -635,8 +673,8 @@ static int cmd_show(bool stats, const char *filter)
 		if (!opt_json && i + 1 < n)
 			printf("\n");
 	}
-	if (opt_json)
-		printf("]\n");
+	if (opt_json && print_json(out) < 0)
+		ok = 0;
 	free(t);
 	fflush(stdout);
 	return ok ? 0 : 1;

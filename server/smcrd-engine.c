@@ -20,7 +20,7 @@
 
 #include "smcrd-engine.h"
 #include "smcrd-extents.h"
-#include "log.h"
+#include "applog.h"
 #include "nbd-wire.h"
 
 #if defined(__has_include)
@@ -280,8 +280,8 @@ static int fixed_add(struct worker *w, void *p, size_t size)
 		w->slot_free[w->nslot_free++] = (uint16_t)slot;
 		if (r == -ENOMEM || r == -EPERM) {
 			/* Pinned memory is over the limit: stop trying. */
-			smcr_info("worker %u: io_uring fixed buffers: %s: using plain buffers",
-				  w->idx, strerror(-r));
+			log_info("worker %u: io_uring fixed buffers: %s: using plain buffers",
+				 w->idx, strerror(-r));
 			w->fixed = false;
 		}
 		return -1;
@@ -396,9 +396,9 @@ static void mem_wait(struct conn *c, const char *what)
 	now = now_ms();
 	if (now - w->limit_logged_ms > 10000) {
 		w->limit_logged_ms = now;
-		smcr_info("worker %u: %s limit reached: clients wait (%llu bytes in use, "
-			  "%u I/Os in flight)", w->idx, what, (unsigned long long)w->mem_used,
-			  w->io_inflight);
+		log_info("worker %u: %s limit reached: clients wait (%llu bytes in use, "
+			 "%u I/Os in flight)", w->idx, what, (unsigned long long)w->mem_used,
+			 w->io_inflight);
 	}
 	c->mem_blocked = true;
 	c->mem_next = NULL;
@@ -451,7 +451,7 @@ static struct io_uring_sqe *get_sqe(struct worker *w)
 		int r = io_uring_submit(&w->ring);
 
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-			smcr_err("worker %u: io_uring_submit: %s", w->idx, strerror(-r));
+			log_err("worker %u: io_uring_submit: %s", w->idx, strerror(-r));
 			abort();
 		}
 	}
@@ -516,10 +516,10 @@ static void conn_destroy(struct conn *c)
 		w->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	smcr_info("client %s: export '%s' closed (%llu requests, %llu bytes read, "
-		  "%llu bytes written)", c->t->peer, c->exp->spec.name,
-		  (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
-		  (unsigned long long)c->wbytes);
+	log_info("client %s: export '%s' closed (%llu requests, %llu bytes read, "
+		 "%llu bytes written)", c->t->peer, c->exp->spec.name,
+		 (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
+		 (unsigned long long)c->wbytes);
 	owner = c->owner;
 	bd_close(c->t);
 	export_put(c->exp);
@@ -544,7 +544,7 @@ static void conn_close(struct conn *c, const char *why)
 	if (c->closing)
 		return;
 	if (why)
-		smcr_info("client %s: %s", c->t->peer, why);
+		log_info("client %s: %s", c->t->peer, why);
 	c->closing = true;
 	c->rx_stop = true;
 	if (c->poll_in)
@@ -1287,7 +1287,7 @@ static void rx_eof(struct conn *c)
 		req_free(c->skip_req);
 		c->skip_req = NULL;
 	}
-	smcr_dbg("client %s: end of stream", c->t->peer);
+	log_dbg("client %s: end of stream", c->t->peer);
 	conn_maybe_finish(c);
 }
 
@@ -1366,15 +1366,15 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 	struct req *q;
 
 	if (nbd_request_decode(w, &r) < 0) {
-		smcr_warn("client %s: bad request magic: dropping the connection",
-			  c->t->peer);
+		log_warn("client %s: bad request magic: dropping the connection",
+			 c->t->peer);
 		conn_close(c, NULL);
 		return RX_STOP;
 	}
 	err = nbd_request_check(&c->tp, &r, &msg);
 	if (r.type == NBD_CMD_DISC) {
 		c->rx_stop = true;
-		smcr_dbg("client %s: NBD_CMD_DISC", c->t->peer);
+		log_dbg("client %s: NBD_CMD_DISC", c->t->peer);
 		conn_maybe_finish(c);
 		return RX_STOP;
 	}
@@ -1434,9 +1434,9 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 		}
 	}
 	if (err) {
-		smcr_dbg("client %s: %s off=%llu len=%u flags=0x%x: error %u: %s",
-			 c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.offset,
-			 r.length, r.flags, err, msg);
+		log_dbg("client %s: %s off=%llu len=%u flags=0x%x: error %u: %s",
+			c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.offset,
+			r.length, r.flags, err, msg);
 		q->msg = msg;
 		if (r.type == NBD_CMD_WRITE && r.length) {
 			c->skip = r.length;
@@ -1752,10 +1752,10 @@ static void stall_check(struct worker *w)
 			continue;
 		__atomic_add_fetch(&w->stats.request_timeouts, 1, __ATOMIC_RELAXED);
 		if (now - w->stall_logged_ms >= 10000) {
-			smcr_warn("client %s: request payload stalled for %llu ms "
-				  "(request-timeout): closing (%lu more like this not logged)",
-				  c->t->peer, (unsigned long long)(now - c->rx_progress_ms),
-				  w->stall_unlogged);
+			log_warn("client %s: request payload stalled for %llu ms "
+				 "(request-timeout): closing (%lu more like this not logged)",
+				 c->t->peer, (unsigned long long)(now - c->rx_progress_ms),
+				 w->stall_unlogged);
 			w->stall_logged_ms = now;
 			w->stall_unlogged = 0;
 		} else {
@@ -1830,7 +1830,7 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 		}
 		c->rx_short = false;
 		if (cqe->res < 0 && cqe->res != -ECANCELED) {
-			smcr_warn("client %s: poll: %s", c->t->peer, strerror(-cqe->res));
+			log_warn("client %s: poll: %s", c->t->peer, strerror(-cqe->res));
 			conn_close(c, NULL);
 			conn_maybe_destroy(c);
 			break;
@@ -1970,7 +1970,7 @@ static void *worker_main(void *arg)
 			break;
 		r = worker_wait(w, (w->kick_head || w->dirty_head) ? 0 : 1);
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
-			smcr_err("worker %u: io_uring_enter: %s", w->idx, strerror(-r));
+			log_err("worker %u: io_uring_enter: %s", w->idx, strerror(-r));
 			abort();
 		}
 		io_uring_for_each_cqe(&w->ring, head, cqe) {
@@ -2055,7 +2055,7 @@ int engine_start(const struct engine_params *p, struct engine **out)
 		r = e->start_err;
 	pthread_mutex_unlock(&e->start_lock);
 	if (r < 0) {
-		smcr_err("io_uring setup: %s", strerror(-r));
+		log_err("io_uring setup: %s", strerror(-r));
 		engine_drain(e);
 		engine_stop(e);
 		return r;
@@ -2080,7 +2080,7 @@ static void worker_wake(struct worker *w)
 	uint64_t one = 1;
 
 	if (write(w->evfd, &one, sizeof(one)) < 0)
-		smcr_warn("worker %u: eventfd: %s", w->idx, strerror(errno));
+		log_warn("worker %u: eventfd: %s", w->idx, strerror(errno));
 }
 
 int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
@@ -2124,9 +2124,9 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	}
 	__atomic_add_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&e->conns, 1, __ATOMIC_RELAXED);
-	smcr_info("client %s: export '%s' (%s replies%s, worker %u)", t->peer,
-		  exp->spec.name, s->structured ? "structured" : "simple",
-		  s->base_allocation ? ", base:allocation" : "", w->idx);
+	log_info("client %s: export '%s' (%s replies%s, worker %u)", t->peer,
+		 exp->spec.name, s->structured ? "structured" : "simple",
+		 s->base_allocation ? ", base:allocation" : "", w->idx);
 	pthread_mutex_lock(&w->lock);
 	if (w->drain_req) {
 		pthread_mutex_unlock(&w->lock);

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "smcrd-export.h"
-#include "log.h"
+#include "applog.h"
 #include "nbd-proto.h"
 
 static int spec_copy(const struct export_spec *src, struct export_spec *dst)
@@ -95,8 +95,8 @@ int export_open(const struct export_spec *spec, bool direct, struct export **out
 		e->dfd = open(spec->path, flags | O_DIRECT);
 		if (e->dfd < 0) {
 			r = -errno;
-			smcr_err("export '%s': %s: O_DIRECT: %s", spec->name, spec->path,
-				 strerror(errno));
+			log_err("export '%s': %s: O_DIRECT: %s", spec->name, spec->path,
+				strerror(errno));
 			goto out_close;
 		}
 		e->dio_align = dio_alignment(e->dfd, e->blockdev);

@@ -29,7 +29,8 @@
 #include "smcrd-conf.h"
 #include "smcrd-engine.h"
 #include "smcrd-export.h"
-#include "log.h"
+#include "applog.h"
+#include "jsonw.h"
 #include "strbuf.h"
 #include "smcrd-systemd.h"
 #include "transport-tls.h"
@@ -87,8 +88,8 @@ static bool ratelog_ok(struct ratelog *rl, unsigned long *suppressed)
 #define limit_warn(rl, fmt, ...) do {						\
 		unsigned long sup_;						\
 		if (ratelog_ok(rl, &sup_))					\
-			smcr_warn(fmt " (%lu more like this not logged)",	\
-				  ##__VA_ARGS__, sup_);				\
+			log_warn(fmt " (%lu more like this not logged)",	\
+				 ##__VA_ARGS__, sup_);				\
 	} while (0)
 
 struct server {
@@ -167,8 +168,8 @@ static int cb_lookup(void *arg, const char *name, struct nbd_server_export *out,
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (r == -EACCES)
-		smcr_info("client %s: export '%s' not allowed for this address", h->t->peer,
-			  name);
+		log_info("client %s: export '%s' not allowed for this address", h->t->peer,
+			 name);
 	return r;
 }
 
@@ -342,7 +343,7 @@ static void *handshake_main(void *arg)
 				smcr_close(sk);
 		}
 		if (r)
-			smcr_info("SMC-R client: rendezvous failed: %s", strerror(-r));
+			log_info("SMC-R client: rendezvous failed: %s", strerror(-r));
 	}
 	if (r == 0)
 		r = nbd_server_handshake(h->t, &hs_ops, h, &lim, &sess);
@@ -365,7 +366,7 @@ static void *handshake_main(void *arg)
 	} else if (!h->t) {
 		/* The SMC-R rendezvous failed: logged above. */
 	} else if (r == -ECONNABORTED) {
-		smcr_dbg("client %s: left during the handshake", h->t->peer);
+		log_dbg("client %s: left during the handshake", h->t->peer);
 	} else if (r == -ETIMEDOUT) {
 		pthread_mutex_lock(&s->lock);
 		s->handshake_timeouts++;
@@ -373,7 +374,7 @@ static void *handshake_main(void *arg)
 		limit_warn(&rl_hs_timeout, "client %s: handshake not done in time "
 			   "(handshake-timeout %u s): closed", h->t->peer, s->cfg.handshake_timeout);
 	} else {
-		smcr_info("client %s: handshake ended: %s", h->t->peer, strerror(-r));
+		log_info("client %s: handshake ended: %s", h->t->peer, strerror(-r));
 	}
 	bd_close(h->t);
 	pthread_mutex_lock(&s->lock);
@@ -496,7 +497,7 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 			   "client %s: too many clients (max-clients %u): refusing",
 			   peer, s->cfg.max_clients);
 	else
-		smcr_dbg("client %s: connected", peer);
+		log_dbg("client %s: connected", peer);
 
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -504,7 +505,7 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 	r = pthread_create(&th, &attr, handshake_main, h);
 	pthread_attr_destroy(&attr);
 	if (r) {
-		smcr_err("client %s: cannot start a thread: %s", peer, strerror(r));
+		log_err("client %s: cannot start a thread: %s", peer, strerror(r));
 		pthread_mutex_lock(&s->lock);
 		if (!refuse)
 			s->clients--;
@@ -532,7 +533,7 @@ static int listen_on(struct server *s, const char *host, const char *port)
 
 	r = getaddrinfo(host, port, &hints, &res);
 	if (r) {
-		smcr_err("listen %s port %s: %s", host ? host : "*", port, gai_strerror(r));
+		log_err("listen %s port %s: %s", host ? host : "*", port, gai_strerror(r));
 		return -EINVAL;
 	}
 	/* Every address or none: a client of one address family must never
@@ -551,7 +552,7 @@ static int listen_on(struct server *s, const char *host, const char *port)
 			r = -errno;
 			if (optional && r == -EAFNOSUPPORT)
 				continue;
-			smcr_err("listen on %s: %s", addr, strerror(-r));
+			log_err("listen on %s: %s", addr, strerror(-r));
 			goto close_fds;
 		}
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -561,13 +562,13 @@ static int listen_on(struct server *s, const char *host, const char *port)
 			r = -errno;
 			close(fd);
 			if (optional && r == -EADDRNOTAVAIL) {
-				smcr_info("no IPv6 here: not listening on %s", addr);
+				log_info("no IPv6 here: not listening on %s", addr);
 				continue;
 			}
-			smcr_err("listen on %s: %s", addr, strerror(-r));
+			log_err("listen on %s: %s", addr, strerror(-r));
 			goto close_fds;
 		}
-		smcr_info("listening for NBD over TCP on %s", addr);
+		log_info("listening for NBD over TCP on %s", addr);
 		s->lfd[s->nlfd++] = fd;
 	}
 	freeaddrinfo(res);
@@ -588,7 +589,7 @@ static int listen_activated(struct server *s)
 	int i, n = sysd_listen_fds(s->lfd, LISTEN_MAX, err, sizeof(err));
 
 	if (n < 0) {
-		smcr_err("socket activation: %s", err);
+		log_err("socket activation: %s", err);
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
@@ -598,11 +599,11 @@ static int listen_activated(struct server *s)
 
 		if (getsockname(s->lfd[i], (struct sockaddr *)&ss, &len) == 0)
 			bd_format_addr((struct sockaddr *)&ss, len, addr, sizeof(addr));
-		smcr_info("listening for NBD over TCP on %s (socket activation)", addr);
+		log_info("listening for NBD over TCP on %s (socket activation)", addr);
 	}
 	s->nlfd = (unsigned)n;
 	if (n && (s->cfg.listen || strcmp(s->cfg.port, "10809")))
-		smcr_info("socket activation: the listen address and port are systemd's");
+		log_info("socket activation: the listen address and port are systemd's");
 	return n > 0;
 }
 
@@ -645,7 +646,7 @@ static int build_table(struct server *s, bool apply_globals, struct export_table
 		r = config_load_file(s->cfg.config_file, &s->cfg, apply_globals, &file, err,
 				     sizeof(err));
 		if (r < 0) {
-			smcr_err("%s", err);
+			log_err("%s", err);
 			goto out_free;
 		}
 		r = absolutize(s, &file);
@@ -655,7 +656,7 @@ static int build_table(struct server *s, bool apply_globals, struct export_table
 	r = export_table_open(&s->cfg.cli_exports, &file, s->cfg.direct, out, err,
 			      sizeof(err));
 	if (r < 0)
-		smcr_err("%s", err);
+		log_err("%s", err);
 out_free:
 	export_list_free(&file);
 	return r;
@@ -668,13 +669,13 @@ static void log_table(const struct export_table *t)
 	for (i = 0; i < t->n; i++) {
 		const struct export *e = t->v[i];
 
-		smcr_info("export '%s': %s, %llu bytes%s%s%s", e->spec.name, e->spec.path,
-			  (unsigned long long)e->size, e->spec.read_only ? ", read-only" : "",
-			  e->dfd >= 0 ? ", O_DIRECT" : "",
-			  e->spec.nallow ? ", address-restricted" : "");
+		log_info("export '%s': %s, %llu bytes%s%s%s", e->spec.name, e->spec.path,
+			 (unsigned long long)e->size, e->spec.read_only ? ", read-only" : "",
+			 e->dfd >= 0 ? ", O_DIRECT" : "",
+			 e->spec.nallow ? ", address-restricted" : "");
 	}
 	if (!t->n)
-		smcr_warn("no exports configured");
+		log_warn("no exports configured");
 }
 
 static void reload(struct server *s)
@@ -682,12 +683,12 @@ static void reload(struct server *s)
 	struct export_table *t, *old;
 
 	if (!s->cfg.config_file) {
-		smcr_info("SIGHUP: no config file: nothing to reload");
+		log_info("SIGHUP: no config file: nothing to reload");
 		return;
 	}
-	smcr_info("SIGHUP: reloading exports from %s", s->cfg.config_file);
+	log_info("SIGHUP: reloading exports from %s", s->cfg.config_file);
 	if (build_table(s, false, &t) < 0) {
-		smcr_err("reload failed: keeping the current exports");
+		log_err("reload failed: keeping the current exports");
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
@@ -714,19 +715,19 @@ static int write_pidfile(const char *path)
 		  0644);
 	if (fd < 0) {
 		r = -errno;
-		smcr_err("pid file %s: %s", path, r == -ELOOP ? "is a symbolic link" :
-			 r == -ENXIO ? "not a regular file" : strerror(-r));
+		log_err("pid file %s: %s", path, r == -ELOOP ? "is a symbolic link" :
+			r == -ENXIO ? "not a regular file" : strerror(-r));
 		return r;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		smcr_err("pid file %s: not a regular file", path);
+		log_err("pid file %s: not a regular file", path);
 		r = -EINVAL;
 		goto out_close;
 	}
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) < 0 || write(fd, buf, (size_t)n) != n) {
 		r = -EIO;
-		smcr_err("pid file %s: %s", path, strerror(-r));
+		log_err("pid file %s: %s", path, strerror(-r));
 		goto out_close;
 	}
 	r = 0;
@@ -1095,7 +1096,7 @@ static void serve(struct server *s, int sfd)
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			smcr_err("poll: %s", strerror(errno));
+			log_err("poll: %s", strerror(errno));
 			return;
 		}
 		if (pfd[s->nlfd].revents) {
@@ -1105,8 +1106,8 @@ static void serve(struct server *s, int sfd)
 				if (si.ssi_signo == SIGHUP) {
 					reload(s);
 				} else {
-					smcr_info("%s: draining and exiting",
-						  strsignal((int)si.ssi_signo));
+					log_info("%s: draining and exiting",
+						 strsignal((int)si.ssi_signo));
 					return;
 				}
 			}
@@ -1132,29 +1133,76 @@ static int smcr_start(struct server *s)
 	int r;
 
 	if (*end || port == 0 || port > 65535) {
-		smcr_err("--smcr-port %s: not a port number", s->cfg.smcr_port);
+		log_err("--smcr-port %s: not a port number", s->cfg.smcr_port);
 		return -EINVAL;
 	}
 	r = smcr_ctx_create(&o, &s->smcr);
 	if (r < 0) {
-		smcr_err("SMC-R: cannot start the stack: %s", strerror(-r));
+		log_err("SMC-R: cannot start the stack: %s", strerror(-r));
 		return r;
 	}
 	sin.sin_port = htons((uint16_t)port);
 	if (s->cfg.listen && inet_pton(AF_INET, s->cfg.listen, &sin.sin_addr) != 1) {
-		smcr_err("SMC-R listens on IPv4 addresses only: %s", s->cfg.listen);
+		log_err("SMC-R listens on IPv4 addresses only: %s", s->cfg.listen);
 		return -EINVAL;
 	}
 	r = smcr_listen(s->smcr, (struct sockaddr *)&sin, sizeof(sin), 128, &s->smcr_ls);
 	if (r < 0) {
-		smcr_err("SMC-R: listen on port %lu: %s", port, strerror(-r));
+		log_err("SMC-R: listen on port %lu: %s", port, strerror(-r));
 		return r;
 	}
-	smcr_info("listening for NBD over SMC-R on port %lu (TCP fallback when "
-		  "SMC-R is not possible; SYN option: %s)", port,
-		  smcr_ctx_syn_option(s->smcr) == SMCR_SYN_OPTION_BPF ? "bpf" :
-		  "off, CLC always");
+	log_info("listening for NBD over SMC-R on port %lu (TCP fallback when "
+		 "SMC-R is not possible; SYN option: %s)", port,
+		 smcr_ctx_syn_option(s->smcr) == SMCR_SYN_OPTION_BPF ? "bpf" :
+		 "off, CLC always");
 	return 0;
+}
+
+/* The "smcrd" section of the control socket (smcrctl status): exports,
+ * clients, engine counters, as JSON. */
+static int ctl_dump_json(struct server *s, const struct engine_stats *st, unsigned clients,
+			 unsigned conns, char *buf, size_t len)
+{
+	struct json_object *o = json_object_new_object(), *lim, *exps;
+	unsigned i;
+
+	if (!o)
+		return -ENOMEM;
+	lim = json_object_new_object();
+	jsonw_u64(lim, "max_handshakes", s->cfg.max_handshakes);
+	jsonw_u64(lim, "handshake_timeout", s->cfg.handshake_timeout);
+	jsonw_u64(lim, "refused_max_clients", s->refused_max_clients);
+	jsonw_u64(lim, "refused_handshakes", s->refused_handshakes);
+	jsonw_u64(lim, "handshake_timeouts", s->handshake_timeouts);
+	jsonw_u64(lim, "accept_paused", s->accept_paused);
+	jsonw_u64(lim, "request_timeout", s->cfg.request_timeout);
+	jsonw_u64(lim, "request_timeouts", st->request_timeouts);
+	jsonw_u64(lim, "max_clients_per_address", s->cfg.max_per_address);
+	jsonw_u64(lim, "refused_per_address", s->refused_per_address);
+	jsonw_add(o, "limits", lim);
+	jsonw_u64(o, "clients", clients);
+	jsonw_u64(o, "connections", conns);
+	jsonw_u64(o, "max_clients", s->cfg.max_clients);
+	jsonw_u64(o, "requests", st->requests);
+	jsonw_u64(o, "zc_writes", st->zc_writes);
+	jsonw_u64(o, "zc_reads", st->zc_reads);
+	jsonw_u64(o, "file_reads", st->file_reads);
+	jsonw_u64(o, "inline_writes", st->inline_writes);
+	exps = json_object_new_array();
+	jsonw_add(o, "exports", exps);
+	for (i = 0; exps && s->table && i < s->table->n; i++) {
+		const struct export *e = s->table->v[i];
+		struct json_object *j = json_object_new_object();
+
+		if (!j)
+			break;
+		jsonw_str(j, "name", e->spec.name);
+		jsonw_str(j, "path", e->spec.path);
+		jsonw_u64(j, "size", e->size);
+		jsonw_bool(j, "read_only", e->spec.read_only);
+		json_object_array_add(exps, j);
+	}
+	return jsonw_dump(o, buf, len);
 }
 
 /* The "smcrd" section of the control socket (smcrctl status): exports,
@@ -1165,56 +1213,44 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 	struct engine_stats st = { 0 };
 	size_t off = 0;
 	unsigned i, clients, conns = s->engine ? engine_connections(s->engine) : 0;
+	int r;
 
 	if (s->engine)
 		engine_get_stats(s->engine, &st);
 	pthread_mutex_lock(&s->lock);
 	clients = s->clients;
-	off = smcr_out(buf, len, off, json ?
-		      "{\"limits\":{\"max_handshakes\":%u,\"handshake_timeout\":%u,"
-		      "\"refused_max_clients\":%llu,\"refused_handshakes\":%llu,"
-		      "\"handshake_timeouts\":%llu,\"accept_paused\":%llu,"
-		      "\"request_timeout\":%u,\"request_timeouts\":%llu,"
-		      "\"max_clients_per_address\":%u,\"refused_per_address\":%llu}," :
-		      "limits: max-handshakes %u, handshake-timeout %u s; refused at "
-		      "max-clients %llu, at max-handshakes %llu, handshake timeouts %llu, "
-		      "accept paused %llu; request-timeout %u s, request timeouts %llu; "
-		      "max-clients-per-address %u, refused %llu\n",
-		      s->cfg.max_handshakes, s->cfg.handshake_timeout,
-		      (unsigned long long)s->refused_max_clients,
-		      (unsigned long long)s->refused_handshakes,
-		      (unsigned long long)s->handshake_timeouts,
-		      (unsigned long long)s->accept_paused, s->cfg.request_timeout,
-		      (unsigned long long)st.request_timeouts, s->cfg.max_per_address,
-		      (unsigned long long)s->refused_per_address);
-	off = smcr_out(buf, len, off, json ?
-		      "\"clients\":%u,\"connections\":%u,\"max_clients\":%u,\"requests\":%llu,"
-		      "\"zc_writes\":%llu,\"zc_reads\":%llu,\"file_reads\":%llu,\"inline_writes\":%llu,\"exports\":[" :
-		      "clients %u (in transmission %u, max %u), requests %llu, zero-copy writes %llu, "
-		      "zero-copy reads %llu, sendfile reads %llu, inline writes %llu\n",
-		      clients, conns, s->cfg.max_clients, (unsigned long long)st.requests,
-		      (unsigned long long)st.zc_writes, (unsigned long long)st.zc_reads,
-		      (unsigned long long)st.file_reads,
-		      (unsigned long long)st.inline_writes);
+	if (json) {
+		r = ctl_dump_json(s, &st, clients, conns, buf, len);
+		pthread_mutex_unlock(&s->lock);
+		return r;
+	}
+	off = strbuf_out(buf, len, off,
+			 "limits: max-handshakes %u, handshake-timeout %u s; refused at "
+			 "max-clients %llu, at max-handshakes %llu, handshake timeouts %llu, "
+			 "accept paused %llu; request-timeout %u s, request timeouts %llu; "
+			 "max-clients-per-address %u, refused %llu\n",
+			 s->cfg.max_handshakes, s->cfg.handshake_timeout,
+			 (unsigned long long)s->refused_max_clients,
+			 (unsigned long long)s->refused_handshakes,
+			 (unsigned long long)s->handshake_timeouts,
+			 (unsigned long long)s->accept_paused, s->cfg.request_timeout,
+			 (unsigned long long)st.request_timeouts, s->cfg.max_per_address,
+			 (unsigned long long)s->refused_per_address);
+	off = strbuf_out(buf, len, off,
+			 "clients %u (in transmission %u, max %u), requests %llu, zero-copy writes %llu, "
+			 "zero-copy reads %llu, sendfile reads %llu, inline writes %llu\n",
+			 clients, conns, s->cfg.max_clients, (unsigned long long)st.requests,
+			 (unsigned long long)st.zc_writes, (unsigned long long)st.zc_reads,
+			 (unsigned long long)st.file_reads,
+			 (unsigned long long)st.inline_writes);
 	for (i = 0; s->table && i < s->table->n; i++) {
 		const struct export *e = s->table->v[i];
 
-		if (!json) {
-			off = smcr_out(buf, len, off, "export %s: %s, %llu bytes%s\n", e->spec.name,
-				      e->spec.path, (unsigned long long)e->size,
-				      e->spec.read_only ? ", read-only" : "");
-			continue;
-		}
-		off = smcr_out(buf, len, off, "%s{\"name\":", i ? "," : "");
-		off = smcr_out_json_str(buf, len, off, e->spec.name);
-		off = smcr_out(buf, len, off, ",\"path\":");
-		off = smcr_out_json_str(buf, len, off, e->spec.path);
-		off = smcr_out(buf, len, off, ",\"size\":%llu,\"read_only\":%s}",
-			      (unsigned long long)e->size, e->spec.read_only ? "true" : "false");
+		off = strbuf_out(buf, len, off, "export %s: %s, %llu bytes%s\n", e->spec.name,
+				 e->spec.path, (unsigned long long)e->size,
+				 e->spec.read_only ? ", read-only" : "");
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (json)
-		off = smcr_out(buf, len, off, "]}");
 	return off >= len ? -ENOSPC : (int)off;
 }
 
@@ -1224,7 +1260,7 @@ static void ctl_start(struct server *s)
 	int r = smcr_ctl_open(s->smcr, "smcrd", &s->ctl);
 
 	if (r < 0) {
-		smcr_warn("no control socket (smcrctl): %s", strerror(-r));
+		log_warn("no control socket (smcrctl): %s", strerror(-r));
 		return;
 	}
 	if (!s->ctl)
@@ -1233,8 +1269,8 @@ static void ctl_start(struct server *s)
 	if (s->ctl_gid != (gid_t)-1) {
 		r = smcr_ctl_set_group(s->ctl, s->ctl_gid);
 		if (r < 0)
-			smcr_warn("ctl-group %s: %s (root and uid %u only)", s->cfg.ctl_group,
-				  strerror(-r), (unsigned int)geteuid());
+			log_warn("ctl-group %s: %s (root and uid %u only)", s->cfg.ctl_group,
+				 strerror(-r), (unsigned int)geteuid());
 	}
 }
 
@@ -1274,7 +1310,7 @@ static void shutdown_server(struct server *s)
 	pthread_mutex_unlock(&s->lock);
 	/* Handshakes in progress: wake them up, they end with an error. */
 	if (write(s->cancel_wr, &b, 1) < 0)
-		smcr_warn("cancel pipe: %s", strerror(errno));
+		log_warn("cancel pipe: %s", strerror(errno));
 	engine_drain(s->engine);
 	pthread_mutex_lock(&s->lock);
 	while (s->handshakes)
@@ -1294,7 +1330,7 @@ int main(int argc, char **argv)
 
 	memset(&s, 0, sizeof(s));
 	config_defaults(&s.cfg);
-	smcr_log_set_ident("smcrd");
+	applog_set_ident("smcrd");
 	pthread_mutex_init(&s.lock, NULL);
 	pthread_cond_init(&s.cond, NULL);
 	s.cancel_fd = s.cancel_wr = -1;
@@ -1316,18 +1352,18 @@ int main(int argc, char **argv)
 	}
 	s.ctl_gid = (gid_t)-1;
 	if (s.cfg.ctl_group && resolve_group(s.cfg.ctl_group, &s.ctl_gid) < 0) {
-		smcr_err("ctl-group %s: no such group", s.cfg.ctl_group);
+		log_err("ctl-group %s: no such group", s.cfg.ctl_group);
 		status = EXIT_USAGE;
 		goto out_table;
 	}
 	s.tls_mode = s.cfg.tls;
 	if ((s.cfg.tls_certificates || s.cfg.tls_psk) && s.tls_mode == NBD_TLS_OFF) {
-		smcr_err("TLS certificates or keys given, but TLS is off (--tls=on|require)");
+		log_err("TLS certificates or keys given, but TLS is off (--tls=on|require)");
 		status = EXIT_USAGE;
 		goto out_table;
 	}
 	if (s.cfg.tls_certificates && s.cfg.tls_psk) {
-		smcr_err("give TLS certificates or a PSK file, not both");
+		log_err("give TLS certificates or a PSK file, not both");
 		status = EXIT_USAGE;
 		goto out_table;
 	}
@@ -1335,8 +1371,8 @@ int main(int argc, char **argv)
 		char err[256], *dir = NULL, *psk = NULL;
 
 		if (s.tls_mode == NBD_TLS_REQUIRE && s.cfg.smcr_port) {
-			smcr_err("--tls=require cannot cover the SMC-R port (its data goes by RDMA, "
-				 "not through TLS): use --tls=on, or no SMC-R port");
+			log_err("--tls=require cannot cover the SMC-R port (its data goes by RDMA, "
+				"not through TLS): use --tls=on, or no SMC-R port");
 			status = EXIT_USAGE;
 			goto out_table;
 		}
@@ -1349,13 +1385,13 @@ int main(int argc, char **argv)
 		free(dir);
 		free(psk);
 		if (r < 0) {
-			smcr_err("TLS: %s", err);
+			log_err("TLS: %s", err);
 			status = EXIT_USAGE;
 			goto out_table;
 		}
-		smcr_info("TLS %s on NBD/TCP (%s)",
-			  s.tls_mode == NBD_TLS_REQUIRE ? "required" : "offered",
-			  s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates");
+		log_info("TLS %s on NBD/TCP (%s)",
+			 s.tls_mode == NBD_TLS_REQUIRE ? "required" : "offered",
+			 s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates");
 	}
 	if (s.cfg.log_file) {
 		/* Not through a symbolic link; mode 0640. */
@@ -1363,13 +1399,13 @@ int main(int argc, char **argv)
 			      O_NOCTTY | O_CLOEXEC, 0640);
 
 		if (fd < 0) {
-			smcr_err("log file %s: %s", s.cfg.log_file,
-				 errno == ELOOP ? "is a symbolic link" : strerror(errno));
+			log_err("log file %s: %s", s.cfg.log_file,
+				errno == ELOOP ? "is a symbolic link" : strerror(errno));
 			goto out_table;
 		}
 		dup2(fd, STDERR_FILENO);
 		close(fd);
-		smcr_log_set_stamp(SMCR_LOG_STAMP_LOCAL);
+		applog_set_stamp(APPLOG_STAMP_LOCAL);
 	}
 	if (!s.cfg.port)
 		s.cfg.port = strdup("10809");
@@ -1393,20 +1429,20 @@ int main(int argc, char **argv)
 	if (!s.cfg.foreground) {
 		notify = daemonize();
 		if (notify < 0) {
-			smcr_err("daemonize: %s", strerror(-notify));
+			log_err("daemonize: %s", strerror(-notify));
 			goto out_listen;
 		}
 	}
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	if (sfd < 0) {
-		smcr_err("signalfd: %s", strerror(errno));
+		log_err("signalfd: %s", strerror(errno));
 		goto out_listen;
 	}
 	{
 		int p[2];
 
 		if (pipe2(p, O_CLOEXEC) < 0) {
-			smcr_err("pipe: %s", strerror(errno));
+			log_err("pipe: %s", strerror(errno));
 			goto out_sfd;
 		}
 		s.cancel_fd = p[0];
@@ -1429,22 +1465,22 @@ int main(int argc, char **argv)
 		goto out_pidfile;
 	r = engine_start(&ep, &s.engine);
 	if (r < 0) {
-		smcr_err("cannot start the I/O engine: %s", strerror(-r));
+		log_err("cannot start the I/O engine: %s", strerror(-r));
 		goto out_pidfile;
 	}
-	smcr_info("smcrd %s ready: %u I/O threads, queue depth %u, max %u clients",
-		  PACKAGE_VERSION, s.cfg.threads, s.cfg.queue_depth, s.cfg.max_clients);
+	log_info("smcrd %s ready: %u I/O threads, queue depth %u, max %u clients",
+		 PACKAGE_VERSION, s.cfg.threads, s.cfg.queue_depth, s.cfg.max_clients);
 	if (notify >= 0) {
 		char ok = 0;
 
 		if (!s.cfg.log_file) {
 			/* In the background without a log file: syslog. */
 			openlog("smcrd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
-			smcr_log_set_fn(log_to_syslog, NULL);
+			applog_set_fn(log_to_syslog, NULL);
 		}
 		detach_stdio(s.cfg.log_file);
 		if (write(notify, &ok, 1) < 0)
-			smcr_warn("cannot notify the parent: %s", strerror(errno));
+			log_warn("cannot notify the parent: %s", strerror(errno));
 		close(notify);
 		notify = -1;
 	}
@@ -1454,7 +1490,7 @@ int main(int argc, char **argv)
 		snprintf(st, sizeof(st), "READY=1\nMAINPID=%ld", (long)getpid());
 		r = sysd_notify(st);
 		if (r < 0)
-			smcr_warn("cannot notify systemd: %s", strerror(-r));
+			log_warn("cannot notify systemd: %s", strerror(-r));
 	}
 
 	ctl_start(&s);
@@ -1463,7 +1499,7 @@ int main(int argc, char **argv)
 	smcr_ctl_close(s.ctl);
 	s.ctl = NULL;
 	shutdown_server(&s);
-	smcr_info("exiting");
+	log_info("exiting");
 	status = EXIT_SUCCESS;
 
 out_pidfile:

@@ -29,7 +29,6 @@
 
 #include "log.h"
 #include "smcr.h"
-#include "strbuf.h"
 
 #define CTL_MAX_SECTIONS	8
 #define CTL_LINE_MAX		512
@@ -216,12 +215,28 @@ static void stats_text(struct sbuf *b, const struct smcr_stats *st)
 				  smcr_reason_str(smcr_stats_reason((unsigned int)i)));
 }
 
+/* Appends s as a JSON string ("..." with ", \ and control characters
+ * escaped).  libsmcr's one JSON string writer: the library links no JSON
+ * library (its users would have to link it too, for the few names and
+ * reasons quoted here, in this file only); the programs write theirs with
+ * json-c (common/jsonw.h). */
 static void json_str(struct sbuf *b, const char *s)
 {
 	/* room for the worst case: every byte as \u00XX */
 	if (!sb_reserve(b, 6 * strlen(s) + 2))
 		return;
-	b->len = smcr_out_json_str(b->p, b->cap, b->len, s);
+	sb_printf(b, "\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			sb_printf(b, "\\%c", c);
+		else if (c < 0x20)
+			sb_printf(b, "\\u%04x", c);
+		else
+			sb_printf(b, "%c", c);
+	}
+	sb_printf(b, "\"");
 }
 
 static void stats_json(struct sbuf *b, const struct smcr_stats *st)

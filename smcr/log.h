@@ -1,21 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: logging shared by the library and the programs. */
+/* smcrbd: libsmcr's logging (internal; the programs use common/applog.h). */
 #ifndef SMCR_LOG_H
 #define SMCR_LOG_H
 
 #include <stdarg.h>
 
-#include "smcr.h"	/* enum smcr_log_level, smcr_log_set_fn/_level */
+#include "smcr.h"	/* enum smcr_log_level, smcr_log_set_fn/_level/_get_level */
 
-enum smcr_log_level smcr_log_get_level(void);
-
-/* How the stderr sink stamps a line: "ident[EPOCH.mmm] level: " (default;
- * tests compare these stamps across programs) or
- * "YYYY-MM-DD HH:MM:SS.mmm ident[PID] level: " in local time (log files). */
-enum smcr_log_stamp { SMCR_LOG_STAMP_EPOCH, SMCR_LOG_STAMP_LOCAL };
-void smcr_log_set_stamp(enum smcr_log_stamp stamp);
-
-/* Prefix every line with this program name (default "smcr"). */
+/* Names the stderr sink's lines (default "smcr"; the programs of this tree
+ * route libsmcr's lines through their own logger, common/applog.h). */
 void smcr_log_set_ident(const char *ident);
 
 void smcr_vlog(enum smcr_log_level level, const char *fmt, va_list ap)

@@ -49,6 +49,8 @@ enum smcr_log_level {
 typedef void (*smcr_log_fn)(void *opaque, enum smcr_log_level level, const char *msg);
 void smcr_log_set_fn(smcr_log_fn fn, void *opaque);
 void smcr_log_set_level(enum smcr_log_level level);
+/* The level in force (what smcr_log_set_level() set, else SMCR_DEBUG's). */
+enum smcr_log_level smcr_log_get_level(void);
 
 /* RFC 7609 §3.1: SMC is tried (CLC) only when the SYN and the SYN-ACK both
  * carried TCP option 254 with ExID 0xE2D4C3D9.  Userspace can write and read

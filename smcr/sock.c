@@ -523,21 +523,21 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 	unsigned int i, g = 0;
 
 	pthread_mutex_lock(&ctx->lock);
-	off = json ? smcr_out(buf, len, off, "{\"syn_option\":\"%s\",\"syn_option_off_why\":\"%s\",",
+	off = json ? strbuf_out(buf, len, off, "{\"syn_option\":\"%s\",\"syn_option_off_why\":\"%s\",",
 			 ctx->synopt ? "bpf" : "off", ctx->synopt ? "" : ctx->synopt_why) :
-		     ctx->synopt ? smcr_out(buf, len, off, "SYN option: bpf (CLC only when both SYNs carry it)\n") :
-		     smcr_out(buf, len, off, "SYN option: off, CLC always (%s)\n", ctx->synopt_why);
+		     ctx->synopt ? strbuf_out(buf, len, off, "SYN option: bpf (CLC only when both SYNs carry it)\n") :
+		     strbuf_out(buf, len, off, "SYN option: off, CLC always (%s)\n", ctx->synopt_why);
 	/* SMC-Rv2 user EIDs (A-Z, 0-9, '.', '-': nothing to escape) */
-	off = smcr_out(buf, len, off, json ? "\"eids\":[" : "SMC-Rv2 EIDs:");
+	off = strbuf_out(buf, len, off, json ? "\"eids\":[" : "SMC-Rv2 EIDs:");
 	for (i = 0; i < ctx->eid_count; i++) {
 		int n = SMCR_EID_LEN;
 
 		while (n > 0 && ctx->eids[i][n - 1] == ' ')
 			n--;
-		off = smcr_out(buf, len, off, json ? "%s\"%.*s\"" : "%s %.*s",
+		off = strbuf_out(buf, len, off, json ? "%s\"%.*s\"" : "%s %.*s",
 			       json ? (i ? "," : "") : (i ? "," : ""), n, (const char *)ctx->eids[i]);
 	}
-	off = smcr_out(buf, len, off, json ? "],\"link_groups\":[" :
+	off = strbuf_out(buf, len, off, json ? "],\"link_groups\":[" :
 		       ctx->eid_count ? "\n" : " none (SMC-R v1 only)\n");
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next, g++) {
 		uint64_t rmbes, rmbs, sndbufs, sndbuf_rmbs;
@@ -548,10 +548,10 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 		const char *layout = !lgr->layout_fixed ? "pending" :
 				     lgr->rmbe_eye ? "rfc" : "linux";
 
-		off = json ? smcr_out(buf, len, off, "%s{\"role\":\"%s\",\"version\":%u,\"terminated\":%s,\"connections\":%u,\"rmbe_layout\":\"%s\",\"links\":[",
+		off = json ? strbuf_out(buf, len, off, "%s{\"role\":\"%s\",\"version\":%u,\"terminated\":%s,\"connections\":%u,\"rmbe_layout\":\"%s\",\"links\":[",
 				 g ? "," : "", lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
 				 lgr->version, lgr->terminated ? "true" : "false", lgr->nconns, layout) :
-			     smcr_out(buf, len, off, "link group %u: %s, %u connection(s)%s, RMBE layout %s, SMC-R%s\n", g,
+			     strbuf_out(buf, len, off, "link group %u: %s, %u connection(s)%s, RMBE layout %s, SMC-R%s\n", g,
 				 lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
 				 lgr->nconns, lgr->terminated ? ", terminated" : "", layout,
 				 lgr->version == 2 ? "v2" : "v1");
@@ -563,7 +563,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 				continue;
 			gid_str(ll->local.gid, lg, sizeof(lg));
 			gid_str(ll->peer.gid, pg, sizeof(pg));
-			off = json ? smcr_out(buf, len, off,
+			off = json ? strbuf_out(buf, len, off,
 					 "%s{\"id\":%u,\"state\":\"%s\",\"device\":\"%s\",\"local_gid\":\"%s\",\"peer_gid\":\"%s\",\"qpn\":%u,\"peer_qpn\":%u,\"asym\":%s,\"connections\":%u,\"writes\":%llu,\"sends\":%llu,\"recvs\":%llu}",
 					 nl++ ? "," : "", ll->link->link_id,
 					 link_state_str(ll->link->state),
@@ -573,7 +573,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 					 (unsigned long long)ll->link->writes,
 					 (unsigned long long)ll->link->sends,
 					 (unsigned long long)ll->link->recvs) :
-				     smcr_out(buf, len, off,
+				     strbuf_out(buf, len, off,
 					 "  link %u %-8s %s %s -> %s qpn %u -> %u%s, %u conn(s), %llu writes, %llu sends, %llu recvs\n",
 					 ll->link->link_id, link_state_str(ll->link->state),
 					 ll->link->dev ? ll->link->dev->name : "-", lg, pg,
@@ -586,7 +586,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 		rmbes = rmbs = sndbufs = sndbuf_rmbs = 0;
 		pool_usage(&lgr->rmbs, &rmbes, &rmbs);
 		pool_usage(&lgr->sndbufs, &sndbufs, &sndbuf_rmbs);
-		off = smcr_out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,\"rmbs\":%llu,\"rmbes_in_use\":%llu,\"sndbufs_in_use\":%llu}}" :
+		off = strbuf_out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,\"rmbs\":%llu,\"rmbes_in_use\":%llu,\"sndbufs_in_use\":%llu}}" :
 			  "  failovers %llu, links added %llu, deleted %llu, failed %llu, LLC sent %llu, received %llu\n"
 			  "  %llu RMB(s), %llu RMB element(s) and %llu send buffer(s) in use\n",
 			  (unsigned long long)lgr->stats.failovers,
@@ -598,19 +598,19 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 			  (unsigned long long)rmbs, (unsigned long long)rmbes,
 			  (unsigned long long)sndbufs);
 	}
-	off = smcr_out(buf, len, off, json ? "],\"connections\":[" : "");
+	off = strbuf_out(buf, len, off, json ? "],\"connections\":[" : "");
 	g = 0;
 	for (s = ctx->socks; s; s = s->next) {
 		if (s->listener)
 			continue;
 		if (!s->smc) {
-			off = json ? smcr_out(buf, len, off, "%s{\"smc\":false,\"fallback_reason\":%u}",
+			off = json ? strbuf_out(buf, len, off, "%s{\"smc\":false,\"fallback_reason\":%u}",
 					 g++ ? "," : "", s->fallback_reason) :
-				     smcr_out(buf, len, off, "connection: TCP fallback (reason 0x%08x%s)\n",
+				     strbuf_out(buf, len, off, "connection: TCP fallback (reason 0x%08x%s)\n",
 					 s->fallback_reason, s->fallback_by_peer ? ", by peer" : "");
 			continue;
 		}
-		off = json ? smcr_out(buf, len, off,
+		off = json ? strbuf_out(buf, len, off,
 				 "%s{\"smc\":true,\"token\":%u,\"link\":%u,\"rmbe\":%u,\"peer_rmbe\":%u,\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],\"tx_prod\":[%u,%u],\"tx_peer_cons\":[%u,%u],\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"failovers\":%llu}",
 				 g++ ? "," : "", s->conn.token,
 				 s->conn.link ? s->conn.link->link_id : 0,
@@ -623,7 +623,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 				 (unsigned long long)s->conn.stats.bytes_sent,
 				 (unsigned long long)s->conn.stats.bytes_recv,
 				 (unsigned long long)s->conn.stats.failovers) :
-			     smcr_out(buf, len, off,
+			     strbuf_out(buf, len, off,
 				 "connection %08x: link %u, RMBE %u, peer RMBE %u, rx prod %u:%u cons %u:%u, tx prod %u:%u peer cons %u:%u, sent %llu, received %llu, failovers %llu\n",
 				 s->conn.token, s->conn.link ? s->conn.link->link_id : 0,
 				 s->conn.rmbe.data_len + s->conn.rx_eye,
@@ -636,7 +636,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 				 (unsigned long long)s->conn.stats.bytes_recv,
 				 (unsigned long long)s->conn.stats.failovers);
 	}
-	off = smcr_out(buf, len, off, json ? "]}\n" : "");
+	off = strbuf_out(buf, len, off, json ? "]}\n" : "");
 	pthread_mutex_unlock(&ctx->lock);
 	return off >= len ? -ENOSPC : (int)off;
 }

@@ -11,7 +11,7 @@ n=0 bad=()
 while IFS= read -r -d '' f; do
     n=$((n + 1))
     head -n 3 "$f" | grepq 'SPDX-License-Identifier: BSD-3-Clause' || bad+=("${f#"$top"/}")
-done < <(find "$top/smcr" "$top/blockdev" "$top/server" "$top/client" "$top/tests" \
+done < <(find "$top/common" "$top/smcr" "$top/blockdev" "$top/server" "$top/client" "$top/tests" \
               "$top/scripts" "$top/man" "$top/configure.ac" "$top/Makefile.am" \
               -path "$top/tests/fuzz/corpus" -prune -o -path "$top/tests/vectors" -prune -o \
               -path '*/__pycache__' -prune -o \

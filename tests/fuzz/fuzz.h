@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "applog.h"
 #include "msg.h"
-#include "log.h"
 
 #define FUZZ_REQUIRE(cond)                                                      \
 	do {                                                                    \
@@ -49,9 +49,10 @@ static void fuzz_log_sink(void *opaque, enum smcr_log_level level, const char *m
 
 static inline void fuzz_quiet_log(void)
 {
-	/* FUZZ_LOG=1: to stderr, to see what an input does. */
+	/* FUZZ_LOG=1: to stderr, to see what an input does.  (libsmcr's lines
+	 * and the programs', applog.h.) */
 	if (!getenv("FUZZ_LOG"))
-		smcr_log_set_fn(fuzz_log_sink, NULL);
+		applog_set_fn(fuzz_log_sink, NULL);
 	smcr_log_set_level(SMCR_LOG_DEBUG);
 }
 

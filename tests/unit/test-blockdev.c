@@ -209,6 +209,7 @@ static void test_errno_map(void)
 					-defined[i]);
 		CU_ASSERT_EQUAL(nbd_wire_to_errno(9999), -EINVAL);
 		CU_ASSERT_EQUAL(nbd_wire_to_errno(EBADF), -EINVAL);
+		CU_ASSERT_EQUAL(nbd_wire_to_errno(0), -EINVAL);	/* an error chunk without one */
 	}
 	CU_ASSERT_STRING_EQUAL(nbd_cmd_name(NBD_CMD_WRITE_ZEROES), "WRITE_ZEROES");
 	CU_ASSERT_STRING_EQUAL(nbd_rep_name(NBD_REP_ERR_UNKNOWN), "ERR_UNKNOWN");

@@ -17,7 +17,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "applog.h"
 #include "json.h"
+#include "jsonw.h"
 #include "log.h"
 #include "strbuf.h"
 #include "memserver.h"
@@ -645,8 +647,9 @@ static void capture_log(void *opaque, enum smcr_log_level level, const char *msg
 }
 
 /* The application's log callback gets libsmcr's lines without a stamp, at
- * the level set; without it, the stderr sink stamps lines in local time
- * when asked (smcrd's log file). */
+ * the level set; the programs' logger (applog.h) routes libsmcr's lines
+ * into its own sink, and its stderr sink stamps lines in local time when
+ * asked (smcrd's log file). */
 static void test_log(void)
 {
 	struct log_capture c = { 0 };
@@ -663,30 +666,49 @@ static void test_log(void)
 	CU_ASSERT_STRING_EQUAL(c.msg, "link 2 failed");
 	smcr_log(SMCR_LOG_DEBUG, "not shown");
 	CU_ASSERT_EQUAL(c.calls, 1);
-	smcr_log_set_fn(NULL, NULL);
+
+	/* Both libsmcr's lines and the program's, escaped, to its sink. */
+	applog_set_fn(capture_log, &c);
+	smcr_log(SMCR_LOG_ERR, "from libsmcr");
+	CU_ASSERT_EQUAL(c.calls, 2);
+	CU_ASSERT_EQUAL(c.level, SMCR_LOG_ERR);
+	CU_ASSERT_STRING_EQUAL(c.msg, "from libsmcr");
+	log_info("export '%s'", "a\nb");
+	CU_ASSERT_EQUAL(c.calls, 3);
+	CU_ASSERT_EQUAL(c.level, SMCR_LOG_INFO);
+	CU_ASSERT_STRING_EQUAL(c.msg, "export 'a\\x0ab'");
+	log_dbg("not shown");
+	CU_ASSERT_EQUAL(c.calls, 3);
+	applog_set_fn(NULL, NULL);
 
 	fd = mkstemp(path);
 	CU_ASSERT_FATAL(fd >= 0);
 	fflush(stderr);
 	saved = dup(STDERR_FILENO);
 	dup2(fd, STDERR_FILENO);
-	smcr_log_set_stamp(SMCR_LOG_STAMP_LOCAL);
-	smcr_log(SMCR_LOG_INFO, "stamped");
-	smcr_log_set_stamp(SMCR_LOG_STAMP_EPOCH);
+	applog_set_stamp(APPLOG_STAMP_LOCAL);
+	log_info("stamped");
+	smcr_log(SMCR_LOG_INFO, "stamped too");
+	applog_set_stamp(APPLOG_STAMP_EPOCH);
 	fflush(stderr);
 	dup2(saved, STDERR_FILENO);
 	close(saved);
-	CU_ASSERT_EQUAL(c.calls, 1);
+	smcr_log_set_fn(NULL, NULL);
+	CU_ASSERT_EQUAL(c.calls, 3);
 	f = fdopen(fd, "r");
 	rewind(f);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(line, sizeof(line), f));
-	fclose(f);
-	unlink(path);
 	/* "2026-11-23 20:10:01.123 smcr[PID] info: stamped" */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(line, sizeof(line), f));
 	CU_ASSERT(strlen(line) > 24 && line[4] == '-' && line[7] == '-' && line[10] == ' ' &&
 		  line[13] == ':' && line[16] == ':' && line[19] == '.' && line[23] == ' ');
-	snprintf(want, sizeof(want), "[%ld] info: stamped\n", (long)getpid());
+	snprintf(want, sizeof(want), " smcr[%ld] info: stamped\n", (long)getpid());
 	CU_ASSERT_PTR_NOT_NULL(strstr(line, want));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(line, sizeof(line), f));
+	CU_ASSERT(strlen(line) > 24 && line[4] == '-' && line[19] == '.');
+	snprintf(want, sizeof(want), " smcr[%ld] info: stamped too\n", (long)getpid());
+	CU_ASSERT_PTR_NOT_NULL(strstr(line, want));
+	fclose(f);
+	unlink(path);
 	smcr_log_set_level(old);
 }
 
@@ -735,22 +757,33 @@ static void test_json(void)
 	json_free(j);
 }
 
-/* The status dumps' appender: JSON escapes, and the length of what did not
- * fit so that the caller can ask again with a larger buffer. */
+/* The status dumps' appender says how long what did not fit was, so that
+ * the caller can ask again with a larger buffer; the programs' JSON (json-c)
+ * escapes what it must and leaves "/" as is, as libsmcr's does. */
 static void test_strbuf(void)
 {
-	char buf[64];
+	struct json_object *o = json_object_new_object();
+	char buf[128];
 	size_t off;
+	int n;
 
-	off = smcr_out(buf, sizeof(buf), 0, "%s=%d,", "a", 1);
-	off = smcr_out_json_str(buf, sizeof(buf), off, "q\"b\\c\n\x01");
-	CU_ASSERT_STRING_EQUAL(buf, "a=1,\"q\\\"b\\\\c\\u000a\\u0001\"");
-	CU_ASSERT_EQUAL(off, strlen(buf));
-	CU_ASSERT_EQUAL(smcr_out_json_str(buf, sizeof(buf), 0, NULL), 2);
-	CU_ASSERT_STRING_EQUAL(buf, "\"\"");
-	off = smcr_out(buf, 8, 0, "%s", "0123456789");
+	off = strbuf_out(buf, sizeof(buf), 0, "%s=%d,", "a", 1);
+	CU_ASSERT_STRING_EQUAL(buf, "a=1,");
+	CU_ASSERT_EQUAL(off, 4);
+	off = strbuf_out(buf, 8, 0, "%s", "0123456789");
 	CU_ASSERT_EQUAL(off, 10);		/* too small: says how much */
-	CU_ASSERT_EQUAL(smcr_out(buf, 8, off, "more"), off);
+	CU_ASSERT_EQUAL(strbuf_out(buf, 8, off, "more"), off);
+
+	jsonw_str(o, "s", "q\"b\\c\n\x01/d");
+	jsonw_u64(o, "n", UINT64_MAX);
+	jsonw_bool(o, "b", false);
+	jsonw_str(o, "z", NULL);
+	json_object_get(o);
+	CU_ASSERT_EQUAL(jsonw_dump(o, buf, 10), -ENOSPC);
+	n = jsonw_dump(o, buf, sizeof(buf));
+	CU_ASSERT_EQUAL(n, (int)strlen(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "{\"s\":\"q\\\"b\\\\c\\n\\u0001/d\",\"n\":18446744073709551615,"
+			       "\"b\":false,\"z\":\"\"}");
 }
 
 static CU_TestInfo client_tests[] = {
