@@ -446,16 +446,26 @@ static void render_status(const struct json *doc)
 		else if (syn)
 			printf("SYN option: off, CLC always (%s)\n",
 			       json_get_str(smcr, "syn_option_off_why", "?"));
+		{
+			const struct json *eids = json_get(smcr, "eids"), *e;
+
+			/* SMC-Rv2 user EIDs (libsmcr(3), eids) */
+			printf("SMC-Rv2 EIDs:");
+			for (e = eids ? eids->child : NULL; e; e = e->next)
+				printf("%s %s", e == eids->child ? "" : ",",
+				       e->type == JSON_STR ? e->text : "?");
+			printf("%s\n", json_count(eids) ? "" : " none (SMC-R v1 only)");
+		}
 		printf("link groups: %u\n", json_count(lgrs));
 		for (g = lgrs ? lgrs->child : NULL; g; g = g->next, gi++) {
 			const struct json *gs = json_get(g, "stats");
 
-			printf("  link group %u: %s, %" PRIu64 " connection(s)%s, RMBE layout %s; failovers %" PRIu64
+			printf("  link group %u: %s, %" PRIu64 " connection(s)%s, RMBE layout %s, SMC-Rv%" PRIu64 "; failovers %" PRIu64
 			       ", links added %" PRIu64 ", deleted %" PRIu64 ", failed %" PRIu64
 			       ", LLC sent %" PRIu64 ", received %" PRIu64 "\n",
 			       gi, json_get_str(g, "role", "?"), json_get_u64(g, "connections", 0),
 			       json_get_bool(g, "terminated", false) ? ", terminated" : "",
-			       json_get_str(g, "rmbe_layout", "?"),
+			       json_get_str(g, "rmbe_layout", "?"), json_get_u64(g, "version", 1),
 			       json_get_u64(gs, "failovers", 0), json_get_u64(gs, "links_added", 0),
 			       json_get_u64(gs, "links_deleted", 0),
 			       json_get_u64(gs, "link_failures", 0), json_get_u64(gs, "llc_sent", 0),
