@@ -321,11 +321,22 @@ static uint8_t *send_slot(struct smcr_vlink *vl, uint64_t seq)
 	return vl->bufs + (size_t)(vl->rq_depth + seq % vl->sq_depth) * VL_SLOT;
 }
 
+/* SEND len bytes of our registered buffer at buf, signaled. */
+static int post_send_buf(struct smcr_vlink *vl, uint8_t *buf, uint32_t len, uint64_t wr_id)
+{
+	struct ibv_send_wr wr;
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = vl->mr->lkey };
+
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	return sq_post(vl, &wr, SQ_SEND, wr_id, true);
+}
+
 static int vl_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
 {
 	struct smcr_vlink *vl = vl_of(link);
-	struct ibv_send_wr wr;
-	struct ibv_sge sge;
 	uint8_t *slot;
 
 	if (vl->down)
@@ -335,22 +346,13 @@ static int vl_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
 	/* The slot of this sequence number is free until it completes. */
 	slot = send_slot(vl, vl->sq_head);
 	memcpy(slot, msg, SMCR_MSG_LEN);
-	sge.addr = (uintptr_t)slot;
-	sge.length = SMCR_MSG_LEN;
-	sge.lkey = vl->mr->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	return sq_post(vl, &wr, SQ_SEND, wr_id, true);
+	return post_send_buf(vl, slot, SMCR_MSG_LEN, wr_id);
 }
 
 static int vl_post_send_long(struct smcr_link *link, const void *msg, uint32_t len,
 			     uint64_t wr_id)
 {
 	struct smcr_vlink *vl = vl_of(link);
-	struct ibv_send_wr wr;
-	struct ibv_sge sge;
 	int ret;
 
 	if (vl->down)
@@ -360,15 +362,8 @@ static int vl_post_send_long(struct smcr_link *link, const void *msg, uint32_t l
 	if (sq_used(vl) >= vl->sq_depth || (vl->long_busy && vl->long_seq >= vl->sq_tail))
 		return -EAGAIN;
 	memcpy(long_tx(vl), msg, len);
-	sge.addr = (uintptr_t)long_tx(vl);
-	sge.length = len;
-	sge.lkey = vl->mr->lkey;
-	memset(&wr, 0, sizeof(wr));
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
 	vl->long_seq = vl->sq_head;
-	ret = sq_post(vl, &wr, SQ_SEND, wr_id, true);
+	ret = post_send_buf(vl, long_tx(vl), len, wr_id);
 	if (ret == 0)
 		vl->long_busy = true;
 	return ret;

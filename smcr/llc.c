@@ -545,6 +545,20 @@ static void add_link_cont_rx(struct smcr_lgr *lgr, unsigned int via,
 		add_link_fail(lgr, "cannot send CONFIRM LINK on the new link");
 }
 
+/* Client: no alternate path for the server's new link. */
+static void add_link_reject(struct smcr_lgr *lgr, unsigned int via, uint8_t link_num)
+{
+	struct smcr_llc_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_ADD_LINK;
+	m.reply = true;
+	m.add_link.reject = true;
+	m.add_link.reason = SMCR_LLC_ADD_REJ_NO_ALT_PATH;
+	m.add_link.link_num = link_num;
+	llc_send(lgr, via, &m, NULL);
+}
+
 /* Client: the server asks to add a link. */
 static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 			    const struct smcr_llc_add_link *a, const uint8_t *msg, uint32_t len)
@@ -560,13 +574,7 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 		/* A v2 ADD LINK brings its RKeys along: without them (or a
 		 * way to send ours) no link. */
 		smcr_info("link group: rejecting SMC-Rv2 ADD LINK %u (no RKeys)", a->link_num);
-		memset(&m, 0, sizeof(m));
-		m.type = SMCR_LLC_ADD_LINK;
-		m.reply = true;
-		m.add_link.reject = true;
-		m.add_link.reason = SMCR_LLC_ADD_REJ_NO_ALT_PATH;
-		m.add_link.link_num = a->link_num;
-		llc_send(lgr, via, &m, NULL);
+		add_link_reject(lgr, via, a->link_num);
 		return;
 	}
 	info_from_add_link(&peer, a);
@@ -612,13 +620,7 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 			lgr->ops->link_destroy(lgr, lgr->links[slot].link);
 			memset(&lgr->links[slot], 0, sizeof(lgr->links[slot]));
 		}
-		memset(&m, 0, sizeof(m));
-		m.type = SMCR_LLC_ADD_LINK;
-		m.reply = true;
-		m.add_link.reject = true;
-		m.add_link.reason = SMCR_LLC_ADD_REJ_NO_ALT_PATH;
-		m.add_link.link_num = a->link_num;
-		llc_send(lgr, via, &m, NULL);
+		add_link_reject(lgr, via, a->link_num);
 		flow_next(lgr);
 		return;
 	}

@@ -26,13 +26,7 @@
 : "${SMCR_VM_TIMEOUT:=200}"
 export SMCR_VM_RXE=smc
 . "$(dirname "$0")/lib.sh"
-requires tshark --version
-requires dumpcap --version
-vm_requires
-S=$abs_top_builddir/tests/bench/smcr-stream
-N=$abs_top_builddir/tests/bench/smc-nl
-for p in "$S" "$N"; do [ -x "$p" ] || fail "$p not built"; done
-modprobe -S "$VM_KVER" -n smc >/dev/null 2>&1 || skip "kernel $VM_KVER has no module smc"
+kpeer_requires
 vm_start_pair 1
 B1=$(vm_ip B 1)
 share=$(vm_share B)
@@ -40,20 +34,9 @@ pcap=$share/kernel-interop.pcapng
 nconn=2
 bytes=1048576
 
-for v in A B; do
-    vm_run "$v" "modprobe smc && $N pnet-add SMCRBD eth0 rxe0 1 && $N ueid-add SMCRBD.KPEER" ||
-        fail "AF_SMC setup failed on $v"
-done
+kpeer_setup A B
 
 vm_dumpcap B "-i eth0 -f 'tcp portrange 5001-5004' -w $pcap"
-
-# kstats VM: the kernel's SMC-R successes and fallbacks by reason.
-kstats() { vm_run "$1" "$N stats; $N fallbacks"; }
-# kget STATS KEY: a counter ("fallback client 0x03030000 2" is key
-# "fallback client 0x03030000").
-kget() {
-    echo "$1" | awk -v k="$2" '{ v = $NF; $NF = ""; sub(/ $/, "") } $0 == k { s = v } END { print s + 0 }'
-}
 
 # run CASE PORT SERVER_TYPE CLIENT_TYPE: one case; sets out/sout.
 run() {

@@ -27,13 +27,7 @@
 : "${SMCR_KV2_BYTES:=8388608}"
 export SMCR_VM_RXE=smc
 . "$(dirname "$0")/lib.sh"
-requires tshark --version
-requires dumpcap --version
-vm_requires
-S=$abs_top_builddir/tests/bench/smcr-stream
-N=$abs_top_builddir/tests/bench/smc-nl
-for p in "$S" "$N"; do [ -x "$p" ] || fail "$p not built"; done
-modprobe -S "$VM_KVER" -n smc >/dev/null 2>&1 || skip "kernel $VM_KVER has no module smc"
+kpeer_requires
 vm_start_pair 1
 B1=$(vm_ip B 1)
 share=$(vm_share B)
@@ -42,17 +36,10 @@ nconn=$SMCR_KV2_CONNS
 bytes=$SMCR_KV2_BYTES
 EID=SMCRBD.KPEER
 
-for v in A B; do
-    vm_run "$v" "modprobe smc && $N pnet-add SMCRBD eth0 rxe0 1 && $N ueid-add $EID" ||
-        fail "AF_SMC setup failed on $v"
-done
+kpeer_setup A B
 
 vm_dumpcap B "-i eth0 -f 'tcp portrange 5011-5012' -w $pcap"
 
-kstats() { vm_run "$1" "$N stats; $N fallbacks"; }
-kget() {
-    echo "$1" | awk -v k="$2" '{ v = $NF; $NF = ""; sub(/ $/, "") } $0 == k { s = v } END { print s + 0 }'
-}
 
 # run CASE PORT SERVER_TYPE CLIENT_TYPE: one case; sets out/sout.
 run() {

@@ -525,3 +525,36 @@ _vm_cleanup() {
         echo "--- work dir (guest jobs in */share/out): $_vm_work"
     fi
 }
+
+# ---- the kernel peer (SMCR_VM_RXE=smc, see README.md) -------------------------
+
+# kpeer_requires: tshark, dumpcap, the VM lane and the kernel's smc module;
+# sets S (smcr-stream) and N (smc-nl).
+kpeer_requires() {
+    requires tshark --version
+    requires dumpcap --version
+    vm_requires
+    S=$abs_top_builddir/tests/bench/smcr-stream
+    N=$abs_top_builddir/tests/bench/smc-nl
+    local p
+    for p in "$S" "$N"; do [ -x "$p" ] || fail "$p not built"; done
+    modprobe -S "$VM_KVER" -n smc >/dev/null 2>&1 || skip "kernel $VM_KVER has no module smc"
+}
+
+# kpeer_setup VM...: AF_SMC in each VM with PNET ID SMCRBD for eth0/rxe0 and
+# the user EID SMCRBD.KPEER.
+kpeer_setup() {
+    local v
+    for v in "$@"; do
+        vm_run "$v" "modprobe smc && $N pnet-add SMCRBD eth0 rxe0 1 && $N ueid-add SMCRBD.KPEER" ||
+            fail "AF_SMC setup failed on $v"
+    done
+}
+
+# kstats VM: the kernel's SMC-R successes and fallbacks by reason (smc-nl).
+kstats() { vm_run "$1" "$N stats; $N fallbacks"; }
+# kget STATS KEY: one counter of kstats' output ("fallback client
+# 0x03030000 2" is key "fallback client 0x03030000").
+kget() {
+    echo "$1" | awk -v k="$2" '{ v = $NF; $NF = ""; sub(/ $/, "") } $0 == k { s = v } END { print s + 0 }'
+}
