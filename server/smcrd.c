@@ -804,6 +804,9 @@ static void usage(FILE *f)
 "  -m, --max-clients N      simultaneous clients (default 128)\n"
 "      --max-clients-per-address N  of them from one address (default 64;\n"
 "                             0: no limit)\n"
+"      --max-link-groups-per-address N  SMC-R link groups for one address;\n"
+"                             a first contact beyond it gets TCP (default 16;\n"
+"                             0: no limit)\n"
 "      --max-handshakes N   clients in the handshake (CLC, NBD options) at once;\n"
 "                             more are closed at once (default 32)\n"
 "      --handshake-timeout S  whole handshake, however the client trickles\n"
@@ -839,7 +842,8 @@ static void usage(FILE *f)
 
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
-       OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP };
+       OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP,
+       OPT_LGRS_PER_ADDRESS };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -858,6 +862,7 @@ static const struct option long_opts[] = {
 	{ "max-rmb-memory", required_argument, NULL, OPT_MAX_RMB },
 	{ "request-timeout", required_argument, NULL, OPT_REQ_TIMEOUT },
 	{ "max-clients-per-address", required_argument, NULL, OPT_PER_ADDRESS },
+	{ "max-link-groups-per-address", required_argument, NULL, OPT_LGRS_PER_ADDRESS },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
 	{ "tls", required_argument, NULL, OPT_TLS },
 	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
@@ -955,6 +960,11 @@ static int parse_args(struct server *s, int argc, char **argv)
 			if (parse_uint(optarg, 0, 65536, &cfg->max_per_address) < 0)
 				goto bad;
 			cfg->set_mask |= CFG_SET_PER_ADDRESS;
+			break;
+		case OPT_LGRS_PER_ADDRESS:
+			if (parse_uint(optarg, 0, 65536, &cfg->max_lgrs_per_address) < 0)
+				goto bad;
+			cfg->set_mask |= CFG_SET_LGRS_PER_ADDRESS;
 			break;
 		case OPT_REQ_TIMEOUT:
 			if (parse_uint(optarg, 1, 3600, &cfg->request_timeout) < 0)
@@ -1115,7 +1125,10 @@ static void serve(struct server *s, int sfd)
 static int smcr_start(struct server *s)
 {
 	struct smcr_ctx_opts o = { .syn_option = (enum smcr_syn_option)s->cfg.syn_option,
-				   .max_rmb_bytes = (size_t)s->cfg.max_rmb_memory };
+				   .max_rmb_bytes = (size_t)s->cfg.max_rmb_memory,
+				   /* libsmcr's 0 is "from the environment" */
+				   .max_lgrs_per_address = s->cfg.max_lgrs_per_address ?
+							   s->cfg.max_lgrs_per_address : UINT_MAX };
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	char *end;
 	unsigned long port = strtoul(s->cfg.smcr_port, &end, 10);
@@ -1153,11 +1166,14 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 {
 	struct server *s = arg;
 	struct engine_stats st = { 0 };
+	struct smcr_stats sst = { 0 };
 	size_t off = 0;
 	unsigned i, clients, conns = s->engine ? engine_connections(s->engine) : 0;
 
 	if (s->engine)
 		engine_get_stats(s->engine, &st);
+	if (s->smcr)
+		smcr_ctx_stats(s->smcr, &sst);
 	pthread_mutex_lock(&s->lock);
 	clients = s->clients;
 	off = smcr_out(buf, len, off, json ?
@@ -1165,18 +1181,21 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 		      "\"refused_max_clients\":%llu,\"refused_handshakes\":%llu,"
 		      "\"handshake_timeouts\":%llu,\"accept_paused\":%llu,"
 		      "\"request_timeout\":%u,\"request_timeouts\":%llu,"
-		      "\"max_clients_per_address\":%u,\"refused_per_address\":%llu}," :
+		      "\"max_clients_per_address\":%u,\"refused_per_address\":%llu,"
+		      "\"max_link_groups_per_address\":%u,\"refused_link_groups_per_address\":%llu}," :
 		      "limits: max-handshakes %u, handshake-timeout %u s; refused at "
 		      "max-clients %llu, at max-handshakes %llu, handshake timeouts %llu, "
 		      "accept paused %llu; request-timeout %u s, request timeouts %llu; "
-		      "max-clients-per-address %u, refused %llu\n",
+		      "max-clients-per-address %u, refused %llu; "
+		      "max-link-groups-per-address %u, refused %llu\n",
 		      s->cfg.max_handshakes, s->cfg.handshake_timeout,
 		      (unsigned long long)s->refused_max_clients,
 		      (unsigned long long)s->refused_handshakes,
 		      (unsigned long long)s->handshake_timeouts,
 		      (unsigned long long)s->accept_paused, s->cfg.request_timeout,
 		      (unsigned long long)st.request_timeouts, s->cfg.max_per_address,
-		      (unsigned long long)s->refused_per_address);
+		      (unsigned long long)s->refused_per_address, s->cfg.max_lgrs_per_address,
+		      (unsigned long long)sst.lgrs_refused_per_address);
 	off = smcr_out(buf, len, off, json ?
 		      "\"clients\":%u,\"connections\":%u,\"max_clients\":%u,\"requests\":%llu,"
 		      "\"zc_writes\":%llu,\"zc_reads\":%llu,\"file_reads\":%llu,\"inline_writes\":%llu,\"exports\":[" :
