@@ -43,6 +43,7 @@ struct smcrd_config {
 	unsigned handshake_timeout;	/* s, whole handshake */
 	unsigned request_timeout;	/* s, a stalled request payload */
 	unsigned max_per_address;	/* clients from one address; 0: no limit */
+	unsigned max_lgrs_per_address;	/* SMC-R link groups from one address; 0: no limit */
 	uint64_t max_rmb_memory;	/* SMC-R: RMB bytes per link group; 0: libsmcr's */
 	uint64_t max_memory;		/* bytes of request buffers */
 	bool direct;
@@ -84,6 +85,7 @@ struct smcrd_config {
 #define CFG_SET_REQ_TIMEOUT	(1u << 18)
 #define CFG_SET_PER_ADDRESS	(1u << 19)
 #define CFG_SET_CTL_GROUP	(1u << 20)
+#define CFG_SET_LGRS_PER_ADDRESS	(1u << 21)
 #define CFG_SET_EIDS		(1u << 28)
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */

@@ -60,6 +60,11 @@ enum tag {
 #define SENDFILE_MIN	(64u << 10)	/* READs this large: sendfile */
 #define BS_BUF_SIZE	(NBD_BS_MAX_EXTENTS * sizeof(struct nbd_block_descriptor_wire))
 #define INLINE_WRITE_MAX (64u << 10)	/* larger WRITEs: io_uring, in parallel */
+/* A WRITE payload is received into a buffer of at most this much, which
+ * goes to the file whenever it is full: memory is charged as the payload
+ * comes, a chunk ahead, not the whole announced length at the header (32
+ * clients announcing 32 MiB and sending a byte starved everyone). */
+#define WRITE_CHUNK	(1u << 20)
 #define LOWAT_MIN	(64u << 10)	/* payload left to wait for in one wake-up */
 #define IO_LIMIT	(CQ_ENTRIES - 1024)	/* file ops in flight per worker:
 						 * the CQ never overflows */
@@ -97,6 +102,7 @@ struct req {
 	unsigned pin;			/* its slot in the connection's pins */
 	struct iovec zc_iov[2];		/* the payload, in place */
 	struct iovec zc_cur[2];		/* what is left to write */
+	uint64_t part;			/* WRITE in chunks: payload bytes before buf's */
 	enum phase phase;
 	uint64_t done;			/* bytes done of the current phase */
 	uint32_t error;			/* NBD error */
@@ -120,6 +126,8 @@ struct conn {
 	uint8_t *rbuf;
 	uint32_t rstart, rend;
 	struct req *rx_req;		/* WRITE whose payload is arriving */
+	struct req *rx_chunk;		/* WRITE whose full chunk is being written:
+					 * receiving waits for it */
 	uint64_t skip;			/* payload bytes to drop */
 	struct req *skip_req;		/* refused WRITE: answered once its
 					 * payload is gone (clients do not
@@ -699,6 +707,17 @@ static int zc_remaining(struct req *q)
 
 /* --- replies ------------------------------------------------------------ */
 
+/* The bytes of a copied WRITE payload that buf holds at a time: from part
+ * on, one chunk or the rest (a payload in place: all of it). */
+static uint64_t chunk_len(const struct req *q)
+{
+	uint64_t left = q->r.length - q->part;
+
+	if (q->zc)
+		return q->r.length;
+	return left < WRITE_CHUNK ? left : WRITE_CHUNK;
+}
+
 static struct req *req_new(struct conn *c)
 {
 	struct worker *w = c->w;
@@ -717,6 +736,7 @@ static struct req *req_new(struct conn *c)
 	q->tx_ready = false;
 	q->zc = false;
 	q->phase = PH_NONE;
+	q->part = 0;
 	q->done = 0;
 	q->error = 0;
 	q->err_off = NBD_NO_OFFSET;
@@ -911,6 +931,7 @@ static void conn_flush(struct conn *c)
 /* --- request execution ---------------------------------------------------- */
 
 static void req_submit(struct req *q);
+static void chunk_written(struct req *q, int res);
 
 static int io_fd(const struct export *e, uint64_t off, uint64_t len, const void *buf)
 {
@@ -1064,8 +1085,8 @@ static void req_submit(struct req *q)
 	struct conn *c = q->c;
 	struct export *e = c->exp;
 	struct io_uring_sqe *sqe = get_sqe(c->w);
-	uint64_t off = q->r.offset + q->done;
-	uint64_t left = q->r.length - q->done;
+	uint64_t off = q->r.offset + q->part + q->done;
+	uint64_t left = (q->phase == PH_WRITE ? chunk_len(q) : q->r.length) - q->done;
 	uint8_t *p = (uint8_t *)q->buf + q->done;
 
 	switch (q->phase) {
@@ -1158,6 +1179,8 @@ static void req_complete(struct req *q, int res)
 	if (w->io_inflight-- == IO_LIMIT && w->mem_head)
 		mem_wake(w);
 	if (c->closing) {
+		if (c->rx_chunk == q)
+			c->rx_chunk = NULL;
 		if (!q->zc_tx)		/* else freed with the tx queue */
 			req_free(q);
 		return;
@@ -1189,6 +1212,15 @@ static void req_complete(struct req *q, int res)
 		conn_dirty(c);
 		return;
 	}
+	if (c->rx_chunk == q) {
+		/* A chunk of a payload still coming. */
+		if (res > 0 && (q->done += (uint64_t)res) < chunk_len(q)) {
+			req_submit(q);
+			return;
+		}
+		chunk_written(q, res > 0 ? 0 : res ? res : -EIO);
+		return;
+	}
 	switch (q->phase) {
 	case PH_READ:
 	case PH_WRITE:
@@ -1204,7 +1236,7 @@ static void req_complete(struct req *q, int res)
 			return;
 		}
 		q->done += (uint64_t)res;
-		if (q->done < q->r.length) {
+		if (q->done < (q->phase == PH_WRITE ? chunk_len(q) : q->r.length)) {
 			req_submit(q);
 			return;
 		}
@@ -1289,6 +1321,51 @@ static void rx_eof(struct conn *c)
 	}
 	log_dbg("client %s: end of stream", c->t->peer);
 	conn_maybe_finish(c);
+}
+
+/* buf holds the current chunk of q's payload: the last one starts the
+ * request; an earlier one is written while receiving waits. */
+static void chunk_received(struct conn *c, struct req *q)
+{
+	c->rx_req = NULL;
+	q->done = 0;
+	if (q->part + chunk_len(q) == q->r.length) {
+		req_start(q);
+		return;
+	}
+	c->rx_chunk = q;
+	q->phase = PH_WRITE;
+	req_submit(q);
+}
+
+/* A chunk of q (not its last) is written, or its write failed (res):
+ * receive the next one into buf, or drop the rest of the payload and
+ * answer the error once it is gone. */
+static void chunk_written(struct req *q, int res)
+{
+	struct conn *c = q->c;
+	uint64_t next = q->part + chunk_len(q);
+
+	c->rx_chunk = NULL;
+	q->done = 0;
+	if (c->rx_stop) {
+		/* The client went away in the middle of the payload. */
+		req_free(q);
+		conn_maybe_finish(c);
+		return;
+	}
+	if (res) {
+		q->error = nbd_errno_to_wire(-res);
+		q->msg = strerror(-res);
+		q->err_off = q->r.offset + q->part;
+		c->skip = q->r.length - next;
+		c->skip_req = q;
+	} else {
+		q->part = next;
+		c->rx_req = q;
+	}
+	c->rx_progress_ms = now_ms();
+	conn_kick(c);
 }
 
 /* Reads into up to two places; handles EOF and errors. */
@@ -1401,7 +1478,9 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 		q->zc = true;
 	} else if (!err && ((r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) ||
 			    r.type == NBD_CMD_BLOCK_STATUS)) {
-		uint64_t need = r.type == NBD_CMD_BLOCK_STATUS ? BS_BUF_SIZE : r.length;
+		uint64_t need = r.type == NBD_CMD_BLOCK_STATUS ? BS_BUF_SIZE :
+				r.type == NBD_CMD_WRITE && r.length > WRITE_CHUNK ? WRITE_CHUNK :
+				r.length;
 		uint64_t size = (uint64_t)1 << (size_class(need) + POOL_MIN_SHIFT);
 		bool blocked;
 
@@ -1477,7 +1556,7 @@ static void rx_pump_zc(struct conn *c)
 {
 	unsigned qd = c->w->e->p.queue_depth;
 
-	while (!c->closing && !c->rx_stop && !c->mem_blocked) {
+	while (!c->closing && !c->rx_stop && !c->mem_blocked && !c->rx_chunk) {
 		struct iovec win[2];
 		uint64_t start = c->rx_pos, base = c->rx_cons, avail, off;
 		ssize_t n = c->t->ops->rx_peek(c->t, win);
@@ -1497,14 +1576,14 @@ static void rx_pump_zc(struct conn *c)
 		}
 		c->last_rx_ms = c->drain ? now_ms() : 0;
 		c->rx_progress_ms = now_ms();
-		while (!c->closing && !c->rx_stop && !c->mem_blocked) {
+		while (!c->closing && !c->rx_stop && !c->mem_blocked && !c->rx_chunk) {
 			/* win[] starts where consumption stood at the peek
 			 * (a completed write may consume meanwhile). */
 			off = c->rx_pos - base;
 			avail = (uint64_t)n - off;
 			if (c->rx_req) {
 				struct req *q = c->rx_req;
-				uint64_t need = q->r.length - q->done;
+				uint64_t need = chunk_len(q) - q->done;
 				uint64_t take = avail < need ? avail : need;
 
 				win_copy(win, off, (uint8_t *)q->buf + q->done, take);
@@ -1512,9 +1591,7 @@ static void rx_pump_zc(struct conn *c)
 				c->rx_pos += take;
 				if (take < need)
 					break;
-				c->rx_req = NULL;
-				q->done = 0;
-				req_start(q);
+				chunk_received(c, q);
 				continue;
 			}
 			if (c->skip) {
@@ -1594,14 +1671,14 @@ static void rx_pump(struct conn *c)
 		rx_pump_zc(c);
 		return;
 	}
-	while (!c->closing && !c->rx_stop && !c->mem_blocked) {
+	while (!c->closing && !c->rx_stop && !c->mem_blocked && !c->rx_chunk) {
 		uint32_t avail = c->rend - c->rstart;
 		struct iovec iov[2];
 		ssize_t n;
 
 		if (c->rx_req) {
 			struct req *q = c->rx_req;
-			uint64_t need = q->r.length - q->done;
+			uint64_t need = chunk_len(q) - q->done;
 			uint32_t take = avail < need ? avail : (uint32_t)need;
 
 			memcpy((uint8_t *)q->buf + q->done, c->rbuf + c->rstart, take);
@@ -1629,9 +1706,7 @@ static void rx_pump(struct conn *c)
 				q->done += need;
 				c->rend = (uint32_t)((uint64_t)n - need);
 			}
-			c->rx_req = NULL;
-			q->done = 0;
-			req_start(q);
+			chunk_received(c, q);
 			continue;
 		}
 		if (c->skip) {

@@ -805,6 +805,9 @@ static void usage(FILE *f)
 "  -m, --max-clients N      simultaneous clients (default 128)\n"
 "      --max-clients-per-address N  of them from one address (default 64;\n"
 "                             0: no limit)\n"
+"      --max-link-groups-per-address N  SMC-R link groups for one address;\n"
+"                             a first contact beyond it gets TCP (default 16;\n"
+"                             0: no limit)\n"
 "      --max-handshakes N   clients in the handshake (CLC, NBD options) at once;\n"
 "                             more are closed at once (default 32)\n"
 "      --handshake-timeout S  whole handshake, however the client trickles\n"
@@ -843,7 +846,8 @@ static void usage(FILE *f)
 
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_EIDS, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
-       OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP };
+       OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP,
+       OPT_LGRS_PER_ADDRESS };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -862,6 +866,7 @@ static const struct option long_opts[] = {
 	{ "max-rmb-memory", required_argument, NULL, OPT_MAX_RMB },
 	{ "request-timeout", required_argument, NULL, OPT_REQ_TIMEOUT },
 	{ "max-clients-per-address", required_argument, NULL, OPT_PER_ADDRESS },
+	{ "max-link-groups-per-address", required_argument, NULL, OPT_LGRS_PER_ADDRESS },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
 	{ "eids", required_argument, NULL, OPT_EIDS },
 	{ "tls", required_argument, NULL, OPT_TLS },
@@ -960,6 +965,11 @@ static int parse_args(struct server *s, int argc, char **argv)
 			if (parse_uint(optarg, 0, 65536, &cfg->max_per_address) < 0)
 				goto bad;
 			cfg->set_mask |= CFG_SET_PER_ADDRESS;
+			break;
+		case OPT_LGRS_PER_ADDRESS:
+			if (parse_uint(optarg, 0, 65536, &cfg->max_lgrs_per_address) < 0)
+				goto bad;
+			cfg->set_mask |= CFG_SET_LGRS_PER_ADDRESS;
 			break;
 		case OPT_REQ_TIMEOUT:
 			if (parse_uint(optarg, 1, 3600, &cfg->request_timeout) < 0)
@@ -1126,7 +1136,10 @@ static int smcr_start(struct server *s)
 {
 	struct smcr_ctx_opts o = { .syn_option = (enum smcr_syn_option)s->cfg.syn_option,
 				   .max_rmb_bytes = (size_t)s->cfg.max_rmb_memory,
-				   .eids = s->cfg.eids };
+				   .eids = s->cfg.eids,
+				   /* libsmcr's 0 is "from the environment" */
+				   .max_lgrs_per_address = s->cfg.max_lgrs_per_address ?
+							   s->cfg.max_lgrs_per_address : UINT_MAX };
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	char *end;
 	unsigned long port = strtoul(s->cfg.smcr_port, &end, 10);
@@ -1160,8 +1173,9 @@ static int smcr_start(struct server *s)
 
 /* The "smcrd" section of the control socket (smcrctl status): exports,
  * clients, engine counters, as JSON. */
-static int ctl_dump_json(struct server *s, const struct engine_stats *st, unsigned clients,
-			 unsigned conns, char *buf, size_t len)
+static int ctl_dump_json(struct server *s, const struct engine_stats *st,
+			 const struct smcr_stats *sst, unsigned clients, unsigned conns,
+			 char *buf, size_t len)
 {
 	struct json_object *o = json_object_new_object(), *lim, *exps;
 	unsigned i;
@@ -1179,6 +1193,8 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st, unsign
 	jsonw_u64(lim, "request_timeouts", st->request_timeouts);
 	jsonw_u64(lim, "max_clients_per_address", s->cfg.max_per_address);
 	jsonw_u64(lim, "refused_per_address", s->refused_per_address);
+	jsonw_u64(lim, "max_link_groups_per_address", s->cfg.max_lgrs_per_address);
+	jsonw_u64(lim, "refused_link_groups_per_address", sst->lgrs_refused_per_address);
 	jsonw_add(o, "limits", lim);
 	jsonw_u64(o, "clients", clients);
 	jsonw_u64(o, "connections", conns);
@@ -1211,16 +1227,19 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 {
 	struct server *s = arg;
 	struct engine_stats st = { 0 };
+	struct smcr_stats sst = { 0 };
 	size_t off = 0;
 	unsigned i, clients, conns = s->engine ? engine_connections(s->engine) : 0;
 	int r;
 
 	if (s->engine)
 		engine_get_stats(s->engine, &st);
+	if (s->smcr)
+		smcr_ctx_stats(s->smcr, &sst);
 	pthread_mutex_lock(&s->lock);
 	clients = s->clients;
 	if (json) {
-		r = ctl_dump_json(s, &st, clients, conns, buf, len);
+		r = ctl_dump_json(s, &st, &sst, clients, conns, buf, len);
 		pthread_mutex_unlock(&s->lock);
 		return r;
 	}
@@ -1228,14 +1247,16 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 			 "limits: max-handshakes %u, handshake-timeout %u s; refused at "
 			 "max-clients %llu, at max-handshakes %llu, handshake timeouts %llu, "
 			 "accept paused %llu; request-timeout %u s, request timeouts %llu; "
-			 "max-clients-per-address %u, refused %llu\n",
+			 "max-clients-per-address %u, refused %llu; "
+			 "max-link-groups-per-address %u, refused %llu\n",
 			 s->cfg.max_handshakes, s->cfg.handshake_timeout,
 			 (unsigned long long)s->refused_max_clients,
 			 (unsigned long long)s->refused_handshakes,
 			 (unsigned long long)s->handshake_timeouts,
 			 (unsigned long long)s->accept_paused, s->cfg.request_timeout,
 			 (unsigned long long)st.request_timeouts, s->cfg.max_per_address,
-			 (unsigned long long)s->refused_per_address);
+			 (unsigned long long)s->refused_per_address, s->cfg.max_lgrs_per_address,
+			 (unsigned long long)sst.lgrs_refused_per_address);
 	off = strbuf_out(buf, len, off,
 			 "clients %u (in transmission %u, max %u), requests %llu, zero-copy writes %llu, "
 			 "zero-copy reads %llu, sendfile reads %llu, inline writes %llu\n",

@@ -638,6 +638,56 @@ struct smcr_lgr *smcr_engine_lgr_find(struct smcr_ctx *ctx, enum smcr_role role,
 	return NULL;
 }
 
+/* The TCP peer of fd as 16 bytes, IPv4 mapped into IPv6; false if unknown. */
+static bool peer_addr16(int fd, uint8_t out[16])
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	memset(out, 0, 16);
+	if (getpeername(fd, (struct sockaddr *)&ss, &len))
+		return false;
+	if (ss.ss_family == AF_INET6) {
+		memcpy(out, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+		return true;
+	}
+	if (ss.ss_family != AF_INET)
+		return false;
+	out[10] = out[11] = 0xff;
+	memcpy(out + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+	return true;
+}
+
+uint32_t smcr_engine_lgr_admit(struct smcr_ctx *ctx, int fd, uint8_t addr[16])
+{
+	char text[INET6_ADDRSTRLEN];
+	const struct smcr_lgr *lgr;
+	unsigned int n = 0;
+	uint64_t now;
+
+	if (!peer_addr16(fd, addr) || !ctx->max_lgrs_per_address)
+		return 0;
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
+		if (lgr->role == SMCR_ROLE_SERVER && !lgr->terminated &&
+		    memcmp(lgr->peer_addr, addr, 16) == 0)
+			n++;
+	if (n < ctx->max_lgrs_per_address)
+		return 0;
+	ctx->stats.lgrs_refused_per_address++;
+	now = smcr_now_ms();
+	if (ctx->lgr_limit_logged_ms && now - ctx->lgr_limit_logged_ms < SMCR_LIMIT_LOG_MS) {
+		ctx->lgr_limit_unlogged++;
+		return SMCR_DECL_MEM;
+	}
+	if (!inet_ntop(AF_INET6, addr, text, sizeof(text)))
+		snprintf(text, sizeof(text), "?");
+	smcr_warn("accept: %u link groups from %s (limit per address): declined, TCP "
+		  "(%lu more like this not logged)", n, text, ctx->lgr_limit_unlogged);
+	ctx->lgr_limit_logged_ms = now;
+	ctx->lgr_limit_unlogged = 0;
+	return SMCR_DECL_MEM;
+}
+
 int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
 		     unsigned int timeout_ms)
 {
@@ -1242,6 +1292,8 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	if (!ctx->opts.link_wait_ms)
 		ctx->opts.link_wait_ms = 5000;
 	ctx->lgr_cfg = smcr_lgr_config_default;
+	ctx->max_lgrs_per_address = ctx->opts.max_lgrs_per_address ?
+		ctx->opts.max_lgrs_per_address : env_uint("SMCR_MAX_LGRS_PER_ADDRESS", 0);
 	ctx->lgr_cfg.max_rmb_bytes = ctx->opts.max_rmb_bytes ? ctx->opts.max_rmb_bytes :
 		env_uint("SMCR_MAX_RMB_BYTES", (unsigned int)smcr_lgr_config_default.max_rmb_bytes);
 	if (ctx->opts.max_links)

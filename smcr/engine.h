@@ -83,6 +83,11 @@ struct smcr_ctx {
 	pthread_t reaper;
 	bool reaper_running, reaper_stop;
 	pthread_cond_t reap_cond;
+	/* max_lgrs_per_address in effect (0: none); its refusals are logged
+	 * once per SMCR_LIMIT_LOG_MS, with how many were not. */
+	unsigned int max_lgrs_per_address;
+	uint64_t lgr_limit_logged_ms;
+	unsigned long lgr_limit_unlogged;
 };
 
 extern const struct smcr_lgr_ops smcr_engine_lgr_ops;
@@ -97,6 +102,12 @@ struct smcr_port_ref *smcr_engine_port_for(struct smcr_ctx *ctx,
 struct smcr_lgr *smcr_engine_lgr_find(struct smcr_ctx *ctx, enum smcr_role role,
 				      const uint8_t peer_id[8], const uint8_t *gid,
 				      const uint8_t *mac, uint32_t qpn);
+/* Server, before a first contact makes a group (ctx->lock held): 0 when
+ * the TCP peer of fd has fewer than max_lgrs_per_address groups, else
+ * SMCR_DECL_MEM (counted, logged once per SMCR_LIMIT_LOG_MS).  addr: the
+ * peer's address for the new group's peer_addr (all zero if unknown). */
+#define SMCR_LIMIT_LOG_MS 10000
+uint32_t smcr_engine_lgr_admit(struct smcr_ctx *ctx, int fd, uint8_t addr[16]);
 /* Create a verbs link on a port for a group. */
 int smcr_engine_link_on(struct smcr_ctx *ctx, struct smcr_lgr *lgr,
 			struct smcr_port_ref *port, struct smcr_link **linkp,

@@ -196,6 +196,9 @@ struct smcr_lgr {
 	void *owner;			/* the owner's context */
 	struct smcr_lgr_config cfg;
 	uint8_t peer_id[8];
+	/* The owner's: a server group's TCP peer at first contact (IPv4
+	 * mapped into IPv6; all zero: not known), for its per-address limit. */
+	uint8_t peer_addr[16];
 	uint8_t max_links;		/* negotiated in CONFIRM LINK */
 	uint8_t version;		/* SMC-R version (CLC): 1, or 2 (SMC-Rv2:
 					 * v2 LLC headers, RKeys in ADD LINK) */

@@ -81,6 +81,13 @@ struct smcr_ctx_opts {
 	 * a connection beyond it gets TCP (Decline 0x01010000, out of
 	 * memory).  0: SMCR_MAX_RMB_BYTES from the environment, else 256 MiB. */
 	size_t max_rmb_bytes;
+	/* Link groups a server keeps for one peer IP address (a peer that
+	 * makes up peer IDs gets a group for each, each with its QPs and
+	 * buffers); a first contact beyond it is declined (0x01010000, out of
+	 * memory: the peer goes on over TCP), counted in
+	 * lgrs_refused_per_address and logged once per 10 s.  0:
+	 * SMCR_MAX_LGRS_PER_ADDRESS from the environment, else no limit. */
+	unsigned int max_lgrs_per_address;
 	bool no_smc;			/* never propose/accept SMC-R (TCP only) */
 	smcr_log_fn log_fn;		/* if set: smcr_log_set_fn(log_fn, log_opaque) */
 	void *log_opaque;
@@ -222,6 +229,8 @@ struct smcr_stats {
 	 * back, held ones never sent because their link failed (they
 	 * complete as flushed), messages received and delivered late. */
 	uint64_t fault_held, fault_discarded, fault_held_recvs;
+	/* First contacts declined at max_lgrs_per_address. */
+	uint64_t lgrs_refused_per_address;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
 /* The decline code counted in fallback_by_reason[i] (0: other), and its

@@ -354,7 +354,7 @@ static uint32_t sv_accept_proposal(void *arg, int fd, const struct smcr_clc_prop
 	struct setup *st = arg;
 	struct smcr_ctx *ctx = st->ctx;
 	struct smcr_rmbe rmbe;
-	uint8_t pid[8];
+	uint8_t pid[8], addr[16];
 	uint32_t code = 0;
 	int ret;
 
@@ -378,10 +378,14 @@ static uint32_t sv_accept_proposal(void *arg, int fd, const struct smcr_clc_prop
 			code = SMCR_DECL_DIFFPREFIX;
 			goto out_unlock;
 		}
+		code = smcr_engine_lgr_admit(ctx, fd, addr);
+		if (code)
+			goto out_unlock;
 		if (lgr_new(st, SMCR_ROLE_SERVER, &prop->peer_id)) {
 			code = SMCR_DECL_MEM;
 			goto out_unlock;
 		}
+		memcpy(st->lgr->peer_addr, addr, sizeof(addr));
 		ret = smcr_engine_link_on(ctx, st->lgr, st->port, &st->link, &st->local);
 		if (ret) {
 			code = SMCR_DECL_ERR_RDYLNK;

@@ -192,14 +192,14 @@ def write_read(s, data, halves_gap=None):
         raise OSError("data read back differs")
 
 
-def good(port, export, secs):
+def good(port, export, secs, size=1 << 20, gap=None):
     t0 = time.monotonic()
     s = conn(port)
     s.settimeout(secs)
     nbd_greet(s)
     go(s, export)
-    write_read(s, os.urandom(1 << 20))
-    print("good client done in %.1f s" % (time.monotonic() - t0))
+    write_read(s, os.urandom(size), gap)
+    print("good client (%d bytes) done in %.1f s" % (size, time.monotonic() - t0))
 
 
 def trickle(port, export, gap):
@@ -221,7 +221,11 @@ elif cmd == "announce":
     announce(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
              float(sys.argv[6]))
 elif cmd == "good":
-    good(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
+    # good PORT EXPORT SECS [SIZE [GAP]]: write SIZE bytes (in two halves
+    # GAP seconds apart) and read them back, within SECS
+    good(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]),
+         int(sys.argv[5]) if len(sys.argv) > 5 else 1 << 20,
+         float(sys.argv[6]) if len(sys.argv) > 6 else None)
 elif cmd == "trickle":
     trickle(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
 elif cmd == "name":

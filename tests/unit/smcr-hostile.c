@@ -2,13 +2,17 @@
 /* smcrbd: libsmcr against a peer that lies (issue 13 defect 7): link
  * groups are found by peer ID, role, GID, MAC (and the server's QP for a
  * client), not by the peer ID a peer may copy; our peer ID's random part
- * comes from getrandom(), not from rand() and the pid. */
+ * comes from getrandom(), not from rand() and the pid; a server keeps
+ * at most max_lgrs_per_address link groups for one peer address. */
 #include <config.h>
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "unit.h"
 #include "smcr-suites.h"
@@ -132,9 +136,145 @@ static void test_rmb_limit_default(void)
 	unsetenv("SMCR_MAX_RMB_BYTES");
 }
 
+/* A TCP connection over loopback from src (127.0.0.x) to 127.0.0.1: the
+ * server's end (its peer is src), or -1. */
+static int loop_conn(const char *src, int *client)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int l, c = -1, s = -1;
+
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &len))
+		goto out;
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	{
+		struct sockaddr_in b = { .sin_family = AF_INET };
+
+		inet_pton(AF_INET, src, &b.sin_addr);
+		if (c < 0 || bind(c, (struct sockaddr *)&b, sizeof(b)) ||
+		    connect(c, (struct sockaddr *)&a, sizeof(a)))
+			goto out;
+	}
+	s = accept(l, NULL, NULL);
+out:
+	if (s < 0 && c >= 0) {
+		close(c);
+		c = -1;
+	}
+	if (l >= 0)
+		close(l);
+	*client = c;
+	return s;
+}
+
+static unsigned int limit_lines;
+static char limit_line[256];
+
+static void limit_log(void *opaque, enum smcr_log_level level, const char *msg)
+{
+	(void)opaque;
+	if (level == SMCR_LOG_WARN && strstr(msg, "link groups from")) {
+		limit_lines++;
+		snprintf(limit_line, sizeof(limit_line), "%s", msg);
+	}
+}
+
+/* Link groups per peer address at the edges: a first contact from an
+ * address that has max_lgrs_per_address live server groups is declined
+ * (out of memory), counted, logged once per interval; terminated groups,
+ * client groups and other addresses do not count. */
+static void test_lgrs_per_address(void)
+{
+	static const uint8_t v4_1[16] = { [10] = 0xff, [11] = 0xff, 127, 0, 0, 1 };
+	struct smcr_ctx ctx;
+	struct smcr_lgr g[3];
+	uint8_t addr[16];
+	int c1, c2, s1, s2, i;
+
+	s1 = loop_conn("127.0.0.1", &c1);
+	s2 = loop_conn("127.0.0.2", &c2);
+	CU_ASSERT_FATAL(s1 >= 0 && s2 >= 0);
+	memset(&ctx, 0, sizeof(ctx));
+	memset(g, 0, sizeof(g));
+	for (i = 0; i < 3; i++) {
+		g[i].role = SMCR_ROLE_SERVER;
+		memcpy(g[i].peer_addr, v4_1, 16);
+		g[i].next = i < 2 ? &g[i + 1] : NULL;
+	}
+	smcr_log_set_fn(limit_log, NULL);
+	/* No limit: anything goes, the address is known all the same. */
+	ctx.lgrs = &g[0];
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s1, addr) == 0);
+	CU_ASSERT(memcmp(addr, v4_1, 16) == 0);
+	/* Limit 3: 2 groups (g[1], g[2]) admit a third, 3 do not. */
+	ctx.max_lgrs_per_address = 3;
+	ctx.lgrs = &g[1];
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s1, addr) == 0);
+	ctx.lgrs = &g[0];
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s1, addr) == SMCR_DECL_MEM);
+	CU_ASSERT(ctx.stats.lgrs_refused_per_address == 1);
+	CU_ASSERT(limit_lines == 1);
+	CU_ASSERT(strstr(limit_line, "3 link groups from ::ffff:127.0.0.1") != NULL);
+	/* Another address has none. */
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s2, addr) == 0);
+	CU_ASSERT(addr[15] == 2);
+	/* Refused twice more: counted, not logged (10 s not over). */
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s1, addr) == SMCR_DECL_MEM);
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s1, addr) == SMCR_DECL_MEM);
+	CU_ASSERT(ctx.stats.lgrs_refused_per_address == 3);
+	CU_ASSERT(limit_lines == 1);
+	/* The interval over: logged with the 2 not logged. */
+	ctx.lgr_limit_logged_ms -= SMCR_LIMIT_LOG_MS;
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s1, addr) == SMCR_DECL_MEM);
+	CU_ASSERT(limit_lines == 2);
+	CU_ASSERT(strstr(limit_line, "(2 more like this not logged)") != NULL);
+	/* A terminated group and a client group do not count. */
+	g[1].terminated = true;
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s1, addr) == 0);
+	g[1].terminated = false;
+	g[2].role = SMCR_ROLE_CLIENT;
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s1, addr) == 0);
+	CU_ASSERT(ctx.stats.lgrs_refused_per_address == 4);
+	/* Limit 1 with one group; a socket without a peer is not limited. */
+	ctx.max_lgrs_per_address = 1;
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, s1, addr) == SMCR_DECL_MEM);
+	CU_ASSERT(smcr_engine_lgr_admit(&ctx, -1, addr) == 0);
+	smcr_log_set_fn(NULL, NULL);
+	close(s1);
+	close(s2);
+	close(c1);
+	close(c2);
+}
+
+/* The option, else SMCR_MAX_LGRS_PER_ADDRESS, else no limit. */
+static void test_lgrs_per_address_opt(void)
+{
+	struct smcr_ctx_opts o = { .no_smc = true };
+	struct smcr_ctx *ctx;
+
+	unsetenv("SMCR_MAX_LGRS_PER_ADDRESS");
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT(ctx->max_lgrs_per_address == 0);
+	smcr_ctx_destroy(ctx);
+	setenv("SMCR_MAX_LGRS_PER_ADDRESS", "5", 1);
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT(ctx->max_lgrs_per_address == 5);
+	smcr_ctx_destroy(ctx);
+	o.max_lgrs_per_address = 2;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT(ctx->max_lgrs_per_address == 2);
+	smcr_ctx_destroy(ctx);
+	unsetenv("SMCR_MAX_LGRS_PER_ADDRESS");
+}
+
 CU_TestInfo smcr_hostile_tests[] = {
 	{ "link group match: peer ID, role, GID, MAC, QP", test_lgr_match },
 	{ "peer ID from getrandom", test_peer_id_random },
 	{ "RMB memory per group: limited by default", test_rmb_limit_default },
+	{ "link groups per peer address: at the limit", test_lgrs_per_address },
+	{ "link groups per peer address: option, environment", test_lgrs_per_address_opt },
 	CU_TEST_INFO_NULL,
 };
