@@ -137,8 +137,10 @@ watcher() {	# SIDE TARGET CONNECTIONS
     local S; S=$(vm_share "$1")
     vm_bg "$1" "x=\$'\\1' seq=0
 cnt() { local y=\${j//\"\$1\"/\$x}; y=\${y//[!\$x]/}; n=\${#y}; }
-exec 8< <(exec $SMCRCTL --json --watch 0.2 status $2 2>/dev/null); p=\$!
+mkfifo /tmp/watch.fifo	# (no /dev/fd in the guest for a <(...))
+$SMCRCTL --json --watch 0.2 status $2 >/tmp/watch.fifo 2>/dev/null & p=\$!
 trap 'kill \$p' EXIT
+exec 8</tmp/watch.fifo
 while [ ! -e /tmp/watch.stop ] && IFS= read -r -u 8 j; do
     while read -r -t 0 -u 8; do IFS= read -r -u 8 j || break; done
     t=\$EPOCHREALTIME
@@ -153,6 +155,8 @@ while [ ! -e /tmp/watch.stop ] && IFS= read -r -u 8 j; do
 done
 exit 0"
 }
+watch_a=$(watcher A nbdkit-smcr 4)
+watch_b=$(watcher B smcrd 0)
 # look SIDE: the watcher's last line: W_SEQ, W_OK, W_T (guest time it read
 # the JSON), W_OFF (guest minus host clock, us, from the line's stamp and
 # the file's mtime); 1 if none yet.
