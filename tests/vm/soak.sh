@@ -124,34 +124,41 @@ wait \$!; rc=\$?; cp /tmp/fio_bw.1.log $SA/fio_bw.log; cat /tmp/fio.err >&2; exi
 # ---- the group is whole: two links on both ends, four NBD connections ------------------
 # A watcher in each guest (one job for the whole soak: a job per look cost
 # 1 to 8 s a round trip under the load, and every exec of a dynamically
-# linked program in A ~2 s) reads the JSON of one "smcrctl --json --watch
-# 0.2 status" (no exec per look), skips to the newest when several wait,
-# and writes it to watch.json and then a line "SEQ GUEST_TIME WHOLE" to
-# watch: whole is every live link group with two active links (after a
-# restart the four connections may come back in groups of their own) and,
-# in A, four NBD connections up.  The host reads both from the share; the
-# line's guest time against the file's mtime (set by the host as the write
-# lands) is the guest's clock offset, a sample per look: no round trip to
-# measure.  Counting is bash's own (no fork per look).
+# linked program in A ~2 s): one "smcrctl --json --watch 0.2 status" feeds
+# one awk (bash took seconds a 5 KB line in A), which writes each JSON to
+# watch.json and says "SEQ WHOLE"; bash stamps that into a line
+# "SEQ GUEST_TIME WHOLE GUEST_TIME" in watch.  Whole is every live link
+# group with two active links (after a restart the four connections may
+# come back in groups of their own) and, in A, four NBD connections up.
+# The host reads both from the share; the line's guest time against the
+# file's mtime (set by the host as the write lands) is the guest's clock
+# offset, a sample per look: no round trip to measure.
+cat >"$W/watch.awk" <<'EOF'
+{
+	n++
+	printf "%d\n%s\n", n, $0 > json
+	close(json)
+	g = gsub(/"terminated":false/, "&")
+	l = gsub(/"state":"active"/, "&")
+	u = gsub(/"state":"up","transport/, "&")
+	print n, (g >= 1 && l == 2 * g && u == want) ? 1 : 0
+	fflush()
+}
+EOF
+cp "$W/watch.awk" "$SA/watch.awk"
+cp "$W/watch.awk" "$SB/watch.awk"
+# mawk reads a pipe in blocks unless told otherwise
+AWK=awk; command -v mawk >/dev/null && AWK="mawk -W interactive"
 watcher() {	# SIDE TARGET CONNECTIONS
     local S; S=$(vm_share "$1")
-    vm_bg "$1" "x=\$'\\1' seq=0
-cnt() { local y=\${j//\"\$1\"/\$x}; y=\${y//[!\$x]/}; n=\${#y}; }
-mkfifo /tmp/watch.fifo	# (no /dev/fd in the guest for a <(...))
-$SMCRCTL --json --watch 0.2 status $2 >/tmp/watch.fifo 2>/dev/null & p=\$!
-trap 'kill \$p' EXIT
-exec 8</tmp/watch.fifo
-while [ ! -e /tmp/watch.stop ] && IFS= read -r -u 8 j; do
-    while read -r -t 0 -u 8; do IFS= read -r -u 8 j || break; done
-    t=\$EPOCHREALTIME
-    cnt '\"terminated\":false'; g=\$n
-    cnt '\"state\":\"active\"'; l=\$n
-    cnt '\"state\":\"up\",\"transport'; u=\$n
-    ok=0
-    [ \$g -ge 1 ] && [ \$l = \$((2 * g)) ] && [ \$u = $3 ] && ok=1
-    seq=\$((seq + 1))
-    printf '%s\\n%s\\n' \$seq \"\$j\" >$S/watch.json
-    printf '%s %s %s %s\\n' \$seq \"\$EPOCHREALTIME\" \$ok \$t >$S/watch
+    vm_bg "$1" "mkfifo /tmp/w1 /tmp/w2	# (no /dev/fd in the guest for a <(...))
+$SMCRCTL --json --watch 0.2 status $2 >/tmp/w1 2>/dev/null & p1=\$!
+$AWK -v json=$S/watch.json -v want=$3 -f $S/watch.awk </tmp/w1 >/tmp/w2 & p2=\$!
+trap 'kill \$p1 \$p2' EXIT
+exec 8</tmp/w2
+while [ ! -e /tmp/watch.stop ] && read -r -u 8 seq ok; do
+    while read -r -t 0 -u 8; do read -r -u 8 seq ok || break; done
+    printf '%s %s %s %s\\n' \$seq \"\$EPOCHREALTIME\" \$ok \$EPOCHREALTIME >$S/watch
 done
 exit 0"
 }
@@ -226,7 +233,7 @@ sleep 3		# fio's steady state before the first fault
 # ---- the faults --------------------------------------------------------------------------
 # An executor in each guest runs the fault commands: it looks for a new
 # x.cmd in the share every 100 ms (bash builtins only), runs it and writes
-# "SEQ STATUS" and the output to x.out; a job per command (vm_run) cost
+# "ID STATUS", the output and "end ID" to x.out; a job per command (vm_run) cost
 # 3 to 5 s more in A under the load.
 executor() {	# SIDE
     local S; S=$(vm_share "$1")
@@ -238,7 +245,7 @@ while [ ! -e /tmp/watch.stop ]; do
     if [ -n \"\$c\" ] && [ \"\${c%%\$'\\n'*}\" != \$last ]; then
         last=\${c%%\$'\\n'*}
         out=\$(eval \"\${c#*\$'\\n'}\" 2>&1)
-        printf '%s %s\\n%s\\n' \$last \$? \"\$out\" >$S/x.out
+        printf '%s %s\\n%s\\nend %s\\n' \$last \$? \"\$out\" \$last >$S/x.out
     fi
     read -r -t 0.1 -u 9 _
 done
@@ -246,19 +253,22 @@ exit 0"
 }
 exec_a=$(executor A)
 exec_b=$(executor B)
-xseq=0
 # gx SIDE CMD: runs CMD through the executor, prints its output; its status.
 gx() {
-    local S line out i
+    local S out id i body
     S=$(vm_share "$1")
-    xseq=$((xseq + 1))
-    printf '%s\n%s\n' $xseq "$2" >"$S/x.cmd.tmp"
+    id=${EPOCHREALTIME/./}	# (gx runs in $(...): no counter survives it)
+    printf '%s\n%s\n' $id "$2" >"$S/x.cmd.tmp"
     mv "$S/x.cmd.tmp" "$S/x.cmd"
     for (( i=0; i<6000; i++ )); do
         if [ -e "$S/x.out" ]; then
             out=$(<"$S/x.out")
-            line=${out%%$'\n'*}
-            [ "${line% *}" = $xseq ] && { printf '%s\n' "${out#*$'\n'}"; return "${line#* }"; }
+            if [ "${out##*$'\n'}" = "end $id" ]; then
+                body=${out#*$'\n'}
+                printf '%s\n' "${body%$'\n'*}"
+                out=${out%%$'\n'*}
+                return "${out#* }"
+            fi
         fi
         sleep 0.02
     done
