@@ -62,8 +62,27 @@ smcr-port = 10810
 [export disk]
 path = /tmp/disk.img
 EOF
+# A daemon that crashes leaves its core in the share; a failure prints its
+# backtrace (gdb on the host: the guests run the host's binaries).
+for v in A B; do
+    vm_run $v "echo $(vm_share $v)/core.%e.%p >/proc/sys/kernel/core_pattern" >/dev/null ||
+        fail "core_pattern in $v"
+done
+cores() {
+    local c
+    for c in "$SA"/core.* "$SB"/core.*; do
+        [ -e "$c" ] || continue
+        echo "--- $c:"
+        gdb -batch -nx -ex 'info sharedlibrary' -ex 'thread apply all bt' \
+            "$(file -b "$c" | sed -n "s/.*execfn: '\([^']*\)'.*/\1/p")" "$c" 2>&1 |
+            grep -v '^\[New LWP\|^warning: ' | head -n 150
+    done
+}
+eval "lib_$(declare -f fail)"
+fail() { cores; lib_fail "$@"; }
 start_srv() {
-    vm_bg B "exec $SMCRD -f -c $SB/smcrd.conf -P /tmp/smcrd.pid -L $SB/smcrd.log 2>>$SB/smcrd.err"
+    vm_bg B "ulimit -c unlimited
+exec $SMCRD -f -c $SB/smcrd.conf -P /tmp/smcrd.pid -L $SB/smcrd.log 2>>$SB/smcrd.err"
 }
 # wait_srv N: until smcrd has said N times that it listens on SMC-R (its
 # log is in the share: read here, no job in the guest).
@@ -86,7 +105,8 @@ wait_srv $starts
 # nbdkit's stderr: libsmcr's and the client library's lines (not the data
 # path), each stamped by the plugin when it is logged (smcr[EPOCH.ms]),
 # in A's clock: the detection times.
-kit=$(vm_bg A "exec nbdkit -f -v -D nbdkit.backend.datapath=0 -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN \
+kit=$(vm_bg A "ulimit -c unlimited
+exec nbdkit -f -v -D nbdkit.backend.datapath=0 -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN \
     server=$B1 export=disk connections=4 timeout=60 2>$SA/nbdkit.log")
 vm_run -t 120 A '
 set -e
@@ -223,6 +243,8 @@ whole() {
         [ -e "$(vm_share $side)/out/$wid.rc" ] &&
             fail "fault $n: the watcher in $side ended: $(tail -n 5 "$(vm_share $side)/out/$wid.err")"
     done
+    [ -e "$SB/out/$srv.rc" ] && [ $done_B = 0 ] &&
+        fail "fault $n: smcrd in B ended (exit status $(cat "$SB/out/$srv.rc"); 139: SIGSEGV): $(tail -n 3 "$SB/smcrd.log")"
     [ $done_A = 1 ] || fail "fault $n: A not whole again (two links, four NBD connections): $(head -c 600 "$(vm_share A)/watch.json")"
     [ $done_B = 1 ] || fail "fault $n: B not whole again (two links): $(head -c 600 "$(vm_share B)/watch.json")"
 }
@@ -301,10 +323,13 @@ while read -r i kind side link hold gap; do
     case $kind in
     qp-error)
         t0=$(gt $side "$now; $SMCRCTL fault fail-dev=$dev $(tgt $side) >/dev/null") ;;
+    # (the daemon undoes a drop or delay itself after 'for': wait as long)
     drop)
-        t0=$(gt $side "$now; $SMCRCTL fault drop-dev=$dev,for=$hold $(tgt $side) >/dev/null") ;;
+        t0=$(gt $side "$now; $SMCRCTL fault drop-dev=$dev,for=$hold $(tgt $side) >/dev/null")
+        sleep "$hs" ;;
     delay)
-        t0=$(gt $side "$now; $SMCRCTL fault delay-dev=$dev,ms=200,for=$hold $(tgt $side) >/dev/null") ;;
+        t0=$(gt $side "$now; $SMCRCTL fault delay-dev=$dev,ms=200,for=$hold $(tgt $side) >/dev/null")
+        sleep "$hs" ;;
     cable)	# t0: A's end is out (a QMP call each end, ~0.3 s apart)
         vm_link A $link off; t0=$(us); vm_link B $link off
         sleep "$hs"; vm_cable $link on ;;
