@@ -337,11 +337,12 @@ while read -r i kind side link hold gap; do
         vm_link A 1 off; t0=$(us); vm_link A 2 off; vm_link B 1 off; vm_link B 2 off
         sleep "$hs"; vm_cable 1 on; vm_cable 2 on ;;
     # the time after the command that makes the fault (an exec costs ~2 s
-    # in A under the load, nearly all of it before the command acts)
+    # in A under the load, nearly all of it before the command acts); not
+    # for rdma link delete: it returns once the program closed the device
     ifdown)
         t0=$(gt $side "ip link set $eth down; $now; sleep $hs; ip link set $eth up") ;;
     rdma-delete)
-        t0=$(gt $side "rdma link delete $dev; $now; sleep $hs; rdma link add $dev type rxe netdev $eth") ;;
+        t0=$(gt $side "$now; rdma link delete $dev; sleep $hs; rdma link add $dev type rxe netdev $eth") ;;
     netem)
         t0=$(gt $side "tc qdisc add dev $eth root netem loss 5%; $now; sleep $hs; tc qdisc del dev $eth root") ;;
     kill|term)
