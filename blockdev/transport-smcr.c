@@ -245,7 +245,7 @@ int bd_smcr_transport_new(struct smcr_sock *s, struct bd_transport **out)
 }
 
 int bd_smcr_connect(struct smcr_ctx *ctx, const char *host, const char *port,
-		    struct bd_transport **out)
+		    int timeout_ms, struct bd_transport **out)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai, *a;
 	struct smcr_sock *s = NULL;
@@ -256,7 +256,7 @@ int bd_smcr_connect(struct smcr_ctx *ctx, const char *host, const char *port,
 		return ret == EAI_NONAME ? -ENOENT : -EINVAL;
 	ret = -ECONNREFUSED;
 	for (a = ai; a; a = a->ai_next) {
-		ret = smcr_connect(ctx, a->ai_addr, a->ai_addrlen, &s);
+		ret = smcr_connect_timeout(ctx, a->ai_addr, a->ai_addrlen, timeout_ms, &s);
 		if (ret == 0)
 			break;
 	}

@@ -9,9 +9,10 @@
 /* Wraps a connected libsmcr socket; takes ownership of s on success.  A
  * socket that fell back to TCP becomes a TCP transport (s is closed). */
 int bd_smcr_transport_new(struct smcr_sock *s, struct bd_transport **out);
-/* Connects to host:port through ctx (CLC first, TCP fallback automatic). */
+/* Connects to host:port through ctx (CLC first, TCP fallback automatic);
+ * each address's TCP connect gives up after timeout_ms (< 0: never). */
 int bd_smcr_connect(struct smcr_ctx *ctx, const char *host, const char *port,
-		    struct bd_transport **out);
+		    int timeout_ms, struct bd_transport **out);
 /* The libsmcr socket under an SMC-R transport, or NULL for others
  * (TCP fallback included). */
 struct smcr_sock *bd_smcr_sock(struct bd_transport *t);

@@ -346,7 +346,7 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 	int r;
 
 	if (e->transport == NBDC_SMCR)
-		r = bd_smcr_connect(e->ctx, e->host, e->port, &t);
+		r = bd_smcr_connect(e->ctx, e->host, e->port, (int)e->connect_timeout_ms, &t);
 	else
 		r = bd_tcp_connect(e->host, e->port, (int)e->connect_timeout_ms, &t);
 	if (r < 0) {

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "applog.h"
 #include "nbd-conn.h"
@@ -105,11 +106,16 @@ static int smcr_config(const char *key, const char *value)
 	return -1;
 }
 
+/* Stamped as libsmcr's own stderr lines are (nbdkit's debug lines are not):
+ * the time of the event, not of whoever reads the log. */
 static void log_to_nbdkit(void *opaque, enum smcr_log_level level, const char *msg)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
+	struct timespec ts;
 
-	nbdkit_debug("smcr: %s: %s", names[level], msg);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	nbdkit_debug("smcr[%ld.%03ld] %s: %s", (long)ts.tv_sec, ts.tv_nsec / 1000000L,
+		     names[level], msg);
 }
 
 static int smcr_config_complete(void)

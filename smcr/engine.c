@@ -543,7 +543,11 @@ static void op_link_destroy(struct smcr_lgr *lgr, struct smcr_link *link)
 {
 	struct smcr_ctx *ctx = lgr_ctx(lgr);
 
-	/* Never from inside an upcall: the progress thread reaps it. */
+	/* Never from inside an upcall: the progress thread reaps it.  Until
+	 * then it gets no upcall: a port error or a completion for it would
+	 * reach a group that let it go (lgr_down() with no group: SIGSEGV in
+	 * the soak, a port error right after a failed ADD LINK). */
+	link->handler = NULL;
 	link->handler_arg = NULL;
 	if (ctx->ngrave < sizeof(ctx->graveyard) / sizeof(ctx->graveyard[0])) {
 		ctx->graveyard[ctx->ngrave++] = link;

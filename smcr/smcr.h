@@ -138,6 +138,11 @@ int smcr_listen_fd(struct smcr_sock *listener);
 /* Connect and run the CLC handshake (blocking). */
 int smcr_connect(struct smcr_ctx *ctx, const struct sockaddr *addr,
 		 socklen_t addrlen, struct smcr_sock **sockp);
+/* The same with the TCP connect bounded: -ETIMEDOUT after timeout_ms (< 0:
+ * no bound but the kernel's SYN retries, ~2 min).  The handshake after it
+ * has its own (clc_timeout_ms, link_wait_ms). */
+int smcr_connect_timeout(struct smcr_ctx *ctx, const struct sockaddr *addr,
+			 socklen_t addrlen, int timeout_ms, struct smcr_sock **sockp);
 /* Wrap a TCP socket that is already connected (fd is taken over). */
 int smcr_connect_fd(struct smcr_ctx *ctx, int fd, struct smcr_sock **sockp);
 int smcr_accept_fd(struct smcr_ctx *ctx, int fd, struct smcr_sock **sockp);

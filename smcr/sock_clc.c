@@ -5,6 +5,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -622,11 +623,35 @@ int smcr_accept_fd(struct smcr_ctx *ctx, int fd, struct smcr_sock **sockp)
 	return handshake(ctx, fd, true, sockp);
 }
 
-int smcr_connect(struct smcr_ctx *ctx, const struct sockaddr *addr,
-		 socklen_t addrlen, struct smcr_sock **sockp)
+/* connect() on a non-blocking fd, bounded by timeout_ms. */
+static int connect_bounded(int fd, const struct sockaddr *addr, socklen_t addrlen,
+			   int timeout_ms)
 {
-	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	uint64_t end = smcr_now_ms() + (uint64_t)timeout_ms, now;
+	socklen_t elen = sizeof(int);
+	int err = 0, r;
 
+	if (connect(fd, addr, addrlen) == 0)
+		return 0;
+	if (errno != EINPROGRESS)
+		return -errno;
+	do {
+		now = smcr_now_ms();
+		r = now >= end ? 0 : poll(&pfd, 1, (int)(end - now));
+	} while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return -ETIMEDOUT;
+	if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+		return -errno;
+	return -err;
+}
+
+int smcr_connect_timeout(struct smcr_ctx *ctx, const struct sockaddr *addr,
+			 socklen_t addrlen, int timeout_ms, struct smcr_sock **sockp)
+{
+	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC |
+			(timeout_ms >= 0 ? SOCK_NONBLOCK : 0), 0);
 	int ret;
 
 	if (fd < 0)
@@ -639,15 +664,27 @@ int smcr_connect(struct smcr_ctx *ctx, const struct sockaddr *addr,
 			goto out_close;
 		}
 	}
-	if (connect(fd, addr, addrlen)) {
-		ret = -errno;
-		goto out_close;
+	if (timeout_ms < 0) {
+		ret = connect(fd, addr, addrlen) ? -errno : 0;
+	} else {
+		ret = connect_bounded(fd, addr, addrlen, timeout_ms);
+		/* The handshake and the socket's users expect it blocking. */
+		if (!ret && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK))
+			ret = -errno;
 	}
+	if (ret)
+		goto out_close;
 	return smcr_connect_fd(ctx, fd, sockp);
 
 out_close:
 	close(fd);
 	return ret;
+}
+
+int smcr_connect(struct smcr_ctx *ctx, const struct sockaddr *addr,
+		 socklen_t addrlen, struct smcr_sock **sockp)
+{
+	return smcr_connect_timeout(ctx, addr, addrlen, -1, sockp);
 }
 
 /* Mark a bound listener for the SYN option; *port: its port. */

@@ -2,7 +2,7 @@
 /* smcrbd: unit tests of the client library (client/nbd-conn.c) against
  * an NBD server in memory (memserver.c): URIs, I/O with data checks,
  * multi-conn, callbacks, reconnect and resend after the server goes
- * away, the timeout, ESHUTDOWN, dead connections, SMC-R (TCP fallback
+ * away, the timeout, a bounded connect, ESHUTDOWN, dead connections, SMC-R (TCP fallback
  * here) and the control socket. */
 #include <config.h>
 
@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -417,6 +419,103 @@ static void test_timeout(void)
 	memsrv_stop(s);
 }
 
+/* A listener on 127.0.0.1:port (0: any free one) whose accept queue is
+ * full: the kernel drops further SYNs, so a connect to it hangs as to a
+ * dead address.  Its port in *port; queued[NFILL] the queued connections. */
+#define NFILL 4
+static int full_listener(unsigned *port, int queued[NFILL])
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)*port) };
+	socklen_t len = sizeof(sa);
+	struct pollfd p = { .events = POLLOUT };
+	int one = 1, lfd, i;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CU_ASSERT_FATAL(lfd >= 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* The server's old port may take a moment to be free. */
+	for (i = 0; i < 100 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)); i++)
+		usleep(20000);
+	CU_ASSERT_FATAL(i < 100);
+	CU_ASSERT_FATAL(listen(lfd, 0) == 0);
+	CU_ASSERT_FATAL(getsockname(lfd, (struct sockaddr *)&sa, &len) == 0);
+	*port = ntohs(sa.sin_port);
+	for (i = 0; i < NFILL; i++) {
+		queued[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		CU_ASSERT_FATAL(queued[i] >= 0);
+		CU_ASSERT(connect(queued[i], (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+			  errno == EINPROGRESS);
+	}
+	/* The last one is not let in: the queue is full. */
+	p.fd = queued[NFILL - 1];
+	CU_ASSERT_EQUAL(poll(&p, 1, 300), 0);
+	return lfd;
+}
+
+static void close_full_listener(int lfd, int queued[NFILL])
+{
+	int i;
+
+	for (i = 0; i < NFILL; i++)
+		close(queued[i]);
+	close(lfd);
+}
+
+/* A (re)connect to an address that never answers gives up after
+ * connect_timeout_ms (smcr_connect_timeout, the TCP one), so requests
+ * fail at their timeout instead of waiting out the kernel's SYN retries
+ * (~2 min; seen in the VM soak); the server back, all is well. */
+static void test_connect_timeout(void)
+{
+	struct memsrv *s = server(true, true);
+	unsigned port = 0, t;
+	int queued[NFILL], lfd, r;
+	char p[16];
+	struct nbdc_opts o = { .host = "127.0.0.1", .port = p, .export = "disk",
+			       .connections = 1, .timeout_ms = 1500, .connect_timeout_ms = 300,
+			       .backoff_min_ms = 20, .backoff_max_ms = 200 };
+	struct nbdc *e = NULL;
+	struct nbdc_stats st;
+	uint8_t a[4096], b[4096];
+	int64_t t0;
+
+	/* nbdc_open, over both transports. */
+	lfd = full_listener(&port, queued);
+	snprintf(p, sizeof(p), "%u", port);
+	for (t = 0; t < 2; t++) {
+		o.transport = t ? NBDC_SMCR : NBDC_TCP;
+		t0 = ms();
+		CU_ASSERT_EQUAL(nbdc_open(&o, &e), -ETIMEDOUT);
+		CU_ASSERT(ms() - t0 >= 250 && ms() - t0 < 2000);
+	}
+	close_full_listener(lfd, queued);
+
+	/* Reconnects while the server's port takes no connection. */
+	snprintf(p, sizeof(p), "%u", memsrv_port(s));
+	o.transport = NBDC_SMCR;
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+	fill(a, sizeof(a), 11);
+	CU_ASSERT_EQUAL(nbdc_pwrite(e, a, sizeof(a), 4096, 0), 0);
+	memsrv_pause(s);
+	port = memsrv_port(s);
+	lfd = full_listener(&port, queued);
+	t0 = ms();
+	r = nbdc_pread(e, b, sizeof(b), 4096, 0);
+	CU_ASSERT_EQUAL(r, -EIO);
+	CU_ASSERT(ms() - t0 >= 1000);
+	CU_ASSERT(ms() - t0 < 1500 + 300 + 1500);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT(st.reconnect_failures >= 2);
+	close_full_listener(lfd, queued);
+	CU_ASSERT_EQUAL(memsrv_resume(s), 0);
+	wait_up(e, 1, 5000);
+	CU_ASSERT_EQUAL(nbdc_pread(e, b, sizeof(b), 4096, 0), 0);
+	CU_ASSERT(memcmp(a, b, sizeof(a)) == 0);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
 static void test_eshutdown(void)
 {
 	struct memsrv *s = server(false, true);
@@ -795,6 +894,7 @@ static CU_TestInfo client_tests[] = {
 	{ "asynchronous requests", test_async },
 	{ "server lost and back: resend", test_reconnect },
 	{ "timeout: errors, then back", test_timeout },
+	{ "connect to a full backlog: bounded", test_connect_timeout },
 	{ "ESHUTDOWN reply: resend", test_eshutdown },
 	{ "connections dropped mid-stream", test_drop_mid_stream },
 	{ "dead connection (io timeout)", test_io_timeout },

@@ -6,9 +6,9 @@ soak-report.py --dir W --seed S --offset-a US --offset-b US --qp-timeout N
 
 Reads what soak.sh left in W: faults.tsv (per fault: number, kind, side,
 link, host times in us of the fault, its undoing and the group whole
-again), snap.N.A / snap.N.B (smcrctl --json stats after fault N; 0 before
-the first), nbdkit.log (A's nbdkit stderr, each line stamped with A's
-clock), smcrd.log (B's, local time), fio_bw.log (fio's read and write
+again, the guests' clock offsets), snap.N.A / snap.N.B (smcrctl --json
+status after fault N; 0 before the first), nbdkit.log (A's nbdkit stderr:
+the plugin stamps libsmcr's lines, smcr[EPOCH.ms], A's clock), smcrd.log (B's, local time), fio_bw.log (fio's read and write
 bandwidth per 250 ms, A's clock) and fio.json.  Writes W/report.md,
 W/timeline.png (gnuplot) and their data files.  Exits 1 when the counters
 do not add up: every link fault failed exactly one link on each end,
@@ -37,6 +37,10 @@ COLOURS = {"qp-error": "#1f77b4", "drop": "#d62728", "delay": "#bcbd22", "cable"
 
 A_EVENT = re.compile(r"link group: link \d+ failed|link group ended|nbd: connection \d+ .* lost")
 B_EVENT = re.compile(r"link group: link \d+ failed|link group ended")
+A_BACK = re.compile(r"nbd: connection \d+ .* is back")
+INJECT = re.compile(r"fault injection: (fail|drop|delay) link")
+INJECT_KINDS = ("qp-error", "drop", "delay")
+STAMP = re.compile(r"smcr\[(\d+\.\d+)\]")
 
 
 def load_snap(path):
@@ -51,22 +55,20 @@ def load_snap(path):
     return doc.get("pid"), st.get("link_failures", 0), (nbd or {}).get("stats"), len(lgs)
 
 
-def a_events(path, off_us):
+def a_events(path, pattern=A_EVENT):
+    """A's lines that match, at the time the plugin stamped them (A's clock)."""
     out = []
     for line in open(path, errors="replace"):
-        ts, _, rest = line.partition(" ")
-        if A_EVENT.search(rest):
-            try:
-                out.append((float(ts), "A", rest.strip()))
-            except ValueError:
-                pass
+        m = STAMP.search(line)
+        if m and pattern.search(line):
+            out.append((float(m.group(1)), "A", line[m.end():].strip()))
     return out
 
 
-def b_events(path, off_us):
+def b_events(path, pattern=B_EVENT):
     out = []
     for line in open(path, errors="replace"):
-        if not B_EVENT.search(line):
+        if not pattern.search(line):
             continue
         try:
             t = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f")
@@ -143,8 +145,20 @@ def main():
                 break
             o = off
         return g - o
-    events = sorted([(host("A", t), w, m) for t, w, m in a_events(os.path.join(d, "nbdkit.log"), 0)] +
-                    [(host("B", t), w, m) for t, w, m in b_events(os.path.join(d, "smcrd.log"), 0)])
+    events = sorted([(host("A", t), w, m) for t, w, m in a_events(os.path.join(d, "nbdkit.log"))] +
+                    [(host("B", t), w, m) for t, w, m in b_events(os.path.join(d, "smcrd.log"))])
+    backs = sorted(host("A", t) for t, _, _ in a_events(os.path.join(d, "nbdkit.log"), A_BACK))
+    # an injected fault (smcrctl fault) starts when the daemon logs it, not
+    # when the command was started (an exec costs ~2 s in A under load)
+    injected = sorted([(host("A", t), "A") for t, _, _ in
+                       a_events(os.path.join(d, "nbdkit.log"), INJECT)] +
+                      [(host("B", t), "B") for t, _, _ in
+                       b_events(os.path.join(d, "smcrd.log"), INJECT)])
+    for f in faults:
+        if f["kind"] in INJECT_KINDS:
+            inj = [t for t, who in injected if who == f["side"] and f["t0"] - 1 <= t <= f["t1"] + 1]
+            if inj:
+                f["t0"] = inj[0]
     bw, fio_times = bw_series(os.path.join(d, "fio_bw.log"), lambda g: host("A", g))
     a_fail = [t for t, who, m in events if who == "A" and "link group: link" in m]
     b_fail = [t for t, who, m in events if who == "B" and "link group: link" in m]
@@ -196,6 +210,22 @@ def main():
         ev = [e for e in events if f["t0"] - 0.3 <= e[0] <= f["t2"] + 0.5]
         f["detect"] = (ev[0][0] - f["t0"]) * 1000 if ev and k not in QUIET_KINDS else None
         f["by"] = ev[0][1] if f["detect"] is not None else "-"
+        # moved, by the daemons' own lines: a link fault's connections are
+        # on the other link once both ends logged the failure (each moves
+        # its own at that line); a lost group's once all four NBD
+        # connections logged they are back
+        f["switched"] = None
+        if k in GROUP_KINDS:
+            back = [t for t in backs if f["t0"] - 0.3 <= t <= f["t2"] + 0.5]
+            if len(back) >= 4:
+                f["switched"] = (back[3] - f["t0"]) * 1000
+        elif k not in QUIET_KINDS:
+            firsts = []
+            for w in ("A", "B"):
+                ts = [t for t, who, m in ev if who == w and "link group: link" in m]
+                firsts.append(min(ts) if ts else None)
+            if None not in firsts:
+                f["switched"] = (max(firsts) - f["t0"]) * 1000
         # throughput around the fault
         before = [r + w for t, r, w in bw if f["t0"] - 2 <= t < f["t0"]]
         base = sum(before) / len(before) if before else 0
@@ -287,16 +317,21 @@ def main():
              sums["want_B"], sums["B"], sums["cnt_A"], sums["cnt_B"], sums["log_A"], sums["log_B"],
              end_a[2]["errors"] if end_a and end_a[2] else "?",
              end_a[2]["reconnects"] if end_a and end_a[2] else "?"), "",
-           "Times in ms from the fault: *detect* to the first link failure (or lost connection) "
-           "either end logged (negative: the guests' clock offsets, +- a few 100 ms, are off); "
-           "*I/O moved* to the end of the last gap of more than 375 ms between fio's log "
+           "Times in ms from the fault, all from the daemons' own log lines, stamped as they "
+           "were logged (smcrd's log; the nbdkit plugin's lines), and the guests' clock "
+           "offsets sampled every ~150 ms (a watcher's line against its file's mtime on the "
+           "host): *detect* to the first link failure (or lost connection) either end logged; "
+           "*moved* until the connections were on the surviving link at both ends (the later "
+           "end's first link failure line: each end moves its connections there) or, for a "
+           "lost group or a restart, until all four NBD connections logged they were back; "
+           "*fio gap* to the end of the last gap of more than 375 ms between fio's log "
            "entries that began during the fault (0: none; fio's logging itself lags under "
            "TCG, so this is an upper bound); *dip* the lowest 250 ms window within the "
            "fault (at least 2 s) against the 2 s before; *80%* until a window was back to 80% "
            "of that.  Windows of 250 ms: the times are as coarse.", "",
            "## Per kind (median / worst)", "",
-           "| kind | n | detect | I/O moved | dip (lowest %) | back to 80% | aim |",
-           "|---|---|---|---|---|---|---|"]
+           "| kind | n | detect | moved | fio gap | dip (lowest %) | back to 80% | aim |",
+           "|---|---|---|---|---|---|---|---|"]
     aim_txt = {"cable": "port down: detect and I/O moving within 1000 ms; 80% within 2000 ms",
                "ifdown": "port down: detect and I/O moving within 1000 ms; 80% within 2000 ms",
                "rdma-delete": "device gone: as port down (1000 ms)",
@@ -308,8 +343,9 @@ def main():
     for k in sorted({f["kind"] for f in faults}):
         fs = [f for f in faults if f["kind"] == k]
         dips = [f["dip"] for f in fs if f["dip"] is not None]
-        rep.append("| %s | %d | %s / %s | %s / %s | %s / %s | %s / %s | %s |" % (
+        rep.append("| %s | %d | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s | %s |" % (
             k, len(fs), ms(med([f["detect"] for f in fs])), ms(worst([f["detect"] for f in fs])),
+            ms(med([f["switched"] for f in fs])), ms(worst([f["switched"] for f in fs])),
             ms(med([f["moved"] for f in fs])), ms(worst([f["moved"] for f in fs])),
             ms(med(dips)), ms(min(dips) if dips else None),
             ms(med([f["back80"] for f in fs])), ms(worst([f["back80"] for f in fs])),
@@ -321,13 +357,13 @@ def main():
             "Timeline: read (blue) and write (red) MiB/s per 250 ms over the whole soak; a "
             "vertical line per fault in the colour of its kind, labelled with kind and side.", "",
             "## Every fault", "",
-            "| # | kind | side | link | detect | by | I/O moved | dip % | 80% | whole after | "
+            "| # | kind | side | link | detect | by | moved | fio gap | dip % | 80% | whole after | "
             "link groups A/B | link failures A/B | reconnects |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in faults:
-        rep.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %d/%d | %d |" % (
+        rep.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %d/%d | %d |" % (
             f["n"], f["kind"], f["side"], f["link"] if f["kind"] != "both-down" else "1+2",
-            ms(f["detect"]), f["by"], ms(f["moved"]), ms(f["dip"]), ms(f["back80"]),
+            ms(f["detect"]), f["by"], ms(f["switched"]), ms(f["moved"]), ms(f["dip"]), ms(f["back80"]),
             (f["t2"] - f["t0"]) * 1000, f["groups"], f["log_a"], f["log_b"], f["reconnects"]))
     if errors:
         rep += ["", "## Counters that do not add up", ""] + ["* " + e for e in errors]

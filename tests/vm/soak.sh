@@ -24,15 +24,16 @@
 # timeline.png.
 # Knobs: SMCR_SOAK_SEED (default 42, so that make check replays one
 # schedule; "random" draws one from the clock; printed), SMCR_SOAK_FAULTS
-# (default 24: recovery takes ~8-11 s a fault under TCG), SMCR_SOAK_TIME (seconds: faults go on until then; the
-# default's limit below does not cover long runs: see tests/vm/README.md).
-# About 5 minutes with the defaults on the 2-core TCG machine.
-# smcr-timeout: 1200
-: "${SMCR_SOAK_FAULTS:=24}"
+# (default 100), SMCR_SOAK_TIME (seconds: faults go on until then; the
+# default's limit below does not cover long runs: see tests/vm/README.md),
+# SMCR_SOAK_KINDS (a comma list: only those fault kinds).
+# About 12 minutes with the defaults on the 2-core TCG machine.
+# smcr-timeout: 1800
+: "${SMCR_SOAK_FAULTS:=100}"
 : "${SMCR_SOAK_TIME:=0}"
 : "${SMCR_SOAK_SEED:=42}"
 [ "$SMCR_SOAK_SEED" = random ] && SMCR_SOAK_SEED=$(( ${EPOCHREALTIME/./} % 1000000 ))
-: "${SMCR_VM_TIMEOUT:=$(( 1140 + SMCR_SOAK_TIME * 2 ))}"
+: "${SMCR_VM_TIMEOUT:=$(( 1740 + SMCR_SOAK_TIME * 2 ))}"
 : "${SMCR_VM_MEM:=1024}"
 . "$(dirname "$0")/lib.sh"
 vm_requires
@@ -54,21 +55,6 @@ python3 "$_vm_libdir/soak-schedule.py" "$SMCR_SOAK_SEED" "$((faults < 100000 ? f
 B1=$(vm_ip B 1)
 us() { echo "${EPOCHREALTIME/./}"; }
 
-# Guest clock minus host clock (us), from the quickest of 8 round trips.
-offset() {
-    local i t1 t2 tg best=-1 off=0
-    for (( i=0; i<8; i++ )); do
-        t1=$(us); tg=$(vm_run "$1" 'echo ${EPOCHREALTIME/./}') || return 1; t2=$(us)
-        if [ $best -lt 0 ] || [ $((t2 - t1)) -lt $best ]; then
-            best=$((t2 - t1)); off=$((tg - (t1 + t2) / 2))
-        fi
-    done
-    echo "$off $((best / 2))"
-}
-read -r OFF_A ERR_A <<<"$(offset A)" || fail "cannot read A's clock"
-read -r OFF_B ERR_B <<<"$(offset B)" || fail "cannot read B's clock"
-vm_say "clocks: A = host + $OFF_A us (+- $ERR_A), B = host + $OFF_B us (+- $ERR_B)"
-
 # ---- B: smcrd ---------------------------------------------------------------------
 cat >"$SB/smcrd.conf" <<EOF
 port = 10809
@@ -76,13 +62,39 @@ smcr-port = 10810
 [export disk]
 path = /tmp/disk.img
 EOF
-start_srv() {
-    vm_bg B "exec $SMCRD -f -c $SB/smcrd.conf -P /tmp/smcrd.pid -L $SB/smcrd.log 2>>$SB/smcrd.err"
+# A daemon that crashes leaves its core in the share; a failure prints its
+# backtrace (gdb on the host: the guests run the host's binaries).
+for v in A B; do
+    vm_run $v "echo $(vm_share $v)/core.%e.%p >/proc/sys/kernel/core_pattern" >/dev/null ||
+        fail "core_pattern in $v"
+done
+cores() {
+    local c
+    for c in "$SA"/core.* "$SB"/core.*; do
+        [ -e "$c" ] || continue
+        echo "--- $c:"
+        gdb -batch -nx -ex 'info sharedlibrary' -ex 'thread apply all bt' \
+            "$(file -b "$c" | sed -n "s/.*execfn: '\([^']*\)'.*/\1/p")" "$c" 2>&1 |
+            grep -v '^\[New LWP\|^warning: ' | head -n 150
+    done
 }
-# wait_srv N: until smcrd has said N times that it listens on SMC-R.
+eval "lib_$(declare -f fail)"
+fail() { cores; lib_fail "$@"; }
+start_srv() {
+    vm_bg B "ulimit -c unlimited
+exec $SMCRD -f -c $SB/smcrd.conf -P /tmp/smcrd.pid -L $SB/smcrd.log 2>>$SB/smcrd.err"
+}
+# wait_srv N: until smcrd has said N times that it listens on SMC-R (its
+# log is in the share: read here, no job in the guest).
 wait_srv() {
-    vm_run B "for i in \$(seq 600); do [ \$(grep -c 'listening for NBD over SMC-R' $SB/smcrd.log) -ge $1 ] && exit 0; sleep 0.1; done
-tail -n 20 $SB/smcrd.log $SB/smcrd.err; exit 1" || fail "smcrd did not come up in B"
+    local i c
+    for (( i=0; i<600; i++ )); do
+        c=$(grep -c 'listening for NBD over SMC-R' "$SB/smcrd.log" 2>/dev/null)
+        [ "${c:-0}" -ge "$1" ] && return 0
+        sleep 0.1
+    done
+    tail -n 20 "$SB/smcrd.log" "$SB/smcrd.err"
+    fail "smcrd did not come up in B"
 }
 vm_run B "truncate -s 256M /tmp/disk.img" >/dev/null || fail "disk image"
 srv=$(start_srv)
@@ -90,13 +102,12 @@ starts=1
 wait_srv $starts
 
 # ---- A: nbdkit, nbd-client, fio, ext4 ---------------------------------------------------
-# nbdkit's stderr (libsmcr's and the client library's lines, not the data
-# path) stamped with A's clock as the lines arrive: the detection times.
-kit=$(vm_bg A "stamp() { local l; while IFS= read -r l; do printf '%s %s\n' \"\$EPOCHREALTIME\" \"\$l\"; done; }
-mkfifo /tmp/nbdkit.fifo
-stamp </tmp/nbdkit.fifo >$SA/nbdkit.log &
+# nbdkit's stderr: libsmcr's and the client library's lines (not the data
+# path), each stamped by the plugin when it is logged (smcr[EPOCH.ms]),
+# in A's clock: the detection times.
+kit=$(vm_bg A "ulimit -c unlimited
 exec nbdkit -f -v -D nbdkit.backend.datapath=0 -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN \
-    server=$B1 export=disk connections=4 timeout=60 2>/tmp/nbdkit.fifo")
+    server=$B1 export=disk connections=4 timeout=60 2>$SA/nbdkit.log")
 vm_run -t 120 A '
 set -e
 for i in $(seq 600); do grep -q "nbd: smcr://" '$SA'/nbdkit.log 2>/dev/null && break; sleep 0.1; done
@@ -131,47 +142,168 @@ fio=$(vm_bg A "fio --name=soak --filename=/dev/nbd0 --offset=0 --size=160M --rw=
 wait \$!; rc=\$?; cp /tmp/fio_bw.1.log $SA/fio_bw.log; cat /tmp/fio.err >&2; exit \$rc")
 
 # ---- the group is whole: two links on both ends, four NBD connections ------------------
-# whole N: waits (up to 60 s) in A and B at once, keeps both ends' counters
-# as snapshot N.
-# (every live link group with two active links: after a restart the four
-# connections may come back in groups of their own)
-JSON_LG='"terminated": *false'
-JSON_ACT='"state": *"active"'
+# A watcher in each guest (one job for the whole soak: a job per look cost
+# 1 to 8 s a round trip under the load, and every exec of a dynamically
+# linked program in A ~2 s): one "smcrctl --json --watch 0.2 status" feeds
+# one awk (bash took seconds a 5 KB line in A), which writes each JSON to
+# watch.json and says "SEQ WHOLE"; bash stamps that into a line
+# "SEQ GUEST_TIME WHOLE GUEST_TIME" in watch.  Whole is every live link
+# group with two active links (after a restart the four connections may
+# come back in groups of their own) and, in A, four NBD connections up.
+# The host reads both from the share; the line's guest time against the
+# file's mtime (set by the host as the write lands) is the guest's clock
+# offset, a sample per look: no round trip to measure.
+cat >"$W/watch.awk" <<'EOF'
+{
+	n++
+	printf "%d\n%s\n", n, $0 > json
+	close(json)
+	g = gsub(/"terminated":false/, "&")
+	l = gsub(/"state":"active"/, "&")
+	u = gsub(/"state":"up","transport/, "&")
+	print n, (g >= 1 && l == 2 * g && u == want) ? 1 : 0
+	fflush()
+}
+EOF
+cp "$W/watch.awk" "$SA/watch.awk"
+cp "$W/watch.awk" "$SB/watch.awk"
+# mawk reads a pipe in blocks unless told otherwise
+AWK=awk; command -v mawk >/dev/null && AWK="mawk -W interactive"
+watcher() {	# SIDE TARGET CONNECTIONS
+    local S; S=$(vm_share "$1")
+    vm_bg "$1" "mkfifo /tmp/w1 /tmp/w2	# (no /dev/fd in the guest for a <(...))
+$SMCRCTL --json --watch 0.2 status $2 >/tmp/w1 2>/dev/null & p1=\$!
+$AWK -v json=$S/watch.json -v want=$3 -f $S/watch.awk </tmp/w1 >/tmp/w2 & p2=\$!
+trap 'kill \$p1 \$p2' EXIT
+exec 8</tmp/w2
+while [ ! -e /tmp/watch.stop ] && read -r -u 8 seq ok; do
+    while read -r -t 0 -u 8; do read -r -u 8 seq ok || break; done
+    printf '%s %s %s %s\\n' \$seq \"\$EPOCHREALTIME\" \$ok \$EPOCHREALTIME >$S/watch
+done
+exit 0"
+}
+watch_a=$(watcher A nbdkit-smcr 4)
+watch_b=$(watcher B smcrd 0)
+# look SIDE: the watcher's last line: W_SEQ, W_OK, W_T (guest time it read
+# the JSON), W_OFF (guest minus host clock, us, from the line's stamp and
+# the file's mtime); 1 if none yet.
+look() {
+    local f m1 m2 line
+    f=$(vm_share "$1")/watch
+    for (( k=0; k<5; k++ )); do
+        m1=$(stat -c %.6Y "$f" 2>/dev/null) || return 1
+        line=$(<"$f")
+        m2=$(stat -c %.6Y "$f" 2>/dev/null) || return 1
+        [ "$m1" = "$m2" ] || continue
+        read -r W_SEQ gtime W_OK W_T <<<"$line"
+        [ -n "$W_T" ] || continue
+        W_OFF=$(( ${gtime/./} - ${m1/./} ))
+        return 0
+    done
+    return 1
+}
+# whole N [RECONNECTS]: waits (up to 150 s) until both watchers saw the
+# group whole in a look taken after this call (two lines on, and read 0.5 s
+# after it: smcrctl asks every 0.2 s) and A's NBD reconnects at RECONNECTS
+# or more; keeps those looks as snapshot N, the offsets as OFF_A/OFF_B.
+nbd_reconnects() {
+    python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["sections"]["nbd"]["stats"]["reconnects"])' 2>/dev/null || echo 0
+}
 whole() {
-    local ja jb ra rb
-    ja=$(vm_bg A "for i in \$(seq 400); do
-  j=\$($SMCRCTL --json status nbdkit-smcr 2>/dev/null)
-  g=\$(grep -oE '$JSON_LG' <<<\"\$j\" | wc -l); l=\$(grep -oE '$JSON_ACT' <<<\"\$j\" | wc -l)
-  [ \$g -ge 1 ] && [ \$l = \$((2 * g)) ] &&
-    [ \$(grep -oE '\"state\": *\"up\", *\"transport' <<<\"\$j\" | wc -l) = 4 ] && { echo \"\$j\"; exit 0; }
-  sleep 0.1
-done; echo \"\$j\"; exit 1")
-    jb=$(vm_bg B "for i in \$(seq 400); do
-  j=\$($SMCRCTL --json status smcrd 2>/dev/null)
-  g=\$(grep -oE '$JSON_LG' <<<\"\$j\" | wc -l); l=\$(grep -oE '$JSON_ACT' <<<\"\$j\" | wc -l)
-  [ \$g -ge 1 ] && [ \$l = \$((2 * g)) ] && { echo \"\$j\"; exit 0; }
-  sleep 0.1
-done; echo \"\$j\"; exit 1")
-    vm_wait -t 150 A "$ja" >"$W/snap.$1.A"; ra=$?
-    vm_wait -t 150 B "$jb" >"$W/snap.$1.B"; rb=$?
-    [ $ra = 0 ] || fail "fault $1: A not whole again (two links, four NBD connections): $(head -c 600 "$W/snap.$1.A")"
-    [ $rb = 0 ] || fail "fault $1: B not whole again (two links): $(head -c 600 "$W/snap.$1.B")"
+    local n=$1 rmin=${2:-0} side done_A=0 done_B=0 end json tmin
+    local -A from
+    tmin=$(( $(us) + 500000 ))
+    for side in A B; do
+        look $side || W_SEQ=0
+        from[$side]=$((W_SEQ + 2))	# the next look may have begun before now
+    done
+    end=$(( $(us) + 150000000 ))
+    while [ $done_A = 0 ] || [ $done_B = 0 ]; do
+        for side in A B; do
+            [ $side = A ] && [ $done_A = 1 ] && continue
+            [ $side = B ] && [ $done_B = 1 ] && continue
+            look $side || continue
+            [ "$W_SEQ" -ge "${from[$side]}" ] && [ "$W_OK" = 1 ] &&
+                [ $(( ${W_T/./} - W_OFF )) -ge $tmin ] || continue
+            json=$(<"$(vm_share $side)/watch.json")
+            [ "${json%%$'\n'*}" = "$W_SEQ" ] || continue	# the next look's already
+            json=${json#*$'\n'}
+            if [ $side = A ] && [ "$rmin" -gt 0 ]; then
+                [ "$(nbd_reconnects <<<"$json")" -ge "$rmin" ] || continue
+            fi
+            printf '%s\n' "$json" >"$W/snap.$n.$side"
+            printf -v "OFF_$side" %s "$W_OFF"
+            printf -v "done_$side" 1
+        done
+        [ "$(us)" -lt $end ] || break
+        sleep 0.05
+    done
+    for side in A B; do
+        wid=$watch_a; [ $side = B ] && wid=$watch_b
+        [ -e "$(vm_share $side)/out/$wid.rc" ] &&
+            fail "fault $n: the watcher in $side ended: $(tail -n 5 "$(vm_share $side)/out/$wid.err")"
+    done
+    [ -e "$SB/out/$srv.rc" ] && [ $done_B = 0 ] &&
+        fail "fault $n: smcrd in B ended (exit status $(cat "$SB/out/$srv.rc"); 139: SIGSEGV): $(tail -n 3 "$SB/smcrd.log")"
+    [ $done_A = 1 ] || fail "fault $n: A not whole again (two links, four NBD connections): $(head -c 600 "$(vm_share A)/watch.json")"
+    [ $done_B = 1 ] || fail "fault $n: B not whole again (two links): $(head -c 600 "$(vm_share B)/watch.json")"
 }
 whole 0
+vm_say "clocks: A = host + $OFF_A us, B = host + $OFF_B us (the watchers' looks)"
 sleep 3		# fio's steady state before the first fault
 
 # ---- the faults --------------------------------------------------------------------------
+# An executor in each guest runs the fault commands: it looks for a new
+# x.cmd in the share every 100 ms (bash builtins only), runs it and writes
+# "ID STATUS", the output and "end ID" to x.out; a job per command (vm_run) cost
+# 3 to 5 s more in A under the load.
+executor() {	# SIDE
+    local S; S=$(vm_share "$1")
+    vm_bg "$1" "mkfifo /tmp/x.tick; exec 9<>/tmp/x.tick
+last=0
+while [ ! -e /tmp/watch.stop ]; do
+    c=
+    [ -e $S/x.cmd ] && { read -r -d '' c <$S/x.cmd || :; }
+    if [ -n \"\$c\" ] && [ \"\${c%%\$'\\n'*}\" != \$last ]; then
+        last=\${c%%\$'\\n'*}
+        out=\$(eval \"\${c#*\$'\\n'}\" 2>&1)
+        printf '%s %s\\n%s\\nend %s\\n' \$last \$? \"\$out\" \$last >$S/x.out
+    fi
+    read -r -t 0.1 -u 9 _
+done
+exit 0"
+}
+exec_a=$(executor A)
+exec_b=$(executor B)
+# gx SIDE CMD: runs CMD through the executor, prints its output; its status.
+gx() {
+    local S out id i body
+    S=$(vm_share "$1")
+    id=${EPOCHREALTIME/./}	# (gx runs in $(...): no counter survives it)
+    printf '%s\n%s\n' $id "$2" >"$S/x.cmd.tmp"
+    mv "$S/x.cmd.tmp" "$S/x.cmd"
+    for (( i=0; i<6000; i++ )); do
+        if [ -e "$S/x.out" ]; then
+            out=$(<"$S/x.out")
+            if [ "${out##*$'\n'}" = "end $id" ]; then
+                body=${out#*$'\n'}
+                printf '%s\n' "${body%$'\n'*}"
+                out=${out%%$'\n'*}
+                return "${out#* }"
+            fi
+        fi
+        sleep 0.02
+    done
+    fail "the executor in $1 did not run '$2' within 120 s"
+}
 # gt SIDE CMD: runs CMD in the guest and prints the guest time it printed
-# (as host us), e.g. right after the action.
+# (as host us), e.g. right before the action.
 gt() {
     local out off
-    out=$(vm_run "$1" "$2") || fail "fault: '$2' in $1 failed: $out"
+    out=$(gx "$1" "$2") || fail "fault: '$2' in $1 failed: $out"
     off=OFF_$1
     out=${out%%$'\n'*}
     echo $(( ${out//./} - ${!off} ))
-}
-nbd_reconnects() {
-    python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["sections"]["nbd"]["stats"]["reconnects"])' 2>/dev/null || echo 0
 }
 tgt() { [ "$1" = A ] && echo nbdkit-smcr || echo smcrd; }
 now='echo $EPOCHREALTIME'
@@ -182,28 +314,37 @@ while read -r i kind side link hold gap; do
     if [ "$SMCR_SOAK_TIME" -gt 0 ]; then
         [ $(( ($(us) - t_soak) / 1000000 )) -ge "$SMCR_SOAK_TIME" ] && break
     fi
-    # the guests' clocks drift under TCG: their offsets again, one round trip
-    t1=$(us); ga=$(vm_run A 'echo ${EPOCHREALTIME/./}'); t2=$(us); OFF_A=$((ga - (t1 + t2) / 2))
-    t1=$(us); gb=$(vm_run B 'echo ${EPOCHREALTIME/./}'); t2=$(us); OFF_B=$((gb - (t1 + t2) / 2))
+    # the guests' clocks drift under TCG: their offsets from the watchers'
+    # last looks
+    look A && OFF_A=$W_OFF
+    look B && OFF_B=$W_OFF
     dev=rxe$((link - 1)) eth=eth$((link - 1))
     hs=$(awk -v m="$hold" 'BEGIN { printf "%.3f", m / 1000 }')
     case $kind in
     qp-error)
         t0=$(gt $side "$now; $SMCRCTL fault fail-dev=$dev $(tgt $side) >/dev/null") ;;
+    # (the daemon undoes a drop or delay itself after 'for': wait as long)
     drop)
-        t0=$(gt $side "$now; $SMCRCTL fault drop-dev=$dev,for=$hold $(tgt $side) >/dev/null") ;;
+        t0=$(gt $side "$now; $SMCRCTL fault drop-dev=$dev,for=$hold $(tgt $side) >/dev/null")
+        sleep "$hs" ;;
     delay)
-        t0=$(gt $side "$now; $SMCRCTL fault delay-dev=$dev,ms=200,for=$hold $(tgt $side) >/dev/null") ;;
-    cable)
-        t0=$(us); vm_cable $link off; sleep "$hs"; vm_cable $link on ;;
+        t0=$(gt $side "$now; $SMCRCTL fault delay-dev=$dev,ms=200,for=$hold $(tgt $side) >/dev/null")
+        sleep "$hs" ;;
+    cable)	# t0: A's end is out (a QMP call each end, ~0.3 s apart)
+        vm_link A $link off; t0=$(us); vm_link B $link off
+        sleep "$hs"; vm_cable $link on ;;
     both-down)
-        t0=$(us); vm_cable 1 off; vm_cable 2 off; sleep "$hs"; vm_cable 1 on; vm_cable 2 on ;;
+        vm_link A 1 off; t0=$(us); vm_link A 2 off; vm_link B 1 off; vm_link B 2 off
+        sleep "$hs"; vm_cable 1 on; vm_cable 2 on ;;
+    # the time after the command that makes the fault (an exec costs ~2 s
+    # in A under the load, nearly all of it before the command acts); not
+    # for rdma link delete: it returns once the program closed the device
     ifdown)
-        t0=$(gt $side "$now; ip link set $eth down; sleep $hs; ip link set $eth up") ;;
+        t0=$(gt $side "ip link set $eth down; $now; sleep $hs; ip link set $eth up") ;;
     rdma-delete)
         t0=$(gt $side "$now; rdma link delete $dev; sleep $hs; rdma link add $dev type rxe netdev $eth") ;;
     netem)
-        t0=$(gt $side "$now; tc qdisc add dev $eth root netem loss 5%; sleep $hs; tc qdisc del dev $eth root") ;;
+        t0=$(gt $side "tc qdisc add dev $eth root netem loss 5%; $now; sleep $hs; tc qdisc del dev $eth root") ;;
     kill|term)
         sig=KILL; [ $kind = term ] && sig=TERM
         t0=$(gt B "$now; kill -$sig \$(cat /tmp/smcrd.pid)")
@@ -211,21 +352,17 @@ while read -r i kind side link hold gap; do
         [ $kind = term ] && [ $? != 0 ] && fail "fault $i: smcrd did not drain and exit 0 on SIGTERM"
         sleep "$hs"
         srv=$(start_srv); starts=$((starts + 1)); wait_srv $starts
-        # all four NBD connections lost and back (else "whole" could pass
-        # before A noticed)
-        r0=$(nbd_reconnects <"$W/snap.$((i - 1)).A")
-        for (( k=0; k<300; k++ )); do
-            r=$(vm_run A "$SMCRCTL --json status nbdkit-smcr" 2>/dev/null | nbd_reconnects)
-            [ "${r:-0}" -ge $((r0 + 4)) ] && break
-            sleep 0.2
-        done ;;
+        # whole only with all four NBD connections lost and back (else it
+        # could pass before A noticed)
+        rmin=$(( $(nbd_reconnects <"$W/snap.$((i - 1)).A") + 4 )) ;;
     hup)
         t0=$(gt B "$now; kill -HUP \$(cat /tmp/smcrd.pid)") ;;
     *) fail "unknown fault kind $kind" ;;
     esac
     t1=$(us)
-    whole "$i"
+    whole "$i" "${rmin:-0}"
     t2=$(us)
+    rmin=0
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$kind" "$side" "$link" "$t0" "$t1" "$t2" \
         "$OFF_A" "$OFF_B" >>"$W/faults.tsv"
     vm_say "fault $i: $kind ($side, link $link, held ${hold} ms): whole again after $(( (t2 - t0) / 1000 )) ms"
@@ -237,7 +374,11 @@ vm_say "$n faults in $soak_s s"
 
 # ---- the end: fio, ext4, the device against the file -------------------------------------
 sleep 2
-vm_run A 'touch /tmp/ext4.stop; kill -INT $(cat /tmp/fio.pid)' >/dev/null
+vm_run B 'touch /tmp/watch.stop' >/dev/null
+vm_run A 'touch /tmp/watch.stop /tmp/ext4.stop; kill -INT $(cat /tmp/fio.pid)' >/dev/null
+for j in "A $watch_a" "B $watch_b" "A $exec_a" "B $exec_b"; do
+    vm_wait -t 60 $j >/dev/null || fail "a watcher or executor failed in ${j% *}"
+done
 fout=$(vm_wait -t 120 A "$fio" 2>&1); frc=$?
 eout=$(vm_wait -t 300 A "$ext4" 2>&1) || { echo "$eout"; fail "ext4 copies failed"; }
 echo "$eout"
