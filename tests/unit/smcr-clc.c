@@ -376,18 +376,24 @@ struct pair_run {
 	int cret;
 };
 
-/* ... on p->cfd and p->sfd */
-static void run_pair_on(struct pair_run *p)
+/* ... on p->cfd and p->sfd, with the given configurations */
+static void run_pair_cfg_on(struct pair_run *p, const struct smcr_clc_cfg *ccfg,
+			    const struct smcr_clc_cfg *scfg)
 {
 	struct side t;
 
 	p->srv.fd = p->sfd;
 	p->srv.ops = &stub_ops;
 	p->srv.stub = &p->ss;
-	p->srv.cfg = server_cfg;
+	p->srv.cfg = *scfg;
 	side_start(&t, server_thread, &p->srv);
-	p->cret = smcr_clc_client(p->cfd, &stub_ops, &p->cs, &client_cfg, &p->cres);
+	p->cret = smcr_clc_client(p->cfd, &stub_ops, &p->cs, ccfg, &p->cres);
 	side_join(&t);
+}
+
+static void run_pair_on(struct pair_run *p)
+{
+	run_pair_cfg_on(p, &client_cfg, &server_cfg);
 }
 
 static void run_pair(struct pair_run *p)
@@ -905,16 +911,8 @@ static void eid_set(struct smcr_clc_cfg *cfg, const char *eid)
 static void run_pair_cfg(struct pair_run *p, const struct smcr_clc_cfg *ccfg,
 			 const struct smcr_clc_cfg *scfg)
 {
-	struct side t;
-
 	tcp_pair(&p->cfd, &p->sfd);
-	p->srv.fd = p->sfd;
-	p->srv.ops = &stub_ops;
-	p->srv.stub = &p->ss;
-	p->srv.cfg = *scfg;
-	side_start(&t, server_thread, &p->srv);
-	p->cret = smcr_clc_client(p->cfd, &stub_ops, &p->cs, ccfg, &p->cres);
-	side_join(&t);
+	run_pair_cfg_on(p, ccfg, scfg);
 }
 
 static void check_v2_pair(bool first_contact, bool server_eid, const char *client_eid)
