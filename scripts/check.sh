@@ -9,7 +9,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 bash scripts/install-deps.sh
 
-step() { printf '\n=== %s ===\n' "$*"; }
+step() { printf '\n=== %s (at %d s) ===\n' "$*" "$SECONDS"; }
 show_logs() {
     # Print the log of every test that did not pass, so CI output says why.
     local dir=$1 f
@@ -29,6 +29,11 @@ summary() {
         { grep -hE '^[0-9]+ tests run|verified|^SKIP|agree|^bench' "$f" 2>/dev/null || true; } |
             sed "s|^|$(basename "${f%.log}"): |"
     done
+    # the slowest tests first (run-test's last line in every log)
+    echo "--- durations ($dir) ---"
+    find "$dir/tests" -name '*.log' ! -name test-suite.log -exec \
+        sed -n 's|^run-test: \(.*\) took \([0-9]*\) s.*|\2 s \1|p' {} + |
+        sed 's| [^ ]*tests/| |; s| \./| |' | sort -rn | head -n 25
 }
 
 step "build"
@@ -37,19 +42,26 @@ step "make check (unit, host integration, rxe VM lane)"
 if ! make -C build check; then show_logs build; exit 1; fi
 summary build
 
-step "make distcheck (the tarball builds, installs and passes the unit and host tests)"
-if ! make -C build distcheck VM_TESTS=; then show_logs build; exit 1; fi
+# The tarball: it builds, installs and passes the unit tests and the host
+# tests of what it installs and ships (the others ran above; FUZZ_CHECK=no:
+# the fuzz replay too).
+step "make distcheck (the tarball builds, installs and passes the unit tests and the install/man/export tests)"
+if ! make -C build distcheck VM_TESTS= FUZZ_CHECK=no \
+        CHECK_SHELL_TESTS='test-man.sh test-libsmcr-install.sh test-spdx.sh test-nbd-info.sh test-smcrd-files.sh'; then
+    show_logs build; exit 1
+fi
 
 step "ASan + UBSan: unit and host tests"
 bash scripts/build.sh build-san --enable-sanitizers
-if ! make -C build-san check VM_TESTS=; then show_logs build-san; exit 1; fi
+# (FUZZ_CHECK=no: the fuzz targets are ASan+UBSan builds already, replayed above)
+if ! make -C build-san check VM_TESTS= FUZZ_CHECK=no; then show_logs build-san; exit 1; fi
 summary build-san
 
 step "valgrind: unit tests"
 # test-blockdev drives io_uring: memcheck cannot see the kernel filling its
 # read buffers (false "uninitialised" reports) and crawls through it; it
 # runs under ASan+UBSan above instead.
-if ! make -C build check-valgrind SHELL_TESTS= \
+if ! make -C build check-valgrind SHELL_TESTS= FUZZ_CHECK=no \
         UNIT_TESTS='unit/test-smcr unit/test-wire unit/test-client'; then
     show_logs build; exit 1
 fi
