@@ -181,6 +181,6 @@ vm_run A "$ATTACH -d /dev/nbd0" || fail "smcr-attach -d"
 vm_wait -t 30 A "$att" >/dev/null || { vm_run A "cat /tmp/attach.log"; fail "the watcher did not exit 0 after -d"; }
 vm_run A "grep 'was disconnected' /tmp/attach.log" || fail "no disconnect line"
 vm_stop
-mode="AF_SMC on TCP (stock modules)"
+mode="fallen back to TCP, stock modules"
 [ "$SMCR_ATTACH_SMCR" = 1 ] && mode="SMC-Rv2"
 echo "PASS: smcr-attach: kernel nbd over AF_SMC ($mode) to smcrd, ext4, O_DIRECT and fio verified, cable pull and restart survived, detached"
