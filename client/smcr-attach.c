@@ -442,7 +442,8 @@ static int attach(struct nl *n, const struct opts *o)
 			log_err("the kernel's nbd driver may take TCP and UNIX sockets only "
 				"(\"nbd: Check socket type\", in Linux 6.9 and 6.1.y stable): an "
 				"AF_SMC socket that is on SMC-R is refused (one that fell back to "
-				"TCP is taken); see dmesg, or use --tcp");
+				"TCP is taken); see dmesg, use --tcp, or a driver that takes AF_SMC "
+				"(smcrbd's tests/vm/nbd-smc.patch)");
 		goto close_fds;
 	}
 	log_info("/dev/nbd%d: %s:%s export '%s', %llu bytes, %u connection(s) over %s",

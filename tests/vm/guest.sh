@@ -12,7 +12,9 @@
 #   smcr.script=PATH     optional: run "PATH NAME ARGS..." once set up,
 #   smcr.args=a,b,c      as command "boot" (see below)
 #   smcr.rxe=PATH        optional: insmod this rdma_rxe.ko (the patched one
-#                        of rxe-smc-build.sh) instead of the stock module
+#                        of kmod-build.sh) instead of the stock module
+#   smcr.nbd=PATH        optional: insmod this nbd.ko (kmod-build.sh's) at
+#                        boot, so that "modprobe nbd" finds it loaded
 #
 # It mounts the basic filesystems, loads virtio_net + rdma_rxe + ib_uverbs,
 # puts 10.1.L.idx/24 on eth(L-1) and an rxe device rxe(L-1) on top of it,
@@ -44,7 +46,7 @@ bb mkdir -p /dev/pts /dev/shm
 bb mount -t devpts devpts /dev/pts
 bb mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 
-name=X idx=1 links=0 share= script= args= rxe=
+name=X idx=1 links=0 share= script= args= rxe= nbd=
 for arg in $(</proc/cmdline); do
     case $arg in
         smcr.name=*)   name=${arg#*=} ;;
@@ -54,6 +56,7 @@ for arg in $(</proc/cmdline); do
         smcr.script=*) script=${arg#*=} ;;
         smcr.args=*)   args=${arg#*=} ;;
         smcr.rxe=*)    rxe=${arg#*=} ;;
+        smcr.nbd=*)    nbd=${arg#*=} ;;
     esac
 done
 [ -n "$share" ] || die "no smcr.share= on the kernel command line"
@@ -83,19 +86,22 @@ wait_gid() {
 }
 
 # rdma_rxe and ib_uverbs: the stock modules, or the patched rxe after the
-# stock modules it depends on (the kernel is tainted: unsigned module).
-load_rdma() {
+# stock modules it depends on (the kernel is tainted: unsigned module); and
+# the patched nbd when asked for.
+load_modules() {
     if [ -n "$rxe" ]; then
         modprobe -a udp_tunnel ip6_udp_tunnel ib_core ib_uverbs &&
             insmod "$rxe"
     else
         modprobe -a rdma_rxe ib_uverbs
-    fi
+    fi || return 1
+    # nbd.ko needs no other module.
+    [ -z "$nbd" ] || insmod "$nbd"
 }
 
 setup_links() {
     local i dev n
-    modprobe virtio_net && load_rdma || return 1
+    modprobe virtio_net && load_modules || return 1
     for (( i=0; i<links; i++ )); do
         dev=eth$i
         for (( n=0; n<100; n++ )); do
@@ -117,7 +123,7 @@ exec 9<>/run/agent-tick
 if [ "$links" -gt 0 ]; then
     setup_links >"$share/setup.log" 2>&1 || die "link setup failed: $(bb tail -n 5 "$share/setup.log")"
 else
-    load_rdma >"$share/setup.log" 2>&1
+    load_modules >"$share/setup.log" 2>&1
 fi
 {
     echo "kernel $(</proc/sys/kernel/osrelease) after $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms in userspace"

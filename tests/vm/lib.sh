@@ -54,8 +54,11 @@
 #                    the kernel's messages in the serial log)
 #   SMCR_VM_QEMU_ARGS  extra qemu arguments (word-split)
 #   SMCR_VM_RXE      "smc": the guests load rdma_rxe.ko built with
-#                    rxe-smc-fixes.patch (rxe-smc-build.sh; what the kernel's
+#                    rxe-smc-fixes.patch (kmod-build.sh; what the kernel's
 #                    AF_SMC needs) instead of the stock module (default)
+#   SMCR_VM_NBD      "smc": the guests load nbd.ko built with nbd-smc.patch
+#                    (kmod-build.sh; takes AF_SMC sockets) at boot instead
+#                    of the stock module (default: not loaded at boot)
 #   SMCR_VM_WORKDIR  where logs and shared dirs go (default:
 #                    ${abs_builddir}/vm/<test name>.d, kept after the test)
 
@@ -120,23 +123,28 @@ vm_requires() {
     export VM_KERNEL VM_KVER
 }
 
-# With SMCR_VM_RXE=smc: builds (or reuses) the patched rdma_rxe.ko for
-# VM_KVER (exit 77 when the kernel source or headers are absent) and sets
-# VM_RXE_KO to its path.
-vm_rxe_module() {
-    [ -z "${VM_RXE_KO:-}" ] || return 0
-    case ${SMCR_VM_RXE:-stock} in
+# vm_kmod_build MOD: builds (or reuses) the patched module MOD (rxe or nbd,
+# kmod-build.sh) for VM_KVER and prints its path; 77 when the kernel
+# source or headers are absent.
+vm_kmod_build() {
+    bash "$_vm_libdir/kmod-build.sh" "$1" "$VM_KVER" "$abs_top_builddir/tests/vm/kmod-$VM_KVER/$1"
+}
+
+# _vm_kmod MOD KNOB VAR: with KNOB=smc, exports the path of the patched MOD
+# in VAR (a skip when it cannot be built).
+_vm_kmod() {
+    local mod=$1 knob=$2 var=$3 rc=0 ko
+    [ -z "${!var:-}" ] || return 0
+    case ${!knob:-stock} in
         stock) return 0 ;;
         smc) ;;
-        *) fail "SMCR_VM_RXE: stock or smc, not '$SMCR_VM_RXE'" ;;
+        *) fail "$knob: stock or smc, not '${!knob}'" ;;
     esac
-    local rc=0
-    VM_RXE_KO=$(bash "$_vm_libdir/rxe-smc-build.sh" "$VM_KVER" \
-                    "$abs_top_builddir/tests/vm/rxe-smc-$VM_KVER") || rc=$?
-    [ "$rc" = 77 ] && skip "cannot build the patched rdma_rxe (see above)"
-    [ "$rc" = 0 ] || fail "building the patched rdma_rxe failed"
-    vm_say "guests load the patched $VM_RXE_KO"
-    export VM_RXE_KO
+    ko=$(vm_kmod_build "$mod") || rc=$?
+    [ "$rc" = 77 ] && skip "cannot build the patched $mod module (see above)"
+    [ "$rc" = 0 ] || fail "building the patched $mod module failed"
+    vm_say "guests load the patched $ko"
+    export "$var=$ko"
 }
 
 # Builds (or reuses) the initramfs: busybox, the modules to reach the host
@@ -236,7 +244,8 @@ vm_start() {
     _vm_workdir
     local initrd dir qmp cmdline
     initrd=$(vm_initramfs) || exit 1
-    vm_rxe_module
+    _vm_kmod rxe SMCR_VM_RXE VM_RXE_KO
+    _vm_kmod nbd SMCR_VM_NBD VM_NBD_KO
     [ -n "${VM_BOOT_IMAGE:-}" ] || VM_BOOT_IMAGE=$(vm_kernel_image)
     dir=$_vm_work/$name
     mkdir -p "$dir/share"
@@ -248,6 +257,7 @@ vm_start() {
     cmdline+=" smcr.init=$_vm_libdir/guest.sh smcr.name=$name smcr.idx=$idx"
     cmdline+=" smcr.links=$links smcr.share=$dir/share"
     [ -n "${VM_RXE_KO:-}" ] && cmdline+=" smcr.rxe=$VM_RXE_KO"
+    [ -n "${VM_NBD_KO:-}" ] && cmdline+=" smcr.nbd=$VM_NBD_KO"
     [ -n "$script" ] && cmdline+=" smcr.script=$script smcr.args=$args"
     cmdline+=${SMCR_VM_APPEND:+ $SMCR_VM_APPEND}
     local -a nics
