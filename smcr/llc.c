@@ -1259,12 +1259,20 @@ static void llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
 		test_link_rx(lgr, (unsigned int)slot, &m);
 		break;
 	case SMCR_LLC_REQ_ADD_LINK:
-		/* A v2 client's invitation: a server that adds no link
-		 * answers with the request's type, R set and nothing else,
-		 * as Linux does (smc_llc_send_req_add_link_response). */
+		/* A v2 client's invitation (Linux sends it when a port of its
+		 * comes up): a server short of links starts ADD LINK now, even
+		 * in its backoff after a failed one, and the client takes that
+		 * ADD LINK as the answer; a server that adds no link answers
+		 * with the request's type, R set and nothing else, as Linux
+		 * does (smc_llc_send_req_add_link_response). */
 		if (lgr->role == SMCR_ROLE_SERVER && !m.reply) {
 			struct smcr_llc_msg r = { .type = SMCR_LLC_REQ_ADD_LINK, .reply = true };
 
+			if (lgr->flow.kind == SMCR_FLOW_NONE &&
+			    smcr_lgr_active_links(lgr) < lgr->max_links &&
+			    smcr_lgr_add_link(lgr) == 0 && lgr->flow.kind == SMCR_FLOW_ADD_LINK) {
+				break;
+			}
 			llc_send(lgr, (unsigned int)slot, &r, NULL);
 		}
 		break;
