@@ -583,13 +583,15 @@ kpeer_requires() {
     modprobe -S "$VM_KVER" -n smc >/dev/null 2>&1 || skip "kernel $VM_KVER has no module smc"
 }
 
-# kpeer_setup VM...: AF_SMC in each VM with PNET ID SMCRBD for every
-# ethN/rxeN and the user EID SMCRBD.KPEER.
+# kpeer_setup VM...: AF_SMC in each VM with PNET ID SMCRBD for eth0/rxe0
+# (with SMCR_VM_SUBNET=one: every ethN/rxeN, the kernel's second links) and
+# the user EID SMCRBD.KPEER.
 kpeer_setup() {
-    local v l pnet
+    local v l pnet nl
     for v in "$@"; do
-        pnet=
-        for (( l=0; l<${_vm_links[$v]:-1}; l++ )); do
+        pnet= nl=1
+        [ "${SMCR_VM_SUBNET:-per-link}" = one ] && nl=${_vm_links[$v]:-1}
+        for (( l=0; l<nl; l++ )); do
             pnet+=" && $N pnet-add SMCRBD eth$l rxe$l 1"
         done
         vm_run "$v" "modprobe smc$pnet && $N ueid-add SMCRBD.KPEER" ||
