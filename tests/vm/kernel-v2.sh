@@ -22,13 +22,15 @@
 # (SMCR_KV2_FO_CONNS, default 8, SHA-256 verified) while links fail one at
 # a time (fo_cycle below); libsmcr's counters must show two links before
 # each cut, the link failing, connections moving and two links again.
+# (d) is not in the default run: Linux 6.1's server deadlocks in
+# smc_llc_delete_link_work on the first cable pull (tests/vm/README.md).
 # Knobs: SMCR_KV2_CONNS (default 16), SMCR_KV2_BYTES (default 8 MiB),
-# SMCR_KV2_FO_CONNS (default 8), SMCR_KV2_PARTS (default "ab c d": some only),
+# SMCR_KV2_FO_CONNS (default 8), SMCR_KV2_PARTS (default "ab c"; "d" too),
 # SMCR_KV2_LLCCAP=1: dumpcap of the RoCE SENDs (LLC, CDC) on both NICs of
 # the kernel's guest in (c)/(d) (the capture stays in its share).
 # About 4 minutes under TCG (25 s more when the module is built).
-# smcr-timeout: 600
-: "${SMCR_VM_TIMEOUT:=540}"
+# smcr-timeout: 1200
+: "${SMCR_VM_TIMEOUT:=1140}"
 : "${SMCR_KV2_CONNS:=16}"
 : "${SMCR_KV2_BYTES:=8388608}"
 export SMCR_VM_RXE=smc SMCR_VM_SUBNET=one
@@ -44,7 +46,7 @@ EID=SMCRBD.KPEER
 
 kpeer_setup A B
 
-parts=" ${SMCR_KV2_PARTS:-ab c d} "
+parts=" ${SMCR_KV2_PARTS:-ab c} "
 if [[ $parts == *" ab "* ]]; then
 vm_dumpcap B "-i eth0 -f 'tcp portrange 5011-5012' -w $pcap"
 
@@ -136,8 +138,10 @@ fi
 # DELETE LINK when the kernel noticed first: both count, by links_active.
 fo_summary=()
 # fo_fail MSG: stop the LLC capture (SMCR_KV2_LLCCAP) so that it is whole, fail.
+# The kernel's guest's blocked tasks and messages go to kern-dmesg.txt in its share.
 fo_fail() {
     [ -z "${cap:-}" ] || vm_run "$kern" 'kill -INT $(pidof dumpcap); sleep 1' >/dev/null 2>&1
+    vm_run -t 30 "$kern" 'echo w >/proc/sysrq-trigger; dmesg' >"$(vm_share "$kern")/kern-dmesg.txt" 2>&1
     fail "$@"
 }
 fo_cycle() {
@@ -172,13 +176,13 @@ fo() {
         cap=$vm_cap
     fi
     if [ "$ours" = B ]; then
-        srv=$(vm_bg B "${dbg}SMCR_EIDS=$EID exec timeout 400 $S server -t smcr -p $port -n $n --ctl $C --ticks $T")
+        srv=$(vm_bg B "${dbg}SMCR_EIDS=$EID exec timeout 600 $S server -t smcr -p $port -n $n --ctl $C --ticks $T")
         vm_listening B "$port"
-        cli=$(vm_bg A "exec timeout 380 $S client $B1 -t smc -p $port -m verify -b 0 -n $n -s 16K")
+        cli=$(vm_bg A "exec timeout 580 $S client $B1 -t smc -p $port -m verify -b 0 -n $n -s 16K")
     else
-        srv=$(vm_bg B "exec timeout 400 $S server -t smc -p $port -n $n")
+        srv=$(vm_bg B "exec timeout 600 $S server -t smc -p $port -n $n")
         vm_listening B "$port"
-        cli=$(vm_bg A "${dbg}SMCR_EIDS=$EID exec timeout 380 $S client $B1 -t smcr -p $port -m verify -b 0 -n $n -s 16K --ctl $C --ticks $T")
+        cli=$(vm_bg A "${dbg}SMCR_EIDS=$EID exec timeout 580 $S client $B1 -t smcr -p $port -m verify -b 0 -n $n -s 16K --ctl $C --ticks $T")
     fi
     until_ok 60 "[ \$(tf $T 8) = 2 ] && [ \$(tf $T 3) -gt 1000000 ]" ||
         fail "$name: no two links with data flowing after 60 s ($(tail -n 1 $T 2>/dev/null))"
@@ -211,6 +215,6 @@ fo() {
 echo "--- failover with the kernel peer"
 printf '  %s\n' "${fo_summary[@]}"
 
-echo "PASS: SMC-Rv2 with the kernel: (a) kernel client -> libsmcr and (b) libsmcr -> kernel server, $nconn x $bytes bytes each way per case, SHA-256 verified, all SMC-Rv2 (kernel v2_ok +$nconn each), no fallback, one link group each; failover in both roles (cable pulls of both links, a forced QP error in libsmcr, the kernel's port down) with $SMCR_KV2_FO_CONNS streams verified"
+echo "PASS: SMC-Rv2 with the kernel, parts${parts% }: (a)/(b) $nconn x $bytes bytes each way per case, SHA-256 verified, all SMC-Rv2, no fallback, one link group each; (c)/(d) failover with $SMCR_KV2_FO_CONNS streams verified, no reset (cable pulls of both links, a QP error forced in libsmcr, the kernel's port down)"
 vm_quit A B
 exit 0
