@@ -479,8 +479,12 @@ out_close:
  * neighbour?  If not, a datagram to it starts the resolution.  (modify_qp
  * to RTR resolves the peer's MAC itself, waiting up to a second, under our
  * lock: seen on rxe when a link was re-added while the peer's end was still
- * down.)  The exchange that wanted the link is retried.  Link-local IPv6
- * (no scope known here) and no netlink: true. */
+ * down.)  A peer that answers does so within NEIGH_WAIT_MS: we wait that
+ * long (a v2 ADD LINK that fails here is not retried for a minute, and
+ * Linux's server retries only on a port event); otherwise the exchange
+ * that wanted the link is retried.  Link-local IPv6 (no scope known here)
+ * and no netlink: true. */
+#define NEIGH_WAIT_MS 200
 static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 {
 	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
@@ -489,7 +493,7 @@ static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
 	char want[INET6_ADDRSTRLEN];
 	socklen_t sl;
-	int fd, r;
+	int fd, r, i;
 
 	if (!memcmp(gid, v4, sizeof(v4))) {
 		sin->sin_family = AF_INET;
@@ -516,7 +520,16 @@ static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 			smcr_dbg("engine: cannot prod %s: %s", want, strerror(errno));
 		close(fd);
 	}
-	smcr_info("engine: %s is not resolved yet: link not connected now", want);
+	for (i = 0; i < NEIGH_WAIT_MS / 5; i++) {
+		usleep(5000);
+		if (neigh_resolved(ss.ss_family, ss.ss_family == AF_INET ?
+				   (const void *)&sin->sin_addr : (const void *)&sin6->sin6_addr)) {
+			smcr_dbg("engine: %s resolved after %d ms", want, 5 * (i + 1));
+			return true;
+		}
+	}
+	smcr_info("engine: %s is not resolved after %d ms: link not connected now",
+		  want, NEIGH_WAIT_MS);
 	return false;
 }
 

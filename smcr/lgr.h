@@ -177,8 +177,10 @@ struct smcr_llc_flow {
 	bool cont_peer_done;
 };
 
-/* SMC-Rv2: how long after a failed ADD LINK the periodic retry waits. */
+/* SMC-Rv2: how long after a failed ADD LINK the periodic retry waits: the
+ * peer refused it or did not answer, or it failed on our side. */
 #define SMCR_LGR_V2_ADD_LINK_BACKOFF_MS 60000
+#define SMCR_LGR_V2_ADD_LINK_RETRY_MS 2000
 
 /* Requests waiting for the current exchange to end. */
 #define SMCR_LLC_QUEUE 16

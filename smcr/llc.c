@@ -291,6 +291,8 @@ static void add_link_fill(struct smcr_lgr *lgr, unsigned int slot,
 static void info_from_add_link(struct smcr_link_info *i,
 			       const struct smcr_llc_add_link *a)
 {
+	smcr_dbg("llc: ADD LINK %u from GID ...%02x%02x%02x%02x, QP %06x", a->link_num,
+		 a->gid[12], a->gid[13], a->gid[14], a->gid[15], a->qpn);
 	memcpy(i->mac, a->mac, SMCR_MAC_LEN);
 	memcpy(i->gid, a->gid, SMCR_GID_LEN);
 	i->qpn = a->qpn;
@@ -453,13 +455,18 @@ static int add_link_send_v2(struct smcr_lgr *lgr, unsigned int via, unsigned int
 	return ret;
 }
 
-static void add_link_fail(struct smcr_lgr *lgr, const char *why)
+/* A v2 peer that refused or did not answer is asked again after the
+ * backoff (or when it invites us with REQ ADD LINK); a failure on our side
+ * (a path not there yet: an address not resolved, a QP not connected) is
+ * retried soon, as Linux invites only once per port event. */
+static void add_link_fail_as(struct smcr_lgr *lgr, const char *why, bool peer)
 {
 	struct smcr_llc_flow *f = &lgr->flow;
 
 	smcr_warn("link group: ADD LINK failed: %s", why);
 	if (lgr->version == SMCR_LLC_VERSION_2)
-		lgr->add_link_after_ms = now(lgr) + SMCR_LGR_V2_ADD_LINK_BACKOFF_MS;
+		lgr->add_link_after_ms = now(lgr) + (peer ? SMCR_LGR_V2_ADD_LINK_BACKOFF_MS :
+						     SMCR_LGR_V2_ADD_LINK_RETRY_MS);
 	if (lgr->links[f->slot].link &&
 	    lgr->links[f->slot].link->state != SMCR_LINK_ACTIVE) {
 		memset(&lgr->links[f->slot].peer, 0, sizeof(lgr->links[f->slot].peer));
@@ -467,6 +474,11 @@ static void add_link_fail(struct smcr_lgr *lgr, const char *why)
 		memset(&lgr->links[f->slot], 0, sizeof(lgr->links[f->slot]));
 	}
 	flow_end(lgr);
+}
+
+static void add_link_fail(struct smcr_lgr *lgr, const char *why)
+{
+	add_link_fail_as(lgr, why, false);
 }
 
 /* Server: start adding a link. */
@@ -658,7 +670,7 @@ static void add_link_reply_rx(struct smcr_lgr *lgr, const struct smcr_llc_add_li
 		return;
 	}
 	if (a->reject) {
-		add_link_fail(lgr, "the peer rejected it (no alternate path)");
+		add_link_fail_as(lgr, "the peer rejected it (no alternate path)", true);
 		return;
 	}
 	info_from_add_link(&peer, a);
@@ -1259,12 +1271,20 @@ static void llc_rx(struct smcr_lgr *lgr, struct smcr_link *link,
 		test_link_rx(lgr, (unsigned int)slot, &m);
 		break;
 	case SMCR_LLC_REQ_ADD_LINK:
-		/* A v2 client's invitation: a server that adds no link
-		 * answers with the request's type, R set and nothing else,
-		 * as Linux does (smc_llc_send_req_add_link_response). */
+		/* A v2 client's invitation (Linux sends it when a port of its
+		 * comes up): a server short of links starts ADD LINK now, even
+		 * in its backoff after a failed one, and the client takes that
+		 * ADD LINK as the answer; a server that adds no link answers
+		 * with the request's type, R set and nothing else, as Linux
+		 * does (smc_llc_send_req_add_link_response). */
 		if (lgr->role == SMCR_ROLE_SERVER && !m.reply) {
 			struct smcr_llc_msg r = { .type = SMCR_LLC_REQ_ADD_LINK, .reply = true };
 
+			if (lgr->flow.kind == SMCR_FLOW_NONE &&
+			    smcr_lgr_active_links(lgr) < lgr->max_links &&
+			    smcr_lgr_add_link(lgr) == 0 && lgr->flow.kind == SMCR_FLOW_ADD_LINK) {
+				break;
+			}
 			llc_send(lgr, (unsigned int)slot, &r, NULL);
 		}
 		break;
@@ -1333,7 +1353,7 @@ static void flow_timeout(struct smcr_lgr *lgr)
 		memset(f, 0, sizeof(*f));
 		return;
 	case SMCR_FLOW_ADD_LINK:
-		add_link_fail(lgr, "timeout");
+		add_link_fail_as(lgr, "timeout", true);
 		return;
 	case SMCR_FLOW_DELETE_LINK:
 		link_delete(lgr, f->slot);

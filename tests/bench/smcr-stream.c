@@ -17,7 +17,8 @@
  *           With -b 0 the streams are open-ended (framed: a 4-byte length
  *           before each piece, 0 ends it) and last until -d SECONDS have
  *           passed or a "stop" line appears in the --ctl file; the server
- *           stops when the client's stream has ended.
+ *           stops when the client's stream has ended.  SIGUSR1 is a
+ *           "stop" for any transport (the kernel's AF_SMC has no --ctl).
  *
  * Options for failover tests (libsmcr only):
  *   --ctl FILE        poll FILE every 50 ms for new lines: "fault SPEC" calls
@@ -46,6 +47,7 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +92,12 @@ static struct opts o = {
 static struct smcr_ctx *ctx;
 static volatile bool stop_streams;	/* open-ended verify: end now */
 static volatile bool monitor_stop;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	stop_streams = true;
+}
 
 /* One connection over any of the three transports. */
 struct conn {
@@ -914,6 +922,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	signal(SIGUSR1, on_usr1);
 	if (o.t == T_SMCR) {
 		ret = smcr_ctx_create(NULL, &ctx);
 		if (ret) {

@@ -15,9 +15,13 @@
 #                        of kmod-build.sh) instead of the stock module
 #   smcr.nbd=PATH        optional: insmod this nbd.ko (kmod-build.sh's) at
 #                        boot, so that "modprobe nbd" finds it loaded
+#   smcr.subnet=one      optional: every NIC on 10.1.1.0/24, NIC L with
+#                        10.1.1.(16(L-1)+idx) and the route 10.1.1.16(L-1)/28
+#                        through it; each address answers ARP only on its
+#                        own NIC (arp_ignore=1, arp_announce=2), rp_filter 0
 #
 # It mounts the basic filesystems, loads virtio_net + rdma_rxe + ib_uverbs,
-# puts 10.1.L.idx/24 on eth(L-1) and an rxe device rxe(L-1) on top of it,
+# puts 10.1.L.idx/24 on eth(L-1) (or see smcr.subnet) and an rxe device rxe(L-1) on top of it,
 # writes DIR/ready and then serves commands: the host drops DIR/cmd/ID.sh,
 # the agent moves it to DIR/run/ and runs it in the background with
 # stdout/stderr in DIR/out/ID.out and DIR/out/ID.err and, when it ends, its
@@ -46,7 +50,7 @@ bb mkdir -p /dev/pts /dev/shm
 bb mount -t devpts devpts /dev/pts
 bb mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 
-name=X idx=1 links=0 share= script= args= rxe= nbd=
+name=X idx=1 links=0 share= script= args= rxe= nbd= subnet=per-link
 for arg in $(</proc/cmdline); do
     case $arg in
         smcr.name=*)   name=${arg#*=} ;;
@@ -57,6 +61,7 @@ for arg in $(</proc/cmdline); do
         smcr.args=*)   args=${arg#*=} ;;
         smcr.rxe=*)    rxe=${arg#*=} ;;
         smcr.nbd=*)    nbd=${arg#*=} ;;
+        smcr.subnet=*) subnet=${arg#*=} ;;
     esac
 done
 [ -n "$share" ] || die "no smcr.share= on the kernel command line"
@@ -70,10 +75,20 @@ bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,cache=none \
     smcrshare "$share" || die "cannot mount the shared directory at $share"
 bb mkdir -p "$share/cmd" "$share/run" "$share/out" || die "shared directory not writable"
 
-# Waits until rxe device $1 has the RoCE v2 GID of IPv4 address 10.1.$2.$idx.
+# The IPv4 address of link $1 (1, 2, ...): "NET HOST".
+link_addr() {
+    if [ "$subnet" = one ]; then
+        echo "1 $(( 16 * ($1 - 1) + idx ))"
+    else
+        echo "$1 $idx"
+    fi
+}
+
+# Waits until rxe device $1 has the RoCE v2 GID of link $2's IPv4 address.
 wait_gid() {
-    local dev=$1 want g i n
-    want=$(printf '0000:0000:0000:0000:0000:ffff:0a01:%02x%02x' "$2" "$idx")
+    local dev=$1 want g i n a
+    read -r -a a <<<"$(link_addr "$2")"
+    want=$(printf '0000:0000:0000:0000:0000:ffff:0a01:%02x%02x' "${a[0]}" "${a[1]}")
     for (( n=0; n<200; n++ )); do
         for (( i=0; i<16; i++ )); do
             read -r g 2>/dev/null <"/sys/class/infiniband/$dev/ports/1/gids/$i" || continue
@@ -81,7 +96,7 @@ wait_gid() {
         done
         read -r -t 0.05 -u 9 _
     done
-    echo "rxe device $dev has no GID for 10.1.$2.$idx"
+    echo "rxe device $dev has no GID for 10.1.${a[0]}.${a[1]}"
     return 1
 }
 
@@ -100,8 +115,12 @@ load_modules() {
 }
 
 setup_links() {
-    local i dev n
+    local i dev n a
     modprobe virtio_net && load_modules || return 1
+    if [ "$subnet" = one ]; then
+        sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 \
+            net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 || return 1
+    fi
     for (( i=0; i<links; i++ )); do
         dev=eth$i
         for (( n=0; n<100; n++ )); do
@@ -109,8 +128,13 @@ setup_links() {
             read -r -t 0.05 -u 9 _
         done
         [ -e "/sys/class/net/$dev" ] || { echo "no $dev"; return 1; }
-        bb ip addr add "10.1.$((i+1)).$idx/24" dev "$dev" || return 1
+        read -r -a a <<<"$(link_addr $((i+1)))"
+        [ "$subnet" = one ] && { sysctl -qw "net.ipv4.conf.$dev.rp_filter=0" || return 1; }
+        bb ip addr add "10.1.${a[0]}.${a[1]}/24" dev "$dev" || return 1
         bb ip link set "$dev" up || return 1
+        if [ "$subnet" = one ]; then
+            ip route add "10.1.1.$((16 * i))/28" dev "$dev" src "10.1.1.${a[1]}" || return 1
+        fi
         rdma link add "rxe$i" type rxe netdev "$dev" || return 1
     done
     for (( i=0; i<links; i++ )); do

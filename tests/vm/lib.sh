@@ -24,7 +24,8 @@
 #   vm_bg NAME CMD...        start CMD in the background, print its job id
 #   vm_wait [-t SECS] NAME ID
 #                            wait for a job, print its output, return status
-#   vm_ip NAME LINK          print the VM's address on link LINK
+#   vm_ip NAME LINK          print the VM's address on link LINK (10.1.L.idx,
+#                            or 10.1.1.(16(L-1)+idx) with SMCR_VM_SUBNET=one)
 #   vm_link NAME LINK on|off set_link on the VM's side of link LINK (the
 #                            guest sees carrier loss on that NIC)
 #   vm_cable LINK on|off     both ends of link LINK: a pulled cable
@@ -59,6 +60,11 @@
 #   SMCR_VM_NBD      "smc": the guests load nbd.ko built with nbd-smc.patch
 #                    (kmod-build.sh; takes AF_SMC sockets) at boot instead
 #                    of the stock module (default: not loaded at boot)
+#   SMCR_VM_SUBNET   "one": all NICs of a VM on one subnet, 10.1.1.0/24
+#                    (link L: 10.1.1.(16(L-1)+idx), its /28 routed through
+#                    its NIC, ARP answered only on the address's own NIC;
+#                    what Linux's AF_SMC needs for a second SMC-Rv2 link);
+#                    default "per-link": link L is 10.1.L.0/24
 #   SMCR_VM_WORKDIR  where logs and shared dirs go (default:
 #                    ${abs_builddir}/vm/<test name>.d, kept after the test)
 
@@ -258,6 +264,11 @@ vm_start() {
     cmdline+=" smcr.links=$links smcr.share=$dir/share"
     [ -n "${VM_RXE_KO:-}" ] && cmdline+=" smcr.rxe=$VM_RXE_KO"
     [ -n "${VM_NBD_KO:-}" ] && cmdline+=" smcr.nbd=$VM_NBD_KO"
+    case ${SMCR_VM_SUBNET:-per-link} in
+        per-link) ;;
+        one) cmdline+=" smcr.subnet=one" ;;
+        *) fail "SMCR_VM_SUBNET: per-link or one, not '$SMCR_VM_SUBNET'" ;;
+    esac
     [ -n "$script" ] && cmdline+=" smcr.script=$script smcr.args=$args"
     cmdline+=${SMCR_VM_APPEND:+ $SMCR_VM_APPEND}
     local -a nics
@@ -353,7 +364,14 @@ _vm_check() {
 
 vm_share() { _vm_check "$1"; echo "${_vm_dir[$1]}/share"; }
 vm_log() { _vm_check "$1"; echo "${_vm_dir[$1]}/serial.log"; }
-vm_ip() { _vm_check "$1"; echo "10.1.$2.${_vm_idx[$1]}"; }
+vm_ip() {
+    _vm_check "$1"
+    if [ "${SMCR_VM_SUBNET:-per-link}" = one ]; then
+        echo "10.1.1.$(( 16 * ($2 - 1) + _vm_idx[$1] ))"
+    else
+        echo "10.1.$2.${_vm_idx[$1]}"
+    fi
+}
 
 vm_listening() {
     vm_run "$1" "for i in \$(seq 100); do ss -ltn | grep -q ':$2 ' && exit 0; sleep 0.1; done; exit 1" ||
@@ -536,6 +554,30 @@ _vm_cleanup() {
     fi
 }
 
+# ---- failover tests: smcr-stream's --ticks files ---------------------------------
+
+# tf TICKS N: field N of the last complete tick line (2 time, 3 bytes_recv,
+# 4 bytes_sent, 5 failovers, 6 link_failures, 7 links_added, 8 links_active,
+# 9 rebalanced).  (One fork: the host has two cores for two TCG guests.)
+tf() {
+    local l f=() v=0
+    while IFS= read -r l; do
+        read -r -a f <<<"$l"
+        [ "${#f[@]}" = 9 ] && v=${f[$(($2 - 1))]}
+    done < <(tail -n 2 "$1" 2>/dev/null)
+    echo "$v"
+}
+
+# until_ok SECS CMD: poll CMD every 0.2 s.
+until_ok() {
+    local secs=$1 i; shift
+    for (( i=0; i<secs*5; i++ )); do
+        eval "$*" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
 # ---- the kernel peer (SMCR_VM_RXE=smc, see README.md) -------------------------
 
 # kpeer_requires: tshark, dumpcap, the VM lane and the kernel's smc module;
@@ -551,12 +593,18 @@ kpeer_requires() {
     modprobe -S "$VM_KVER" -n smc >/dev/null 2>&1 || skip "kernel $VM_KVER has no module smc"
 }
 
-# kpeer_setup VM...: AF_SMC in each VM with PNET ID SMCRBD for eth0/rxe0 and
+# kpeer_setup VM...: AF_SMC in each VM with PNET ID SMCRBD for eth0/rxe0
+# (with SMCR_VM_SUBNET=one: every ethN/rxeN, the kernel's second links) and
 # the user EID SMCRBD.KPEER.
 kpeer_setup() {
-    local v
+    local v l pnet nl
     for v in "$@"; do
-        vm_run "$v" "modprobe smc && $N pnet-add SMCRBD eth0 rxe0 1 && $N ueid-add SMCRBD.KPEER" ||
+        pnet= nl=1
+        [ "${SMCR_VM_SUBNET:-per-link}" = one ] && nl=${_vm_links[$v]:-1}
+        for (( l=0; l<nl; l++ )); do
+            pnet+=" && $N pnet-add SMCRBD eth$l rxe$l 1"
+        done
+        vm_run "$v" "modprobe smc$pnet && $N ueid-add SMCRBD.KPEER" ||
             fail "AF_SMC setup failed on $v"
     done
 }

@@ -43,28 +43,6 @@ summary=()
 
 now_ms() { echo $(( ${EPOCHREALTIME/./} / 1000 )); }
 
-# tf TICKS N: field N of the last complete tick line (2 time, 3 bytes_recv,
-# 4 bytes_sent, 5 failovers, 6 link_failures, 7 links_added, 8 links_active,
-# 9 rebalanced).  (One fork: the host has two cores for two TCG guests.)
-tf() {
-    local l f=() v=0
-    while IFS= read -r l; do
-        read -r -a f <<<"$l"
-        [ "${#f[@]}" = 9 ] && v=${f[$(($2 - 1))]}
-    done < <(tail -n 2 "$1" 2>/dev/null)
-    echo "$v"
-}
-
-# until SECS CMD: poll CMD every 0.2 s.
-until_ok() {
-    local secs=$1 i; shift
-    for (( i=0; i<secs*5; i++ )); do
-        eval "$*" && return 0
-        sleep 0.2
-    done
-    return 1
-}
-
 # qmp_link_timed NAME LINK on|off: set_link, print the host time at which
 # qemu had done it (its reply).
 qmp_link_timed() {
