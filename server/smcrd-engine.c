@@ -177,6 +177,8 @@ struct conn {
 	bool rx_into_req;		/* it receives into rx_req's buffer */
 	bool tx_busy;			/* sendmsg SQE outstanding */
 	struct req *tx_link;		/* its READ, if linked to one */
+	bool tx_zc;			/* it is a SENDMSG_ZC */
+	int tx_zc_res;			/* its result, before the notification */
 	struct msghdr tx_msg;
 	struct iovec tx_iov[IOV_BATCH];
 	/* statistics */
@@ -233,6 +235,11 @@ struct engine {
 	bool valgrind;
 	bool no_cachestat;		/* atomic */
 	bool ring_sock;			/* plain TCP sockets on the ring */
+	enum read_reply {
+		RR_SENDFILE,		/* large cached READs: sendfile(2) */
+		RR_COPY,		/* read into a buffer, send a copy */
+		RR_ZC,			/* ring sockets: large sends zero-copy */
+	} read_reply;
 };
 
 static uint64_t now_ms(void)
@@ -758,6 +765,7 @@ static struct req *req_new(struct conn *c)
 	q->zc_tx = false;
 	q->tx_ready = false;
 	q->zc = false;
+	q->linked = false;
 	q->phase = PH_NONE;
 	q->part = 0;
 	q->done = 0;
@@ -868,8 +876,9 @@ static void tx_retire(struct conn *c, size_t n)
 	}
 }
 
-/* Ring socket: sendmsg of iov[cnt] (copied) as one SQE. */
-static void tx_submit(struct conn *c, const struct iovec *iov, int cnt)
+/* Ring socket: sendmsg of iov[cnt] (copied) as one SQE; zero-copy (the
+ * buffers are held until the kernel's notification) if zc. */
+static void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc)
 {
 	struct io_uring_sqe *sqe = get_sqe(c->w);
 
@@ -877,7 +886,12 @@ static void tx_submit(struct conn *c, const struct iovec *iov, int cnt)
 	memset(&c->tx_msg, 0, sizeof(c->tx_msg));
 	c->tx_msg.msg_iov = c->tx_iov;
 	c->tx_msg.msg_iovlen = (size_t)cnt;
-	io_uring_prep_sendmsg(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
+	if (zc)
+		io_uring_prep_sendmsg_zc(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
+	else
+		io_uring_prep_sendmsg(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
+	c->tx_zc = zc;
+	c->tx_zc_res = 0;
 	io_uring_sqe_set_data64(sqe, ud(c, TAG_SEND));
 	c->tx_busy = true;
 	c->io_pending++;
@@ -948,7 +962,8 @@ static void conn_flush(struct conn *c)
 			}
 		}
 		if (!file_next && c->ring) {
-			tx_submit(c, iov, cnt);
+			tx_submit(c, iov, cnt, c->w->e->read_reply == RR_ZC &&
+				  total >= SENDFILE_MIN);
 			return;
 		}
 		if (!file_next) {
@@ -1131,15 +1146,19 @@ static void req_start(struct req *q)
 	req_submit(q);
 }
 
-/* Ring socket: the reply to READ q may be sent by a sendmsg linked to
- * its read when nothing else is in flight on the connection (the reply
- * is then the next bytes of the stream; the link breaks, and the send
- * is cancelled, if the read fails or comes short). */
+/* Ring socket: the reply to a READ or WRITE q may be sent by a sendmsg
+ * linked to its file I/O when nothing else is in flight on the connection
+ * (the reply is then the next bytes of the stream; the link breaks, and
+ * the send is cancelled, if the I/O fails or comes short). */
 static bool link_ok(const struct conn *c, const struct req *q)
 {
-	return c->ring && !c->closing && !c->tx_busy && !c->tx_head && c->inflight == 1 &&
-	       q->phase == PH_READ && !q->zc_tx && !q->done && q->buf && q->r.length &&
-	       io_uring_sq_space_left((struct io_uring *)&c->w->ring) >= 2;
+	if (!c->ring || c->closing || c->tx_busy || c->tx_head || c->inflight != 1 ||
+	    q->done || !q->buf || !q->r.length ||
+	    io_uring_sq_space_left((struct io_uring *)&c->w->ring) < 2)
+		return false;
+	if (q->phase == PH_READ)
+		return !q->zc_tx;
+	return q->phase == PH_WRITE && !q->zc && !q->part && chunk_len(q) == q->r.length;
 }
 
 static void link_send(struct req *q)
@@ -1148,13 +1167,15 @@ static void link_send(struct req *q)
 	struct iovec iov[3];
 	int cnt = 0;
 
-	nbd_reply_build(&c->tp, &q->r, 0, q->r.length, q->err_off, NULL, &q->rb);
+	nbd_reply_build(&c->tp, &q->r, 0, q->phase == PH_READ ? q->r.length : 0, q->err_off,
+			NULL, &q->rb);
 	if (q->rb.head_len)
 		iov[cnt++] = (struct iovec){ q->rb.head, q->rb.head_len };
-	iov[cnt++] = (struct iovec){ q->buf, q->rb.data_len };
+	if (q->rb.data_len)
+		iov[cnt++] = (struct iovec){ q->buf, q->rb.data_len };
 	if (q->rb.tail_len)
 		iov[cnt++] = (struct iovec){ q->rb.tail, q->rb.tail_len };
-	tx_submit(c, iov, cnt);
+	tx_submit(c, iov, cnt, false);
 	c->tx_link = q;
 	q->linked = true;
 	q->lk_done = 0;
@@ -1422,11 +1443,14 @@ static void link_resolve(struct req *q)
 	}
 	conn_dirty(c);		/* replies queued meanwhile */
 	if (q->lk_rres != (int)q->r.length) {
-		/* Read failed or short: the send was cancelled. */
+		/* I/O failed or short: the send was cancelled. */
 		req_finish(q, q->lk_rres);
 		return;
 	}
-	c->rbytes += q->r.length;
+	if (q->phase == PH_READ)
+		c->rbytes += q->r.length;
+	else
+		c->wbytes += q->r.length;
 	if (s >= 0 && (size_t)s == full) {
 		req_free(q);
 		return;
@@ -1558,6 +1582,7 @@ static bool read_by_send_file(struct conn *c, const struct nbd_request *r)
 	uint64_t first, last;
 
 	if (r->length < SENDFILE_MIN || !c->t->ops->send_file || c->exp->dfd >= 0 ||
+	    e->read_reply != RR_SENDFILE ||
 	    __atomic_load_n(&e->no_cachestat, __ATOMIC_RELAXED))
 		return false;
 	range.off = r->offset;
@@ -1812,6 +1837,10 @@ static void rx_arm(struct conn *c, void *p, size_t len, bool into_req)
 	struct io_uring_sqe *sqe = get_sqe(c->w);
 
 	io_uring_prep_recv(sqe, c->pfd, p, len, 0);
+	/* A large payload: wait for the low-water mark (rx_wait) instead of
+	 * taking the first segments now. */
+	if (into_req && len >= LOWAT_MIN)
+		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
 	io_uring_sqe_set_data64(sqe, ud(c, TAG_RECV));
 	c->rx_armed = true;
 	c->rx_into_req = into_req;
@@ -2084,6 +2113,7 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 	uint64_t data = io_uring_cqe_get_data64(cqe);
 	void *p = (void *)(uintptr_t)(data & ~TAG_MASK);
 	struct conn *c;
+	int cqe_res = cqe->res;
 
 	switch ((enum tag)(data & TAG_MASK)) {
 	case TAG_REQ:
@@ -2132,11 +2162,19 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 		break;
 	case TAG_SEND:
 		c = p;
+		if (c->tx_zc && (cqe->flags & IORING_CQE_F_MORE)) {
+			/* Zero-copy: the buffers are the kernel's until the
+			 * notification, which ends the send. */
+			c->tx_zc_res = cqe->res;
+			break;
+		}
 		c->io_pending--;
+		if (c->tx_zc && (cqe->flags & IORING_CQE_F_NOTIF))
+			cqe_res = c->tx_zc_res;
 		if (c->tx_link) {
 			struct req *q = c->tx_link;
 
-			q->lk_sres = cqe->res;
+			q->lk_sres = cqe_res;
 			q->lk_done |= LK_SEND;
 			if (q->lk_done & LK_READ)
 				link_resolve(q);
@@ -2148,17 +2186,17 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			conn_maybe_destroy(c);
 			break;
 		}
-		if (cqe->res < 0 && cqe->res != -EINTR && cqe->res != -EAGAIN) {
+		if (cqe_res < 0 && cqe_res != -EINTR && cqe_res != -EAGAIN) {
 			char why[96];
 
-			snprintf(why, sizeof(why), "send failed: %s", strerror(-cqe->res));
-			conn_close(c, cqe->res == -EPIPE || cqe->res == -ECONNRESET ?
+			snprintf(why, sizeof(why), "send failed: %s", strerror(-cqe_res));
+			conn_close(c, cqe_res == -EPIPE || cqe_res == -ECONNRESET ?
 				   "client went away" : why);
 			conn_maybe_destroy(c);
 			break;
 		}
-		if (cqe->res > 0)
-			tx_retire(c, (size_t)cqe->res);
+		if (cqe_res > 0)
+			tx_retire(c, (size_t)cqe_res);
 		conn_dirty(c);
 		break;
 	case TAG_WAKE:
@@ -2344,6 +2382,11 @@ int engine_start(const struct engine_params *p, struct engine **out)
 		const char *v = getenv("SMCRD_RING_SOCKET");
 
 		e->ring_sock = !v || strcmp(v, "0") != 0;
+		/* SMCRD_READ_REPLY=copy|zc: how large READ replies go out
+		 * (default sendfile; zc on ring sockets only). */
+		v = getenv("SMCRD_READ_REPLY");
+		e->read_reply = !v ? RR_SENDFILE : !strcmp(v, "copy") ? RR_COPY :
+				!strcmp(v, "zc") ? RR_ZC : RR_SENDFILE;
 	}
 	pthread_mutex_init(&e->start_lock, NULL);
 	pthread_cond_init(&e->start_cond, NULL);
