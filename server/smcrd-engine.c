@@ -70,6 +70,7 @@ enum tag {
 #define LOWAT_MIN	(64u << 10)	/* payload left to wait for in one wake-up */
 #define IO_LIMIT	(CQ_ENTRIES - 1024)	/* file ops in flight per worker:
 						 * the CQ never overflows */
+#define LAZY_WAIT_NS	1000000L
 #define DRAIN_TICK_MS	100
 #define DRAIN_IDLE_MS	200
 
@@ -219,6 +220,10 @@ struct worker {
 	unsigned long stall_unlogged;
 	uint64_t drain_deadline;
 	struct __kernel_timespec tick;
+	/* CQEs of this batch that only free buffers (ring-socket sends that
+	 * leave nothing owed, linked file I/O): the next wait waits for
+	 * them and one more event, up to LAZY_WAIT_NS. */
+	unsigned lazy;
 };
 
 struct engine {
@@ -907,6 +912,7 @@ static void conn_flush(struct conn *c)
 		struct req *q;
 		ssize_t n;
 		int cnt = 0;
+		unsigned nq = 0;
 		bool file_next = false;
 		off_t foff = 0;
 
@@ -932,7 +938,7 @@ static void conn_flush(struct conn *c)
 			continue;
 		}
 		for (q = c->tx_head; q && !q->zc_tx && cnt <= IOV_BATCH - 3 && !file_next;
-		     q = q->next) {
+		     q = q->next, nq++) {
 			struct iovec parts[3] = {
 				{ q->rb.head, q->rb.head_len },
 				{ q->buf, q->rb.data_len },
@@ -964,6 +970,9 @@ static void conn_flush(struct conn *c)
 		if (!file_next && c->ring) {
 			tx_submit(c, iov, cnt, c->w->e->read_reply == RR_ZC &&
 				  total >= SENDFILE_MIN);
+			/* All the connection owes: its CQE is bookkeeping. */
+			if (!q && nq == c->inflight)
+				c->w->lazy++;
 			return;
 		}
 		if (!file_next) {
@@ -1046,6 +1055,8 @@ static void start_zeroes(struct req *q)
  * go to io_uring all the same: its workers copy (and wait for dirty page
  * throttling) on other CPUs while this thread goes on receiving.
  * Returns true when the request is done. */
+static bool link_ok(const struct conn *c, const struct req *q);
+
 static bool write_inline(struct req *q)
 {
 	struct export *e = q->c->exp;
@@ -1054,6 +1065,11 @@ static bool write_inline(struct req *q)
 	int cnt = q->zc ? (q->zc_iov[1].iov_len ? 2 : 1) : 1;
 	ssize_t n;
 
+	/* Ring socket, nothing else in flight: the write and its reply go
+	 * linked in one io_uring_enter instead (pwritev2 + a send SQE). */
+	q->phase = PH_WRITE;
+	if (link_ok(q->c, q))
+		return false;
 	if ((q->r.flags & NBD_CMD_FLAG_FUA) || q->r.length > INLINE_WRITE_MAX ||
 	    (!q->zc && io_fd(e, q->r.offset, q->r.length, q->buf) != e->fd) ||
 	    (q->zc && e->dfd >= 0))
@@ -1176,6 +1192,7 @@ static void link_send(struct req *q)
 	if (q->rb.tail_len)
 		iov[cnt++] = (struct iovec){ q->rb.tail, q->rb.tail_len };
 	tx_submit(c, iov, cnt, false);
+	c->w->lazy += 2;	/* the file I/O's CQE and the send's */
 	c->tx_link = q;
 	q->linked = true;
 	q->lk_done = 0;
@@ -2285,8 +2302,21 @@ static int worker_wait(struct worker *w, unsigned wait_nr)
 	struct pollfd pfd = { .fd = w->ring.ring_fd, .events = POLLIN };
 	int r;
 
-	if (!w->e->valgrind)
+	if (!w->e->valgrind) {
+		if (wait_nr && w->lazy) {
+			/* One io_uring_enter per request, not a second one
+			 * for the send's completion. */
+			struct __kernel_timespec ts = { .tv_nsec = LAZY_WAIT_NS };
+			struct io_uring_cqe *cqe;
+			unsigned n = wait_nr + w->lazy;
+
+			w->lazy = 0;
+			return io_uring_submit_and_wait_timeout(&w->ring, &cqe, n, &ts, NULL);
+		}
+		w->lazy = 0;
 		return io_uring_submit_and_wait(&w->ring, wait_nr);
+	}
+	w->lazy = 0;
 	r = io_uring_submit(&w->ring);
 	if (r < 0 || !wait_nr || io_uring_cq_ready(&w->ring))
 		return r;
