@@ -22,4 +22,22 @@ rm -f "$d/back.img"
 nbdcopy --connections=1 --requests=1 "$(uri disk)" "$d/back.img" || fail "nbdcopy (1 conn)"
 cmp "$d/src.img" "$d/back.img" || fail "data read back (1 conn) differs"
 stop_smcrd
-echo "PASS: nbdcopy ${mib} MiB in and out, identical"
+# The other paths of plain TCP: poll + recv/sendmsg (SMCRD_RING_SOCKET=0),
+# large READs copied or sent zero-copy instead of by sendfile.
+for v in SMCRD_RING_SOCKET=0 SMCRD_READ_REPLY=copy SMCRD_READ_REPLY=zc; do
+    export "${v?}"
+    start_smcrd --export "disk=$d/export.img"
+    if [ "$v" = SMCRD_RING_SOCKET=0 ]; then
+        make_random "$d/src.img" "$mib"
+        nbdcopy "$d/src.img" "$(uri disk)" || fail "$v: nbdcopy into the export failed"
+    fi
+    rm -f "$d/back.img"
+    nbdcopy "$(uri disk)" "$d/back.img" || fail "$v: nbdcopy out of the export failed"
+    cmp "$d/src.img" "$d/back.img" || fail "$v: data read back differs"
+    rm -f "$d/back.img"
+    nbdcopy --connections=1 --requests=1 "$(uri disk)" "$d/back.img" || fail "$v: 1 conn"
+    cmp "$d/src.img" "$d/back.img" || fail "$v: data read back (1 conn) differs"
+    stop_smcrd
+    unset "${v%%=*}"
+done
+echo "PASS: nbdcopy ${mib} MiB in and out, identical (ring socket, poll path, READ replies by sendfile, copy, zero-copy)"
