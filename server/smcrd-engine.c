@@ -71,6 +71,7 @@ enum tag {
 #define IO_LIMIT	(CQ_ENTRIES - 1024)	/* file ops in flight per worker:
 						 * the CQ never overflows */
 #define LAZY_WAIT_NS	1000000L
+#define LAZY_MAX	(64u << 10)	/* sends this large: not lazy */
 #define DRAIN_TICK_MS	100
 #define DRAIN_IDLE_MS	200
 
@@ -970,8 +971,11 @@ static void conn_flush(struct conn *c)
 		if (!file_next && c->ring) {
 			tx_submit(c, iov, cnt, c->w->e->read_reply == RR_ZC &&
 				  total >= SENDFILE_MIN);
-			/* All the connection owes: its CQE is bookkeeping. */
-			if (!q && nq == c->inflight)
+			/* All the connection owes: its CQE is bookkeeping.
+			 * Small sends only: a large one waits for socket
+			 * space, and with DEFER_TASKRUN its retry runs only
+			 * once the wait ends. */
+			if (!q && nq == c->inflight && total < LAZY_MAX)
 				c->w->lazy++;
 			return;
 		}
@@ -1192,7 +1196,8 @@ static void link_send(struct req *q)
 	if (q->rb.tail_len)
 		iov[cnt++] = (struct iovec){ q->rb.tail, q->rb.tail_len };
 	tx_submit(c, iov, cnt, false);
-	c->w->lazy += 2;	/* the file I/O's CQE and the send's */
+	if (q->rb.head_len + q->rb.data_len + q->rb.tail_len < LAZY_MAX)
+		c->w->lazy += 2;	/* the file I/O's CQE and the send's */
 	c->tx_link = q;
 	q->linked = true;
 	q->lk_done = 0;
