@@ -43,6 +43,8 @@ enum tag {
 	TAG_WAKE = 3,		/* struct worker: eventfd readable */
 	TAG_TIMER = 4,		/* struct worker: drain tick */
 	TAG_IGNORE = 5,		/* cancellations */
+	TAG_RECV = 6,		/* struct conn: recv on the ring (plain TCP) */
+	TAG_SEND = 7,		/* struct conn: sendmsg on the ring (plain TCP) */
 };
 #define TAG_MASK	UINT64_C(7)
 
@@ -68,6 +70,8 @@ enum tag {
 #define LOWAT_MIN	(64u << 10)	/* payload left to wait for in one wake-up */
 #define IO_LIMIT	(CQ_ENTRIES - 1024)	/* file ops in flight per worker:
 						 * the CQ never overflows */
+#define LAZY_WAIT_NS	1000000L
+#define LAZY_MAX	(64u << 10)	/* sends this large: not lazy */
 #define DRAIN_TICK_MS	100
 #define DRAIN_IDLE_MS	200
 
@@ -109,7 +113,14 @@ struct req {
 	uint64_t err_off;
 	const char *msg;
 	struct nbd_reply_buf rb;
+	/* Ring socket: a READ whose reply send is linked to it. */
+	bool linked;
+	unsigned lk_done;		/* LK_READ | LK_SEND: CQEs seen */
+	int lk_rres, lk_sres;
 };
+
+#define LK_READ		1u
+#define LK_SEND		2u
 
 struct conn {
 	void *owner;			/* engine_add()'s, for p.closed */
@@ -161,6 +172,17 @@ struct conn {
 		bool done;
 	} *pins;			/* ring of queue-depth entries */
 	unsigned pin_head, pin_cnt;
+	/* Ring socket (plain TCP): recv and sendmsg go through the worker's
+	 * ring instead of poll + recv(2)/sendmsg(2).  One of each at most. */
+	bool ring;
+	bool rx_armed;			/* recv SQE outstanding */
+	bool rx_into_req;		/* it receives into rx_req's buffer */
+	bool tx_busy;			/* sendmsg SQE outstanding */
+	struct req *tx_link;		/* its READ, if linked to one */
+	bool tx_zc;			/* it is a SENDMSG_ZC */
+	int tx_zc_res;			/* its result, before the notification */
+	struct msghdr tx_msg;
+	struct iovec tx_iov[IOV_BATCH];
 	/* statistics */
 	uint64_t nreq, rbytes, wbytes;
 };
@@ -199,6 +221,10 @@ struct worker {
 	unsigned long stall_unlogged;
 	uint64_t drain_deadline;
 	struct __kernel_timespec tick;
+	/* CQEs of this batch that only free buffers (ring-socket sends that
+	 * leave nothing owed, linked file I/O): the next wait waits for
+	 * them and one more event, up to LAZY_WAIT_NS. */
+	unsigned lazy;
 };
 
 struct engine {
@@ -214,6 +240,12 @@ struct engine {
 	int start_err;
 	bool valgrind;
 	bool no_cachestat;		/* atomic */
+	bool ring_sock;			/* plain TCP sockets on the ring */
+	enum read_reply {
+		RR_SENDFILE,		/* large cached READs: sendfile(2) */
+		RR_COPY,		/* read into a buffer, send a copy */
+		RR_ZC,			/* ring sockets: large sends zero-copy */
+	} read_reply;
 };
 
 static uint64_t now_ms(void)
@@ -559,6 +591,10 @@ static void conn_close(struct conn *c, const char *why)
 		cancel_ud(c->w, ud(c, TAG_POLL_IN));
 	if (c->poll_out)
 		cancel_ud(c->w, ud(c, TAG_POLL_OUT));
+	if (c->rx_armed)
+		cancel_ud(c->w, ud(c, TAG_RECV));
+	if (c->tx_busy)
+		cancel_ud(c->w, ud(c, TAG_SEND));
 	/* Destroyed at a safe point (conn_maybe_destroy callers). */
 }
 
@@ -735,6 +771,7 @@ static struct req *req_new(struct conn *c)
 	q->zc_tx = false;
 	q->tx_ready = false;
 	q->zc = false;
+	q->linked = false;
 	q->phase = PH_NONE;
 	q->part = 0;
 	q->done = 0;
@@ -826,14 +863,57 @@ static void req_reply(struct req *q, uint32_t error, uint32_t data_len)
 	conn_dirty(c);
 }
 
+/* n bytes of the tx queue went out: frees the replies sent completely. */
+static void tx_retire(struct conn *c, size_t n)
+{
+	struct req *q;
+
+	c->tx_off += n;
+	while ((q = c->tx_head) && !q->zc_tx) {
+		size_t len = q->rb.head_len + q->rb.data_len + q->rb.tail_len;
+
+		if (c->tx_off < len)
+			break;
+		c->tx_off -= len;
+		c->tx_head = q->next;
+		if (!c->tx_head)
+			c->tx_tail = NULL;
+		req_free(q);
+	}
+}
+
+/* Ring socket: sendmsg of iov[cnt] (copied) as one SQE; zero-copy (the
+ * buffers are held until the kernel's notification) if zc. */
+static void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc)
+{
+	struct io_uring_sqe *sqe = get_sqe(c->w);
+
+	memcpy(c->tx_iov, iov, (size_t)cnt * sizeof(*iov));
+	memset(&c->tx_msg, 0, sizeof(c->tx_msg));
+	c->tx_msg.msg_iov = c->tx_iov;
+	c->tx_msg.msg_iovlen = (size_t)cnt;
+	if (zc)
+		io_uring_prep_sendmsg_zc(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
+	else
+		io_uring_prep_sendmsg(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
+	c->tx_zc = zc;
+	c->tx_zc_res = 0;
+	io_uring_sqe_set_data64(sqe, ud(c, TAG_SEND));
+	c->tx_busy = true;
+	c->io_pending++;
+}
+
 static void conn_flush(struct conn *c)
 {
+	if (c->tx_busy)
+		return;		/* its completion flushes again */
 	while (c->tx_head && !c->closing) {
 		struct iovec iov[IOV_BATCH];
 		size_t skip = c->tx_off, total = 0, flen = 0;
 		struct req *q;
 		ssize_t n;
 		int cnt = 0;
+		unsigned nq = 0;
 		bool file_next = false;
 		off_t foff = 0;
 
@@ -859,7 +939,7 @@ static void conn_flush(struct conn *c)
 			continue;
 		}
 		for (q = c->tx_head; q && !q->zc_tx && cnt <= IOV_BATCH - 3 && !file_next;
-		     q = q->next) {
+		     q = q->next, nq++) {
 			struct iovec parts[3] = {
 				{ q->rb.head, q->rb.head_len },
 				{ q->buf, q->rb.data_len },
@@ -888,6 +968,17 @@ static void conn_flush(struct conn *c)
 				cnt++;
 			}
 		}
+		if (!file_next && c->ring) {
+			tx_submit(c, iov, cnt, c->w->e->read_reply == RR_ZC &&
+				  total >= SENDFILE_MIN);
+			/* All the connection owes: its CQE is bookkeeping.
+			 * Small sends only: a large one waits for socket
+			 * space, and with DEFER_TASKRUN its retry runs only
+			 * once the wait ends. */
+			if (!q && nq == c->inflight && total < LAZY_MAX)
+				c->w->lazy++;
+			return;
+		}
 		if (!file_next) {
 			n = bd_writev(c->t, iov, cnt);
 		} else {
@@ -907,19 +998,7 @@ static void conn_flush(struct conn *c)
 			conn_close(c, n == -EPIPE || n == -ECONNRESET ? "client went away" : why);
 			return;
 		}
-		/* Retire what went out completely. */
-		c->tx_off += (size_t)n;
-		while ((q = c->tx_head) && !q->zc_tx) {
-			size_t len = q->rb.head_len + q->rb.data_len + q->rb.tail_len;
-
-			if (c->tx_off < len)
-				break;
-			c->tx_off -= len;
-			c->tx_head = q->next;
-			if (!c->tx_head)
-				c->tx_tail = NULL;
-			req_free(q);
-		}
+		tx_retire(c, (size_t)n);
 		if ((size_t)n < total) {
 			arm_poll_out(c);
 			return;
@@ -980,6 +1059,8 @@ static void start_zeroes(struct req *q)
  * go to io_uring all the same: its workers copy (and wait for dirty page
  * throttling) on other CPUs while this thread goes on receiving.
  * Returns true when the request is done. */
+static bool link_ok(const struct conn *c, const struct req *q);
+
 static bool write_inline(struct req *q)
 {
 	struct export *e = q->c->exp;
@@ -988,6 +1069,11 @@ static bool write_inline(struct req *q)
 	int cnt = q->zc ? (q->zc_iov[1].iov_len ? 2 : 1) : 1;
 	ssize_t n;
 
+	/* Ring socket, nothing else in flight: the write and its reply go
+	 * linked in one io_uring_enter instead (pwritev2 + a send SQE). */
+	q->phase = PH_WRITE;
+	if (link_ok(q->c, q))
+		return false;
 	if ((q->r.flags & NBD_CMD_FLAG_FUA) || q->r.length > INLINE_WRITE_MAX ||
 	    (!q->zc && io_fd(e, q->r.offset, q->r.length, q->buf) != e->fd) ||
 	    (q->zc && e->dfd >= 0))
@@ -1080,10 +1166,48 @@ static void req_start(struct req *q)
 	req_submit(q);
 }
 
+/* Ring socket: the reply to a READ or WRITE q may be sent by a sendmsg
+ * linked to its file I/O when nothing else is in flight on the connection
+ * (the reply is then the next bytes of the stream; the link breaks, and
+ * the send is cancelled, if the I/O fails or comes short). */
+static bool link_ok(const struct conn *c, const struct req *q)
+{
+	if (!c->ring || c->closing || c->tx_busy || c->tx_head || c->inflight != 1 ||
+	    q->done || !q->buf || !q->r.length ||
+	    io_uring_sq_space_left((struct io_uring *)&c->w->ring) < 2)
+		return false;
+	if (q->phase == PH_READ)
+		return !q->zc_tx;
+	return q->phase == PH_WRITE && !q->zc && !q->part && chunk_len(q) == q->r.length;
+}
+
+static void link_send(struct req *q)
+{
+	struct conn *c = q->c;
+	struct iovec iov[3];
+	int cnt = 0;
+
+	nbd_reply_build(&c->tp, &q->r, 0, q->phase == PH_READ ? q->r.length : 0, q->err_off,
+			NULL, &q->rb);
+	if (q->rb.head_len)
+		iov[cnt++] = (struct iovec){ q->rb.head, q->rb.head_len };
+	if (q->rb.data_len)
+		iov[cnt++] = (struct iovec){ q->buf, q->rb.data_len };
+	if (q->rb.tail_len)
+		iov[cnt++] = (struct iovec){ q->rb.tail, q->rb.tail_len };
+	tx_submit(c, iov, cnt, false);
+	if (q->rb.head_len + q->rb.data_len + q->rb.tail_len < LAZY_MAX)
+		c->w->lazy += 2;	/* the file I/O's CQE and the send's */
+	c->tx_link = q;
+	q->linked = true;
+	q->lk_done = 0;
+}
+
 static void req_submit(struct req *q)
 {
 	struct conn *c = q->c;
 	struct export *e = c->exp;
+	bool link = link_ok(c, q);
 	struct io_uring_sqe *sqe = get_sqe(c->w);
 	uint64_t off = q->r.offset + q->part + q->done;
 	uint64_t left = (q->phase == PH_WRITE ? chunk_len(q) : q->r.length) - q->done;
@@ -1143,6 +1267,10 @@ static void req_submit(struct req *q)
 		abort();
 	}
 	prep(q, sqe);
+	if (link) {
+		sqe->flags |= IOSQE_IO_LINK;
+		link_send(q);
+	}
 }
 
 static bool not_supported(int res)
@@ -1169,15 +1297,14 @@ static void req_fail(struct req *q, int res, uint64_t good)
 	req_reply(q, nbd_errno_to_wire(-res), (uint32_t)good);
 }
 
-static void req_complete(struct req *q, int res)
+static void link_resolve(struct req *q);
+
+/* The file operation of q ended with res: next phase, or the reply. */
+static void req_finish(struct req *q, int res)
 {
 	struct conn *c = q->c;
 	struct export *e = c->exp;
-	struct worker *w = c->w;
 
-	c->io_pending--;
-	if (w->io_inflight-- == IO_LIMIT && w->mem_head)
-		mem_wake(w);
 	if (c->closing) {
 		if (c->rx_chunk == q)
 			c->rx_chunk = NULL;
@@ -1304,6 +1431,68 @@ static void req_complete(struct req *q, int res)
 	}
 }
 
+static void req_complete(struct req *q, int res)
+{
+	struct conn *c = q->c;
+	struct worker *w = c->w;
+
+	c->io_pending--;
+	if (w->io_inflight-- == IO_LIMIT && w->mem_head)
+		mem_wake(w);
+	if (q->linked) {
+		q->lk_rres = res;
+		q->lk_done |= LK_READ;
+		if (q->lk_done & LK_SEND)
+			link_resolve(q);
+		return;
+	}
+	req_finish(q, res);
+}
+
+/* Both CQEs of a linked READ + reply send are in. */
+static void link_resolve(struct req *q)
+{
+	struct conn *c = q->c;
+	size_t full = (size_t)q->rb.head_len + q->rb.data_len + q->rb.tail_len;
+	int s = q->lk_sres;
+
+	q->linked = false;
+	c->tx_link = NULL;
+	c->tx_busy = false;
+	if (c->closing) {
+		req_free(q);
+		return;
+	}
+	conn_dirty(c);		/* replies queued meanwhile */
+	if (q->lk_rres != (int)q->r.length) {
+		/* I/O failed or short: the send was cancelled. */
+		req_finish(q, q->lk_rres);
+		return;
+	}
+	if (q->phase == PH_READ)
+		c->rbytes += q->r.length;
+	else
+		c->wbytes += q->r.length;
+	if (s >= 0 && (size_t)s == full) {
+		req_free(q);
+		return;
+	}
+	if (s < 0 && s != -EINTR && s != -EAGAIN) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "send failed: %s", strerror(-s));
+		req_free(q);
+		conn_close(c, s == -EPIPE || s == -ECONNRESET ? "client went away" : why);
+		return;
+	}
+	/* Sent in part: the rest first, by the queue (nothing else was sent). */
+	q->next = c->tx_head;
+	c->tx_head = q;
+	if (!c->tx_tail)
+		c->tx_tail = q;
+	c->tx_off = s > 0 ? (size_t)s : 0;
+}
+
 /* --- receive ---------------------------------------------------------------- */
 
 enum { RX_AGAIN, RX_STOP, RX_RETRY, RX_ZC };
@@ -1415,6 +1604,7 @@ static bool read_by_send_file(struct conn *c, const struct nbd_request *r)
 	uint64_t first, last;
 
 	if (r->length < SENDFILE_MIN || !c->t->ops->send_file || c->exp->dfd >= 0 ||
+	    e->read_reply != RR_SENDFILE ||
 	    __atomic_load_n(&e->no_cachestat, __ATOMIC_RELAXED))
 		return false;
 	range.off = r->offset;
@@ -1662,6 +1852,51 @@ static void rx_wait(struct conn *c, uint64_t need)
 		c->t->ops->rx_lowat(c->t, need >= LOWAT_MIN ? (size_t)need : 1);
 }
 
+/* Ring socket: one recv of up to len bytes into p (rx_req's buffer or
+ * rbuf); rx_done takes its result. */
+static void rx_arm(struct conn *c, void *p, size_t len, bool into_req)
+{
+	struct io_uring_sqe *sqe = get_sqe(c->w);
+
+	io_uring_prep_recv(sqe, c->pfd, p, len, 0);
+	/* A large payload: wait for the low-water mark (rx_wait) instead of
+	 * taking the first segments now. */
+	if (into_req && len >= LOWAT_MIN)
+		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+	io_uring_sqe_set_data64(sqe, ud(c, TAG_RECV));
+	c->rx_armed = true;
+	c->rx_into_req = into_req;
+	c->io_pending++;
+}
+
+static void rx_done(struct conn *c, int res)
+{
+	if (res == -EINTR || res == -EAGAIN) {
+		conn_kick(c);
+		return;
+	}
+	if (c->rx_stop)
+		return;		/* after DISC: dropped */
+	if (res == 0) {
+		rx_eof(c);
+		return;
+	}
+	if (res < 0) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "receive failed: %s", strerror(-res));
+		conn_close(c, res == -ECONNRESET ? "connection reset by client" : why);
+		return;
+	}
+	if (c->rx_into_req)
+		c->rx_req->done += (uint64_t)res;
+	else
+		c->rend += (uint32_t)res;
+	c->last_rx_ms = c->drain ? now_ms() : 0;
+	c->rx_progress_ms = now_ms();
+	conn_kick(c);
+}
+
 static void rx_pump(struct conn *c)
 {
 	struct worker *w = c->w;
@@ -1685,6 +1920,14 @@ static void rx_pump(struct conn *c)
 			c->rstart += take;
 			q->done += take;
 			need -= take;
+			if (need && c->ring) {
+				/* rbuf is empty: the payload goes straight in. */
+				if (!c->rx_armed) {
+					rx_wait(c, need);
+					rx_arm(c, (uint8_t *)q->buf + q->done, need, true);
+				}
+				return;
+			}
 			if (need) {
 				if (c->rx_short) {
 					rx_wait(c, need);
@@ -1732,7 +1975,9 @@ static void rx_pump(struct conn *c)
 			continue;
 		}
 		/* Need more bytes. */
-		if (c->rx_short) {
+		if (c->ring && c->rx_armed)
+			return;
+		if (c->rx_short && !c->ring) {
 			rx_wait(c, 1);
 			return;
 		}
@@ -1742,6 +1987,11 @@ static void rx_pump(struct conn *c)
 			memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
 			c->rend -= c->rstart;
 			c->rstart = 0;
+		}
+		if (c->ring) {
+			rx_wait(c, 1);
+			rx_arm(c, c->rbuf + c->rend, RBUF_SIZE - c->rend, false);
+			return;
 		}
 		iov[0].iov_base = c->rbuf + c->rend;
 		iov[0].iov_len = RBUF_SIZE - c->rend;
@@ -1768,7 +2018,8 @@ static void conn_start(struct worker *w, struct conn *c)
 	c->rx_progress_ms = now_ms();
 	if (w->e->p.request_timeout_ms)
 		arm_timer(w);
-	arm_poll_in(c);
+	if (!c->ring)
+		arm_poll_in(c);
 	/* Requests may have arrived with the handshake. */
 	conn_kick(c);
 }
@@ -1884,6 +2135,7 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 	uint64_t data = io_uring_cqe_get_data64(cqe);
 	void *p = (void *)(uintptr_t)(data & ~TAG_MASK);
 	struct conn *c;
+	int cqe_res = cqe->res;
 
 	switch ((enum tag)(data & TAG_MASK)) {
 	case TAG_REQ:
@@ -1920,6 +2172,53 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			conn_maybe_destroy(c);
 			break;
 		}
+		conn_dirty(c);
+		break;
+	case TAG_RECV:
+		c = p;
+		c->rx_armed = false;
+		c->io_pending--;
+		if (!c->closing)
+			rx_done(c, cqe->res);
+		conn_maybe_destroy(c);
+		break;
+	case TAG_SEND:
+		c = p;
+		if (c->tx_zc && (cqe->flags & IORING_CQE_F_MORE)) {
+			/* Zero-copy: the buffers are the kernel's until the
+			 * notification, which ends the send. */
+			c->tx_zc_res = cqe->res;
+			break;
+		}
+		c->io_pending--;
+		if (c->tx_zc && (cqe->flags & IORING_CQE_F_NOTIF))
+			cqe_res = c->tx_zc_res;
+		if (c->tx_link) {
+			struct req *q = c->tx_link;
+
+			q->lk_sres = cqe_res;
+			q->lk_done |= LK_SEND;
+			if (q->lk_done & LK_READ)
+				link_resolve(q);
+			conn_maybe_destroy(c);
+			break;
+		}
+		c->tx_busy = false;
+		if (c->closing) {
+			conn_maybe_destroy(c);
+			break;
+		}
+		if (cqe_res < 0 && cqe_res != -EINTR && cqe_res != -EAGAIN) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "send failed: %s", strerror(-cqe_res));
+			conn_close(c, cqe_res == -EPIPE || cqe_res == -ECONNRESET ?
+				   "client went away" : why);
+			conn_maybe_destroy(c);
+			break;
+		}
+		if (cqe_res > 0)
+			tx_retire(c, (size_t)cqe_res);
 		conn_dirty(c);
 		break;
 	case TAG_WAKE:
@@ -2008,8 +2307,21 @@ static int worker_wait(struct worker *w, unsigned wait_nr)
 	struct pollfd pfd = { .fd = w->ring.ring_fd, .events = POLLIN };
 	int r;
 
-	if (!w->e->valgrind)
+	if (!w->e->valgrind) {
+		if (wait_nr && w->lazy) {
+			/* One io_uring_enter per request, not a second one
+			 * for the send's completion. */
+			struct __kernel_timespec ts = { .tv_nsec = LAZY_WAIT_NS };
+			struct io_uring_cqe *cqe;
+			unsigned n = wait_nr + w->lazy;
+
+			w->lazy = 0;
+			return io_uring_submit_and_wait_timeout(&w->ring, &cqe, n, &ts, NULL);
+		}
+		w->lazy = 0;
 		return io_uring_submit_and_wait(&w->ring, wait_nr);
+	}
+	w->lazy = 0;
 	r = io_uring_submit(&w->ring);
 	if (r < 0 || !wait_nr || io_uring_cq_ready(&w->ring))
 		return r;
@@ -2099,6 +2411,18 @@ int engine_start(const struct engine_params *p, struct engine **out)
 	e->valgrind = RUNNING_ON_VALGRIND;
 	/* Unknown to valgrind 3.19: it would warn about each call. */
 	e->no_cachestat = e->valgrind;
+	/* SMCRD_RING_SOCKET=0: plain TCP by poll + recv(2)/sendmsg(2), as
+	 * the other transports. */
+	{
+		const char *v = getenv("SMCRD_RING_SOCKET");
+
+		e->ring_sock = !v || strcmp(v, "0") != 0;
+		/* SMCRD_READ_REPLY=copy|zc: how large READ replies go out
+		 * (default sendfile; zc on ring sockets only). */
+		v = getenv("SMCRD_READ_REPLY");
+		e->read_reply = !v ? RR_SENDFILE : !strcmp(v, "copy") ? RR_COPY :
+				!strcmp(v, "zc") ? RR_ZC : RR_SENDFILE;
+	}
 	pthread_mutex_init(&e->start_lock, NULL);
 	pthread_cond_init(&e->start_cond, NULL);
 	e->w = calloc(e->nw, sizeof(*e->w));
@@ -2188,6 +2512,7 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 		}
 		c->zc = true;
 	}
+	c->ring = e->ring_sock && !c->zc && bd_tcp_fd(t) >= 0;
 	nbd_tx_params_from_session(s, &c->tp);
 	for (i = 0; i < e->nw; i++) {
 		unsigned n = __atomic_load_n(&e->w[i].nconns, __ATOMIC_RELAXED);

@@ -22,4 +22,25 @@ rm -f "$d/back.img"
 nbdcopy --connections=1 --requests=1 "$(uri disk)" "$d/back.img" || fail "nbdcopy (1 conn)"
 cmp "$d/src.img" "$d/back.img" || fail "data read back (1 conn) differs"
 stop_smcrd
-echo "PASS: nbdcopy ${mib} MiB in and out, identical"
+# The other paths of plain TCP, on 32 MiB: poll + recv/sendmsg
+# (SMCRD_RING_SOCKET=0), large READs copied or sent zero-copy instead of
+# by sendfile.
+small=$(scale_mib 32 8)
+make_random "$d/small.img" "$small"
+truncate -s "${small}M" "$d/export2.img"
+for v in SMCRD_RING_SOCKET=0 SMCRD_READ_REPLY=copy SMCRD_READ_REPLY=zc; do
+    export "${v?}"
+    start_smcrd --export "disk=$d/export2.img"
+    if [ "$v" = SMCRD_RING_SOCKET=0 ]; then
+        nbdcopy "$d/small.img" "$(uri disk)" || fail "$v: nbdcopy into the export failed"
+    fi
+    rm -f "$d/back.img"
+    nbdcopy "$(uri disk)" "$d/back.img" || fail "$v: nbdcopy out of the export failed"
+    cmp "$d/small.img" "$d/back.img" || fail "$v: data read back differs"
+    rm -f "$d/back.img"
+    nbdcopy --connections=1 --requests=1 "$(uri disk)" "$d/back.img" || fail "$v: 1 conn"
+    cmp "$d/small.img" "$d/back.img" || fail "$v: data read back (1 conn) differs"
+    stop_smcrd
+    unset "${v%%=*}"
+done
+echo "PASS: nbdcopy ${mib} MiB in and out, identical; ${small} MiB by the poll path and with READ replies copied and zero-copy"

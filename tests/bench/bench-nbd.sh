@@ -4,7 +4,7 @@
 # same file in the same run, measured with fio's nbd engine (libnbd).
 #
 #   tests/bench/bench-nbd.sh [-s SIZE] [-r SECONDS] [-n ROUNDS] [-j REGEX] [-c] [-k]
-#                            [-S] [-o DIR]
+#                            [-S] [-O] [-y] [-o DIR]
 #
 #   -s SIZE     size of the test file (default 1G; it is filled with random
 #               data once, so reads hit real blocks)
@@ -23,6 +23,11 @@
 #               4 KiB qd1 job runs ~4x faster when client and server share
 #               a CPU than when they do not)
 #   -k          keep the scratch directory
+#   -O          a fourth server, smcrd-old: smcrd with SMCRD_RING_SOCKET=0
+#               (plain TCP by poll + recv/sendmsg instead of on its
+#               io_uring), for a before/after in the same run
+#   -y          count the system calls of smcrd (perf stat, all its threads)
+#               and report them per I/O
 #
 # Prints (and writes to DIR/report.md) one row per job: IOPS (4 KiB jobs)
 # or MiB/s (1 MiB jobs) for each server and smcrd's ratio to the better of
@@ -36,8 +41,9 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 : "${abs_top_builddir:=$(cd "$here/../.." && pwd)}"
-size=1G runtime=10 rounds=3 keep=0 only=. pin=0 scale=0 outdir=$PWD/bench-report
-while getopts "s:r:n:j:ckSo:" o; do
+size=1G runtime=10 rounds=3 keep=0 only=. pin=0 scale=0 old=0 sysc=0
+outdir=$PWD/bench-report
+while getopts "s:r:n:j:ckSOyo:" o; do
     case $o in
         s) size=$OPTARG ;;
         r) runtime=$OPTARG ;;
@@ -46,8 +52,10 @@ while getopts "s:r:n:j:ckSo:" o; do
         c) pin=1 ;;
         k) keep=1 ;;
         S) scale=1 ;;
+        O) old=1 ;;
+        y) sysc=1 ;;
         o) outdir=$OPTARG ;;
-        *) sed -n '3,34p' "$0"; exit 2 ;;
+        *) sed -n '3,39p' "$0"; exit 2 ;;
     esac
 done
 
@@ -80,6 +88,9 @@ for j in "${all_jobs[@]}"; do
     read -r name _ <<<"$j"
     if [[ $name =~ $only ]]; then jobs+=("$j"); fi
 done
+if [ "$sysc" = 1 ] && ! perf stat -e raw_syscalls:sys_enter true >/dev/null 2>&1; then
+    echo "bench: -y needs perf with the raw_syscalls tracepoints" >&2; exit 1
+fi
 [ ${#jobs[@]} -gt 0 ] || { echo "bench: no job matches '$only'" >&2; exit 2; }
 
 dir=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/var/tmp}}/smcrd-bench.XXXXXX")
@@ -127,50 +138,77 @@ declare -A uri=(
 )
 # The servers run in the foreground of $! (the smcrd wrapper execs it).
 declare -A spid=([smcrd]=${pids[0]} [nbdkit]=${pids[1]} [qemu-nbd]=${pids[2]})
+if [ "$old" = 1 ]; then
+    p_old=$(port)
+    SMCRD_RING_SOCKET=0 "${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_old" \
+        --export "bench=$img" ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
+    servers=(smcrd smcrd-old nbdkit qemu-nbd)
+    uri[smcrd-old]="nbd://127.0.0.1:$p_old/bench"
+    spid[smcrd-old]=${pids[3]}
+fi
 for s in "${servers[@]}"; do wait_port "${uri[$s]}"; done
 
 # CPU time of a process and all its threads, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)
 
-run_fio() { # server rw bs depth metric clients -> "value server-cpu client-cpu"
-    local out=$dir/fio.json c0 c1 t
+run_fio() { # server rw bs depth metric clients -> "value server-cpu client-cpu syscalls"
+    local out=$dir/fio.json c0 c1 t perf=- ppid=
+    rm -f "$dir/perf.txt"
     # Same start for every server: the whole file in the page cache (this
     # machine's kernel reclaims cold pages on its own, DAMON).
     cat "$img" >/dev/null
     c0=$(cpu_ticks "${spid[$1]}")
+    # smcrd's threads all exist from its start (perf -p takes the threads
+    # there are); nbdkit and qemu-nbd make threads per connection.
+    if [ "$sysc" = 1 ] && [[ $1 == smcrd* ]]; then
+        perf stat -x, -e raw_syscalls:sys_enter -o "$dir/perf.txt" -p "${spid[$1]}" &
+        ppid=$!
+        perf=$dir/perf.txt
+        sleep 0.2
+    fi
     # bash's time: user and system time of fio and its job processes
     t=$( { TIMEFORMAT='%U %S'; time "${cli_cpus[@]}" fio --name=bench --ioengine=nbd \
         --uri="${uri[$1]}" --rw="$2" --bs="$3" --iodepth="$4" --numjobs="$6" \
         --group_reporting --size="$size" --runtime="$runtime" --time_based \
         --randrepeat=0 --output-format=json --output="$out" >/dev/null; } 2>&1 )
     c1=$(cpu_ticks "${spid[$1]}")
-    python3 - "$out" "$2" "$5" "$((c1 - c0))" "$tck" $t <<'PY'
+    if [ -n "$ppid" ]; then
+        kill -INT "$ppid"
+        wait "$ppid" || true
+    fi
+    python3 - "$out" "$2" "$5" "$((c1 - c0))" "$tck" $t "$perf" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 side = j["read"] if "read" in sys.argv[2] else j["write"]
 if j.get("error") or not side["total_ios"]:
-    print("ERR - -"); sys.exit()
+    print("ERR - - -"); sys.exit()
 srv = int(sys.argv[4]) / float(sys.argv[5])
 cli = float(sys.argv[6]) + float(sys.argv[7])
+n = side["total_ios"]
+sc = "-"
+if sys.argv[8] != "-":
+    for line in open(sys.argv[8]):
+        f = line.split(",")
+        if len(f) > 2 and f[2].startswith("raw_syscalls:sys_enter") and f[0].isdigit():
+            sc = "%.2f" % (int(f[0]) / n)
 if sys.argv[3] == "iops":
-    n = side["total_ios"]
-    print("%.0f %.2f %.2f" % (side["iops"], srv * 1e6 / n, cli * 1e6 / n))
+    print("%.0f %.2f %.2f %s" % (side["iops"], srv * 1e6 / n, cli * 1e6 / n, sc))
 else:
     gib = side["io_bytes"] / 2.0**30
-    print("%.0f %.0f %.0f" % (side["bw"] / 1024.0, srv * 1e3 / gib, cli * 1e3 / gib))
+    print("%.0f %.0f %.0f %s" % (side["bw"] / 1024.0, srv * 1e3 / gib, cli * 1e3 / gib, sc))
 PY
 }
 
 mkdir -p "$outdir"
 csv=$outdir/results.csv
-echo "round,job,server,clients,qd,value,unit,server_cpu,client_cpu,cpu_unit" >"$csv"
+echo "round,job,server,clients,qd,value,unit,server_cpu,client_cpu,cpu_unit,syscalls_per_io" >"$csv"
 run_one() { # round name server rw bs depth metric clients
-    local v c k unit=IOPS cu=us/IO
+    local v c k y unit=IOPS cu=us/IO
     [ "$7" = bw ] && unit=MiB/s cu=ms/GiB
-    read -r v c k < <(run_fio "$3" "$4" "$5" "$6" "$7" "$8")
-    echo "$1,$2,$3,$8,$6,$v,$unit,$c,$k,$cu" >>"$csv"
-    echo "bench: round $1 $2 $3 x$8 qd$6: $v $unit (CPU per I/O: server $c, client $k $cu)" >&2
+    read -r v c k y < <(run_fio "$3" "$4" "$5" "$6" "$7" "$8")
+    echo "$1,$2,$3,$8,$6,$v,$unit,$c,$k,$cu,$y" >>"$csv"
+    echo "bench: round $1 $2 $3 x$8 qd$6: $v $unit (CPU per I/O: server $c, client $k $cu; server syscalls per I/O $y)" >&2
 }
 
 for (( r=1; r<=rounds; r++ )); do

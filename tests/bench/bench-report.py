@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 SERVERS = ["smcrd", "nbdkit", "qemu-nbd"]
+OTHERS = ["nbdkit", "qemu-nbd"]		# the ratio's denominators
 AIM_RATIO = 1.2
 
 
@@ -51,7 +52,11 @@ def main():
     ap.add_argument("outdir")
     a = ap.parse_args()
 
+    global SERVERS
     rows = list(csv.DictReader(open(a.csv)))
+    if any(r["server"] == "smcrd-old" for r in rows):
+        # bench-nbd.sh -O: smcrd with SMCRD_RING_SOCKET=0 beside it
+        SERVERS = ["smcrd", "smcrd-old"] + OTHERS
     # key: (job, clients, qd) -> server -> lists
     data = {}
     units = {}
@@ -61,7 +66,8 @@ def main():
         if key not in data:
             data[key] = {}
             order.append(key)
-        d = data[key].setdefault(r["server"], {"v": [], "s": [], "c": []})
+        d = data[key].setdefault(r["server"], {"v": [], "s": [], "c": [], "y": []})
+        d["y"].append(num(r.get("syscalls_per_io") or "-"))
         d["v"].append(num(r["value"]))
         d["s"].append(num(r["server_cpu"]))
         d["c"].append(num(r["client_cpu"]))
@@ -78,21 +84,29 @@ def main():
 
     def table(keys, label):
         out.append("\n## %s\n" % label)
+        old = "smcrd-old" in SERVERS
         out.append("| job | clients | qd | unit | " + " | ".join(SERVERS)
-                   + " | ratio | aim met |")
-        out.append("|---|---|---|---|" + "---|" * len(SERVERS) + "---|---|")
+                   + " | ratio |" + (" ratio smcrd-old |" if old else "") + " aim met |")
+        out.append("|---|---|---|---|" + "---|" * len(SERVERS) + "---|---|"
+                   + ("---|" if old else ""))
         met = 0
         for k in keys:
             d = data[k]
             st = {s: stats(d.get(s, {"v": []})["v"]) for s in SERVERS}
-            others = [st[s][0] for s in SERVERS[1:] if st[s]]
-            ratio = st["smcrd"][0] / max(others) if st["smcrd"] and others and max(others) else None
+            others = [st[s][0] for s in OTHERS if st[s]]
+            best = max(others) if others else 0
+
+            def ratio_of(s):
+                return st[s][0] / best if st.get(s) and best else None
+            ratio = ratio_of("smcrd")
             ok = ratio is not None and ratio >= AIM_RATIO
             met += ok
+            ro = ratio_of("smcrd-old")
             out.append("| %s | %d | %d | %s | " % (k[0], k[1], k[2], units[k][0])
                        + " | ".join(fmt(st[s]) for s in SERVERS)
-                       + " | %s | %s |" % ("%.2f" % ratio if ratio else "n/a",
-                                          "yes" if ok else "no"))
+                       + " | %s |" % ("%.2f" % ratio if ratio else "n/a")
+                       + ((" %s |" % ("%.2f" % ro if ro else "n/a")) if old else "")
+                       + " %s |" % ("yes" if ok else "no"))
         out.append("\nAim met on %d of %d rows.\n" % (met, len(keys)))
         out.append("\nCPU per I/O (us) or per GiB (ms): server / client, medians\n")
         out.append("| job | clients | qd | unit | " + " | ".join(SERVERS)
@@ -113,6 +127,15 @@ def main():
                  if "smcrd" in tot and tot.get("nbdkit") else "n/a")
             out.append("| %s | %d | %d | %s | " % (k[0], k[1], k[2], units[k][1])
                        + " | ".join(cells) + " | %s |" % r)
+        sc = [s for s in SERVERS if any(stats(data[k].get(s, {"y": []})["y"]) for k in keys)]
+        if sc:
+            out.append("\nServer system calls per I/O (perf stat, all threads), "
+                       "median (min-max)\n")
+            out.append("| job | clients | qd | " + " | ".join(sc) + " |")
+            out.append("|---|---|---|" + "---|" * len(sc))
+            for k in keys:
+                out.append("| %s | %d | %d | " % k + " | ".join(
+                    fmt(stats(data[k].get(s, {"y": []})["y"]), 2) for s in sc) + " |")
 
     main_keys = [k for k in order if not k[0].startswith("scale-")]
     if main_keys:
