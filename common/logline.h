@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,18 +50,27 @@ static inline int logline_stamp(char *buf, size_t len, const char *ident, bool l
 }
 
 /* Copies a message with its control characters as \xNN: what a peer
- * sends (an export name) can neither end a log line nor forge the next. */
+ * sends (an export name) can neither end a log line nor forge the next.
+ * The runs between control characters go whole (strcspn, memcpy): every
+ * debug line passes here. */
 static inline void logline_escape(char *out, size_t len, const char *in)
 {
+	static const char ctl[] = "\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a"
+		"\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19"
+		"\x1a\x1b\x1c\x1d\x1e\x1f\x7f";
 	size_t o = 0;
 
-	for (; *in && o + 1 < len; in++) {
-		unsigned char c = (unsigned char)*in;
+	while (*in && o + 1 < len) {
+		size_t n = strcspn(in, ctl);
 
-		if (c >= 0x20 && c != 0x7f) {
-			out[o++] = (char)c;
+		if (n) {
+			if (n > len - 1 - o)
+				n = len - 1 - o;
+			memcpy(out + o, in, n);
+			o += n;
+			in += n;
 		} else if (o + 5 < len) {
-			snprintf(out + o, len - o, "\\x%02x", c);
+			snprintf(out + o, len - o, "\\x%02x", (unsigned char)*in++);
 			o += 4;
 		} else {
 			break;

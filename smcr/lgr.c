@@ -78,7 +78,7 @@ void smcr_lgr_destroy(struct smcr_lgr *lgr)
 {
 	unsigned int i;
 
-	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++)
+	for (i = 0; i < lgr->conns_end; i++)
 		if (lgr->conns[i] && !lgr->conns[i]->error)
 			smcr_conn_abort(lgr->conns[i], -ECONNRESET);
 	for (i = 0; i < SMCR_LINK_SLOTS; i++)
@@ -169,7 +169,7 @@ static void lgr_rebalance(struct smcr_lgr *lgr)
 	}
 	if (!hi || hi == lo || hi->nconns < lo->nconns + 2)
 		return;
-	for (i = 0; i < SMCR_LGR_MAX_CONNS && hi->nconns >= lo->nconns + 2 &&
+	for (i = 0; i < lgr->conns_end && hi->nconns >= lo->nconns + 2 &&
 		    moved < 8; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
 
@@ -250,7 +250,7 @@ void smcr_lgr_set_layout(struct smcr_lgr *lgr, uint8_t eye)
 	lgr->rmbe_eye = eye;
 	smcr_rmb_pool_set_layout(&lgr->rmbs, eye);
 	smcr_rmb_pool_set_layout(&lgr->sndbufs, eye);
-	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+	for (i = 0; i < lgr->conns_end; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
 
 		if (conn && smcr_conn_relayout(conn)) {
@@ -288,7 +288,7 @@ void smcr_lgr_terminate(struct smcr_lgr *lgr, int error)
 	lgr->terminated = true;
 	smcr_warn("link group ended (%d): resetting %u connection(s)", error,
 		  lgr->nconns);
-	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++)
+	for (i = 0; i < lgr->conns_end; i++)
 		if (lgr->conns[i] && !lgr->conns[i]->error)
 			smcr_conn_abort(lgr->conns[i], error);
 	for (i = 0; i < SMCR_LINK_SLOTS; i++)
@@ -332,7 +332,7 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 	smcr_warn("link group: link %u failed (%d), moving %u connection(s)",
 		  link->link_id, reason, link->nconns);
 	/* Move every connection to a surviving link (§4.6). */
-	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+	for (i = 0; i < lgr->conns_end; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
 
 		if (!conn || conn->link != link)
@@ -381,6 +381,8 @@ int smcr_lgr_conn_add(struct smcr_lgr *lgr, struct smcr_conn *conn)
 		if (!lgr->conns[i]) {
 			lgr->conns[i] = conn;
 			lgr->nconns++;
+			if (i >= lgr->conns_end)
+				lgr->conns_end = i + 1;
 			return 0;
 		}
 	}
@@ -391,10 +393,12 @@ void smcr_lgr_conn_remove(struct smcr_lgr *lgr, struct smcr_conn *conn)
 {
 	unsigned int i;
 
-	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+	for (i = 0; i < lgr->conns_end; i++) {
 		if (lgr->conns[i] == conn) {
 			lgr->conns[i] = NULL;
 			lgr->nconns--;
+			while (lgr->conns_end && !lgr->conns[lgr->conns_end - 1])
+				lgr->conns_end--;
 			if (conn->link)
 				conn->link->nconns--;
 			conn->link = NULL;
@@ -407,7 +411,7 @@ struct smcr_conn *smcr_lgr_conn_find(struct smcr_lgr *lgr, uint32_t token)
 {
 	unsigned int i;
 
-	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++)
+	for (i = 0; i < lgr->conns_end; i++)
 		if (lgr->conns[i] && lgr->conns[i]->token == token)
 			return lgr->conns[i];
 	return NULL;
@@ -530,7 +534,7 @@ struct smcr_lgr_peer_rmb *smcr_lgr_peer_rmb_find(struct smcr_lgr *lgr,
 
 	if (slot >= SMCR_LINK_SLOTS)
 		return NULL;
-	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++)
+	for (i = 0; i < lgr->npeer_rmbs; i++)
 		if (lgr->peer_rmbs[i].used && lgr->peer_rmbs[i].r.rkey[slot] == rkey)
 			return &lgr->peer_rmbs[i];
 	return NULL;
@@ -541,23 +545,19 @@ struct smcr_lgr_peer_rmb *smcr_lgr_peer_rmb_add(struct smcr_lgr *lgr,
 						uint64_t vaddr)
 {
 	struct smcr_lgr_peer_rmb *p = smcr_lgr_peer_rmb_find(lgr, slot, rkey);
-	unsigned int i;
 
 	if (p)
 		return p;
 	if (slot >= SMCR_LINK_SLOTS)
 		return NULL;
-	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++) {
-		p = &lgr->peer_rmbs[i];
-		if (p->used)
-			continue;
-		memset(p, 0, sizeof(*p));
-		p->used = true;
-		p->r.rkey[slot] = rkey;
-		p->r.vaddr[slot] = vaddr;
-		return p;
-	}
-	return NULL;
+	if (lgr->npeer_rmbs == SMCR_LGR_MAX_PEER_RMBS)
+		return NULL;
+	p = &lgr->peer_rmbs[lgr->npeer_rmbs++];
+	memset(p, 0, sizeof(*p));
+	p->used = true;
+	p->r.rkey[slot] = rkey;
+	p->r.vaddr[slot] = vaddr;
+	return p;
 }
 
 /* ---- link upcalls ------------------------------------------------------------ */
@@ -571,7 +571,7 @@ void smcr_lgr_kick(struct smcr_lgr *lgr, struct smcr_link *link)
 {
 	unsigned int i;
 
-	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+	for (i = 0; i < lgr->conns_end; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
 
 		if (conn && conn->link == link && smcr_conn_tx_pending(conn))

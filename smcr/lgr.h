@@ -218,9 +218,13 @@ struct smcr_lgr {
 	 * links on (NULL for the test double): the group's QPs and buffers
 	 * live there and nowhere else.  Put by smcr_lgr_destroy(). */
 	struct smcr_pd *pds[SMCR_RMB_MAX_DEVS];
+	/* Never freed: the used ones are peer_rmbs[0..npeer_rmbs). */
 	struct smcr_lgr_peer_rmb peer_rmbs[SMCR_LGR_MAX_PEER_RMBS];
+	unsigned int npeer_rmbs;
+	/* Loops over conns stop at conns_end (one past the last used slot):
+	 * they run on every completion. */
 	struct smcr_conn *conns[SMCR_LGR_MAX_CONNS];
-	unsigned int nconns;
+	unsigned int nconns, conns_end;
 	uint32_t next_token;
 	struct smcr_llc_flow flow;
 	struct smcr_llc_pending queue[SMCR_LLC_QUEUE];

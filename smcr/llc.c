@@ -183,7 +183,7 @@ static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
 	if (lgr->links[slot].link != link)
 		return;		/* deleted from inside the poll */
 	/* Anyone still on it moves first (orderly delete). */
-	for (i = 0; i < SMCR_LGR_MAX_CONNS; i++) {
+	for (i = 0; i < lgr->conns_end; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
 		struct smcr_link *to;
 
@@ -196,7 +196,7 @@ static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
 		else
 			lgr->stats.failovers++;
 	}
-	for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++) {
+	for (i = 0; i < lgr->npeer_rmbs; i++) {
 		lgr->peer_rmbs[i].r.rkey[slot] = 0;
 		lgr->peer_rmbs[i].r.vaddr[slot] = 0;
 	}
@@ -979,7 +979,7 @@ static void confirm_rkey_cont_rx(struct smcr_lgr *lgr, unsigned int via,
 
 		if (s < 0)
 			continue;
-		for (i = 0; i < SMCR_LGR_MAX_PEER_RMBS; i++) {
+		for (i = 0; i < lgr->npeer_rmbs; i++) {
 			struct smcr_lgr_peer_rmb *p = &lgr->peer_rmbs[i];
 
 			if (p->used && p->r.rkey[s] == 0) {

@@ -8,11 +8,19 @@
  * deliveries, time passing, data sent and read, links cut, new RMBs
  * (CONFIRM RKEY).  fuzz-lgr-llc injects the 44 bytes as they come;
  * fuzz-lgr-cdc (FUZZ_LGR_CDC) makes each a CDC message for a connection
- * of that group and fuzzes the rest. */
+ * of that group and fuzzes the rest.
+ *
+ * The pair is built once per process, in an arena of its own (below):
+ * every input starts from a copy of that state, byte for byte at the same
+ * addresses, and ends with both groups destroyed and nothing left
+ * allocated. */
 #include <config.h>
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#include <sanitizer/asan_interface.h>
 
 #include "fuzz.h"
 #include "lgr.h"
@@ -37,6 +45,234 @@ static struct host S, C;
 static uint64_t clock_ms;
 static const uint8_t *in;
 static size_t in_left;
+
+/* ---- the arena -------------------------------------------------------------
+ * Building the pair (CONFIRM LINK, ADD LINK, CONFIRM RKEY, two connections)
+ * cost more than most programs run on it.  The link is made with
+ * --wrap=malloc,calloc,realloc,posix_memalign,free (Makefile.am): on the
+ * fuzzing thread, inside LLVMFuzzerTestOneInput, the groups' and the
+ * wire's memory comes from a bump arena.  After the first pair is up, the
+ * used part of the arena and the globals are copied aside; each input
+ * starts by copying them back.  ASan still sees every block: each is
+ * unpoisoned while live, with poisoned headers and gaps between blocks
+ * (overflows), and freed blocks stay poisoned until the next input (use
+ * after free; no block is reused within an input).  Double and invalid
+ * frees abort, and a block still live after the groups are destroyed is
+ * reported as a leak.  A full arena falls back to malloc. */
+#define ARENA_SIZE ((size_t)512 << 20)
+#define ARENA_KEEP ((size_t)64 << 20)	/* resident between inputs at most */
+#define ARENA_MAGIC 0xa4e7a4e7u
+
+struct arena_hdr {
+	uint64_t size;
+	uint32_t magic;
+	uint32_t live;
+};
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **p, size_t align, size_t n);
+void __real_free(void *p);
+
+static uint8_t *arena;
+static size_t arena_top, arena_hw;	/* next free byte; highest top */
+static size_t arena_live;		/* blocks allocated, not freed */
+static __thread bool arena_on;		/* this thread, inside an input */
+/* The snapshot: the arena below snap_top and its live blocks. */
+static uint8_t *snap;
+static size_t snap_top, snap_live;
+static size_t *snap_blocks, snap_nblocks;	/* user offsets */
+static size_t *blocks, nblocks, blocks_cap;	/* all since the snapshot */
+
+static bool in_arena(const void *p)
+{
+	return arena && (const uint8_t *)p >= arena &&
+	       (const uint8_t *)p < arena + ARENA_SIZE;
+}
+
+__attribute__((no_sanitize("address")))
+static struct arena_hdr hdr_read(const uint8_t *user)
+{
+	const struct arena_hdr *h = (const struct arena_hdr *)(user - sizeof(*h));
+	struct arena_hdr r;
+
+	r.size = h->size;
+	r.magic = h->magic;
+	r.live = h->live;
+	return r;
+}
+
+__attribute__((no_sanitize("address")))
+static void hdr_write(uint8_t *user, uint64_t size, uint32_t live)
+{
+	struct arena_hdr *h = (struct arena_hdr *)(user - sizeof(*h));
+
+	h->size = size;
+	h->magic = ARENA_MAGIC;
+	h->live = live;
+}
+
+static size_t round16(size_t n)
+{
+	return (n + 15) & ~(size_t)15;
+}
+
+/* NULL: not on the arena's thread, or the arena is full. */
+static void *arena_alloc(size_t n, size_t align)
+{
+	size_t user;
+	uint8_t *p;
+
+	if (!arena_on || !arena)
+		return NULL;
+	if (n == 0)
+		n = 1;
+	if (align < 16)
+		align = 16;
+	/* 16 bytes of gap, then the header, then the block. */
+	user = (arena_top + 32 + align - 1) & ~(align - 1);
+	if (n > ARENA_SIZE || user + round16(n) > ARENA_SIZE)
+		return NULL;
+	if (nblocks == blocks_cap) {
+		size_t cap = blocks_cap ? 2 * blocks_cap : 1024;
+		size_t *b = __real_realloc(blocks, cap * sizeof(*b));
+
+		if (!b)
+			return NULL;
+		blocks = b;
+		blocks_cap = cap;
+	}
+	blocks[nblocks++] = user;
+	p = arena + user;
+	hdr_write(p, n, 1);
+	arena_top = user + round16(n);
+	if (arena_top > arena_hw)
+		arena_hw = arena_top;
+	arena_live++;
+	__asan_unpoison_memory_region(p, n);
+	memset(p, 0xbe, n);	/* as ASan's malloc fills, but all of it */
+	return p;
+}
+
+static void arena_free(void *p)
+{
+	struct arena_hdr h = hdr_read(p);
+
+	if (((uintptr_t)p & 15) || h.magic != ARENA_MAGIC) {
+		fprintf(stderr, "fuzz-lgr: free(%p): not a block of the arena\n", p);
+		abort();
+	}
+	if (!h.live) {
+		fprintf(stderr, "fuzz-lgr: free(%p): double free\n", p);
+		abort();
+	}
+	hdr_write(p, h.size, 0);
+	arena_live--;
+	__asan_poison_memory_region(p, round16((size_t)h.size));
+}
+
+void *__wrap_malloc(size_t n)
+{
+	void *p = arena_alloc(n, 16);
+
+	return p ? p : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m)
+{
+	void *p;
+
+	if (m && n > SIZE_MAX / m)
+		return __real_calloc(n, m);
+	p = arena_alloc(n * m, 16);
+	if (!p)
+		return __real_calloc(n, m);
+	memset(p, 0, n * m);
+	return p;
+}
+
+int __wrap_posix_memalign(void **pp, size_t align, size_t n)
+{
+	void *p = align && !(align & (align - 1)) ? arena_alloc(n, align) : NULL;
+
+	if (!p)
+		return __real_posix_memalign(pp, align, n);
+	*pp = p;
+	return 0;
+}
+
+void __wrap_free(void *p)
+{
+	if (p && in_arena(p))
+		arena_free(p);
+	else
+		__real_free(p);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	struct arena_hdr h;
+	void *q;
+
+	if (!p || !in_arena(p))
+		return p ? __real_realloc(p, n) : __wrap_malloc(n);
+	h = hdr_read(p);
+	q = __wrap_malloc(n);
+	if (!q)
+		return NULL;
+	memcpy(q, p, n < h.size ? n : (size_t)h.size);
+	arena_free(p);
+	return q;
+}
+
+static void arena_init(void)
+{
+	void *m = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	FUZZ_REQUIRE(m != MAP_FAILED);
+	arena = m;
+	__asan_poison_memory_region(arena, ARENA_SIZE);
+}
+
+static void arena_snapshot(void)
+{
+	size_t i;
+
+	snap_top = arena_top;
+	snap_live = arena_live;
+	snap = __real_malloc(snap_top ? snap_top : 1);
+	snap_blocks = __real_malloc((nblocks ? nblocks : 1) * sizeof(*snap_blocks));
+	FUZZ_REQUIRE(snap && snap_blocks);
+	__asan_unpoison_memory_region(arena, snap_top);
+	memcpy(snap, arena, snap_top);
+	for (i = 0; i < nblocks; i++)
+		if (hdr_read(arena + blocks[i]).live)
+			snap_blocks[snap_nblocks++] = blocks[i];
+	__asan_poison_memory_region(arena, snap_top);
+	for (i = 0; i < snap_nblocks; i++)
+		__asan_unpoison_memory_region(arena + snap_blocks[i],
+					      hdr_read(arena + snap_blocks[i]).size);
+	nblocks = 0;
+}
+
+static void arena_restore(void)
+{
+	size_t i;
+
+	__asan_unpoison_memory_region(arena, snap_top);
+	memcpy(arena, snap, snap_top);
+	__asan_poison_memory_region(arena, arena_hw);
+	for (i = 0; i < snap_nblocks; i++)
+		__asan_unpoison_memory_region(arena + snap_blocks[i],
+					      hdr_read(arena + snap_blocks[i]).size);
+	if (arena_hw > ARENA_KEEP)
+		madvise(arena + ARENA_KEEP, arena_hw - ARENA_KEEP, MADV_DONTNEED);
+	arena_top = arena_hw = snap_top;
+	arena_live = snap_live;
+	nblocks = 0;
+}
 
 static uint8_t next_byte(void)
 {
@@ -382,11 +618,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static int once;
 	unsigned int step;
 
-	if (!once++)
+	static struct host snap_S, snap_C;
+	static uint64_t snap_clock;
+
+	arena_on = true;
+	if (!once++) {
 		fuzz_quiet_log();
+		arena_init();
+		group_up();
+		arena_snapshot();
+		snap_S = S;
+		snap_C = C;
+		snap_clock = clock_ms;
+	} else {
+		arena_restore();
+		S = snap_S;
+		C = snap_C;
+		clock_ms = snap_clock;
+	}
 	in = data;
 	in_left = size;
-	group_up();
 	for (step = 0; step < MAX_STEPS && in_left; step++) {
 		uint8_t op = next_byte();
 
@@ -433,5 +684,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tick(5000);
 	run(200000);
 	group_down();
+	/* Both groups are gone: whatever is still allocated leaked. */
+	FUZZ_REQUIRE(arena_live == 0);
+	arena_on = false;
 	return 0;
 }

@@ -18,6 +18,7 @@
 
 #include "unit.h"
 #include "cursor.h"
+#include "logline.h"
 #include "msg.h"
 #include "wire.h"
 
@@ -1911,12 +1912,76 @@ static CU_TestInfo cursor_tests[] = {
 	CU_TEST_INFO_NULL,
 };
 
+/* ---- log lines ------------------------------------------------------------ */
+
+/* logline_escape as it was, a byte at a time: the reference. */
+static void escape_ref(char *out, size_t len, const char *in)
+{
+	size_t o = 0;
+
+	for (; *in && o + 1 < len; in++) {
+		unsigned char c = (unsigned char)*in;
+
+		if (c >= 0x20 && c != 0x7f) {
+			out[o++] = (char)c;
+		} else if (o + 5 < len) {
+			snprintf(out + o, len - o, "\\x%02x", c);
+			o += 4;
+		} else {
+			break;
+		}
+	}
+	out[o] = '\0';
+}
+
+/* Every string of up to 6 bytes over plain, control, DEL and high bytes,
+ * into every buffer size up to 30: the same line as the reference. */
+static void test_logline_escape(void)
+{
+	static const char alpha[] = { 'a', '\n', 0x7f, (char)0x80, 0x1f, ' ' };
+	char in[8], out[32], ref[32];
+	unsigned int n, k, code, total = 1;
+	size_t len;
+
+	for (n = 0; n <= 6; n++, total *= sizeof(alpha)) {
+		for (code = 0; code < total; code++) {
+			unsigned int c = code;
+
+			for (k = 0; k < n; k++, c /= sizeof(alpha))
+				in[k] = alpha[c % sizeof(alpha)];
+			in[n] = '\0';
+			for (len = 1; len <= 30; len++) {
+				memset(out, 'X', sizeof(out));
+				memset(ref, 'X', sizeof(ref));
+				logline_escape(out, len, in);
+				escape_ref(ref, len, in);
+				if (memcmp(out, ref, sizeof(out)) != 0) {
+					CU_FAIL("logline_escape differs from the reference");
+					return;
+				}
+			}
+		}
+	}
+	logline_escape(out, sizeof(out), "a\nb\x7f");
+	CU_ASSERT_STRING_EQUAL(out, "a\\x0ab\\x7f");
+	logline_escape(out, 6, "\n");
+	CU_ASSERT_STRING_EQUAL(out, "\\x0a");
+	logline_escape(out, 5, "\n");	/* \x0a whole or not at all */
+	CU_ASSERT_STRING_EQUAL(out, "");
+}
+
+static CU_TestInfo logline_tests[] = {
+	{ "escape", test_logline_escape },
+	CU_TEST_INFO_NULL,
+};
+
 static const struct unit_suite suites[] = {
 	{ "tcpopt", tcpopt_tests },
 	{ "clc", clc_tests },
 	{ "llc", llc_tests },
 	{ "cdc", cdc_tests },
 	{ "cursor", cursor_tests },
+	{ "logline", logline_tests },
 	{ NULL, NULL },
 };
 
