@@ -4,7 +4,7 @@
 # guests: both load the patched rdma_rxe (SMCR_VM_RXE=smc) and give AF_SMC
 # the PNET ID and user EID of kernel-smc.sh; libsmcr gets the same EID
 # (SMCR_EIDS), so both ends propose and accept SMC-Rv2.  dumpcap records
-# the CLC streams on B's eth0.  Each case runs NCONN connections
+# the CLC streams and the RoCE SENDs on B's NICs.  Each case runs NCONN connections
 # of BYTES each way, SHA-256 checked (smcr-stream -m verify):
 #   (a) kernel AF_SMC client (A) -> libsmcr server (B), port 5011
 #   (b) libsmcr client (A) -> kernel AF_SMC server (B), port 5012
@@ -12,7 +12,9 @@
 # (smc = connections, 0 fallbacks); the kernel counts them as SMC-R v2
 # successes (smcr_{client,server}_v2_ok) and no fallback; one link group
 # on each end carries them all (first contact once, then subsequent);
-# tshark finds CLC v2 Proposals, Accepts and Confirms and no Decline.
+# tshark finds CLC v2 Proposals, Accepts and Confirms and no Decline, and
+# every RoCE SEND is a CDC (Wireshark) or an LLC v2 message
+# (contrib/wireshark/smcr-llc-v2.lua), none malformed.
 # Two links: the guests boot with SMCR_VM_SUBNET=one (both NICs on
 # 10.1.1.0/24, 10.1.1.idx and 10.1.1.(16+idx)), since Linux 6.1 takes a
 # second SMC-Rv2 link only on a device whose netdev is on the subnet of the
@@ -49,7 +51,10 @@ kpeer_setup A B
 
 parts=" ${SMCR_KV2_PARTS:-ab c} "
 if [[ $parts == *" ab "* ]]; then
-vm_dumpcap B "-i eth0 -f 'tcp portrange 5011-5012' -w $pcap"
+# the CLC streams and every RoCE SEND (BTH opcode 4, RC SEND Only: LLC and
+# CDC; not the RDMA WRITEs) on both NICs (a -f before the first -i is
+# every interface's filter)
+vm_dumpcap B "-f 'tcp portrange 5011-5012 or (udp port 4791 and udp[8] = 4)' -i eth0 -i eth1 -w $pcap"
 
 
 # run CASE PORT SERVER_TYPE CLIENT_TYPE: one case; sets out/sout.
@@ -121,6 +126,32 @@ done
 mal=$(tsh -Y 'tcp.port in {5011, 5012} && _ws.malformed' -T fields -e frame.number | wc -l)
 echo "  malformed CLC frames: $mal"
 [ "$mal" = 0 ] || fail "tshark finds $mal malformed frames in the CLC streams"
+# LLC and CDC: Wireshark 4.0 decodes CDC and LLC v1; LLC v2 through
+# contrib/wireshark/smcr-llc-v2.lua.  Every SEND must be one of them, none
+# malformed; both links' CONFIRM LINK v2, an ADD LINK v2 and CONFIRM RKEY
+# v2 flows must be there.
+lua=$_vm_libdir/../../contrib/wireshark/smcr-llc-v2.lua
+if tshark -v 2>/dev/null | grep -q "with Lua"; then
+    tshark -X lua_script:"$lua" -r "$pcap" -Y infiniband -T fields -E separator='|' -E occurrence=a \
+        -e frame.protocols -e _ws.malformed -e _ws.expert.severity -e smcrv2llc.type \
+        >"$_vm_work/roce.txt" 2>/dev/null || fail "tshark could not read the capture with $lua"
+    sends=$(wc -l <"$_vm_work/roce.txt")
+    cdc=$(grep -c 'infiniband:smc|' "$_vm_work/roce.txt")
+    llc=$(grep -c 'infiniband:smcrv2llc|' "$_vm_work/roce.txt")
+    other=$(( sends - cdc - llc ))
+    bad=$(awk -F'|' '{ n = split($3, s, ","); w = 0
+            for (i = 1; i <= n; i++) if (s[i] + 0 >= 6291456) w = 1 }
+        $2 != "" || w' "$_vm_work/roce.txt" | wc -l)
+    lt() { awk -F'|' -v t="$1" '$4 == t' "$_vm_work/roce.txt" | wc -l; }
+    echo "  RoCE SENDs: $sends (CDC $cdc, LLC v2 $llc: CONFIRM LINK $(lt 0x21), ADD LINK $(lt 0x22)," \
+        "CONFIRM RKEY $(lt 0x26), DELETE RKEY $(lt 0x29), TEST LINK $(lt 0x27)), other $other, malformed or warned $bad"
+    [ "$other" = 0 ] && [ "$bad" = 0 ] || fail "tshark: $other SENDs neither CDC nor LLC v2, $bad malformed or warned"
+    [ "$cdc" -ge "$(( 4 * nconn ))" ] || fail "tshark: only $cdc CDC messages"
+    [ "$(lt 0x21)" -ge 4 ] && [ "$(lt 0x22)" -ge 2 ] && [ "$(lt 0x26)" -ge 4 ] ||
+        fail "tshark: CONFIRM LINK v2 (>= 4), ADD LINK v2 (>= 2) or CONFIRM RKEY v2 (>= 4) missing"
+else
+    echo "  (this tshark has no Lua: LLC v2 not decoded)"
+fi
 cp "$pcap" "$_vm_work/kernel-v2.pcapng"
 fi
 
