@@ -69,7 +69,7 @@ struct smcr_ctx_opts {
 	 * port with a RoCE v2 GID that carries an IP address. */
 	const char *devices;
 	/* Receive buffer per connection; 0: SMCR_RMBE_SIZE, else chosen per
-	 * connection: 512 KiB while the group's RMBs are within a sixteenth
+	 * connection: 512 KiB while the group's RMBs are within a sixty-fourth
 	 * of max_rmb_bytes, then smaller, down to 64 KiB. */
 	uint32_t rmbe_size;
 	unsigned int max_links;		/* links per group, 2..8; 0: 2 */

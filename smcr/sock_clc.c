@@ -88,12 +88,13 @@ static unsigned int rkey_wait_ms(const struct smcr_ctx *ctx)
 
 /* The receive buffer of a new connection when none is set: the largest
  * class (512 KiB, what a writer needs to keep a link busy over a round trip
- * of milliseconds) while the group's RMBs stay within a sixteenth of its
- * RMB memory (16 MiB by default), then smaller classes down to 64 KiB. */
+ * of milliseconds) while the group's RMBs stay within a sixty-fourth of its
+ * RMB memory (4 MiB by default: more in flight at once overran rxe in
+ * smcr-stream.sh, 32 x 512 KiB), then smaller classes down to 64 KiB. */
 static uint32_t rmbe_auto_size(const struct smcr_lgr *lgr)
 {
-	size_t budget = lgr->cfg.max_rmb_bytes ? lgr->cfg.max_rmb_bytes / 16 :
-			SMCR_LGR_MAX_RMB_BYTES / 16;
+	size_t budget = lgr->cfg.max_rmb_bytes ? lgr->cfg.max_rmb_bytes / 64 :
+			SMCR_LGR_MAX_RMB_BYTES / 64;
 
 	return smcr_rmb_size_decompress(smcr_rmb_pool_auto_code(&lgr->rmbs,
 				smcr_rmb_size_code(SMCR_RMBE_AUTO_MIN - SMCR_RMBE_EYE_LEN),
