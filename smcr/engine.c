@@ -1302,8 +1302,8 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		free(ctx);
 		return ret;
 	}
-	if (!ctx->opts.rmbe_size)
-		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 64 * 1024);
+	if (!ctx->opts.rmbe_size)	/* still 0: sized per connection */
+		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 0);
 	if (!ctx->opts.clc_timeout_ms)
 		ctx->opts.clc_timeout_ms = 2000;
 	if (!ctx->opts.link_wait_ms)
@@ -1317,6 +1317,7 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		ctx->lgr_cfg.max_links = (uint8_t)ctx->opts.max_links;
 	ctx->lgr_cfg.llc_timeout_ms = ctx->opts.llc_timeout_ms ? ctx->opts.llc_timeout_ms :
 		env_uint("SMCR_LLC_TIMEOUT_MS", ctx->lgr_cfg.llc_timeout_ms);
+	ctx->busy_poll_us = env_uint("SMCR_BUSY_POLL_US", SMCR_BUSY_POLL_US_DEFAULT);
 	ctx->lgr_cfg.test_link_idle_ms = ctx->opts.test_link_ms ? ctx->opts.test_link_ms :
 		env_uint("SMCR_TEST_LINK_MS", ctx->lgr_cfg.test_link_idle_ms);
 	ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms ?

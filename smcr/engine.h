@@ -15,6 +15,9 @@
 #include "smcr.h"
 
 #define SMCR_MAX_PORTS 16
+/* Default of SMCR_BUSY_POLL_US: off (on rxe in a one-CPU guest polling
+ * delays the completion it waits for; tests/bench/README.md). */
+#define SMCR_BUSY_POLL_US_DEFAULT 0
 
 struct smcr_sock {
 	struct smcr_ctx *ctx;
@@ -55,6 +58,9 @@ struct smcr_ctx {
 	uint8_t eids[SMCR_CLC_MAX_EIDS][SMCR_EID_LEN];
 	uint8_t eid_count;
 	struct smcr_lgr_config lgr_cfg;
+	/* A blocked receive polls its link's CQ this long before it sleeps
+	 * (SMCR_BUSY_POLL_US; 0: it sleeps at once). */
+	unsigned int busy_poll_us;
 	struct smcr_stats stats;
 	uint64_t last_rescan_ms;
 	pthread_cond_t lgr_cond;	/* link or RKEY state changed */

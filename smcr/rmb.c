@@ -25,6 +25,33 @@ uint8_t smcr_rmb_size_code(size_t want)
 	return code;
 }
 
+static uint32_t rmb_elems(uint8_t code)
+{
+	uint32_t n = SMCR_RMB_TARGET_SIZE / smcr_rmb_size_decompress(code);
+
+	return n < 1 ? 1 : n > SMCR_RMB_MAX_ELEMS ? SMCR_RMB_MAX_ELEMS : n;
+}
+
+uint8_t smcr_rmb_pool_auto_code(const struct smcr_rmb_pool *pool, uint8_t lo,
+				uint8_t hi, size_t budget)
+{
+	const struct smcr_rmb *rmb;
+	uint8_t code;
+
+	if (hi >= SMCR_RMB_CLASSES)
+		hi = SMCR_RMB_CLASSES - 1;
+	for (code = hi; code > lo; code--) {
+		for (rmb = pool->classes[code]; rmb; rmb = rmb->next)
+			if (rmb->used != (rmb->nelems >= 64 ? ~0ull :
+					  (1ull << rmb->nelems) - 1))
+				return code;
+		if (pool->bytes + (size_t)rmb_elems(code) *
+		    smcr_rmb_size_decompress(code) <= budget)
+			return code;
+	}
+	return lo;
+}
+
 void smcr_rmb_pool_init(struct smcr_rmb_pool *pool, size_t max_bytes)
 {
 	memset(pool, 0, sizeof(*pool));
@@ -90,14 +117,10 @@ static int rmb_create(struct smcr_rmb_pool *pool, uint8_t code,
 		      struct smcr_rmb **rmbp)
 {
 	uint32_t elem = smcr_rmb_size_decompress(code);
-	unsigned int n = SMCR_RMB_TARGET_SIZE / elem, i;
+	unsigned int n = rmb_elems(code), i;
 	struct smcr_rmb *rmb;
 	int ret;
 
-	if (n < 1)
-		n = 1;
-	if (n > SMCR_RMB_MAX_ELEMS)
-		n = SMCR_RMB_MAX_ELEMS;
 	if (pool->max_bytes && pool->bytes + (size_t)n * elem > pool->max_bytes) {
 		/* Try a single element before giving up. */
 		n = 1;

@@ -31,6 +31,8 @@ struct ibv_mr;
 #define SMCR_RMBE_EYE_LEN	4	/* the RFC layout's eye catcher */
 #define SMCR_RMB_MAX_DEVS	9	/* 8 symmetric links + 1 asymmetric */
 #define SMCR_RMB_MAX_ELEMS	64
+/* Smallest receive buffer a connection gets when the stack sizes it. */
+#define SMCR_RMBE_AUTO_MIN	(64u * 1024u)
 /* Bytes we aim for per RMB: small elements are grouped. */
 #define SMCR_RMB_TARGET_SIZE	(256u * 1024u)
 
@@ -79,6 +81,13 @@ struct smcr_rmb_pool {
 /* Smallest code whose element holds want bytes of data in either layout
  * (i.e. with an eye catcher), clamped to the largest class. */
 uint8_t smcr_rmb_size_code(size_t want);
+
+/* The class for a connection whose receive buffer is sized by the stack
+ * (no size set): the largest class from lo to hi that has a free element
+ * or whose new RMB keeps the pool within budget bytes; lo if none does
+ * (it is then bounded by the pool's own limit only). */
+uint8_t smcr_rmb_pool_auto_code(const struct smcr_rmb_pool *pool, uint8_t lo,
+				uint8_t hi, size_t budget);
 
 void smcr_rmb_pool_init(struct smcr_rmb_pool *pool, size_t max_bytes);
 /* Deregisters and frees every RMB, used or not. */

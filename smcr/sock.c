@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -121,6 +122,41 @@ static void sock_wait(struct smcr_sock *s, unsigned int ms)
 	pthread_cond_timedwait(&s->cond, &s->ctx->lock, &ts);
 }
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Before a receive sleeps: poll the connection's link for up to
+ * ctx->busy_poll_us (ctx->lock held, dropped between polls).  A message
+ * that comes within it is handled on this thread: no wake-up of the
+ * progress thread and of this one.  True when something completed. */
+static bool sock_busy_poll(struct smcr_sock *s)
+{
+	unsigned int us = s->ctx->busy_poll_us;
+	uint64_t end;
+
+	if (!us || s->conn.error)
+		return false;
+	end = now_us() + us;
+	for (;;) {
+		struct smcr_link *l = s->conn.link;
+
+		if (!l || !l->ops->poll || s->conn.error)
+			return false;
+		if (l->ops->poll(l) > 0)
+			return true;
+		if (now_us() >= end)
+			return false;
+		pthread_mutex_unlock(&s->ctx->lock);
+		sched_yield();
+		pthread_mutex_lock(&s->ctx->lock);
+	}
+}
+
 static ssize_t tcp_io(struct smcr_sock *s, void *buf, size_t len, int flags,
 		      bool out)
 {
@@ -163,7 +199,8 @@ ssize_t smcr_recv(struct smcr_sock *s, void *buf, size_t len, int flags)
 		n = smcr_conn_recv(&s->conn, buf, len);
 		if (n != -EAGAIN || (flags & SMCR_DONTWAIT))
 			break;
-		sock_wait(s, 1000);
+		if (!sock_busy_poll(s))
+			sock_wait(s, 1000);
 	}
 	pthread_mutex_unlock(&s->ctx->lock);
 	return n;
@@ -300,7 +337,8 @@ ssize_t smcr_peek(struct smcr_sock *s, struct iovec iov[2], int flags)
 		n = smcr_conn_peek(&s->conn, iov);
 		if (n != -EAGAIN || (flags & SMCR_DONTWAIT))
 			break;
-		sock_wait(s, 1000);
+		if (!sock_busy_poll(s))
+			sock_wait(s, 1000);
 	}
 	pthread_mutex_unlock(&s->ctx->lock);
 	return n;

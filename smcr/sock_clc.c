@@ -86,17 +86,33 @@ static unsigned int rkey_wait_ms(const struct smcr_ctx *ctx)
 	return ctx->lgr_cfg.llc_timeout_ms * (ctx->lgr_cfg.llc_retries + 2);
 }
 
+/* The receive buffer of a new connection when none is set: the largest
+ * class (512 KiB, what a writer needs to keep a link busy over a round trip
+ * of milliseconds) while the group's RMBs stay within a sixty-fourth of its
+ * RMB memory (4 MiB by default: more in flight at once overran rxe in
+ * smcr-stream.sh, 32 x 512 KiB), then smaller classes down to 64 KiB. */
+static uint32_t rmbe_auto_size(const struct smcr_lgr *lgr)
+{
+	size_t budget = lgr->cfg.max_rmb_bytes ? lgr->cfg.max_rmb_bytes / 64 :
+			SMCR_LGR_MAX_RMB_BYTES / 64;
+
+	return smcr_rmb_size_decompress(smcr_rmb_pool_auto_code(&lgr->rmbs,
+				smcr_rmb_size_code(SMCR_RMBE_AUTO_MIN - SMCR_RMBE_EYE_LEN),
+				SMCR_RMB_CLASSES - 1, budget));
+}
+
 static uint32_t rmbe_get(struct setup *st, struct smcr_rmbe *e)
 {
 	struct smcr_ctx *ctx = st->ctx;
+	uint32_t size = ctx->opts.rmbe_size ? ctx->opts.rmbe_size :
+			rmbe_auto_size(st->lgr);
 	bool pending;
 	int ret;
 
-	/* rmbe_size is the whole element: its class is picked as if with an
+	/* size is the whole element: its class is picked as if with an
 	 * eye catcher (the layout is fixed later, by CONFIRM LINK). */
-	ret = smcr_lgr_rmbe_alloc(st->lgr, ctx->opts.rmbe_size > SMCR_RMBE_EYE_LEN ?
-				  ctx->opts.rmbe_size - SMCR_RMBE_EYE_LEN : 1,
-				  e, &pending);
+	ret = smcr_lgr_rmbe_alloc(st->lgr, size > SMCR_RMBE_EYE_LEN ?
+				  size - SMCR_RMBE_EYE_LEN : 1, e, &pending);
 	if (ret) {
 		smcr_warn("connect: no RMBE: %s", strerror(-ret));
 		return SMCR_DECL_MEM;

@@ -12,7 +12,8 @@
 # bandwidth with 64 KiB messages and ping-pong latency of 64-byte messages,
 # and print each as a ratio to ib_write_bw / ib_write_lat (the median of
 # the ratios within each round: the host's load varies between rounds).
-# libsmcr's bandwidth is also measured with 256 and 512 KiB RMBEs.  See
+# libsmcr is also measured with its old defaults (64 KiB RMBEs, no busy
+# poll), 512 KiB RMBEs and a 50 us busy poll (SMCR_BUSY_POLL_US).  See
 # tests/bench/README.md (also: why AF_SMC falls back to TCP over rxe).
 #
 #   tests/bench/bench-smcr-vm.sh [-B BUILDDIR] [-r ROUNDS] [-b BYTES] [-i ITERS]
@@ -163,15 +164,29 @@ for (( r=1; r<=rounds; r++ )); do
         out=$(stream_run $t lat "-s 64 -i $iters")
         v=$(field '$1 == "result" && $2 == "lat" { print $4 }'); complain "$t lat" "$v"
         val ${k}_lat $r "$v"
+        val ${k}_latcpu $r "$(field '$1 == "result" && $2 == "latcpu" { print $4 }')"
     done
-    # libsmcr with larger receive buffers (RMBEs; default 64 KiB): the
-    # writer may have a whole RMBE in flight before it waits for the
-    # peer's consumer cursor.
-    for k in 256 512; do
-        out=$(stream_run smcr bw "-s 65536 -b $bytes" "SMCR_RMBE_SIZE=$((k * 1024))")
-        v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "smcr bw (RMBE $k KiB)" "$v"
-        val smcr${k}_bw $r "$v"
-        [ "$r" = 1 ] && echo "$out" | grep -E '^(client: SMC|stats client)' | sed 's/^/  /'
+    # libsmcr as it was by default before issue 17 (64 KiB RMBEs, a receive
+    # sleeps at once), with 512 KiB RMBEs set by hand, and with a receive
+    # that polls its CQ for 50 us before it sleeps (20 ms made a round
+    # trip take over a second and the run hit the VM watchdog).
+    for k in 64 512 spin; do
+        case $k in
+            64) env="SMCR_RMBE_SIZE=65536 SMCR_BUSY_POLL_US=0" ;;
+            512) env="SMCR_RMBE_SIZE=524288" ;;
+            spin) env="SMCR_BUSY_POLL_US=50" ;;
+        esac
+        if [ $k != spin ]; then
+            out=$(stream_run smcr bw "-s 65536 -b $bytes" "$env")
+            v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "smcr bw ($env)" "$v"
+            val smcr${k}_bw $r "$v"
+            [ "$r" = 1 ] && echo "$out" | grep -E '^(client: SMC|stats client)' | sed "s/^/  $env: /"
+        fi
+        [ $k = 512 ] && continue
+        out=$(stream_run smcr lat "-s 64 -i $iters" "$env")
+        v=$(field '$1 == "result" && $2 == "lat" { print $4 }'); complain "smcr lat ($env)" "$v"
+        val smcr${k}_lat $r "$v"
+        val smcr${k}_latcpu $r "$(field '$1 == "result" && $2 == "latcpu" { print $4 }')"
     done
 done
 
@@ -200,14 +215,15 @@ echo "rxe link 1 between two TCG guests; $rounds round(s); bw: 64 KiB messages, 
 echo "values: median over the rounds; ratios: median of the ratios within each round"
 printf '%-36s %9s %8s %10s %8s\n' transport "bw MB/s" "/ib_bw" "RTT usec" "/ib_lat"
 printf '%-36s %9s %8s %10s %8s\n' "ib_write_bw / ib_write_lat (t_avg x 2)" "$(med ib_bw)" 1.00 "$(med ib_lat)" 1.00
-rows="smcr smcr256 smcr512 smc tcp"
-[ "$v2" = 1 ] && rows="smcr smcr256 smcr512 smc smc_smcr smcr_smc tcp"
+rows="smcr smcr64 smcr512 smcrspin smc tcp"
+[ "$v2" = 1 ] && rows="smcr smcr64 smcr512 smcrspin smc smc_smcr smcr_smc tcp"
 for t in $rows; do
     case $t in
-        smcr) name="libsmcr (SMC-R), RMBE 64 KiB"; [ "$v2" = 1 ] && name="libsmcr <-> libsmcr (v2), 64 KiB" ;;
+        smcr) name="libsmcr (SMC-R), defaults"; [ "$v2" = 1 ] && name="libsmcr <-> libsmcr (v2), defaults" ;;
+        smcr64) name="libsmcr, old defaults (64K, no poll)" ;;
+        smcrspin) name="libsmcr, busy poll 50 us" ;;
         smc_smcr) name="libsmcr -> kernel server (v2)" ;;
         smcr_smc) name="kernel -> libsmcr server (v2)" ;;
-        smcr256) name="libsmcr, RMBE 256 KiB" ;;
         smcr512) name="libsmcr, RMBE 512 KiB" ;;
         smc) if [ "$v2" = 1 ]; then name="kernel <-> kernel (v2)";
              elif [ "$smc_ok" -gt 0 ]; then name="kernel AF_SMC (SMC-R)"; else name="kernel AF_SMC (fell back to TCP)"; fi ;;
@@ -217,11 +233,12 @@ for t in $rows; do
         "$(med ${t}_lat)" "$(mratio ${t}_lat ib_lat)"
 done
 echo "per round:"
-keys="ib_bw ib_lat ib_lat_typ smcr_bw smcr256_bw smcr512_bw smcr_lat smc_bw smc_lat tcp_bw tcp_lat"
+keys="ib_bw ib_lat ib_lat_typ smcr_bw smcr64_bw smcr512_bw smcr_lat smcr64_lat smcrspin_lat smc_bw smc_lat tcp_bw tcp_lat"
 [ "$v2" = 1 ] && keys="$keys smc_smcr_bw smc_smcr_lat smcr_smc_bw smcr_smc_lat"
 for k in $keys; do
     printf '  %-12s %s\n' "$k" "$(all $k)"
 done
+echo "client CPU per round trip (usec, all threads; median): libsmcr defaults $(med smcr_latcpu), old defaults $(med smcr64_latcpu), busy poll 50 us $(med smcrspin_latcpu); AF_SMC $(med smc_latcpu); TCP $(med tcp_latcpu)"
 echo "kernel AF_SMC: $smc_ok SMC-R connection(s) on the client ($smc_v2 SMC-Rv2; B's server: $smc_v2b SMC-Rv2); fallbacks: ${smc_fb:-none} (0x03030000: no SMC device found)"
 if [ "$v2" = 1 ]; then
     echo "libsmcr vs the kernel on the same link (median of per-round ratios):"

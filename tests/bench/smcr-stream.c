@@ -56,6 +56,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <openssl/evp.h>
@@ -727,8 +728,14 @@ static int run_bw(void)
 	return ret ? 1 : 0;
 }
 
+static double tv_s(const struct timeval *tv)
+{
+	return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
+}
+
 static int run_lat(void)
 {
+	struct rusage ru0, ru1;
 	struct conn c;
 	struct hdr h = { .mode = M_LAT, .size = o.size, .bytes_or_iters = o.iters };
 	uint8_t *buf = calloc(1, o.size);
@@ -743,6 +750,7 @@ static int run_lat(void)
 	}
 	print_info(&c, "client");
 	ret = c_send_all(&c, &h, sizeof(h));
+	getrusage(RUSAGE_SELF, &ru0);
 	t0 = now_s();
 	for (i = 0; i < o.iters && ret == 0; i++) {
 		ret = c_send_all(&c, buf, o.size);
@@ -750,11 +758,16 @@ static int run_lat(void)
 			ret = c_recv_all(&c, buf, o.size);
 	}
 	dt = now_s() - t0;
+	getrusage(RUSAGE_SELF, &ru1);
 	if (ret) {
 		fprintf(stderr, "smcr-stream: lat: %s\n", strerror(-ret));
 	} else {
 		printf("client: %u round trips of %zu bytes in %.3f s\n", o.iters, o.size, dt);
 		printf("result lat %s %.1f\n", tnames[o.t], dt / o.iters * 1e6);
+		/* CPU time of the whole client (all its threads) per round trip. */
+		printf("result latcpu %s %.1f\n", tnames[o.t],
+		       (tv_s(&ru1.ru_utime) + tv_s(&ru1.ru_stime) -
+			tv_s(&ru0.ru_utime) - tv_s(&ru0.ru_stime)) / o.iters * 1e6);
 	}
 	c_close(&c);
 	free(buf);

@@ -22,6 +22,43 @@ static void test_size_code(void)
 	CU_ASSERT_EQUAL(smcr_rmb_size_decompress(5), 512 * 1024);
 }
 
+/* Receive buffers the stack sizes: 512 KiB within the budget, then the
+ * largest class that still fits, then the floor; a free element first. */
+static void test_auto_size(void)
+{
+	struct smcr_rmb_pool pool;
+	struct smcr_rmbe e[2], f;
+	size_t budget = (size_t)1 << 20;	/* two 512 KiB RMBs */
+	bool fresh;
+	unsigned int i;
+
+	smcr_rmb_pool_init(&pool, 0);
+	for (i = 0; i < 2; i++) {
+		uint8_t c = smcr_rmb_pool_auto_code(&pool, 2, 5, budget);
+
+		CU_ASSERT_EQUAL(c, 5);
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&pool,
+			smcr_rmb_size_decompress(c) - SMCR_RMBE_EYE_LEN, &e[i], &fresh), 0);
+		CU_ASSERT(fresh);
+	}
+	CU_ASSERT_EQUAL(pool.bytes, budget);
+	/* Budget used up: the floor (64 KiB), whatever it costs. */
+	CU_ASSERT_EQUAL(smcr_rmb_pool_auto_code(&pool, 2, 5, budget), 2);
+	/* Half the budget left: a 256 KiB RMB fits (one element), 512 not. */
+	smcr_rmbe_free(&pool, &e[1]);
+	CU_ASSERT_EQUAL(smcr_rmb_pool_trim(&pool, NULL, NULL), 1);
+	CU_ASSERT_EQUAL(smcr_rmb_pool_auto_code(&pool, 2, 5, budget * 3 / 4), 4);
+	/* A class with a free element is taken even beyond the budget:
+	 * 128 KiB (two to an RMB, one in use), then 512 KiB once free. */
+	CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&pool, 100000, &f, &fresh), 0);
+	CU_ASSERT_EQUAL(f.rmb->size_code, 3);
+	CU_ASSERT_EQUAL(smcr_rmb_pool_auto_code(&pool, 2, 5, 0), 3);
+	smcr_rmbe_free(&pool, &e[0]);
+	CU_ASSERT_EQUAL(smcr_rmb_pool_auto_code(&pool, 2, 5, 0), 5);
+	smcr_rmbe_free(&pool, &f);
+	smcr_rmb_pool_fini(&pool);
+}
+
 static void test_alloc_reuse(void)
 {
 	struct smcr_rmb_pool pool;
@@ -142,6 +179,7 @@ static void test_local_only(void)
 
 CU_TestInfo smcr_rmb_tests[] = {
 	{ "size code", test_size_code },
+	{ "size chosen per connection", test_auto_size },
 	{ "alloc and reuse", test_alloc_reuse },
 	{ "eye catcher and lookup", test_eyecatcher_overlay },
 	{ "pool limit", test_pool_limit },
