@@ -68,9 +68,10 @@ struct smcr_ctx_opts {
 	/* RDMA ports to use, "dev[:port],dev[:port]"; NULL: every active
 	 * port with a RoCE v2 GID that carries an IP address. */
 	const char *devices;
-	/* Receive buffer per connection; 0: SMCR_RMBE_SIZE, else chosen per
-	 * connection: 512 KiB while the group's RMBs are within a sixty-fourth
-	 * of max_rmb_bytes, then smaller, down to 64 KiB. */
+	/* Receive buffer per connection; 0: SMCR_RMBE_SIZE, else 64 KiB;
+	 * with SMCR_RMBE_SIZE=0 chosen per connection: 512 KiB while the
+	 * group's RMBs are within a sixty-fourth of max_rmb_bytes, then
+	 * smaller, down to 64 KiB. */
 	uint32_t rmbe_size;
 	unsigned int max_links;		/* links per group, 2..8; 0: 2 */
 	unsigned int clc_timeout_ms;	/* each CLC message; 0: 2000 (an Accept or

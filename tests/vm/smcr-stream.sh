@@ -16,15 +16,8 @@ S=$abs_top_builddir/tests/bench/smcr-stream
 [ -x "$S" ] || fail "$S not built"
 vm_start_pair
 
-# listening PORT: wait for the server in B (finding the RDMA ports can take
-# a second or more on a loaded host).
-listening() {
-    vm_run B "for i in \$(seq 100); do ss -ltn | grep -q ':$1 ' && exit 0; sleep 0.1; done; exit 1" >/dev/null ||
-        fail "server did not listen on port $1"
-}
-
 srv=$(vm_bg B "$S server -p 5000 -n 65")
-listening 5000
+vm_listening B 5000 >/dev/null
 out=$(vm_run -t 300 A "$S client $(vm_ip B 1) -p 5000 -m verify -n 64 -b 2M") ||
     { echo "$out"; fail "64 connections failed"; }
 echo "$out" | grep -E '^(client|stats|result)'
@@ -47,7 +40,7 @@ sout=$(vm_wait -t 120 B "$srv") || { echo "$sout"; fail "server failed"; }
 [ "$(echo "$sout" | grep -c 'verify ok')" = 65 ] || fail "server did not verify 65 streams"
 
 srv=$(vm_bg B "SMCR_RMBE_EYECATCHER=1 $S server -p 5001 -n 4")
-listening 5001
+vm_listening B 5001 >/dev/null
 out=$(vm_run -t 120 A "$S client $(vm_ip B 1) -p 5001 -m verify -n 4 -b 2M") ||
     { echo "$out"; fail "4 connections to an RFC-layout server failed"; }
 echo "$out" | grep -E '^(client: SMC-R|result)'
