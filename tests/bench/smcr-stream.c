@@ -19,6 +19,13 @@
  *           passed or a "stop" line appears in the --ctl file; the server
  *           stops when the client's stream has ended.  SIGUSR1 is a
  *           "stop" for any transport (the kernel's AF_SMC has no --ctl).
+ *           SIGUSR2 aborts them instead (either side): each connection
+ *           stops reading, waits 0.5 s (so that the peer's data waits
+ *           unread) and is aborted: smcr_abort() over libsmcr; over
+ *           AF_SMC shutdown(SHUT_RDWR), which the kernel sends as an
+ *           abort when data is unread (smc_close_final); over TCP a
+ *           zero linger and a close (RST).  Prints "<side>: conn N
+ *           aborted"; the peer must see an error, not the end.
  *
  * Options for failover tests (libsmcr only):
  *   --ctl FILE        poll FILE every 50 ms for new lines: "fault SPEC" calls
@@ -92,12 +99,19 @@ static struct opts o = {
 };
 static struct smcr_ctx *ctx;
 static volatile bool stop_streams;	/* open-ended verify: end now */
+static volatile bool abort_streams;	/* open-ended verify: abort now */
 static volatile bool monitor_stop;
 
 static void on_usr1(int sig)
 {
 	(void)sig;
 	stop_streams = true;
+}
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	abort_streams = true;
 }
 
 /* One connection over any of the three transports. */
@@ -145,17 +159,24 @@ static int c_send_all(struct conn *c, const void *b, size_t n)
 	return 0;
 }
 
+/* c_recv_all() returned -ECONNRESET for an end of stream, not an error */
+static __thread bool recv_eof;
+
 static int c_recv_all(struct conn *c, void *b, size_t n)
 {
 	uint8_t *p = b;
+
+	recv_eof = false;
 
 	while (n) {
 		ssize_t r = c_recv(c, p, n);
 
 		if (r < 0)
 			return (int)r;
-		if (r == 0)
+		if (r == 0) {
+			recv_eof = true;
 			return -ECONNRESET;
+		}
 		p += r;
 		n -= (size_t)r;
 	}
@@ -166,8 +187,24 @@ static void c_close(struct conn *c)
 {
 	if (c->s)
 		smcr_close(c->s);
-	else
+	else if (c->fd >= 0)
 		close(c->fd);
+}
+
+/* Abort (see SIGUSR2 above); c_close() afterwards still frees it. */
+static void c_abort(struct conn *c)
+{
+	struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+	if (c->s) {
+		smcr_abort(c->s);
+	} else if (o.t == T_SMC) {
+		shutdown(c->fd, SHUT_RDWR);
+	} else {
+		setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+		close(c->fd);
+		c->fd = -1;
+	}
 }
 
 static double now_s(void)
@@ -256,6 +293,9 @@ struct verify_job {
 	int err;
 	bool ok;
 	bool peer_ended;	/* framed: the peer's end marker arrived */
+	bool recv_paused;	/* SIGUSR2: the receiver stopped reading */
+	bool eof;		/* err is an end of stream (no end marker) */
+	bool aborted;
 	uint64_t got, sent;
 };
 
@@ -283,11 +323,18 @@ static void *verify_recv(void *arg)
 		size_t n = j->size;
 		ssize_t r;
 
+		if (framed && abort_streams) {
+			__atomic_store_n(&j->recv_paused, true, __ATOMIC_RELEASE);
+			j->err = -ECONNABORTED;
+			j->ok = false;
+			break;
+		}
 		if (framed) {
 			uint32_t len;
 			int ret = c_recv_all(&j->c, &len, sizeof(len));
 
 			if (ret || len > j->size) {
+				j->eof = recv_eof;
 				j->err = ret ? ret : -EPROTO;
 				j->ok = false;
 				break;
@@ -298,6 +345,7 @@ static void *verify_recv(void *arg)
 			}
 			ret = c_recv_all(&j->c, buf, len);
 			if (ret) {
+				j->eof = recv_eof;
 				j->err = ret;
 				j->ok = false;
 				break;
@@ -343,6 +391,21 @@ static bool verify_stop(struct verify_job *j, double t0)
 	return o.seconds > 0 && now_s() - t0 >= o.seconds;
 }
 
+/* SIGUSR2: abort once the receiver has stopped reading and the peer's
+ * data has had 0.5 s to pile up unread (or the receiver ended anyway). */
+static void verify_abort(struct verify_job *j)
+{
+	struct timespec half = { 0, 500000000 };
+	int i;
+
+	for (i = 0; i < 100 && !__atomic_load_n(&j->recv_paused, __ATOMIC_ACQUIRE) &&
+		    !j->err; i++)
+		nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+	nanosleep(&half, NULL);
+	c_abort(&j->c);
+	j->aborted = true;
+}
+
 /* Send our stream and its SHA-256 while a thread receives the peer's. */
 static bool verify_conn(struct verify_job *j)
 {
@@ -360,6 +423,12 @@ static bool verify_conn(struct verify_job *j)
 	while (ret == 0 && (framed ? !verify_stop(j, t0) : sent < j->bytes)) {
 		size_t n = j->size;
 
+		if (framed && abort_streams) {
+			verify_abort(j);
+			ret = -ECONNABORTED;
+			break;
+		}
+
 		if (!framed && j->bytes - sent < n)
 			n = (size_t)(j->bytes - sent);
 		fill(buf, n, sent, j->k, j->dir);
@@ -375,6 +444,10 @@ static bool verify_conn(struct verify_job *j)
 		__atomic_store_n(&j->sent, sent, __ATOMIC_RELAXED);
 	}
 	EVP_DigestFinal_ex(h, md, &mdlen);
+	if (ret == 0 && framed && abort_streams) {
+		verify_abort(j);
+		ret = -ECONNABORTED;
+	}
 	if (ret == 0 && framed) {
 		uint32_t zero = 0;
 
@@ -383,8 +456,13 @@ static bool verify_conn(struct verify_job *j)
 	if (ret == 0)
 		ret = c_send_all(&j->c, md, sizeof(md));
 	pthread_join(rt, NULL);
-	if (ret)
+	if (ret && (!j->err || j->eof)) {
+		/* the sender's error, unless the receiver had one of its own
+		 * (a reset is reported once, to whichever thread asks first;
+		 * the other sees only the end, or a broken pipe) */
 		j->err = ret;
+		j->eof = false;
+	}
 	EVP_MD_CTX_free(h);
 	free(buf);
 	return j->ok && ret == 0;
@@ -580,14 +658,18 @@ static int serve_one(struct conn *c, unsigned int idx)
 					.bytes = h.bytes_or_iters, .size = h.size };
 
 		ret = verify_conn(&j) ? 0 : -EIO;
-		if (j.bytes)
+		if (j.aborted)
+			printf("server: conn %u aborted (received %llu, sent %llu bytes)\n", idx,
+			       (unsigned long long)j.got, (unsigned long long)j.sent);
+		else if (j.bytes)
 			printf("server: conn %u verify %s (%llu bytes each way)\n", idx,
 			       ret ? "FAIL" : "ok", (unsigned long long)j.bytes);
 		else
-			printf("server: conn %u verify %s (open-ended: received %llu, sent %llu bytes)%s%s\n",
+			printf("server: conn %u verify %s (open-ended: received %llu, sent %llu bytes)%s%s%s\n",
 			       idx, ret ? "FAIL" : "ok", (unsigned long long)j.got,
 			       (unsigned long long)j.sent, j.err ? ": " : "",
-			       j.err ? strerror(-j.err) : "");
+			       j.err ? strerror(-j.err) : "",
+			       j.eof ? " (the stream ended: no error from the transport)" : "");
 	} else {
 		ret = -EPROTO;
 	}
@@ -810,11 +892,15 @@ static int run_verify(void)
 		struct smcr_sock_info info;
 
 		pthread_join(th[i], NULL);
+		if (jobs[i].aborted)
+			printf("client: conn %u aborted (received %llu, sent %llu bytes)\n", i,
+			       (unsigned long long)jobs[i].got, (unsigned long long)jobs[i].sent);
 		if (jobs[i].ok && !jobs[i].err)
 			ok++;
 		else
-			fprintf(stderr, "smcr-stream: connection %u: %s\n", i,
-				jobs[i].err ? strerror(-jobs[i].err) : "data mismatch");
+			fprintf(stderr, "smcr-stream: connection %u: %s%s\n", i,
+				jobs[i].err ? strerror(-jobs[i].err) : "data mismatch",
+				jobs[i].eof ? " (the stream ended: no error from the transport)" : "");
 		got += jobs[i].got;
 		sent += jobs[i].sent;
 		if (jobs[i].c.s && smcr_sock_info(jobs[i].c.s, &info) == 0)
@@ -936,6 +1022,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGUSR1, on_usr1);
+	signal(SIGUSR2, on_usr2);
 	if (o.t == T_SMCR) {
 		ret = smcr_ctx_create(NULL, &ctx);
 		if (ret) {

@@ -24,10 +24,12 @@
 # (SMCR_KV2_FO_CONNS, default 8, SHA-256 verified) while links fail one at
 # a time (fo_cycle below); libsmcr's counters must show two links before
 # each cut, the link failing, connections moving and two links again.
+# (e): each end aborts in turn (kernel and libsmcr, client and server):
+# the other end must see a reset.
 # (d) is not in the default run: Linux 6.1's server deadlocks in
 # smc_llc_delete_link_work on the first cable pull (tests/vm/README.md).
 # Knobs: SMCR_KV2_CONNS (default 16), SMCR_KV2_BYTES (default 8 MiB),
-# SMCR_KV2_FO_CONNS (default 8), SMCR_KV2_PARTS (default "ab c"; "d" too),
+# SMCR_KV2_FO_CONNS (default 8), SMCR_KV2_PARTS (default "ab c e"; "d" too),
 # SMCR_KV2_LLCCAP=1: dumpcap of the RoCE SENDs (LLC, CDC) on both NICs of
 # the kernel's guest in (c)/(d) (the capture stays in its share).
 # About 4.5 minutes under TCG: (a)+(b) about 3.3 min with the boot, (c)
@@ -49,7 +51,7 @@ EID=SMCRBD.KPEER
 
 kpeer_setup A B
 
-parts=" ${SMCR_KV2_PARTS:-ab c} "
+parts=" ${SMCR_KV2_PARTS:-ab c e} "
 if [[ $parts == *" ab "* ]]; then
 # the CLC streams and every RoCE SEND (BTH opcode 4, RC SEND Only: LLC and
 # CDC; not the RDMA WRITEs) on both NICs (a -f before the first -i is
@@ -247,6 +249,53 @@ fo() {
 echo "--- failover with the kernel peer"
 printf '  %s\n' "${fo_summary[@]}"
 
-echo "PASS: SMC-Rv2 with the kernel, parts${parts% }: (a)/(b) $nconn x $bytes bytes each way per case, SHA-256 verified, all SMC-Rv2, no fallback, one link group each; (c)/(d) failover with $SMCR_KV2_FO_CONNS streams verified, no reset (cable pulls of both links, a QP error forced in libsmcr, the kernel's port down)"
+# ---- (e): abort from either side ------------------------------------------
+# Two open-ended streams each way; after 3 s the aborting end gets SIGUSR2:
+# smcr-stream stops reading, waits 0.5 s and aborts, smcr_abort() in
+# libsmcr, shutdown() with data unread in the kernel (which smc_close_final
+# sends as peer_conn_abort).  The other end must see "Connection reset by
+# peer" on both connections (an error, not an end of stream), and the
+# libsmcr end hold no connection or buffer afterwards.
+ab_summary=()
+# ab NAME PORT SERVER_TYPE CLIENT_TYPE ABORTER(client|server)
+ab() {
+    local name=$1 port=$2 st=$3 ct=$4 who=$5 srv cli cout sout crc src abo peer ours n=2 t0 t1
+    srv=$(vm_bg B "SMCR_EIDS=$EID exec timeout 120 $S server -t $st -p $port -n $n")
+    vm_listening B "$port"
+    cli=$(vm_bg A "SMCR_EIDS=$EID exec timeout 110 $S client $B1 -t $ct -p $port -m verify -b 0 -n $n -s 16K")
+    sleep 3
+    t0=$(date +%s%N)
+    if [ "$who" = client ]; then vm_run A 'kill -USR2 $(pidof smcr-stream)' >/dev/null
+    else vm_run B 'kill -USR2 $(pidof smcr-stream)' >/dev/null; fi
+    cout=$(vm_wait -t 60 A "$cli" 2>&1); crc=$?
+    sout=$(vm_wait -t 60 B "$srv" 2>&1); src=$?
+    t1=$(date +%s%N)
+    [ "$crc" = 1 ] && [ "$src" = 1 ] || {
+        echo "$cout" | tail -n 20; echo "$sout" | tail -n 20
+        fail "$name: client and server should both end with 1, not $crc and $src"; }
+    if [ "$who" = client ]; then abo=$cout peer=$sout; else abo=$sout peer=$cout; fi
+    if [ "$st" = smcr ]; then ours=$sout; else ours=$cout; fi
+    echo "$abo$nl$peer" | grep -E '(aborted|Connection reset|verify FAIL|stream ended)' | sed "s/^/  $name: /"
+    [ "$(echo "$abo" | grep -cE "^$who: conn [0-9]+ aborted")" = "$n" ] ||
+        fail "$name: the $who did not abort its $n connections"
+    [ "$(echo "$peer" | grep -cE '(^server: conn [0-9]+ verify FAIL|^smcr-stream: connection [0-9]+).*: Connection reset by peer$')" = "$n" ] ||
+        fail "$name: the peer did not see a reset on all $n connections"
+    st_line=$(echo "$ours" | grep '^stats [a-z]*: connections' | tail -n 1)
+    echo "$st_line" | grepq "connections $n smc $n fallbacks 0 " || fail "$name: libsmcr: not $n SMC-R connections: $st_line"
+    echo "$st_line" | grepq 'open_connections 0 rmbes_in_use 0 sndbufs_in_use 0' ||
+        fail "$name: libsmcr holds a connection or buffer: $st_line"
+    ab_summary+=("$name: $n/$n reset at the peer, $(( (t1 - t0) / 1000000 )) ms from the signal to both ends done; libsmcr holds nothing")
+}
+nl=$'\n'
+if [[ $parts == *" e "* ]]; then
+    ab "(e) kernel client aborts, libsmcr server" 5021 smcr smc client
+    ab "(e) libsmcr server aborts, kernel client" 5022 smcr smc server
+    ab "(e) libsmcr client aborts, kernel server" 5023 smc smcr client
+    ab "(e) kernel server aborts, libsmcr client" 5024 smc smcr server
+    echo "--- abort with the kernel peer"
+    printf '  %s\n' "${ab_summary[@]}"
+fi
+
+echo "PASS: SMC-Rv2 with the kernel, parts${parts% }: (a)/(b) $nconn x $bytes bytes each way per case, SHA-256 verified, all SMC-Rv2, no fallback, one link group each; (c)/(d) failover with $SMCR_KV2_FO_CONNS streams verified, no reset (cable pulls of both links, a QP error forced in libsmcr, the kernel's port down); (e) abort from either end seen as a reset by the other"
 vm_quit A B
 exit 0
