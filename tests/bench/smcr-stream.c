@@ -191,13 +191,16 @@ static void c_close(struct conn *c)
 		close(c->fd);
 }
 
-/* Abort (see SIGUSR2 above); c_close() afterwards still frees it. */
+/* Abort (see SIGUSR2 above).  smcr_abort() frees the socket and a TCP
+ * socket is closed here: c_close() afterwards frees what is left. */
 static void c_abort(struct conn *c)
 {
 	struct linger l = { .l_onoff = 1, .l_linger = 0 };
 
 	if (c->s) {
 		smcr_abort(c->s);
+		c->s = NULL;
+		c->fd = -1;
 	} else if (o.t == T_SMC) {
 		shutdown(c->fd, SHUT_RDWR);
 	} else {
@@ -658,6 +661,8 @@ static int serve_one(struct conn *c, unsigned int idx)
 					.bytes = h.bytes_or_iters, .size = h.size };
 
 		ret = verify_conn(&j) ? 0 : -EIO;
+		if (j.aborted)
+			*c = j.c;	/* what the abort left to close */
 		if (j.aborted)
 			printf("server: conn %u aborted (received %llu, sent %llu bytes)\n", idx,
 			       (unsigned long long)j.got, (unsigned long long)j.sent);
