@@ -260,15 +260,15 @@ ab_summary=()
 # ab NAME PORT SERVER_TYPE CLIENT_TYPE ABORTER(client|server)
 ab() {
     local name=$1 port=$2 st=$3 ct=$4 who=$5 srv cli cout sout crc src abo peer ours n=2 t0 t1
-    srv=$(vm_bg B "SMCR_EIDS=$EID exec timeout 120 $S server -t $st -p $port -n $n")
+    srv=$(vm_bg B "SMCR_EIDS=$EID exec timeout 200 $S server -t $st -p $port -n $n")
     vm_listening B "$port"
-    cli=$(vm_bg A "SMCR_EIDS=$EID exec timeout 110 $S client $B1 -t $ct -p $port -m verify -b 0 -n $n -s 16K")
+    cli=$(vm_bg A "SMCR_EIDS=$EID exec timeout 190 $S client $B1 -t $ct -p $port -m verify -b 0 -n $n -s 16K")
     sleep 3
     t0=$(date +%s%N)
     if [ "$who" = client ]; then vm_run A 'kill -USR2 $(pidof smcr-stream)' >/dev/null
     else vm_run B 'kill -USR2 $(pidof smcr-stream)' >/dev/null; fi
-    cout=$(vm_wait -t 60 A "$cli" 2>&1); crc=$?
-    sout=$(vm_wait -t 60 B "$srv" 2>&1); src=$?
+    cout=$(vm_wait -t 150 A "$cli" 2>&1); crc=$?
+    sout=$(vm_wait -t 150 B "$srv" 2>&1); src=$?
     t1=$(date +%s%N)
     [ "$crc" = 1 ] && [ "$src" = 1 ] || {
         echo "$cout" | tail -n 20; echo "$sout" | tail -n 20
