@@ -386,6 +386,8 @@ static void *verify_recv(void *arg)
  * the client's stream has ended. */
 static bool verify_stop(struct verify_job *j, double t0)
 {
+	if (abort_streams)
+		return true;	/* verify_conn aborts after its loop */
 	if (j->dir == 1)
 		return __atomic_load_n(&j->peer_ended, __ATOMIC_ACQUIRE) ||
 		       j->err != 0;
@@ -426,11 +428,6 @@ static bool verify_conn(struct verify_job *j)
 	while (ret == 0 && (framed ? !verify_stop(j, t0) : sent < j->bytes)) {
 		size_t n = j->size;
 
-		if (framed && abort_streams) {
-			verify_abort(j);
-			ret = -ECONNABORTED;
-			break;
-		}
 
 		if (!framed && j->bytes - sent < n)
 			n = (size_t)(j->bytes - sent);
