@@ -17,7 +17,7 @@
 # tests/bench/README.md (also: why AF_SMC falls back to TCP over rxe).
 #
 #   tests/bench/bench-smcr-vm.sh [-B BUILDDIR] [-r ROUNDS] [-b BYTES] [-i ITERS]
-#                                [--smc-v2-probe] [--v2]
+#                                [--smc-v2-probe] [--v2] [--sizes "4K 64K ..."] [-o DIR]
 #
 #   -B BUILDDIR  the build tree (default: ./build next to the sources, or
 #                $abs_top_builddir)
@@ -33,6 +33,12 @@
 #   --v2         the kernel peer: patched rdma_rxe in both guests, PNET ID
 #                and user EID for AF_SMC and libsmcr (SMCR_EIDS): every
 #                pairing is SMC-Rv2 (counted), kernel and libsmcr mixed.
+#   --sizes LIST bandwidth against message size as well: ib_write_bw,
+#                libsmcr (defaults) and TCP with each size of LIST (BYTES
+#                per run, every round), table and plot (gnuplot) in DIR
+#   -o DIR       where the report goes (default: bench-smcr-report in the
+#                build tree): report.md (what this prints) and, with
+#                --sizes, bw-size.dat and bw-size.png
 #
 # Latency: perftest's ib_write_lat reports half the round trip; the table
 # shows round trips for everything (ib_write_lat's t_avg x 2).  Bandwidth in
@@ -47,7 +53,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=3 bytes=32M iters=1000 probe=0 v2=0
+rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -56,10 +62,22 @@ while [ $# -gt 0 ]; do
         -i) iters=$2; shift 2 ;;
         --smc-v2-probe) probe=1; shift ;;
         --v2) v2=1; shift ;;
-        *) sed -n '3,44p' "$0"; exit 2 ;;
+        --sizes) sizes=$2; shift 2 ;;
+        -o) outdir=$2; shift 2 ;;
+        *) sed -n '3,50p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
+: "${outdir:=$builddir/bench-smcr-report}"
+mkdir -p "$outdir" || exit 1
+outdir=$(cd "$outdir" && pwd)
+sizes_b=
+for z in $sizes; do
+    b=$(numfmt --from=iec "$z") || { echo "bench: bad size '$z'" >&2; exit 2; }
+    sizes_b="$sizes_b $b"
+done
+# Everything printed from here on goes to the report too.
+exec > >(tee "$outdir/report.md") 2>&1
 export abs_top_builddir=$builddir abs_builddir=$builddir/tests
 export abs_top_srcdir=$top srcdir=$top/tests
 : "${SMCR_VM_WORKDIR:=$builddir/tests/bench/bench-smcr-vm.d}"
@@ -138,8 +156,8 @@ stream_run() {
 
 # val KEY R VALUE: one measurement (empty: failed).
 val() { res[$1,$2]=$3; }
-# field AWK-PROGRAM: the last value the program prints from $out.
-field() { echo "$out" | awk "$1" | tail -n 1; }
+# field [-v VAR=VALUE] AWK-PROGRAM: the last value it prints from $out.
+field() { echo "$out" | awk "$@" | tail -n 1; }
 complain() { [ -n "$2" ] || { echo "$out" | tail -n 5 | sed 's/^/    /'; echo "bench: $1 gave no result" >&2; }; }
 
 for (( r=1; r<=rounds; r++ )); do
@@ -187,6 +205,21 @@ for (( r=1; r<=rounds; r++ )); do
         v=$(field '$1 == "result" && $2 == "lat" { print $4 }'); complain "smcr lat ($env)" "$v"
         val smcr${k}_lat $r "$v"
         val smcr${k}_latcpu $r "$(field '$1 == "result" && $2 == "latcpu" { print $4 }')"
+    done
+done
+
+# Bandwidth against message size (--sizes): every round, one run each.
+for (( r=1; r<=rounds && ${#sizes_b}; r++ )); do
+    vm_say "message sizes, round $r of $rounds"
+    for b in $sizes_b; do
+        out=$(perf_run ib_write_bw "-s $b -n $(( (nbytes + b - 1) / b ))")
+        v=$(field -v b=$b '$1 == b && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }'); complain "ib_write_bw -s $b" "$v"
+        val sz_ib_$b $r "$v"
+        for t in smcr tcp; do
+            out=$(stream_run $t bw "-s $b -b $bytes")
+            v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "$t bw -s $b" "$v"
+            val sz_${t}_$b $r "$v"
+        done
     done
 done
 
@@ -244,6 +277,35 @@ if [ "$v2" = 1 ]; then
     echo "libsmcr vs the kernel on the same link (median of per-round ratios):"
     echo "  bw:  libsmcr<->libsmcr / kernel<->kernel $(mratio smcr_bw smc_bw); libsmcr->kernel / kernel<->kernel $(mratio smc_smcr_bw smc_bw); kernel->libsmcr / kernel<->kernel $(mratio smcr_smc_bw smc_bw)"
     echo "  RTT: libsmcr<->libsmcr / kernel<->kernel $(mratio smcr_lat smc_lat); libsmcr->kernel / kernel<->kernel $(mratio smc_smcr_lat smc_lat); kernel->libsmcr / kernel<->kernel $(mratio smcr_smc_lat smc_lat)"
+fi
+
+if [ -n "$sizes_b" ]; then
+    echo
+    echo "bandwidth against message size (MB/s, median of $rounds round(s); ratio: median of libsmcr / ib_write_bw within a round)"
+    printf '%10s %12s %10s %8s %10s\n' "message" ib_write_bw libsmcr "/ib_bw" TCP
+    echo "# bytes ib_write_bw libsmcr tcp (MB/s, medians)" >"$outdir/bw-size.dat"
+    for b in $sizes_b; do
+        printf '%10s %12s %10s %8s %10s\n' "$(numfmt --to=iec $b)" "$(med sz_ib_$b)" \
+            "$(med sz_smcr_$b)" "$(mratio sz_smcr_$b sz_ib_$b)" "$(med sz_tcp_$b)"
+        echo "$b $(med sz_ib_$b) $(med sz_smcr_$b) $(med sz_tcp_$b)" | sed 's/ - / NaN /g; s/ -$/ NaN/' >>"$outdir/bw-size.dat"
+    done
+    if command -v gnuplot >/dev/null; then
+        gnuplot <<GP && echo "plot: $outdir/bw-size.png" && echo "![bandwidth against message size](bw-size.png)"
+set terminal png size 800,480
+set output '$outdir/bw-size.png'
+set logscale x 2
+set grid
+set key left top
+set xlabel 'message size (bytes)'
+set ylabel 'MB/s'
+set title 'One stream over one rxe link (TCG guests): bandwidth against message size'
+plot '$outdir/bw-size.dat' using 1:2 with linespoints lw 2 title 'ib\_write\_bw', \
+     '' using 1:3 with linespoints lw 2 title 'libsmcr (defaults)', \
+     '' using 1:4 with linespoints lw 2 title 'TCP'
+GP
+    else
+        echo "(gnuplot is not installed: no plot)"
+    fi
 fi
 
 if [ "$probe" = 1 ]; then

@@ -524,6 +524,9 @@ static bool streamed(uint64_t total)
 	return true;
 }
 
+/* Called after each tick of stream_with (then with writes in flight). */
+static void (*after_tick)(void);
+
 static void stream_with(uint64_t total, void (*at)(unsigned int round))
 {
 	unsigned int round;
@@ -537,6 +540,8 @@ static void stream_with(uint64_t total, void (*at)(unsigned int round))
 		if (round % 10 == 0) {
 			smcr_lgr_tick(S.lgr);
 			smcr_lgr_tick(C.lgr);
+			if (after_tick)
+				after_tick();
 		}
 		run();
 	}
@@ -842,15 +847,25 @@ static void test_rebalance(void)
 	group_down();
 }
 
+static unsigned int deferred;	/* moves waiting for writes in flight */
+
+static void count_deferred(void)
+{
+	unsigned int c;
+
+	for (c = 0; c < NCONN; c++)
+		deferred += S.conn[c].move_to != NULL;
+}
+
 /* Busy connections move too: the tick comes while every connection has
  * writes and CDCs in flight, so each stops posting on its old link and
  * moves when they complete (the stream never pauses for it). */
 static void test_rebalance_busy(void)
 {
 	const uint64_t total = 512 * 1024;
-	unsigned int round, c, deferred = 0;
 	struct smcr_link *l0, *l1;
 	uint64_t fo_s, fo_c;
+	unsigned int c;
 
 	group_up(2, 2, NULL);
 	conns_up();
@@ -868,18 +883,10 @@ static void test_rebalance_busy(void)
 	memset(S.rcvd, 0, sizeof(S.rcvd));
 	memset(C.sent, 0, sizeof(C.sent));
 	memset(C.rcvd, 0, sizeof(C.rcvd));
-	for (round = 0; round < 20000 && !streamed(total); round++) {
-		pump(&S, &C, total);
-		pump(&C, &S, total);
-		clock_ms += 10;
-		if (round % 10 == 5) {
-			smcr_lgr_tick(S.lgr);
-			smcr_lgr_tick(C.lgr);
-			for (c = 0; c < NCONN; c++)
-				deferred += S.conn[c].move_to != NULL;
-		}
-		run();
-	}
+	deferred = 0;
+	after_tick = count_deferred;
+	stream_with(total, NULL);
+	after_tick = NULL;
 	check_stream(total);
 	CU_ASSERT(deferred > 0);
 	CU_ASSERT(S.lgr->stats.rebalanced > 0);
