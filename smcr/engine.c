@@ -1017,7 +1017,7 @@ static void reap(struct smcr_ctx *ctx)
 	for (pp = &ctx->lgrs; *pp;) {
 		struct smcr_lgr *lgr = *pp;
 
-		if (lgr->terminated && lgr->nconns == 0) {
+		if (lgr->terminated && lgr->nconns == 0 && lgr->setups == 0) {
 			*pp = lgr->next;
 			lgr_stats_add(&ctx->stats, lgr);
 			smcr_lgr_destroy(lgr);

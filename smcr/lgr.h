@@ -225,6 +225,10 @@ struct smcr_lgr {
 	 * they run on every completion. */
 	struct smcr_conn *conns[SMCR_LGR_MAX_CONNS];
 	unsigned int nconns, conns_end;
+	/* CLC handshakes that hold this group (and may wait with the engine
+	 * lock released): the engine frees a terminated group only when
+	 * neither these nor connections remain. */
+	unsigned int setups;
 	uint32_t next_token;
 	struct smcr_llc_flow flow;
 	struct smcr_llc_pending queue[SMCR_LLC_QUEUE];

@@ -58,11 +58,17 @@ static struct smcr_port_ref *port_of_fd(struct smcr_ctx *ctx, int fd)
 	return smcr_engine_port_for(ctx, (struct sockaddr *)&ss);
 }
 
+struct rmb_wait {
+	const struct smcr_rmbe *e;
+	const struct smcr_lgr *lgr;
+};
+
+/* The new RMB is announced, or its group has ended. */
 static bool rmb_announced(void *arg)
 {
-	struct smcr_rmbe *e = arg;
+	const struct rmb_wait *w = arg;
 
-	return e->rmb->announced;
+	return w->e->rmb->announced || w->lgr->terminated;
 }
 
 struct link_wait {
@@ -117,9 +123,14 @@ static uint32_t rmbe_get(struct setup *st, struct smcr_rmbe *e)
 		smcr_warn("connect: no RMBE: %s", strerror(-ret));
 		return SMCR_DECL_MEM;
 	}
-	if (pending && smcr_engine_wait(ctx, rmb_announced, e, rkey_wait_ms(ctx))) {
-		smcr_rmbe_free(&st->lgr->rmbs, e);
-		return SMCR_DECL_ERR_RTOK;
+	if (pending) {
+		struct rmb_wait w = { .e = e, .lgr = st->lgr };
+
+		if (smcr_engine_wait(ctx, rmb_announced, &w, rkey_wait_ms(ctx)) ||
+		    st->lgr->terminated) {
+			smcr_rmbe_free(&st->lgr->rmbs, e);
+			return SMCR_DECL_ERR_RTOK;
+		}
 	}
 	return 0;
 }
@@ -249,13 +260,28 @@ static struct smcr_lgr *lgr_find_settled(struct setup *st, enum smcr_role role,
 	return lgr_find_version(ctx, role, pid, gid, mac, qpn, v);
 }
 
+/* The handshake holds the group it works on until it ends (the engine
+ * lock is released while it waits for the peer or for an RKey). */
+static void st_hold(struct setup *st, struct smcr_lgr *lgr)
+{
+	if (st->lgr == lgr)
+		return;
+	if (st->lgr)
+		st->lgr->setups--;
+	st->lgr = lgr;
+	if (lgr)
+		lgr->setups++;
+}
+
 static int lgr_new(struct setup *st, enum smcr_role role, const struct smcr_peer_id *peer)
 {
+	struct smcr_lgr *lgr;
 	int ret = smcr_lgr_create(role, &smcr_engine_lgr_ops, st->ctx,
-				  &st->ctx->lgr_cfg, &st->lgr);
+				  &st->ctx->lgr_cfg, &lgr);
 
 	if (ret)
 		return ret;
+	st_hold(st, lgr);
 	peer_id_bytes(peer, st->lgr->peer_id);
 	st->lgr->version = st->res->version;
 	st->lgr->next = st->ctx->lgrs;
@@ -340,8 +366,8 @@ static uint32_t cl_accept(void *arg, int fd, const struct smcr_clc_proposal *pro
 		st->link = NULL;	/* the group owns it now */
 		st->slot = 0;
 	} else {
-		st->lgr = lgr_find_settled(st, SMCR_ROLE_CLIENT, pid, acc->gid, acc->mac,
-					   acc->qpn);
+		st_hold(st, lgr_find_settled(st, SMCR_ROLE_CLIENT, pid, acc->gid, acc->mac,
+					     acc->qpn));
 		st->slot = st->lgr ? slot_by_peer(st->lgr, acc->qpn, acc->gid) : -1;
 		if (st->slot < 0) {
 			/* The server believes in a group we do not have. */
@@ -382,7 +408,7 @@ static uint32_t sv_accept_proposal(void *arg, int fd, const struct smcr_clc_prop
 		goto out_unlock;
 	}
 	peer_id_bytes(&prop->peer_id, pid);
-	st->lgr = lgr_find_settled(st, SMCR_ROLE_SERVER, pid, prop->gid, prop->mac, 0);
+	st_hold(st, lgr_find_settled(st, SMCR_ROLE_SERVER, pid, prop->gid, prop->mac, 0));
 	if (st->lgr) {
 		struct smcr_link *l = smcr_lgr_pick_link(st->lgr);
 
@@ -572,6 +598,7 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 			       smcr_clc_client(fd, &clc_ops, &st, &cfg, &res);
 	}
 	pthread_mutex_lock(&ctx->lock);
+	st_hold(&st, NULL);	/* a connection made counts in the group now */
 	ctx->stats.connections++;
 	if (ret < 0) {
 		smcr_warn("%s: CLC handshake failed: %s", server ? "accept" : "connect",
