@@ -294,6 +294,7 @@ if [ -n "$sizes_b" ]; then
 set terminal png size 800,480
 set output '$outdir/bw-size.png'
 set logscale x 2
+set format x '%.0b %BB'
 set grid
 set key left top
 set xlabel 'message size (bytes)'
