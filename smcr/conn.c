@@ -218,42 +218,9 @@ bool smcr_conn_tx_pending(const struct smcr_conn *conn)
 	return conn->fo_pending || conn->cdc_due || !tx_drained(conn);
 }
 
-static void conn_move_now(struct smcr_conn *conn)
-{
-	struct smcr_link *to = conn->move_to;
-
-	conn->move_to = NULL;
-	if (conn->link)
-		conn->link->nconns--;
-	conn->link = to;
-	to->nconns++;
-	conn->moves++;
-}
-
-bool smcr_conn_move(struct smcr_conn *conn, struct smcr_link *to)
-{
-	/* (Not before a failover's validation CDC has gone out.) */
-	if (conn->error || conn->abort_sent || conn->peer_aborted ||
-	    conn->fo_pending || to == conn->link)
-		return false;
-	conn->move_to = to;
-	if (conn->inflight_n)
-		return false;	/* smcr_conn_cdc_done moves it */
-	conn_move_now(conn);
-	if (smcr_conn_tx_pending(conn))
-		smcr_conn_flush(conn);
-	return true;
-}
-
-void smcr_conn_link_gone(struct smcr_conn *conn, const struct smcr_link *link)
-{
-	if (conn->move_to == link)
-		conn->move_to = NULL;
-}
-
 int smcr_conn_flush(struct smcr_conn *conn)
 {
-	struct smcr_link *link;
+	struct smcr_link *link = conn->link;
 	bool data;
 	unsigned int n;
 	int ret;
@@ -263,17 +230,6 @@ int smcr_conn_flush(struct smcr_conn *conn)
 	if (conn->closed_sent && !conn->cdc_due)
 		return 0;
 	data = !tx_drained(conn);
-	if (conn->move_to) {
-		/* Moving: nothing more on the old link until what is on it
-		 * has completed (not -EAGAIN: that would stop the group
-		 * kicking the link's other connections). */
-		if (conn->inflight_n) {
-			conn->cdc_due = conn->cdc_due || data;
-			return 0;
-		}
-		conn_move_now(conn);
-	}
-	link = conn->link;
 	/* Two writes at most plus the CDC (after a failover, the validation
 	 * CDC first), posted as one batch; a few slots stay free for LLC
 	 * messages, which must not wait behind data. */
@@ -637,8 +593,7 @@ void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status)
 		conn->inflight_n -= i + 1;
 		break;
 	}
-	if (conn->cdc_due || !tx_drained(conn) ||
-	    (conn->move_to && !conn->inflight_n))
+	if (conn->cdc_due || !tx_drained(conn))
 		smcr_conn_flush(conn);
 	conn_notify(conn);
 }
@@ -653,7 +608,6 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
 		conn->link->nconns--;
 	conn->link = link;
 	link->nconns++;
-	conn->move_to = NULL;
 	if (conn->abort_sent || conn->peer_aborted)
 		return 0;
 	conn->stats.failovers++;
@@ -674,6 +628,14 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
 	conn->cdc_due = true;
 	ret = smcr_conn_flush(conn);
 	return ret == -EAGAIN ? 0 : ret;
+}
+
+bool smcr_conn_idle(const struct smcr_conn *conn)
+{
+	if (conn->error || conn->abort_sent || conn->peer_aborted)
+		return false;
+	return conn->inflight_n == 0 && !conn->fo_pending && !conn->cdc_due &&
+	       tx_drained(conn);
 }
 
 unsigned int smcr_conn_poll(const struct smcr_conn *conn)

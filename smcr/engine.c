@@ -1302,9 +1302,10 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		free(ctx);
 		return ret;
 	}
-	/* SMCR_RMBE_SIZE if set, else 0: sized per connection (rmbe_auto_size) */
+	/* 64 KiB unless set; SMCR_RMBE_SIZE=0 (and rmbe_size 0): sized per
+	 * connection (not the default yet: see libsmcr(3), SMCR_RMBE_SIZE) */
 	if (!ctx->opts.rmbe_size)
-		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 0);
+		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 64 * 1024);
 	if (!ctx->opts.clc_timeout_ms)
 		ctx->opts.clc_timeout_ms = 2000;
 	if (!ctx->opts.link_wait_ms)

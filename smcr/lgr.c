@@ -147,37 +147,16 @@ struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr)
 	return NULL;
 }
 
-/* Move connections from the busiest link to the least busy one, a few per
- * tick, until they differ by one at most.  An idle connection moves at
- * once; a busy one stops posting on the old link and moves when what it
- * has there completed (smcr_conn_move): nothing needs validating or
- * replaying, and its next CDC (cumulative cursors) goes on the new link.
- * The next round waits for the moves of this one. */
-/* Counts the moves done (rebalanced); true while one is still pending. */
-static bool lgr_moves(struct smcr_lgr *lgr)
-{
-	bool pending = false;
-	unsigned int i;
-
-	for (i = 0; i < lgr->conns_end; i++) {
-		struct smcr_conn *conn = lgr->conns[i];
-
-		if (!conn)
-			continue;
-		lgr->stats.rebalanced += conn->moves;
-		conn->moves = 0;
-		pending = pending || conn->move_to;
-	}
-	return pending;
-}
-
+/* Move idle connections from the busiest link to the least busy one, a
+ * few per tick, until they differ by one at most.  A connection moves only
+ * when none of its writes and CDCs is outstanding on the old link: then
+ * nothing needs validating or replaying, and its next CDC (cumulative
+ * cursors) goes on the new link. */
 static void lgr_rebalance(struct smcr_lgr *lgr)
 {
 	struct smcr_link *hi = NULL, *lo = NULL;
-	unsigned int i, nhi, nlo, moved = 0, now = 0;
+	unsigned int i, moved = 0;
 
-	if (lgr_moves(lgr))
-		return;
 	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 		struct smcr_link *l = lgr->links[i].link;
 
@@ -190,25 +169,21 @@ static void lgr_rebalance(struct smcr_lgr *lgr)
 	}
 	if (!hi || hi == lo || hi->nconns < lo->nconns + 2)
 		return;
-	nhi = hi->nconns;
-	nlo = lo->nconns;
-	for (i = 0; i < lgr->conns_end && nhi >= nlo + 2 && moved < 8; i++) {
+	for (i = 0; i < lgr->conns_end && hi->nconns >= lo->nconns + 2 &&
+		    moved < 8; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
 
-		if (!conn || conn->link != hi || conn->error ||
-		    conn->abort_sent || conn->peer_aborted)
+		if (!conn || conn->link != hi || !smcr_conn_idle(conn))
 			continue;
-		if (!smcr_conn_move(conn, lo) && !conn->move_to)
-			continue;	/* not now (failover validation due) */
-		now += !conn->move_to;
-		nhi--;
-		nlo++;
+		hi->nconns--;
+		conn->link = lo;
+		lo->nconns++;
+		lgr->stats.rebalanced++;
 		moved++;
 	}
-	lgr_moves(lgr);
 	if (moved)
-		smcr_dbg("link group: moving %u connection(s) from link %u to link %u (%u at once)",
-			 moved, hi->link_id, lo->link_id, now);
+		smcr_dbg("link group: moved %u connection(s) from link %u to link %u",
+			 moved, hi->link_id, lo->link_id);
 }
 
 /* Register every RMB of ours on a new link's device. */
@@ -360,8 +335,6 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 	for (i = 0; i < lgr->conns_end; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
 
-		if (conn)
-			smcr_conn_link_gone(conn, link);
 		if (!conn || conn->link != link)
 			continue;
 		to = smcr_lgr_least_loaded(lgr);

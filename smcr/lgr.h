@@ -84,7 +84,7 @@ enum smcr_link_policy {
 struct smcr_lgr_config {
 	uint8_t max_links;		/* 2..8 symmetric links we accept */
 	enum smcr_link_policy link_policy;	/* for new connections */
-	/* Move connections from a busy link to a less busy one (e.g.
+	/* Move idle connections from a busy link to a less busy one (e.g.
 	 * back to a link that has returned). */
 	bool rebalance;
 	uint32_t llc_timeout_ms;	/* reply to an LLC request (C.7) */

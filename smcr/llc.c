@@ -187,8 +187,6 @@ static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
 		struct smcr_conn *conn = lgr->conns[i];
 		struct smcr_link *to;
 
-		if (conn)
-			smcr_conn_link_gone(conn, link);
 		if (!conn || conn->link != link)
 			continue;
 		link->state = SMCR_LINK_DELETING;

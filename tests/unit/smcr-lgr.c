@@ -524,9 +524,6 @@ static bool streamed(uint64_t total)
 	return true;
 }
 
-/* Called after each tick of stream_with (then with writes in flight). */
-static void (*after_tick)(void);
-
 static void stream_with(uint64_t total, void (*at)(unsigned int round))
 {
 	unsigned int round;
@@ -540,8 +537,6 @@ static void stream_with(uint64_t total, void (*at)(unsigned int round))
 		if (round % 10 == 0) {
 			smcr_lgr_tick(S.lgr);
 			smcr_lgr_tick(C.lgr);
-			if (after_tick)
-				after_tick();
 		}
 		run();
 	}
@@ -847,80 +842,6 @@ static void test_rebalance(void)
 	group_down();
 }
 
-static unsigned int deferred;	/* moves waiting for writes in flight */
-
-static void count_deferred(void)
-{
-	unsigned int c;
-
-	for (c = 0; c < NCONN; c++)
-		deferred += S.conn[c].move_to != NULL;
-}
-
-/* Busy connections move too: the tick comes while every connection has
- * writes and CDCs in flight, so each stops posting on its old link and
- * moves when they complete (the stream never pauses for it). */
-static void test_rebalance_busy(void)
-{
-	const uint64_t total = 512 * 1024;
-	struct smcr_link *l0, *l1;
-	uint64_t fo_s, fo_c;
-	unsigned int c;
-
-	group_up(2, 2, NULL);
-	conns_up();
-	stream_with(total, cut_link1);
-	check_stream(total);
-	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), 0);
-	run();
-	CU_ASSERT_EQUAL_FATAL(smcr_lgr_active_links(S.lgr), 2);
-	l0 = S.lgr->links[0].link;
-	l1 = S.lgr->links[1].link;
-	CU_ASSERT(l0->nconns == 0 || l1->nconns == 0);
-	fo_s = S.lgr->stats.failovers;
-	fo_c = C.lgr->stats.failovers;
-	memset(S.sent, 0, sizeof(S.sent));
-	memset(S.rcvd, 0, sizeof(S.rcvd));
-	memset(C.sent, 0, sizeof(C.sent));
-	memset(C.rcvd, 0, sizeof(C.rcvd));
-	deferred = 0;
-	after_tick = count_deferred;
-	stream_with(total, NULL);
-	after_tick = NULL;
-	check_stream(total);
-	CU_ASSERT(deferred > 0);
-	CU_ASSERT(S.lgr->stats.rebalanced > 0);
-	CU_ASSERT(C.lgr->stats.rebalanced > 0);
-	CU_ASSERT(l0->nconns >= NCONN / 2 - 1 && l1->nconns >= NCONN / 2 - 1);
-	CU_ASSERT_EQUAL(links_in_use(S.lgr), 2);
-	CU_ASSERT_EQUAL(links_in_use(C.lgr), 2);
-	for (c = 0; c < NCONN; c++) {
-		CU_ASSERT_PTR_NULL(S.conn[c].move_to);
-		CU_ASSERT_PTR_NULL(C.conn[c].move_to);
-	}
-	/* Moved, not failed over: nothing was replayed. */
-	CU_ASSERT_EQUAL(S.lgr->stats.failovers, fo_s);
-	CU_ASSERT_EQUAL(C.lgr->stats.failovers, fo_c);
-	/* A link that fails while moves onto it are pending: they are called
-	 * off, and the connections carry on where they are. */
-	memset(S.sent, 0, sizeof(S.sent));
-	memset(S.rcvd, 0, sizeof(S.rcvd));
-	memset(C.sent, 0, sizeof(C.sent));
-	memset(C.rcvd, 0, sizeof(C.rcvd));
-	pump(&S, &C, total);
-	pump(&C, &S, total);
-	for (c = 0; c < NCONN; c++)
-		if (S.conn[c].link == l1)
-			smcr_conn_move(&S.conn[c], l0);
-	smcr_lgr_link_down(S.lgr, l0, -ENETDOWN);
-	for (c = 0; c < NCONN; c++)
-		CU_ASSERT_PTR_NULL(S.conn[c].move_to);
-	memwire_fault(end_of(l0), MEMWIRE_CUT);
-	stream_with(total, NULL);
-	check_stream(total);
-	group_down();
-}
-
 static void test_llc_timeout(void)
 {
 	struct smcr_rmbe e[17];
@@ -1068,7 +989,6 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "collision: both DELETE LINK", test_collision_delete_link_both },
 	{ "lost link seen by both sides at once", test_lost_link_both_sides },
 	{ "rebalancing onto a returned link", test_rebalance },
-	{ "rebalancing connections that are busy", test_rebalance_busy },
 	{ "LLC timeout: retries, then an outcome", test_llc_timeout },
 	{ "CONFIRM RKEY refused: asked again at the tick", test_rkey_refused_no_storm },
 	CU_TEST_INFO_NULL,
