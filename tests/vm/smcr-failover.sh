@@ -26,10 +26,10 @@
 #     connection builds a new link group.
 #  4. Asymmetric group: B's two NICs bridged under one RNIC (rxe0 on br0),
 #     A with two; A's links fail (cable, ifdown) and come back.
-# FO_CYCLES (SMCR_FO_CYCLES, default 3: 24 cuts, 3 per link and method;
-# a cut and its heal take 12-15 s under TCG (the link comes back ~10 s
-# after its cable), 40 cuts took 610 s of this test's 780 s on the 2-core
-# machine; 10, 80 cuts, was the default until CI's hour got short: the
+# FO_CYCLES (SMCR_FO_CYCLES, default 3: 24 cuts, 3 per link and method,
+# 363 s for the whole test on the 2-core machine; a cut and its heal take
+# 8-15 s under TCG, the link coming back several seconds after its cable;
+# 10, 80 cuts, was the default until CI's hour got short: the
 # soak (vm/soak.sh) puts 100 faults of every kind through the block stack
 # in make check too).
 # SMCR_FO_PHASES (default "1 2 3 4") runs some of the parts only.
