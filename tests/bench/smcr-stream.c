@@ -428,7 +428,6 @@ static bool verify_conn(struct verify_job *j)
 	while (ret == 0 && (framed ? !verify_stop(j, t0) : sent < j->bytes)) {
 		size_t n = j->size;
 
-
 		if (!framed && j->bytes - sent < n)
 			n = (size_t)(j->bytes - sent);
 		fill(buf, n, sent, j->k, j->dir);
@@ -658,12 +657,11 @@ static int serve_one(struct conn *c, unsigned int idx)
 					.bytes = h.bytes_or_iters, .size = h.size };
 
 		ret = verify_conn(&j) ? 0 : -EIO;
-		if (j.aborted)
+		if (j.aborted) {
 			*c = j.c;	/* what the abort left to close */
-		if (j.aborted)
 			printf("server: conn %u aborted (received %llu, sent %llu bytes)\n", idx,
 			       (unsigned long long)j.got, (unsigned long long)j.sent);
-		else if (j.bytes)
+		} else if (j.bytes)
 			printf("server: conn %u verify %s (%llu bytes each way)\n", idx,
 			       ret ? "FAIL" : "ok", (unsigned long long)j.bytes);
 		else
