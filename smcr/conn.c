@@ -491,6 +491,7 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 {
 	struct smcr_cdc_cursor prod, cons;
 	uint32_t len = rx_len(conn);
+	int64_t back;
 
 	if (m->token != conn->token)
 		return cdc_reject(conn, "alert token");
@@ -524,8 +525,19 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 		return cdc_reject(conn, "producer cursor outside the RMBE");
 	if (!cursor_from_wire(conn->tx_eye, conn->tx_len, &m->cons, &cons))
 		return cdc_reject(conn, "consumer cursor outside the RMBE");
-	if (smcr_cursor_dist(len, &conn->rx_prod, &prod) < 0)
+	/* After a failover Linux rewinds its producer cursor to its last
+	 * completed CDC and writes again from there (smc_switch_cursor), so a
+	 * CDC may carry a cursor behind one we took: no new data.  More than
+	 * an RMBE back is no rewind. */
+	back = smcr_cursor_dist(len, &conn->rx_prod, &prod);
+	if (back < -(int64_t)len)
 		return cdc_reject(conn, "producer cursor moved backwards");
+	if (back < 0) {
+		smcr_dbg("conn %08x: producer cursor %lld bytes back: no new data",
+			 conn->token, (long long)-back);
+		conn->stats.prod_rewinds++;
+		prod = conn->rx_prod;
+	}
 	if (smcr_cursor_dist(len, &conn->rx_cons, &prod) > (int64_t)len)
 		return cdc_reject(conn, "producer cursor overruns unread data");
 	if (smcr_cursor_dist(conn->tx_len, &conn->tx_peer_cons, &cons) < 0)

@@ -600,6 +600,48 @@ static void test_failover_peer_consumed_more(void)
 	teardown();
 }
 
+static void test_prod_rewind(void)
+{
+	uint8_t buf[600], got[600];
+	struct smcr_cdc_msg m;
+	struct smcr_conn *a, *b;
+	unsigned int i;
+
+	/* Linux after a failover (smc_switch_cursor): its producer cursor
+	 * goes back to its last completed CDC, a CDC carries it, and it
+	 * writes those bytes again.  B takes the old cursor as no new data. */
+	setup(1000, 1000, 64);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)i;
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 400), 400);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, 100), 100);
+	memset(&m, 0, sizeof(m));
+	m.token = b->token;
+	m.seqno = (uint16_t)(b->rx_seq + 1);
+	m.prod.count = 200 + EYE;		/* 400 were announced */
+	m.cons.count = EYE;
+	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), 0);
+	a->tx_seq = m.seqno;			/* as if A had sent it */
+	CU_ASSERT_EQUAL(b->error, 0);
+	CU_ASSERT_EQUAL(b->stats.prod_rewinds, 1);
+	CU_ASSERT_EQUAL(smcr_conn_rx_avail(b), 300);
+	/* The stream goes on from where it was. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 400, 200), 200);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got + 100, 500), 500);
+	CU_ASSERT(memcmp(got, buf, sizeof(buf)) == 0);
+	/* More than an RMBE back is no rewind. */
+	m.seqno = (uint16_t)(b->rx_seq + 1);
+	m.prod.wrap = (uint16_t)(b->rx_prod.wrap - 2);
+	m.prod.count = EYE;
+	m.cons = (struct smcr_cdc_cursor){ 0, EYE };
+	CU_ASSERT_EQUAL(smcr_conn_rx_cdc(b, &m), -EPROTO);
+	teardown();
+}
+
 /* Where the bytes and the wire cursors are in each layout, across a wrap:
  * a 16 KiB element holds 16384 data bytes (Linux) or 16380 after the eye
  * catcher (RFC); wire counts are data offsets + 0 or + 4. */
@@ -703,6 +745,7 @@ BOTH(test_bad_cdc)
 BOTH(test_failover_cut)
 BOTH(test_failover_lost_data)
 BOTH(test_failover_peer_consumed_more)
+BOTH(test_prod_rewind)
 BOTH(test_layout_offsets)
 
 CU_TestInfo smcr_conn_tests[] = {
@@ -715,6 +758,7 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "failover: cut link, replay", test_failover_cut_linux },
 	{ "failover: acked but lost data resets", test_failover_lost_data_linux },
 	{ "failover: the peer consumed beyond the rollback", test_failover_peer_consumed_more_linux },
+	{ "producer cursor rewound (Linux after a failover)", test_prod_rewind_linux },
 	{ "layout: offsets at the wrap, no eye catcher", test_layout_offsets_linux },
 	{ "layout fixed after set-up: relayout", test_relayout },
 	{ "RFC layout: stream, small windows, wrap", test_stream_small_window_rfc },
@@ -727,6 +771,7 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "RFC layout: failover: acked but lost data resets", test_failover_lost_data_rfc },
 	{ "RFC layout: failover: the peer consumed beyond the rollback",
 	  test_failover_peer_consumed_more_rfc },
+	{ "RFC layout: producer cursor rewound", test_prod_rewind_rfc },
 	{ "RFC layout: offsets at the wrap, eye catcher", test_layout_offsets_rfc },
 	CU_TEST_INFO_NULL,
 };

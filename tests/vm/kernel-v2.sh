@@ -226,8 +226,17 @@ fo() {
     fo_cycle "$name kernel-down ($kern eth1)" "vm_run $kern 'ip link set eth1 down'" "vm_run $kern 'ip link set eth1 up'"
     vm_run A 'kill -USR1 $(pidof smcr-stream)' >/dev/null
     [ -z "$cap" ] || vm_run "$kern" 'kill -INT $(pidof dumpcap)' >/dev/null
-    cout=$(vm_wait -t 120 A "$cli" 2>&1) || { echo "$cout" | tail -n 30; fail "$name: client failed"; }
-    sout=$(vm_wait -t 60 B "$srv" 2>&1) || { echo "$sout" | tail -n 30; fail "$name: server failed"; }
+    local crc=0 src=0
+    cout=$(vm_wait -t 120 A "$cli" 2>&1) || crc=1
+    sout=$(vm_wait -t 60 B "$srv" 2>&1) || src=1
+    if [ $crc = 1 ] || [ $src = 1 ]; then
+        echo "--- client (A)"; echo "$cout" | tail -n 30
+        echo "--- server (B)"; echo "$sout" | tail -n 30
+        echo "--- the kernel's messages ($kern)"
+        vm_run -t 30 "$kern" 'dmesg | grep -i smc | tail -n 20' 2>&1
+        [ $crc = 0 ] || fail "$name: client failed"
+        fail "$name: server failed"
+    fi
     echo "$cout" | grep -E '^(client|stats|result)' | sed "s/^/  A $name: /"
     echo "$sout" | grep -E '^stats' | sed "s/^/  B $name: /"
     echo "$cout" | grepq "^client: $n of $n connection(s) verified" || fail "$name: client: not $n of $n verified"
