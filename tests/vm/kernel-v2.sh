@@ -172,10 +172,15 @@ fi
 # DELETE LINK when the kernel noticed first: both count, by links_active.
 fo_summary=()
 # fo_fail MSG: stop the LLC capture (SMCR_KV2_LLCCAP) so that it is whole, fail.
-# The kernel's guest's blocked tasks and messages go to kern-dmesg.txt in its share.
+# The kernel's guest's blocked tasks and messages go to kern-dmesg.txt in its
+# share; its last smc lines are shown.
 fo_fail() {
+    local km
     [ -z "${cap:-}" ] || vm_run "$kern" 'kill -INT $(pidof dumpcap); sleep 1' >/dev/null 2>&1
-    vm_run -t 30 "$kern" 'echo w >/proc/sysrq-trigger; dmesg' >"$(vm_share "$kern")/kern-dmesg.txt" 2>&1
+    km=$(vm_share "$kern")/kern-dmesg.txt
+    vm_run -t 30 "$kern" 'echo w >/proc/sysrq-trigger; dmesg' >"$km" 2>&1
+    echo "--- the kernel's messages ($kern, whole in $km)"
+    grep -i smc "$km" | tail -n 20
     fail "$@"
 }
 fo_cycle() {
@@ -232,10 +237,8 @@ fo() {
     if [ $crc = 1 ] || [ $src = 1 ]; then
         echo "--- client (A)"; echo "$cout" | tail -n 30
         echo "--- server (B)"; echo "$sout" | tail -n 30
-        echo "--- the kernel's messages ($kern)"
-        vm_run -t 30 "$kern" 'dmesg | grep -i smc | tail -n 20' 2>&1
-        [ $crc = 0 ] || fail "$name: client failed"
-        fail "$name: server failed"
+        [ $crc = 0 ] || fo_fail "$name: client failed"
+        fo_fail "$name: server failed"
     fi
     echo "$cout" | grep -E '^(client|stats|result)' | sed "s/^/  A $name: /"
     echo "$sout" | grep -E '^stats' | sed "s/^/  B $name: /"
