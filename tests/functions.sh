@@ -28,6 +28,12 @@ if [ "${SMCR_VALGRIND:-0}" = 1 ]; then export SMCR_SYN_OPTION=off; fi
 skip() { echo "SKIP: $(basename "$0"): $*"; exit 77; }
 fail() { echo "FAIL: $(basename "$0"): $*" >&2; exit 1; }
 
+# tshark_smc ARGS: tshark that decodes SMC's CLC by content first.  Without
+# -o tcp.try_heuristic_first, a connection whose ephemeral port has a
+# dissector of its own (44818 is EtherNet/IP, 57000 IRC, ...) is decoded as
+# that protocol and its CLC messages go uncounted.
+tshark_smc() { tshark -o tcp.try_heuristic_first:TRUE "$@"; }
+
 requires() {
     if ! "$@" >/dev/null 2>&1; then
         skip "requires '$*' (not available here)"

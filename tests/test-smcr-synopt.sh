@@ -70,7 +70,7 @@ capture() {
     sleep 0.3
 }
 stop_capture() { sleep 1; kill -INT "$tshark_pid"; wait "$tshark_pid" 2>/dev/null; }
-tsh() { local n=$1; shift; tshark -r "$d/$n.pcap" "$@" 2>/dev/null; }
+tsh() { local n=$1; shift; tshark_smc -r "$d/$n.pcap" "$@" 2>/dev/null; }
 # opt NAME PORT syn|synack: 1 if that segment to/from PORT carries the option.
 opt() {
     local sel

@@ -47,7 +47,7 @@ kill -INT "$tshark_pid"
 wait "$tshark_pid" 2>/dev/null
 [ -s "$pcap" ] || fail "empty capture"
 
-tsh() { tshark -r "$pcap" "$@" 2>/dev/null; }
+tsh() { tshark_smc -r "$pcap" "$@" 2>/dev/null; }
 
 # Numbers compare by value (tshark prints some in hex, some in decimal).
 shopt -s extglob

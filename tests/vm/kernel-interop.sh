@@ -108,7 +108,7 @@ fb=$(( $(kget "$kB" "fallback server $reason_b") - $(kget "$k0B" "fallback serve
     fail "(b): the kernel server counted $fb fallbacks with reason $reason_b, not $nconn"
 
 echo "--- the capture"
-tsh() { tshark -r "$pcap" "$@" 2>/dev/null; }
+tsh() { tshark_smc -r "$pcap" "$@" 2>/dev/null; }
 # syn PORT ACK: the tcp.options of every SYN (ACK 0) or SYN-ACK (ACK 1).
 syn() { tsh -Y "tcp.port == $1 && tcp.flags.syn == 1 && tcp.flags.ack == $2" -T fields -e tcp.options; }
 opt=fe06e2d4c3d9

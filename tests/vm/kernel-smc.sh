@@ -80,7 +80,7 @@ done
     fail "A: smcr_tx_bytes $(get A smcr_tx_bytes) < $((nconn * 1048576))"
 
 # The capture.
-tsh() { tshark -r "$pcap" "$@" 2>/dev/null; }
+tsh() { tshark_smc -r "$pcap" "$@" 2>/dev/null; }
 ctype() { tsh -Y "smc.clc_msg == $1 && tcp.port == $port" -T fields -e frame.number | wc -l; }
 echo "capture: $(tsh -T fields -e frame.number | wc -l) frames," \
     "$(tsh -Y 'udp.port == 4791 && frame.interface_id == 1' | wc -l) RoCEv2 on eth1"

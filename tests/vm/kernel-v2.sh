@@ -56,7 +56,9 @@ if [[ $parts == *" ab "* ]]; then
 # the CLC streams and every RoCE SEND (BTH opcode 4, RC SEND Only: LLC and
 # CDC; not the RDMA WRITEs) on both NICs (a -f before the first -i is
 # every interface's filter)
-vm_dumpcap B "-f 'tcp portrange 5011-5012 or (udp port 4791 and udp[8] = 4)' -i eth0 -i eth1 -w $pcap"
+# (-B: a 64 MiB kernel buffer per interface, so that a busy TCG guest drops
+# nothing)
+vm_dumpcap B "-B 64 -f 'tcp portrange 5011-5012 or (udp port 4791 and udp[8] = 4)' -i eth0 -i eth1 -w $pcap"
 
 
 # run CASE PORT SERVER_TYPE CLIENT_TYPE: one case; sets out/sout.
@@ -94,8 +96,9 @@ kA=$(kstats A) kB=$(kstats B)
 
 sleep 1
 vm_run B 'kill -INT $(pidof dumpcap)' >/dev/null
-vm_wait -t 30 B "$vm_cap" >/dev/null 2>&1
+capstat=$(vm_wait -t 30 B "$vm_cap" 2>&1)
 [ -s "$pcap" ] || fail "empty capture"
+echo "--- dumpcap: $(echo "$capstat" | grep -i "packets" | tr -s "\n" " ")"
 
 echo "--- the kernel's counters (smc-nl), before -> after"
 kd() { echo "$(( $(kget "$2" "$3") - $(kget "$1" "$3") ))"; }
@@ -116,13 +119,20 @@ echo "  fallbacks: A client +$nfA, B server +$nfB"
 : "$fbA" "$fb0A"
 
 echo "--- the capture"
-tsh() { tshark -r "$pcap" "$@" 2>/dev/null; }
+tsh() { tshark_smc -r "$pcap" "$@" 2>/dev/null; }
 for port in 5011 5012; do
     c() { tsh -Y "tcp.port == $port && smc.clc_msg == $1" -T fields -e _ws.col.Protocol | grep -c '^SMCv2$'; }
     d=$(tsh -Y "tcp.port == $port && smc.clc_msg == 4" -T fields -e frame.number | wc -l)
     echo "  port $port: v2 Proposals $(c 1), Accepts $(c 2), Confirms $(c 3); Declines $d"
-    [ "$(c 1)" = "$nconn" ] && [ "$(c 2)" = "$nconn" ] && [ "$(c 3)" = "$nconn" ] ||
+    [ "$(c 1)" = "$nconn" ] && [ "$(c 2)" = "$nconn" ] && [ "$(c 3)" = "$nconn" ] || {
+        echo "  dumpcap: $(echo "$capstat" | grep -i 'packets' | tr '\n' ' ')"
+        echo "  per TCP stream (stream: SYN flags, then CLC types and protocols):"
+        tsh -Y "tcp.port == $port && (tcp.flags.syn == 1 || smc)" -T fields -e tcp.stream \
+            -e tcp.flags.str -e smc.clc_msg -e _ws.col.Protocol |
+            awk -F'\t' '{ l[$1] = l[$1] " " ($3 != "" ? $3 "/" $4 : "syn") } END { for (k in l) print "    " k ":" l[k] }' |
+            sort -n | head -n 40
         fail "port $port: expected $nconn v2 Proposals, Accepts and Confirms"
+    }
     [ "$d" = 0 ] || fail "port $port: a Decline on the wire"
 done
 mal=$(tsh -Y 'tcp.port in {5011, 5012} && _ws.malformed' -T fields -e frame.number | wc -l)
@@ -134,7 +144,7 @@ echo "  malformed CLC frames: $mal"
 # v2 flows must be there.
 lua=$_vm_libdir/../../contrib/wireshark/smcr-llc-v2.lua
 if tshark -v 2>/dev/null | grep -q "with Lua"; then
-    tshark -X lua_script:"$lua" -r "$pcap" -Y infiniband -T fields -E separator='|' -E occurrence=a \
+    tshark_smc -X lua_script:"$lua" -r "$pcap" -Y infiniband -T fields -E separator='|' -E occurrence=a \
         -e frame.protocols -e _ws.malformed -e _ws.expert.severity -e smcrv2llc.type \
         >"$_vm_work/roce.txt" 2>/dev/null || fail "tshark could not read the capture with $lua"
     sends=$(wc -l <"$_vm_work/roce.txt")

@@ -62,7 +62,7 @@ vm_run B 'kill -INT $(pidof dumpcap)' >/dev/null
 vm_wait -t 30 B "$vm_cap" >/dev/null 2>&1
 [ -s "$pcap" ] || fail "empty capture"
 
-tsh() { tshark -r "$pcap" "$@" 2>/dev/null; }
+tsh() { tshark_smc -r "$pcap" "$@" 2>/dev/null; }
 # count FILTER FIELD: print "value count" for every occurrence of FIELD.
 count() {
     tsh -Y "$1" -T fields -E occurrence=a -E aggregator=, -e "$2" |
