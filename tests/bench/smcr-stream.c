@@ -42,6 +42,8 @@
  *                     change of link_failures, failovers or links_added is
  *                     also printed as an "event" line with the time
  *
+ * Open-ended streams (-b 0) print "receiving WHO conn N" when connection N's
+ * first bytes arrive.
  * Output ends with one line per result that scripts grep:
  *   "result bw <transport> <MB/s>", "result lat <transport> <usec>",
  *   "result verify <transport> <conns> <bytes> ok|FAIL".
@@ -368,6 +370,11 @@ static void *verify_recv(void *arg)
 		if (memcmp(buf, want, (size_t)r))
 			j->ok = false;
 		EVP_DigestUpdate(h, buf, (size_t)r);
+		if (framed && got == 0) {
+			/* scripts wait for these before they signal */
+			printf("receiving %s conn %u\n", j->dir ? "server" : "client", j->k);
+			fflush(stdout);
+		}
 		got += (uint64_t)r;
 		__atomic_store_n(&j->got, got, __ATOMIC_RELAXED);
 	}

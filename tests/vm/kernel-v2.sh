@@ -272,7 +272,8 @@ echo "--- failover with the kernel peer"
 printf '  %s\n' "${fo_summary[@]}"
 
 # ---- (e): abort from either side ------------------------------------------
-# Two open-ended streams each way; after 3 s the aborting end gets SIGUSR2:
+# Two open-ended streams each way; once data flows on both, each way, and
+# 1 s more, the aborting end gets SIGUSR2:
 # smcr-stream stops reading, waits 0.5 s and aborts, smcr_abort() in
 # libsmcr, shutdown() with data unread in the kernel (which smc_close_final
 # sends as peer_conn_abort).  The other end must see "Connection reset by
@@ -285,7 +286,11 @@ ab() {
     srv=$(vm_bg B "SMCR_EIDS=$EID exec timeout 200 $S server -t $st -p $port -n $n")
     vm_listening B "$port"
     cli=$(vm_bg A "SMCR_EIDS=$EID exec timeout 190 $S client $B1 -t $ct -p $port -m verify -b 0 -n $n -s 16K")
-    sleep 3
+    # data flowing on every connection both ways, then 1 s more
+    vm_wait_out A "$cli" '^receiving client conn [0-9]+$' 60 "$n" &&
+        vm_wait_out B "$srv" '^receiving server conn [0-9]+$' 60 "$n" ||
+        fail "$name: not all $n connections carried data after 60 s"
+    sleep 1
     t0=$(date +%s%N)
     if [ "$who" = client ]; then vm_run A 'kill -USR2 $(pidof smcr-stream)' >/dev/null
     else vm_run B 'kill -USR2 $(pidof smcr-stream)' >/dev/null; fi

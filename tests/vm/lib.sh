@@ -38,6 +38,8 @@
 #                            in the VM, or fail
 #   vm_dumpcap NAME ARGS     start "dumpcap -q ARGS" in the VM, wait until it
 #                            captures (or fail), its job id in $vm_cap
+#   vm_out NAME JOB          a job's output so far
+#   vm_wait_out NAME JOB RE SECS [N]  wait for N (1) output lines matching RE
 #   vm_stop [NAME...]        power the VMs off (all by default) and wait
 #   vm_quit NAME...          qemu quits at once (no shutdown in the guest)
 #
@@ -429,6 +431,20 @@ vm_wait() {
     cat "$dir/share/out/$id.out"
     cat "$dir/share/out/$id.err" >&2
     return "$(cat "$dir/share/out/$id.rc")"
+}
+
+# vm_out NAME JOB: the output of a job (running or done) so far.
+vm_out() { cat "$(vm_share "$1")/out/$2.out" 2>/dev/null; }
+
+# vm_wait_out NAME JOB PATTERN SECS [COUNT]: wait until the job has printed
+# COUNT (default 1) lines matching the extended regex PATTERN; 1 if not.
+vm_wait_out() {
+    local i
+    for (( i=0; i<$4*10; i++ )); do
+        [ "$(vm_out "$1" "$2" | grep -cE "$3")" -ge "${5:-1}" ] && return 0
+        sleep 0.1
+    done
+    return 1
 }
 
 vm_run() {

@@ -24,17 +24,6 @@ B1=$(vm_ip B 1)
 
 srv=$(vm_bg B "$C server -p 5100 -n 6")
 
-# A job's output so far (the guest agent writes it to the shared directory).
-job_out() { cat "$(vm_share "$1")/out/$2.out" 2>/dev/null; }
-# wait_out VM JOB PATTERN SECS: wait until the job printed a matching line.
-wait_out() {
-    local i
-    for (( i=0; i<$4*10; i++ )); do
-        job_out "$1" "$2" | grep -Eq "$3" && return 0
-        sleep 0.1
-    done
-    return 1
-}
 # no_leak WHO OUTPUT: the last gauges line shows nothing in use.
 no_leak() {
     local g
@@ -53,8 +42,8 @@ for mode in half-client half-server abort-client abort-server; do
     echo "$out" | grepq '^client: SMC-R$' || fail "$mode: not an SMC-R connection"
     echo "$out" | grepq "^result $mode ok" || fail "$mode: client side not as expected"
     no_leak client "$out"
-    wait_out B "$srv" "^gauges server:.*" 30 || fail "$mode: server did not finish the connection"
-    sout=$(job_out B "$srv")
+    vm_wait_out B "$srv" "^gauges server:.*" 30 || fail "$mode: server did not finish the connection"
+    sout=$(vm_out B "$srv")
     echo "$sout" | grep -E "^(result $mode|server: conn $((n - 1)) )"
     echo "$sout" | grepq "^result $mode ok" || fail "$mode: server side not as expected"
     [ "$(echo "$sout" | grep -c '^gauges server:')" -ge $n ] || fail "$mode: no server gauges"
@@ -64,13 +53,13 @@ done
 # 5. The client is killed mid-stream: the server must see an error.
 vm_say "--- SIGKILL of the sender (A)"
 cl=$(vm_bg A "$C client $B1 -p 5100 -m stream -d 120 -s 60000")
-wait_out B "$srv" '^server: conn 4 stream: receiving' 60 || fail "stream 5 did not start"
+vm_wait_out B "$srv" '^server: conn 4 stream: receiving' 60 || fail "stream 5 did not start"
 sleep 2
 t0=${EPOCHREALTIME/./}
 vm_run A 'kill -9 $(pidof smcr-close)' || fail "could not kill the client"
-wait_out B "$srv" '^result stream ' 60
+vm_wait_out B "$srv" '^result stream ' 60
 dt=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
-sout=$(job_out B "$srv")
+sout=$(vm_out B "$srv")
 r=$(echo "$sout" | grep '^result stream' | head -n 1)
 echo "$sout" | grep -E '^server: conn 4 '
 echo "$r (seen ${dt} ms after the kill)"
@@ -78,16 +67,16 @@ echo "$r (seen ${dt} ms after the kill)"
     fail "server did not get an error when its peer was killed: ${r:-nothing within 60 s}"
 vm_wait -t 10 A "$cl" >/dev/null 2>&1
 for (( i=0; i<100; i++ )); do
-    [ "$(job_out B "$srv" | grep -c '^gauges server:')" -ge 5 ] && break
+    [ "$(vm_out B "$srv" | grep -c '^gauges server:')" -ge 5 ] && break
     sleep 0.1
 done
-no_leak server "$(job_out B "$srv")"
+no_leak server "$(vm_out B "$srv")"
 
 # 6. The server is killed while the client streams: the client must see an
 # error, and give everything back.
 vm_say "--- SIGKILL of the receiver (B)"
 cl=$(vm_bg A "$C client $B1 -p 5100 -m stream -d 120 -s 60000")
-wait_out B "$srv" '^server: conn 5 stream: receiving' 60 || fail "stream 6 did not start"
+vm_wait_out B "$srv" '^server: conn 5 stream: receiving' 60 || fail "stream 6 did not start"
 sleep 2
 t0=${EPOCHREALTIME/./}
 vm_run B 'kill -9 $(pidof smcr-close)' || fail "could not kill the server"
