@@ -132,6 +132,8 @@ static int cdc_post(struct smcr_conn *conn)
 	slot = (conn->inflight_head + conn->inflight_n) % SMCR_CONN_INFLIGHT;
 	conn->inflight[slot].seq = seq;
 	conn->inflight[slot].prod = conn->tx_prod;
+	conn->inflight[slot].bytes = conn->tx_unannounced;
+	conn->tx_unannounced = 0;
 	conn->inflight_n++;
 	conn->tx_prod_sent = conn->tx_prod;
 	conn->rx_cons_sent = conn->rx_cons;
@@ -176,6 +178,8 @@ static int data_post(struct smcr_conn *conn, unsigned int *nposted)
 		if (ret)
 			return ret;
 		smcr_cursor_advance(conn->tx_len, &conn->tx_prod, chunk);
+		conn->tx_unannounced += chunk;
+		link->tx_unacked += chunk;
 		conn->stats.writes++;
 		conn->stats.bytes_sent += chunk;
 		n -= chunk;
@@ -218,9 +222,67 @@ bool smcr_conn_tx_pending(const struct smcr_conn *conn)
 	return conn->fo_pending || conn->cdc_due || !tx_drained(conn);
 }
 
+uint64_t smcr_conn_unacked(const struct smcr_conn *conn)
+{
+	uint64_t n = conn->tx_unannounced;
+	unsigned int i;
+
+	for (i = 0; i < conn->inflight_n; i++)
+		n += conn->inflight[(conn->inflight_head + i) % SMCR_CONN_INFLIGHT].bytes;
+	return n;
+}
+
+/* The connection leaves its link: its unconfirmed writes no longer count
+ * there (a failover replays them; a move has none). */
+static void conn_unacked_drop(struct smcr_conn *conn)
+{
+	uint64_t n = smcr_conn_unacked(conn);
+
+	if (conn->link)
+		conn->link->tx_unacked -= n < conn->link->tx_unacked ?
+					  n : conn->link->tx_unacked;
+	conn->tx_unannounced = 0;
+	for (unsigned int i = 0; i < SMCR_CONN_INFLIGHT; i++)
+		conn->inflight[i].bytes = 0;
+}
+
+static void conn_move_now(struct smcr_conn *conn)
+{
+	struct smcr_link *to = conn->move_to;
+
+	conn->move_to = NULL;
+	conn_unacked_drop(conn);
+	if (conn->link)
+		conn->link->nconns--;
+	conn->link = to;
+	to->nconns++;
+	conn->moves++;
+}
+
+bool smcr_conn_move(struct smcr_conn *conn, struct smcr_link *to)
+{
+	/* (Not before a failover's validation CDC has gone out.) */
+	if (conn->error || conn->abort_sent || conn->peer_aborted ||
+	    conn->fo_pending || to == conn->link)
+		return false;
+	conn->move_to = to;
+	if (conn->inflight_n)
+		return false;	/* smcr_conn_cdc_done moves it */
+	conn_move_now(conn);
+	if (smcr_conn_tx_pending(conn))
+		smcr_conn_flush(conn);
+	return true;
+}
+
+void smcr_conn_link_gone(struct smcr_conn *conn, const struct smcr_link *link)
+{
+	if (conn->move_to == link)
+		conn->move_to = NULL;
+}
+
 int smcr_conn_flush(struct smcr_conn *conn)
 {
-	struct smcr_link *link = conn->link;
+	struct smcr_link *link;
 	bool data;
 	unsigned int n;
 	int ret;
@@ -230,6 +292,17 @@ int smcr_conn_flush(struct smcr_conn *conn)
 	if (conn->closed_sent && !conn->cdc_due)
 		return 0;
 	data = !tx_drained(conn);
+	if (conn->move_to) {
+		/* Moving: nothing more on the old link until what is on it
+		 * has completed (not -EAGAIN: that would stop the group
+		 * kicking the link's other connections). */
+		if (conn->inflight_n) {
+			conn->cdc_due = conn->cdc_due || data;
+			return 0;
+		}
+		conn_move_now(conn);
+	}
+	link = conn->link;
 	/* Two writes at most plus the CDC (after a failover, the validation
 	 * CDC first), posted as one batch; a few slots stay free for LLC
 	 * messages, which must not wait behind data. */
@@ -242,6 +315,12 @@ int smcr_conn_flush(struct smcr_conn *conn)
 	}
 	if (conn->inflight_n >= SMCR_CONN_INFLIGHT) {
 		conn->cdc_due = conn->cdc_due || data;
+		return -EAGAIN;
+	}
+	/* Enough data queued on the link already: an LLC reply posted now
+	 * would wait behind it all.  The next CDC completion kicks us. */
+	if (data && link->tx_cap && link->tx_unacked >= link->tx_cap) {
+		conn->cdc_due = true;
 		return -EAGAIN;
 	}
 	if (conn->fo_pending) {
@@ -596,16 +675,25 @@ void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status)
 	/* Completions arrive in order; drop everything up to seq. */
 	for (i = 0; i < conn->inflight_n; i++) {
 		unsigned int slot = (conn->inflight_head + i) % SMCR_CONN_INFLIGHT;
+		unsigned int j;
 
 		if (conn->inflight[slot].seq != seq)
 			continue;
+		for (j = 0; j <= i; j++) {
+			uint32_t b = conn->inflight[(conn->inflight_head + j) %
+						    SMCR_CONN_INFLIGHT].bytes;
+
+			conn->link->tx_unacked -= b < conn->link->tx_unacked ?
+						  b : conn->link->tx_unacked;
+		}
 		conn->ss = seq;
 		conn->ss_prod = conn->inflight[slot].prod;
 		conn->inflight_head = (slot + 1) % SMCR_CONN_INFLIGHT;
 		conn->inflight_n -= i + 1;
 		break;
 	}
-	if (conn->cdc_due || !tx_drained(conn))
+	if (conn->cdc_due || !tx_drained(conn) ||
+	    (conn->move_to && !conn->inflight_n))
 		smcr_conn_flush(conn);
 	conn_notify(conn);
 }
@@ -616,10 +704,12 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
 	uint64_t replay;
 	int ret;
 
+	conn_unacked_drop(conn);
 	if (conn->link)
 		conn->link->nconns--;
 	conn->link = link;
 	link->nconns++;
+	conn->move_to = NULL;
 	if (conn->abort_sent || conn->peer_aborted)
 		return 0;
 	conn->stats.failovers++;
@@ -640,14 +730,6 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
 	conn->cdc_due = true;
 	ret = smcr_conn_flush(conn);
 	return ret == -EAGAIN ? 0 : ret;
-}
-
-bool smcr_conn_idle(const struct smcr_conn *conn)
-{
-	if (conn->error || conn->abort_sent || conn->peer_aborted)
-		return false;
-	return conn->inflight_n == 0 && !conn->fo_pending && !conn->cdc_due &&
-	       tx_drained(conn);
 }
 
 unsigned int smcr_conn_poll(const struct smcr_conn *conn)

@@ -109,7 +109,9 @@ struct smcr_conn {
 	struct {
 		uint16_t seq;
 		struct smcr_cdc_cursor prod;
+		uint32_t bytes;			/* written before it (link->tx_unacked) */
 	} inflight[SMCR_CONN_INFLIGHT];
+	uint32_t tx_unannounced;		/* written since the last CDC */
 	unsigned int inflight_head, inflight_n;
 	bool blocked;				/* we are out of window (B) */
 	bool cdc_due;				/* a CDC must go out */
@@ -117,6 +119,10 @@ struct smcr_conn {
 	bool want_close, closed_sent;		/* C */
 	bool abort_sent;			/* A */
 	bool fo_pending;			/* failover validation CDC due */
+	/* Rebalancing: the link to send on once nothing of ours is
+	 * outstanding on the current one (smcr_conn_move). */
+	struct smcr_link *move_to;
+	unsigned int moves;		/* done, not yet counted by the group */
 
 	struct smcr_conn_stats stats;
 };
@@ -179,10 +185,18 @@ void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status);
  * and replay every write the peer has not confirmed. */
 int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link);
 
-/* Nothing of ours is outstanding on the link: every write and CDC has
- * completed and nothing waits to be posted (the connection may change
- * links without a failover). */
-bool smcr_conn_idle(const struct smcr_conn *conn);
+/* Move the connection to another active link without a failover: at once
+ * when none of its writes and CDCs is outstanding, else it posts nothing
+ * more on the old link and moves when the last of them completes (its
+ * next CDC, with cumulative cursors, goes on the new link); each move
+ * done adds one to conn->moves.  Not while a failover's validation is
+ * due.  Returns true if it moved at once. */
+bool smcr_conn_move(struct smcr_conn *conn, struct smcr_link *to);
+/* The link is going away: a move onto it is called off. */
+void smcr_conn_link_gone(struct smcr_conn *conn, const struct smcr_link *link);
+
+/* Bytes RDMA-written on conn->link whose CDC has not completed. */
+uint64_t smcr_conn_unacked(const struct smcr_conn *conn);
 
 /* Bytes readable now / free send space now. */
 uint32_t smcr_conn_rx_avail(const struct smcr_conn *conn);

@@ -1302,10 +1302,9 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		free(ctx);
 		return ret;
 	}
-	/* 64 KiB unless set; SMCR_RMBE_SIZE=0 (and rmbe_size 0): sized per
-	 * connection (not the default yet: see libsmcr(3), SMCR_RMBE_SIZE) */
+	/* SMCR_RMBE_SIZE if set, else 0: sized per connection (rmbe_auto_size) */
 	if (!ctx->opts.rmbe_size)
-		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 64 * 1024);
+		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 0);
 	if (!ctx->opts.clc_timeout_ms)
 		ctx->opts.clc_timeout_ms = 2000;
 	if (!ctx->opts.link_wait_ms)
@@ -1331,6 +1330,8 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		if (pol && !strcmp(pol, "round-robin"))
 			ctx->lgr_cfg.link_policy = SMCR_LINKS_ROUND_ROBIN;
 		ctx->lgr_cfg.rebalance = env_uint("SMCR_REBALANCE", 1) != 0;
+		ctx->lgr_cfg.link_tx_bytes = env_uint("SMCR_LINK_TX_BYTES",
+						      ctx->lgr_cfg.link_tx_bytes);
 		/* 1: the RFC's RMBE layout only, as older smcrbd spoke. */
 		ctx->lgr_cfg.rmbe_eyecatcher = env_uint("SMCR_RMBE_EYECATCHER", 0) != 0;
 	}

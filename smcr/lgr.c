@@ -19,6 +19,7 @@ const struct smcr_lgr_config smcr_lgr_config_default = {
 	.test_link_idle_ms = 1000,
 	.test_link_timeout_ms = 2000,
 	.max_rmb_bytes = SMCR_LGR_MAX_RMB_BYTES,
+	.link_tx_bytes = SMCR_LGR_LINK_TX_BYTES,
 };
 
 static uint64_t lgr_now(struct smcr_lgr *lgr)
@@ -147,16 +148,37 @@ struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr)
 	return NULL;
 }
 
-/* Move idle connections from the busiest link to the least busy one, a
- * few per tick, until they differ by one at most.  A connection moves only
- * when none of its writes and CDCs is outstanding on the old link: then
- * nothing needs validating or replaying, and its next CDC (cumulative
- * cursors) goes on the new link. */
+/* Move connections from the busiest link to the least busy one, a few per
+ * tick, until they differ by one at most.  An idle connection moves at
+ * once; a busy one stops posting on the old link and moves when what it
+ * has there completed (smcr_conn_move): nothing needs validating or
+ * replaying, and its next CDC (cumulative cursors) goes on the new link.
+ * The next round waits for the moves of this one. */
+/* Counts the moves done (rebalanced); true while one is still pending. */
+static bool lgr_moves(struct smcr_lgr *lgr)
+{
+	bool pending = false;
+	unsigned int i;
+
+	for (i = 0; i < lgr->conns_end; i++) {
+		struct smcr_conn *conn = lgr->conns[i];
+
+		if (!conn)
+			continue;
+		lgr->stats.rebalanced += conn->moves;
+		conn->moves = 0;
+		pending = pending || conn->move_to;
+	}
+	return pending;
+}
+
 static void lgr_rebalance(struct smcr_lgr *lgr)
 {
 	struct smcr_link *hi = NULL, *lo = NULL;
-	unsigned int i, moved = 0;
+	unsigned int i, nhi, nlo, moved = 0, now = 0;
 
+	if (lgr_moves(lgr))
+		return;
 	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 		struct smcr_link *l = lgr->links[i].link;
 
@@ -169,21 +191,25 @@ static void lgr_rebalance(struct smcr_lgr *lgr)
 	}
 	if (!hi || hi == lo || hi->nconns < lo->nconns + 2)
 		return;
-	for (i = 0; i < lgr->conns_end && hi->nconns >= lo->nconns + 2 &&
-		    moved < 8; i++) {
+	nhi = hi->nconns;
+	nlo = lo->nconns;
+	for (i = 0; i < lgr->conns_end && nhi >= nlo + 2 && moved < 8; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
 
-		if (!conn || conn->link != hi || !smcr_conn_idle(conn))
+		if (!conn || conn->link != hi || conn->error ||
+		    conn->abort_sent || conn->peer_aborted)
 			continue;
-		hi->nconns--;
-		conn->link = lo;
-		lo->nconns++;
-		lgr->stats.rebalanced++;
+		if (!smcr_conn_move(conn, lo) && !conn->move_to)
+			continue;	/* not now (failover validation due) */
+		now += !conn->move_to;
+		nhi--;
+		nlo++;
 		moved++;
 	}
+	lgr_moves(lgr);
 	if (moved)
-		smcr_dbg("link group: moved %u connection(s) from link %u to link %u",
-			 moved, hi->link_id, lo->link_id);
+		smcr_dbg("link group: moving %u connection(s) from link %u to link %u (%u at once)",
+			 moved, hi->link_id, lo->link_id, now);
 }
 
 /* Register every RMB of ours on a new link's device. */
@@ -223,6 +249,7 @@ int smcr_lgr_first_link(struct smcr_lgr *lgr, struct smcr_link *link,
 	ll->connected = true;
 	ll->last_rx_ms = lgr_now(lgr);
 	link->slot = 0;
+	link->tx_cap = lgr->cfg.link_tx_bytes;
 	/* The server numbers the link; the client takes the number from
 	 * CONFIRM LINK (as Linux does). */
 	link->link_id = lgr->role == SMCR_ROLE_SERVER && lgr->cfg.first_link_id ?
@@ -335,6 +362,8 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 	for (i = 0; i < lgr->conns_end; i++) {
 		struct smcr_conn *conn = lgr->conns[i];
 
+		if (conn)
+			smcr_conn_link_gone(conn, link);
 		if (!conn || conn->link != link)
 			continue;
 		to = smcr_lgr_least_loaded(lgr);
@@ -567,16 +596,48 @@ static struct smcr_lgr *link_lgr(struct smcr_link *link)
 	return link->handler_arg;
 }
 
+/* Lets the link's connections post what waits.  One that cannot (send
+ * queue or the link's unconfirmed bytes at their limit) goes first next
+ * time; the others still get to send their CDCs. */
 void smcr_lgr_kick(struct smcr_lgr *lgr, struct smcr_link *link)
 {
-	unsigned int i;
+	unsigned int i, n = lgr->conns_end, start, first_busy = n;
 
-	for (i = 0; i < lgr->conns_end; i++) {
-		struct smcr_conn *conn = lgr->conns[i];
+	if (!n)
+		return;
+	start = lgr->kick_next < n ? lgr->kick_next : 0;
+	for (i = 0; i < n; i++) {
+		unsigned int k = (start + i) % n;
+		struct smcr_conn *conn = lgr->conns[k];
 
-		if (conn && conn->link == link && smcr_conn_tx_pending(conn))
-			if (smcr_conn_flush(conn) == -EAGAIN)
-				break;
+		if (conn && conn->link == link && smcr_conn_tx_pending(conn) &&
+		    smcr_conn_flush(conn) == -EAGAIN && first_busy == n)
+			first_busy = k;
+	}
+	if (first_busy < n)
+		lgr->kick_next = first_busy;
+}
+
+/* Recounts each link's unconfirmed bytes from its connections (those of
+ * connections gone since do not hold the link back), then kicks it. */
+static void lgr_tx_recount(struct smcr_lgr *lgr)
+{
+	unsigned int s, i;
+
+	for (s = 0; s < SMCR_LINK_SLOTS; s++) {
+		struct smcr_link *l = lgr->links[s].link;
+		uint64_t n = 0;
+
+		if (!l)
+			continue;
+		for (i = 0; i < lgr->conns_end; i++)
+			if (lgr->conns[i] && lgr->conns[i]->link == l)
+				n += smcr_conn_unacked(lgr->conns[i]);
+		if (n != l->tx_unacked) {
+			l->tx_unacked = n;
+			if (l->state == SMCR_LINK_ACTIVE)
+				smcr_lgr_kick(lgr, l);
+		}
 	}
 }
 
@@ -670,6 +731,8 @@ void smcr_lgr_tick(struct smcr_lgr *lgr)
 	if (lgr->terminated)
 		return;
 	smcr_llc_tick(lgr, lgr_now(lgr));
+	if (!lgr->terminated)
+		lgr_tx_recount(lgr);
 	if (lgr->cfg.rebalance && !lgr->terminated)
 		lgr_rebalance(lgr);
 }

@@ -84,7 +84,7 @@ enum smcr_link_policy {
 struct smcr_lgr_config {
 	uint8_t max_links;		/* 2..8 symmetric links we accept */
 	enum smcr_link_policy link_policy;	/* for new connections */
-	/* Move idle connections from a busy link to a less busy one (e.g.
+	/* Move connections from a busy link to a less busy one (e.g.
 	 * back to a link that has returned). */
 	bool rebalance;
 	uint32_t llc_timeout_ms;	/* reply to an LLC request (C.7) */
@@ -92,6 +92,7 @@ struct smcr_lgr_config {
 	uint32_t test_link_idle_ms;	/* TEST LINK after this idle time; 0: off */
 	uint32_t test_link_timeout_ms;	/* no reply: the link is down */
 	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
+	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
 	 * so with CONFIRM LINK flag 0x03; the server offers it in its
 	 * request, the client takes it by setting the flag in its response,
@@ -101,6 +102,10 @@ struct smcr_lgr_config {
 	bool rmbe_eyecatcher;
 	uint8_t first_link_id;		/* server: our first link's number; 0: 1 */
 };
+
+/* Data queued on a link ahead of an LLC reply: 2 MiB is ~16 ms at
+ * 1 Gb/s and ~0.25 s on rxe under TCG, 16 times a 128 KiB window. */
+#define SMCR_LGR_LINK_TX_BYTES	(2u << 20)
 
 /* A peer must not make one group take all our memory. */
 #define SMCR_LGR_MAX_RMB_BYTES	((size_t)256 << 20)
@@ -225,6 +230,7 @@ struct smcr_lgr {
 	 * they run on every completion. */
 	struct smcr_conn *conns[SMCR_LGR_MAX_CONNS];
 	unsigned int nconns, conns_end;
+	unsigned int kick_next;		/* smcr_lgr_kick starts there */
 	/* CLC handshakes that hold this group (and may wait with the engine
 	 * lock released): the engine frees a terminated group only when
 	 * neither these nor connections remain. */

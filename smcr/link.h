@@ -86,6 +86,11 @@ struct smcr_link {
 	/* Counters. */
 	uint64_t writes, write_bytes, sends, recvs, errors;
 	unsigned int nconns;		/* connections using this link */
+	/* RDMA-written bytes whose CDC has not completed, and the most the
+	 * group lets be (0: no limit): what is queued ahead of an LLC
+	 * message (TEST LINK's reply) on the QP. */
+	uint64_t tx_unacked;
+	uint32_t tx_cap;
 };
 
 static inline int smcr_link_write(struct smcr_link *link,

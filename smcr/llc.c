@@ -187,6 +187,8 @@ static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
 		struct smcr_conn *conn = lgr->conns[i];
 		struct smcr_link *to;
 
+		if (conn)
+			smcr_conn_link_gone(conn, link);
 		if (!conn || conn->link != link)
 			continue;
 		link->state = SMCR_LINK_DELETING;
@@ -264,6 +266,7 @@ static int link_new(struct smcr_lgr *lgr, const struct smcr_link_info *peer,
 	ll->link = link;
 	ll->asym = asym;
 	link->slot = (uint8_t)slot;
+	link->tx_cap = lgr->cfg.link_tx_bytes;
 	link->link_id = id;
 	link->state = SMCR_LINK_INACTIVE;
 	link->handler = &smcr_lgr_link_handler;

@@ -68,10 +68,9 @@ struct smcr_ctx_opts {
 	/* RDMA ports to use, "dev[:port],dev[:port]"; NULL: every active
 	 * port with a RoCE v2 GID that carries an IP address. */
 	const char *devices;
-	/* Receive buffer per connection; 0: SMCR_RMBE_SIZE, else 64 KiB;
-	 * with SMCR_RMBE_SIZE=0 chosen per connection: 512 KiB while the
-	 * group's RMBs are within a sixty-fourth of max_rmb_bytes, then
-	 * smaller, down to 64 KiB. */
+	/* Receive buffer per connection; 0: SMCR_RMBE_SIZE if set, else
+	 * chosen per connection: 512 KiB while the group's RMBs are within a
+	 * sixty-fourth of max_rmb_bytes, then smaller, down to 64 KiB. */
 	uint32_t rmbe_size;
 	unsigned int max_links;		/* links per group, 2..8; 0: 2 */
 	unsigned int clc_timeout_ms;	/* each CLC message; 0: 2000 (an Accept or
@@ -118,7 +117,7 @@ struct smcr_ctx_opts {
  * and SMCR_QP_RETRY (retries, at most 6), which bound how soon a dead path
  * shows as a completion error (~3.8 s by default); SMCR_LINK_POLICY
  * ("least-loaded" or "round-robin": the link for a new connection);
- * SMCR_REBALANCE=0 (do not move idle connections to a returned link);
+ * SMCR_REBALANCE=0 (do not move connections to a returned link);
  * SMCR_RMBE_EYECATCHER=1 (only the RFC's RMBE layout with its eye catcher,
  * never CONFIRM LINK flag 0x03: how smcrbd spoke before; Linux declines
  * such a peer with 0x03050000). */

@@ -524,6 +524,9 @@ static bool streamed(uint64_t total)
 	return true;
 }
 
+/* Called after each tick of stream_with (then with writes in flight). */
+static void (*after_tick)(void);
+
 static void stream_with(uint64_t total, void (*at)(unsigned int round))
 {
 	unsigned int round;
@@ -537,6 +540,8 @@ static void stream_with(uint64_t total, void (*at)(unsigned int round))
 		if (round % 10 == 0) {
 			smcr_lgr_tick(S.lgr);
 			smcr_lgr_tick(C.lgr);
+			if (after_tick)
+				after_tick();
 		}
 		run();
 	}
@@ -842,6 +847,152 @@ static void test_rebalance(void)
 	group_down();
 }
 
+static unsigned int deferred;	/* moves waiting for writes in flight */
+
+static void count_deferred(void)
+{
+	unsigned int c;
+
+	for (c = 0; c < NCONN; c++)
+		deferred += S.conn[c].move_to != NULL;
+}
+
+/* Busy connections move too: the tick comes while every connection has
+ * writes and CDCs in flight, so each stops posting on its old link and
+ * moves when they complete (the stream never pauses for it). */
+static void test_rebalance_busy(void)
+{
+	const uint64_t total = 512 * 1024;
+	struct smcr_link *l0, *l1;
+	uint64_t fo_s, fo_c;
+	unsigned int c;
+
+	group_up(2, 2, NULL);
+	conns_up();
+	stream_with(total, cut_link1);
+	check_stream(total);
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), 0);
+	run();
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_active_links(S.lgr), 2);
+	l0 = S.lgr->links[0].link;
+	l1 = S.lgr->links[1].link;
+	CU_ASSERT(l0->nconns == 0 || l1->nconns == 0);
+	fo_s = S.lgr->stats.failovers;
+	fo_c = C.lgr->stats.failovers;
+	memset(S.sent, 0, sizeof(S.sent));
+	memset(S.rcvd, 0, sizeof(S.rcvd));
+	memset(C.sent, 0, sizeof(C.sent));
+	memset(C.rcvd, 0, sizeof(C.rcvd));
+	deferred = 0;
+	after_tick = count_deferred;
+	stream_with(total, NULL);
+	after_tick = NULL;
+	check_stream(total);
+	CU_ASSERT(deferred > 0);
+	CU_ASSERT(S.lgr->stats.rebalanced > 0);
+	CU_ASSERT(C.lgr->stats.rebalanced > 0);
+	CU_ASSERT(l0->nconns >= NCONN / 2 - 1 && l1->nconns >= NCONN / 2 - 1);
+	CU_ASSERT_EQUAL(links_in_use(S.lgr), 2);
+	CU_ASSERT_EQUAL(links_in_use(C.lgr), 2);
+	for (c = 0; c < NCONN; c++) {
+		CU_ASSERT_PTR_NULL(S.conn[c].move_to);
+		CU_ASSERT_PTR_NULL(C.conn[c].move_to);
+	}
+	/* Moved, not failed over: nothing was replayed. */
+	CU_ASSERT_EQUAL(S.lgr->stats.failovers, fo_s);
+	CU_ASSERT_EQUAL(C.lgr->stats.failovers, fo_c);
+	/* A link that fails while moves onto it are pending: they are called
+	 * off, and the connections carry on where they are. */
+	memset(S.sent, 0, sizeof(S.sent));
+	memset(S.rcvd, 0, sizeof(S.rcvd));
+	memset(C.sent, 0, sizeof(C.sent));
+	memset(C.rcvd, 0, sizeof(C.rcvd));
+	pump(&S, &C, total);
+	pump(&C, &S, total);
+	for (c = 0; c < NCONN; c++)
+		if (S.conn[c].link == l1)
+			smcr_conn_move(&S.conn[c], l0);
+	smcr_lgr_link_down(S.lgr, l0, -ENETDOWN);
+	for (c = 0; c < NCONN; c++)
+		CU_ASSERT_PTR_NULL(S.conn[c].move_to);
+	memwire_fault(end_of(l0), MEMWIRE_CUT);
+	stream_with(total, NULL);
+	check_stream(total);
+	group_down();
+}
+
+/* The bytes written and not yet confirmed on each link, as the links count
+ * them and as their connections do; the most seen against the limit. */
+static uint64_t tx_seen_max;
+static unsigned int tx_miscounts;
+
+static void check_tx_unacked(struct host *h)
+{
+	unsigned int s, c;
+
+	for (s = 0; s < SMCR_LINK_SLOTS; s++) {
+		struct smcr_link *l = h->lgr->links[s].link;
+		uint64_t n = 0;
+
+		if (!l)
+			continue;
+		for (c = 0; c < NCONN; c++)
+			if (h->conn[c].link == l)
+				n += smcr_conn_unacked(&h->conn[c]);
+		tx_miscounts += n != l->tx_unacked;
+		if (l->tx_unacked > tx_seen_max)
+			tx_seen_max = l->tx_unacked;
+	}
+}
+
+static void tx_round(unsigned int round)
+{
+	(void)round;
+	check_tx_unacked(&S);
+	check_tx_unacked(&C);
+}
+
+/* A link holds at most link_tx_bytes (plus one connection's last batch)
+ * written and unconfirmed, so an LLC reply never waits behind more; the
+ * links count it exactly, and every connection still gets its turn. */
+static void test_link_tx_cap(void)
+{
+	const uint64_t total = 256 * 1024;
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	uint32_t elem = 0;
+	unsigned int c, s;
+
+	cfg.link_tx_bytes = 4096;
+	group_up(1, 1, &cfg);
+	conns_up();
+	for (c = 0; c < NCONN; c++)
+		if (S.conn[c].tx_len > elem)
+			elem = S.conn[c].tx_len;
+	tx_seen_max = 0;
+	tx_miscounts = 0;
+	for (s = 0; s < 20000 && !streamed(total); s++) {
+		pump(&S, &C, total);
+		pump(&C, &S, total);
+		tx_round(s);		/* all posted, nothing completed yet */
+		clock_ms += 10;
+		if (s % 10 == 0) {
+			smcr_lgr_tick(S.lgr);
+			smcr_lgr_tick(C.lgr);
+		}
+		run();
+		tx_round(s);
+	}
+	check_stream(total);
+	CU_ASSERT_EQUAL(tx_miscounts, 0);
+	CU_ASSERT(tx_seen_max >= cfg.link_tx_bytes);
+	CU_ASSERT(tx_seen_max <= cfg.link_tx_bytes + elem);
+	run();
+	for (s = 0; s < SMCR_LINK_SLOTS; s++)
+		if (S.lgr->links[s].link)
+			CU_ASSERT_EQUAL(S.lgr->links[s].link->tx_unacked, 0);
+	group_down();
+}
+
 static void test_llc_timeout(void)
 {
 	struct smcr_rmbe e[17];
@@ -989,6 +1140,8 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "collision: both DELETE LINK", test_collision_delete_link_both },
 	{ "lost link seen by both sides at once", test_lost_link_both_sides },
 	{ "rebalancing onto a returned link", test_rebalance },
+	{ "rebalancing connections that are busy", test_rebalance_busy },
+	{ "unconfirmed bytes per link at their limit", test_link_tx_cap },
 	{ "LLC timeout: retries, then an outcome", test_llc_timeout },
 	{ "CONFIRM RKEY refused: asked again at the tick", test_rkey_refused_no_storm },
 	CU_TEST_INFO_NULL,
