@@ -103,9 +103,11 @@ struct smcr_lgr_config {
 	uint8_t first_link_id;		/* server: our first link's number; 0: 1 */
 };
 
-/* Data queued on a link ahead of an LLC reply: 2 MiB is ~16 ms at
- * 1 Gb/s and ~0.25 s on rxe under TCG, 16 times a 128 KiB window. */
-#define SMCR_LGR_LINK_TX_BYTES	(2u << 20)
+/* Data queued on a link ahead of an LLC message: 512 KiB is ~4 ms at
+ * 1 Gb/s, and on rxe under TCG with 16 streams (~1 MB/s a link each way)
+ * keeps an LLC round trip near 1 s: with 2 MiB a v1 ADD LINK's steps took
+ * 1.8-2 s each and the flow timed out. */
+#define SMCR_LGR_LINK_TX_BYTES	(512u << 10)
 
 /* A peer must not make one group take all our memory. */
 #define SMCR_LGR_MAX_RMB_BYTES	((size_t)256 << 20)

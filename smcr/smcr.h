@@ -118,6 +118,7 @@ struct smcr_ctx_opts {
  * shows as a completion error (~3.8 s by default); SMCR_LINK_POLICY
  * ("least-loaded" or "round-robin": the link for a new connection);
  * SMCR_REBALANCE=0 (do not move connections to a returned link);
+ * SMCR_LINK_TX_BYTES (written, unconfirmed bytes per link; default 512 KiB);
  * SMCR_RMBE_EYECATCHER=1 (only the RFC's RMBE layout with its eye catcher,
  * never CONFIRM LINK flag 0x03: how smcrbd spoke before; Linux declines
  * such a peer with 0x03050000). */
