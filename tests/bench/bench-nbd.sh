@@ -124,7 +124,7 @@ if [ "$pin" = 1 ]; then
     srv_cpus=(taskset -c "1-$((ncpu - 1))") cli_cpus=(taskset -c 0)
 fi
 p_smcrd=$(port) p_nbdkit=$(port) p_qemu=$(port)
-"${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_smcrd" --export "bench=$img" ${SMCRD_ARGS:-} \
+"${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_smcrd" --export "bench=$img" --max-clients-per-address 0 ${SMCRD_ARGS:-} \
     2>"$dir/smcrd.log" & pids+=($!)
 "${srv_cpus[@]}" nbdkit -f -i 127.0.0.1 -p "$p_nbdkit" file file="$img" cache=default \
     2>"$dir/nbdkit.log" & pids+=($!)
@@ -141,7 +141,7 @@ declare -A spid=([smcrd]=${pids[0]} [nbdkit]=${pids[1]} [qemu-nbd]=${pids[2]})
 if [ "$old" = 1 ]; then
     p_old=$(port)
     SMCRD_RING_SOCKET=0 "${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_old" \
-        --export "bench=$img" ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
+        --export "bench=$img" --max-clients-per-address 0 ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
     servers=(smcrd smcrd-old nbdkit qemu-nbd)
     uri[smcrd-old]="nbd://127.0.0.1:$p_old/bench"
     spid[smcrd-old]=${pids[3]}
@@ -167,11 +167,13 @@ run_fio() { # server rw bs depth metric clients -> "value server-cpu client-cpu 
         perf=$dir/perf.txt
         sleep 0.2
     fi
-    # bash's time: user and system time of fio and its job processes
+    # bash's time: user and system time of fio and its job processes (fio's
+    # own messages go to fio.err: with 64 jobs it warns, and t must be two
+    # numbers)
     t=$( { TIMEFORMAT='%U %S'; time "${cli_cpus[@]}" fio --name=bench --ioengine=nbd \
         --uri="${uri[$1]}" --rw="$2" --bs="$3" --iodepth="$4" --numjobs="$6" \
         --group_reporting --size="$size" --runtime="$runtime" --time_based \
-        --randrepeat=0 --output-format=json --output="$out" >/dev/null; } 2>&1 )
+        --randrepeat=0 --output-format=json --output="$out" >/dev/null 2>"$dir/fio.err"; } 2>&1 )
     c1=$(cpu_ticks "${spid[$1]}")
     if [ -n "$ppid" ]; then
         kill -INT "$ppid"
