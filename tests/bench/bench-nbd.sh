@@ -124,7 +124,7 @@ if [ "$pin" = 1 ]; then
     srv_cpus=(taskset -c "1-$((ncpu - 1))") cli_cpus=(taskset -c 0)
 fi
 p_smcrd=$(port) p_nbdkit=$(port) p_qemu=$(port)
-"${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_smcrd" --export "bench=$img" --max-clients-per-address 0 ${SMCRD_ARGS:-} \
+"${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_smcrd" --export "bench=$img" --max-clients-per-address 0 --max-handshakes 128 ${SMCRD_ARGS:-} \
     2>"$dir/smcrd.log" & pids+=($!)
 "${srv_cpus[@]}" nbdkit -f -i 127.0.0.1 -p "$p_nbdkit" file file="$img" cache=default \
     2>"$dir/nbdkit.log" & pids+=($!)
@@ -141,7 +141,7 @@ declare -A spid=([smcrd]=${pids[0]} [nbdkit]=${pids[1]} [qemu-nbd]=${pids[2]})
 if [ "$old" = 1 ]; then
     p_old=$(port)
     SMCRD_RING_SOCKET=0 "${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_old" \
-        --export "bench=$img" --max-clients-per-address 0 ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
+        --export "bench=$img" --max-clients-per-address 0 --max-handshakes 128 ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
     servers=(smcrd smcrd-old nbdkit qemu-nbd)
     uri[smcrd-old]="nbd://127.0.0.1:$p_old/bench"
     spid[smcrd-old]=${pids[3]}
@@ -208,7 +208,12 @@ echo "round,job,server,clients,qd,value,unit,server_cpu,client_cpu,cpu_unit,sysc
 run_one() { # round name server rw bs depth metric clients
     local v c k y unit=IOPS cu=us/IO
     [ "$7" = bw ] && unit=MiB/s cu=ms/GiB
-    read -r v c k y < <(run_fio "$3" "$4" "$5" "$6" "$7" "$8")
+    if ! read -r v c k y < <(run_fio "$3" "$4" "$5" "$6" "$7" "$8") || [ -z "$v" ]; then
+        # a run that failed is a row of its own, and the bench goes on
+        v=ERR c=- k=- y=-
+        echo "bench: round $1 $2 $3 x$8 qd$6 failed; fio said: $(tail -n 3 "$dir/fio.err" 2>/dev/null)" >&2
+        tail -n 3 "$dir/$3.log" 2>/dev/null | sed 's/^/bench:   /' >&2
+    fi
     echo "$1,$2,$3,$8,$6,$v,$unit,$c,$k,$cu,$y" >>"$csv"
     echo "bench: round $1 $2 $3 x$8 qd$6: $v $unit (CPU per I/O: server $c, client $k $cu; server syscalls per I/O $y)" >&2
 }
