@@ -124,7 +124,9 @@ if [ "$pin" = 1 ]; then
     srv_cpus=(taskset -c "1-$((ncpu - 1))") cli_cpus=(taskset -c 0)
 fi
 p_smcrd=$(port) p_nbdkit=$(port) p_qemu=$(port)
-"${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_smcrd" --export "bench=$img" --max-clients-per-address 0 --max-handshakes 128 ${SMCRD_ARGS:-} \
+# one address with up to 64 clients connecting at once
+smcrd_opts=(--export "bench=$img" --max-clients-per-address 0 --max-handshakes 128)
+"${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_smcrd" "${smcrd_opts[@]}" ${SMCRD_ARGS:-} \
     2>"$dir/smcrd.log" & pids+=($!)
 "${srv_cpus[@]}" nbdkit -f -i 127.0.0.1 -p "$p_nbdkit" file file="$img" cache=default \
     2>"$dir/nbdkit.log" & pids+=($!)
@@ -141,7 +143,7 @@ declare -A spid=([smcrd]=${pids[0]} [nbdkit]=${pids[1]} [qemu-nbd]=${pids[2]})
 if [ "$old" = 1 ]; then
     p_old=$(port)
     SMCRD_RING_SOCKET=0 "${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_old" \
-        --export "bench=$img" --max-clients-per-address 0 --max-handshakes 128 ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
+        "${smcrd_opts[@]}" ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
     servers=(smcrd smcrd-old nbdkit qemu-nbd)
     uri[smcrd-old]="nbd://127.0.0.1:$p_old/bench"
     spid[smcrd-old]=${pids[3]}

@@ -125,7 +125,6 @@ for port in 5011 5012; do
     d=$(tsh -Y "tcp.port == $port && smc.clc_msg == 4" -T fields -e frame.number | wc -l)
     echo "  port $port: v2 Proposals $(c 1), Accepts $(c 2), Confirms $(c 3); Declines $d"
     [ "$(c 1)" = "$nconn" ] && [ "$(c 2)" = "$nconn" ] && [ "$(c 3)" = "$nconn" ] || {
-        echo "  dumpcap: $(echo "$capstat" | grep -i 'packets' | tr '\n' ' ')"
         echo "  per TCP stream (stream: SYN flags, then CLC types and protocols):"
         tsh -Y "tcp.port == $port && (tcp.flags.syn == 1 || smc)" -T fields -e tcp.stream \
             -e tcp.flags.str -e smc.clc_msg -e _ws.col.Protocol |

@@ -66,10 +66,7 @@ echo "$r (seen ${dt} ms after the kill)"
 [[ $r =~ ^result\ stream\ error\ ([A-Z]+) ]] ||
     fail "server did not get an error when its peer was killed: ${r:-nothing within 60 s}"
 vm_wait -t 10 A "$cl" >/dev/null 2>&1
-for (( i=0; i<100; i++ )); do
-    [ "$(vm_out B "$srv" | grep -c '^gauges server:')" -ge 5 ] && break
-    sleep 0.1
-done
+vm_wait_out B "$srv" '^gauges server:' 10 5 || :
 no_leak server "$(vm_out B "$srv")"
 
 # 6. The server is killed while the client streams: the client must see an
