@@ -687,6 +687,7 @@ int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp
 		unlink(ctl->path);
 		goto out_close;
 	}
+	pthread_setname_np(ctl->thread, "smcr-ctl");
 	smcr_dbg("ctl: listening on %s", ctl->path);
 	*ctlp = ctl;
 	return 0;

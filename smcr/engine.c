@@ -1421,6 +1421,9 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		goto out_stop_reaper;
 	}
 	ctx->thread_running = true;
+	/* Names for top and perf (best effort). */
+	pthread_setname_np(ctx->reaper, "smcr-reaper");
+	pthread_setname_np(ctx->thread, "smcr-progress");
 	*ctxp = ctx;
 	return 0;
 
