@@ -1067,24 +1067,27 @@ static bool write_inline(struct req *q)
 	struct iovec one = { .iov_base = q->buf, .iov_len = q->r.length };
 	const struct iovec *iov = q->zc ? q->zc_iov : &one;
 	int cnt = q->zc ? (q->zc_iov[1].iov_len ? 2 : 1) : 1;
+	bool small = !(q->r.flags & NBD_CMD_FLAG_FUA) && q->r.length <= INLINE_WRITE_MAX &&
+		     (q->zc ? e->dfd < 0 : io_fd(e, q->r.offset, q->r.length, q->buf) == e->fd);
+	int nw = __atomic_load_n(&e->nowait_write, __ATOMIC_RELAXED);
 	ssize_t n;
 
 	/* Ring socket, nothing else in flight: the write and its reply go
-	 * linked in one io_uring_enter instead (pwritev2 + a send SQE). */
+	 * linked in one io_uring_enter instead (pwritev2 + a send SQE),
+	 * unless io_uring would punt the write to a worker (no RWF_NOWAIT:
+	 * two more context switches per write than the copy done here). */
 	q->phase = PH_WRITE;
-	if (link_ok(q->c, q))
+	if (!small || (nw == NOWAIT_YES && link_ok(q->c, q)))
 		return false;
-	if ((q->r.flags & NBD_CMD_FLAG_FUA) || q->r.length > INLINE_WRITE_MAX ||
-	    (!q->zc && io_fd(e, q->r.offset, q->r.length, q->buf) != e->fd) ||
-	    (q->zc && e->dfd >= 0))
-		return false;
-	if (!__atomic_load_n(&e->no_nowait_write, __ATOMIC_RELAXED)) {
+	if (nw != NOWAIT_NO) {
 		n = pwritev2(e->fd, iov, cnt, (off_t)q->r.offset, RWF_NOWAIT);
+		if (n >= 0 || errno != EOPNOTSUPP)
+			__atomic_store_n(&e->nowait_write, NOWAIT_YES, __ATOMIC_RELAXED);
 		if (n == (ssize_t)q->r.length)
 			goto out_done;
 		if (n >= 0 || errno != EOPNOTSUPP)
 			return false;	/* io_uring finishes it */
-		__atomic_store_n(&e->no_nowait_write, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->nowait_write, NOWAIT_NO, __ATOMIC_RELAXED);
 	}
 	n = pwritev(e->fd, iov, cnt, (off_t)q->r.offset);
 	if (n != (ssize_t)q->r.length)

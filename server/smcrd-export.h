@@ -23,8 +23,10 @@ struct export {
 	/* Learned at run time (atomic): fallocate modes the file lacks. */
 	int no_punch;
 	int no_zero_range;
-	int no_nowait_write;		/* RWF_NOWAIT buffered writes */
+	int nowait_write;		/* RWF_NOWAIT buffered writes: NOWAIT_* */
 };
+
+enum { NOWAIT_UNKNOWN, NOWAIT_NO, NOWAIT_YES };
 
 /* Opens spec's path (copied).  direct: open an O_DIRECT descriptor too. */
 int export_open(const struct export_spec *spec, bool direct, struct export **out);
