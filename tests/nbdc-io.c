@@ -15,13 +15,17 @@
  *               written)
  *     -e        errors are expected: exit 0 if some requests failed and
  *               every byte read was right; without -e any error fails
+ *     -w PCT    percentage of writes (default 60); with 0 the final pass
+ *               is skipped (nothing was written)
+ *     -s        blocks in order (wrapping) instead of at random
  *
  * Each block has at most one request out at a time; a write fills it with
  * a pattern of (block, generation) and a read must see the generation of
  * the last successful write (0: zeros, with -z).  A
  * failed write leaves its block unknown until the next successful one.
  * At the end every block is read once more and checked.  Prints one line
- * of counters ("result ...") and the library's counters. */
+ * of counters ("result ...") and one of the timed phase's throughput
+ * ("result bw MB/s X", 10^6 bytes), for the benchmark. */
 #include <config.h>
 
 #include <errno.h>
@@ -56,7 +60,7 @@ struct st {
 	int free_head;
 	unsigned inflight;
 	uint32_t gen;
-	uint64_t reads, writes, errors, bad, first_bad_block;
+	uint64_t reads, writes, errors, bad, first_bad_block, bytes;
 	int last_error;
 };
 
@@ -108,8 +112,10 @@ static void done(void *arg, int result)
 	} else if (s->write) {
 		st->shadow[s->block] = s->gen;
 		st->writes++;
+		st->bytes += st->bs;
 	} else {
 		st->reads++;
+		st->bytes += st->bs;
 		if (want && memcmp(want, s->buf, st->bs)) {
 			if (!st->bad)
 				st->first_bad_block = s->block;
@@ -157,8 +163,11 @@ static void start(struct nbdc *e, struct st *st, uint32_t b, bool write)
 int main(int argc, char **argv)
 {
 	struct nbdc_opts o = { .connections = 2, .timeout_ms = 30000 };
-	unsigned depth = 32, secs = 10, i;
-	bool expect_errors = false, zeroed = false;
+	unsigned depth = 32, secs = 10, wpct = 60, i;
+	bool expect_errors = false, zeroed = false, seq = false;
+	uint32_t next_block = 0;
+	int64_t t0;
+	double mbps;
 	struct nbdc_stats ns;
 	struct st st = { .bs = 65536 };
 	struct nbdc *e;
@@ -166,7 +175,7 @@ int main(int argc, char **argv)
 	uint64_t size;
 	int c, r;
 
-	while ((c = getopt(argc, argv, "c:t:i:d:q:b:n:ez")) != -1) {
+	while ((c = getopt(argc, argv, "c:t:i:d:q:b:n:ezw:s")) != -1) {
 		switch (c) {
 		case 'c': o.connections = (unsigned)atoi(optarg); break;
 		case 't': o.timeout_ms = (unsigned)(atof(optarg) * 1000); break;
@@ -177,12 +186,14 @@ int main(int argc, char **argv)
 		case 'n': o.ctl_name = optarg; break;
 		case 'e': expect_errors = true; break;
 		case 'z': zeroed = true; break;
+		case 'w': wpct = (unsigned)atoi(optarg); break;
+		case 's': seq = true; break;
 		default:
-			fprintf(stderr, "usage: nbdc-io [-c N] [-t SECS] [-i SECS] [-d SECS] [-q N] [-b BYTES] [-n NAME] [-e] [-z] URI\n");
+			fprintf(stderr, "usage: nbdc-io [-c N] [-t SECS] [-i SECS] [-d SECS] [-q N] [-b BYTES] [-n NAME] [-e] [-z] [-w PCT] [-s] URI\n");
 			return 2;
 		}
 	}
-	if (optind != argc - 1 || !depth || st.bs < 8 || st.bs % 8) {
+	if (optind != argc - 1 || !depth || st.bs < 8 || st.bs % 8 || wpct > 100) {
 		fprintf(stderr, "nbdc-io: bad arguments\n");
 		return 2;
 	}
@@ -214,8 +225,9 @@ int main(int argc, char **argv)
 	st.slots[depth - 1].next_free = -1;
 	st.free_head = 0;
 
-	end = now_ms() + (int64_t)secs * 1000;
-	next_report = now_ms() + 1000;
+	t0 = now_ms();
+	end = t0 + (int64_t)secs * 1000;
+	next_report = t0 + 1000;
 	pthread_mutex_lock(&st.m);
 	while (now_ms() < end) {
 		uint32_t b;
@@ -223,9 +235,9 @@ int main(int argc, char **argv)
 		while (st.inflight >= depth)
 			pthread_cond_wait(&st.cv, &st.m);
 		do
-			b = (uint32_t)rand() % st.nblocks;
+			b = seq ? next_block++ % st.nblocks : (uint32_t)rand() % st.nblocks;
 		while (st.busy[b]);
-		start(e, &st, b, rand() % 100 < 60);
+		start(e, &st, b, (unsigned)(rand() % 100) < wpct);
 		if (now_ms() >= next_report) {
 			next_report += 1000;
 			nbdc_get_stats(e, &ns);
@@ -236,8 +248,9 @@ int main(int argc, char **argv)
 	}
 	while (st.inflight)
 		pthread_cond_wait(&st.cv, &st.m);
+	mbps = (double)st.bytes / (double)(now_ms() - t0) / 1000.0;
 	/* Every block once more (errors still count). */
-	for (i = 0; i < st.nblocks; i++) {
+	for (i = 0; wpct && i < st.nblocks; i++) {
 		while (st.inflight >= depth)
 			pthread_cond_wait(&st.cv, &st.m);
 		start(e, &st, i, false);
@@ -252,6 +265,7 @@ int main(int argc, char **argv)
 	       " reconnect_failures %" PRIu64 "\n",
 	       st.reads, st.writes, st.errors, st.bad, ns.reconnects, ns.resent,
 	       ns.connections_lost, ns.timed_out, ns.reconnect_failures);
+	printf("result bw MB/s %.2f\n", mbps);
 	if (st.bad)
 		printf("first bad block %" PRIu64 "\n", st.first_bad_block);
 	if (st.errors)

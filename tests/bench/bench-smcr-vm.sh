@@ -9,6 +9,11 @@
 #     share a PNET ID and user EID: SMC-Rv2 everywhere): libsmcr client to
 #     kernel server and kernel client to libsmcr server too,
 #   - plain TCP (smcr-stream -t tcp),
+#   - block over SMC-R: smcrd in B exporting a 64 MiB file in tmpfs, the
+#     client library (tests/nbdc-io) in A reading it in order over one
+#     connection, 1 MiB READs (larger than the 512 KiB receive buffer, so
+#     every reply goes in pieces) and 64 KiB READs, against the raw stream
+#     of the same round (aim: 0.8x); and the same over TCP,
 # bandwidth with 64 KiB messages and ping-pong latency of 64-byte messages,
 # and print each as a ratio to ib_write_bw / ib_write_lat (the median of
 # the ratios within each round: the host's load varies between rounds).
@@ -17,7 +22,8 @@
 # tests/bench/README.md (also: why AF_SMC falls back to TCP over rxe).
 #
 #   tests/bench/bench-smcr-vm.sh [-B BUILDDIR] [-r ROUNDS] [-b BYTES] [-i ITERS]
-#                                [--smc-v2-probe] [--v2] [--sizes "4K 64K ..."] [-o DIR]
+#                                [--smc-v2-probe] [--v2] [--sizes "4K 64K ..."]
+#                                [--profile] [-o DIR]
 #
 #   -B BUILDDIR  the build tree (default: ./build next to the sources, or
 #                $abs_top_builddir)
@@ -36,6 +42,11 @@
 #   --sizes LIST bandwidth against message size as well: ib_write_bw,
 #                libsmcr (defaults) and TCP with each size of LIST (BYTES
 #                per run, every round), table and plot (gnuplot) in DIR
+#   --profile    after the rounds, the 64-byte round trip once more under
+#                perf (in the guests, software clock): perf stat of the
+#                client for ib_write_lat, libsmcr and TCP, and where
+#                libsmcr's client and server spend their time (perf record
+#                -g, both ends); needs perf (Debian package linux-perf)
 #   -o DIR       where the report goes (default: bench-smcr-report in the
 #                build tree): report.md (what this prints) and, with
 #                --sizes, bw-size.dat and bw-size.png
@@ -53,7 +64,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir=
+rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir= profile=0
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -63,6 +74,7 @@ while [ $# -gt 0 ]; do
         --smc-v2-probe) probe=1; shift ;;
         --v2) v2=1; shift ;;
         --sizes) sizes=$2; shift 2 ;;
+        --profile) profile=1; shift ;;
         -o) outdir=$2; shift 2 ;;
         *) sed -n '3,50p' "$0"; exit 2 ;;
     esac
@@ -87,7 +99,9 @@ export SMCR_VM_WORKDIR SMCR_VM_TIMEOUT SMCR_VM_CMD_TIMEOUT
 
 S=$builddir/tests/bench/smcr-stream
 N=$builddir/tests/bench/smc-nl
-for p in "$S" "$N"; do
+IO=$builddir/tests/nbdc-io
+SMCRD=$builddir/server/smcrd
+for p in "$S" "$N" "$IO" "$SMCRD"; do
     [ -x "$p" ] || { echo "bench: $p not built (make -C $builddir/tests ${p#$builddir/tests/})" >&2; exit 1; }
 done
 command -v ib_write_bw >/dev/null || { echo "bench: ib_write_bw not found (Debian package perftest)" >&2; exit 1; }
@@ -124,6 +138,13 @@ if [ "$v2" = 1 ]; then
     done
 fi
 
+# The block target: one smcrd for every round (NBD over TCP on 10809,
+# over SMC-R on 10810).
+vm_run B "truncate -s 64M /tmp/disk.img" || fail "disk image in B"
+vm_bg B "$v2env exec $SMCRD -f -p 10809 --smcr-port 10810 -e disk=/tmp/disk.img >>/tmp/smcrd.log 2>&1" >/dev/null
+vm_run B "for i in \$(seq 300); do grep -q 'listening for NBD over SMC-R' /tmp/smcrd.log && exit 0; sleep 0.1; done
+tail -n 20 /tmp/smcrd.log; exit 1" || fail "smcrd did not come up in B"
+
 port=6000
 nbytes=$(numfmt --from=iec "$bytes")
 niters_bw=$(( (nbytes + 65535) / 65536 ))
@@ -152,6 +173,11 @@ stream_run() {
     out=$(vm_run -t 300 A "$env $S client $B1 -t $ct -p $port -m $m $args 2>&1")
     vm_wait -t 60 B "$srv" >/dev/null 2>&1
     echo "$out"
+}
+
+# nbdc-io reading the export in order: URI BLOCK DEPTH.
+block_run() {
+    vm_run -t 120 A "$v2env $IO -z -c 1 -w 0 -s -q $3 -b $2 -d 6 $1 2>&1"
 }
 
 # val KEY R VALUE: one measurement (empty: failed).
@@ -183,6 +209,19 @@ for (( r=1; r<=rounds; r++ )); do
         v=$(field '$1 == "result" && $2 == "lat" { print $4 }'); complain "$t lat" "$v"
         val ${k}_lat $r "$v"
         val ${k}_latcpu $r "$(field '$1 == "result" && $2 == "latcpu" { print $4 }')"
+        val ${k}_latcsw $r "$(field '$1 == "result" && $2 == "latcsw" { print $4 }')"
+    done
+    # Block over SMC-R (and TCP) against the streams above.
+    for k in smcr1m smcr64k tcp1m; do
+        case $k in
+            smcr1m) out=$(block_run smcr://$B1/disk 1048576 4) ;;
+            smcr64k) out=$(block_run smcr://$B1/disk 65536 16) ;;
+            tcp1m) out=$(block_run nbd://$B1/disk 1048576 4) ;;
+        esac
+        v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "block $k" "$v"
+        echo "$out" | grep -q 'result reads .* errors 0 bad 0 ' || { complain "block $k (errors or bad bytes)" ""; v=; }
+        val block_${k}_bw $r "$v"
+        [ "$r" = 1 ] && echo "$out" | grep -E 'connection\(s\)' | sed "s/^.*info: /  block $k: /"
     done
     # libsmcr as it was by default before issue 17 (64 KiB RMBEs, a receive
     # sleeps at once), with 512 KiB RMBEs set by hand, and with a receive
@@ -205,6 +244,7 @@ for (( r=1; r<=rounds; r++ )); do
         v=$(field '$1 == "result" && $2 == "lat" { print $4 }'); complain "smcr lat ($env)" "$v"
         val smcr${k}_lat $r "$v"
         val smcr${k}_latcpu $r "$(field '$1 == "result" && $2 == "latcpu" { print $4 }')"
+        val smcr${k}_latcsw $r "$(field '$1 == "result" && $2 == "latcsw" { print $4 }')"
     done
 done
 
@@ -266,12 +306,17 @@ for t in $rows; do
         "$(med ${t}_lat)" "$(mratio ${t}_lat ib_lat)"
 done
 echo "per round:"
-keys="ib_bw ib_lat ib_lat_typ smcr_bw smcr64_bw smcr512_bw smcr_lat smcr64_lat smcrspin_lat smc_bw smc_lat tcp_bw tcp_lat"
+keys="ib_bw ib_lat ib_lat_typ smcr_bw smcr64_bw smcr512_bw smcr_lat smcr64_lat smcrspin_lat smc_bw smc_lat tcp_bw tcp_lat block_smcr1m_bw block_smcr64k_bw block_tcp1m_bw"
 [ "$v2" = 1 ] && keys="$keys smc_smcr_bw smc_smcr_lat smcr_smc_bw smcr_smc_lat"
 for k in $keys; do
     printf '  %-12s %s\n' "$k" "$(all $k)"
 done
+echo "block over SMC-R (smcrd, 64 MiB export in tmpfs; nbdc-io, one connection, READs in order; MB/s, median; ratio: median within a round)"
+echo "  1 MiB READs, 4 in flight:   $(med block_smcr1m_bw)  / libsmcr stream $(mratio block_smcr1m_bw smcr_bw)  (aim 0.8)"
+echo "  64 KiB READs, 16 in flight: $(med block_smcr64k_bw)  / libsmcr stream $(mratio block_smcr64k_bw smcr_bw)  (aim 0.8)"
+echo "  over TCP, 1 MiB READs:      $(med block_tcp1m_bw)  / TCP stream $(mratio block_tcp1m_bw tcp_bw)"
 echo "client CPU per round trip (usec, all threads; median): libsmcr defaults $(med smcr_latcpu), old defaults $(med smcr64_latcpu), busy poll 50 us $(med smcrspin_latcpu); AF_SMC $(med smc_latcpu); TCP $(med tcp_latcpu)"
+echo "client sleeps per round trip (voluntary context switches, all threads; median): libsmcr defaults $(med smcr_latcsw), old defaults $(med smcr64_latcsw), busy poll 50 us $(med smcrspin_latcsw); AF_SMC $(med smc_latcsw); TCP $(med tcp_latcsw); ib_write_lat polls (0)"
 echo "kernel AF_SMC: $smc_ok SMC-R connection(s) on the client ($smc_v2 SMC-Rv2; B's server: $smc_v2b SMC-Rv2); fallbacks: ${smc_fb:-none} (0x03030000: no SMC device found)"
 if [ "$v2" = 1 ]; then
     echo "libsmcr vs the kernel on the same link (median of per-round ratios):"
@@ -306,6 +351,46 @@ plot '$outdir/bw-size.dat' using 1:2 with linespoints lw 2 title 'ib\_write\_bw'
 GP
     else
         echo "(gnuplot is not installed: no plot)"
+    fi
+fi
+
+if [ "$profile" = 1 ]; then
+    echo
+    if ! command -v perf >/dev/null; then
+        echo "(perf is not installed: no profile)"
+    else
+        vm_say "profile: 64-byte round trips under perf"
+        # perf stat -x, prints "value,unit,event,...": per round trip.
+        per_rt() { awk -F, -v n=$iters '$3 ~ /task-clock|context-switches|cpu-migrations/ {
+            printf "%s %.3f ", $3, $1 / n } END { print "" }'; }
+        # prof_run T REC: smcr-stream lat over T, the client under perf
+        # stat, or (REC=1) both ends under perf record.
+        prof_run() {
+            local t=$1 pre_s= pre_c="perf stat -x, -e task-clock,context-switches,cpu-migrations --" srv
+            [ "$2" = 1 ] && pre_s="perf record -q -e cpu-clock -g -o /tmp/perf-srv-$t.data" &&
+                pre_c="perf record -q -e cpu-clock -g -o /tmp/perf-cli-$t.data"
+            port=$((port + 1))
+            srv=$(vm_bg B "$v2env $pre_s $S server -t $t -p $port -n 1 2>&1")
+            vm_run B "for i in \$(seq 100); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.1; done; exit 1" >/dev/null
+            out=$(vm_run -t 300 A "$v2env $pre_c $S client $B1 -t $t -p $port -m lat -s 64 -i $iters 2>&1")
+            vm_wait -t 60 B "$srv" >/dev/null 2>&1
+        }
+        echo "  perf stat of the client, per round trip (task-clock in msec):"
+        out=$(perf_run "perf stat -x, -e task-clock,context-switches,cpu-migrations -- ib_write_lat" "-s 64 -n $iters")
+        echo "    ib_write_lat: $(echo "$out" | per_rt)"
+        for t in smcr tcp; do
+            prof_run $t 0
+            echo "    smcr-stream -t $t: $(echo "$out" | per_rt)($(field '$1 == "result" && $2 == "lat" { print "RTT " $4 " usec" }'))"
+        done
+        prof_run smcr 1
+        for v in A:cli B:srv; do
+            echo "  libsmcr $( [ ${v#*:} = cli ] && echo client || echo server ) ($v), where the time goes (perf report --no-children: by thread, by object, top symbols):"
+            for k in "comm 1" "dso 1" "sym 2"; do
+                vm_run ${v%%:*} "perf report -i /tmp/perf-${v#*:}-smcr.data --no-children --stdio -g none \
+                    --percent-limit ${k#* } --sort ${k% *} 2>/dev/null | grep -v '^#' | grep . | head -n 12" | sed 's/^/    /'
+                echo "    --"
+            done
+        done
     fi
 fi
 

@@ -857,6 +857,10 @@ static int run_lat(void)
 		printf("result latcpu %s %.1f\n", tnames[o.t],
 		       (tv_s(&ru1.ru_utime) + tv_s(&ru1.ru_stime) -
 			tv_s(&ru0.ru_utime) - tv_s(&ru0.ru_stime)) / o.iters * 1e6);
+		/* Sleeps (voluntary context switches, all threads) per round
+		 * trip: the wake-ups a round trip costs. */
+		printf("result latcsw %s %.2f\n", tnames[o.t],
+		       (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / o.iters);
 	}
 	c_close(&c);
 	free(buf);
