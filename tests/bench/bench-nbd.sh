@@ -4,7 +4,7 @@
 # same file in the same run, measured with fio's nbd engine (libnbd).
 #
 #   tests/bench/bench-nbd.sh [-s SIZE] [-r SECONDS] [-n ROUNDS] [-j REGEX] [-c] [-k]
-#                            [-S] [-O] [-y] [-o DIR]
+#                            [-S] [-O] [-y] [-P] [-o DIR]
 #
 #   -s SIZE     size of the test file (default 1G; it is filled with random
 #               data once, so reads hit real blocks)
@@ -28,6 +28,11 @@
 #               io_uring), for a before/after in the same run
 #   -y          count the system calls of smcrd (perf stat, all its threads)
 #               and report them per I/O
+#   -P          profile every run of the first round: perf record -a -g
+#               and perf stat -a (context switches, CPU time) around fio;
+#               DIR/profile/JOB-SERVER.txt has context switches and CPU
+#               per I/O (the whole machine) and where the time went, by
+#               process, by object and by symbol
 #
 # Prints (and writes to DIR/report.md) one row per job: IOPS (4 KiB jobs)
 # or MiB/s (1 MiB jobs) for each server and smcrd's ratio to the better of
@@ -41,9 +46,9 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 : "${abs_top_builddir:=$(cd "$here/../.." && pwd)}"
-size=1G runtime=10 rounds=3 keep=0 only=. pin=0 scale=0 old=0 sysc=0
+size=1G runtime=10 rounds=3 keep=0 only=. pin=0 scale=0 old=0 sysc=0 prof=0 round=0
 outdir=$PWD/bench-report
-while getopts "s:r:n:j:ckSOyo:" o; do
+while getopts "s:r:n:j:ckSOyPo:" o; do
     case $o in
         s) size=$OPTARG ;;
         r) runtime=$OPTARG ;;
@@ -54,8 +59,9 @@ while getopts "s:r:n:j:ckSOyo:" o; do
         S) scale=1 ;;
         O) old=1 ;;
         y) sysc=1 ;;
+        P) prof=1 ;;
         o) outdir=$OPTARG ;;
-        *) sed -n '3,39p' "$0"; exit 2 ;;
+        *) sed -n '3,44p' "$0"; exit 2 ;;
     esac
 done
 
@@ -90,6 +96,9 @@ for j in "${all_jobs[@]}"; do
 done
 if [ "$sysc" = 1 ] && ! perf stat -e raw_syscalls:sys_enter true >/dev/null 2>&1; then
     echo "bench: -y needs perf with the raw_syscalls tracepoints" >&2; exit 1
+fi
+if [ "$prof" = 1 ] && ! perf record -a -e cpu-clock -o /dev/null true >/dev/null 2>&1; then
+    echo "bench: -P needs perf (Debian package linux-perf) allowed to profile the system" >&2; exit 1
 fi
 [ ${#jobs[@]} -gt 0 ] || { echo "bench: no job matches '$only'" >&2; exit 2; }
 
@@ -155,7 +164,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)
 
 run_fio() { # server rw bs depth metric clients -> "value server-cpu client-cpu syscalls"
-    local out=$dir/fio.json c0 c1 t perf=- ppid=
+    local out=$dir/fio.json c0 c1 t perf=- ppid= rpid= spid2=
     rm -f "$dir/perf.txt"
     # Same start for every server: the whole file in the page cache (this
     # machine's kernel reclaims cold pages on its own, DAMON).
@@ -169,6 +178,11 @@ run_fio() { # server rw bs depth metric clients -> "value server-cpu client-cpu 
         perf=$dir/perf.txt
         sleep 0.2
     fi
+    if [ "$prof" = 1 ] && [ "$round" = 1 ]; then
+        perf record -q -a -g -e cpu-clock -o "$dir/prof.data" 2>/dev/null & rpid=$!
+        perf stat -a -x, -e context-switches,cpu-clock -o "$dir/prof.stat" & spid2=$!
+        sleep 0.2
+    fi
     # bash's time: user and system time of fio and its job processes (fio's
     # own messages go to fio.err: with 64 jobs it warns, and t must be two
     # numbers)
@@ -180,6 +194,11 @@ run_fio() { # server rw bs depth metric clients -> "value server-cpu client-cpu 
     if [ -n "$ppid" ]; then
         kill -INT "$ppid"
         wait "$ppid" || true
+    fi
+    if [ -n "$rpid" ]; then
+        kill -INT "$rpid" "$spid2"
+        wait "$rpid" "$spid2" || true
+        prof_report "$out" "$2" "$1"
     fi
     python3 - "$out" "$2" "$5" "$((c1 - c0))" "$tck" $t "$perf" <<'PY'
 import json, sys
@@ -204,11 +223,35 @@ else:
 PY
 }
 
+# prof_report FIO-JSON RW SERVER: context switches and CPU per I/O of the
+# whole machine while fio ran, and where the time went.
+prof_report() {
+    local n f=$outdir/profile/$prof_name-$3.txt
+    n=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1]))["jobs"][0]
+print(j["read" if "read" in sys.argv[2] else "write"]["total_ios"])' "$1" "$2" 2>/dev/null) || n=0
+    mkdir -p "$outdir/profile"
+    {
+        echo "# $prof_name, $3 ($n I/Os): the whole machine while fio ran"
+        awk -F, -v n="$n" 'n > 0 && $3 ~ /context-switches/ { printf "context switches per I/O: %.2f\n", $1 / n }
+            n > 0 && $3 ~ /cpu-clock/ { printf "CPU per I/O (all CPUs, idle included): %.1f us\n", $1 * 1000 / n }' "$dir/prof.stat"
+        for k in "comm 1" "dso 1" "sym 1"; do
+            echo "## perf report --no-children --sort ${k% *} (>= ${k#* }%)"
+            perf report -i "$dir/prof.data" --no-children --stdio -g none --percent-limit "${k#* }" \
+                --sort "${k% *}" 2>/dev/null | grep -v '^#' | grep . | head -n 25
+        done
+    } >"$f"
+    rm -f "$dir/prof.data" "$dir/prof.data.old" "$dir/prof.stat"
+    echo "bench: profile in $f: $(grep -m1 'context switches' "$f")" >&2
+}
+
 mkdir -p "$outdir"
 csv=$outdir/results.csv
 echo "round,job,server,clients,qd,value,unit,server_cpu,client_cpu,cpu_unit,syscalls_per_io" >"$csv"
 run_one() { # round name server rw bs depth metric clients
     local v c k y unit=IOPS cu=us/IO
+    round=$1 prof_name=$2
+    [ "$8" != 1 ] && prof_name=$2-$8
+    [ "$2" = scale-qd ] && prof_name=$2-$6
     [ "$7" = bw ] && unit=MiB/s cu=ms/GiB
     if ! read -r v c k y < <(run_fio "$3" "$4" "$5" "$6" "$7" "$8") || [ -z "$v" ]; then
         # a run that failed is a row of its own, and the bench goes on
