@@ -127,6 +127,20 @@ def main():
                  if "smcrd" in tot and tot.get("nbdkit") else "n/a")
             out.append("| %s | %d | %d | %s | " % (k[0], k[1], k[2], units[k][1])
                        + " | ".join(cells) + " | %s |" % r)
+        out.append("\nThe client's CPU while it ran (fio and its processes, in CPUs: CPU "
+                   "per I/O x rate; with -c fio has one CPU, so 1.00 means the client "
+                   "is the limit), median\n")
+        out.append("| job | clients | qd | " + " | ".join(SERVERS) + " |")
+        out.append("|---|---|---|" + "---|" * len(SERVERS))
+        for k in keys:
+            per_unit = 1e-6 if units[k][0] == "IOPS" else 1e-3 / 1024
+            cells = []
+            for s in SERVERS:
+                d = data[k].get(s, {"v": [], "c": []})
+                busy = stats([v * c * per_unit for v, c in zip(d["v"], d["c"])
+                              if v is not None and c is not None])
+                cells.append("%.2f" % busy[0] if busy else "-")
+            out.append("| %s | %d | %d | " % k + " | ".join(cells) + " |")
         sc = [s for s in SERVERS if any(stats(data[k].get(s, {"y": []})["y"]) for k in keys)]
         if sc:
             out.append("\nServer system calls per I/O (perf stat, all threads), "
