@@ -66,7 +66,6 @@ struct smcr_conn_stats {
 	uint64_t writes;
 	uint64_t window_updates;	/* CDCs sent only to move the window */
 	uint64_t blocked;		/* times we ran out of peer window */
-	uint64_t corked;		/* sends held for a CDC in flight */
 	uint64_t failovers, replayed_bytes;
 	uint64_t prod_rewinds;		/* producer cursor behind one taken (Linux after a failover) */
 };

@@ -1332,8 +1332,6 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 		ctx->lgr_cfg.rebalance = env_uint("SMCR_REBALANCE", 1) != 0;
 		ctx->lgr_cfg.link_tx_bytes = env_uint("SMCR_LINK_TX_BYTES",
 						      ctx->lgr_cfg.link_tx_bytes);
-		ctx->lgr_cfg.autocork_bytes = env_uint("SMCR_AUTOCORK_BYTES",
-						       ctx->lgr_cfg.autocork_bytes);
 		/* 1: the RFC's RMBE layout only, as older smcrbd spoke. */
 		ctx->lgr_cfg.rmbe_eyecatcher = env_uint("SMCR_RMBE_EYECATCHER", 0) != 0;
 	}

@@ -20,7 +20,6 @@ const struct smcr_lgr_config smcr_lgr_config_default = {
 	.test_link_timeout_ms = 2000,
 	.max_rmb_bytes = SMCR_LGR_MAX_RMB_BYTES,
 	.link_tx_bytes = SMCR_LGR_LINK_TX_BYTES,
-	.autocork_bytes = SMCR_LGR_AUTOCORK_BYTES,
 };
 
 static uint64_t lgr_now(struct smcr_lgr *lgr)
@@ -251,7 +250,6 @@ int smcr_lgr_first_link(struct smcr_lgr *lgr, struct smcr_link *link,
 	ll->last_rx_ms = lgr_now(lgr);
 	link->slot = 0;
 	link->tx_cap = lgr->cfg.link_tx_bytes;
-	link->tx_cork = lgr->cfg.autocork_bytes;
 	/* The server numbers the link; the client takes the number from
 	 * CONFIRM LINK (as Linux does). */
 	link->link_id = lgr->role == SMCR_ROLE_SERVER && lgr->cfg.first_link_id ?

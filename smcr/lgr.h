@@ -93,7 +93,6 @@ struct smcr_lgr_config {
 	uint32_t test_link_timeout_ms;	/* no reply: the link is down */
 	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
 	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */
-	uint32_t autocork_bytes;	/* corks sends below this; 0: off */
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
 	 * so with CONFIRM LINK flag 0x03; the server offers it in its
 	 * request, the client takes it by setting the flag in its response,
@@ -109,10 +108,6 @@ struct smcr_lgr_config {
  * keeps an LLC round trip near 1 s: with 2 MiB a v1 ADD LINK's steps took
  * 1.8-2 s each and the flow timed out. */
 #define SMCR_LGR_LINK_TX_BYTES	(512u << 10)
-
-/* Small sends behind a CDC in flight are held until it completes and go
- * as one write and one CDC (Linux: net.smc.autocorking_size, 64 KiB). */
-#define SMCR_LGR_AUTOCORK_BYTES	(64u << 10)
 
 /* A peer must not make one group take all our memory. */
 #define SMCR_LGR_MAX_RMB_BYTES	((size_t)256 << 20)

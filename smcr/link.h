@@ -91,9 +91,6 @@ struct smcr_link {
 	 * message (TEST LINK's reply) on the QP. */
 	uint64_t tx_unacked;
 	uint32_t tx_cap;
-	/* Autocork: while a connection has a CDC in flight, sends smaller
-	 * than this wait for its completion and go out together (0: off). */
-	uint32_t tx_cork;
 };
 
 static inline int smcr_link_write(struct smcr_link *link,

@@ -267,7 +267,6 @@ static int link_new(struct smcr_lgr *lgr, const struct smcr_link_info *peer,
 	ll->asym = asym;
 	link->slot = (uint8_t)slot;
 	link->tx_cap = lgr->cfg.link_tx_bytes;
-	link->tx_cork = lgr->cfg.autocork_bytes;
 	link->link_id = id;
 	link->state = SMCR_LINK_INACTIVE;
 	link->handler = &smcr_lgr_link_handler;

@@ -399,96 +399,6 @@ static void test_window_update_threshold(void)
 	teardown();
 }
 
-/* Autocork on every link of both peers (0: off, as setup leaves it). */
-static void cork(uint32_t bytes)
-{
-	unsigned int s;
-
-	for (s = 0; s < NLINK; s++)
-		wire[s][0].link.tx_cork = wire[s][1].link.tx_cork = bytes;
-}
-
-static void test_autocork(void)
-{
-	uint8_t buf[16384], got[16384];
-	struct smcr_conn *a, *b;
-	unsigned int i;
-
-	EYE = 0;
-	setup(1000, 1000, 64);
-	cork(65536);
-	a = &A.conn[0];
-	b = &B.conn[0];
-	for (i = 0; i < sizeof(buf); i++)
-		buf[i] = (uint8_t)(i * 7 + 1);
-	/* Nothing in flight: the first send goes at once; the next two wait
-	 * for its CDC's completion and then go as one write and one CDC. */
-	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
-	CU_ASSERT_EQUAL(a->stats.cdc_sent, 1);
-	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 100, 100), 100);
-	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 200, 100), 100);
-	CU_ASSERT_EQUAL(a->stats.cdc_sent, 1);
-	CU_ASSERT_EQUAL(a->stats.writes, 1);
-	CU_ASSERT_EQUAL(a->stats.corked, 2);
-	run_wire(0);
-	CU_ASSERT_EQUAL(a->stats.cdc_sent, 2);
-	CU_ASSERT_EQUAL(a->stats.writes, 2);
-	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 300);
-	CU_ASSERT_EQUAL(memcmp(got, buf, 300), 0);
-	/* Half the peer's RMBE or more is not held. */
-	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
-	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 100, a->tx_len / 2), a->tx_len / 2);
-	CU_ASSERT_EQUAL(a->stats.cdc_sent, 4);
-	run_wire(0);
-	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 100 + a->tx_len / 2);
-	CU_ASSERT_EQUAL(memcmp(got, buf, 100 + a->tx_len / 2), 0);
-	/* Closing flushes what is held, with C. */
-	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
-	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 100, 100), 100);
-	CU_ASSERT_EQUAL(smcr_conn_close(a), 0);
-	run_wire(0);
-	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 200);
-	CU_ASSERT_EQUAL(memcmp(got, buf, 200), 0);
-	CU_ASSERT(b->peer_closed);
-	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 0);
-	CU_ASSERT_EQUAL(a->error, 0);
-	CU_ASSERT_EQUAL(b->error, 0);
-	teardown();
-}
-
-/* The random streams with autocork: nothing is held for ever. */
-static void test_stream_autocork(void)
-{
-	const uint64_t total = 1u << 20;
-	unsigned int c;
-
-	EYE = 0;
-	setup(1000, 1000, 64);
-	cork(65536);
-	stream(total, 3000, 7, -1, MEMWIRE_OK, false);
-	check_streams(total);
-	for (c = 0; c < NCONN; c++)
-		CU_ASSERT(A.conn[c].stats.corked > 0);
-	teardown();
-}
-
-/* A link cut with sends held: the failover sends them. */
-static void test_failover_autocork(void)
-{
-	const uint64_t total = 1u << 20;
-
-	EYE = 0;
-	setup(30000, 30000, 16);
-	cork(65536);
-	stream(total, 3000, 5, 40, MEMWIRE_CUT, false);
-	check_streams(total);
-	CU_ASSERT_EQUAL(A.downs, 1);
-	CU_ASSERT_EQUAL(B.downs, 1);
-	CU_ASSERT(A.conn[0].stats.corked > 0);
-	CU_ASSERT_EQUAL(A.conn[0].stats.failovers, 1);
-	teardown();
-}
-
 static void test_close_orders(void)
 {
 	uint8_t buf[100];
@@ -843,9 +753,6 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "stream, zero copy, asymmetric RMBEs", test_stream_zero_copy_asym_linux },
 	{ "window update threshold", test_window_update_threshold_linux },
 	{ "close in both orders", test_close_orders_linux },
-	{ "autocork: small sends behind a CDC in flight", test_autocork },
-	{ "autocork: random streams", test_stream_autocork },
-	{ "autocork: failover with sends held", test_failover_autocork },
 	{ "abort mid-transfer", test_abort_mid_transfer_linux },
 	{ "bad CDC aborts one connection", test_bad_cdc_linux },
 	{ "failover: cut link, replay", test_failover_cut_linux },
