@@ -1081,12 +1081,12 @@ static bool write_inline(struct req *q)
 		return false;
 	if (nw != NOWAIT_NO) {
 		n = pwritev2(e->fd, iov, cnt, (off_t)q->r.offset, RWF_NOWAIT);
-		if (n >= 0 || errno != EOPNOTSUPP)
+		if (n >= 0 || errno != EOPNOTSUPP) {
 			__atomic_store_n(&e->nowait_write, NOWAIT_YES, __ATOMIC_RELAXED);
-		if (n == (ssize_t)q->r.length)
-			goto out_done;
-		if (n >= 0 || errno != EOPNOTSUPP)
+			if (n == (ssize_t)q->r.length)
+				goto out_done;
 			return false;	/* io_uring finishes it */
+		}
 		__atomic_store_n(&e->nowait_write, NOWAIT_NO, __ATOMIC_RELAXED);
 	}
 	n = pwritev(e->fd, iov, cnt, (off_t)q->r.offset);
