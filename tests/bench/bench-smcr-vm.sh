@@ -162,15 +162,16 @@ perf_run() {
 }
 
 # smcr-stream over T (smcr, tcp, smc; SERVER:CLIENT for a mixed pair) in
-# mode M with extra client args.
+# mode M with extra client args, environment ENV, and commands (perf) to
+# run the server and the client under.
 stream_run() {
-    local t=$1 m=$2 args=$3 env="${4:-} $v2env" srv out st ct
+    local t=$1 m=$2 args=$3 env="${4:-} $v2env" pre_s=${5:-} pre_c=${6:-} srv out st ct
     st=${t%%:*} ct=${t##*:}
     port=$((port + 1))
-    srv=$(vm_bg B "$env $S server -t $st -p $port -n 1")
+    srv=$(vm_bg B "$env $pre_s $S server -t $st -p $port -n 1")
     vm_run B "for i in \$(seq 100); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.1; done; exit 1" >/dev/null ||
         { echo "bench: $t server did not listen" >&2; return 1; }
-    out=$(vm_run -t 300 A "$env $S client $B1 -t $ct -p $port -m $m $args 2>&1")
+    out=$(vm_run -t 300 A "$env $pre_c $S client $B1 -t $ct -p $port -m $m $args 2>&1")
     vm_wait -t 60 B "$srv" >/dev/null 2>&1
     echo "$out"
 }
@@ -363,26 +364,18 @@ if [ "$profile" = 1 ]; then
         # perf stat -x, prints "value,unit,event,...": per round trip.
         per_rt() { awk -F, -v n=$iters '$3 ~ /task-clock|context-switches|cpu-migrations/ {
             printf "%s %.3f ", $3, $1 / n } END { print "" }'; }
-        # prof_run T REC: smcr-stream lat over T, the client under perf
-        # stat, or (REC=1) both ends under perf record.
-        prof_run() {
-            local t=$1 pre_s= pre_c="perf stat -x, -e task-clock,context-switches,cpu-migrations --" srv
-            [ "$2" = 1 ] && pre_s="perf record -q -e cpu-clock -g -o /tmp/perf-srv-$t.data" &&
-                pre_c="perf record -q -e cpu-clock -g -o /tmp/perf-cli-$t.data"
-            port=$((port + 1))
-            srv=$(vm_bg B "$v2env $pre_s $S server -t $t -p $port -n 1 2>&1")
-            vm_run B "for i in \$(seq 100); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.1; done; exit 1" >/dev/null
-            out=$(vm_run -t 300 A "$v2env $pre_c $S client $B1 -t $t -p $port -m lat -s 64 -i $iters 2>&1")
-            vm_wait -t 60 B "$srv" >/dev/null 2>&1
-        }
+        pstat="perf stat -x, -e task-clock,context-switches,cpu-migrations --"
+        precord="perf record -q -e cpu-clock -g -o"
         echo "  perf stat of the client, per round trip (task-clock in msec):"
-        out=$(perf_run "perf stat -x, -e task-clock,context-switches,cpu-migrations -- ib_write_lat" "-s 64 -n $iters")
+        out=$(perf_run "$pstat ib_write_lat" "-s 64 -n $iters")
         echo "    ib_write_lat: $(echo "$out" | per_rt)"
         for t in smcr tcp; do
-            prof_run $t 0
+            out=$(stream_run $t lat "-s 64 -i $iters" "" "" "$pstat")
             echo "    smcr-stream -t $t: $(echo "$out" | per_rt)($(field '$1 == "result" && $2 == "lat" { print "RTT " $4 " usec" }'))"
         done
-        prof_run smcr 1
+        # Both ends of libsmcr's round trip under perf record.
+        stream_run smcr lat "-s 64 -i $iters" "" "$precord /tmp/perf-srv-smcr.data" \
+            "$precord /tmp/perf-cli-smcr.data" >/dev/null
         for v in A:cli B:srv; do
             echo "  libsmcr $( [ ${v#*:} = cli ] && echo client || echo server ) ($v), where the time goes (perf report --no-children: by thread, by object, top symbols):"
             for k in "comm 1" "dso 1" "sym 2"; do
