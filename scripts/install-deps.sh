@@ -30,6 +30,9 @@ PACKAGES=(
     # upstream fixes from the kernel's source, against the guest kernel's
     # headers (linux-headers-amd64 matches linux-image-amd64)
     linux-source-6.1 linux-headers-amd64 patch xz-utils
+    # the RDMA block peers (tests/vm/rdma-peers.sh): NVMe-oF/RDMA's host tool;
+    # RNBD/RTRS are built from linux-source-6.1
+    nvme-cli
 )
 
 missing=()
