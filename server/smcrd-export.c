@@ -18,6 +18,8 @@
 
 static int spec_copy(const struct export_spec *src, struct export_spec *dst)
 {
+	unsigned i;
+
 	memset(dst, 0, sizeof(*dst));
 	dst->read_only = src->read_only;
 	dst->direct = src->direct;
@@ -33,8 +35,17 @@ static int spec_copy(const struct export_spec *src, struct export_spec *dst)
 			dst->nallow = src->nallow;
 		}
 	}
+	if (src->ntls_allow) {
+		dst->tls_allow = calloc(src->ntls_allow, sizeof(*dst->tls_allow));
+		for (i = 0; dst->tls_allow && i < src->ntls_allow; i++) {
+			dst->tls_allow[i] = strdup(src->tls_allow[i]);
+			if (!dst->tls_allow[i])
+				break;
+			dst->ntls_allow++;
+		}
+	}
 	if (!dst->name || !dst->path || (src->description && !dst->description) ||
-	    (src->nallow && !dst->allow)) {
+	    (src->nallow && !dst->allow) || dst->ntls_allow != src->ntls_allow) {
 		export_spec_free(dst);
 		return -ENOMEM;
 	}

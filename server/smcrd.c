@@ -162,6 +162,9 @@ static int cb_lookup(void *arg, const char *name, struct nbd_server_export *out,
 		r = -ENOENT;
 	else if (!export_allows(e, (struct sockaddr *)&h->peer))
 		r = -EACCES;
+	else if (!tls_allow_match(e->spec.tls_allow, e->spec.ntls_allow,
+				  bd_tls_peer_name(h->t)))
+		r = -ETXTBSY;
 	else {
 		fill_export(e, out);
 		*handle = export_get(e);
@@ -170,6 +173,14 @@ static int cb_lookup(void *arg, const char *name, struct nbd_server_export *out,
 	if (r == -EACCES)
 		log_info("client %s: export '%s' not allowed for this address", h->t->peer,
 			 name);
+	if (r == -ETXTBSY) {
+		const char *who = bd_tls_peer_name(h->t);
+
+		log_info("client %s: export '%s' not allowed for %s%s%s (tls-allow)", h->t->peer,
+			 name, who ? "TLS name '" : "a client without a TLS name",
+			 who ? who : "", who ? "'" : "");
+		r = -EACCES;
+	}
 	return r;
 }
 
@@ -191,7 +202,9 @@ static int cb_list(void *arg, int (*cb)(void *, const char *, const char *), voi
 	v = calloc(s->table->n ? s->table->n : 1, sizeof(*v));
 	if (v)
 		for (i = 0; i < s->table->n; i++)
-			if (export_allows(s->table->v[i], (struct sockaddr *)&h->peer))
+			if (export_allows(s->table->v[i], (struct sockaddr *)&h->peer) &&
+			    tls_allow_match(s->table->v[i]->spec.tls_allow,
+					    s->table->v[i]->spec.ntls_allow, bd_tls_peer_name(h->t)))
 				v[n++] = export_get(s->table->v[i]);
 	pthread_mutex_unlock(&s->lock);
 	if (!v)
@@ -832,6 +845,8 @@ static void usage(FILE *f)
 "      --tls-certificates DIR  server-cert.pem, server-key.pem (and\n"
 "                             ca-cert.pem) in DIR (default /etc/pki/smcrd)\n"
 "      --tls-psk FILE       pre-shared keys (psktool's username:hexkey) instead\n"
+"      --tls-verify-peer on|off  require a client certificate signed by\n"
+"                             ca-cert.pem (default: on when DIR has one)\n"
 "      --ctl-group GROUP    members of GROUP may inject faults and run commands\n"
 "                             on the control socket (smcrctl), as root may\n"
 "  -v, --verbose            debug logging\n"
@@ -847,7 +862,7 @@ static void usage(FILE *f)
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_EIDS, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
        OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP,
-       OPT_LGRS_PER_ADDRESS };
+       OPT_LGRS_PER_ADDRESS, OPT_TLS_VERIFY };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -872,6 +887,7 @@ static const struct option long_opts[] = {
 	{ "tls", required_argument, NULL, OPT_TLS },
 	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
 	{ "tls-psk", required_argument, NULL, OPT_TLS_PSK },
+	{ "tls-verify-peer", required_argument, NULL, OPT_TLS_VERIFY },
 	{ "ctl-group", required_argument, NULL, OPT_CTL_GROUP },
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "pidfile", required_argument, NULL, 'P' },
@@ -1029,6 +1045,15 @@ static int parse_args(struct server *s, int argc, char **argv)
 			free(cfg->tls_psk);
 			cfg->tls_psk = abs_path(s->cwd, optarg);
 			cfg->set_mask |= CFG_SET_TLS_PSK;
+			break;
+		case OPT_TLS_VERIFY:
+			cfg->tls_verify_peer = config_parse_verify(optarg);
+			if (cfg->tls_verify_peer < 0) {
+				fprintf(stderr, "smcrd: --tls-verify-peer %s: not on or off\n",
+					optarg);
+				return -EINVAL;
+			}
+			cfg->set_mask |= CFG_SET_TLS_VERIFY;
 			break;
 		case OPT_CTL_GROUP:
 			free(cfg->ctl_group);
@@ -1402,7 +1427,15 @@ int main(int argc, char **argv)
 			dir = abs_path(s.cwd, s.cfg.tls_certificates);
 		if (s.cfg.tls_psk)
 			psk = abs_path(s.cwd, s.cfg.tls_psk);
-		r = bd_tls_server_new(dir, psk, &s.tls, err, sizeof(err));
+		if (s.cfg.tls_psk && s.cfg.tls_verify_peer == BD_TLS_VERIFY_ON) {
+			log_err("tls-verify-peer is for certificates (PSK clients are always "
+				"checked)");
+			free(dir);
+			free(psk);
+			status = EXIT_USAGE;
+			goto out_table;
+		}
+		r = bd_tls_server_new(dir, psk, s.cfg.tls_verify_peer, &s.tls, err, sizeof(err));
 		free(dir);
 		free(psk);
 		if (r < 0) {
@@ -1410,9 +1443,11 @@ int main(int argc, char **argv)
 			status = EXIT_USAGE;
 			goto out_table;
 		}
-		log_info("TLS %s on NBD/TCP (%s)",
+		log_info("TLS %s on NBD/TCP (%s%s)",
 			 s.tls_mode == NBD_TLS_REQUIRE ? "required" : "offered",
-			 s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates");
+			 s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates",
+			 s.cfg.tls_psk ? "" : bd_tls_verifies_peer(s.tls) ?
+			 ", client certificates verified" : ", client certificates not verified");
 	}
 	if (s.cfg.log_file) {
 		/* Not through a symbolic link; mode 0640. */
