@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
@@ -41,6 +42,7 @@ struct tls_state {
 	gnutls_session_t s;
 	size_t pending;			/* plaintext of a record GnuTLS holds */
 	char *peer_name;		/* authenticated client name, or NULL */
+	int64_t deadline;		/* handshake, ms CLOCK_MONOTONIC; 0: none */
 	uint8_t buf[TLS_CHUNK];		/* small pieces gathered */
 };
 
@@ -79,13 +81,37 @@ static ssize_t pull(gnutls_transport_ptr_t p, void *buf, size_t len)
 	return -1;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What is left of the handshake's time: -1 without a deadline. */
+static int left_ms(const struct tls_state *ts)
+{
+	int64_t left;
+
+	if (!ts->deadline)
+		return -1;
+	left = ts->deadline - mono_ms();
+	return left > 0 ? (left > INT32_MAX ? INT32_MAX : (int)left) : 0;
+}
+
+/* GnuTLS's own waits: never past the handshake's deadline. */
 static int pull_timeout(gnutls_transport_ptr_t p, unsigned int ms)
 {
 	struct bd_transport *t = p;
 	const struct bd_transport_ops *in = t->ops == &tls_ops ? st(t)->inner : t->ops;
 	struct pollfd pfd = { .fd = in->poll_fd(t), .events = in->poll_events(t, BD_WANT_READ) };
+	int wait = ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms;
+	int left = t->ops == &tls_ops ? -1 : left_ms(st(t));
 
-	return poll(&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
+	if (left >= 0 && (wait < 0 || wait > left))
+		wait = left;
+	return poll(&pfd, 1, wait);
 }
 
 static int tls_errno(int r)
@@ -458,6 +484,10 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 	if (!ts)
 		return -ENOMEM;
 	ts->inner = t->ops;
+	/* One deadline for the whole handshake: a peer that trickles its
+	 * bytes does not restart the wait. */
+	if (timeout_ms >= 0)
+		ts->deadline = mono_ms() + timeout_ms;
 	r = gnutls_init(&ts->s, GNUTLS_SERVER | GNUTLS_NONBLOCK);
 	if (r < 0)
 		goto out_free;
@@ -489,7 +519,7 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 		if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED)
 			goto out_unset;
 		w = bd_wait(t, gnutls_record_get_direction(ts->s) ? BD_WANT_WRITE : BD_WANT_READ,
-			    timeout_ms, cancel_fd);
+			    left_ms(ts), cancel_fd);
 		if (w < 0) {
 			log_info("tls: %s: handshake: %s", t->peer, strerror(-w));
 			t->tls = NULL;

@@ -23,8 +23,8 @@ int bd_tls_server_new(const char *cert_dir, const char *psk_file, int verify_pee
 bool bd_tls_verifies_peer(const struct bd_tls *c);
 void bd_tls_free(struct bd_tls *c);
 
-/* Runs the TLS handshake (server side) on t, waiting as bd_wait() does,
- * and turns t into a TLS stream in place: the same pointer, its readv and
+/* Runs the TLS handshake (server side) on t, all of it within timeout_ms
+ * (< 0: no limit) however the peer trickles its bytes, and turns t into a TLS stream in place: the same pointer, its readv and
  * writev now encrypted, bd_close() ends both.  On failure t is unchanged
  * (but its stream is unusable). */
 int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int cancel_fd);

@@ -44,6 +44,7 @@ void config_defaults(struct smcrd_config *cfg)
 	cfg->handshake_timeout = DEFAULT_HS_TIMEOUT;
 	cfg->request_timeout = DEFAULT_REQ_TIMEOUT;
 	cfg->max_per_address = DEFAULT_PER_ADDRESS;
+	cfg->max_hs_per_address = -1;
 	cfg->max_lgrs_per_address = DEFAULT_LGRS_PER_ADDRESS;
 	cfg->max_memory = DEFAULT_MAX_MEMORY;
 	cfg->fixed_buffers = true;
@@ -576,6 +577,15 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			goto bad;
 		if (!FROM_CLI(CFG_SET_PER_ADDRESS))
 			cfg->max_per_address = v;
+		return 0;
+	}
+	if (!strcmp(key, "max-handshakes-per-address")) {
+		unsigned v;
+
+		if (parse_uint(val, 0, 65536, &v) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_HS_PER_ADDRESS))
+			cfg->max_hs_per_address = (int)v;
 		return 0;
 	}
 	if (!strcmp(key, "max-link-groups-per-address")) {

@@ -46,6 +46,8 @@ struct smcrd_config {
 	unsigned handshake_timeout;	/* s, whole handshake */
 	unsigned request_timeout;	/* s, a stalled request payload */
 	unsigned max_per_address;	/* clients from one address; 0: no limit */
+	int max_hs_per_address;		/* handshakes from one address; 0: no
+					 * limit; -1: half of max_handshakes */
 	unsigned max_lgrs_per_address;	/* SMC-R link groups from one address; 0: no limit */
 	uint64_t max_rmb_memory;	/* SMC-R: RMB bytes per link group; 0: libsmcr's */
 	uint64_t max_memory;		/* bytes of request buffers */
@@ -91,6 +93,7 @@ struct smcrd_config {
 #define CFG_SET_CTL_GROUP	(1u << 20)
 #define CFG_SET_LGRS_PER_ADDRESS	(1u << 21)
 #define CFG_SET_TLS_VERIFY	(1u << 22)
+#define CFG_SET_HS_PER_ADDRESS	(1u << 23)
 #define CFG_SET_EIDS		(1u << 28)
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */

@@ -103,7 +103,7 @@ struct server {
 	unsigned refusing;
 	/* Limits reached (smcrctl status smcrd). */
 	uint64_t refused_max_clients, refused_handshakes, handshake_timeouts, accept_paused;
-	uint64_t refused_per_address;
+	uint64_t refused_per_address, refused_hs_per_address;
 	/* Clients per peer address (max-clients-per-address). */
 	struct addr_count *addrs;
 	unsigned naddrs, caddrs;
@@ -123,11 +123,14 @@ struct server {
 
 struct addr_count {
 	char addr[INET6_ADDRSTRLEN];
-	unsigned n;
+	unsigned n;			/* clients */
+	unsigned hs;			/* of them in the handshake (<= n) */
 };
 
 struct hs_ctx {
 	char addr[INET6_ADDRSTRLEN];	/* the peer's address, counted if set */
+	bool hs_counted;		/* in its address's handshakes */
+	int64_t accepted;		/* now_ms() at accept */
 	struct server *srv;
 	struct bd_transport *t;
 	int smcr_fd;			/* SMC-R: TCP socket before CLC, else -1 */
@@ -274,19 +277,35 @@ static void addr_key(const struct sockaddr_storage *ss, char *out, size_t len)
 		snprintf(out, len, "?");
 }
 
-/* One more client from addr (s->lock held): -EBUSY at the limit. */
-static int addr_get(struct server *s, const char *addr)
+static struct addr_count *addr_find(struct server *s, const char *addr)
 {
-	struct addr_count *v;
 	unsigned i;
 
 	for (i = 0; i < s->naddrs; i++)
 		if (!strcmp(s->addrs[i].addr, addr))
-			break;
-	if (i < s->naddrs) {
-		if (s->cfg.max_per_address && s->addrs[i].n >= s->cfg.max_per_address)
+			return &s->addrs[i];
+	return NULL;
+}
+
+/* Handshakes one address may hold at once: never the whole pool. */
+static unsigned hs_per_address(const struct server *s)
+{
+	if (s->cfg.max_hs_per_address >= 0)
+		return (unsigned)s->cfg.max_hs_per_address;
+	return s->cfg.max_handshakes > 1 ? s->cfg.max_handshakes / 2 : 1;
+}
+
+/* One more client from addr, in the handshake (s->lock held): -EBUSY at
+ * the limit. */
+static int addr_get(struct server *s, const char *addr)
+{
+	struct addr_count *v, *a = addr_find(s, addr);
+
+	if (a) {
+		if (s->cfg.max_per_address && a->n >= s->cfg.max_per_address)
 			return -EBUSY;
-		s->addrs[i].n++;
+		a->n++;
+		a->hs++;
 		return 0;
 	}
 	if (s->naddrs == s->caddrs) {
@@ -297,8 +316,18 @@ static int addr_get(struct server *s, const char *addr)
 		s->caddrs = s->caddrs ? s->caddrs * 2 : 16;
 	}
 	snprintf(s->addrs[s->naddrs].addr, sizeof(s->addrs[0].addr), "%s", addr);
+	s->addrs[s->naddrs].hs = 1;
 	s->addrs[s->naddrs++].n = 1;
 	return 0;
+}
+
+/* addr's client left the handshake (s->lock held). */
+static void addr_hs_done(struct server *s, const char *addr)
+{
+	struct addr_count *a = addr_find(s, addr);
+
+	if (a && a->hs)
+		a->hs--;
 }
 
 static void addr_put(struct server *s, const char *addr)
@@ -327,7 +356,7 @@ static void client_gone(void *arg, void *owner)
 
 static struct ratelog rl_accept = RATELOG_INIT, rl_max_clients = RATELOG_INIT,
 		      rl_handshakes = RATELOG_INIT, rl_hs_timeout = RATELOG_INIT,
-		      rl_per_address = RATELOG_INIT;
+		      rl_per_address = RATELOG_INIT, rl_hs_per_address = RATELOG_INIT;
 
 static void *handshake_main(void *arg)
 {
@@ -341,7 +370,11 @@ static void *handshake_main(void *arg)
 	};
 	struct nbd_server_session sess;
 	bool counted = !h->refusal[0];
+	int64_t spent = now_ms() - h->accepted;
 	int r = 0;
+
+	/* The deadline counts from accept (a thread slow to start included). */
+	lim.total_ms = spent < lim.total_ms ? lim.total_ms - (int)spent : 1;
 
 	if (h->smcr_fd >= 0) {
 		/* SMC-R: the CLC exchange first (or TCP fallback), here so
@@ -360,6 +393,12 @@ static void *handshake_main(void *arg)
 	}
 	if (r == 0)
 		r = nbd_server_handshake(h->t, &hs_ops, h, &lim, &sess);
+	if (h->hs_counted) {
+		pthread_mutex_lock(&s->lock);
+		addr_hs_done(s, h->addr);
+		h->hs_counted = false;
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (r == 0) {
 		/* The engine owns the transport and the export reference now,
 		 * and reports the end through client_gone(). */
@@ -425,7 +464,8 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 	pthread_attr_t attr;
 	pthread_t th;
 	bool refuse = false;
-	char peer[64];
+	char peer[64], addr[INET6_ADDRSTRLEN];
+	struct addr_count *a;
 	int fd, r;
 
 	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
@@ -449,6 +489,7 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 	h->srv = s;
 	h->peer = ss;
 	h->smcr_fd = -1;
+	h->accepted = now_ms();
 	if (smcr) {
 		h->smcr_fd = fd;
 	} else {
@@ -460,7 +501,27 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 		}
 	}
 	bd_format_addr((struct sockaddr *)&ss, len, peer, sizeof(peer));
+	addr_key(&ss, addr, sizeof(addr));
 	pthread_mutex_lock(&s->lock);
+	/* Per address first: one address never takes a whole global pool. */
+	a = addr_find(s, addr);
+	if (a && s->cfg.max_per_address && a->n >= s->cfg.max_per_address) {
+		s->refused_per_address++;
+		pthread_mutex_unlock(&s->lock);
+		limit_warn(&rl_per_address, "client %s: %u clients from %s "
+			   "(max-clients-per-address): closing", peer,
+			   s->cfg.max_per_address, addr);
+		hs_free(h);
+		return 0;
+	}
+	if (a && hs_per_address(s) && a->hs >= hs_per_address(s)) {
+		s->refused_hs_per_address++;
+		pthread_mutex_unlock(&s->lock);
+		limit_warn(&rl_hs_per_address, "client %s: %u clients from %s in the handshake "
+			   "(max-handshakes-per-address): closing", peer, hs_per_address(s), addr);
+		hs_free(h);
+		return 0;
+	}
 	if (s->handshakes >= s->cfg.max_handshakes) {
 		/* Half-open (CLC or NBD options): no thread, no reply. */
 		s->refused_handshakes++;
@@ -486,9 +547,6 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 		snprintf(h->refusal, sizeof(h->refusal),
 			 "server has too many clients (max-clients %u)", s->cfg.max_clients);
 	} else {
-		char addr[INET6_ADDRSTRLEN];
-
-		addr_key(&ss, addr, sizeof(addr));
 		r = addr_get(s, addr);
 		if (r == -EBUSY) {
 			s->refused_per_address++;
@@ -499,8 +557,10 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 			hs_free(h);
 			return 0;
 		}
-		if (r == 0)
+		if (r == 0) {
 			memcpy(h->addr, addr, sizeof(addr));
+			h->hs_counted = true;
+		}
 		s->clients++;
 	}
 	s->handshakes++;
@@ -520,10 +580,15 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 	if (r) {
 		log_err("client %s: cannot start a thread: %s", peer, strerror(r));
 		pthread_mutex_lock(&s->lock);
-		if (!refuse)
+		if (!refuse) {
 			s->clients--;
-		else
+			if (h->addr[0]) {
+				addr_hs_done(s, h->addr);
+				addr_put(s, h->addr);
+			}
+		} else {
 			s->refusing--;
+		}
 		s->handshakes--;
 		pthread_mutex_unlock(&s->lock);
 		hs_free(h);
@@ -823,6 +888,8 @@ static void usage(FILE *f)
 "                             0: no limit)\n"
 "      --max-handshakes N   clients in the handshake (CLC, NBD options) at once;\n"
 "                             more are closed at once (default 32)\n"
+"      --max-handshakes-per-address N  of them from one address (default:\n"
+"                             half of max-handshakes; 0: no limit)\n"
 "      --handshake-timeout S  whole handshake, however the client trickles\n"
 "                             (default 60)\n"
 "      --request-timeout S  a request's payload that stops coming for S\n"
@@ -862,7 +929,7 @@ static void usage(FILE *f)
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_EIDS, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
        OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP,
-       OPT_LGRS_PER_ADDRESS, OPT_TLS_VERIFY };
+       OPT_LGRS_PER_ADDRESS, OPT_TLS_VERIFY, OPT_HS_PER_ADDRESS };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -882,6 +949,7 @@ static const struct option long_opts[] = {
 	{ "request-timeout", required_argument, NULL, OPT_REQ_TIMEOUT },
 	{ "max-clients-per-address", required_argument, NULL, OPT_PER_ADDRESS },
 	{ "max-link-groups-per-address", required_argument, NULL, OPT_LGRS_PER_ADDRESS },
+	{ "max-handshakes-per-address", required_argument, NULL, OPT_HS_PER_ADDRESS },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
 	{ "eids", required_argument, NULL, OPT_EIDS },
 	{ "tls", required_argument, NULL, OPT_TLS },
@@ -982,6 +1050,15 @@ static int parse_args(struct server *s, int argc, char **argv)
 				goto bad;
 			cfg->set_mask |= CFG_SET_PER_ADDRESS;
 			break;
+		case OPT_HS_PER_ADDRESS: {
+			unsigned n;
+
+			if (parse_uint(optarg, 0, 65536, &n) < 0)
+				goto bad;
+			cfg->max_hs_per_address = (int)n;
+			cfg->set_mask |= CFG_SET_HS_PER_ADDRESS;
+			break;
+		}
 		case OPT_LGRS_PER_ADDRESS:
 			if (parse_uint(optarg, 0, 65536, &cfg->max_lgrs_per_address) < 0)
 				goto bad;
@@ -1218,6 +1295,8 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(lim, "request_timeouts", st->request_timeouts);
 	jsonw_u64(lim, "max_clients_per_address", s->cfg.max_per_address);
 	jsonw_u64(lim, "refused_per_address", s->refused_per_address);
+	jsonw_u64(lim, "max_handshakes_per_address", hs_per_address(s));
+	jsonw_u64(lim, "refused_handshakes_per_address", s->refused_hs_per_address);
 	jsonw_u64(lim, "max_link_groups_per_address", s->cfg.max_lgrs_per_address);
 	jsonw_u64(lim, "refused_link_groups_per_address", sst->lgrs_refused_per_address);
 	jsonw_add(o, "limits", lim);
