@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -160,6 +162,10 @@ struct conn {
 	bool drain;
 	uint64_t last_rx_ms;
 	uint64_t rx_progress_ms;	/* last byte received (request timeout) */
+	uint64_t tx_bytes;		/* reply bytes handed to the transport */
+	uint64_t tx_seen;		/* ... at tx_seen_ms */
+	int tx_seen_outq;		/* socket send queue then (SIOCOUTQ), or -1 */
+	uint64_t tx_seen_ms;		/* replies last moved (reply timeout) */
 	uint64_t mem_used;		/* request buffers held */
 	/* Zero-copy receive (transports with rx_peek): the stream is read in
 	 * place; WRITE payloads stay there (pinned) until on disk, and bytes
@@ -869,6 +875,7 @@ static void tx_retire(struct conn *c, size_t n)
 	struct req *q;
 
 	c->tx_off += n;
+	c->tx_bytes += n;
 	while ((q = c->tx_head) && !q->zc_tx) {
 		size_t len = q->rb.head_len + q->rb.data_len + q->rb.tail_len;
 
@@ -932,6 +939,7 @@ static void conn_flush(struct conn *c)
 				conn_close(c, why);
 				return;
 			}
+			c->tx_bytes += q->rb.head_len + q->r.length + q->rb.tail_len;
 			c->tx_head = q->next;
 			if (!c->tx_head)
 				c->tx_tail = NULL;
@@ -1459,6 +1467,8 @@ static void link_resolve(struct req *q)
 	size_t full = (size_t)q->rb.head_len + q->rb.data_len + q->rb.tail_len;
 	int s = q->lk_sres;
 
+	if (s > 0)
+		c->tx_bytes += (uint64_t)s;
 	q->linked = false;
 	c->tx_link = NULL;
 	c->tx_busy = false;
@@ -2019,6 +2029,8 @@ static void conn_start(struct worker *w, struct conn *c)
 	if (w->draining)
 		c->drain = true;
 	c->rx_progress_ms = now_ms();
+	c->tx_seen_ms = c->rx_progress_ms;
+	c->tx_seen_outq = -1;
 	if (w->e->p.request_timeout_ms)
 		arm_timer(w);
 	if (!c->ring)
@@ -2066,31 +2078,61 @@ static void drain_check(struct worker *w)
 	}
 }
 
+/* Whether c's replies stood still since the last look: nothing handed to
+ * the transport and, on a socket, its send queue unchanged (the client
+ * reads nothing).  No replies waiting counts as moving. */
+static bool tx_stalled(struct conn *c, uint64_t now, uint64_t limit)
+{
+	int outq = -1;
+
+	if (!c->tx_head && !c->tx_busy) {
+		c->tx_seen_ms = now;
+		return false;
+	}
+	if (c->ring || !strcmp(c->t->ops->name, "tcp") || !strcmp(c->t->ops->name, "tls"))
+		if (ioctl(c->pfd, SIOCOUTQ, &outq) < 0)
+			outq = -1;
+	if (c->tx_bytes != c->tx_seen || outq != c->tx_seen_outq) {
+		c->tx_seen = c->tx_bytes;
+		c->tx_seen_outq = outq;
+		c->tx_seen_ms = now;
+		return false;
+	}
+	return now - c->tx_seen_ms >= limit;
+}
+
 /* Connections in the middle of a request's payload that sent nothing for
- * request_timeout_ms: closed, their buffers freed (a client that announces
- * a large WRITE and stops must not hold memory others wait for). */
+ * request_timeout_ms, or whose replies the client did not read for as
+ * long: closed, their buffers freed (a client that announces a large WRITE
+ * and stops, or asks for large READs and reads nothing, must not hold
+ * memory others wait for). */
 static void stall_check(struct worker *w)
 {
 	uint64_t now = now_ms(), limit = w->e->p.request_timeout_ms;
 	struct conn *c, *next;
 
 	for (c = w->conns; c; c = next) {
+		bool tx;
+
 		next = c->next;
-		if (c->closing || !(c->rx_req || c->skip_req) ||
-		    now - c->rx_progress_ms < limit)
+		if (c->closing)
+			continue;
+		tx = tx_stalled(c, now, limit);
+		if (!tx && (!(c->rx_req || c->skip_req) || now - c->rx_progress_ms < limit))
 			continue;
 		__atomic_add_fetch(&w->stats.request_timeouts, 1, __ATOMIC_RELAXED);
 		if (now - w->stall_logged_ms >= 10000) {
-			log_warn("client %s: request payload stalled for %llu ms "
-				 "(request-timeout): closing (%lu more like this not logged)",
-				 c->t->peer, (unsigned long long)(now - c->rx_progress_ms),
+			log_warn("client %s: %s for %llu ms (request-timeout): closing "
+				 "(%lu more like this not logged)", c->t->peer,
+				 tx ? "replies not read" : "request payload stalled",
+				 (unsigned long long)(now - (tx ? c->tx_seen_ms : c->rx_progress_ms)),
 				 w->stall_unlogged);
 			w->stall_logged_ms = now;
 			w->stall_unlogged = 0;
 		} else {
 			w->stall_unlogged++;
 		}
-		conn_close(c, "request timeout: closing");
+		conn_close(c, tx ? "reply timeout: closing" : "request timeout: closing");
 		conn_maybe_destroy(c);
 	}
 }
