@@ -802,6 +802,13 @@ static int write_pidfile(const char *path)
 		r = -EINVAL;
 		goto out_close;
 	}
+	if (st.st_nlink > 1) {
+		/* A hard link to another file (of root's, say) is no pid file. */
+		log_err("pid file %s: has %lu hard links (another file's name)", path,
+			(unsigned long)st.st_nlink);
+		r = -EMLINK;
+		goto out_close;
+	}
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) < 0 || write(fd, buf, (size_t)n) != n) {
 		r = -EIO;
@@ -1530,13 +1537,30 @@ int main(int argc, char **argv)
 			 ", client certificates verified" : ", client certificates not verified");
 	}
 	if (s.cfg.log_file) {
-		/* Not through a symbolic link; mode 0640. */
+		/* Not through a symbolic link or a hard link, never blocking
+		 * on a FIFO; mode 0640. */
 		int fd = open(s.cfg.log_file, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
-			      O_NOCTTY | O_CLOEXEC, 0640);
+			      O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0640);
+		const char *bad = NULL;
+		struct stat lst;
 
 		if (fd < 0) {
 			log_err("log file %s: %s", s.cfg.log_file,
-				errno == ELOOP ? "is a symbolic link" : strerror(errno));
+				errno == ELOOP ? "is a symbolic link" :
+				errno == ENXIO ? "a FIFO or socket" : strerror(errno));
+			goto out_table;
+		}
+		if (fstat(fd, &lst) < 0)
+			bad = strerror(errno);
+		else if (!S_ISREG(lst.st_mode) && !S_ISCHR(lst.st_mode))
+			bad = "not a regular file (a FIFO, socket or directory)";
+		else if (S_ISREG(lst.st_mode) && lst.st_nlink > 1)
+			bad = "has other hard links (another file's name)";
+		else if (fcntl(fd, F_SETFL, O_APPEND) < 0)
+			bad = strerror(errno);
+		if (bad) {
+			log_err("log file %s: %s", s.cfg.log_file, bad);
+			close(fd);
 			goto out_table;
 		}
 		dup2(fd, STDERR_FILENO);
