@@ -26,9 +26,13 @@
 #include <gnutls/x509.h>
 
 #include "applog.h"
+#include "lograte.h"
 #include "transport-tls.h"
 
 #define TLS_CHUNK	16384		/* plaintext per record */
+
+/* A line about one client's TLS session, rate-limited (lograte.h). */
+#define tls_log(t, ...) log_rated(LOGRATE_TLS, (t)->peer, SMCR_LOG_INFO, __VA_ARGS__)
 
 struct bd_tls {
 	gnutls_certificate_credentials_t x509;
@@ -431,29 +435,29 @@ static int peer_identity(struct bd_transport *t, struct tls_state *ts, struct bd
 		const char *u = gnutls_psk_server_get_username(ts->s);
 
 		if (!u || !*u) {
-			log_info("tls: %s: no PSK identity", t->peer);
+			tls_log(t, "tls: %s: no PSK identity", t->peer);
 			return -EACCES;
 		}
 		ts->peer_name = strdup(u);
 		if (!ts->peer_name)
 			return -ENOMEM;
-		log_info("tls: %s: PSK identity '%s'", t->peer, u);
+		tls_log(t, "tls: %s: PSK identity '%s'", t->peer, u);
 		return 0;
 	}
 	r = cert_name(ts->s, &name, &dn);
 	if (r == -ENOENT) {
 		if (c->verify) {
-			log_info("tls: %s: no client certificate: refused", t->peer);
+			tls_log(t, "tls: %s: no client certificate: refused", t->peer);
 			return -EACCES;
 		}
 		return 0;
 	}
 	if (r < 0) {
-		log_info("tls: %s: client certificate unreadable: %s", t->peer, strerror(-r));
+		tls_log(t, "tls: %s: client certificate unreadable: %s", t->peer, strerror(-r));
 		return c->verify ? -EACCES : 0;
 	}
 	if (!c->verify) {
-		log_info("tls: %s: client certificate '%s' (%s), not verified (tls-verify-peer off)",
+		tls_log(t, "tls: %s: client certificate '%s' (%s), not verified (tls-verify-peer off)",
 			 t->peer, name, dn);
 		free(name);
 		free(dn);
@@ -461,13 +465,13 @@ static int peer_identity(struct bd_transport *t, struct tls_state *ts, struct bd
 	}
 	r = gnutls_certificate_verify_peers2(ts->s, &status);
 	if (r < 0 || status) {
-		log_info("tls: %s: client certificate '%s' (%s) not trusted: refused", t->peer,
+		tls_log(t, "tls: %s: client certificate '%s' (%s) not trusted: refused", t->peer,
 			 name, dn);
 		free(name);
 		free(dn);
 		return -EACCES;
 	}
-	log_info("tls: %s: client certificate '%s' (%s), verified", t->peer, name, dn);
+	tls_log(t, "tls: %s: client certificate '%s' (%s), verified", t->peer, name, dn);
 	free(dn);
 	ts->peer_name = name;
 	return 0;
@@ -521,7 +525,7 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 		w = bd_wait(t, gnutls_record_get_direction(ts->s) ? BD_WANT_WRITE : BD_WANT_READ,
 			    left_ms(ts), cancel_fd);
 		if (w < 0) {
-			log_info("tls: %s: handshake: %s", t->peer, strerror(-w));
+			tls_log(t, "tls: %s: handshake: %s", t->peer, strerror(-w));
 			t->tls = NULL;
 			gnutls_deinit(ts->s);
 			free(ts);
@@ -531,7 +535,7 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 	{
 		char *desc = gnutls_session_get_desc(ts->s);
 
-		log_info("tls: %s: %s", t->peer, desc ? desc : "handshake done");
+		tls_log(t, "tls: %s: %s", t->peer, desc ? desc : "handshake done");
 		gnutls_free(desc);
 	}
 	r = peer_identity(t, ts, c);
@@ -547,7 +551,7 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 out_unset:
 	t->tls = NULL;
 out_deinit:
-	log_info("tls: %s: handshake failed: %s", t->peer, gnutls_strerror(r));
+	tls_log(t, "tls: %s: handshake failed: %s", t->peer, gnutls_strerror(r));
 	gnutls_deinit(ts->s);
 out_free:
 	free(ts);

@@ -23,6 +23,7 @@
 #include "smcrd-engine.h"
 #include "smcrd-extents.h"
 #include "applog.h"
+#include "lograte.h"
 #include "nbd-wire.h"
 
 #if defined(__has_include)
@@ -562,10 +563,11 @@ static void conn_destroy(struct conn *c)
 		w->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	log_info("client %s: export '%s' closed (%llu requests, %llu bytes read, "
-		 "%llu bytes written)", c->t->peer, c->exp->spec.name,
-		 (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
-		 (unsigned long long)c->wbytes);
+	log_rated(LOGRATE_SESSION, c->t->peer, SMCR_LOG_INFO,
+		  "client %s: export '%s' closed (%llu requests, %llu bytes read, "
+		  "%llu bytes written)", c->t->peer, c->exp->spec.name,
+		  (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
+		  (unsigned long long)c->wbytes);
 	owner = c->owner;
 	bd_close(c->t);
 	export_put(c->exp);
@@ -590,7 +592,8 @@ static void conn_close(struct conn *c, const char *why)
 	if (c->closing)
 		return;
 	if (why)
-		log_info("client %s: %s", c->t->peer, why);
+		log_rated(LOGRATE_SESSION, c->t->peer, SMCR_LOG_INFO, "client %s: %s",
+			  c->t->peer, why);
 	c->closing = true;
 	c->rx_stop = true;
 	if (c->poll_in)
@@ -1646,8 +1649,8 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 	struct req *q;
 
 	if (nbd_request_decode(w, &r) < 0) {
-		log_warn("client %s: bad request magic: dropping the connection",
-			 c->t->peer);
+		log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
+			  "client %s: bad request magic: dropping the connection", c->t->peer);
 		conn_close(c, NULL);
 		return RX_STOP;
 	}
@@ -2569,9 +2572,10 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	}
 	__atomic_add_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&e->conns, 1, __ATOMIC_RELAXED);
-	log_info("client %s: export '%s' (%s replies%s, worker %u)", t->peer,
-		 exp->spec.name, s->structured ? "structured" : "simple",
-		 s->base_allocation ? ", base:allocation" : "", w->idx);
+	log_rated(LOGRATE_SESSION, t->peer, SMCR_LOG_INFO,
+		  "client %s: export '%s' (%s replies%s, worker %u)", t->peer,
+		  exp->spec.name, s->structured ? "structured" : "simple",
+		  s->base_allocation ? ", base:allocation" : "", w->idx);
 	pthread_mutex_lock(&w->lock);
 	if (w->drain_req) {
 		pthread_mutex_unlock(&w->lock);

@@ -34,6 +34,7 @@
 #include "strbuf.h"
 #include "smcrd-systemd.h"
 #include "transport-tls.h"
+#include "lograte.h"
 #include "nbd-server.h"
 #include "transport.h"
 #include "transport-smcr.h"
@@ -174,14 +175,15 @@ static int cb_lookup(void *arg, const char *name, struct nbd_server_export *out,
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (r == -EACCES)
-		log_info("client %s: export '%s' not allowed for this address", h->t->peer,
-			 name);
+		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO,
+			  "client %s: export '%s' not allowed for this address", h->t->peer, name);
 	if (r == -ETXTBSY) {
 		const char *who = bd_tls_peer_name(h->t);
 
-		log_info("client %s: export '%s' not allowed for %s%s%s (tls-allow)", h->t->peer,
-			 name, who ? "TLS name '" : "a client without a TLS name",
-			 who ? who : "", who ? "'" : "");
+		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO,
+			  "client %s: export '%s' not allowed for %s%s%s (tls-allow)", h->t->peer,
+			  name, who ? "TLS name '" : "a client without a TLS name",
+			  who ? who : "", who ? "'" : "");
 		r = -EACCES;
 	}
 	return r;
@@ -388,8 +390,14 @@ static void *handshake_main(void *arg)
 			if (r)
 				smcr_close(sk);
 		}
-		if (r)
-			log_info("SMC-R client: rendezvous failed: %s", strerror(-r));
+		if (r) {
+			char peer[64];
+
+			bd_format_addr((struct sockaddr *)&h->peer, sizeof(h->peer), peer,
+				       sizeof(peer));
+			log_rated(LOGRATE_HANDSHAKE, peer, SMCR_LOG_INFO,
+				  "SMC-R client %s: rendezvous failed: %s", peer, strerror(-r));
+		}
 	}
 	if (r == 0)
 		r = nbd_server_handshake(h->t, &hs_ops, h, &lim, &sess);
@@ -426,7 +434,8 @@ static void *handshake_main(void *arg)
 		limit_warn(&rl_hs_timeout, "client %s: handshake not done in time "
 			   "(handshake-timeout %u s): closed", h->t->peer, s->cfg.handshake_timeout);
 	} else {
-		log_info("client %s: handshake ended: %s", h->t->peer, strerror(-r));
+		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO,
+			  "client %s: handshake ended: %s", h->t->peer, strerror(-r));
 	}
 	bd_close(h->t);
 	pthread_mutex_lock(&s->lock);

@@ -23,6 +23,9 @@
   hostile-clients.py noread PORT EXPORT N COUNT SIZE SECS  N clients that
                                           each send COUNT READs of SIZE and
                                           read no reply for SECS
+  hostile-clients.py garbage PORT N        N connections, one after the
+                                          other, that send an option with a
+                                          bad magic; prints the time taken
 Environment: HOSTILE_SRC=ADDR connects from ADDR (e.g. 127.0.0.2).
 Prints one line of figures; exits non-zero on a setup failure."""
 import os, resource, socket, struct, sys, time
@@ -273,6 +276,20 @@ def noread(port, export, n, count, size, secs):
         s.close()
 
 
+def garbage(port, n):
+    t0 = time.monotonic()
+    for _ in range(n):
+        s = conn(port)
+        nbd_greet(s)
+        s.sendall(struct.pack(">QII", 0x1122334455667788, 1, 0))
+        try:
+            s.recv(64)
+        except OSError:
+            pass
+        s.close()
+    print("garbage %d in %.1f s" % (n, time.monotonic() - t0), flush=True)
+
+
 cmd = sys.argv[1]
 if cmd == "abandon":
     abandon(int(sys.argv[2]), int(sys.argv[3]))
@@ -296,6 +313,8 @@ elif cmd == "tlsloris":
 elif cmd == "noread":
     noread(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
            int(sys.argv[6]), float(sys.argv[7]))
+elif cmd == "garbage":
+    garbage(int(sys.argv[2]), int(sys.argv[3]))
 elif cmd == "name":
     name(int(sys.argv[2]), sys.argv[3])
 else:
