@@ -55,6 +55,7 @@ void config_free(struct smcrd_config *cfg)
 {
 	free(cfg->listen);
 	free(cfg->port);
+	free(cfg->unix_path);
 	free(cfg->smcr_port);
 	free(cfg->pidfile);
 	free(cfg->log_file);
@@ -530,6 +531,8 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			return 0;
 		return set_str(smcr ? &cfg->smcr_port : &cfg->port, val);
 	}
+	if (!strcmp(key, "unix"))
+		return FROM_CLI(CFG_SET_UNIX) ? 0 : set_str(&cfg->unix_path, val);
 	if (!strcmp(key, "pidfile"))
 		return FROM_CLI(CFG_SET_PIDFILE) ? 0 : set_str(&cfg->pidfile, val);
 	if (!strcmp(key, "log-file"))

@@ -38,6 +38,7 @@ struct export_list {
 struct smcrd_config {
 	char *listen;
 	char *port;
+	char *unix_path;		/* Unix socket to listen on, or NULL */
 	char *smcr_port;
 	unsigned queue_depth;		/* requests in flight per connection */
 	unsigned threads;		/* I/O worker threads */
@@ -94,6 +95,7 @@ struct smcrd_config {
 #define CFG_SET_LGRS_PER_ADDRESS	(1u << 21)
 #define CFG_SET_TLS_VERIFY	(1u << 22)
 #define CFG_SET_HS_PER_ADDRESS	(1u << 23)
+#define CFG_SET_UNIX		(1u << 24)
 #define CFG_SET_EIDS		(1u << 28)
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */

@@ -22,6 +22,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +114,8 @@ struct server {
 	int cancel_wr;
 	int lfd[LISTEN_MAX];
 	unsigned nlfd;
+	char *unix_made;		/* the Unix socket smcrd created, or NULL */
+	ino_t unix_ino;
 	struct smcr_ctx *smcr;		/* SMC-R: the stack, NULL if off */
 	struct smcr_sock *smcr_ls;	/* its listener */
 	struct smcr_ctl *ctl;		/* control socket (smcrctl), or NULL */
@@ -268,10 +271,17 @@ static const struct nbd_server_ops hs_ops = {
 	.starttls = cb_starttls,
 };
 
-/* The peer's address without the port, the key of max-clients-per-address. */
+/* The peer's address without the port, the key of max-clients-per-address
+ * (every Unix-socket client is "local"). */
 static void addr_key(const struct sockaddr_storage *ss, char *out, size_t len)
 {
-	const void *a = ss->ss_family == AF_INET6 ?
+	const void *a;
+
+	if (ss->ss_family == AF_UNIX) {
+		snprintf(out, len, "local");
+		return;
+	}
+	a = ss->ss_family == AF_INET6 ?
 			(const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr :
 			(const void *)&((const struct sockaddr_in *)ss)->sin_addr;
 
@@ -668,6 +678,77 @@ close_fds:
 	return r;
 }
 
+/* Listens on the Unix socket path (mode 0666 less the umask).  A stale
+ * socket there is replaced; a live one (it accepts) or anything else is an
+ * error. */
+static int listen_unix(struct server *s, const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, r;
+
+	if (s->nlfd >= LISTEN_MAX)
+		return -EMFILE;
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		log_err("unix socket %s: path longer than %zu bytes", path,
+			sizeof(sun.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		r = -errno;
+		log_err("unix socket %s: %s", path, strerror(-r));
+		return r;
+	}
+	if (lstat(path, &st) == 0) {
+		int probe;
+
+		if (!S_ISSOCK(st.st_mode)) {
+			log_err("unix socket %s: exists and is not a socket", path);
+			r = -EEXIST;
+			goto out_close;
+		}
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		r = probe >= 0 && connect(probe, (struct sockaddr *)&sun, sizeof(sun)) == 0;
+		if (probe >= 0)
+			close(probe);
+		if (r) {
+			log_err("unix socket %s: in use by another server", path);
+			r = -EADDRINUSE;
+			goto out_close;
+		}
+		unlink(path);	/* stale: nobody accepts on it */
+	}
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(fd, SOMAXCONN) < 0 ||
+	    stat(path, &st) < 0) {
+		r = -errno;
+		log_err("unix socket %s: %s", path, strerror(-r));
+		goto out_close;
+	}
+	s->unix_made = strdup(path);
+	s->unix_ino = st.st_ino;
+	log_info("listening for NBD on Unix socket %s", path);
+	s->lfd[s->nlfd++] = fd;
+	return 0;
+out_close:
+	close(fd);
+	return r;
+}
+
+/* Removes the Unix socket smcrd made, if it is still that one. */
+static void unix_remove(struct server *s)
+{
+	struct stat st;
+
+	if (!s->unix_made)
+		return;
+	if (lstat(s->unix_made, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == s->unix_ino)
+		unlink(s->unix_made);
+	free(s->unix_made);
+	s->unix_made = NULL;
+}
+
 /* Listeners from systemd (socket activation) instead of -l/-p: 1 when
  * there were some, 0 when none, -1 on error (logged). */
 static int listen_activated(struct server *s)
@@ -684,8 +765,17 @@ static int listen_activated(struct server *s)
 		socklen_t len = sizeof(ss);
 		char addr[80] = "?";
 
-		if (getsockname(s->lfd[i], (struct sockaddr *)&ss, &len) == 0)
+		if (getsockname(s->lfd[i], (struct sockaddr *)&ss, &len) == 0) {
+			if (ss.ss_family == AF_UNIX) {
+				const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+
+				log_info("listening for NBD on Unix socket %.*s (socket activation)",
+					 (int)(len - offsetof(struct sockaddr_un, sun_path)),
+					 un->sun_path[0] ? un->sun_path : "(abstract)");
+				continue;
+			}
 			bd_format_addr((struct sockaddr *)&ss, len, addr, sizeof(addr));
+		}
 		log_info("listening for NBD over TCP on %s (socket activation)", addr);
 	}
 	s->nlfd = (unsigned)n;
@@ -892,6 +982,8 @@ static void usage(FILE *f)
 "                             re-reads its exports)\n"
 "  -l, --listen ADDR        listen on ADDR (default: all addresses)\n"
 "  -p, --port PORT          NBD over TCP port (default 10809)\n"
+"  -U, --unix PATH          NBD on a Unix socket at PATH (then no TCP unless\n"
+"                             --listen or --port is given)\n"
 "      --smcr-port PORT     also serve NBD over SMC-R on PORT (CLC rendezvous;\n"
 "                             TCP fallback when SMC-R is not possible)\n"
 "  -q, --queue-depth N      requests in flight per connection (default 128)\n"
@@ -953,6 +1045,7 @@ static const struct option long_opts[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "listen", required_argument, NULL, 'l' },
 	{ "port", required_argument, NULL, 'p' },
+	{ "unix", required_argument, NULL, 'U' },
 	{ "smcr-port", required_argument, NULL, OPT_SMCR_PORT },
 	{ "queue-depth", required_argument, NULL, 'q' },
 	{ "threads", required_argument, NULL, 't' },
@@ -996,7 +1089,7 @@ static int parse_args(struct server *s, int argc, char **argv)
 	char err[256];
 	int c;
 
-	while ((c = getopt_long(argc, argv, "e:c:l:p:q:t:m:M:dfP:L:vhV", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "e:c:l:p:U:q:t:m:M:dfP:L:vhV", long_opts, NULL)) != -1) {
 		struct export_spec spec;
 		unsigned v;
 		uint64_t sz;
@@ -1156,6 +1249,11 @@ static int parse_args(struct server *s, int argc, char **argv)
 			break;
 		case 'f':
 			cfg->foreground = true;
+			break;
+		case 'U':
+			free(cfg->unix_path);
+			cfg->unix_path = abs_path(s->cwd, optarg);
+			cfg->set_mask |= CFG_SET_UNIX;
 			break;
 		case 'P':
 			free(cfg->pidfile);
@@ -1469,6 +1567,7 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	int sfd = -1, notify = -1, r, status = EXIT_FAILURE;
 	long ncpu;
+	bool tcp_default;
 
 	memset(&s, 0, sizeof(s));
 	config_defaults(&s.cfg);
@@ -1576,6 +1675,7 @@ int main(int argc, char **argv)
 		close(fd);
 		applog_set_stamp(APPLOG_STAMP_LOCAL);
 	}
+	tcp_default = !s.cfg.port && !s.cfg.listen;
 	if (!s.cfg.port)
 		s.cfg.port = strdup("10809");
 	if (!s.cfg.threads) {
@@ -1583,8 +1683,14 @@ int main(int argc, char **argv)
 		s.cfg.threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
 	}
 	r = listen_activated(&s);
-	if (r < 0 || (r == 0 && listen_on(&s, s.cfg.listen, s.cfg.port) < 0))
+	if (r < 0)
 		goto out_table;
+	if (r == 0 && s.cfg.unix_path && listen_unix(&s, s.cfg.unix_path) < 0)
+		goto out_listen;
+	/* With a Unix socket, TCP only when a port or address was given. */
+	if (r == 0 && (!s.cfg.unix_path || !tcp_default) &&
+	    listen_on(&s, s.cfg.listen, s.cfg.port) < 0)
+		goto out_listen;
 	log_table(s.table);
 
 	/* Signals are taken synchronously by the main thread only. */
@@ -1685,6 +1791,7 @@ out_sfd:
 out_listen:
 	for (r = 0; r < (int)s.nlfd; r++)
 		close(s.lfd[r]);
+	unix_remove(&s);
 	if (notify >= 0)
 		close(notify);		/* the parent reads EOF: failure */
 out_table:
