@@ -1042,12 +1042,23 @@ static void prep(struct req *q, struct io_uring_sqe *sqe)
 	q->c->w->io_inflight++;
 }
 
+/* A block device takes fallocate only on whole sectors (EINVAL else). */
+static bool sector_unaligned(const struct req *q)
+{
+	uint32_t s = q->c->exp->sector;
+
+	return s > 1 && ((q->r.offset | q->r.length) & (s - 1));
+}
+
 static void start_zeroes(struct req *q)
 {
 	struct export *e = q->c->exp;
-	bool no_punch = __atomic_load_n(&e->no_punch, __ATOMIC_RELAXED);
-	bool no_zr = __atomic_load_n(&e->no_zero_range, __ATOMIC_RELAXED);
+	bool unaligned = sector_unaligned(q);
+	bool no_punch = unaligned || __atomic_load_n(&e->no_punch, __ATOMIC_RELAXED);
+	bool no_zr = unaligned || __atomic_load_n(&e->no_zero_range, __ATOMIC_RELAXED);
 
+	/* Unaligned on a block device: zero buffers written (through the
+	 * page cache, which takes any offset). */
 	if (!(q->r.flags & NBD_CMD_FLAG_NO_HOLE) && !no_punch)
 		q->phase = PH_PUNCH;
 	else if (!no_zr)
@@ -1160,6 +1171,19 @@ static void req_start(struct req *q)
 		if (__atomic_load_n(&q->c->exp->no_punch, __ATOMIC_RELAXED)) {
 			req_reply(q, 0, 0);	/* a hint only */
 			return;
+		}
+		if (sector_unaligned(q)) {
+			/* A hint: the whole sectors inside the range only. */
+			uint64_t s = q->c->exp->sector, end = q->r.offset + q->r.length;
+			uint64_t first = (q->r.offset + s - 1) & ~(s - 1);
+
+			end &= ~(s - 1);
+			if (first >= end) {
+				req_reply(q, 0, 0);
+				return;
+			}
+			q->r.offset = first;
+			q->r.length = (uint32_t)(end - first);
 		}
 		q->phase = PH_PUNCH;
 		break;

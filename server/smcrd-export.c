@@ -118,8 +118,10 @@ int export_open(const struct export_spec *spec, bool direct, struct export **out
 		}
 		e->size = size;
 		e->blockdev = true;
+		e->sector = dio_alignment(e->fd, true);
 	} else {
 		e->size = (uint64_t)st.st_size;
+		e->sector = 1;
 	}
 	if (direct) {
 		struct stat dst;
