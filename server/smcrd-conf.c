@@ -696,6 +696,7 @@ int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_glob
 	bool in_export = false;
 	char *line = NULL;
 	size_t cap = 0;
+	ssize_t len;
 	unsigned lineno = 0;
 	FILE *f;
 	char e2[200];
@@ -708,10 +709,16 @@ int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_glob
 		seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return r;
 	}
-	while (getline(&line, &cap, f) > 0) {
+	while ((len = getline(&line, &cap, f)) > 0) {
 		char *s, *eq, *key, *val, *hash;
 
 		lineno++;
+		if (memchr(line, '\0', (size_t)len)) {
+			/* It would silently cut the line short. */
+			seterr(err, errlen, "%s:%u: NUL byte in the line", path, lineno);
+			r = -EINVAL;
+			goto out_free;
+		}
 		hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
@@ -733,6 +740,12 @@ int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_glob
 				name = trim(name + 6);
 			} else {
 				seterr(err, errlen, "%s:%u: expected [export NAME]", path, lineno);
+				r = -EINVAL;
+				goto out_free;
+			}
+			if (!name_valid(name)) {
+				seterr(err, errlen, "%s:%u: export name longer than 4096 bytes", path,
+				       lineno);
 				r = -EINVAL;
 				goto out_free;
 			}
