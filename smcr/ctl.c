@@ -562,6 +562,7 @@ static void *ctl_thread(void *arg)
 	struct pollfd p[CTL_CLIENTS + 2];
 	unsigned i, n = 0;
 
+	memset(cl, 0, sizeof(cl));
 	for (i = 0; i < CTL_CLIENTS; i++)
 		cl[i].fd = -1;
 	for (;;) {
