@@ -813,6 +813,8 @@ static void lgr_stats_add(struct smcr_stats *st, const struct smcr_lgr *lgr)
 	st->rkeys_confirmed += lgr->stats.rkeys_confirmed;
 	st->test_links += lgr->stats.test_links;
 	st->rebalanced += lgr->stats.rebalanced;
+	st->local_stalls += lgr->stats.stalls;
+	st->local_stall_ms += lgr->stats.stall_ms;
 }
 
 /* ---- fault injection ------------------------------------------------------- */
@@ -1324,6 +1326,7 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms ?
 		ctx->opts.test_link_timeout_ms :
 		env_uint("SMCR_TEST_LINK_TIMEOUT_MS", ctx->lgr_cfg.test_link_timeout_ms);
+	ctx->lgr_cfg.stall_ms = env_uint("SMCR_STALL_MS", ctx->lgr_cfg.stall_ms);
 	{
 		const char *pol = getenv("SMCR_LINK_POLICY");
 

@@ -240,6 +240,9 @@ struct smcr_stats {
 	uint64_t fault_held, fault_discarded, fault_held_recvs;
 	/* First contacts declined at max_lgrs_per_address. */
 	uint64_t lgrs_refused_per_address;
+	/* Link group ticks that came late by more than the stall limit
+	 * (host busy, VM paused): how often, and their time in ms. */
+	uint64_t local_stalls, local_stall_ms;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
 /* The decline code counted in fallback_by_reason[i] (0: other), and its
