@@ -499,7 +499,12 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		return r == -ECONNRESET ? -ECONNABORTED : r;
 	cflags = nbd_client_flags_decode(&cw);
 	if (cflags & ~(uint32_t)(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES)) {
-		log_info("nbd: %s: unknown client flags 0x%x: hanging up", t->peer, cflags);
+		if (cflags == 0xE2D4C3D9u)	/* CLC's eyecatcher */
+			log_info("nbd: %s: a CLC message after the TCP fallback (the "
+				 "client's Proposal came late): hanging up", t->peer);
+		else
+			log_info("nbd: %s: unknown client flags 0x%x: hanging up",
+				 t->peer, cflags);
 		return -EPROTO;
 	}
 	out->fixed_newstyle = cflags & NBD_FLAG_C_FIXED_NEWSTYLE;
