@@ -328,6 +328,7 @@ static void *handshake_main(void *arg)
 	};
 	struct nbd_server_session sess;
 	bool counted = !h->refusal[0];
+	int64_t t0 = 0;
 	int r = 0;
 
 	if (h->smcr_fd >= 0) {
@@ -345,8 +346,10 @@ static void *handshake_main(void *arg)
 		if (r)
 			log_info("SMC-R client: rendezvous failed: %s", strerror(-r));
 	}
-	if (r == 0)
+	if (r == 0) {
+		t0 = now_ms();
 		r = nbd_server_handshake(h->t, &hs_ops, h, &lim, &sess);
+	}
 	if (r == 0) {
 		/* The engine owns the transport and the export reference now,
 		 * and reports the end through client_gone(). */
@@ -371,8 +374,16 @@ static void *handshake_main(void *arg)
 		pthread_mutex_lock(&s->lock);
 		s->handshake_timeouts++;
 		pthread_mutex_unlock(&s->lock);
-		limit_warn(&rl_hs_timeout, "client %s: handshake not done in time "
-			   "(handshake-timeout %u s): closed", h->t->peer, s->cfg.handshake_timeout);
+		/* Two limits end a handshake: the whole (handshake-timeout)
+		 * and each wait for the client's next bytes: name the one. */
+		if (lim.total_ms > 0 && now_ms() - t0 >= lim.total_ms)
+			limit_warn(&rl_hs_timeout, "client %s: handshake not done in time "
+				   "(handshake-timeout %u s): closed", h->t->peer,
+				   s->cfg.handshake_timeout);
+		else
+			limit_warn(&rl_hs_timeout, "client %s: no bytes from it for %d s during "
+				   "the handshake (the read wait): closed", h->t->peer,
+				   HANDSHAKE_TIMEOUT_MS / 1000);
 	} else {
 		log_info("client %s: handshake ended: %s", h->t->peer, strerror(-r));
 	}
