@@ -55,6 +55,7 @@
 #define MAX_CONNS	16
 #define NL_BUF		8192
 #define FWD_SOCKBUF	(4 << 20)	/* SO_SNDBUF of the socket pairs */
+#define FWD_RXBUF	(256 << 10)	/* requests read ahead, per pair */
 
 struct opts {
 	char host[256];
@@ -620,6 +621,9 @@ struct fwd_conn {
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t wlock;		/* replies from the engine's threads */
+	/* Requests read ahead: one read() takes several of them. */
+	char *rx;
+	size_t rx_off, rx_len;
 };
 
 struct fwd {
@@ -661,6 +665,45 @@ static int full_read(int fd, void *buf, size_t len)
 		len -= (size_t)got;
 	}
 	return 0;
+}
+
+/* At least n (<= FWD_RXBUF) bytes of the driver's stream in c->rx. */
+static int rx_fill(struct fwd_conn *c, size_t n)
+{
+	if (c->rx_len >= n)
+		return 0;
+	if (c->rx_off + n > FWD_RXBUF) {
+		memmove(c->rx, c->rx + c->rx_off, c->rx_len);
+		c->rx_off = 0;
+	}
+	while (c->rx_len < n) {
+		char *end = c->rx + c->rx_off + c->rx_len;
+		ssize_t got = read(c->fd, end, FWD_RXBUF - c->rx_off - c->rx_len);
+
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -ECONNRESET;
+		c->rx_len += (size_t)got;
+	}
+	return 0;
+}
+
+/* n bytes of the stream into buf: what was read ahead, then the rest
+ * straight from the socket (a large WRITE's payload). */
+static int rx_take(struct fwd_conn *c, void *buf, size_t n)
+{
+	size_t k = n < c->rx_len ? n : c->rx_len;
+
+	memcpy(buf, c->rx + c->rx_off, k);
+	c->rx_off += k;
+	c->rx_len -= k;
+	if (!c->rx_len)
+		c->rx_off = 0;
+	return k < n ? full_read(c->fd, (char *)buf + k, n - k) : 0;
 }
 
 static int full_writev(int fd, struct iovec *iov, int n)
@@ -769,10 +812,12 @@ static void *fwd_thread(void *arg)
 		struct nbd_request_wire w;
 		struct nbd_request h;
 		struct fwd_req *q;
-		int r = full_read(c->fd, &w, sizeof(w));
+		uint16_t flags;
+		int r = rx_fill(c, sizeof(w));
 
 		if (r < 0)
 			break;		/* the driver closed its end */
+		rx_take(c, &w, sizeof(w));
 		if (nbd_request_decode(&w, &h) < 0) {
 			log_err("forwarder %d: a request with a bad magic from the driver",
 				(int)(c - f->c));
@@ -810,7 +855,7 @@ static void *fwd_thread(void *arg)
 				free(q);
 				continue;
 			}
-			if (h.type == NBD_CMD_WRITE && full_read(c->fd, q->buf, h.length) < 0) {
+			if (h.type == NBD_CMD_WRITE && rx_take(c, q->buf, h.length) < 0) {
 				free(q->buf);
 				free(q);
 				break;
@@ -820,7 +865,19 @@ static void *fwd_thread(void *arg)
 		f->inflight++;
 		f->requests++;
 		pthread_mutex_unlock(&f->lock);
-		fwd_submit(f, q, h.flags & (NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE), h.offset);
+		/* The flags the engine takes for each command. */
+		switch (h.type) {
+		case NBD_CMD_WRITE:
+		case NBD_CMD_TRIM:
+			flags = h.flags & NBD_CMD_FLAG_FUA;
+			break;
+		case NBD_CMD_WRITE_ZEROES:
+			flags = h.flags & (NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE);
+			break;
+		default:
+			flags = 0;
+		}
+		fwd_submit(f, q, flags, h.offset);
 	}
 	/* No more requests: the driver reads no replies either. */
 	shutdown(c->fd, SHUT_RD);
@@ -866,6 +923,13 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 		 * queue of them, so those threads seldom wait for the driver. */
 		setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sbuf, sizeof(sbuf));
 		setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sbuf, sizeof(sbuf));
+		c->rx = malloc(FWD_RXBUF);
+		if (!c->rx) {
+			close(sv[0]);
+			close(sv[1]);
+			r = -ENOMEM;
+			goto close_pairs;
+		}
 		c->f = f;
 		c->fd = sv[0];
 		c->kfd = sv[1];
@@ -876,6 +940,7 @@ close_pairs:
 	while (i--) {
 		close(f->c[i].fd);
 		close(f->c[i].kfd);
+		free(f->c[i].rx);
 	}
 	nbdc_close(f->e);
 	return r;
@@ -933,8 +998,10 @@ static void fwd_close(struct fwd *f)
 		 (unsigned long long)st.resent, (unsigned long long)st.bytes_read,
 		 (unsigned long long)st.bytes_written);
 	nbdc_close(f->e);
-	for (i = 0; i < f->n; i++)
+	for (i = 0; i < f->n; i++) {
 		close(f->c[i].fd);
+		free(f->c[i].rx);
+	}
 }
 
 /* Hands the driver's ends to /dev/nbdN. */
