@@ -6,7 +6,7 @@
 # is served again.  max-link-groups-per-address (its edges: the unit test
 # "link groups per peer address") from the command line and the config
 # file, shown with its counter.  About 6 s.
-# smcr-timeout: 60
+# smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
 . "$srcdir/test-client-lib.sh"
