@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "applog.h"
+#include "lograte.h"
 #include "nbd-server.h"
 
 struct hs {
@@ -455,8 +456,9 @@ static int do_export_name(struct hs *h)
 	h->s->base_allocation = meta_for(h, name);
 	r = lookup(h, NBD_OPT_EXPORT_NAME, name, &exp, &handle);
 	if (r < 0) {
-		log_info("nbd: %s: NBD_OPT_EXPORT_NAME '%s' refused (%s): hanging up",
-			 h->t->peer, name, r == -EBUSY ? h->ops->refusal(h->ctx) : strerror(-r));
+		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO,
+			  "nbd: %s: NBD_OPT_EXPORT_NAME '%s' refused (%s): hanging up",
+			  h->t->peer, name, r == -EBUSY ? h->ops->refusal(h->ctx) : strerror(-r));
 		free(name);
 		return r == -EBUSY ? -EACCES : r;
 	}
@@ -507,7 +509,14 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		return r == -ECONNRESET ? -ECONNABORTED : r;
 	cflags = nbd_client_flags_decode(&cw);
 	if (cflags & ~(uint32_t)(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES)) {
-		log_info("nbd: %s: unknown client flags 0x%x: hanging up", t->peer, cflags);
+		if (cflags == 0xE2D4C3D9u)	/* CLC's eyecatcher */
+			log_rated(LOGRATE_HANDSHAKE, t->peer, SMCR_LOG_INFO,
+				  "nbd: %s: a CLC message after the TCP fallback (the "
+				  "client's Proposal came late): hanging up", t->peer);
+		else
+			log_rated(LOGRATE_HANDSHAKE, t->peer, SMCR_LOG_INFO,
+				  "nbd: %s: unknown client flags 0x%x: hanging up",
+				  t->peer, cflags);
 		return -EPROTO;
 	}
 	out->fixed_newstyle = cflags & NBD_FLAG_C_FIXED_NEWSTYLE;
@@ -521,12 +530,14 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		if (r < 0)
 			return r == -ECONNRESET ? -ECONNABORTED : r;
 		if (nbd_opt_decode(&ow, &opt) < 0) {
-			log_info("nbd: %s: bad option magic: hanging up", t->peer);
+			log_rated(LOGRATE_HANDSHAKE, t->peer, SMCR_LOG_INFO,
+				  "nbd: %s: bad option magic: hanging up", t->peer);
 			return -EPROTO;
 		}
 		if (opt.len > NBD_MAX_OPTION_LEN) {
-			log_info("nbd: %s: option %u with %u bytes of data: hanging up",
-				 t->peer, opt.option, opt.len);
+			log_rated(LOGRATE_HANDSHAKE, t->peer, SMCR_LOG_INFO,
+				  "nbd: %s: option %u with %u bytes of data: hanging up",
+				  t->peer, opt.option, opt.len);
 			return -EPROTO;
 		}
 		h.len = opt.len;
@@ -552,8 +563,9 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		if (tls_mode(&h) == NBD_TLS_REQUIRE && !out->tls &&
 		    opt.option != NBD_OPT_STARTTLS && opt.option != NBD_OPT_ABORT) {
 			if (opt.option == NBD_OPT_EXPORT_NAME) {
-				log_info("nbd: %s: NBD_OPT_EXPORT_NAME without TLS: hanging up",
-					 t->peer);
+				log_rated(LOGRATE_HANDSHAKE, t->peer, SMCR_LOG_INFO,
+					  "nbd: %s: NBD_OPT_EXPORT_NAME without TLS: hanging up",
+					  t->peer);
 				r = -EACCES;
 			} else {
 				r = hs_error(&h, opt.option, NBD_REP_ERR_TLS_REQD,
@@ -612,7 +624,8 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		if (r < 0)
 			return r;
 	}
-	log_info("nbd: %s: more than %u options: hanging up", t->peer, lim->max_options);
+	log_rated(LOGRATE_HANDSHAKE, t->peer, SMCR_LOG_INFO,
+		  "nbd: %s: more than %u options: hanging up", t->peer, lim->max_options);
 	return -EPROTO;
 }
 

@@ -20,24 +20,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 
 #include "applog.h"
+#include "lograte.h"
 #include "transport-tls.h"
 
 #define TLS_CHUNK	16384		/* plaintext per record */
+
+/* A line about one client's TLS session, rate-limited (lograte.h). */
+#define tls_log(t, ...) log_rated(LOGRATE_TLS, (t)->peer, SMCR_LOG_INFO, __VA_ARGS__)
 
 struct bd_tls {
 	gnutls_certificate_credentials_t x509;
 	gnutls_psk_server_credentials_t psk;
 	gnutls_priority_t prio;
+	bool verify;			/* require and verify client certificates */
 };
 
 struct tls_state {
 	const struct bd_transport_ops *inner;
 	gnutls_session_t s;
 	size_t pending;			/* plaintext of a record GnuTLS holds */
+	char *peer_name;		/* authenticated client name, or NULL */
+	int64_t deadline;		/* handshake, ms CLOCK_MONOTONIC; 0: none */
 	uint8_t buf[TLS_CHUNK];		/* small pieces gathered */
 };
 
@@ -76,13 +85,37 @@ static ssize_t pull(gnutls_transport_ptr_t p, void *buf, size_t len)
 	return -1;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What is left of the handshake's time: -1 without a deadline. */
+static int left_ms(const struct tls_state *ts)
+{
+	int64_t left;
+
+	if (!ts->deadline)
+		return -1;
+	left = ts->deadline - mono_ms();
+	return left > 0 ? (left > INT32_MAX ? INT32_MAX : (int)left) : 0;
+}
+
+/* GnuTLS's own waits: never past the handshake's deadline. */
 static int pull_timeout(gnutls_transport_ptr_t p, unsigned int ms)
 {
 	struct bd_transport *t = p;
 	const struct bd_transport_ops *in = t->ops == &tls_ops ? st(t)->inner : t->ops;
 	struct pollfd pfd = { .fd = in->poll_fd(t), .events = in->poll_events(t, BD_WANT_READ) };
+	int wait = ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms;
+	int left = t->ops == &tls_ops ? -1 : left_ms(st(t));
 
-	return poll(&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
+	if (left >= 0 && (wait < 0 || wait > left))
+		wait = left;
+	return poll(&pfd, 1, wait);
 }
 
 static int tls_errno(int r)
@@ -236,6 +269,7 @@ static void tls_close(struct bd_transport *t)
 	t->ops = ts->inner;
 	t->tls = NULL;
 	gnutls_deinit(ts->s);
+	free(ts->peer_name);
 	free(ts);
 	t->ops->close(t);
 }
@@ -261,8 +295,8 @@ static int file_exists(const char *dir, const char *name, char *path, size_t len
 	return stat(path, &sb) == 0;
 }
 
-int bd_tls_server_new(const char *cert_dir, const char *psk_file, struct bd_tls **out,
-		      char *err, size_t errlen)
+int bd_tls_server_new(const char *cert_dir, const char *psk_file, int verify_peer,
+		      struct bd_tls **out, char *err, size_t errlen)
 {
 	/* TLS 1.2 and 1.3 only (the NBD spec: 1.2 at least, no older by
 	 * default); PSK key exchanges added when a PSK file is used. */
@@ -271,6 +305,7 @@ int bd_tls_server_new(const char *cert_dir, const char *psk_file, struct bd_tls 
 				    : "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
 	char cert[4096], key[4096], ca[4096];
 	struct bd_tls *c;
+	bool has_ca;
 	int r;
 
 	c = calloc(1, sizeof(*c));
@@ -293,10 +328,18 @@ int bd_tls_server_new(const char *cert_dir, const char *psk_file, struct bd_tls 
 			r = -ENOENT;
 			goto out_free;
 		}
+		has_ca = file_exists(cert_dir, "ca-cert.pem", ca, sizeof(ca));
+		if (!has_ca && verify_peer == BD_TLS_VERIFY_ON) {
+			snprintf(err, errlen, "%s: no ca-cert.pem to verify clients' certificates "
+				 "with (tls-verify-peer)", cert_dir);
+			r = -ENOENT;
+			goto out_free;
+		}
+		c->verify = has_ca && verify_peer != BD_TLS_VERIFY_OFF;
 		r = gnutls_certificate_allocate_credentials(&c->x509);
-		if (r == 0 && file_exists(cert_dir, "ca-cert.pem", ca, sizeof(ca)))
+		if (r == 0 && has_ca)
 			r = gnutls_certificate_set_x509_trust_file(c->x509, ca,
-								   GNUTLS_X509_FMT_PEM) < 0 ? -1 : 0;
+								   GNUTLS_X509_FMT_PEM) <= 0 ? -1 : 0;
 		if (r == 0)
 			r = gnutls_certificate_set_x509_key_file(c->x509, cert, key,
 								 GNUTLS_X509_FMT_PEM);
@@ -318,6 +361,11 @@ out_free:
 	return -EINVAL;
 }
 
+bool bd_tls_verifies_peer(const struct bd_tls *c)
+{
+	return c && c->verify;
+}
+
 void bd_tls_free(struct bd_tls *c)
 {
 	if (!c)
@@ -331,6 +379,104 @@ void bd_tls_free(struct bd_tls *c)
 	free(c);
 }
 
+/* The client certificate's common name (else its DN) into *out (malloc'd):
+ * 0, -ENOENT without a certificate, other -errno. */
+static int cert_name(gnutls_session_t s, char **out, char **dn_out)
+{
+	const gnutls_datum_t *list;
+	gnutls_x509_crt_t crt;
+	gnutls_datum_t dn = { NULL, 0 };
+	unsigned n = 0;
+	char cn[1024];
+	size_t cnlen = sizeof(cn);
+	int r;
+
+	list = gnutls_certificate_get_peers(s, &n);
+	if (!list || !n)
+		return -ENOENT;
+	if (gnutls_x509_crt_init(&crt) < 0)
+		return -ENOMEM;
+	r = gnutls_x509_crt_import(crt, &list[0], GNUTLS_X509_FMT_DER);
+	if (r < 0)
+		goto out_deinit;
+	r = gnutls_x509_crt_get_dn3(crt, &dn, 0);
+	if (r < 0)
+		goto out_deinit;
+	*dn_out = strndup((const char *)dn.data, dn.size);
+	if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, cn,
+					  &cnlen) == 0 && cnlen && !memchr(cn, 0, cnlen))
+		*out = strndup(cn, cnlen);
+	else
+		*out = strndup((const char *)dn.data, dn.size);
+	gnutls_free(dn.data);
+	gnutls_x509_crt_deinit(crt);
+	if (!*out || !*dn_out) {
+		free(*out);
+		free(*dn_out);
+		*out = *dn_out = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+out_deinit:
+	gnutls_x509_crt_deinit(crt);
+	return -EPROTO;
+}
+
+/* Who the client is, after the handshake: its PSK identity, or its
+ * certificate's name (verified when c->verify: the handshake already
+ * checked it; checked again here).  -EACCES refuses the client. */
+static int peer_identity(struct bd_transport *t, struct tls_state *ts, struct bd_tls *c)
+{
+	char *name = NULL, *dn = NULL;
+	unsigned status = 0;
+	int r;
+
+	if (gnutls_auth_get_type(ts->s) == GNUTLS_CRD_PSK) {
+		const char *u = gnutls_psk_server_get_username(ts->s);
+
+		if (!u || !*u) {
+			tls_log(t, "tls: %s: no PSK identity", t->peer);
+			return -EACCES;
+		}
+		ts->peer_name = strdup(u);
+		if (!ts->peer_name)
+			return -ENOMEM;
+		tls_log(t, "tls: %s: PSK identity '%s'", t->peer, u);
+		return 0;
+	}
+	r = cert_name(ts->s, &name, &dn);
+	if (r == -ENOENT) {
+		if (c->verify) {
+			tls_log(t, "tls: %s: no client certificate: refused", t->peer);
+			return -EACCES;
+		}
+		return 0;
+	}
+	if (r < 0) {
+		tls_log(t, "tls: %s: client certificate unreadable: %s", t->peer, strerror(-r));
+		return c->verify ? -EACCES : 0;
+	}
+	if (!c->verify) {
+		tls_log(t, "tls: %s: client certificate '%s' (%s), not verified (tls-verify-peer off)",
+			 t->peer, name, dn);
+		free(name);
+		free(dn);
+		return 0;
+	}
+	r = gnutls_certificate_verify_peers2(ts->s, &status);
+	if (r < 0 || status) {
+		tls_log(t, "tls: %s: client certificate '%s' (%s) not trusted: refused", t->peer,
+			 name, dn);
+		free(name);
+		free(dn);
+		return -EACCES;
+	}
+	tls_log(t, "tls: %s: client certificate '%s' (%s), verified", t->peer, name, dn);
+	free(dn);
+	ts->peer_name = name;
+	return 0;
+}
+
 int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int cancel_fd)
 {
 	struct tls_state *ts;
@@ -342,6 +488,10 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 	if (!ts)
 		return -ENOMEM;
 	ts->inner = t->ops;
+	/* One deadline for the whole handshake: a peer that trickles its
+	 * bytes does not restart the wait. */
+	if (timeout_ms >= 0)
+		ts->deadline = mono_ms() + timeout_ms;
 	r = gnutls_init(&ts->s, GNUTLS_SERVER | GNUTLS_NONBLOCK);
 	if (r < 0)
 		goto out_free;
@@ -352,6 +502,13 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 		r = gnutls_credentials_set(ts->s, GNUTLS_CRD_PSK, c->psk);
 	if (r < 0)
 		goto out_deinit;
+	if (c->x509) {
+		/* Asked for even unverified, to log who it says it is. */
+		gnutls_certificate_server_set_request(ts->s, c->verify ? GNUTLS_CERT_REQUIRE
+								       : GNUTLS_CERT_REQUEST);
+		if (c->verify)
+			gnutls_session_set_verify_cert(ts->s, NULL, 0);
+	}
 	t->tls = ts;
 	gnutls_transport_set_ptr(ts->s, t);
 	gnutls_transport_set_vec_push_function(ts->s, vec_push);
@@ -366,9 +523,9 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 		if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED)
 			goto out_unset;
 		w = bd_wait(t, gnutls_record_get_direction(ts->s) ? BD_WANT_WRITE : BD_WANT_READ,
-			    timeout_ms, cancel_fd);
+			    left_ms(ts), cancel_fd);
 		if (w < 0) {
-			log_info("tls: %s: handshake: %s", t->peer, strerror(-w));
+			tls_log(t, "tls: %s: handshake: %s", t->peer, strerror(-w));
 			t->tls = NULL;
 			gnutls_deinit(ts->s);
 			free(ts);
@@ -378,15 +535,23 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 	{
 		char *desc = gnutls_session_get_desc(ts->s);
 
-		log_info("tls: %s: %s", t->peer, desc ? desc : "handshake done");
+		tls_log(t, "tls: %s: %s", t->peer, desc ? desc : "handshake done");
 		gnutls_free(desc);
+	}
+	r = peer_identity(t, ts, c);
+	if (r < 0) {
+		t->tls = NULL;
+		gnutls_deinit(ts->s);
+		free(ts->peer_name);
+		free(ts);
+		return r;
 	}
 	t->ops = &tls_ops;
 	return 0;
 out_unset:
 	t->tls = NULL;
 out_deinit:
-	log_info("tls: %s: handshake failed: %s", t->peer, gnutls_strerror(r));
+	tls_log(t, "tls: %s: handshake failed: %s", t->peer, gnutls_strerror(r));
 	gnutls_deinit(ts->s);
 out_free:
 	free(ts);
@@ -396,4 +561,9 @@ out_free:
 bool bd_tls_active(const struct bd_transport *t)
 {
 	return t->ops == &tls_ops;
+}
+
+const char *bd_tls_peer_name(const struct bd_transport *t)
+{
+	return t->ops == &tls_ops ? st((struct bd_transport *)t)->peer_name : NULL;
 }

@@ -26,10 +26,15 @@ PACKAGES=(
     # the rxe VM lane: a stock Debian kernel under qemu, busybox initramfs
     qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
     e2fsprogs xxd python3 procps psmisc
+    # the lane on a busy host (SMCR_VM_BUSY: a CPU hog beside the VMs)
+    stress-ng
     # the kernel peer (tests/vm/kernel-smc.sh): rdma_rxe rebuilt with two
     # upstream fixes from the kernel's source, against the guest kernel's
     # headers (linux-headers-amd64 matches linux-image-amd64)
     linux-source-6.1 linux-headers-amd64 patch xz-utils
+    # the RDMA block peers (tests/vm/rdma-peers.sh): NVMe-oF/RDMA's host tool;
+    # RNBD/RTRS are built from linux-source-6.1
+    nvme-cli
 )
 
 missing=()

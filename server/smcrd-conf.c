@@ -44,15 +44,18 @@ void config_defaults(struct smcrd_config *cfg)
 	cfg->handshake_timeout = DEFAULT_HS_TIMEOUT;
 	cfg->request_timeout = DEFAULT_REQ_TIMEOUT;
 	cfg->max_per_address = DEFAULT_PER_ADDRESS;
+	cfg->max_hs_per_address = -1;
 	cfg->max_lgrs_per_address = DEFAULT_LGRS_PER_ADDRESS;
 	cfg->max_memory = DEFAULT_MAX_MEMORY;
 	cfg->fixed_buffers = true;
+	cfg->tls_verify_peer = -1;
 }
 
 void config_free(struct smcrd_config *cfg)
 {
 	free(cfg->listen);
 	free(cfg->port);
+	free(cfg->unix_path);
 	free(cfg->smcr_port);
 	free(cfg->pidfile);
 	free(cfg->log_file);
@@ -219,6 +222,9 @@ void export_spec_free(struct export_spec *s)
 	free(s->path);
 	free(s->description);
 	free(s->allow);
+	while (s->ntls_allow)
+		free(s->tls_allow[--s->ntls_allow]);
+	free(s->tls_allow);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -284,6 +290,66 @@ static int add_allow(struct export_spec *s, const char *list, char *err, size_t 
 	return r;
 }
 
+/* Names separated by commas (certificate names may hold spaces). */
+static int add_tls_allow(struct export_spec *s, const char *list, char *err, size_t errlen)
+{
+	char *copy = strdup(list), *tok, *save = NULL;
+	unsigned before = s->ntls_allow;
+	int r = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char **v, *name;
+
+		while (isspace((unsigned char)*tok))
+			tok++;
+		name = tok + strlen(tok);
+		while (name > tok && isspace((unsigned char)name[-1]))
+			*--name = '\0';
+		if (!*tok)
+			continue;
+		if (strlen(tok) > 1024) {
+			seterr(err, errlen, "tls-allow: name longer than 1024 bytes");
+			r = -EINVAL;
+			break;
+		}
+		v = realloc(s->tls_allow, (s->ntls_allow + 1) * sizeof(*v));
+		if (!v) {
+			r = -ENOMEM;
+			break;
+		}
+		s->tls_allow = v;
+		s->tls_allow[s->ntls_allow] = strdup(tok);
+		if (!s->tls_allow[s->ntls_allow]) {
+			r = -ENOMEM;
+			break;
+		}
+		s->ntls_allow++;
+	}
+	if (!r && s->ntls_allow == before) {
+		seterr(err, errlen, "tls-allow: no name given (leave tls-allow out to allow "
+		       "every client)");
+		r = -EINVAL;
+	}
+	free(copy);
+	return r;
+}
+
+bool tls_allow_match(char *const *v, unsigned n, const char *name)
+{
+	unsigned i;
+
+	if (!n)
+		return true;
+	if (!name)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!strcmp(v[i], name))
+			return true;
+	return false;
+}
+
 static bool name_valid(const char *name)
 {
 	return strlen(name) <= 4096;
@@ -331,6 +397,10 @@ static int export_set(struct export_spec *s, const char *key, const char *val, c
 		if (!val)
 			goto bad_value;
 		return add_allow(s, val, err, errlen);
+	} else if (!strcmp(key, "tls-allow")) {
+		if (!val)
+			goto bad_value;
+		return add_tls_allow(s, val, err, errlen);
 	} else {
 		seterr(err, errlen, "unknown export setting '%s'", key);
 		return -EINVAL;
@@ -435,6 +505,13 @@ int config_parse_tls(const char *s)
 	return -EINVAL;
 }
 
+int config_parse_verify(const char *s)
+{
+	bool b;
+
+	return parse_bool(s, &b) < 0 ? -EINVAL : b;
+}
+
 static int global_set(struct smcrd_config *cfg, const char *key, const char *val,
 		      char *err, size_t errlen)
 {
@@ -454,6 +531,8 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			return 0;
 		return set_str(smcr ? &cfg->smcr_port : &cfg->port, val);
 	}
+	if (!strcmp(key, "unix"))
+		return FROM_CLI(CFG_SET_UNIX) ? 0 : set_str(&cfg->unix_path, val);
 	if (!strcmp(key, "pidfile"))
 		return FROM_CLI(CFG_SET_PIDFILE) ? 0 : set_str(&cfg->pidfile, val);
 	if (!strcmp(key, "log-file"))
@@ -501,6 +580,15 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			goto bad;
 		if (!FROM_CLI(CFG_SET_PER_ADDRESS))
 			cfg->max_per_address = v;
+		return 0;
+	}
+	if (!strcmp(key, "max-handshakes-per-address")) {
+		unsigned v;
+
+		if (parse_uint(val, 0, 65536, &v) < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_HS_PER_ADDRESS))
+			cfg->max_hs_per_address = (int)v;
 		return 0;
 	}
 	if (!strcmp(key, "max-link-groups-per-address")) {
@@ -578,6 +666,15 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 	}
 	if (!strcmp(key, "tls-certificates"))
 		return FROM_CLI(CFG_SET_TLS_CERTS) ? 0 : set_str(&cfg->tls_certificates, val);
+	if (!strcmp(key, "tls-verify-peer")) {
+		int v = config_parse_verify(val);
+
+		if (v < 0)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_TLS_VERIFY))
+			cfg->tls_verify_peer = v;
+		return 0;
+	}
 	if (!strcmp(key, "tls-psk"))
 		return FROM_CLI(CFG_SET_TLS_PSK) ? 0 : set_str(&cfg->tls_psk, val);
 	if (!strcmp(key, "ctl-group"))
@@ -599,6 +696,7 @@ int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_glob
 	bool in_export = false;
 	char *line = NULL;
 	size_t cap = 0;
+	ssize_t len;
 	unsigned lineno = 0;
 	FILE *f;
 	char e2[200];
@@ -611,10 +709,16 @@ int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_glob
 		seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return r;
 	}
-	while (getline(&line, &cap, f) > 0) {
+	while ((len = getline(&line, &cap, f)) > 0) {
 		char *s, *eq, *key, *val, *hash;
 
 		lineno++;
+		if (memchr(line, '\0', (size_t)len)) {
+			/* It would silently cut the line short. */
+			seterr(err, errlen, "%s:%u: NUL byte in the line", path, lineno);
+			r = -EINVAL;
+			goto out_free;
+		}
 		hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
@@ -636,6 +740,12 @@ int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_glob
 				name = trim(name + 6);
 			} else {
 				seterr(err, errlen, "%s:%u: expected [export NAME]", path, lineno);
+				r = -EINVAL;
+				goto out_free;
+			}
+			if (!name_valid(name)) {
+				seterr(err, errlen, "%s:%u: export name longer than 4096 bytes", path,
+				       lineno);
 				r = -EINVAL;
 				goto out_free;
 			}

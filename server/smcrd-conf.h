@@ -25,6 +25,9 @@ struct export_spec {
 	uint32_t block_size;		/* minimum block size; 0: default */
 	struct acl_entry *allow;	/* none: everybody */
 	unsigned nallow;
+	char **tls_allow;		/* TLS names (certificate CN/DN, PSK
+					 * identity) allowed; none: every client */
+	unsigned ntls_allow;
 };
 
 struct export_list {
@@ -35,6 +38,7 @@ struct export_list {
 struct smcrd_config {
 	char *listen;
 	char *port;
+	char *unix_path;		/* Unix socket to listen on, or NULL */
 	char *smcr_port;
 	unsigned queue_depth;		/* requests in flight per connection */
 	unsigned threads;		/* I/O worker threads */
@@ -43,6 +47,8 @@ struct smcrd_config {
 	unsigned handshake_timeout;	/* s, whole handshake */
 	unsigned request_timeout;	/* s, a stalled request payload */
 	unsigned max_per_address;	/* clients from one address; 0: no limit */
+	int max_hs_per_address;		/* handshakes from one address; 0: no
+					 * limit; -1: half of max_handshakes */
 	unsigned max_lgrs_per_address;	/* SMC-R link groups from one address; 0: no limit */
 	uint64_t max_rmb_memory;	/* SMC-R: RMB bytes per link group; 0: libsmcr's */
 	uint64_t max_memory;		/* bytes of request buffers */
@@ -52,6 +58,7 @@ struct smcrd_config {
 	int tls;			/* NBD_TLS_OFF, _ON, _REQUIRE */
 	char *tls_certificates;		/* directory */
 	char *tls_psk;			/* PSK file */
+	int tls_verify_peer;		/* BD_TLS_VERIFY_* (-1: on with a CA) */
 	char *ctl_group;		/* control group (name or number), or NULL */
 	char *eids;			/* SMC-Rv2 user EIDs, comma-separated, or NULL */
 	bool foreground;
@@ -86,10 +93,15 @@ struct smcrd_config {
 #define CFG_SET_PER_ADDRESS	(1u << 19)
 #define CFG_SET_CTL_GROUP	(1u << 20)
 #define CFG_SET_LGRS_PER_ADDRESS	(1u << 21)
+#define CFG_SET_TLS_VERIFY	(1u << 22)
+#define CFG_SET_HS_PER_ADDRESS	(1u << 23)
+#define CFG_SET_UNIX		(1u << 24)
 #define CFG_SET_EIDS		(1u << 28)
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */
 int config_parse_tls(const char *s);
+/* "on"/"yes"/"off"/"no"... -> 1 or 0; -EINVAL otherwise. */
+int config_parse_verify(const char *s);
 
 void config_defaults(struct smcrd_config *cfg);
 void config_free(struct smcrd_config *cfg);
@@ -110,6 +122,9 @@ void export_spec_free(struct export_spec *s);
 /* "10.0.0.0/8", "::1", "fd00::/8", "*" (everything). */
 int acl_parse(const char *s, struct acl_entry *out);
 bool acl_match(const struct acl_entry *v, unsigned n, const struct sockaddr *sa);
+/* Whether a client of TLS name name (NULL: none) may use an export with
+ * this tls-allow list (none: everybody). */
+bool tls_allow_match(char *const *v, unsigned n, const char *name);
 
 /* "64M", "1G", "4096", "4k". */
 int parse_size(const char *s, uint64_t *out);

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -21,6 +23,7 @@
 #include "smcrd-engine.h"
 #include "smcrd-extents.h"
 #include "applog.h"
+#include "lograte.h"
 #include "nbd-wire.h"
 
 #if defined(__has_include)
@@ -160,6 +163,10 @@ struct conn {
 	bool drain;
 	uint64_t last_rx_ms;
 	uint64_t rx_progress_ms;	/* last byte received (request timeout) */
+	uint64_t tx_bytes;		/* reply bytes handed to the transport */
+	uint64_t tx_seen;		/* ... at tx_seen_ms */
+	int tx_seen_outq;		/* socket send queue then (SIOCOUTQ), or -1 */
+	uint64_t tx_seen_ms;		/* replies last moved (reply timeout) */
 	uint64_t mem_used;		/* request buffers held */
 	/* Zero-copy receive (transports with rx_peek): the stream is read in
 	 * place; WRITE payloads stay there (pinned) until on disk, and bytes
@@ -556,10 +563,11 @@ static void conn_destroy(struct conn *c)
 		w->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	log_info("client %s: export '%s' closed (%llu requests, %llu bytes read, "
-		 "%llu bytes written)", c->t->peer, c->exp->spec.name,
-		 (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
-		 (unsigned long long)c->wbytes);
+	log_rated(LOGRATE_SESSION, c->t->peer, SMCR_LOG_INFO,
+		  "client %s: export '%s' closed (%llu requests, %llu bytes read, "
+		  "%llu bytes written)", c->t->peer, c->exp->spec.name,
+		  (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
+		  (unsigned long long)c->wbytes);
 	owner = c->owner;
 	bd_close(c->t);
 	export_put(c->exp);
@@ -584,7 +592,8 @@ static void conn_close(struct conn *c, const char *why)
 	if (c->closing)
 		return;
 	if (why)
-		log_info("client %s: %s", c->t->peer, why);
+		log_rated(LOGRATE_SESSION, c->t->peer, SMCR_LOG_INFO, "client %s: %s",
+			  c->t->peer, why);
 	c->closing = true;
 	c->rx_stop = true;
 	if (c->poll_in)
@@ -869,6 +878,7 @@ static void tx_retire(struct conn *c, size_t n)
 	struct req *q;
 
 	c->tx_off += n;
+	c->tx_bytes += n;
 	while ((q = c->tx_head) && !q->zc_tx) {
 		size_t len = q->rb.head_len + q->rb.data_len + q->rb.tail_len;
 
@@ -932,6 +942,7 @@ static void conn_flush(struct conn *c)
 				conn_close(c, why);
 				return;
 			}
+			c->tx_bytes += q->rb.head_len + q->r.length + q->rb.tail_len;
 			c->tx_head = q->next;
 			if (!c->tx_head)
 				c->tx_tail = NULL;
@@ -1031,12 +1042,23 @@ static void prep(struct req *q, struct io_uring_sqe *sqe)
 	q->c->w->io_inflight++;
 }
 
+/* A block device takes fallocate only on whole sectors (EINVAL else). */
+static bool sector_unaligned(const struct req *q)
+{
+	uint32_t s = q->c->exp->sector;
+
+	return s > 1 && ((q->r.offset | q->r.length) & (s - 1));
+}
+
 static void start_zeroes(struct req *q)
 {
 	struct export *e = q->c->exp;
-	bool no_punch = __atomic_load_n(&e->no_punch, __ATOMIC_RELAXED);
-	bool no_zr = __atomic_load_n(&e->no_zero_range, __ATOMIC_RELAXED);
+	bool unaligned = sector_unaligned(q);
+	bool no_punch = unaligned || __atomic_load_n(&e->no_punch, __ATOMIC_RELAXED);
+	bool no_zr = unaligned || __atomic_load_n(&e->no_zero_range, __ATOMIC_RELAXED);
 
+	/* Unaligned on a block device: zero buffers written (through the
+	 * page cache, which takes any offset). */
 	if (!(q->r.flags & NBD_CMD_FLAG_NO_HOLE) && !no_punch)
 		q->phase = PH_PUNCH;
 	else if (!no_zr)
@@ -1149,6 +1171,19 @@ static void req_start(struct req *q)
 		if (__atomic_load_n(&q->c->exp->no_punch, __ATOMIC_RELAXED)) {
 			req_reply(q, 0, 0);	/* a hint only */
 			return;
+		}
+		if (sector_unaligned(q)) {
+			/* A hint: the whole sectors inside the range only. */
+			uint64_t s = q->c->exp->sector, end = q->r.offset + q->r.length;
+			uint64_t first = (q->r.offset + s - 1) & ~(s - 1);
+
+			end &= ~(s - 1);
+			if (first >= end) {
+				req_reply(q, 0, 0);
+				return;
+			}
+			q->r.offset = first;
+			q->r.length = (uint32_t)(end - first);
 		}
 		q->phase = PH_PUNCH;
 		break;
@@ -1459,6 +1494,8 @@ static void link_resolve(struct req *q)
 	size_t full = (size_t)q->rb.head_len + q->rb.data_len + q->rb.tail_len;
 	int s = q->lk_sres;
 
+	if (s > 0)
+		c->tx_bytes += (uint64_t)s;
 	q->linked = false;
 	c->tx_link = NULL;
 	c->tx_busy = false;
@@ -1636,8 +1673,8 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 	struct req *q;
 
 	if (nbd_request_decode(w, &r) < 0) {
-		log_warn("client %s: bad request magic: dropping the connection",
-			 c->t->peer);
+		log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
+			  "client %s: bad request magic: dropping the connection", c->t->peer);
 		conn_close(c, NULL);
 		return RX_STOP;
 	}
@@ -2019,6 +2056,8 @@ static void conn_start(struct worker *w, struct conn *c)
 	if (w->draining)
 		c->drain = true;
 	c->rx_progress_ms = now_ms();
+	c->tx_seen_ms = c->rx_progress_ms;
+	c->tx_seen_outq = -1;
 	if (w->e->p.request_timeout_ms)
 		arm_timer(w);
 	if (!c->ring)
@@ -2066,31 +2105,63 @@ static void drain_check(struct worker *w)
 	}
 }
 
+/* Whether c's replies stood still since the last look: nothing handed to
+ * the transport and, on a socket, its send queue unchanged (the client
+ * reads nothing).  No replies waiting counts as moving. */
+static bool tx_stalled(struct conn *c, uint64_t now, uint64_t limit)
+{
+	int outq = -1;
+
+	/* Nothing waits to go, or the disk has yet to fill a linked READ. */
+	if ((!c->tx_head && !c->tx_busy) ||
+	    (c->tx_link && !(c->tx_link->lk_done & LK_READ))) {
+		c->tx_seen_ms = now;
+		return false;
+	}
+	if (c->ring || !strcmp(c->t->ops->name, "tcp") || !strcmp(c->t->ops->name, "tls"))
+		if (ioctl(c->pfd, SIOCOUTQ, &outq) < 0)
+			outq = -1;
+	if (c->tx_bytes != c->tx_seen || outq != c->tx_seen_outq) {
+		c->tx_seen = c->tx_bytes;
+		c->tx_seen_outq = outq;
+		c->tx_seen_ms = now;
+		return false;
+	}
+	return now - c->tx_seen_ms >= limit;
+}
+
 /* Connections in the middle of a request's payload that sent nothing for
- * request_timeout_ms: closed, their buffers freed (a client that announces
- * a large WRITE and stops must not hold memory others wait for). */
+ * request_timeout_ms, or whose replies the client did not read for as
+ * long: closed, their buffers freed (a client that announces a large WRITE
+ * and stops, or asks for large READs and reads nothing, must not hold
+ * memory others wait for). */
 static void stall_check(struct worker *w)
 {
 	uint64_t now = now_ms(), limit = w->e->p.request_timeout_ms;
 	struct conn *c, *next;
 
 	for (c = w->conns; c; c = next) {
+		bool tx;
+
 		next = c->next;
-		if (c->closing || !(c->rx_req || c->skip_req) ||
-		    now - c->rx_progress_ms < limit)
+		if (c->closing)
+			continue;
+		tx = tx_stalled(c, now, limit);
+		if (!tx && (!(c->rx_req || c->skip_req) || now - c->rx_progress_ms < limit))
 			continue;
 		__atomic_add_fetch(&w->stats.request_timeouts, 1, __ATOMIC_RELAXED);
 		if (now - w->stall_logged_ms >= 10000) {
-			log_warn("client %s: request payload stalled for %llu ms "
-				 "(request-timeout): closing (%lu more like this not logged)",
-				 c->t->peer, (unsigned long long)(now - c->rx_progress_ms),
+			log_warn("client %s: %s for %llu ms (request-timeout): closing "
+				 "(%lu more like this not logged)", c->t->peer,
+				 tx ? "replies not read" : "request payload stalled",
+				 (unsigned long long)(now - (tx ? c->tx_seen_ms : c->rx_progress_ms)),
 				 w->stall_unlogged);
 			w->stall_logged_ms = now;
 			w->stall_unlogged = 0;
 		} else {
 			w->stall_unlogged++;
 		}
-		conn_close(c, "request timeout: closing");
+		conn_close(c, tx ? "reply timeout: closing" : "request timeout: closing");
 		conn_maybe_destroy(c);
 	}
 }
@@ -2527,9 +2598,10 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	}
 	__atomic_add_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&e->conns, 1, __ATOMIC_RELAXED);
-	log_info("client %s: export '%s' (%s replies%s, worker %u)", t->peer,
-		 exp->spec.name, s->structured ? "structured" : "simple",
-		 s->base_allocation ? ", base:allocation" : "", w->idx);
+	log_rated(LOGRATE_SESSION, t->peer, SMCR_LOG_INFO,
+		  "client %s: export '%s' (%s replies%s, worker %u)", t->peer,
+		  exp->spec.name, s->structured ? "structured" : "simple",
+		  s->base_allocation ? ", base:allocation" : "", w->idx);
 	pthread_mutex_lock(&w->lock);
 	if (w->drain_req) {
 		pthread_mutex_unlock(&w->lock);

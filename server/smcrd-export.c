@@ -18,6 +18,8 @@
 
 static int spec_copy(const struct export_spec *src, struct export_spec *dst)
 {
+	unsigned i;
+
 	memset(dst, 0, sizeof(*dst));
 	dst->read_only = src->read_only;
 	dst->direct = src->direct;
@@ -33,8 +35,17 @@ static int spec_copy(const struct export_spec *src, struct export_spec *dst)
 			dst->nallow = src->nallow;
 		}
 	}
+	if (src->ntls_allow) {
+		dst->tls_allow = calloc(src->ntls_allow, sizeof(*dst->tls_allow));
+		for (i = 0; dst->tls_allow && i < src->ntls_allow; i++) {
+			dst->tls_allow[i] = strdup(src->tls_allow[i]);
+			if (!dst->tls_allow[i])
+				break;
+			dst->ntls_allow++;
+		}
+	}
 	if (!dst->name || !dst->path || (src->description && !dst->description) ||
-	    (src->nallow && !dst->allow)) {
+	    (src->nallow && !dst->allow) || dst->ntls_allow != src->ntls_allow) {
 		export_spec_free(dst);
 		return -ENOMEM;
 	}
@@ -49,6 +60,32 @@ static uint32_t dio_alignment(int fd, bool blockdev)
 		return (uint32_t)ss;
 	/* Safe for every file system this runs on. */
 	return 4096;
+}
+
+/* Opens path without ever blocking (a FIFO would, until a writer comes),
+ * refuses anything but a regular file or a block device (-ENOTBLK), and
+ * gives back a descriptor in blocking mode (io_uring would otherwise
+ * answer -EAGAIN instead of waiting). */
+static int open_export_file(const char *path, int flags, struct stat *st)
+{
+	int fd = open(path, flags | O_NONBLOCK | O_NOCTTY), fl;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st) < 0)
+		goto out_errno;
+	if (!S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode)) {
+		close(fd);
+		return -ENOTBLK;
+	}
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		goto out_errno;
+	return fd;
+out_errno:
+	fl = -errno;
+	close(fd);
+	return fl;
 }
 
 int export_open(const struct export_spec *spec, bool direct, struct export **out)
@@ -67,14 +104,10 @@ int export_open(const struct export_spec *spec, bool direct, struct export **out
 	r = spec_copy(spec, &e->spec);
 	if (r < 0)
 		goto out_free;
-	e->fd = open(spec->path, flags);
+	e->fd = open_export_file(spec->path, flags, &st);
 	if (e->fd < 0) {
-		r = -errno;
+		r = e->fd;
 		goto out_spec;
-	}
-	if (fstat(e->fd, &st) < 0) {
-		r = -errno;
-		goto out_close;
 	}
 	if (S_ISBLK(st.st_mode)) {
 		uint64_t size;
@@ -85,18 +118,24 @@ int export_open(const struct export_spec *spec, bool direct, struct export **out
 		}
 		e->size = size;
 		e->blockdev = true;
-	} else if (S_ISREG(st.st_mode)) {
-		e->size = (uint64_t)st.st_size;
+		e->sector = dio_alignment(e->fd, true);
 	} else {
-		r = -ENOTBLK;
-		goto out_close;
+		e->size = (uint64_t)st.st_size;
+		e->sector = 1;
 	}
 	if (direct) {
-		e->dfd = open(spec->path, flags | O_DIRECT);
+		struct stat dst;
+
+		e->dfd = open_export_file(spec->path, flags | O_DIRECT, &dst);
+		if (e->dfd >= 0 && (dst.st_dev != st.st_dev || dst.st_ino != st.st_ino)) {
+			close(e->dfd);
+			e->dfd = -ESTALE;	/* replaced between the two opens */
+		}
 		if (e->dfd < 0) {
-			r = -errno;
+			r = e->dfd;
+			e->dfd = -1;
 			log_err("export '%s': %s: O_DIRECT: %s", spec->name, spec->path,
-				strerror(errno));
+				strerror(-r));
 			goto out_close;
 		}
 		e->dio_align = dio_alignment(e->dfd, e->blockdev);
@@ -172,7 +211,8 @@ static int open_list(struct export_table *t, const struct export_list *l, bool d
 		r = export_open(s, s->direct >= 0 ? s->direct : direct, &e);
 		if (r < 0) {
 			snprintf(err, errlen, "export '%s': %s: %s", s->name, s->path,
-				 strerror(-r));
+				 r == -ENOTBLK ? "not a regular file or block device "
+				 "(a FIFO, socket, directory or character device)" : strerror(-r));
 			return r;
 		}
 		t->v[t->n++] = e;

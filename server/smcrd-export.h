@@ -17,6 +17,8 @@ struct export {
 	uint32_t dio_align;		/* offset/length/memory alignment for dfd */
 	uint64_t size;
 	bool blockdev;
+	uint32_t sector;		/* block device: logical sector size, the
+					 * alignment fallocate wants; else 1 */
 	uint32_t min_block;
 	uint32_t pref_block;
 	uint16_t tflags;		/* NBD transmission flags (without DF) */

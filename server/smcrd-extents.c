@@ -55,7 +55,7 @@ unsigned extents_scan(int fd, bool seekable, uint64_t offset, uint32_t length,
 		      uint32_t align, bool one, struct nbd_extent *out, unsigned max)
 {
 	uint64_t pos = offset, end = offset + length;
-	unsigned n = 0;
+	unsigned n = 0, steps = 0;
 
 	if (!align)
 		align = 1;
@@ -64,6 +64,9 @@ unsigned extents_scan(int fd, bool seekable, uint64_t offset, uint32_t length,
 	while (pos < end && seekable) {
 		int64_t d, h;
 		uint64_t stop;
+
+		if (++steps > EXTENTS_SCAN_STEPS)
+			return n;	/* n >= 1: every step emits or stops */
 
 		d = next_data(fd, pos, end);
 		if (d < 0)

@@ -16,7 +16,11 @@
  * may cover less of it when max is reached.  Where SEEK_DATA/SEEK_HOLE
  * fail (or !seekable: block devices) the range is data.  Returns the
  * number of extents, at least 1 for length > 0.  Blocks the caller for
- * two lseek(2) per extent. */
+ * at most two lseek(2) per step and EXTENTS_SCAN_STEPS steps (a step is
+ * a hole and the data after it): on a fragmented file the extents then
+ * cover less of the range (the client asks again), so one request cannot
+ * hold a worker for long. */
+#define EXTENTS_SCAN_STEPS	256
 unsigned extents_scan(int fd, bool seekable, uint64_t offset, uint32_t length,
 		      uint32_t align, bool one, struct nbd_extent *out, unsigned max);
 

@@ -64,10 +64,10 @@ static int check_listener(int fd, char *err, size_t errlen)
 	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &vlen) < 0 || !v)
 		return errf(err, errlen, -EINVAL, "socket %d is not listening", fd);
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
-	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6 && ss.ss_family != AF_UNIX))
 		return errf(err, errlen, -EAFNOSUPPORT,
-			    "socket %d is not IPv4 or IPv6 (ListenStream= takes a port or address)",
-			    fd);
+			    "socket %d is not IPv4, IPv6 or Unix (ListenStream= takes a port, "
+			    "an address or a path)", fd);
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
 	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)

@@ -7,7 +7,7 @@
 
 /* The listening sockets systemd passed (LISTEN_PID is this process,
  * LISTEN_FDS of them from descriptor 3): each checked to be a listening
- * IPv4/IPv6 stream socket and made non-blocking and close-on-exec, stored
+ * IPv4/IPv6/Unix stream socket and made non-blocking and close-on-exec, stored
  * in fds (at most max).  Returns their number, 0 when there are none for
  * this process, or -errno with err saying why.  The variables are removed
  * from the environment once taken. */

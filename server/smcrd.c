@@ -22,6 +22,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 #include "strbuf.h"
 #include "smcrd-systemd.h"
 #include "transport-tls.h"
+#include "lograte.h"
 #include "nbd-server.h"
 #include "transport.h"
 #include "transport-smcr.h"
@@ -103,7 +105,7 @@ struct server {
 	unsigned refusing;
 	/* Limits reached (smcrctl status smcrd). */
 	uint64_t refused_max_clients, refused_handshakes, handshake_timeouts, accept_paused;
-	uint64_t refused_per_address;
+	uint64_t refused_per_address, refused_hs_per_address;
 	/* Clients per peer address (max-clients-per-address). */
 	struct addr_count *addrs;
 	unsigned naddrs, caddrs;
@@ -112,6 +114,8 @@ struct server {
 	int cancel_wr;
 	int lfd[LISTEN_MAX];
 	unsigned nlfd;
+	char *unix_made;		/* the Unix socket smcrd created, or NULL */
+	ino_t unix_ino;
 	struct smcr_ctx *smcr;		/* SMC-R: the stack, NULL if off */
 	struct smcr_sock *smcr_ls;	/* its listener */
 	struct smcr_ctl *ctl;		/* control socket (smcrctl), or NULL */
@@ -123,11 +127,14 @@ struct server {
 
 struct addr_count {
 	char addr[INET6_ADDRSTRLEN];
-	unsigned n;
+	unsigned n;			/* clients */
+	unsigned hs;			/* of them in the handshake (<= n) */
 };
 
 struct hs_ctx {
 	char addr[INET6_ADDRSTRLEN];	/* the peer's address, counted if set */
+	bool hs_counted;		/* in its address's handshakes */
+	int64_t accepted;		/* now_ms() at accept */
 	struct server *srv;
 	struct bd_transport *t;
 	int smcr_fd;			/* SMC-R: TCP socket before CLC, else -1 */
@@ -162,14 +169,26 @@ static int cb_lookup(void *arg, const char *name, struct nbd_server_export *out,
 		r = -ENOENT;
 	else if (!export_allows(e, (struct sockaddr *)&h->peer))
 		r = -EACCES;
+	else if (!tls_allow_match(e->spec.tls_allow, e->spec.ntls_allow,
+				  bd_tls_peer_name(h->t)))
+		r = -ETXTBSY;
 	else {
 		fill_export(e, out);
 		*handle = export_get(e);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (r == -EACCES)
-		log_info("client %s: export '%s' not allowed for this address", h->t->peer,
-			 name);
+		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO,
+			  "client %s: export '%s' not allowed for this address", h->t->peer, name);
+	if (r == -ETXTBSY) {
+		const char *who = bd_tls_peer_name(h->t);
+
+		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO,
+			  "client %s: export '%s' not allowed for %s%s%s (tls-allow)", h->t->peer,
+			  name, who ? "TLS name '" : "a client without a TLS name",
+			  who ? who : "", who ? "'" : "");
+		r = -EACCES;
+	}
 	return r;
 }
 
@@ -191,7 +210,9 @@ static int cb_list(void *arg, int (*cb)(void *, const char *, const char *), voi
 	v = calloc(s->table->n ? s->table->n : 1, sizeof(*v));
 	if (v)
 		for (i = 0; i < s->table->n; i++)
-			if (export_allows(s->table->v[i], (struct sockaddr *)&h->peer))
+			if (export_allows(s->table->v[i], (struct sockaddr *)&h->peer) &&
+			    tls_allow_match(s->table->v[i]->spec.tls_allow,
+					    s->table->v[i]->spec.ntls_allow, bd_tls_peer_name(h->t)))
 				v[n++] = export_get(s->table->v[i]);
 	pthread_mutex_unlock(&s->lock);
 	if (!v)
@@ -250,10 +271,17 @@ static const struct nbd_server_ops hs_ops = {
 	.starttls = cb_starttls,
 };
 
-/* The peer's address without the port, the key of max-clients-per-address. */
+/* The peer's address without the port, the key of max-clients-per-address
+ * (every Unix-socket client is "local"). */
 static void addr_key(const struct sockaddr_storage *ss, char *out, size_t len)
 {
-	const void *a = ss->ss_family == AF_INET6 ?
+	const void *a;
+
+	if (ss->ss_family == AF_UNIX) {
+		snprintf(out, len, "local");
+		return;
+	}
+	a = ss->ss_family == AF_INET6 ?
 			(const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr :
 			(const void *)&((const struct sockaddr_in *)ss)->sin_addr;
 
@@ -261,19 +289,35 @@ static void addr_key(const struct sockaddr_storage *ss, char *out, size_t len)
 		snprintf(out, len, "?");
 }
 
-/* One more client from addr (s->lock held): -EBUSY at the limit. */
-static int addr_get(struct server *s, const char *addr)
+static struct addr_count *addr_find(struct server *s, const char *addr)
 {
-	struct addr_count *v;
 	unsigned i;
 
 	for (i = 0; i < s->naddrs; i++)
 		if (!strcmp(s->addrs[i].addr, addr))
-			break;
-	if (i < s->naddrs) {
-		if (s->cfg.max_per_address && s->addrs[i].n >= s->cfg.max_per_address)
+			return &s->addrs[i];
+	return NULL;
+}
+
+/* Handshakes one address may hold at once: never the whole pool. */
+static unsigned hs_per_address(const struct server *s)
+{
+	if (s->cfg.max_hs_per_address >= 0)
+		return (unsigned)s->cfg.max_hs_per_address;
+	return s->cfg.max_handshakes > 1 ? s->cfg.max_handshakes / 2 : 1;
+}
+
+/* One more client from addr, in the handshake (s->lock held): -EBUSY at
+ * the limit. */
+static int addr_get(struct server *s, const char *addr)
+{
+	struct addr_count *v, *a = addr_find(s, addr);
+
+	if (a) {
+		if (s->cfg.max_per_address && a->n >= s->cfg.max_per_address)
 			return -EBUSY;
-		s->addrs[i].n++;
+		a->n++;
+		a->hs++;
 		return 0;
 	}
 	if (s->naddrs == s->caddrs) {
@@ -284,8 +328,18 @@ static int addr_get(struct server *s, const char *addr)
 		s->caddrs = s->caddrs ? s->caddrs * 2 : 16;
 	}
 	snprintf(s->addrs[s->naddrs].addr, sizeof(s->addrs[0].addr), "%s", addr);
+	s->addrs[s->naddrs].hs = 1;
 	s->addrs[s->naddrs++].n = 1;
 	return 0;
+}
+
+/* addr's client left the handshake (s->lock held). */
+static void addr_hs_done(struct server *s, const char *addr)
+{
+	struct addr_count *a = addr_find(s, addr);
+
+	if (a && a->hs)
+		a->hs--;
 }
 
 static void addr_put(struct server *s, const char *addr)
@@ -314,7 +368,7 @@ static void client_gone(void *arg, void *owner)
 
 static struct ratelog rl_accept = RATELOG_INIT, rl_max_clients = RATELOG_INIT,
 		      rl_handshakes = RATELOG_INIT, rl_hs_timeout = RATELOG_INIT,
-		      rl_per_address = RATELOG_INIT;
+		      rl_per_address = RATELOG_INIT, rl_hs_per_address = RATELOG_INIT;
 
 static void *handshake_main(void *arg)
 {
@@ -328,7 +382,11 @@ static void *handshake_main(void *arg)
 	};
 	struct nbd_server_session sess;
 	bool counted = !h->refusal[0];
+	int64_t spent = now_ms() - h->accepted;
 	int r = 0;
+
+	/* The deadline counts from accept (a thread slow to start included). */
+	lim.total_ms = spent < lim.total_ms ? lim.total_ms - (int)spent : 1;
 
 	if (h->smcr_fd >= 0) {
 		/* SMC-R: the CLC exchange first (or TCP fallback), here so
@@ -342,11 +400,23 @@ static void *handshake_main(void *arg)
 			if (r)
 				smcr_close(sk);
 		}
-		if (r)
-			log_info("SMC-R client: rendezvous failed: %s", strerror(-r));
+		if (r) {
+			char peer[64];
+
+			bd_format_addr((struct sockaddr *)&h->peer, sizeof(h->peer), peer,
+				       sizeof(peer));
+			log_rated(LOGRATE_HANDSHAKE, peer, SMCR_LOG_INFO,
+				  "SMC-R client %s: rendezvous failed: %s", peer, strerror(-r));
+		}
 	}
 	if (r == 0)
 		r = nbd_server_handshake(h->t, &hs_ops, h, &lim, &sess);
+	if (h->hs_counted) {
+		pthread_mutex_lock(&s->lock);
+		addr_hs_done(s, h->addr);
+		h->hs_counted = false;
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (r == 0) {
 		/* The engine owns the transport and the export reference now,
 		 * and reports the end through client_gone(). */
@@ -371,10 +441,20 @@ static void *handshake_main(void *arg)
 		pthread_mutex_lock(&s->lock);
 		s->handshake_timeouts++;
 		pthread_mutex_unlock(&s->lock);
-		limit_warn(&rl_hs_timeout, "client %s: handshake not done in time "
-			   "(handshake-timeout %u s): closed", h->t->peer, s->cfg.handshake_timeout);
+		/* Two limits end a handshake: the whole (handshake-timeout)
+		 * and each wait for the client's next bytes: name the one. */
+		if (s->cfg.handshake_timeout &&
+		    now_ms() - h->accepted >= (int64_t)s->cfg.handshake_timeout * 1000)
+			limit_warn(&rl_hs_timeout, "client %s: handshake not done in time "
+				   "(handshake-timeout %u s): closed", h->t->peer,
+				   s->cfg.handshake_timeout);
+		else
+			limit_warn(&rl_hs_timeout, "client %s: no bytes from it for %d s during "
+				   "the handshake (the read wait): closed", h->t->peer,
+				   HANDSHAKE_TIMEOUT_MS / 1000);
 	} else {
-		log_info("client %s: handshake ended: %s", h->t->peer, strerror(-r));
+		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO,
+			  "client %s: handshake ended: %s", h->t->peer, strerror(-r));
 	}
 	bd_close(h->t);
 	pthread_mutex_lock(&s->lock);
@@ -412,7 +492,8 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 	pthread_attr_t attr;
 	pthread_t th;
 	bool refuse = false;
-	char peer[64];
+	char peer[64], addr[INET6_ADDRSTRLEN];
+	struct addr_count *a;
 	int fd, r;
 
 	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
@@ -436,6 +517,7 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 	h->srv = s;
 	h->peer = ss;
 	h->smcr_fd = -1;
+	h->accepted = now_ms();
 	if (smcr) {
 		h->smcr_fd = fd;
 	} else {
@@ -447,7 +529,27 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 		}
 	}
 	bd_format_addr((struct sockaddr *)&ss, len, peer, sizeof(peer));
+	addr_key(&ss, addr, sizeof(addr));
 	pthread_mutex_lock(&s->lock);
+	/* Per address first: one address never takes a whole global pool. */
+	a = addr_find(s, addr);
+	if (a && s->cfg.max_per_address && a->n >= s->cfg.max_per_address) {
+		s->refused_per_address++;
+		pthread_mutex_unlock(&s->lock);
+		limit_warn(&rl_per_address, "client %s: %u clients from %s "
+			   "(max-clients-per-address): closing", peer,
+			   s->cfg.max_per_address, addr);
+		hs_free(h);
+		return 0;
+	}
+	if (a && hs_per_address(s) && a->hs >= hs_per_address(s)) {
+		s->refused_hs_per_address++;
+		pthread_mutex_unlock(&s->lock);
+		limit_warn(&rl_hs_per_address, "client %s: %u clients from %s in the handshake "
+			   "(max-handshakes-per-address): closing", peer, hs_per_address(s), addr);
+		hs_free(h);
+		return 0;
+	}
 	if (s->handshakes >= s->cfg.max_handshakes) {
 		/* Half-open (CLC or NBD options): no thread, no reply. */
 		s->refused_handshakes++;
@@ -473,9 +575,6 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 		snprintf(h->refusal, sizeof(h->refusal),
 			 "server has too many clients (max-clients %u)", s->cfg.max_clients);
 	} else {
-		char addr[INET6_ADDRSTRLEN];
-
-		addr_key(&ss, addr, sizeof(addr));
 		r = addr_get(s, addr);
 		if (r == -EBUSY) {
 			s->refused_per_address++;
@@ -486,8 +585,10 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 			hs_free(h);
 			return 0;
 		}
-		if (r == 0)
+		if (r == 0) {
 			memcpy(h->addr, addr, sizeof(addr));
+			h->hs_counted = true;
+		}
 		s->clients++;
 	}
 	s->handshakes++;
@@ -507,10 +608,15 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 	if (r) {
 		log_err("client %s: cannot start a thread: %s", peer, strerror(r));
 		pthread_mutex_lock(&s->lock);
-		if (!refuse)
+		if (!refuse) {
 			s->clients--;
-		else
+			if (h->addr[0]) {
+				addr_hs_done(s, h->addr);
+				addr_put(s, h->addr);
+			}
+		} else {
 			s->refusing--;
+		}
 		s->handshakes--;
 		pthread_mutex_unlock(&s->lock);
 		hs_free(h);
@@ -581,6 +687,77 @@ close_fds:
 	return r;
 }
 
+/* Listens on the Unix socket path (mode 0666 less the umask).  A stale
+ * socket there is replaced; a live one (it accepts) or anything else is an
+ * error. */
+static int listen_unix(struct server *s, const char *path)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, r;
+
+	if (s->nlfd >= LISTEN_MAX)
+		return -EMFILE;
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		log_err("unix socket %s: path longer than %zu bytes", path,
+			sizeof(sun.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		r = -errno;
+		log_err("unix socket %s: %s", path, strerror(-r));
+		return r;
+	}
+	if (lstat(path, &st) == 0) {
+		int probe;
+
+		if (!S_ISSOCK(st.st_mode)) {
+			log_err("unix socket %s: exists and is not a socket", path);
+			r = -EEXIST;
+			goto out_close;
+		}
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		r = probe >= 0 && connect(probe, (struct sockaddr *)&sun, sizeof(sun)) == 0;
+		if (probe >= 0)
+			close(probe);
+		if (r) {
+			log_err("unix socket %s: in use by another server", path);
+			r = -EADDRINUSE;
+			goto out_close;
+		}
+		unlink(path);	/* stale: nobody accepts on it */
+	}
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(fd, SOMAXCONN) < 0 ||
+	    stat(path, &st) < 0) {
+		r = -errno;
+		log_err("unix socket %s: %s", path, strerror(-r));
+		goto out_close;
+	}
+	s->unix_made = strdup(path);
+	s->unix_ino = st.st_ino;
+	log_info("listening for NBD on Unix socket %s", path);
+	s->lfd[s->nlfd++] = fd;
+	return 0;
+out_close:
+	close(fd);
+	return r;
+}
+
+/* Removes the Unix socket smcrd made, if it is still that one. */
+static void unix_remove(struct server *s)
+{
+	struct stat st;
+
+	if (!s->unix_made)
+		return;
+	if (lstat(s->unix_made, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == s->unix_ino)
+		unlink(s->unix_made);
+	free(s->unix_made);
+	s->unix_made = NULL;
+}
+
 /* Listeners from systemd (socket activation) instead of -l/-p: 1 when
  * there were some, 0 when none, -1 on error (logged). */
 static int listen_activated(struct server *s)
@@ -597,8 +774,17 @@ static int listen_activated(struct server *s)
 		socklen_t len = sizeof(ss);
 		char addr[80] = "?";
 
-		if (getsockname(s->lfd[i], (struct sockaddr *)&ss, &len) == 0)
+		if (getsockname(s->lfd[i], (struct sockaddr *)&ss, &len) == 0) {
+			if (ss.ss_family == AF_UNIX) {
+				const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+
+				log_info("listening for NBD on Unix socket %.*s (socket activation)",
+					 (int)(len - offsetof(struct sockaddr_un, sun_path)),
+					 un->sun_path[0] ? un->sun_path : "(abstract)");
+				continue;
+			}
 			bd_format_addr((struct sockaddr *)&ss, len, addr, sizeof(addr));
+		}
 		log_info("listening for NBD over TCP on %s (socket activation)", addr);
 	}
 	s->nlfd = (unsigned)n;
@@ -725,6 +911,13 @@ static int write_pidfile(const char *path)
 		r = -EINVAL;
 		goto out_close;
 	}
+	if (st.st_nlink > 1) {
+		/* A hard link to another file (of root's, say) is no pid file. */
+		log_err("pid file %s: has %lu hard links (another file's name)", path,
+			(unsigned long)st.st_nlink);
+		r = -EMLINK;
+		goto out_close;
+	}
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) < 0 || write(fd, buf, (size_t)n) != n) {
 		r = -EIO;
@@ -799,6 +992,8 @@ static void usage(FILE *f)
 "                             re-reads its exports)\n"
 "  -l, --listen ADDR        listen on ADDR (default: all addresses)\n"
 "  -p, --port PORT          NBD over TCP port (default 10809)\n"
+"  -U, --unix PATH          NBD on a Unix socket at PATH (then no TCP unless\n"
+"                             --listen or --port is given)\n"
 "      --smcr-port PORT     also serve NBD over SMC-R on PORT (CLC rendezvous;\n"
 "                             TCP fallback when SMC-R is not possible)\n"
 "  -q, --queue-depth N      requests in flight per connection (default 128)\n"
@@ -811,10 +1006,13 @@ static void usage(FILE *f)
 "                             0: no limit)\n"
 "      --max-handshakes N   clients in the handshake (CLC, NBD options) at once;\n"
 "                             more are closed at once (default 32)\n"
+"      --max-handshakes-per-address N  of them from one address (default:\n"
+"                             half of max-handshakes; 0: no limit)\n"
 "      --handshake-timeout S  whole handshake, however the client trickles\n"
 "                             (default 60)\n"
-"      --request-timeout S  a request's payload that stops coming for S\n"
-"                             seconds closes the client (default 30)\n"
+"      --request-timeout S  a request's payload that stops coming, or replies\n"
+"                             not read, for S seconds close the client\n"
+"                             (default 30)\n"
 "      --max-rmb-memory SIZE  SMC-R receive buffers per link group, and as\n"
 "                             much for send buffers (default 256M)\n"
 "  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
@@ -833,6 +1031,8 @@ static void usage(FILE *f)
 "      --tls-certificates DIR  server-cert.pem, server-key.pem (and\n"
 "                             ca-cert.pem) in DIR (default /etc/pki/smcrd)\n"
 "      --tls-psk FILE       pre-shared keys (psktool's username:hexkey) instead\n"
+"      --tls-verify-peer on|off  require a client certificate signed by\n"
+"                             ca-cert.pem (default: on when DIR has one)\n"
 "      --ctl-group GROUP    members of GROUP may inject faults and run commands\n"
 "                             on the control socket (smcrctl), as root may\n"
 "  -v, --verbose            debug logging\n"
@@ -848,13 +1048,14 @@ static void usage(FILE *f)
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_EIDS, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
        OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP,
-       OPT_LGRS_PER_ADDRESS };
+       OPT_LGRS_PER_ADDRESS, OPT_TLS_VERIFY, OPT_HS_PER_ADDRESS };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
 	{ "config", required_argument, NULL, 'c' },
 	{ "listen", required_argument, NULL, 'l' },
 	{ "port", required_argument, NULL, 'p' },
+	{ "unix", required_argument, NULL, 'U' },
 	{ "smcr-port", required_argument, NULL, OPT_SMCR_PORT },
 	{ "queue-depth", required_argument, NULL, 'q' },
 	{ "threads", required_argument, NULL, 't' },
@@ -868,11 +1069,13 @@ static const struct option long_opts[] = {
 	{ "request-timeout", required_argument, NULL, OPT_REQ_TIMEOUT },
 	{ "max-clients-per-address", required_argument, NULL, OPT_PER_ADDRESS },
 	{ "max-link-groups-per-address", required_argument, NULL, OPT_LGRS_PER_ADDRESS },
+	{ "max-handshakes-per-address", required_argument, NULL, OPT_HS_PER_ADDRESS },
 	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
 	{ "eids", required_argument, NULL, OPT_EIDS },
 	{ "tls", required_argument, NULL, OPT_TLS },
 	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
 	{ "tls-psk", required_argument, NULL, OPT_TLS_PSK },
+	{ "tls-verify-peer", required_argument, NULL, OPT_TLS_VERIFY },
 	{ "ctl-group", required_argument, NULL, OPT_CTL_GROUP },
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "pidfile", required_argument, NULL, 'P' },
@@ -907,7 +1110,7 @@ static int parse_args(struct server *s, int argc, char **argv)
 	char err[256];
 	int c;
 
-	while ((c = getopt_long(argc, argv, "e:c:l:p:q:t:m:M:dfP:L:vhV", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "e:c:l:p:U:q:t:m:M:dfP:L:vhV", long_opts, NULL)) != -1) {
 		struct export_spec spec;
 		unsigned v;
 		uint64_t sz;
@@ -978,6 +1181,15 @@ static int parse_args(struct server *s, int argc, char **argv)
 				goto bad;
 			cfg->set_mask |= CFG_SET_PER_ADDRESS;
 			break;
+		case OPT_HS_PER_ADDRESS: {
+			unsigned n;
+
+			if (parse_uint(optarg, 0, 65536, &n) < 0)
+				goto bad;
+			cfg->max_hs_per_address = (int)n;
+			cfg->set_mask |= CFG_SET_HS_PER_ADDRESS;
+			break;
+		}
 		case OPT_LGRS_PER_ADDRESS:
 			if (parse_uint(optarg, 0, 65536, &cfg->max_lgrs_per_address) < 0)
 				goto bad;
@@ -1042,6 +1254,15 @@ static int parse_args(struct server *s, int argc, char **argv)
 			cfg->tls_psk = abs_path(s->cwd, optarg);
 			cfg->set_mask |= CFG_SET_TLS_PSK;
 			break;
+		case OPT_TLS_VERIFY:
+			cfg->tls_verify_peer = config_parse_verify(optarg);
+			if (cfg->tls_verify_peer < 0) {
+				fprintf(stderr, "smcrd: --tls-verify-peer %s: not on or off\n",
+					optarg);
+				return -EINVAL;
+			}
+			cfg->set_mask |= CFG_SET_TLS_VERIFY;
+			break;
 		case OPT_CTL_GROUP:
 			free(cfg->ctl_group);
 			cfg->ctl_group = strdup(optarg);
@@ -1049,6 +1270,11 @@ static int parse_args(struct server *s, int argc, char **argv)
 			break;
 		case 'f':
 			cfg->foreground = true;
+			break;
+		case 'U':
+			free(cfg->unix_path);
+			cfg->unix_path = abs_path(s->cwd, optarg);
+			cfg->set_mask |= CFG_SET_UNIX;
 			break;
 		case 'P':
 			free(cfg->pidfile);
@@ -1204,6 +1430,8 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(lim, "request_timeouts", st->request_timeouts);
 	jsonw_u64(lim, "max_clients_per_address", s->cfg.max_per_address);
 	jsonw_u64(lim, "refused_per_address", s->refused_per_address);
+	jsonw_u64(lim, "max_handshakes_per_address", hs_per_address(s));
+	jsonw_u64(lim, "refused_handshakes_per_address", s->refused_hs_per_address);
 	jsonw_u64(lim, "max_link_groups_per_address", s->cfg.max_lgrs_per_address);
 	jsonw_u64(lim, "refused_link_groups_per_address", sst->lgrs_refused_per_address);
 	jsonw_add(o, "limits", lim);
@@ -1359,6 +1587,7 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	int sfd = -1, notify = -1, r, status = EXIT_FAILURE;
 	long ncpu;
+	bool tcp_default;
 
 	memset(&s, 0, sizeof(s));
 	config_defaults(&s.cfg);
@@ -1415,7 +1644,15 @@ int main(int argc, char **argv)
 			dir = abs_path(s.cwd, s.cfg.tls_certificates);
 		if (s.cfg.tls_psk)
 			psk = abs_path(s.cwd, s.cfg.tls_psk);
-		r = bd_tls_server_new(dir, psk, &s.tls, err, sizeof(err));
+		if (s.cfg.tls_psk && s.cfg.tls_verify_peer == BD_TLS_VERIFY_ON) {
+			log_err("tls-verify-peer is for certificates (PSK clients are always "
+				"checked)");
+			free(dir);
+			free(psk);
+			status = EXIT_USAGE;
+			goto out_table;
+		}
+		r = bd_tls_server_new(dir, psk, s.cfg.tls_verify_peer, &s.tls, err, sizeof(err));
 		free(dir);
 		free(psk);
 		if (r < 0) {
@@ -1423,24 +1660,44 @@ int main(int argc, char **argv)
 			status = EXIT_USAGE;
 			goto out_table;
 		}
-		log_info("TLS %s on NBD/TCP (%s)",
+		log_info("TLS %s on NBD/TCP (%s%s)",
 			 s.tls_mode == NBD_TLS_REQUIRE ? "required" : "offered",
-			 s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates");
+			 s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates",
+			 s.cfg.tls_psk ? "" : bd_tls_verifies_peer(s.tls) ?
+			 ", client certificates verified" : ", client certificates not verified");
 	}
 	if (s.cfg.log_file) {
-		/* Not through a symbolic link; mode 0640. */
+		/* Not through a symbolic link or a hard link, never blocking
+		 * on a FIFO; mode 0640. */
 		int fd = open(s.cfg.log_file, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
-			      O_NOCTTY | O_CLOEXEC, 0640);
+			      O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0640);
+		const char *bad = NULL;
+		struct stat lst;
 
 		if (fd < 0) {
 			log_err("log file %s: %s", s.cfg.log_file,
-				errno == ELOOP ? "is a symbolic link" : strerror(errno));
+				errno == ELOOP ? "is a symbolic link" :
+				errno == ENXIO ? "a FIFO or socket" : strerror(errno));
+			goto out_table;
+		}
+		if (fstat(fd, &lst) < 0)
+			bad = strerror(errno);
+		else if (!S_ISREG(lst.st_mode) && !S_ISCHR(lst.st_mode))
+			bad = "not a regular file (a FIFO, socket or directory)";
+		else if (S_ISREG(lst.st_mode) && lst.st_nlink > 1)
+			bad = "has other hard links (another file's name)";
+		else if (fcntl(fd, F_SETFL, O_APPEND) < 0)
+			bad = strerror(errno);
+		if (bad) {
+			log_err("log file %s: %s", s.cfg.log_file, bad);
+			close(fd);
 			goto out_table;
 		}
 		dup2(fd, STDERR_FILENO);
 		close(fd);
 		applog_set_stamp(APPLOG_STAMP_LOCAL);
 	}
+	tcp_default = !s.cfg.port && !s.cfg.listen;
 	if (!s.cfg.port)
 		s.cfg.port = strdup("10809");
 	if (!s.cfg.threads) {
@@ -1448,8 +1705,14 @@ int main(int argc, char **argv)
 		s.cfg.threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
 	}
 	r = listen_activated(&s);
-	if (r < 0 || (r == 0 && listen_on(&s, s.cfg.listen, s.cfg.port) < 0))
+	if (r < 0)
 		goto out_table;
+	if (r == 0 && s.cfg.unix_path && listen_unix(&s, s.cfg.unix_path) < 0)
+		goto out_listen;
+	/* With a Unix socket, TCP only when a port or address was given. */
+	if (r == 0 && (!s.cfg.unix_path || !tcp_default) &&
+	    listen_on(&s, s.cfg.listen, s.cfg.port) < 0)
+		goto out_listen;
 	log_table(s.table, s.cfg.config_file);
 
 	/* Signals are taken synchronously by the main thread only. */
@@ -1550,6 +1813,7 @@ out_sfd:
 out_listen:
 	for (r = 0; r < (int)s.nlfd; r++)
 		close(s.lfd[r]);
+	unix_remove(&s);
 	if (notify >= 0)
 		close(notify);		/* the parent reads EOF: failure */
 out_table:

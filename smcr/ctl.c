@@ -3,10 +3,10 @@
  * smcrctl(8) reads: status of the link groups, links and connections,
  * counters, the program's own sections, fault injection.
  *
- * One thread per control socket: it polls the listening socket and an
- * eventfd (stop), and answers each client in turn: one command line in,
- * the answer out, close.  A client that does not send its line within
- * two seconds is dropped. */
+ * One thread per control socket: it polls the listening socket, an
+ * eventfd (stop) and up to 16 clients at once: one command line in, the
+ * answer out, close.  A client that does not send its line within two
+ * seconds, or read its answer within ten, is dropped. */
 #include <config.h>
 
 #include <dirent.h>
@@ -32,7 +32,9 @@
 
 #define CTL_MAX_SECTIONS	8
 #define CTL_LINE_MAX		512
-#define CTL_CLIENT_MS		2000
+#define CTL_CLIENT_MS		2000	/* to send the command line */
+#define CTL_ANSWER_MS		10000	/* to read the answer */
+#define CTL_CLIENTS		16	/* served at once */
 #define CTL_BUF_MAX		(16u << 20)
 
 struct ctl_section {
@@ -193,7 +195,8 @@ static const struct {
 	STAT(open_connections), STAT(rmbes_in_use), STAT(sndbufs_in_use),
 	STAT(rmbs), STAT(links_active), STAT(rebalanced), STAT(devices_lost),
 	STAT(fault_held), STAT(fault_discarded), STAT(fault_held_recvs),
-	STAT(lgrs_refused_per_address),
+	STAT(lgrs_refused_per_address), STAT(local_stalls), STAT(local_stall_ms),
+	STAT(clc_retries),
 };
 #undef STAT
 
@@ -474,93 +477,146 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void serve_one(struct smcr_ctl *ctl, int fd)
-{
+/* A client of the control socket: its command line coming in, then its
+ * answer going out, each against a deadline. */
+struct ctl_client {
+	int fd;				/* -1: free slot */
+	int64_t deadline;
+	bool answering;
+	size_t got;
 	char line[CTL_LINE_MAX];
-	struct sbuf b = { 0 };
-	int64_t deadline = mono_ms() + CTL_CLIENT_MS;
-	size_t got = 0, off, len;
+	struct sbuf out;
+	size_t off;
+};
+
+static void client_end(struct ctl_client *c)
+{
+	close(c->fd);
+	free(c->out.p);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+}
+
+/* The line is in (or the client stopped sending): run it, answer next.
+ * False: nothing to answer (an empty line), the client ends. */
+static bool client_command(struct smcr_ctl *ctl, struct ctl_client *c)
+{
+	char *nl = strchr(c->line, '\n');
+	size_t len;
 	bool allowed;
 	uid_t uid;
-	char *nl = NULL;
 
-	while (!nl && got < sizeof(line) - 1) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - mono_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return;
-		n = recv(fd, line + got, sizeof(line) - 1 - got, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		line[got] = '\0';
-		nl = strchr(line, '\n');
-	}
-	line[got] = '\0';
 	if (nl)
 		*nl = '\0';
 	/* An empty line (or only blanks) leaves len at 0: nothing to do. */
-	len = strlen(line);
-	while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
-		line[--len] = '\0';
+	len = strlen(c->line);
+	while (len && (c->line[len - 1] == '\r' || c->line[len - 1] == ' '))
+		c->line[--len] = '\0';
 	if (!len)
-		return;
-	allowed = may_change(ctl, fd, &uid);
-	command(ctl, line, allowed, uid, &b);
-	if (b.oom) {
-		free(b.p);
-		b = (struct sbuf){ 0 };
-		sb_printf(&b, "error: out of memory\n");
+		return false;
+	allowed = may_change(ctl, c->fd, &uid);
+	command(ctl, c->line, allowed, uid, &c->out);
+	if (c->out.oom) {
+		free(c->out.p);
+		c->out = (struct sbuf){ 0 };
+		sb_printf(&c->out, "error: out of memory\n");
 	}
-	for (off = 0; off < b.len;) {
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		ssize_t n = send(fd, b.p + off, b.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			int64_t left = deadline + 8000 - mono_ms();
-
-			if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-				break;
-			continue;
-		}
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
-	free(b.p);
+	c->answering = true;
+	c->deadline = mono_ms() + CTL_ANSWER_MS;
+	return c->out.len > 0;
 }
 
+/* Reads or writes what the socket takes now.  False: the client is done. */
+static bool client_step(struct smcr_ctl *ctl, struct ctl_client *c)
+{
+	ssize_t n;
+
+	if (!c->answering) {
+		n = recv(c->fd, c->line + c->got, sizeof(c->line) - 1 - c->got, MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR;
+		c->got += (size_t)n;
+		c->line[c->got] = '\0';
+		if (n > 0 && !strchr(c->line, '\n') && c->got < sizeof(c->line) - 1)
+			return true;
+		if (!client_command(ctl, c))
+			return false;
+	}
+	while (c->off < c->out.len) {
+		n = send(c->fd, c->out.p + c->off, c->out.len - c->off,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR;
+		if (n == 0)
+			return false;
+		c->off += (size_t)n;
+	}
+	return false;
+}
+
+/* Serves up to CTL_CLIENTS clients at once: a silent or slow one holds
+ * only its own slot, for its deadline at most. */
 static void *ctl_thread(void *arg)
 {
 	struct smcr_ctl *ctl = arg;
+	struct ctl_client cl[CTL_CLIENTS];
+	struct pollfd p[CTL_CLIENTS + 2];
+	unsigned i, n = 0;
 
+	memset(cl, 0, sizeof(cl));
+	for (i = 0; i < CTL_CLIENTS; i++)
+		cl[i].fd = -1;
 	for (;;) {
-		struct pollfd p[2] = {
-			{ .fd = ctl->lfd, .events = POLLIN },
-			{ .fd = ctl->stopfd, .events = POLLIN },
-		};
-		int fd;
+		int64_t now = mono_ms(), next = -1;
+		int fd, r;
 
-		if (poll(p, 2, -1) < 0) {
+		p[0] = (struct pollfd){ .fd = ctl->stopfd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = n < CTL_CLIENTS ? ctl->lfd : -1, .events = POLLIN };
+		for (i = 0; i < CTL_CLIENTS; i++) {
+			struct ctl_client *c = &cl[i];
+
+			p[i + 2] = (struct pollfd){ .fd = c->fd,
+				.events = c->answering ? POLLOUT : POLLIN };
+			if (c->fd < 0)
+				continue;
+			if (c->deadline <= now) {
+				client_end(c);	/* too slow: dropped */
+				p[i + 2].fd = -1;
+				n--;
+				continue;
+			}
+			if (next < 0 || c->deadline - now < next)
+				next = c->deadline - now;
+		}
+		r = poll(p, CTL_CLIENTS + 2, (int)next);
+		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			smcr_err("ctl: poll: %s", strerror(errno));
 			break;
 		}
-		if (p[1].revents)
+		if (p[0].revents)
 			break;
-		if (!p[0].revents)
+		for (i = 0; i < CTL_CLIENTS; i++)
+			if (cl[i].fd >= 0 && p[i + 2].revents && !client_step(ctl, &cl[i])) {
+				client_end(&cl[i]);
+				n--;
+			}
+		if (!p[1].revents)
 			continue;
-		fd = accept4(ctl->lfd, NULL, NULL, SOCK_CLOEXEC);
+		fd = accept4(ctl->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0)
 			continue;
-		serve_one(ctl, fd);
-		close(fd);
+		for (i = 0; cl[i].fd >= 0; i++)
+			;
+		memset(&cl[i], 0, sizeof(cl[i]));
+		cl[i].fd = fd;
+		cl[i].deadline = mono_ms() + CTL_CLIENT_MS;
+		n++;
 	}
+	for (i = 0; i < CTL_CLIENTS; i++)
+		if (cl[i].fd >= 0)
+			client_end(&cl[i]);
 	return NULL;
 }
 

@@ -17,6 +17,16 @@
                                           compare, within SECS; prints the time
   hostile-clients.py trickle PORT EXPORT GAP  a 64 KiB WRITE in 2 halves GAP s
                                           apart, then READ it back
+  hostile-clients.py tlsloris PORT N GAP SECS  N clients that send
+                                          NBD_OPT_STARTTLS, then trickle a TLS
+                                          record one byte every GAP s
+  hostile-clients.py noread PORT EXPORT N COUNT SIZE SECS  N clients that
+                                          each send COUNT READs of SIZE and
+                                          read no reply for SECS
+  hostile-clients.py garbage PORT N        N connections, one after the
+                                          other, that send an option with a
+                                          bad magic; prints the time taken
+Environment: HOSTILE_SRC=ADDR connects from ADDR (e.g. 127.0.0.2).
 Prints one line of figures; exits non-zero on a setup failure."""
 import os, resource, socket, struct, sys, time
 
@@ -29,7 +39,9 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def conn(port):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    src = os.environ.get("HOSTILE_SRC")
+    s = socket.create_connection(("127.0.0.1", port), timeout=10,
+                                 source_address=(src, 0) if src else None)
     return s
 
 
@@ -210,6 +222,74 @@ def trickle(port, export, gap):
     print("trickling client done")
 
 
+def opt_reply(s):
+    magic, opt, rtype, ln = struct.unpack(">QIII", recv_exact(s, 20))
+    recv_exact(s, ln)
+    return rtype
+
+
+def tlsloris(port, n, gap, secs):
+    socks = []
+    for _ in range(n):
+        try:
+            s = conn(port)
+            nbd_greet(s)
+            s.sendall(struct.pack(">QII", IHAVEOPT, 5, 0))      # STARTTLS
+            if opt_reply(s) != 1:
+                raise OSError("STARTTLS not acknowledged")
+            s.sendall(b"\x16\x03\x01\x01\x00")               # a 256-byte record
+            socks.append(s)
+        except OSError as e:
+            print("tlsloris:", e, flush=True)
+            break
+    print("tlsloris", len(socks), flush=True)
+    t0 = time.monotonic()
+    alive = list(socks)
+    while time.monotonic() - t0 < secs and alive:
+        time.sleep(gap)
+        still = []
+        for s in alive:
+            try:
+                s.sendall(b"\1")
+                still.append(s)
+            except OSError:
+                s.close()
+        alive = still
+    print("tlsloris alive", len(alive), "after", round(time.monotonic() - t0), "s", flush=True)
+    for s in alive:
+        s.close()
+
+
+def noread(port, export, n, count, size, secs):
+    socks = []
+    for i in range(n):
+        s = conn(port)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        nbd_greet(s)
+        go(s, export)
+        s.sendall(b"".join(struct.pack(">IHHQQI", 0x25609513, 0, 0, j, 0, size)
+                           for j in range(count)))
+        socks.append(s)
+    print("noread", len(socks), flush=True)
+    time.sleep(secs)
+    for s in socks:
+        s.close()
+
+
+def garbage(port, n):
+    t0 = time.monotonic()
+    for _ in range(n):
+        s = conn(port)
+        nbd_greet(s)
+        s.sendall(struct.pack(">QII", 0x1122334455667788, 1, 0))
+        try:
+            s.recv(64)
+        except OSError:
+            pass
+        s.close()
+    print("garbage %d in %.1f s" % (n, time.monotonic() - t0), flush=True)
+
+
 cmd = sys.argv[1]
 if cmd == "abandon":
     abandon(int(sys.argv[2]), int(sys.argv[3]))
@@ -228,6 +308,13 @@ elif cmd == "good":
          float(sys.argv[6]) if len(sys.argv) > 6 else None)
 elif cmd == "trickle":
     trickle(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
+elif cmd == "tlsloris":
+    tlsloris(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
+elif cmd == "noread":
+    noread(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+           int(sys.argv[6]), float(sys.argv[7]))
+elif cmd == "garbage":
+    garbage(int(sys.argv[2]), int(sys.argv[3]))
 elif cmd == "name":
     name(int(sys.argv[2]), sys.argv[3])
 else:

@@ -35,6 +35,16 @@ done
 printf 'port = 99999\n[export x]\npath = %s\n' "$d/a.img" >"$d/bad.conf"
 rc=0; timeout 5 "$SMCRD" -f --config "$d/bad.conf" >"$d/out" 2>&1 || rc=$?
 [ $rc = 2 ] || fail "config port 99999: exit $rc, want 2"
+# A NUL byte would cut a line short ("path = X\0,ro" read as "path = X"):
+# refused; so is an export name over 4096 bytes (issue 27).
+printf '[export x]\npath = %s\0junk\n' "$d/a.img" >"$d/nul.conf"
+rc=0; timeout 5 "$SMCRD" -f --config "$d/nul.conf" >"$d/out" 2>&1 || rc=$?
+[ $rc = 2 ] || fail "config with a NUL byte: exit $rc, want 2"
+grep -q "nul.conf:2: NUL byte" "$d/out" || { cat "$d/out" >&2; fail "NUL byte: no reason given"; }
+printf '[export %s]\npath = %s\n' "$(head -c 4097 /dev/zero | tr '\0' n)" "$d/a.img" >"$d/long.conf"
+rc=0; timeout 5 "$SMCRD" -f --config "$d/long.conf" >"$d/out" 2>&1 || rc=$?
+[ $rc = 2 ] || fail "config export name of 4097 bytes: exit $rc, want 2"
+grep -q "export name longer than 4096 bytes" "$d/out" || { cat "$d/out" >&2; fail "long name: no reason given"; }
 
 # All listeners or none: with 0.0.0.0's port taken (and [::]'s free),
 # smcrd must fail, not say "ready" while IPv4 clients hang.

@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # TLS on NBD/TCP (NBD_OPT_STARTTLS, GnuTLS), with a CA, a server
-# certificate and a PSK file made here (certtool, psktool):
+# certificate, a client certificate and a PSK file made here (certtool,
+# psktool; client certificates: test-nbd-tls-verify.sh):
 #  - --tls=require --tls-certificates: nbdinfo over nbds:// says "with
 #    TLS"; nbdcopy 8 MiB in and out (multi-conn) equal; base:allocation
 #    works inside TLS; a plain nbd:// client is refused (ERR_TLS_REQD) and
@@ -43,6 +44,15 @@ certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
 certtool --generate-privkey --outfile "$d/other/ca-key.pem" 2>/dev/null
 certtool --generate-self-signed --load-privkey "$d/other/ca-key.pem" --template "$d/ca.info" \
     --outfile "$d/other/ca-cert.pem" 2>/dev/null || fail "certtool: other CA"
+# A client certificate from the same CA (smcrd verifies it: ca-cert.pem
+# is there), laid out as libnbd wants it.
+mkdir "$d/client"
+cp "$pki/ca-cert.pem" "$d/client/"
+certtool --generate-privkey --outfile "$d/client/client-key.pem" 2>/dev/null
+printf 'cn = alice\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$d/client.info"
+certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
+    --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$d/client/client-key.pem" \
+    --template "$d/client.info" --outfile "$d/client/client-cert.pem" 2>/dev/null || fail "certtool: client"
 psktool -u alice -p "$d/keys.psk" >/dev/null 2>&1 || fail "psktool"
 psktool -u alice -p "$d/wrong.psk" >/dev/null 2>&1 || fail "psktool"
 
@@ -60,7 +70,7 @@ copy_through() {    # WHAT URI
 
 # --- X.509, required ----------------------------------------------------------------
 start_smcrd --tls=require --tls-certificates "$pki" --export "disk=$d/disk.img"
-tls_uri="nbds://127.0.0.1:$PORT/disk?tls-certificates=$pki"
+tls_uri="nbds://127.0.0.1:$PORT/disk?tls-certificates=$d/client"
 out=$(nbdinfo "$tls_uri") || fail "nbdinfo over TLS failed"
 echo "$out" | grepq "with TLS" || fail "nbdinfo: no TLS: $out"
 nbdinfo --map "$tls_uri" | grepq "hole,zero" || fail "no base:allocation inside TLS"
@@ -114,7 +124,7 @@ stop_smcrd
 SMCRD_LOG=$d/on.log
 start_smcrd --tls=on --tls-certificates "$pki" --export "disk=$d/disk.img"
 nbdinfo "nbd://127.0.0.1:$PORT/disk" | grepq "without TLS" || fail "--tls=on: plain client not served"
-nbdinfo "nbds://127.0.0.1:$PORT/disk?tls-certificates=$pki" | grepq "with TLS" ||
+nbdinfo "nbds://127.0.0.1:$PORT/disk?tls-certificates=$d/client" | grepq "with TLS" ||
     fail "--tls=on: TLS client not served"
 echo "on: plain and TLS clients served"
 stop_smcrd

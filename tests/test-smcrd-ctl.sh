@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The control socket against a hostile local client (issue 13, defect 4):
 # empty and blank command lines, a line cut short, an over-long line; the
-# daemon must answer the next good command each time.
-# smcr-timeout: 60
+# daemon must answer the next good command each time.  Issue 27: 15 silent
+# clients (connected, sending nothing) and one that never reads its
+# answer do not hold up a real command (one at a time: 30 s).
+# smcr-timeout: 150
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
 . "$srcdir/test-client-lib.sh"
@@ -51,4 +53,31 @@ send 'status\x00junk\n' >/dev/null || true
 alive "a NUL in a line"
 send 'stat\xff\xfe\n' | grepq "unknown command" || fail "binary command not refused"
 alive "binary bytes"
+# Silent clients and a client that does not read a large answer.
+python3 - "$sock" >"$d/silent" <<'PY' &
+import socket, sys, time
+socks = []
+for _ in range(15):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    socks.append(s)
+s = socket.socket(socket.AF_UNIX)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(sys.argv[1])
+s.sendall(b"status\n")
+socks.append(s)
+print("holding", len(socks), flush=True)
+time.sleep(4)
+PY
+silent=$!
+cleanup_fn "kill $silent 2>/dev/null"
+wait_for 5 grep -q '^holding 16$' "$d/silent"
+t0=$(date +%s%N)
+send 'help\n' | grepq '^commands: status' || fail "no answer beside 16 stuck clients"
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "a command beside 15 silent clients and one not reading: answered in $ms ms"
+# One at a time, the 15 silent ones alone would hold it 30 s (2 s each).
+[ "$ms" -lt 15000 ] || fail "answered after $ms ms: the stuck clients held it"
+wait "$silent"
+alive "stuck clients"
 stop_smcrd

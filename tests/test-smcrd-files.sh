@@ -4,7 +4,11 @@
 # symbolic link (a planted link must not make smcrd write to its target),
 # a pid file only as a regular file, modes 0644 and 0640; a pid file from
 # the config file is kept when --no-fixed-buffers is on the command line
-# (their "set on the command line" bits were once the same).  About 3 s.
+# (their "set on the command line" bits were once the same).
+# Issue 27: pid and log files with other hard links refused; a FIFO as
+# the log file or as a read-only export refused at start without
+# blocking, and a FIFO export added by SIGHUP is refused while smcrd goes
+# on serving and stops on SIGTERM.  About 5 s.
 # smcr-timeout: 60
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
@@ -29,6 +33,13 @@ refused "log file $d/log.link: is a symbolic link" -L "$d/log.link"
 mkfifo "$d/fifo"
 refused "pid file $d/fifo: not a regular file" -P "$d/fifo"
 echo "refused: a pid file and a log file through symbolic links, a pid file that is a FIFO"
+ln "$d/victim" "$d/pid.hard"
+refused "pid file $d/pid.hard: has 2 hard links" -P "$d/pid.hard"
+ln "$d/victim" "$d/log.hard"
+refused "log file $d/log.hard: has other hard links" -L "$d/log.hard"
+refused "log file $d/fifo: .*FIFO" -L "$d/fifo"
+refused "export 'pipe': $d/fifo: not a regular file or block device" -e "pipe=$d/fifo,ro"
+echo "refused: pid and log files with hard links, a FIFO as log file and as read-only export"
 
 # Modes, whatever the umask; the config file's pid file with a CLI option.
 printf 'pidfile = %s\n' "$d/pid" >"$d/conf"
@@ -40,3 +51,14 @@ printf 'pidfile = %s\n' "$d/pid" >"$d/conf"
  stop_smcrd) || exit
 [ -e "$d/pid" ] && fail "pid file left behind"
 echo "verified: pid file 0644 (from the config file, with --no-fixed-buffers), log file 0640"
+
+# A FIFO export by SIGHUP: refused, the old exports stay, SIGTERM works.
+printf '[export disk]\npath = %s\n' "$d/disk.img" >"$d/hup.conf"
+SMCRD_LOG=$d/hup.log
+start_smcrd --config "$d/hup.conf"
+printf '[export pipe]\npath = %s\nread-only = yes\n' "$d/fifo" >>"$d/hup.conf"
+kill -HUP "$SMCRD_PID"
+wait_for 10 grep -q "not a regular file or block device" "$SMCRD_LOG"
+probe 127.0.0.1 "$PORT" list | grepq -x disk || fail "no service after a SIGHUP with a FIFO export"
+stop_smcrd
+echo "SIGHUP: a FIFO export refused, served on, stopped on SIGTERM"

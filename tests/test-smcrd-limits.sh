@@ -41,7 +41,7 @@ echo "handshake timeouts: $n counted, $logged logged"
 stop_smcrd
 
 # --- max-handshakes 4 ------------------------------------------------------
-start_smcrd --export "disk=$d/disk.img" --max-handshakes 4
+start_smcrd --export "disk=$d/disk.img" --max-handshakes 4 --max-handshakes-per-address 0
 hold_handshakes 3 4
 probe 127.0.0.1 "$PORT" list | grepq -x disk || fail "limit-1: a good client was not served"
 wait "$held"

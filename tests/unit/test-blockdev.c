@@ -1848,6 +1848,33 @@ static void test_bs_scan(void)
 	n = extents_scan(fd, true, 0, 1 << 20, 65536, false, e, 8);
 	CU_ASSERT(ext_is(e, n, 5, 64 << 10, HZ, 64 << 10, 0, (512 - 128) << 10, HZ,
 			 64 << 10, 0, (1024 - 576) << 10, HZ));
+	/* A fragmented file (4 KiB of data every 8 KiB): the scan stops
+	 * after EXTENTS_SCAN_STEPS steps (one extent each here), covering
+	 * less of the range, however many slots are left. */
+	{
+		static struct nbd_extent big[EXTENTS_SCAN_STEPS * 2];
+		uint64_t frag = (uint64_t)EXTENTS_SCAN_STEPS + 64, covered = 0, i;
+		char blk[4096];
+		int ffd;
+
+		snprintf(path + strlen(dir), sizeof(path) - strlen(dir), "/frag");
+		ffd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+		CU_ASSERT_FATAL(ffd >= 0);
+		memset(blk, 0x5a, sizeof(blk));
+		for (i = 0; i < frag; i++)
+			CU_ASSERT_FATAL(pwrite(ffd, blk, sizeof(blk), (off_t)(i * 8192)) == 4096);
+		CU_ASSERT(ftruncate(ffd, (off_t)(frag * 8192)) == 0);
+		n = extents_scan(ffd, true, 0, (uint32_t)(frag * 8192), 4096, false, big,
+				 EXTENTS_SCAN_STEPS * 2);
+		for (i = 0; i < n; i++)
+			covered += big[i].length;
+		CU_ASSERT(n == EXTENTS_SCAN_STEPS);
+		CU_ASSERT(covered == (uint64_t)EXTENTS_SCAN_STEPS * 4096);
+		CU_ASSERT(big[0].flags == 0 && big[1].flags == HZ);
+		close(ffd);
+		unlink(path);
+		snprintf(path + strlen(dir), sizeof(path) - strlen(dir), "/sparse");
+	}
 out:
 	/* Not seekable (block devices): all data, one extent. */
 	n = extents_scan(fd, false, 4096, 1 << 19, 4096, false, e, 8);

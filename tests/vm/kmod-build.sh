@@ -5,12 +5,15 @@
 # the module's path:
 #   rxe  rdma_rxe.ko with rxe-smc-fixes.patch (what the kernel's AF_SMC needs)
 #   nbd  nbd.ko with nbd-smc.patch (takes AF_SMC sockets on SMC-R)
-# Reuses OUTDIR's module while the patch, the source tarball and the headers
-# are those it was built from.
-#   kmod-build.sh rxe|nbd KVER OUTDIR
+#   rnbd RNBD/RTRS, unpatched (Debian's kernel does not build them):
+#        rtrs-core.ko, rtrs-client.ko, rtrs-server.ko, rnbd-client.ko and
+#        rnbd-server.ko in OUTDIR (their load order); prints OUTDIR
+# Reuses OUTDIR's modules while the patch, the source tarball and the headers
+# are those they were built from.
+#   kmod-build.sh rxe|nbd|rnbd KVER OUTDIR
 # Exit 77 (with the reason on stderr) when the source or headers are absent.
 # About 25 s for rxe, 15 s for nbd on the 2-core development machine (8 s
-# of each unpacking).
+# of each unpacking); about 40 s for rnbd.
 set -u
 mod=$1 kver=$2 out=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +24,11 @@ case $mod in
          members=$dir kbuild= vars=CONFIG_RDMA_RXE=m ;;
     nbd) patch=$here/nbd-smc.patch ko=nbd.ko dir=drivers/block
          members=$dir/nbd.c kbuild='obj-m := nbd.o' vars= ;;
-    *) echo "kmod-build: rxe or nbd, not '$mod'" >&2; exit 1 ;;
+    # Two directories: rtrs, then rnbd against rtrs's Module.symvers.
+    rnbd) patch=/dev/null ko=rnbd-server.ko dir=drivers/infiniband/ulp/rtrs
+          dir2=drivers/block/rnbd members="$dir $dir2" kbuild=
+          vars="CONFIG_INFINIBAND_RTRS=m CONFIG_INFINIBAND_RTRS_CLIENT=m CONFIG_INFINIBAND_RTRS_SERVER=m" ;;
+    *) echo "kmod-build: rxe, nbd or rnbd, not '$mod'" >&2; exit 1 ;;
 esac
 src=$(ls -1v /usr/src/linux-source-*.tar.xz 2>/dev/null | tail -n 1)
 kdir=/lib/modules/$kver/build
@@ -34,8 +41,10 @@ command -v patch >/dev/null 2>&1 || skip "no patch (Debian package patch)"
 # What the module is built from: a change to any of these rebuilds it.
 stamp="$mod $kver $(sha256sum <"$patch" | cut -c1-16) $(stat -c '%s %Y' "$src" \
     "$kdir/Module.symvers" "$kdir/include/generated/utsrelease.h" 2>/dev/null | tr '\n' ' ')"
+result=$out/$ko
+[ "$mod" = rnbd ] && result=$out
 if [ -s "$out/$ko" ] && [ "$(cat "$out/stamp" 2>/dev/null)" = "$stamp" ]; then
-    echo "$out/$ko"
+    echo "$result"
     exit 0
 fi
 
@@ -45,7 +54,7 @@ trap 'rm -rf "$work"' EXIT INT TERM
 t0=$SECONDS
 top=$(tar -tJf "$src" 2>/dev/null | head -n 1)
 top=${top%%/*}
-tar -xJf "$src" -C "$work" "$top/$members" ||
+tar -xJf "$src" -C "$work" $(printf "$top/%s " $members) ||
     { echo "kmod-build: cannot unpack $members from $src" >&2; exit 1; }
 mv "$work/$top" "$work/src"
 (cd "$work/src" && patch -p1 --quiet --no-backup-if-mismatch) <"$patch" ||
@@ -54,9 +63,29 @@ mv "$work/$top" "$work/src"
 # The headers package's Makefile builds an external module from M=.
 make -C "$kdir" M="$work/src/$dir" $vars -j2 modules >"$work/make.log" 2>&1 ||
     { tail -n 30 "$work/make.log" >&2; echo "kmod-build: make $mod failed" >&2; exit 1; }
-[ "$(modinfo -F vermagic "$work/src/$dir/$ko" | cut -d' ' -f1)" = "$kver" ] ||
-    { echo "kmod-build: $ko is not for $kver" >&2; exit 1; }
-mv "$work/src/$dir/$ko" "$out/$ko.tmp" && mv "$out/$ko.tmp" "$out/$ko"
+kos=$work/src/$dir/$ko
+if [ "$mod" = rnbd ]; then
+    # rnbd's own Makefile looks for rtrs.h under $(srctree): the headers.
+    cat >"$work/src/$dir2/Kbuild" <<EOF
+ccflags-y := -I$work/src/$dir
+rnbd-client-y := rnbd-clt.o rnbd-clt-sysfs.o rnbd-common.o
+CFLAGS_rnbd-srv-trace.o = -I\$(src)
+rnbd-server-y := rnbd-common.o rnbd-srv.o rnbd-srv-sysfs.o rnbd-srv-trace.o
+obj-m := rnbd-client.o rnbd-server.o
+EOF
+    make -C "$kdir" M="$work/src/$dir2" KBUILD_EXTRA_SYMBOLS="$work/src/$dir/Module.symvers" \
+        -j2 modules >"$work/make2.log" 2>&1 ||
+        { tail -n 30 "$work/make2.log" >&2; echo "kmod-build: make rnbd failed" >&2; exit 1; }
+    # rnbd-server.ko ($ko) last: its presence marks a complete set.
+    kos="$work/src/$dir/rtrs-core.ko $work/src/$dir/rtrs-client.ko $work/src/$dir/rtrs-server.ko"
+    kos+=" $work/src/$dir2/rnbd-client.ko $work/src/$dir2/rnbd-server.ko"
+    rm -f "$out/$ko"
+fi
+for k in $kos; do
+    [ "$(modinfo -F vermagic "$k" | cut -d' ' -f1)" = "$kver" ] ||
+        { echo "kmod-build: ${k##*/} is not for $kver" >&2; exit 1; }
+    mv "$k" "$out/${k##*/}.tmp" && mv "$out/${k##*/}.tmp" "$out/${k##*/}" || exit 1
+done
 echo "$stamp" >"$out/stamp"
-echo "kmod-build: built $out/$ko for $kver in $((SECONDS - t0)) s" >&2
-echo "$out/$ko"
+echo "kmod-build: built $mod ($out) for $kver in $((SECONDS - t0)) s" >&2
+echo "$result"

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* smcrbd: per-kind and per-client rate limits of log lines. */
+#include <config.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "lograte.h"
+
+#define CLIENT_SLOTS	256		/* addresses tracked (hashed, replaced) */
+#define ADDR_MAX	48
+
+struct bucket {
+	double tokens;
+	int64_t at_ms;			/* last refill; 0: never used (full) */
+};
+
+struct client_slot {
+	char addr[ADDR_MAX];
+	struct bucket b;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct bucket kinds[LOGRATE_KINDS];
+static unsigned long held[LOGRATE_KINDS];
+static struct client_slot clients[CLIENT_SLOTS];
+
+static const char *const kind_names[LOGRATE_KINDS] = {
+	[LOGRATE_HANDSHAKE] = "handshake",
+	[LOGRATE_TLS] = "TLS",
+	[LOGRATE_SESSION] = "session",
+	[LOGRATE_PROTOCOL] = "protocol error",
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void refill(struct bucket *b, int64_t now, double burst, double rate)
+{
+	if (!b->at_ms) {
+		b->tokens = burst;
+	} else if (now > b->at_ms) {
+		b->tokens += (double)(now - b->at_ms) * rate / 1000.0;
+		if (b->tokens > burst)
+			b->tokens = burst;
+	}
+	b->at_ms = now;
+}
+
+/* The address part of "host:port" / "[v6]:port" into out. */
+static void addr_of(const char *peer, char *out)
+{
+	const char *end = strrchr(peer, ':');
+	size_t n;
+
+	if (peer[0] == '[') {
+		const char *close = strchr(peer, ']');
+
+		peer++;
+		end = close;
+	}
+	n = end ? (size_t)(end - peer) : strlen(peer);
+	if (n >= ADDR_MAX)
+		n = ADDR_MAX - 1;
+	memcpy(out, peer, n);
+	out[n] = '\0';
+}
+
+static struct client_slot *client_slot(const char *addr)
+{
+	uint32_t h = 2166136261u;
+	const unsigned char *p;
+	struct client_slot *c;
+
+	for (p = (const unsigned char *)addr; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	c = &clients[h % CLIENT_SLOTS];
+	if (strcmp(c->addr, addr)) {
+		/* Another address had the slot: a fresh bucket. */
+		snprintf(c->addr, sizeof(c->addr), "%s", addr);
+		c->b.at_ms = 0;
+	}
+	return c;
+}
+
+bool lograte_ok(enum lograte_kind kind, const char *client)
+{
+	struct bucket *k = &kinds[kind];
+	struct client_slot *c = NULL;
+	unsigned long n = 0;
+	int64_t now = mono_ms();
+	bool ok;
+
+	pthread_mutex_lock(&lock);
+	refill(k, now, LOGRATE_KIND_BURST, LOGRATE_KIND_RATE);
+	if (client) {
+		char addr[ADDR_MAX];
+
+		addr_of(client, addr);
+		c = client_slot(addr);
+		refill(&c->b, now, LOGRATE_CLIENT_BURST, LOGRATE_CLIENT_RATE);
+	}
+	ok = k->tokens >= 1.0 && (!c || c->b.tokens >= 1.0);
+	if (ok) {
+		k->tokens -= 1.0;
+		if (c)
+			c->b.tokens -= 1.0;
+		n = held[kind];
+		held[kind] = 0;
+	} else {
+		held[kind]++;
+	}
+	pthread_mutex_unlock(&lock);
+	if (n)
+		log_warn("log: suppressed %lu %s messages (rate limit)", n, kind_names[kind]);
+	return ok;
+}
+
+void lograte_reset(void)
+{
+	pthread_mutex_lock(&lock);
+	memset(kinds, 0, sizeof(kinds));
+	memset(held, 0, sizeof(held));
+	memset(clients, 0, sizeof(clients));
+	pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,101 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# NBD on a Unix socket (issue 27):
+#  - smcrd -U PATH (no -l/-p): nbdinfo over nbd+unix:// sees the export,
+#    nbdcopy 4 MiB in and out equal, and smcrd listens on no TCP port;
+#    SIGTERM removes the socket;
+#  - a stale socket at PATH is replaced; a live one (another smcrd) and a
+#    regular file there are refused (exit 1, with the reason);
+#  - socket activation over AF_UNIX: libnbd's systemd activation starts
+#    smcrd with a Unix socket (LISTEN_FDS), data written and read back;
+#  - unix = PATH in the config file, with port = P: both listeners.
+# About 4 s.
+# smcr-timeout: 60
+. "${srcdir:-.}/functions.sh"
+. "$srcdir/test-nbd-lib.sh"
+requires nbdinfo --version
+requires nbdcopy --version
+requires ss -V
+
+d=$(scratch_dir)
+sock=$d/nbd.sock
+truncate -s 8M "$d/disk.img"
+make_random "$d/src" 4
+uuri="nbd+unix:///disk?socket=$sock"
+pids=()
+cleanup_fn 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done'
+
+start_unix() {    # LOG ARGS...: smcrd in the foreground; sets UPID
+    local log=$1; shift
+    "$SMCRD" -f "$@" >"$log" 2>&1 &
+    UPID=$!
+    pids+=("$UPID")
+}
+stop_unix() {
+    kill -TERM "$UPID"
+    wait "$UPID" || fail "smcrd exited $? on SIGTERM"
+}
+unix_served() { nbdinfo --size "$uuri" >/dev/null 2>&1; }
+
+# --- -U PATH alone ----------------------------------------------------------------
+start_unix "$d/u.log" -U "$sock" -e "disk=$d/disk.img"
+wait_for 15 unix_served
+[ "$(nbdinfo --size "$uuri")" = 8388608 ] || fail "nbdinfo: wrong size over the Unix socket"
+nbdcopy "$d/src" "$uuri" || fail "nbdcopy in"
+nbdcopy "$uuri" "$d/back" || fail "nbdcopy out"
+cmp <(head -c $((4 << 20)) "$d/back") "$d/src" || fail "data read back over the Unix socket differs"
+ss -Hltnp | grep -q "pid=$UPID," && fail "smcrd -U listens on TCP too: $(ss -Hltnp | grep "pid=$UPID,")"
+grep -q "listening for NBD on Unix socket $sock" "$d/u.log" || fail "no listening line"
+# Another smcrd on the same live socket: refused.
+rc=0
+out=$(timeout 10 "$SMCRD" -f -U "$sock" -e "disk=$d/disk.img" 2>&1) || rc=$?
+[ "$rc" = 1 ] || fail "second smcrd on a live socket: exit $rc: $out"
+echo "$out" | grepq "in use by another server" || fail "no reason: $out"
+unix_served || fail "the first smcrd lost its socket"
+stop_unix
+[ -e "$sock" ] && fail "socket left behind after SIGTERM"
+echo "-U: nbdinfo and nbdcopy 4 MiB equal, no TCP listener, a live socket kept, removed at exit"
+
+# --- a stale socket is replaced; a regular file is not -------------------------
+python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$sock"
+[ -S "$sock" ] || fail "test setup: no stale socket"
+start_unix "$d/stale.log" -U "$sock" -e "disk=$d/disk.img"
+wait_for 15 unix_served
+stop_unix
+echo data >"$d/file"
+rc=0
+out=$(timeout 10 "$SMCRD" -f -U "$d/file" -e "disk=$d/disk.img" 2>&1) || rc=$?
+[ "$rc" = 1 ] || fail "-U on a regular file: exit $rc: $out"
+echo "$out" | grepq "exists and is not a socket" || fail "no reason: $out"
+[ "$(cat "$d/file")" = data ] || fail "the regular file was touched"
+echo "stale socket replaced; a regular file refused and kept"
+
+# --- socket activation with a Unix socket (libnbd) ---------------------------
+if [ -n "$NBD_PYTHON" ]; then
+    nbd_python "$SMCRD" "$d/disk.img" <<'PY' || fail "libnbd socket activation over AF_UNIX"
+import nbd, os, sys
+h = nbd.NBD()
+h.set_export_name("disk")
+h.connect_systemd_socket_activation([sys.argv[1], "-f", "-e", "disk=" + sys.argv[2]])
+assert h.get_size() == 8 << 20, h.get_size()
+data = os.urandom(200000)
+h.pwrite(data, 1 << 20)
+assert h.pread(len(data), 1 << 20) == data
+h.shutdown()
+print("socket activation over AF_UNIX: 200000 bytes written and read back")
+PY
+else
+    echo "(no python3 nbd module: socket activation over AF_UNIX not tried)"
+fi
+
+# --- config file: unix and port ------------------------------------------------------
+port=$(free_port)
+printf 'unix = %s\nlisten = 127.0.0.1\nport = %s\n[export disk]\npath = %s\n' "$sock" "$port" \
+    "$d/disk.img" >"$d/smcrd.conf"
+start_unix "$d/conf.log" --config "$d/smcrd.conf"
+wait_for 15 unix_served
+PORT=$port
+wait_for 15 probe 127.0.0.1 "$port" list
+stop_unix
+echo "config: unix and port both served"
+echo "PASS: NBD on a Unix socket, socket activation over AF_UNIX"
