@@ -25,6 +25,7 @@ struct hs {
 	int64_t deadline;		/* ms, CLOCK_MONOTONIC; 0: none */
 	char meta_export[NBD_MAX_STRING + 1];	/* of the last SET_META_CONTEXT */
 	bool meta_alloc;		/* ... which selected base:allocation */
+	bool refusal_logged;		/* an unknown export or a policy refusal */
 };
 
 static int64_t mono_ms(void)
@@ -87,8 +88,15 @@ static int hs_error(struct hs *h, uint32_t option, uint32_t type, const char *fm
 		n = 0;
 	if ((size_t)n >= sizeof(msg))
 		n = sizeof(msg) - 1;
-	log_dbg("nbd: %s: option %s: %s: %s", h->t->peer, nbd_opt_name(option),
-		nbd_rep_name(type), msg);
+	/* A client asking for an export it cannot have: once at the default
+	 * level (the admin's first question), the rest with -v. */
+	if ((type == NBD_REP_ERR_UNKNOWN || type == NBD_REP_ERR_POLICY) && !h->refusal_logged) {
+		h->refusal_logged = true;
+		log_info("nbd: %s: %s", h->t->peer, msg);
+	} else {
+		log_dbg("nbd: %s: option %s: %s: %s", h->t->peer, nbd_opt_name(option),
+			nbd_rep_name(type), msg);
+	}
 	return hs_reply(h, option, type, msg, (uint32_t)n);
 }
 

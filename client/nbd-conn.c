@@ -369,6 +369,8 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 						&c->meta_id);
 		if (r < 0 && r != -ENOTSUP && r != -EINVAL && r != -EPERM && r != -EIO) {
 			set_error(c, "metadata context: %s", strerror(-r));
+			if (r == -ENOENT)
+				r = -ENXIO;	/* NBD_REP_ERR_UNKNOWN: no such export */
 			goto out_close;
 		}
 		c->meta_alloc = r == 0;
@@ -380,6 +382,8 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 		nbd_client_last_reply(nc, &msg);
 		set_error(c, "export '%s': %s%s%s", e->export_name, strerror(-r),
 			  msg && *msg ? ": " : "", msg ? msg : "");
+		if (r == -ENOENT)
+			r = -ENXIO;
 		goto out_close;
 	}
 	if (first) {
@@ -1372,8 +1376,10 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	if (r == 0)
 		r = conn_connect(&e->conns[0], true);
 	if (r < 0) {
-		log_err("nbd: %s://%s:%s/%s: %s", nbdc_transport_name(e->transport), e->host,
-			e->port, e->export_name, e->conns[0].last_error);
+		/* The caller reports a missing export in one line (nbdc_strerror). */
+		applog(r == -ENXIO ? SMCR_LOG_DEBUG : SMCR_LOG_ERR, "nbd: %s://%s:%s/%s: %s",
+		       nbdc_transport_name(e->transport), e->host, e->port, e->export_name,
+		       e->conns[0].last_error);
 		goto out_free;
 	}
 	if (!(e->info.flags & NBD_FLAG_CAN_MULTI_CONN) && want > 1) {
@@ -1440,6 +1446,42 @@ out_stop:
 out_free:
 	nbdc_free(e);
 	return r;
+}
+
+void nbdc_strerror(const struct nbdc_opts *o, int err, char *buf, size_t len)
+{
+	char port[16];
+	const char *host = o->host ? o->host : "";
+	bool v6 = strchr(host, ':') != NULL;
+
+	if (o->port && *o->port)
+		snprintf(port, sizeof(port), "%s", o->port);
+	else
+		snprintf(port, sizeof(port), "%u",
+			 o->transport == NBDC_TCP ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT);
+	if (err == -ENXIO)
+		snprintf(buf, len, "smcrd at %s%s%s:%s has no export '%s'", v6 ? "[" : "", host,
+			 v6 ? "]" : "", port, o->export ? o->export : "");
+	else
+		snprintf(buf, len, "cannot attach %s://%s%s%s:%s/%s: %s",
+			 nbdc_transport_name(o->transport), v6 ? "[" : "", host, v6 ? "]" : "",
+			 port, o->export ? o->export : "", strerror(-err));
+}
+
+void nbdc_uri_strerror(const char *uri, int err, char *buf, size_t len)
+{
+	struct nbdc_opts o = { 0 };
+	struct nbdc_uri u;
+
+	if (nbdc_uri_parse(uri, &u) < 0) {
+		snprintf(buf, len, "%s: use smcr://HOST[:PORT]/EXPORT or nbd://...", uri);
+		return;
+	}
+	o.host = u.host;
+	o.port = u.port;
+	o.export = u.export;
+	o.transport = u.transport;
+	nbdc_strerror(&o, err, buf, len);
 }
 
 int nbdc_open_uri(const char *uri, const struct nbdc_opts *opts, struct nbdc **out)

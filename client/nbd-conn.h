@@ -57,10 +57,14 @@ struct nbdc_opts {
 
 /* Connects every connection once (failing if any does not come up) and
  * starts their threads.  Call it in the process that does the I/O (after
- * any fork). */
+ * any fork).  -ENXIO: the server has no such export. */
 int nbdc_open(const struct nbdc_opts *opts, struct nbdc **out);
 /* Same, from a URI; opts (may be NULL) give the other settings. */
 int nbdc_open_uri(const char *uri, const struct nbdc_opts *opts, struct nbdc **out);
+/* The one-line message every client prints for nbdc_open's err, e.g.
+ * "smcrd at HOST:PORT has no export 'NAME'". */
+void nbdc_strerror(const struct nbdc_opts *opts, int err, char *buf, size_t len);
+void nbdc_uri_strerror(const char *uri, int err, char *buf, size_t len);
 /* Lets requests still out finish (a few seconds at most), fails what is
  * left with -ESHUTDOWN, sends NBD_CMD_DISC and frees everything.  No
  * other call may run at the same time or later. */

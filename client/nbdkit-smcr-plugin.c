@@ -133,29 +133,75 @@ static int smcr_config_complete(void)
 	return 0;
 }
 
-/* Checks the parameters before nbdkit forks (errors reach the terminal). */
-static int smcr_get_ready(void)
+/* The connection options from the parameters (host and port in h, p). */
+static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u, char *h, size_t hl,
+		     char *p, size_t pl)
 {
-	char host[256], port[16];
-	struct nbdc_uri u;
 	int r;
 
 	if (cfg_uri) {
-		r = nbdc_uri_parse(cfg_uri, &u);
+		r = nbdc_uri_parse(cfg_uri, u);
 		if (r < 0) {
 			nbdkit_error("uri=%s: %s", cfg_uri,
 				     r == -EPROTONOSUPPORT ? "use smcr:// or nbd://" :
 				     strerror(-r));
 			return -1;
 		}
+		if (cfg_transport >= 0)
+			u->transport = (enum nbdc_transport)cfg_transport;
+		o->host = u->host;
+		o->port = u->port;
+		o->export = u->export;
+		o->transport = u->transport;
 		return 0;
 	}
-	r = nbdc_hostport_parse(cfg_server, cfg_transport == NBDC_TCP ? NBD_DEFAULT_PORT :
-				NBDC_SMCR_PORT, host, sizeof(host), port, sizeof(port));
+	o->transport = cfg_transport == NBDC_TCP ? NBDC_TCP : NBDC_SMCR;
+	r = nbdc_hostport_parse(cfg_server, o->transport == NBDC_TCP ? NBD_DEFAULT_PORT :
+				NBDC_SMCR_PORT, h, hl, p, pl);
 	if (r < 0) {
 		nbdkit_error("server=%s: expected HOST, HOST:PORT or [IPV6]:PORT", cfg_server);
 		return -1;
 	}
+	o->host = h;
+	o->port = p;
+	o->export = cfg_export ? cfg_export : "";
+	return 0;
+}
+
+static int attach(struct nbdc_opts *o, struct nbdc **out)
+{
+	char msg[512];
+	int r = nbdc_open(o, out);
+
+	if (r < 0) {
+		nbdc_strerror(o, r, msg, sizeof(msg));
+		nbdkit_error("%s", msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Checks the parameters and the export before nbdkit forks, so that
+ * errors reach the terminal and nbdkit exits non-zero: one connection,
+ * closed again (its thread does not survive a fork). */
+static int smcr_get_ready(void)
+{
+	struct nbdc_opts o = {
+		.connections = 1,
+		.timeout_ms = (unsigned)(cfg_timeout * 1000),
+	};
+	char host[256], port[16];
+	struct nbdc *probe;
+	struct nbdc_uri u;
+
+	if (make_opts(&o, &u, host, sizeof(host), port, sizeof(port)) < 0)
+		return -1;
+	if (!o.timeout_ms)
+		o.timeout_ms = 1;
+	applog_set_fn(log_to_nbdkit, NULL);
+	if (attach(&o, &probe) < 0)
+		return -1;
+	nbdc_close(probe);
 	return 0;
 }
 
@@ -169,7 +215,6 @@ static int smcr_after_fork(void)
 	};
 	char host[256], port[16];
 	struct nbdc_uri u;
-	int r;
 
 	if (!o.timeout_ms)
 		o.timeout_ms = 1;
@@ -181,30 +226,9 @@ static int smcr_after_fork(void)
 		o.ctl_name = cfg_ctl;
 	/* libsmcr's lines go to nbdkit's debug log: -v shows them. */
 	applog_set_fn(log_to_nbdkit, NULL);
-	if (cfg_uri) {
-		if (nbdc_uri_parse(cfg_uri, &u) < 0)
-			return -1;
-		if (cfg_transport >= 0)
-			u.transport = (enum nbdc_transport)cfg_transport;
-		o.host = u.host;
-		o.port = u.port;
-		o.export = u.export;
-		o.transport = u.transport;
-	} else {
-		o.transport = cfg_transport == NBDC_TCP ? NBDC_TCP : NBDC_SMCR;
-		if (nbdc_hostport_parse(cfg_server, o.transport == NBDC_TCP ? NBD_DEFAULT_PORT :
-					NBDC_SMCR_PORT, host, sizeof(host), port, sizeof(port)) < 0)
-			return -1;
-		o.host = host;
-		o.port = port;
-		o.export = cfg_export ? cfg_export : "";
-	}
-	r = nbdc_open(&o, &exp_);
-	if (r < 0) {
-		nbdkit_error("cannot attach %s://%s:%s/%s: %s", nbdc_transport_name(o.transport),
-			     o.host, o.port, o.export, strerror(-r));
+	if (make_opts(&o, &u, host, sizeof(host), port, sizeof(port)) < 0 ||
+	    attach(&o, &exp_) < 0)
 		return -1;
-	}
 	nbdkit_debug("smcr: %u connection(s), %" PRIu64 " bytes", nbdc_connections(exp_),
 		     nbdc_size(exp_));
 	return 0;

@@ -86,6 +86,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	return 1;
 }
 
+#define TRY_HELP "Try 'smcr-fuse --help' for more information.\n"
+
 static void usage(const char *prog)
 {
 	printf("Usage: %s [OPTION]... URI MOUNTPOINT\n"
@@ -169,6 +171,9 @@ static int sf_open(const char *path, struct fuse_file_info *fi)
 		return -ENOENT;
 	if ((fi->flags & O_ACCMODE) != O_RDONLY && nbdc_read_only(exp_))
 		return -EROFS;
+	/* Atomic O_TRUNC: the size cannot change (see sf_truncate). */
+	if ((fi->flags & O_TRUNC) && nbdc_size(exp_))
+		return -EPERM;
 	return 0;
 }
 
@@ -289,11 +294,12 @@ static const struct fuse_operations ops = {
 static int connect_export(void)
 {
 	int r = nbdc_open_uri(opt.uri, &nopts, &exp_);
+	char msg[512];
 
-	if (r < 0)
-		fprintf(stderr, "smcr-fuse: %s: %s\n", opt.uri,
-			r == -EPROTONOSUPPORT ? "use smcr://HOST[:PORT]/EXPORT or nbd://..." :
-			strerror(-r));
+	if (r < 0) {
+		nbdc_uri_strerror(opt.uri, r, msg, sizeof(msg));
+		fprintf(stderr, "smcr-fuse: %s\n", msg);
+	}
 	return r;
 }
 
@@ -307,8 +313,10 @@ int main(int argc, char **argv)
 	struct fuse *f = NULL;
 	int ret = 1, r;
 
-	if (fuse_opt_parse(&args, &opt, option_spec, opt_proc) == -1)
+	if (fuse_opt_parse(&args, &opt, option_spec, opt_proc) == -1) {
+		fputs(TRY_HELP, stderr);
 		return 2;
+	}
 	if (opt.help) {
 		usage(argv[0]);
 		fuse_opt_free_args(&args);
@@ -320,7 +328,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (fuse_parse_cmdline(&args, &cl) != 0 || !opt.uri || !cl.mountpoint) {
-		fprintf(stderr, "usage: smcr-fuse [OPTION]... URI MOUNTPOINT (--help for more)\n");
+		if (!opt.uri || !cl.mountpoint)
+			fprintf(stderr, "smcr-fuse: %s\n", !opt.uri ? "no URI and no mount point" :
+				"no mount point");
+		fputs(TRY_HELP, stderr);
 		ret = 2;
 		goto out_args;
 	}
@@ -329,16 +340,17 @@ int main(int argc, char **argv)
 		fprintf(stderr, "smcr-fuse: %s: %s\n", opt.uri,
 			r == -EPROTONOSUPPORT ? "use smcr://HOST[:PORT]/EXPORT or nbd://..." :
 			"bad URI");
+		fputs(TRY_HELP, stderr);
 		ret = 2;
 		goto out_args;
 	}
 	if (opt.connections < 1 || opt.connections > 16) {
-		fprintf(stderr, "smcr-fuse: connections must be 1..16\n");
+		fprintf(stderr, "smcr-fuse: connections must be 1..16\n%s", TRY_HELP);
 		ret = 2;
 		goto out_args;
 	}
 	if (opt.name && (!*opt.name || strchr(opt.name, '/') || strlen(opt.name) > NAME_MAX)) {
-		fprintf(stderr, "smcr-fuse: --name: not a file name\n");
+		fprintf(stderr, "smcr-fuse: --name: not a file name\n%s", TRY_HELP);
 		ret = 2;
 		goto out_args;
 	}
@@ -352,7 +364,8 @@ int main(int argc, char **argv)
 		double t = strtod(opt.timeout, &end);
 
 		if (*end || t < 0 || t > 86400) {
-			fprintf(stderr, "smcr-fuse: --timeout: not a number of seconds\n");
+			fprintf(stderr, "smcr-fuse: --timeout: not a number of seconds\n%s",
+				TRY_HELP);
 			ret = 2;
 			goto out_args;
 		}

@@ -41,7 +41,7 @@ struct target {
 };
 
 static char ctl_dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static bool opt_json;
+static bool opt_json, dir_given;
 static volatile sig_atomic_t stop;
 
 /* --- control sockets ----------------------------------------------------------- */
@@ -159,14 +159,14 @@ static int find_targets(const char *filter, bool with_stale, struct target **out
 	 * sockets they like: not read at all. */
 	r = smcr_ctl_dir_check(ctl_dir, &why);
 	if (r == -ENOENT)
-		return 0;
+		return dir_given ? r : 0;	/* no program has one yet */
 	if (r) {
 		fprintf(stderr, "smcrctl: %s: %s: not trusted\n", ctl_dir, why);
 		return r;
 	}
 	d = opendir(ctl_dir);
 	if (!d)
-		return errno == ENOENT ? 0 : -errno;
+		return errno == ENOENT && !dir_given ? 0 : -errno;
 	while ((de = readdir(d))) {
 		size_t l = strlen(de->d_name);
 		struct target x;
@@ -761,6 +761,24 @@ static void usage(FILE *f)
 		"See smcrctl(8).\n");
 }
 
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* One line naming the problem (none: getopt has printed it), as nbdkit. */
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (fmt) {
+		fputs("smcrctl: ", stderr);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc('\n', stderr);
+	}
+	fputs("Try 'smcrctl --help' for more information.\n", stderr);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -784,21 +802,23 @@ int main(int argc, char **argv)
 
 			watch = strtod(optarg, &end);
 			if (*end || watch <= 0) {
-				fprintf(stderr, "smcrctl: --watch: not a number of seconds\n");
-				return 2;
+				return usage_error("--watch: not a number of seconds: %s", optarg);
 			}
 			break;
 		}
-		case 'd': snprintf(ctl_dir, sizeof(ctl_dir), "%s", optarg); break;
+		case 'd':
+			if ((size_t)snprintf(ctl_dir, sizeof(ctl_dir), "%s", optarg) >=
+			    sizeof(ctl_dir))
+				return usage_error("--dir: name too long");
+			dir_given = true;
+			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("smcrctl (smcrbd) %s\n", PACKAGE_VERSION); return 0;
-		default: usage(stderr); return 2;
+		default: return usage_error(NULL);
 		}
 	}
-	if (optind >= argc) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind >= argc)
+		return usage_error("no command (list, status, stats, fail-link, fault, send)");
 	cmd = argv[optind++];
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -808,13 +828,11 @@ int main(int argc, char **argv)
 		long id;
 
 		if (optind >= argc || optind + 2 < argc) {
-			fprintf(stderr, "usage: smcrctl fail-link N [TARGET]\n");
-			return 2;
+			return usage_error("usage: smcrctl fail-link N [TARGET]");
 		}
 		id = strtol(argv[optind], &end, 10);
 		if (*end || id < 1 || id > 255) {
-			fprintf(stderr, "smcrctl: fail-link: N is a link id, 1..255\n");
-			return 2;
+			return usage_error("fail-link: N is a link id, 1..255");
 		}
 		snprintf(line, sizeof(line), "fault fail-link=%ld", id);
 		return cmd_send(optind + 1 < argc ? argv[optind + 1] : NULL, line, true);
@@ -823,8 +841,7 @@ int main(int argc, char **argv)
 		char line[256];
 
 		if (optind >= argc || optind + 2 < argc || !strchr(argv[optind], '=')) {
-			fprintf(stderr, "usage: smcrctl fault SPEC [TARGET], e.g. drop-link=1,for=3000\n");
-			return 2;
+			return usage_error("usage: smcrctl fault SPEC [TARGET], e.g. drop-link=1,for=3000");
 		}
 		snprintf(line, sizeof(line), "fault %s", argv[optind]);
 		return cmd_send(optind + 1 < argc ? argv[optind + 1] : NULL, line, true);
@@ -834,8 +851,7 @@ int main(int argc, char **argv)
 		int i;
 
 		if (optind + 2 > argc) {
-			fprintf(stderr, "usage: smcrctl send TARGET COMMAND...\n");
-			return 2;
+			return usage_error("usage: smcrctl send TARGET COMMAND...");
 		}
 		for (i = optind + 1; i < argc; i++)
 			snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s%s",
@@ -843,14 +859,10 @@ int main(int argc, char **argv)
 		return cmd_send(argv[optind], line, true);
 	}
 	if (strcmp(cmd, "list") && strcmp(cmd, "status") && strcmp(cmd, "stats")) {
-		fprintf(stderr, "smcrctl: unknown command '%s'\n", cmd);
-		usage(stderr);
-		return 2;
+		return usage_error("unknown command '%s'", cmd);
 	}
-	if (optind + 1 < argc || (!strcmp(cmd, "list") && optind < argc)) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind + 1 < argc || (!strcmp(cmd, "list") && optind < argc))
+		return usage_error("%s: too many arguments", cmd);
 	do {
 		if (watch > 0 && !opt_json && isatty(STDOUT_FILENO))
 			printf("\033[H\033[2J");

@@ -5,12 +5,31 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include "applog.h"
 #include "logline.h"
 
 static const char *log_ident = "smcr";
-static int log_stamp = APPLOG_STAMP_EPOCH;
+static int log_stamp = APPLOG_STAMP_LOCAL;
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+static bool to_journal, stamp_set;	/* stamp_set: applog_set_stamp() called */
+
+/* stderr is journald's stream when JOURNAL_STREAM names its device and
+ * inode (systemd.exec(5)): then lines carry "<N>" priorities and no stamp
+ * (journald keeps the time and the pid). */
+static void journal_check(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	to_journal = e && sscanf(e, "%llu:%llu", &dev, &ino) == 2 &&
+		     !fstat(STDERR_FILENO, &st) && (unsigned long long)st.st_dev == dev &&
+		     (unsigned long long)st.st_ino == ino;
+}
 
 /* The sink, swapped under the lock; a line is passed to it under the lock
  * too, so a caller that clears it knows it is no longer called. */
@@ -31,6 +50,15 @@ static void emit(enum smcr_log_level level, const char *msg)
 		return;
 	}
 	pthread_mutex_unlock(&sink_lock);
+	pthread_once(&journal_once, journal_check);
+	if (to_journal && !__atomic_load_n(&stamp_set, __ATOMIC_RELAXED)) {
+		/* syslog priorities: err 3, warning 4, info 6, debug 7 */
+		static const int prio[] = { 3, 4, 6, 7 };
+
+		fprintf(stderr, "<%d>%s: %s\n", prio[(unsigned)level < 4 ? level : 3],
+			logline_level_name(level), msg);
+		return;
+	}
 	n = logline_stamp(stamp, sizeof(stamp), log_ident,
 			  __atomic_load_n(&log_stamp, __ATOMIC_RELAXED) == APPLOG_STAMP_LOCAL,
 			  level);
@@ -50,6 +78,7 @@ static void from_libsmcr(void *opaque, enum smcr_log_level level, const char *ms
 void applog_set_stamp(enum applog_stamp stamp)
 {
 	__atomic_store_n(&log_stamp, (int)stamp, __ATOMIC_RELAXED);
+	__atomic_store_n(&stamp_set, true, __ATOMIC_RELAXED);
 }
 
 void applog_set_ident(const char *ident)

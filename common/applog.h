@@ -11,8 +11,10 @@
 
 #include "smcr.h"	/* enum smcr_log_level, smcr_log_fn */
 
-/* How stderr lines are stamped (logline.h): epoch seconds (default) or
- * local time (smcrd's log file). */
+/* How stderr lines are stamped (logline.h): local time and pid, as a
+ * log file's (default), or epoch seconds (to compare with libsmcr's own
+ * lines).  On journald's stream (JOURNAL_STREAM) lines carry a "<N>"
+ * priority instead of a stamp, unless a stamp was set here. */
 enum applog_stamp { APPLOG_STAMP_EPOCH, APPLOG_STAMP_LOCAL };
 void applog_set_stamp(enum applog_stamp stamp);
 

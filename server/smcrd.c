@@ -848,7 +848,7 @@ out_free:
 	return r;
 }
 
-static void log_table(const struct export_table *t)
+static void log_table(const struct export_table *t, const char *config)
 {
 	unsigned i;
 
@@ -861,7 +861,8 @@ static void log_table(const struct export_table *t)
 			 e->spec.nallow ? ", address-restricted" : "");
 	}
 	if (!t->n)
-		log_warn("no exports configured");
+		log_warn("no exports configured: add an [export NAME] section to %s and "
+			 "reload (SIGHUP)", config ? config : "a config file (--config)");
 }
 
 static void reload(struct server *s)
@@ -883,7 +884,7 @@ static void reload(struct server *s)
 	pthread_mutex_unlock(&s->lock);
 	/* Connected clients keep their own references. */
 	export_table_free(old);
-	log_table(t);
+	log_table(t, s->cfg.config_file);
 }
 
 /* --- daemon ----------------------------------------------------------------- */
@@ -1092,6 +1093,17 @@ static int set_arg(char **dst, const char *v)
 	return *dst ? 0 : -ENOMEM;
 }
 
+static const char *long_name(int c)
+{
+	const struct option *o;
+
+	for (o = long_opts; o->name; o++)
+		if (o->val == c)
+			return o->name;
+	return "?";
+}
+
+/* 0, 1 (--help or --version done) or -EINVAL (one line printed). */
 static int parse_args(struct server *s, int argc, char **argv)
 {
 	struct smcrd_config *cfg = &s->cfg;
@@ -1284,12 +1296,11 @@ static int parse_args(struct server *s, int argc, char **argv)
 			printf("smcrd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
 			return 1;
 		default:
-			usage(stderr);
-			return -EINVAL;
+			return -EINVAL;	/* getopt named the problem */
 		}
 		continue;
 bad:
-		fprintf(stderr, "smcrd: bad value '%s' for -%c\n", optarg, c);
+		fprintf(stderr, "smcrd: bad value '%s' for --%s\n", optarg, long_name(c));
 		return -EINVAL;
 	}
 	if (optind < argc) {
@@ -1588,6 +1599,8 @@ int main(int argc, char **argv)
 		strcpy(s.cwd, "/");
 
 	r = parse_args(&s, argc, argv);
+	if (r < 0)
+		fputs("Try 'smcrd --help' for more information.\n", stderr);
 	if (r) {
 		status = r > 0 ? EXIT_SUCCESS : EXIT_USAGE;
 		goto out_config;
@@ -1700,7 +1713,7 @@ int main(int argc, char **argv)
 	if (r == 0 && (!s.cfg.unix_path || !tcp_default) &&
 	    listen_on(&s, s.cfg.listen, s.cfg.port) < 0)
 		goto out_listen;
-	log_table(s.table);
+	log_table(s.table, s.cfg.config_file);
 
 	/* Signals are taken synchronously by the main thread only. */
 	sigemptyset(&sigs);

@@ -209,10 +209,13 @@ static void test_unknown_export(void)
 	struct nbdc_opts o = { .host = "127.0.0.1", .port = port, .export = "nope",
 			       .transport = NBDC_TCP };
 	struct nbdc *e = NULL;
+	char msg[128];
 
 	snprintf(port, sizeof(port), "%u", memsrv_port(s));
-	CU_ASSERT_EQUAL(nbdc_open(&o, &e), -ENOENT);
+	CU_ASSERT_EQUAL(nbdc_open(&o, &e), -ENXIO);	/* no such export */
 	CU_ASSERT_PTR_NULL(e);
+	nbdc_strerror(&o, -ENXIO, msg, sizeof(msg));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "has no export 'nope'"));
 	memsrv_stop(s);
 	/* Nobody listening. */
 	CU_ASSERT(nbdc_open(&o, &e) < 0);
