@@ -501,8 +501,14 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 		return r == -ECONNRESET ? -ECONNABORTED : r;
 	cflags = nbd_client_flags_decode(&cw);
 	if (cflags & ~(uint32_t)(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES)) {
-		log_rated(LOGRATE_HANDSHAKE, t->peer, SMCR_LOG_INFO,
-			  "nbd: %s: unknown client flags 0x%x: hanging up", t->peer, cflags);
+		if (cflags == 0xE2D4C3D9u)	/* CLC's eyecatcher */
+			log_rated(LOGRATE_HANDSHAKE, t->peer, SMCR_LOG_INFO,
+				  "nbd: %s: a CLC message after the TCP fallback (the "
+				  "client's Proposal came late): hanging up", t->peer);
+		else
+			log_rated(LOGRATE_HANDSHAKE, t->peer, SMCR_LOG_INFO,
+				  "nbd: %s: unknown client flags 0x%x: hanging up",
+				  t->peer, cflags);
 		return -EPROTO;
 	}
 	out->fixed_newstyle = cflags & NBD_FLAG_C_FIXED_NEWSTYLE;

@@ -31,6 +31,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <linux/genetlink.h>
 #include <linux/nbd-netlink.h>
 #include <linux/netlink.h>
@@ -38,6 +41,7 @@
 
 #include "applog.h"
 #include "nbd-client.h"
+#include "nbd-conn.h"
 #include "nbdc-uri.h"
 #include "transport.h"
 
@@ -50,6 +54,8 @@
 #define EXIT_USAGE	2
 #define MAX_CONNS	16
 #define NL_BUF		8192
+#define FWD_SOCKBUF	(4 << 20)	/* SO_SNDBUF of the socket pairs */
+#define FWD_RXBUF	(256 << 10)	/* requests read ahead, per pair */
 
 struct opts {
 	char host[256];
@@ -62,6 +68,9 @@ struct opts {
 	unsigned block;
 	bool tcp;			/* plain TCP instead of AF_SMC */
 	bool readonly;
+	bool forward;			/* socket pairs to our forwarder */
+	const char *exec;		/* --exec CMD, with forward */
+	int sockbuf;			/* SO_SNDBUF/SO_RCVBUF; 0: the kernel's */
 };
 
 static volatile sig_atomic_t stop;
@@ -93,6 +102,12 @@ static int connect_one(const struct opts *o, int *fdp)
 			r = -errno;
 			continue;
 		}
+		/* Before connect: Linux's SMC-R sizes its buffers (RMBs) from
+		 * them when the connection is set up. */
+		if (o->sockbuf &&
+		    (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o->sockbuf, sizeof(o->sockbuf)) < 0 ||
+		     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o->sockbuf, sizeof(o->sockbuf)) < 0))
+			log_warn("SO_SNDBUF/SO_RCVBUF %d: %s", o->sockbuf, strerror(errno));
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 			break;
 		r = -errno;
@@ -591,22 +606,572 @@ static int detach(int index)
 	return r;
 }
 
+/* --- the forwarder (--forward) -------------------------------------------- */
+
+/* The driver gets one end of a socketpair(AF_UNIX) per connection; a
+ * thread per pair reads the driver's requests and submits them to the
+ * client engine (nbd-conn.c: SMC-R or TCP, reconnect and resend); its
+ * completions write the replies back.  No thread per request. */
+struct fwd;
+
+struct fwd_conn {
+	struct fwd *f;
+	int fd;				/* our end */
+	int kfd;			/* the driver's end, until handed over */
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t wlock;		/* replies from the engine's threads */
+	/* Requests read ahead: one read() takes several of them. */
+	char *rx;
+	size_t rx_off, rx_len;
+};
+
+struct fwd {
+	struct nbdc *e;
+	unsigned n;
+	struct fwd_conn c[MAX_CONNS];
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	unsigned inflight;
+	uint64_t requests, errors, bad;
+};
+
+/* One request of the driver, in parts of at most the engine's maximum. */
+struct fwd_req {
+	struct fwd_conn *c;
+	uint64_t cookie;
+	uint16_t type;
+	uint32_t len;
+	unsigned parts;			/* still out, under f->lock */
+	int err;			/* first error, under f->lock */
+	char *buf;			/* READ, WRITE payload */
+};
+
+static int full_read(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t got = read(fd, p, len);
+
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -ECONNRESET;
+		p += got;
+		len -= (size_t)got;
+	}
+	return 0;
+}
+
+/* At least n (<= FWD_RXBUF) bytes of the driver's stream in c->rx. */
+static int rx_fill(struct fwd_conn *c, size_t n)
+{
+	if (c->rx_len >= n)
+		return 0;
+	if (c->rx_off + n > FWD_RXBUF) {
+		memmove(c->rx, c->rx + c->rx_off, c->rx_len);
+		c->rx_off = 0;
+	}
+	while (c->rx_len < n) {
+		char *end = c->rx + c->rx_off + c->rx_len;
+		ssize_t got = read(c->fd, end, FWD_RXBUF - c->rx_off - c->rx_len);
+
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -ECONNRESET;
+		c->rx_len += (size_t)got;
+	}
+	return 0;
+}
+
+/* n bytes of the stream into buf: what was read ahead, then the rest
+ * straight from the socket (a large WRITE's payload). */
+static int rx_take(struct fwd_conn *c, void *buf, size_t n)
+{
+	size_t k = n < c->rx_len ? n : c->rx_len;
+
+	memcpy(buf, c->rx + c->rx_off, k);
+	c->rx_off += k;
+	c->rx_len -= k;
+	if (!c->rx_len)
+		c->rx_off = 0;
+	return k < n ? full_read(c->fd, (char *)buf + k, n - k) : 0;
+}
+
+static int full_writev(int fd, struct iovec *iov, int n)
+{
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+
+	while (m.msg_iovlen) {
+		ssize_t sent = sendmsg(fd, &m, MSG_NOSIGNAL);
+
+		if (sent < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (m.msg_iovlen && (size_t)sent >= m.msg_iov->iov_len) {
+			sent -= (ssize_t)m.msg_iov->iov_len;
+			m.msg_iov++;
+			m.msg_iovlen--;
+		}
+		if (m.msg_iovlen) {
+			m.msg_iov->iov_base = (char *)m.msg_iov->iov_base + sent;
+			m.msg_iov->iov_len -= (size_t)sent;
+		}
+	}
+	return 0;
+}
+
+/* The simple reply (with the data of a READ that succeeded). */
+static void fwd_reply(struct fwd_conn *c, uint64_t cookie, int err, const void *data,
+		      uint32_t len)
+{
+	struct nbd_simple_reply h = { .error = err ? nbd_errno_to_wire(-err) : 0,
+				      .cookie = cookie };
+	struct nbd_simple_reply_wire w;
+	struct iovec iov[2] = { { &w, sizeof(w) }, { (void *)data, len } };
+
+	nbd_simple_reply_encode(&h, &w);
+	pthread_mutex_lock(&c->wlock);
+	/* A driver that went away reads no more replies: nothing to do. */
+	(void)full_writev(c->fd, iov, data && !err ? 2 : 1);
+	pthread_mutex_unlock(&c->wlock);
+}
+
+static void fwd_put(struct fwd *f)
+{
+	pthread_mutex_lock(&f->lock);
+	if (--f->inflight == 0)
+		pthread_cond_broadcast(&f->idle);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void fwd_done(void *arg, int result)
+{
+	struct fwd_req *q = arg;
+	struct fwd *f = q->c->f;
+	bool last;
+
+	pthread_mutex_lock(&f->lock);
+	if (result < 0 && !q->err)
+		q->err = result;
+	last = --q->parts == 0;
+	if (last && q->err)
+		f->errors++;
+	pthread_mutex_unlock(&f->lock);
+	if (!last)
+		return;
+	fwd_reply(q->c, q->cookie, q->err, q->type == NBD_CMD_READ ? q->buf : NULL, q->len);
+	free(q->buf);
+	free(q);
+	fwd_put(f);
+}
+
+/* Submits q (whose parts count is 1 here) in parts; q may be done and
+ * freed when this returns. */
+static void fwd_submit(struct fwd *f, struct fwd_req *q, uint16_t flags, uint64_t off)
+{
+	uint32_t max = nbdc_max_request(f->e), done = 0;
+	bool data = q->type == NBD_CMD_READ || q->type == NBD_CMD_WRITE;
+	int r;
+
+	if (!data || !max || max > q->len)
+		max = q->len ? q->len : 1;
+	do {
+		uint32_t part = q->len - done < max ? q->len - done : max;
+		bool more = done + part < q->len;
+
+		if (more) {
+			pthread_mutex_lock(&f->lock);
+			q->parts++;
+			pthread_mutex_unlock(&f->lock);
+		}
+		r = nbdc_submit(f->e, q->type, flags, off + done, part,
+				data ? q->buf + done : NULL, fwd_done, q);
+		if (r < 0)
+			fwd_done(q, r);
+		done += part;
+	} while (done < q->len);
+}
+
+static void *fwd_thread(void *arg)
+{
+	struct fwd_conn *c = arg;
+	struct fwd *f = c->f;
+
+	for (;;) {
+		struct nbd_request_wire w;
+		struct nbd_request h;
+		struct fwd_req *q;
+		uint16_t flags;
+		int r = rx_fill(c, sizeof(w));
+
+		if (r < 0)
+			break;		/* the driver closed its end */
+		rx_take(c, &w, sizeof(w));
+		if (nbd_request_decode(&w, &h) < 0) {
+			log_err("forwarder %d: a request with a bad magic from the driver",
+				(int)(c - f->c));
+			f->bad++;
+			break;
+		}
+		if (h.type == NBD_CMD_DISC)
+			break;
+		q = calloc(1, sizeof(*q));
+		if (!q) {
+			fwd_reply(c, h.cookie, -ENOMEM, NULL, 0);
+			continue;
+		}
+		q->c = c;
+		q->cookie = h.cookie;
+		q->type = h.type;
+		q->len = h.length;
+		q->parts = 1;
+		if (h.type == NBD_CMD_READ || h.type == NBD_CMD_WRITE) {
+			if (h.length > NBD_MAX_PAYLOAD) {
+				/* A WRITE's payload this large is not read: stop. */
+				log_err("forwarder %d: a request of %u bytes", (int)(c - f->c),
+					h.length);
+				f->bad++;
+				free(q);
+				break;
+			}
+			if (!h.length || !(q->buf = malloc(h.length))) {
+				if (h.type == NBD_CMD_WRITE && h.length) {
+					f->bad++;	/* its payload is still unread */
+					free(q);
+					break;
+				}
+				fwd_reply(c, h.cookie, h.length ? -ENOMEM : -EINVAL, NULL, 0);
+				free(q);
+				continue;
+			}
+			if (h.type == NBD_CMD_WRITE && rx_take(c, q->buf, h.length) < 0) {
+				free(q->buf);
+				free(q);
+				break;
+			}
+		}
+		pthread_mutex_lock(&f->lock);
+		f->inflight++;
+		f->requests++;
+		pthread_mutex_unlock(&f->lock);
+		/* The flags the engine takes for each command. */
+		switch (h.type) {
+		case NBD_CMD_WRITE:
+		case NBD_CMD_TRIM:
+			flags = h.flags & NBD_CMD_FLAG_FUA;
+			break;
+		case NBD_CMD_WRITE_ZEROES:
+			flags = h.flags & (NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE);
+			break;
+		default:
+			flags = 0;
+		}
+		fwd_submit(f, q, flags, h.offset);
+	}
+	/* No more requests: the driver reads no replies either. */
+	shutdown(c->fd, SHUT_RD);
+	return NULL;
+}
+
+/* The engine on the export, and n socket pairs. */
+static int fwd_open(const struct opts *o, struct fwd *f)
+{
+	struct nbdc_opts no = {
+		.host = o->host,
+		.port = o->port,
+		.export = o->export,
+		.transport = o->tcp ? NBDC_TCP : NBDC_SMCR,
+		.connections = o->conns,
+		.timeout_ms = o->dead_s ? o->dead_s * 1000 : 1,
+		.read_only = o->readonly,
+		.ctl_name = "smcr-attach",
+	};
+	int sbuf = FWD_SOCKBUF, r, sv[2];
+	unsigned i;
+
+	memset(f, 0, sizeof(*f));
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->idle, NULL);
+	r = nbdc_open(&no, &f->e);
+	if (r < 0) {
+		log_err("%s:%s export '%s' over %s: %s", o->host, o->port, o->export,
+			o->tcp ? "TCP" : "SMC-R", strerror(-r));
+		return r;
+	}
+	/* As many pairs as the engine has connections: the driver spreads
+	 * requests over them as the engine does over its own. */
+	f->n = nbdc_connections(f->e);
+	for (i = 0; i < f->n; i++) {
+		struct fwd_conn *c = &f->c[i];
+
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+			r = -errno;
+			goto close_pairs;
+		}
+		/* Replies are written from the engine's threads: room for a
+		 * queue of them, so those threads seldom wait for the driver. */
+		setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sbuf, sizeof(sbuf));
+		setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sbuf, sizeof(sbuf));
+		c->rx = malloc(FWD_RXBUF);
+		if (!c->rx) {
+			close(sv[0]);
+			close(sv[1]);
+			r = -ENOMEM;
+			goto close_pairs;
+		}
+		c->f = f;
+		c->fd = sv[0];
+		c->kfd = sv[1];
+		pthread_mutex_init(&c->wlock, NULL);
+	}
+	return 0;
+close_pairs:
+	while (i--) {
+		close(f->c[i].fd);
+		close(f->c[i].kfd);
+		free(f->c[i].rx);
+	}
+	nbdc_close(f->e);
+	return r;
+}
+
+static int fwd_start(struct fwd *f)
+{
+	unsigned i;
+	int r;
+
+	for (i = 0; i < f->n; i++) {
+		struct fwd_conn *c = &f->c[i];
+
+		if (c->kfd >= 0) {
+			close(c->kfd);
+			c->kfd = -1;
+		}
+		r = pthread_create(&c->thread, NULL, fwd_thread, c);
+		if (r)
+			return -r;
+		c->started = true;
+	}
+	return 0;
+}
+
+/* Joins the threads (their ends closed by the driver: call it after
+ * the device is disconnected), lets requests out finish and closes. */
+static void fwd_close(struct fwd *f)
+{
+	struct nbdc_stats st;
+	struct timespec until;
+	unsigned i;
+
+	for (i = 0; i < f->n; i++) {
+		struct fwd_conn *c = &f->c[i];
+
+		if (c->kfd >= 0)
+			close(c->kfd);
+		if (c->started) {
+			shutdown(c->fd, SHUT_RDWR);
+			pthread_join(c->thread, NULL);
+		}
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&f->lock);
+	while (f->inflight && pthread_cond_timedwait(&f->idle, &f->lock, &until) == 0)
+		;
+	pthread_mutex_unlock(&f->lock);
+	nbdc_get_stats(f->e, &st);
+	log_info("forwarded %llu request(s), %llu failed, %llu bad; engine: %llu reconnect(s), "
+		 "%llu resent, %llu bytes read, %llu written",
+		 (unsigned long long)f->requests, (unsigned long long)f->errors,
+		 (unsigned long long)f->bad, (unsigned long long)st.reconnects,
+		 (unsigned long long)st.resent, (unsigned long long)st.bytes_read,
+		 (unsigned long long)st.bytes_written);
+	nbdc_close(f->e);
+	for (i = 0; i < f->n; i++) {
+		close(f->c[i].fd);
+		free(f->c[i].rx);
+	}
+}
+
+/* Hands the driver's ends to /dev/nbdN. */
+static int fwd_attach(struct nl *n, const struct opts *o, struct fwd *f)
+{
+	int fds[MAX_CONNS], r;
+	uint32_t min, pref, max;
+	uint16_t flags = nbdc_flags(f->e);
+	unsigned i;
+
+	for (i = 0; i < f->n; i++)
+		fds[i] = f->c[i].kfd;
+	if (o->readonly || nbdc_read_only(f->e))
+		flags |= NBD_FLAG_READ_ONLY;
+	nbdc_block_size(f->e, &min, &pref, &max);
+	msg_begin(n, n->family, NBD_CMD_CONNECT);
+	attr_u32(n, NBD_ATTR_INDEX, (uint32_t)o->index);
+	attr_u64(n, NBD_ATTR_SIZE_BYTES, nbdc_size(f->e));
+	attr_u64(n, NBD_ATTR_BLOCK_SIZE_BYTES,
+		 o->block ? o->block : pref >= 512 && pref <= 4096 ? pref : 4096);
+	attr_u64(n, NBD_ATTR_SERVER_FLAGS, flags);
+	attr_u64(n, NBD_ATTR_TIMEOUT, o->timeout_s);
+	r = nl_socks(n, fds, f->n);
+	if (r == 0)
+		r = msg_send(n, NULL, NULL);
+	if (r < 0) {
+		log_err("/dev/nbd%d: the nbd driver refused the connection: %s", o->index,
+			strerror(-r));
+		return r;
+	}
+	log_info("/dev/nbd%d: %s:%s export '%s', %llu bytes, %u connection(s) over %s, "
+		 "forwarded", o->index, o->host, o->port, o->export,
+		 (unsigned long long)nbdc_size(f->e), f->n, o->tcp ? "TCP" : "SMC-R");
+	return 0;
+}
+
+/* Until the device is disconnected (or a signal: then it disconnects
+ * it, as nothing would serve it any more). */
+static int fwd_watch(const struct opts *o)
+{
+	struct nl n;
+	int r = nl_open(&n);
+
+	if (r < 0)
+		return r;
+	while (!stop) {
+		r = nl_connected(&n, o->index);
+		if (r <= 0)
+			break;
+		poll(NULL, 0, 200);
+	}
+	if (stop) {
+		log_info("/dev/nbd%d: signal: disconnecting it", o->index);
+		msg_begin(&n, n.family, NBD_CMD_DISCONNECT);
+		attr_u32(&n, NBD_ATTR_INDEX, (uint32_t)o->index);
+		r = msg_send(&n, NULL, NULL);
+	} else if (r == 0 || r == -ENODEV) {
+		log_info("/dev/nbd%d was disconnected", o->index);
+		r = 0;
+	}
+	close(n.fd);
+	return r;
+}
+
+/* --exec: CMD plays the driver (tests): the driver's ends are its file
+ * descriptors, listed in SMCR_ATTACH_FDS; the export's size is in
+ * SMCR_ATTACH_SIZE.  Returns CMD's exit status, or -errno. */
+static int fwd_exec(struct fwd *f, const char *cmd)
+{
+	char fds[MAX_CONNS * 12] = "", size[24];
+	unsigned i;
+	pid_t pid;
+	int st;
+
+	for (i = 0; i < f->n; i++)
+		snprintf(fds + strlen(fds), sizeof(fds) - strlen(fds), "%s%d", i ? " " : "",
+			 f->c[i].kfd);
+	snprintf(size, sizeof(size), "%llu", (unsigned long long)nbdc_size(f->e));
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		for (i = 0; i < f->n; i++)
+			fcntl(f->c[i].kfd, F_SETFD, 0);
+		setenv("SMCR_ATTACH_FDS", fds, 1);
+		setenv("SMCR_ATTACH_SIZE", size, 1);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	st = fwd_start(f);
+	if (st < 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, NULL, 0);
+		return st;
+	}
+	while (waitpid(pid, &st, 0) < 0) {
+		if (errno != EINTR)
+			return -errno;
+		if (stop)
+			kill(pid, SIGTERM);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* --- command line ---------------------------------------------------------- */
+
+static int run_forward(const struct opts *o)
+{
+	struct fwd f;
+	struct nl n;
+	int r;
+
+	if (!o->exec) {
+		r = nl_open(&n);
+		if (r < 0) {
+			log_err("the kernel's nbd driver: %s%s", strerror(-r),
+				r == -ENOENT ? " (modprobe nbd)" : "");
+			return 1;
+		}
+	}
+	r = fwd_open(o, &f);
+	if (r < 0)
+		goto close_nl;
+	if (o->exec) {
+		r = fwd_exec(&f, o->exec);
+		fwd_close(&f);
+		if (r < 0)
+			log_err("--exec: %s", strerror(-r));
+		return r < 0 ? 1 : r;
+	}
+	/* The driver's requests wait in the pairs until the threads run. */
+	r = fwd_attach(&n, o, &f);
+	if (r == 0)
+		r = fwd_start(&f);
+	if (r == 0)
+		r = fwd_watch(o);
+	fwd_close(&f);
+	if (r < 0)
+		log_err("/dev/nbd%d: %s", o->index, strerror(-r));
+close_nl:
+	if (!o->exec)
+		close(n.fd);
+	return r < 0 ? 1 : 0;
+}
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 "Usage: smcr-attach [OPTION]... HOST[:PORT] EXPORT /dev/nbdN\n"
+"       smcr-attach -F --exec CMD [OPTION]... HOST[:PORT] EXPORT\n"
 "       smcr-attach -d /dev/nbdN\n"
 "Attaches an smcrd export to the kernel's nbd driver over AF_SMC (SMC-R, or\n"
-"TCP when SMC-R is not possible) and replaces connections that die.\n"
+"TCP when SMC-R is not possible) and replaces connections that die; with\n"
+"-F, over socket pairs to its own forwarder on libsmcr (stock kernels).\n"
 "\n"
 "  -C, --connections N     connections if the export allows multi-conn (1)\n"
-"  -t, --tcp               plain TCP sockets instead of AF_SMC\n"
+"  -t, --tcp               plain TCP sockets instead of AF_SMC (with -F:\n"
+"                          the forwarder speaks NBD over TCP)\n"
+"  -F, --forward           the driver on socket pairs; smcr-attach forwards\n"
+"                          its requests over libsmcr (SMC-R, TCP fallback),\n"
+"                          with reconnect and resend\n"
+"  -E, --exec CMD          with -F, no device: run CMD with the driver's ends\n"
+"                          of the pairs (fds in $SMCR_ATTACH_FDS; tests)\n"
+"  -B, --buffer-size N[K|M]  SO_SNDBUF and SO_RCVBUF of the AF_SMC sockets\n"
+"                          (Linux's SMC-R buffer sizes follow them)\n"
 "  -b, --block-size N      logical block size (default: the export's, else 4096)\n"
-"  -T, --timeout S         I/O timeout of the driver in seconds (default 30)\n"
+"  -T, --timeout S         I/O timeout of the driver in seconds (default 30;\n"
+"                          with -F: the dead-timeout + 30)\n"
 "  -D, --dead-timeout S    wait S seconds for a reconnect before failing\n"
-"                          I/O (default 30)\n"
+"                          I/O (default 30; with -F: the forwarder's wait)\n"
 "  -r, --read-only         attach read-only\n"
 "  -d, --detach            disconnect /dev/nbdN\n"
 "  -v, --verbose           debug messages\n"
@@ -621,6 +1186,9 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "connections", required_argument, NULL, 'C' },
 		{ "tcp", no_argument, NULL, 't' },
+		{ "forward", no_argument, NULL, 'F' },
+		{ "exec", required_argument, NULL, 'E' },
+		{ "buffer-size", required_argument, NULL, 'B' },
 		{ "block-size", required_argument, NULL, 'b' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "dead-timeout", required_argument, NULL, 'D' },
@@ -633,15 +1201,33 @@ int main(int argc, char **argv)
 	};
 	struct opts o = { .conns = 1, .timeout_s = 30, .dead_s = 30 };
 	struct sigaction sa = { .sa_handler = on_signal };
-	bool do_detach = false;
+	bool do_detach = false, timeout_set = false;
 	struct nl n;
 	char *end;
 	int c, r;
 
 	applog_set_ident("smcr-attach");
-	while ((c = getopt_long(argc, argv, "C:tb:T:D:rdvhV", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "C:tFE:B:b:T:D:rdvhV", lo, NULL)) != -1) {
 		unsigned long v = 0;
 
+		if (c == 'E') {
+			o.exec = optarg;
+			continue;
+		}
+		if (c == 'B') {
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (*end == 'K' || *end == 'k')
+				v <<= 10, end++;
+			else if (*end == 'M' || *end == 'm')
+				v <<= 20, end++;
+			if (errno || *end || !*optarg || v < 4096 || v > 1u << 30) {
+				fprintf(stderr, "smcr-attach: buffer size: 4K to 1024M\n");
+				return EXIT_USAGE;
+			}
+			o.sockbuf = (int)v;
+			continue;
+		}
 		if (optarg) {
 			errno = 0;
 			v = strtoul(optarg, &end, 10);
@@ -659,6 +1245,7 @@ int main(int argc, char **argv)
 			o.conns = (unsigned)v;
 			break;
 		case 't': o.tcp = true; break;
+		case 'F': o.forward = true; break;
 		case 'b':
 			if (v < 512 || v > 4096 || (v & (v - 1))) {
 				fprintf(stderr, "smcr-attach: block size: 512, 1024, 2048 or 4096\n");
@@ -666,7 +1253,7 @@ int main(int argc, char **argv)
 			}
 			o.block = (unsigned)v;
 			break;
-		case 'T': o.timeout_s = (unsigned)v; break;
+		case 'T': o.timeout_s = (unsigned)v; timeout_set = true; break;
 		case 'D': o.dead_s = (unsigned)v; break;
 		case 'r': o.readonly = true; break;
 		case 'd': do_detach = true; break;
@@ -688,10 +1275,17 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (argc - optind != 3 || parse_dev(argv[optind + 2], &o.index) < 0) {
+	if (o.exec && !o.forward) {
+		fprintf(stderr, "smcr-attach: --exec needs --forward\n");
+		return EXIT_USAGE;
+	}
+	if (o.exec ? argc - optind != 2 :
+	    argc - optind != 3 || parse_dev(argv[optind + 2], &o.index) < 0) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	if (o.forward && !timeout_set)
+		o.timeout_s = o.dead_s + 30;
 	if (nbdc_hostport_parse(argv[optind], NBDC_SMCR_PORT, o.host, sizeof(o.host), o.port,
 				sizeof(o.port)) < 0) {
 		fprintf(stderr, "smcr-attach: bad address '%s'\n", argv[optind]);
@@ -701,6 +1295,8 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (o.forward)
+		return run_forward(&o);
 
 	r = nl_open(&n);
 	if (r < 0) {

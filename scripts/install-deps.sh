@@ -26,6 +26,8 @@ PACKAGES=(
     # the rxe VM lane: a stock Debian kernel under qemu, busybox initramfs
     qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
     e2fsprogs xxd python3 procps psmisc
+    # the lane on a busy host (SMCR_VM_BUSY: a CPU hog beside the VMs)
+    stress-ng
     # the kernel peer (tests/vm/kernel-smc.sh): rdma_rxe rebuilt with two
     # upstream fixes from the kernel's source, against the guest kernel's
     # headers (linux-headers-amd64 matches linux-image-amd64)

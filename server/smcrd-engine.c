@@ -2112,7 +2112,9 @@ static bool tx_stalled(struct conn *c, uint64_t now, uint64_t limit)
 {
 	int outq = -1;
 
-	if (!c->tx_head && !c->tx_busy) {
+	/* Nothing waits to go, or the disk has yet to fill a linked READ. */
+	if ((!c->tx_head && !c->tx_busy) ||
+	    (c->tx_link && !(c->tx_link->lk_done & LK_READ))) {
 		c->tx_seen_ms = now;
 		return false;
 	}

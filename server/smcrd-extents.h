@@ -20,7 +20,7 @@
  * a hole and the data after it): on a fragmented file the extents then
  * cover less of the range (the client asks again), so one request cannot
  * hold a worker for long. */
-#define EXTENTS_SCAN_STEPS	1024
+#define EXTENTS_SCAN_STEPS	256
 unsigned extents_scan(int fd, bool seekable, uint64_t offset, uint32_t length,
 		      uint32_t align, bool one, struct nbd_extent *out, unsigned max);
 

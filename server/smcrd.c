@@ -441,8 +441,17 @@ static void *handshake_main(void *arg)
 		pthread_mutex_lock(&s->lock);
 		s->handshake_timeouts++;
 		pthread_mutex_unlock(&s->lock);
-		limit_warn(&rl_hs_timeout, "client %s: handshake not done in time "
-			   "(handshake-timeout %u s): closed", h->t->peer, s->cfg.handshake_timeout);
+		/* Two limits end a handshake: the whole (handshake-timeout)
+		 * and each wait for the client's next bytes: name the one. */
+		if (s->cfg.handshake_timeout &&
+		    now_ms() - h->accepted >= (int64_t)s->cfg.handshake_timeout * 1000)
+			limit_warn(&rl_hs_timeout, "client %s: handshake not done in time "
+				   "(handshake-timeout %u s): closed", h->t->peer,
+				   s->cfg.handshake_timeout);
+		else
+			limit_warn(&rl_hs_timeout, "client %s: no bytes from it for %d s during "
+				   "the handshake (the read wait): closed", h->t->peer,
+				   HANDSHAKE_TIMEOUT_MS / 1000);
 	} else {
 		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO,
 			  "client %s: handshake ended: %s", h->t->peer, strerror(-r));

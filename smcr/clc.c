@@ -502,6 +502,7 @@ static enum rx_result clc_receive(struct clc *c, enum smcr_clc_type type, int ti
 		return RXR_DONE;
 	}
 	if (rc == -EPROTO) {
+		c->res->peer_not_clc = m.hdr_err == SMCR_E_EYECATCHER;
 		*ret = clc_proto_error(c, m.hdr_err, "in a CLC header");
 		return RXR_DONE;
 	}

@@ -169,6 +169,9 @@ struct smcr_clc_result {
 	bool first_contact;		/* the Accept's F (sent or received) */
 	bool peer_out_of_sync;		/* the peer's Decline had S (C.4): its
 					 * link group must be torn down */
+	/* ABORT: the peer's first bytes were no CLC at all (a server that
+	 * fell back to TCP on silence before our Proposal came). */
+	bool peer_not_clc;
 	/* The messages of the exchange that happened, either direction
 	 * (have_* says which).  decline is the one sent or received. */
 	bool have_proposal, have_accept, have_confirm, have_decline;

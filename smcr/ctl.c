@@ -195,7 +195,8 @@ static const struct {
 	STAT(open_connections), STAT(rmbes_in_use), STAT(sndbufs_in_use),
 	STAT(rmbs), STAT(links_active), STAT(rebalanced), STAT(devices_lost),
 	STAT(fault_held), STAT(fault_discarded), STAT(fault_held_recvs),
-	STAT(lgrs_refused_per_address),
+	STAT(lgrs_refused_per_address), STAT(local_stalls), STAT(local_stall_ms),
+	STAT(clc_retries),
 };
 #undef STAT
 

@@ -813,6 +813,8 @@ static void lgr_stats_add(struct smcr_stats *st, const struct smcr_lgr *lgr)
 	st->rkeys_confirmed += lgr->stats.rkeys_confirmed;
 	st->test_links += lgr->stats.test_links;
 	st->rebalanced += lgr->stats.rebalanced;
+	st->local_stalls += lgr->stats.stalls;
+	st->local_stall_ms += lgr->stats.stall_ms;
 }
 
 /* ---- fault injection ------------------------------------------------------- */
@@ -1116,10 +1118,10 @@ static void *progress(void *arg)
 					junk = 0;
 				break;
 			case SRC_TIMER:
-				if (read(ctx->timerfd, &junk, sizeof(junk)) > 0) {
-					tick(ctx);
+				/* After the completions of this batch: a
+				 * reply waiting there beats its deadline. */
+				if (read(ctx->timerfd, &junk, sizeof(junk)) > 0)
 					ticked = true;
-				}
 				break;
 			case SRC_CHAN:
 				smcr_vlink_cq_event(dev);
@@ -1129,6 +1131,11 @@ static void *progress(void *arg)
 				break;
 			}
 			spent[v & 3] += smcr_now_ms() - t1;
+		}
+		if (ticked) {
+			t1 = smcr_now_ms();
+			tick(ctx);
+			spent[SRC_TIMER] += smcr_now_ms() - t1;
 		}
 		/* After the batch: a device released here may be named by an
 		 * event later in the same batch. */
@@ -1324,6 +1331,7 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms ?
 		ctx->opts.test_link_timeout_ms :
 		env_uint("SMCR_TEST_LINK_TIMEOUT_MS", ctx->lgr_cfg.test_link_timeout_ms);
+	ctx->lgr_cfg.stall_ms = env_uint("SMCR_STALL_MS", ctx->lgr_cfg.stall_ms);
 	{
 		const char *pol = getenv("SMCR_LINK_POLICY");
 

@@ -18,6 +18,7 @@ const struct smcr_lgr_config smcr_lgr_config_default = {
 	.llc_retries = 2,
 	.test_link_idle_ms = 1000,
 	.test_link_timeout_ms = 2000,
+	.stall_ms = 500,
 	.max_rmb_bytes = SMCR_LGR_MAX_RMB_BYTES,
 	.link_tx_bytes = SMCR_LGR_LINK_TX_BYTES,
 };

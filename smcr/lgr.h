@@ -91,6 +91,10 @@ struct smcr_lgr_config {
 	unsigned int llc_retries;	/* resends before giving up */
 	uint32_t test_link_idle_ms;	/* TEST LINK after this idle time; 0: off */
 	uint32_t test_link_timeout_ms;	/* no reply: the link is down */
+	/* A tick this much later than SMCR_LGR_TICK_MS after the last is a
+	 * stall of our own (host busy, VM paused): the reply deadlines move
+	 * by it and links are probed again.  0: off. */
+	uint32_t stall_ms;
 	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
 	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
@@ -148,6 +152,7 @@ struct smcr_lgr_stats {
 	uint64_t rkeys_confirmed, rkeys_deleted, rkey_rejects;
 	uint64_t test_links;
 	uint64_t rebalanced;		/* connections moved to a less busy link */
+	uint64_t stalls, stall_ms;	/* our own stalls (cfg.stall_ms), their time */
 };
 
 enum smcr_llc_flow_kind {
@@ -215,6 +220,7 @@ struct smcr_lgr {
 	 * second link only on its TCP source's subnet: a refused or silent
 	 * ADD LINK is not tried again every second; a port event still is). */
 	uint64_t add_link_after_ms;
+	uint64_t last_tick_ms;		/* smcr_llc_tick's last (0: none yet) */
 	uint8_t rmbe_eye;		/* RMBE eye catcher bytes: 0 (Linux) or 4 (RFC) */
 	bool layout_fixed;		/* by the first CONFIRM LINK */
 	bool terminated;

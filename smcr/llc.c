@@ -1375,10 +1375,45 @@ static void flow_timeout(struct smcr_lgr *lgr)
 	flow_end(lgr);
 }
 
+/* The tick came d ms later than due: we did not run (host busy, VM
+ * paused, clock jump), so the peer had no chance to be late.  Deadlines
+ * move by d and a link waiting for a TEST LINK reply gets a fresh probe
+ * with a full timeout (its reply may wait unread in our queues). */
+static void stall_absorb(struct smcr_lgr *lgr, uint64_t d)
+{
+	struct smcr_llc_flow *f = &lgr->flow;
+	unsigned int i;
+
+	lgr->stats.stalls++;
+	lgr->stats.stall_ms += d;
+	smcr_warn("link group: local stall of %llu ms: deadlines moved, links probed again",
+		  (unsigned long long)d);
+	if (f->kind != SMCR_FLOW_NONE) {
+		if (f->deadline_ms && f->deadline_ms != UINT64_MAX)
+			f->deadline_ms += d;
+		if (f->resend)
+			f->resend_ms += d;
+	}
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		struct smcr_lgr_link *ll = &lgr->links[i];
+
+		if (!ll->link)
+			continue;
+		if (ll->down)
+			ll->down_ms += d;
+		if (ll->test_sent_ms && ll->link->state == SMCR_LINK_ACTIVE)
+			smcr_llc_test_link(lgr, (uint8_t)i);
+	}
+}
+
 void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 {
 	unsigned int i;
 
+	if (lgr->cfg.stall_ms && lgr->last_tick_ms && t > lgr->last_tick_ms &&
+	    t - lgr->last_tick_ms > (uint64_t)SMCR_LGR_TICK_MS + lgr->cfg.stall_ms)
+		stall_absorb(lgr, t - lgr->last_tick_ms - SMCR_LGR_TICK_MS);
+	lgr->last_tick_ms = t;
 	if (lgr->flow.kind == SMCR_FLOW_CONFIRM_RKEY && lgr->flow.redo && t >= lgr->flow.redo_ms) {
 		lgr->flow.redo = false;
 		if (confirm_rkey_start(lgr, lgr->flow.rmb) < 0) {

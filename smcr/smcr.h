@@ -240,6 +240,12 @@ struct smcr_stats {
 	uint64_t fault_held, fault_discarded, fault_held_recvs;
 	/* First contacts declined at max_lgrs_per_address. */
 	uint64_t lgrs_refused_per_address;
+	/* Link group ticks that came late by more than the stall limit
+	 * (host busy, VM paused): how often, and their time in ms. */
+	uint64_t local_stalls, local_stall_ms;
+	/* Connects made again because the server spoke first without CLC
+	 * (it fell back to TCP on silence before our Proposal came). */
+	uint64_t clc_retries;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
 /* The decline code counted in fallback_by_reason[i] (0: other), and its

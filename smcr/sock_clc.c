@@ -530,27 +530,45 @@ static const struct smcr_clc_ops clc_ops = {
  * socket the program did not see): a client that speaks first and not CLC
  * (it saw no option on our SYN-ACK, or is plain TCP) gets TCP at once, its
  * bytes unread.  Waits up to timeout_ms for a first byte; *waited: how long. */
+#define CLC_WAIT_SLICE_MS 100
+#define CLC_WAIT_SLACK_MS 200
 static bool client_speaks_tcp(int fd, int timeout_ms, int *waited)
 {
 	static const uint8_t eye[4] = { SMCR_EYECATCHER_0, SMCR_EYECATCHER_1,
 					SMCR_EYECATCHER_2, SMCR_EYECATCHER_3 };
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	uint64_t t0 = smcr_now_ms();
 	uint8_t b[4];
 	ssize_t n;
 	int r;
 
+	/* In slices, counting a late one as its length plus a little: time
+	 * we could not run (host busy, VM paused) is not the client's. */
+	*waited = 0;
 	do {
-		r = poll(&p, 1, timeout_ms);
-	} while (r < 0 && errno == EINTR);
-	*waited = (int)(smcr_now_ms() - t0);
+		int slice = timeout_ms - *waited < CLC_WAIT_SLICE_MS ?
+			    timeout_ms - *waited : CLC_WAIT_SLICE_MS;
+		uint64_t t0 = smcr_now_ms(), dt;
+
+		r = poll(&p, 1, slice);
+		if (r < 0 && errno != EINTR)
+			break;
+		dt = smcr_now_ms() - t0;
+		if (dt > (uint64_t)slice + CLC_WAIT_SLACK_MS) {
+			smcr_info("accept: %llu ms stall of our own while waiting for the "
+				  "client's first bytes: not counted",
+				  (unsigned long long)(dt - (uint64_t)slice));
+			dt = (uint64_t)slice;
+		}
+		*waited += (int)dt;
+	} while (r <= 0 && *waited < timeout_ms);
 	if (r <= 0)
 		return false;
 	n = recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 	return n > 0 && memcmp(b, eye, (size_t)n) != 0;
 }
 
-static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock **sockp)
+static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock **sockp,
+		     bool *not_clc)
 {
 	struct smcr_clc_cfg cfg = {
 		.proposal_timeout_ms = (int)ctx->opts.clc_timeout_ms,
@@ -601,6 +619,8 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 	st_hold(&st, NULL);	/* a connection made counts in the group now */
 	ctx->stats.connections++;
 	if (ret < 0) {
+		if (not_clc)
+			*not_clc = ret == -EPROTO && res.peer_not_clc;
 		smcr_warn("%s: CLC handshake failed: %s", server ? "accept" : "connect",
 			  strerror(-ret));
 		if (!server && !ctx->synopt && ret == -EPROTO)
@@ -658,12 +678,12 @@ out_free:
 
 int smcr_connect_fd(struct smcr_ctx *ctx, int fd, struct smcr_sock **sockp)
 {
-	return handshake(ctx, fd, false, sockp);
+	return handshake(ctx, fd, false, sockp, NULL);
 }
 
 int smcr_accept_fd(struct smcr_ctx *ctx, int fd, struct smcr_sock **sockp)
 {
-	return handshake(ctx, fd, true, sockp);
+	return handshake(ctx, fd, true, sockp, NULL);
 }
 
 /* connect() on a non-blocking fd, bounded by timeout_ms. */
@@ -690,8 +710,9 @@ static int connect_bounded(int fd, const struct sockaddr *addr, socklen_t addrle
 	return -err;
 }
 
-int smcr_connect_timeout(struct smcr_ctx *ctx, const struct sockaddr *addr,
-			 socklen_t addrlen, int timeout_ms, struct smcr_sock **sockp)
+static int connect_once(struct smcr_ctx *ctx, const struct sockaddr *addr,
+			socklen_t addrlen, int timeout_ms, struct smcr_sock **sockp,
+			bool *not_clc)
 {
 	int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC |
 			(timeout_ms >= 0 ? SOCK_NONBLOCK : 0), 0);
@@ -717,10 +738,31 @@ int smcr_connect_timeout(struct smcr_ctx *ctx, const struct sockaddr *addr,
 	}
 	if (ret)
 		goto out_close;
-	return smcr_connect_fd(ctx, fd, sockp);
+	return handshake(ctx, fd, false, sockp, not_clc);
 
 out_close:
 	close(fd);
+	return ret;
+}
+
+int smcr_connect_timeout(struct smcr_ctx *ctx, const struct sockaddr *addr,
+			 socklen_t addrlen, int timeout_ms, struct smcr_sock **sockp)
+{
+	bool not_clc = false;
+	int ret = connect_once(ctx, addr, addrlen, timeout_ms, sockp, &not_clc);
+
+	/* A server that runs CLC without the SYN option falls back to TCP
+	 * when our Proposal is late (either side stalled) and speaks its
+	 * protocol first; it hangs up on our Proposal.  A new connection
+	 * most likely makes it in time: once. */
+	if (ret == -EPROTO && not_clc) {
+		smcr_warn("connect: the server spoke first, without CLC (it fell back "
+			  "to TCP before our Proposal came?): connecting again");
+		pthread_mutex_lock(&ctx->lock);
+		ctx->stats.clc_retries++;
+		pthread_mutex_unlock(&ctx->lock);
+		ret = connect_once(ctx, addr, addrlen, timeout_ms, sockp, NULL);
+	}
 	return ret;
 }
 

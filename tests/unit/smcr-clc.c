@@ -1211,6 +1211,8 @@ static void test_client_garbage_reply(void)
 	run_client_raw(&c, NULL);
 	CU_ASSERT_EQUAL(c.ret, -EPROTO);
 	CU_ASSERT_EQUAL(c.res.outcome, SMCR_CLC_ABORT);
+	/* No CLC at all: smcr_connect() connects once more. */
+	CU_ASSERT_TRUE(c.res.peer_not_clc);
 	CU_ASSERT_EQUAL(c.res.stats.proto_errors, 1);
 	CU_ASSERT_EQUAL(c.res.stats.proposals_sent, 1);
 	CU_ASSERT_EQUAL(c.st.n_accept, 0);

@@ -306,17 +306,18 @@ static const struct smcr_clc_ops clc_ops = {
 	.accept = cl_accept,
 };
 
-static int tcp_connect(const char *host, int port)
+static int tcp_connect_type(const char *host, int port, int type)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
 	int fd, one = 1;
 
 	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
 		return -EINVAL;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (type == SOCK_STREAM)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		int ret = -errno;
 
@@ -324,6 +325,11 @@ static int tcp_connect(const char *host, int port)
 		return ret;
 	}
 	return fd;
+}
+
+static int tcp_connect(const char *host, int port)
+{
+	return tcp_connect_type(host, port, SOCK_STREAM);
 }
 
 /* TCP, device, PD, QP, RMB, CLC, CONFIRM LINK. */
@@ -341,11 +347,18 @@ static int peer_up(struct peer *p, const char *host, int port)
 	smcr_devs_init(&p->devs);
 	smcr_vlink_set_init(&p->set);
 	smcr_rmb_pool_init(&p->rmbs, 0);
-	p->fd = tcp_connect(host, port);
+	/* The local address the route gives (a UDP socket's connect sends
+	 * nothing): device, QP and RMB are set up before the TCP connect,
+	 * as a client must, so that the Proposal follows it at once (under
+	 * TCG this setup took smcrd's whole 2 s Proposal wait). */
+	p->fd = tcp_connect_type(host, port, SOCK_DGRAM);
 	if (p->fd < 0)
 		return p->fd;
-	if (getsockname(p->fd, (struct sockaddr *)&local, &sl))
-		return -errno;
+	ret = getsockname(p->fd, (struct sockaddr *)&local, &sl) ? -errno : 0;
+	close(p->fd);
+	p->fd = -1;
+	if (ret)
+		return ret;
 	ret = smcr_dev_resolve_addr(&p->devs, (struct sockaddr *)&local, &p->ref);
 	if (!ret)
 		ret = smcr_pd_alloc(p->ref.dev, &p->pd);
@@ -358,6 +371,9 @@ static int peer_up(struct peer *p, const char *host, int port)
 		ret = smcr_rmb_pool_reg(&p->rmbs, p->pd);
 	if (ret)
 		return ret;
+	p->fd = tcp_connect(host, port);
+	if (p->fd < 0)
+		return p->fd;
 	p->link->link_id = 1;
 	if (getrandom(&p->id.instance, sizeof(p->id.instance), 0) < 0)
 		p->id.instance = (uint16_t)getpid();

@@ -69,6 +69,10 @@
 #                    default "per-link": link L is 10.1.L.0/24
 #   SMCR_VM_WORKDIR  where logs and shared dirs go (default:
 #                    ${abs_builddir}/vm/<test name>.d, kept after the test)
+#   SMCR_VM_BUSY     N: run "stress-ng --cpu N" beside the VMs while the
+#                    test runs (a busy CI host; stopped at exit); the time
+#                    limits are then 3 times as long (SMCR_VM_SLOW)
+#   SMCR_VM_SLOW     F: multiply every time limit by F
 
 _vm_libdir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$_vm_libdir/../functions.sh"
@@ -99,6 +103,13 @@ fail() {
 _vm_nic_opts=${SMCR_VM_NIC_OPTS-event_idx=off,ioeventfd=off}
 : "${SMCR_VM_TIMEOUT:=240}"
 : "${SMCR_VM_CMD_TIMEOUT:=120}"
+# SMCR_VM_SLOW=F (default 3 with SMCR_VM_BUSY, else 1) multiplies the time
+# limits: the watchdog, vm_run/vm_wait's (tests/run-test does the same to
+# the test's own).  A busy host slows everything; the product must cope.
+_vm_slow=${SMCR_VM_SLOW:-1}
+[ -n "${SMCR_VM_BUSY:-}" ] && [ "$SMCR_VM_BUSY" != 0 ] && _vm_slow=${SMCR_VM_SLOW:-3}
+SMCR_VM_TIMEOUT=$((SMCR_VM_TIMEOUT * _vm_slow))
+SMCR_VM_CMD_TIMEOUT=$((SMCR_VM_CMD_TIMEOUT * _vm_slow))
 : "${abs_builddir:=$abs_top_builddir/tests}"
 
 # Modules the initramfs loads to reach the host root (with dependencies).
@@ -243,11 +254,25 @@ _vm_workdir() {
     fi
 }
 
+# SMCR_VM_BUSY=N: N CPU hogs beside the VMs from the first boot to the end
+# (stress-ng's own --timeout bounds them should the cleanup never run).
+_vm_busy() {
+    [ -n "${SMCR_VM_BUSY:-}" ] && [ "$SMCR_VM_BUSY" != 0 ] && [ -z "${_vm_busy_pid:-}" ] || return 0
+    command -v stress-ng >/dev/null || fail "SMCR_VM_BUSY needs stress-ng (scripts/install-deps.sh)"
+    _vm_workdir
+    stress-ng --cpu "$SMCR_VM_BUSY" --timeout "$((SMCR_VM_TIMEOUT + 60))s" \
+        >"$_vm_work/stress-ng.log" 2>&1 &
+    _vm_busy_pid=$!
+    cleanup_fn "kill $_vm_busy_pid 2>/dev/null; wait $_vm_busy_pid 2>/dev/null"
+    vm_say "busy host: stress-ng --cpu $SMCR_VM_BUSY beside the VMs (pid $_vm_busy_pid)"
+}
+
 # vm_start NAME IDX LINKS [SCRIPT [ARGS]] -- NICs come from _vm_nics_NAME
 # (qemu arguments, set by vm_start_pair); boots in the background.  Call
 # vm_wait_ready afterwards.
 vm_start() {
     local name=$1 idx=$2 links=$3 script=${4:-} args=${5:-}
+    _vm_busy
     [ -n "${VM_KVER:-}" ] || vm_requires
     _vm_workdir
     local initrd dir qmp cmdline
@@ -415,7 +440,7 @@ vm_bg() {
 
 vm_wait() {
     local limit=$SMCR_VM_CMD_TIMEOUT
-    [ "$1" = -t ] && { limit=$2; shift 2; }
+    [ "$1" = -t ] && { limit=$(($2 * _vm_slow)); shift 2; }
     local name=$1 id=$2 i
     _vm_check "$name"
     local dir=${_vm_dir[$name]}

@@ -1,0 +1,146 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Benchmark: the kernel's nbd driver in A on smcrd's export in B (256 MiB
+# file in tmpfs), one VM pair of the rxe lane (one link), by path:
+#   fwd     smcr-attach -F: stock-able nbd driver on socket pairs, our
+#           forwarder over libsmcr's SMC-R
+#   nbdkit  nbdkit's smcr plugin (SMC-R) behind nbd-client over a unix socket
+#   ksmc    smcr-attach over the kernel's AF_SMC (SMC-Rv2: the patched
+#           rdma_rxe and nbd.ko of the lane, kmod-build.sh; skipped when
+#           they cannot be built), default buffers
+#   ksmc-B  the same with -B BUF (SO_SNDBUF/SO_RCVBUF), 1M seqread only
+#   ktcp    smcr-attach -t: the kernel's nbd over plain TCP
+# each with 2 connections, fio (libaio, O_DIRECT, -t seconds each):
+# 4k randread qd16, 4k randwrite qd16, 4k randread qd1, 1M seqread qd4.
+# Prints IOPS (MB/s for 1M) and ratios to nbdkit and to ksmc.  TCG
+# guests: one run's ratios only (design.md §4).
+#   tests/bench/bench-attach-vm.sh [-B BUILDDIR] [-t SECONDS] [-b BUF] [-o DIR]
+#                                  [-p "fwd nbdkit ksmc ksmc-B ktcp"]
+# Takes /tmp/smcrbd-vm.lock (SMCR_VM_LOCK; empty: none).  Not in make check.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+builddir=${abs_top_builddir:-$top/build}
+secs=15 buf=1M outdir= paths="fwd nbdkit ksmc ksmc-B ktcp"
+while [ $# -gt 0 ]; do
+    case $1 in
+        -B) builddir=$2; shift 2 ;;
+        -t) secs=$2; shift 2 ;;
+        -b) buf=$2; shift 2 ;;
+        -p) paths=$2; shift 2 ;;
+        -o) outdir=$2; shift 2 ;;
+        *) sed -n '3,20p' "$0"; exit 2 ;;
+    esac
+done
+builddir=$(cd "$builddir" && pwd) || exit 1
+: "${outdir:=$builddir/bench-attach-report}"
+mkdir -p "$outdir" && outdir=$(cd "$outdir" && pwd) || exit 1
+exec > >(tee "$outdir/report.md") 2>&1
+export abs_top_builddir=$builddir abs_builddir=$builddir/tests
+export abs_top_srcdir=$top srcdir=$top/tests
+: "${SMCR_VM_WORKDIR:=$builddir/tests/bench/bench-attach-vm.d}"
+: "${SMCR_VM_TIMEOUT:=1500}"
+: "${SMCR_VM_CMD_TIMEOUT:=180}"
+export SMCR_VM_WORKDIR SMCR_VM_TIMEOUT SMCR_VM_CMD_TIMEOUT
+
+SMCRD=$builddir/server/smcrd
+ATTACH=$builddir/client/smcr-attach
+PLUGIN=$builddir/client/.libs/nbdkit-smcr-plugin.so
+N=$builddir/tests/bench/smc-nl
+for p in "$SMCRD" "$ATTACH" "$PLUGIN" "$N"; do
+    [ -e "$p" ] || { echo "bench: $p not built" >&2; exit 1; }
+done
+
+lock=${SMCR_VM_LOCK-/tmp/smcrbd-vm.lock}
+if [ -n "$lock" ] && command -v flock >/dev/null; then
+    exec 9>"$lock"
+    echo "bench: waiting for the VM lock $lock" >&2
+    flock 9
+fi
+
+. "$top/tests/vm/lib.sh"
+vm_requires
+ksmc=1
+if ! modprobe -S "$VM_KVER" -n smc >/dev/null 2>&1 || ! vm_kmod_build nbd >/dev/null; then
+    ksmc=0
+    echo "no patched nbd.ko or no smc module: the ksmc paths are skipped"
+else
+    export SMCR_VM_RXE=smc SMCR_VM_NBD=smc
+fi
+vm_start_pair 1
+B1=$(vm_ip B 1)
+[ "$ksmc" = 1 ] && kpeer_setup A
+eids=
+[ "$ksmc" = 1 ] && eids="--eids SMCRBD.KPEER"
+vm_run B "truncate -s 256M /tmp/disk.img" || fail "disk"
+vm_bg B "exec $SMCRD -f -p 10809 --smcr-port 10810 $eids -e disk=/tmp/disk.img >>/tmp/smcrd.log 2>&1" >/dev/null
+vm_run B "for i in \$(seq 300); do grep -q 'listening for NBD over SMC-R' /tmp/smcrd.log && exit 0; sleep 0.1; done
+tail -n 20 /tmp/smcrd.log; exit 1" || fail "smcrd did not come up in B"
+vm_run A "modprobe nbd; dd if=/dev/zero bs=1M count=0 2>/dev/null" || fail "modprobe nbd"
+
+jobs=("randread 4k 16" "randwrite 4k 16" "randread 4k 1" "read 1M 4")
+declare -A res
+
+# attach PATH: /dev/nbd0 on PATH; detach PATH.
+attach() {
+    case $1 in
+        fwd) vm_bg A "exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
+             want='over SMC-R, forwarded' ;;
+        ksmc) vm_bg A "exec $ATTACH -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
+              want='over AF_SMC' ;;
+        ksmc-B) vm_bg A "exec $ATTACH -C 2 -B $buf $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
+                want='over AF_SMC' ;;
+        ktcp) vm_bg A "exec $ATTACH -t -C 2 $B1:10809 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
+              want='over TCP' ;;
+        nbdkit) vm_bg A "exec nbdkit -f -U /tmp/kit.sock -P /tmp/kit.pid $PLUGIN server=$B1 export=disk connections=2 2>/tmp/att.log" >/dev/null
+                vm_run A "for i in \$(seq 600); do [ -S /tmp/kit.sock ] && exit 0; sleep 0.1; done; exit 1" || return 1
+                vm_run A "nbd-client -N '' -b 4096 -C 2 -u /tmp/kit.sock /dev/nbd0 >/tmp/nc.log 2>&1" || { vm_run A "cat /tmp/nc.log /tmp/att.log"; return 1; }
+                return 0 ;;
+    esac
+    vm_run A "for i in \$(seq 600); do grep -q '$want' /tmp/att.log && exit 0; sleep 0.1; done; cat /tmp/att.log; exit 1"
+}
+detach() {
+    if [ "$1" = nbdkit ]; then
+        vm_run A "nbd-client -d /dev/nbd0 >/dev/null 2>&1; kill \$(cat /tmp/kit.pid); sleep 1" >/dev/null
+    else
+        vm_run A "$ATTACH -d /dev/nbd0; for i in \$(seq 100); do pidof smcr-attach >/dev/null || exit 0; sleep 0.1; done" >/dev/null
+    fi
+    vm_run A "cat /tmp/att.log | tail -n 3"
+}
+fio_run() {
+    local rw=$1 bs=$2 qd=$3
+    vm_run -t $((secs + 120)) A "fio --name=b --filename=/dev/nbd0 --direct=1 --ioengine=libaio \
+        --rw=$rw --bs=$bs --iodepth=$qd --size=192M --time_based --runtime=$secs --ramp_time=2 \
+        --output-format=json 2>/dev/null" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)["jobs"][0]
+d = j["read"] if j["read"]["io_bytes"] else j["write"]
+print("%.1f" % (d["bw_bytes"] / 1e6) if sys.argv[1] == "1M" else "%.0f" % d["iops"])' "$bs"
+}
+
+for p in $paths; do
+    case $p in ksmc|ksmc-B) [ "$ksmc" = 1 ] || continue ;; esac
+    vm_say "path $p"
+    attach "$p" || { echo "attach $p failed"; continue; }
+    for j in "${jobs[@]}"; do
+        read -r rw bs qd <<<"$j"
+        [ "$p" = ksmc-B ] && [ "$bs" != 1M ] && continue
+        res[$p,$j]=$(fio_run "$rw" "$bs" "$qd")
+        vm_say "$p $j: ${res[$p,$j]}"
+    done
+    detach "$p"
+done
+vm_stop
+
+ratio() { python3 -c 'import sys
+a, b = sys.argv[1:]
+print("%.2fx" % (float(a) / float(b)) if a and b and float(b) > 0 else "-")' "$1" "$2"; }
+echo
+echo "| job | fwd (smcr-attach -F) | nbdkit plugin + nbd-client | kernel AF_SMC | kernel AF_SMC -B $buf | kernel nbd over TCP | fwd/nbdkit | fwd/ksmc |"
+echo "|---|---|---|---|---|---|---|---|"
+for j in "${jobs[@]}"; do
+    read -r rw bs qd <<<"$j"
+    name="$bs $rw qd$qd"; [ "$bs" = 1M ] && name="$name, MB/s"
+    echo "| $name | ${res[fwd,$j]:--} | ${res[nbdkit,$j]:--} | ${res[ksmc,$j]:--} | ${res[ksmc-B,$j]:--} | ${res[ktcp,$j]:--} | $(ratio "${res[fwd,$j]:-}" "${res[nbdkit,$j]:-}") | $(ratio "${res[fwd,$j]:-}" "${res[ksmc,$j]:-}") |"
+done
