@@ -1,0 +1,224 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Benchmark: smcrbd beside the RDMA block devices users would pick instead,
+# in one VM pair of the rxe lane (two links), on the same backing file (a
+# tmpfs file in B, /dev/shm) with the same fio jobs (direct=1, libaio, on
+# the block device in A), the systems in a rotating order each round:
+#   smcr     smcrbd over SMC-R: nbdkit's smcr plugin (2 connections) and
+#            the kernel's nbd-client on its unix socket (/dev/nbd0)
+#   attach   smcrbd through smcr-attach: the kernel's nbd over the kernel's
+#            AF_SMC (SMC-Rv2) to smcrd (/dev/nbd2); only when asked for
+#            (-s): the guests then boot with the patched rdma_rxe and
+#            nbd.ko for every system (SMCR_VM_RXE=smc SMCR_VM_NBD=smc,
+#            see tests/vm/smcr-attach.sh)
+#   tcp      smcrbd over plain NBD/TCP: nbd-client to smcrd (/dev/nbd1)
+#   nvmeof   NVMe-oF/RDMA, native multipath over both links (rdma-peers.sh)
+#   rnbd     RNBD/RTRS, two paths (rdma-peers.sh; built by kmod-build.sh)
+# Jobs: 4k randread qd1 (mean, p50, p99, p99.9 completion latency), 4k
+# randread qd16, 4k randwrite qd16, 64k randrw 70/30 qd8, 1M seqread qd4,
+# 1M seqwrite qd4.  CPU per I/O in each guest (A client, B target): busy
+# jiffies of /proc/stat over the job divided by its I/Os.  Ratios to the
+# better of nvmeof and rnbd (the mean over rounds), beside the issue's aims.
+# Not in make check: "make bench-block-vm" in the build tree.
+#
+#   tests/bench/bench-block-vm.sh [-B BUILDDIR] [-r ROUNDS] [-t SECS]
+#                                 [-s "smcr tcp nvmeof rnbd"] [-o DIR]
+#   -B BUILDDIR  the build tree (default ./build, or $abs_top_builddir)
+#   -r ROUNDS    rounds (default 1); -t SECS per job (default 10)
+#   -s SYSTEMS   which systems (default "smcr tcp nvmeof rnbd")
+#   -o DIR       report dir (default BUILDDIR/bench-block-report):
+#                results.tsv (one line per round, system and job), report.md
+# Holds the VM lock (SMCR_VM_LOCK, default /tmp/smcrbd-vm.lock) throughout.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+builddir=${abs_top_builddir:-$top/build}
+rounds=1 secs=10 systems="smcr tcp nvmeof rnbd" outdir=
+while [ $# -gt 0 ]; do
+    case $1 in
+        -B) builddir=$2; shift 2 ;;
+        -r) rounds=$2; shift 2 ;;
+        -t) secs=$2; shift 2 ;;
+        -s) systems=$2; shift 2 ;;
+        -o) outdir=$2; shift 2 ;;
+        *) sed -n '3,27p' "$0"; exit 2 ;;
+    esac
+done
+builddir=$(cd "$builddir" && pwd) || exit 1
+: "${outdir:=$builddir/bench-block-report}"
+mkdir -p "$outdir" || exit 1
+outdir=$(cd "$outdir" && pwd)
+exec > >(tee "$outdir/report.md") 2>&1
+export abs_top_builddir=$builddir abs_builddir=$builddir/tests
+export abs_top_srcdir=$top srcdir=$top/tests
+: "${SMCR_VM_WORKDIR:=$builddir/tests/bench/bench-block-vm.d}"
+: "${SMCR_VM_TIMEOUT:=3600}"
+: "${SMCR_VM_CMD_TIMEOUT:=180}"
+export SMCR_VM_WORKDIR SMCR_VM_TIMEOUT SMCR_VM_CMD_TIMEOUT
+
+SMCRD=$builddir/server/smcrd
+PLUGIN=$builddir/client/.libs/nbdkit-smcr-plugin.so
+ATTACH=$builddir/client/smcr-attach
+N=$builddir/tests/bench/smc-nl
+for p in "$SMCRD" "$PLUGIN" "$ATTACH" "$N"; do
+    [ -e "$p" ] || { echo "bench: $p not built" >&2; exit 1; }
+done
+for c in fio nbdkit; do
+    command -v $c >/dev/null || { echo "bench: $c not found" >&2; exit 1; }
+done
+
+lock=${SMCR_VM_LOCK-/tmp/smcrbd-vm.lock}
+if [ -n "$lock" ] && command -v flock >/dev/null; then
+    exec 9>"$lock"
+    echo "bench: waiting for the VM lock $lock" >&2
+    flock 9
+fi
+
+. "$top/tests/vm/lib.sh"
+. "$top/tests/vm/rdma-peers.sh"
+vm_requires
+case " $systems " in *" nvmeof "*) nvmeof_requires ;; esac
+case " $systems " in
+    *" rnbd "*) rnbd_requires || { echo "bench: no RNBD/RTRS modules: rnbd left out"; systems=${systems/rnbd/}; } ;;
+esac
+eids=
+case " $systems " in
+    *" attach "*) export SMCR_VM_RXE=smc SMCR_VM_NBD=smc; eids="--eids SMCRBD.KPEER" ;;
+esac
+vm_start_pair
+[ -n "$eids" ] && kpeer_setup A
+B1=$(vm_ip B 1)
+IMG=/dev/shm/disk.img
+vm_run B "truncate -s 64M $IMG && modprobe loop" || fail "backing file"
+vm_run A "modprobe nbd" || fail "nbd"
+vm_bg B "exec $SMCRD -f -P /tmp/smcrd.pid -p 10809 --smcr-port 10810 $eids -e disk=$IMG >/tmp/smcrd.log 2>&1" >/dev/null
+vm_run B "for i in \$(seq 300); do grep -q 'listening for NBD over SMC-R' /tmp/smcrd.log && exit 0; sleep 0.1; done; cat /tmp/smcrd.log; exit 1" ||
+    fail "smcrd did not come up in B"
+SA=$(vm_share A)
+
+# attach SYSTEM: prints the device in A.
+attach() {
+    case $1 in
+        smcr)
+            vm_bg A "exec nbdkit -f -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN server=$B1 export=disk connections=2 timeout=60 2>/tmp/nbdkit.log" >/dev/null
+            vm_run A "for i in \$(seq 600); do [ -S /tmp/nbdkit.sock ] && break; sleep 0.1; done
+nbd-client -N '' -b 4096 -C 2 -u /tmp/nbdkit.sock /dev/nbd0 >/dev/null || { cat /tmp/nbdkit.log; exit 1; }
+echo /dev/nbd0" ;;
+        tcp) vm_run A "nbd-client -N disk -b 4096 -C 2 $B1 10809 /dev/nbd1 >/dev/null && echo /dev/nbd1" ;;
+        attach)
+            vm_bg A "exec $ATTACH -C 2 -T 10 -D 60 $B1:10810 disk /dev/nbd2 2>/tmp/attach.log" >/dev/null
+            vm_run A "for i in \$(seq 300); do grep -q 'connection(s) over AF_SMC' /tmp/attach.log && echo /dev/nbd2 && exit 0; sleep 0.1; done
+cat /tmp/attach.log >&2; exit 1" ;;
+        nvmeof) nvmet_export "$IMG" >/dev/null && nvmeof_attach ;;
+        rnbd) rnbd_export "$IMG" >/dev/null && rnbd_attach ;;
+    esac
+}
+detach() {
+    case $1 in
+        smcr) vm_run A "nbd-client -d /dev/nbd0 >/dev/null; kill \$(cat /tmp/nbdkit.pid); for i in \$(seq 100); do [ -e /proc/\$(cat /tmp/nbdkit.pid) ] || exit 0; sleep 0.1; done" ;;
+        tcp) vm_run A "nbd-client -d /dev/nbd1 >/dev/null" ;;
+        attach) vm_run A "$ATTACH -d /dev/nbd2" >/dev/null ;;
+        nvmeof) nvmeof_detach; nvmet_unexport ;;
+        rnbd) rnbd_detach; rnbd_unexport ;;
+    esac
+}
+
+# name rw bs iodepth [extra]
+JOBS=(
+    "rr4k-qd1 randread 4k 1"
+    "rr4k-qd16 randread 4k 16"
+    "rw4k-qd16 randwrite 4k 16"
+    "rw64k-qd8 randrw 64k 8 --rwmixread=70"
+    "sr1m-qd4 read 1M 4"
+    "sw1m-qd4 write 1M 4"
+)
+stat_sh='read -r _ u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st))'
+res=$outdir/results.tsv
+printf 'round\tsystem\tjob\tiops\tMBps\tlat_mean_us\tp50_us\tp99_us\tp999_us\tcpuA_us_per_io\tcpuB_us_per_io\n' >"$res"
+read -r -a sys <<<"$systems"
+hz=$(getconf CLK_TCK)
+for (( r=1; r<=rounds; r++ )); do
+    n=${#sys[@]}
+    for (( k=0; k<n; k++ )); do
+        s=${sys[$(( (k + r - 1) % n ))]}
+        dev=$(attach "$s") || { echo "bench: round $r: $s did not attach"; detach "$s"; continue; }
+        vm_say "round $r: $s on $dev"
+        for j in "${JOBS[@]}"; do
+            read -r name rw bs qd extra <<<"$j"
+            b0=$(vm_run B "$stat_sh")
+            vm_run -t $((secs + 120)) A "a0=\$($stat_sh)
+fio --name=$name --filename=$dev --direct=1 --ioengine=libaio --rw=$rw --bs=$bs --iodepth=$qd $extra \
+    --runtime=$secs --time_based=1 --output-format=json --output=$SA/$s.$name.$r.json >/dev/null
+rc=\$?; a1=\$($stat_sh); echo \$((a1 - a0)) >$SA/$s.$name.$r.cpuA; exit \$rc" ||
+                { echo "bench: $s $name failed"; continue; }
+            b1=$(vm_run B "$stat_sh")
+            python3 - "$SA/$s.$name.$r.json" "$(cat "$SA/$s.$name.$r.cpuA")" $((b1 - b0)) "$hz" "$r" "$s" "$name" >>"$res" <<'EOF'
+import json, sys
+f, ja, jb, hz, r, s, name = sys.argv[1:]
+j = json.load(open(f))["jobs"][0]
+ios = j["read"]["total_ios"] + j["write"]["total_ios"]
+iops = j["read"]["iops"] + j["write"]["iops"]
+mbps = (j["read"]["bw_bytes"] + j["write"]["bw_bytes"]) / 1e6
+d = j["read"] if j["read"]["total_ios"] else j["write"]
+c = d["clat_ns"]; p = c.get("percentile", {})
+us = lambda v: "%.0f" % (v / 1000)
+cpu = lambda t: "%.0f" % (int(t) / int(hz) * 1e6 / ios) if ios else "-"
+print("\t".join([r, s, name, "%.0f" % iops, "%.2f" % mbps, us(c["mean"]),
+                 us(p.get("50.000000", 0)), us(p.get("99.000000", 0)),
+                 us(p.get("99.900000", 0)), cpu(ja), cpu(jb)]))
+EOF
+            tail -n 1 "$res"
+        done
+        detach "$s" || echo "bench: $s detach failed"
+    done
+done
+vm_stop
+python3 - "$res" <<'EOF'
+import csv, sys
+from collections import defaultdict
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+acc = defaultdict(list)
+for x in rows:
+    acc[(x["system"], x["job"])].append(x)
+def mean(sysn, job, k):
+    v = [float(x[k]) for x in acc.get((sysn, job), []) if x[k] not in ("-", "")]
+    return sum(v) / len(v) if v else None
+systems = sorted({x["system"] for x in rows}, key=["smcr", "attach", "tcp", "nvmeof", "rnbd"].index)
+jobs = list(dict.fromkeys(x["job"] for x in rows))
+def best_peer(job, k, low):
+    v = [mean(p, job, k) for p in ("nvmeof", "rnbd") if mean(p, job, k) is not None]
+    return (min(v) if low else max(v)) if v else None
+print("\n## Results (mean of %d round(s); ratio: to the better of nvmeof and rnbd)\n" % max(int(x["round"]) for x in rows))
+print("| job | system | IOPS | MB/s | mean us | p50 us | p99 us | p99.9 us | A us/IO | B us/IO | IOPS ratio |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for job in jobs:
+    bp = best_peer(job, "iops", False)
+    for s in systems:
+        m = {k: mean(s, job, k) for k in ("iops", "MBps", "lat_mean_us", "p50_us", "p99_us", "p999_us", "cpuA_us_per_io", "cpuB_us_per_io")}
+        if m["iops"] is None:
+            continue
+        f = lambda v, d=0: "-" if v is None else ("%.*f" % (d, v))
+        ratio = "%.2fx" % (m["iops"] / bp) if bp else "-"
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (job, s, f(m["iops"]), f(m["MBps"], 2),
+              f(m["lat_mean_us"]), f(m["p50_us"]), f(m["p99_us"]), f(m["p999_us"]),
+              f(m["cpuA_us_per_io"]), f(m["cpuB_us_per_io"]), ratio))
+print("\n## Aims (smcrbd's best attach path, smcr or attach, against the better peer)\n")
+def aim(label, job, k, low, limit):
+    bp = best_peer(job, k, low)
+    v = [mean(s, job, k) for s in ("smcr", "attach") if mean(s, job, k) is not None]
+    v = (min(v) if low else max(v)) if v else None
+    if bp is None or v is None:
+        print("- %s: not measured" % label); return
+    r = v / bp
+    ok = r <= limit if low else r >= limit
+    print("- %s: %.2fx (aim %s %.1fx): %s" % (label, r, "<=" if low else ">=", limit, "met" if ok else "NOT met"))
+aim("4k randread qd16 IOPS", "rr4k-qd16", "iops", False, 1.0)
+aim("4k randwrite qd16 IOPS", "rw4k-qd16", "iops", False, 1.0)
+aim("1M seqread bandwidth", "sr1m-qd4", "MBps", False, 1.0)
+aim("1M seqwrite bandwidth", "sw1m-qd4", "MBps", False, 1.0)
+aim("4k qd1 p50 latency", "rr4k-qd1", "p50_us", True, 1.2)
+for job in jobs:
+    aim("target CPU per I/O, " + job, job, "cpuB_us_per_io", True, 1.0)
+EOF
+echo "bench: results in $res, report $outdir/report.md"
