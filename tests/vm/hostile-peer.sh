@@ -70,7 +70,7 @@ run() {
     local c=$1 want=$2 off out rc t0=$SECONDS; shift 2
     [[ " ${HOSTILE_CASES:-$c} " == *" $c "* ]] || return 0
     off=$(stat -c %s "$LOG")
-    out=$(vm_run -t 120 A "$H $B1 10810 $c $*" 2>&1); rc=$?
+    out=$(vm_run -t 120 A "HOSTILE_SLOW=$_vm_slow $H $B1 10810 $c $*" 2>&1); rc=$?
     echo "$out"
     sleep 1
     local new
