@@ -20,7 +20,11 @@ wait_for 10 grep -q 'listening for NBD over SMC-R' "$SMCRD_LOG"
 start_nbdkit server="127.0.0.1:$SPORT" export=disk connections=3
 ctl() { run_prog "$SMCRCTL" "$@"; }
 
-# list: both programs.
+# list: both programs.  The plugin makes its control socket once it has
+# attached (after nbdkit's own socket is there): wait for it, a loaded
+# machine may take seconds.
+plugin_listed() { ctl list | grep -Eq "^nbdkit-smcr +[0-9]+ +running"; }
+wait_for 60 plugin_listed
 ctl list >"$d/list" || fail "smcrctl list"
 cat "$d/list"
 grep -Eq "^smcrd +$SMCRD_PID +running" "$d/list" || fail "smcrd not listed"
