@@ -48,8 +48,9 @@ exec $SMCRD -f -v -P /tmp/smcrd.pid --syn-option off -p 10809 --smcr-port 10810 
 for i in $(seq 300); do grep -qs 'listening for NBD over SMC-R' "$LOG" && break; sleep 0.1; done
 grep -qs 'listening for NBD over SMC-R' "$LOG" || { cat "$LOG"; fail "smcrd did not come up in B"; }
 
-# The victim: one connection, its own link group.
-io=$(vm_bg A "SMCR_SYN_OPTION=off $IO -z -c 1 -t 30 -i 30 -d ${HOSTILE_VICTIM_SECS:-150} -q 8 -b 65536 smcr://$B1/disk")
+# The victim: one connection, its own link group, for the whole run (its
+# time scales with the lane's limits: SMCR_VM_BUSY, SMCR_VM_SLOW).
+io=$(vm_bg A "SMCR_SYN_OPTION=off $IO -z -c 1 -t 30 -i 30 -d $(( ${HOSTILE_VICTIM_SECS:-150} * _vm_slow )) -q 8 -b 65536 smcr://$B1/disk")
 for i in $(seq 300); do grep -qs 'RMB .* on rxe0: rkey' "$LOG" && break; sleep 0.1; done
 line=$(grep -m1 'RMB .* on rxe0: rkey' "$LOG") || { tail -n 30 "$LOG"; fail "no RMB of the victim in smcrd's log"; }
 [[ $line =~ rkey\ ([0-9a-f]+)\ vaddr\ ([0-9a-f]+) ]] || fail "cannot parse: $line"
@@ -69,7 +70,7 @@ run() {
     local c=$1 want=$2 off out rc t0=$SECONDS; shift 2
     [[ " ${HOSTILE_CASES:-$c} " == *" $c "* ]] || return 0
     off=$(stat -c %s "$LOG")
-    out=$(vm_run -t 120 A "$H $B1 10810 $c $*" 2>&1); rc=$?
+    out=$(vm_run -t 120 A "HOSTILE_SLOW=$_vm_slow $H $B1 10810 $c $*" 2>&1); rc=$?
     echo "$out"
     sleep 1
     local new
