@@ -7,7 +7,7 @@
 # bytes around intact, an unaligned TRIM succeeds and leaves the partial
 # sectors at its edges alone, aligned zeroing still works.  Needs root
 # and a loop device (exit 77 without).  About 2 s.
-# smcr-timeout: 60
+# smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
 requires_root

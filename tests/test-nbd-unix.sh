@@ -10,7 +10,7 @@
 #    smcrd with a Unix socket (LISTEN_FDS), data written and read back;
 #  - unix = PATH in the config file, with port = P: both listeners.
 # About 4 s.
-# smcr-timeout: 60
+# smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
 requires nbdinfo --version

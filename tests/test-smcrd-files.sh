@@ -9,7 +9,7 @@
 # the log file or as a read-only export refused at start without
 # blocking, and a FIFO export added by SIGHUP is refused while smcrd goes
 # on serving and stops on SIGTERM.  About 5 s.
-# smcr-timeout: 60
+# smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
 
