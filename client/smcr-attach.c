@@ -780,27 +780,32 @@ static void fwd_done(void *arg, int result)
  * freed when this returns. */
 static void fwd_submit(struct fwd *f, struct fwd_req *q, uint16_t flags, uint64_t off)
 {
+	/* q's fields are copied first: the last part's completion may free q
+	 * before nbdc_submit() returns. */
+	const uint32_t len = q->len;
+	const uint16_t type = q->type;
+	char *const buf = q->buf;
 	uint32_t max = nbdc_max_request(f->e), done = 0;
-	bool data = q->type == NBD_CMD_READ || q->type == NBD_CMD_WRITE;
+	bool data = type == NBD_CMD_READ || type == NBD_CMD_WRITE;
 	int r;
 
-	if (!data || !max || max > q->len)
-		max = q->len ? q->len : 1;
+	if (!data || !max || max > len)
+		max = len ? len : 1;
 	do {
-		uint32_t part = q->len - done < max ? q->len - done : max;
-		bool more = done + part < q->len;
+		uint32_t part = len - done < max ? len - done : max;
+		bool more = done + part < len;
 
 		if (more) {
 			pthread_mutex_lock(&f->lock);
 			q->parts++;
 			pthread_mutex_unlock(&f->lock);
 		}
-		r = nbdc_submit(f->e, q->type, flags, off + done, part,
-				data ? q->buf + done : NULL, fwd_done, q);
+		r = nbdc_submit(f->e, type, flags, off + done, part,
+				data ? buf + done : NULL, fwd_done, q);
 		if (r < 0)
 			fwd_done(q, r);
 		done += part;
-	} while (done < q->len);
+	} while (done < len);
 }
 
 static void *fwd_thread(void *arg)
