@@ -533,15 +533,8 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 	pthread_mutex_lock(&s->lock);
 	/* Per address first: one address never takes a whole global pool. */
 	a = addr_find(s, addr);
-	if (a && s->cfg.max_per_address && a->n >= s->cfg.max_per_address) {
-		s->refused_per_address++;
-		pthread_mutex_unlock(&s->lock);
-		limit_warn(&rl_per_address, "client %s: %u clients from %s "
-			   "(max-clients-per-address): closing", peer,
-			   s->cfg.max_per_address, addr);
-		hs_free(h);
-		return 0;
-	}
+	if (a && s->cfg.max_per_address && a->n >= s->cfg.max_per_address)
+		goto refuse_per_address;
 	if (a && hs_per_address(s) && a->hs >= hs_per_address(s)) {
 		s->refused_hs_per_address++;
 		pthread_mutex_unlock(&s->lock);
@@ -576,15 +569,8 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 			 "server has too many clients (max-clients %u)", s->cfg.max_clients);
 	} else {
 		r = addr_get(s, addr);
-		if (r == -EBUSY) {
-			s->refused_per_address++;
-			pthread_mutex_unlock(&s->lock);
-			limit_warn(&rl_per_address, "client %s: %u clients from %s "
-				   "(max-clients-per-address): closing", peer,
-				   s->cfg.max_per_address, addr);
-			hs_free(h);
-			return 0;
-		}
+		if (r == -EBUSY)
+			goto refuse_per_address;
 		if (r == 0) {
 			memcpy(h->addr, addr, sizeof(addr));
 			h->hs_counted = true;
@@ -621,6 +607,14 @@ static int accept_one(struct server *s, int lfd, bool smcr)
 		pthread_mutex_unlock(&s->lock);
 		hs_free(h);
 	}
+	return 0;
+
+refuse_per_address:	/* under s->lock */
+	s->refused_per_address++;
+	pthread_mutex_unlock(&s->lock);
+	limit_warn(&rl_per_address, "client %s: %u clients from %s "
+		   "(max-clients-per-address): closing", peer, s->cfg.max_per_address, addr);
+	hs_free(h);
 	return 0;
 }
 
