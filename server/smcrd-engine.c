@@ -2237,6 +2237,13 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			break;
 		}
 		conn_kick(c);
+		/* One fd for both directions (SMC-R's eventfd): the read
+		 * path's look-again may have drained the wake-up meant for a
+		 * POLL_OUT armed after it, which then never fires.  Every
+		 * wake-up reaches this multishot poll: retry the send too. */
+		if (c->poll_out && bd_poll_events(c->t, BD_WANT_READ) ==
+		    bd_poll_events(c->t, BD_WANT_WRITE))
+			conn_dirty(c);
 		break;
 	case TAG_POLL_OUT:
 		c = p;
