@@ -52,4 +52,12 @@ echo "127.0.0.2 served in $took s beside 8 non-reading clients of 127.0.0.1; fds
 [ "$rss1" -le $((rss0 + 49152)) ] || fail "RSS $rss1 KiB after, $rss0 before"
 python3 "$HOSTILE" good "$PORT" disk 30 >/dev/null || fail "127.0.0.1 not served after the attack"
 stop_smcrd
+# The config key, and 0 (no limit) on the command line over it.
+printf 'max-memory = 64M\nmax-memory-per-address = 16M\n' >"$d/smcrd.conf"
+start_smcrd -c "$d/smcrd.conf" --export "disk=$d/disk.img"
+[ "$(smcrd_limit max_memory_per_address)" = 16777216 ] || fail "config max-memory-per-address = 16M not taken"
+stop_smcrd
+start_smcrd -c "$d/smcrd.conf" --export "disk=$d/disk.img" --max-memory-per-address 0
+[ "$(smcrd_limit max_memory_per_address)" = 0 ] || fail "--max-memory-per-address 0 not taken"
+stop_smcrd
 echo "PASS: one address holds at most its share of the request memory"
