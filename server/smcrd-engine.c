@@ -66,6 +66,9 @@ enum tag {
 #define FIXED_SLOTS	1024		/* io_uring fixed buffer slots per worker */
 #define SENDFILE_MIN	(64u << 10)	/* READs this large: sendfile */
 #define BS_BUF_SIZE	(NBD_BS_MAX_EXTENTS * sizeof(struct nbd_block_descriptor_wire))
+/* BLOCK_STATUS scans per loop pass: started within this time (each is
+ * bounded to EXTENTS_SCAN_STEPS steps). */
+#define BS_SLICE_NS	2000000
 #define INLINE_WRITE_MAX (64u << 10)	/* larger WRITEs: io_uring, in parallel */
 /* A WRITE payload is received into a buffer of at most this much, which
  * goes to the file whenever it is full: memory is charged as the payload
@@ -172,7 +175,8 @@ struct conn {
 	bool kicked, dirty;
 	/* life */
 	unsigned inflight;		/* requests not yet fully answered */
-	unsigned io_pending;		/* SQEs whose CQE is outstanding */
+	unsigned io_pending;		/* SQEs whose CQE is outstanding, and
+					 * queued BLOCK_STATUS requests */
 	bool poll_in;
 	bool closing;
 	bool drain;
@@ -240,6 +244,9 @@ struct worker {
 	 * (0: no limit). */
 	uint64_t addr_limit;
 	struct addr_share *addr_tab[ADDR_BUCKETS];
+	/* BLOCK_STATUS requests waiting for their lseeks, run BS_SLICE_NS
+	 * per loop pass so the worker's other requests go between. */
+	struct req *bs_head, *bs_tail;
 	unsigned io_inflight;		/* TAG_REQ SQEs */
 	struct engine_stats stats;	/* written here, read with atomics */
 	uint64_t limit_logged_ms;
@@ -1203,8 +1210,8 @@ out_done:
 }
 
 /* NBD_CMD_BLOCK_STATUS: base:allocation of the range, into q->buf (room
- * for NBD_BS_MAX_EXTENTS descriptors).  The lseeks are done right here:
- * file systems answer them from their extent maps. */
+ * for NBD_BS_MAX_EXTENTS descriptors).  The lseeks are done by the worker
+ * (file systems answer them from their extent maps), in bs_run's slices. */
 static void block_status(struct req *q)
 {
 	struct export *e = q->c->exp;
@@ -1221,9 +1228,19 @@ static void block_status(struct req *q)
 static void req_start(struct req *q)
 {
 	switch (q->r.type) {
-	case NBD_CMD_BLOCK_STATUS:
-		block_status(q);
+	case NBD_CMD_BLOCK_STATUS: {
+		struct worker *w = q->c->w;
+
+		/* Queued: a fragmented file makes each scan milliseconds. */
+		q->c->io_pending++;
+		q->next = NULL;
+		if (w->bs_tail)
+			w->bs_tail->next = q;
+		else
+			w->bs_head = q;
+		w->bs_tail = q;
 		return;
+	}
 	case NBD_CMD_READ:
 		if (q->from_file) {
 			struct conn *c = q->c;
@@ -2414,6 +2431,38 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 
 /* Runs kicked connections (reading) and dirty ones (sending) until both
  * lists are empty. */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* Queued BLOCK_STATUS requests for up to BS_SLICE_NS (one at least). */
+static void bs_run(struct worker *w)
+{
+	uint64_t end = now_ns() + BS_SLICE_NS;
+	struct req *q;
+
+	while ((q = w->bs_head)) {
+		struct conn *c = q->c;
+
+		w->bs_head = q->next;
+		if (!w->bs_head)
+			w->bs_tail = NULL;
+		c->io_pending--;
+		if (c->closing) {
+			req_free(q);
+			conn_maybe_destroy(c);
+		} else {
+			block_status(q);
+		}
+		if (now_ns() >= end)
+			break;
+	}
+}
+
 static void run_lists(struct worker *w)
 {
 	unsigned rounds;
@@ -2526,9 +2575,17 @@ static void *worker_main(void *arg)
 		unsigned head, n = 0;
 
 		run_lists(w);
+		if (w->bs_head) {
+			bs_run(w);
+			run_lists(w);
+		}
 		if (w->draining && !w->conns && !w->kick_head && !w->dirty_head)
 			break;
-		r = worker_wait(w, (w->kick_head || w->dirty_head) ? 0 : 1);
+		r = worker_wait(w, (w->kick_head || w->dirty_head || w->bs_head) ? 0 : 1);
+		/* Not waiting: with DEFER_TASKRUN the completions meanwhile
+		 * (other clients' polls) are only posted when asked for. */
+		if (w->bs_head && !w->e->valgrind)
+			io_uring_get_events(&w->ring);
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
 			log_err("worker %u: io_uring_enter: %s", w->idx, strerror(-r));
 			abort();
