@@ -767,6 +767,12 @@ static int client_failure(gnutls_session_t s, int r, char *err, size_t errlen)
 			 a ? a : "alert");
 		return -ENOKEY;
 	}
+	/* smcrd closes without an alert when it refuses a key. */
+	if (r == GNUTLS_E_PREMATURE_TERMINATION || r == GNUTLS_E_PULL_ERROR ||
+	    r == GNUTLS_E_PUSH_ERROR) {
+		snprintf(err, errlen, "the server closed the connection in the TLS handshake");
+		return -ENOKEY;
+	}
 	snprintf(err, errlen, "TLS handshake: %s", gnutls_strerror(r));
 	return tls_errno(r) == -EPROTO ? -EPROTO : -ECONNRESET;
 }

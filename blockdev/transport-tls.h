@@ -54,8 +54,8 @@ int bd_tls_client_new(const struct bd_tls_client_opts *o, struct bd_tls_client *
 void bd_tls_client_free(struct bd_tls_client *c);
 /* The client's handshake on t (after the server acknowledged
  * NBD_OPT_STARTTLS), as bd_tls_upgrade().  -EKEYREJECTED: the server's
- * certificate is not trusted; -ENOKEY: the server refused our
- * credentials; other -errno.  err says why. */
+ * certificate is not trusted; -ENOKEY: the server ended the handshake
+ * (refused our credentials, mostly); other -errno.  err says why. */
 int bd_tls_client_upgrade(struct bd_transport *t, struct bd_tls_client *c, int timeout_ms,
 			  int cancel_fd, char *err, size_t errlen);
 

@@ -1538,8 +1538,8 @@ void nbdc_strerror(const struct nbdc_opts *o, int err, char *buf, size_t len)
 		      "in tls-certificates=DIR/ca-cert.pem, and does it name the host?)";
 		break;
 	case -ENOKEY:
-		why = "the server refused our TLS credentials (client certificate or "
-		      "pre-shared key)";
+		why = "the server refused the TLS handshake (a wrong pre-shared key, or "
+		      "a client certificate it does not trust?)";
 		break;
 	case -EPROTONOSUPPORT:
 		why = o->tls ? "TLS is for NBD over TCP (nbds://): smcrd offers none on "
