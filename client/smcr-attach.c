@@ -1203,8 +1203,8 @@ static void usage(FILE *f)
 "  -v, --verbose           debug messages\n"
 "  -h, --help, -V, --version\n"
 "\n"
-"PORT defaults to %d (smcrd's SMC-R port).  It stays in the foreground until\n"
-"the device is disconnected.\n", NBDC_SMCR_PORT);
+"PORT defaults to %d (smcrd's SMC-R port; with --tls %d, NBD/TCP).  It stays\n"
+"in the foreground until the device is disconnected.\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
 }
 
 int main(int argc, char **argv)
@@ -1343,8 +1343,8 @@ int main(int argc, char **argv)
 	}
 	if (o.forward && !timeout_set)
 		o.timeout_s = o.dead_s + 30;
-	if (nbdc_hostport_parse(argv[optind], o.tls ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT, o.host, sizeof(o.host), o.port,
-				sizeof(o.port)) < 0) {
+	if (nbdc_hostport_parse(argv[optind], o.tls ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT, o.host,
+				sizeof(o.host), o.port, sizeof(o.port)) < 0) {
 		fprintf(stderr, "smcr-attach: bad address '%s'\n", argv[optind]);
 		return EXIT_USAGE;
 	}
