@@ -476,12 +476,18 @@ static void smcr_dump_plugin(void)
 #define smcr_config_help \
 	"server=HOST[:PORT]     smcrd to attach (port: 10810 smcr, 10809 tcp)\n" \
 	"export=NAME            export name (default \"\")\n" \
-	"uri=smcr://HOST[:PORT]/NAME or nbd://...  instead of server= and export=\n" \
+	"uri=smcr://HOST[:PORT]/NAME, nbd://... or nbds://...  instead of server=, export=\n" \
 	"transport=smcr|tcp     SMC-R with TCP fallback (default), or plain TCP\n" \
 	"connections=N          connections if the server allows multi-conn (4)\n" \
 	"timeout=S              requests wait S seconds for a lost server (30)\n" \
 	"io-timeout=S           no reply for S seconds: connection dead (60; 0 never)\n" \
-	"ctl=NAME|off           control socket name for smcrctl (nbdkit-smcr)"
+	"ctl=NAME|off           control socket name for smcrctl (nbdkit-smcr)\n" \
+	"tls=off|on|require     TLS on NBD/TCP (on with any tls-* parameter)\n" \
+	"tls-certificates=DIR   ca-cert.pem [client-cert.pem client-key.pem]\n" \
+	"tls-psk-file=FILE      pre-shared keys (psktool) instead of certificates\n" \
+	"tls-username=NAME      PSK identity (default: the login name)\n" \
+	"tls-hostname=NAME      name in smcrd's certificate (default: the host)\n" \
+	"tls-verify-peer=false  do not verify smcrd's certificate"
 
 static struct nbdkit_plugin plugin = {
 	.name = "smcr",
