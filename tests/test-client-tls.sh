@@ -9,6 +9,7 @@
 #  - smcr-fuse nbds:// URI: a file written through the mount reads back
 #    equal, and equal in the image smcrd serves;
 #  - smcr-attach -F --tls-certificates: nbd-kside.py checks every byte;
+#  - tls=on against a server without TLS goes on in the clear;
 #  - refused with one clear line and exit 1: a CA that did not sign the
 #    server's certificate (plugin, smcr-fuse, smcr-attach), a plain nbd://
 #    client ("requires TLS"), TLS asked for on smcr:// (plugin).
@@ -138,5 +139,15 @@ cmp "$d/back" "$d/disk.img" || fail "plugin PSK: the export read differs from th
 stop_nbdkit
 log_has "PSK identity 'alice'" || fail "smcrd logged no PSK identity"
 echo "plugin PSK: the whole export read, equal to the image"
+stop_smcrd
+
+# --- tls=on against a server without TLS: in the clear -----------------------------
+SMCRD_LOG=$d/plain.log
+start_smcrd --export "disk=$d/disk.img"
+out=$(nbdkit -U - "$PLUGIN" server="127.0.0.1:$PORT" export=disk tls=on \
+      tls-certificates="$d/client" ctl=off --run 'nbdinfo --size "$uri"') ||
+    fail "plugin tls=on against a server without TLS"
+[ "$out" = 16777216 ] || fail "plugin tls=on: size $out"
+echo "plugin tls=on, server without TLS: served in the clear (size $out)"
 stop_smcrd
 echo "PASS: plugin, smcr-fuse and smcr-attach over TLS (X.509, PSK); foreign CA and plain clients refused in one line"
