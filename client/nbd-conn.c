@@ -363,7 +363,6 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 	}
 	if (e->tls != NBDC_TLS_OFF) {
 		char why[200];
-
 		bool refused;
 
 		r = nbd_client_starttls(nc);
