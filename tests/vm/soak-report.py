@@ -12,7 +12,7 @@ the plugin stamps libsmcr's lines, smcr[EPOCH.ms], A's clock), smcrd.log (B's, l
 bandwidth per 250 ms, A's clock) and fio.json.  Writes W/report.md,
 W/timeline.png (gnuplot) and their data files.  Exits 1 when the counters
 do not add up: every link fault failed exactly one link on each end,
-delays and reloads none, every lost group or restart was recovered by all
+delays and reloads none, pauses no reconnect, every lost group or restart was recovered by all
 four NBD connections, and no NBD request failed."""
 import argparse
 import datetime
@@ -27,13 +27,15 @@ import time
 LINK_KINDS = ("qp-error", "drop", "cable", "ifdown", "rdma-delete")
 QUIET_KINDS = ("delay", "hup")
 GROUP_KINDS = ("both-down", "kill", "term")
+PAUSE_KINDS = ("pause", "sigstop")  # no reset; a link may fail and come back
 AIMS = {  # kind class -> (detect ms, moved ms), None: no aim
     "port": (1000, 1000),    # port down: cable, ifdown, rdma-delete
     "silent": (3000, None),  # silent loss: injected drop
 }
 COLOURS = {"qp-error": "#1f77b4", "drop": "#d62728", "delay": "#bcbd22", "cable": "#2ca02c",
            "ifdown": "#17becf", "rdma-delete": "#9467bd", "netem": "#ff7f0e",
-           "both-down": "#8c564b", "kill": "#000000", "term": "#7f7f7f", "hup": "#e377c2"}
+           "both-down": "#8c564b", "kill": "#000000", "term": "#7f7f7f", "hup": "#e377c2",
+           "pause": "#aec7e8", "sigstop": "#98df8a"}
 
 A_EVENT = re.compile(r"link group: link \d+ failed|link group ended|nbd: connection \d+ .* lost")
 B_EVENT = re.compile(r"link group: link \d+ failed|link group ended")
@@ -202,6 +204,13 @@ def main():
                              % (what, f["log_a"], f["log_b"]))
             if f["reconnects"]:
                 errors.append("%s: %d reconnect(s); none expected" % (what, f["reconnects"]))
+        elif k in PAUSE_KINDS:
+            if f["reconnects"]:
+                errors.append("%s: %d NBD reconnect(s) (connections reset); none expected"
+                              % (what, f["reconnects"]))
+            if f["log_a"] or f["log_b"]:
+                notes.append("%s: %d/%d link failure(s) logged in its window"
+                             % (what, f["log_a"], f["log_b"]))
         elif k in GROUP_KINDS:
             if f["reconnects"] < 4:
                 errors.append("%s: %d NBD reconnect(s); all 4 connections expected to come back"

@@ -26,6 +26,10 @@ KINDS = {
     "kill":        (2, ("B",), (0, 500)),
     "term":        (2, ("B",), (0, 500)),
     "hup":         (6, ("B",), (0, 0)),
+    # qemu stop/cont of one guest (a live migration's blackout)
+    "pause":       (3, ("A", "B"), (1000, 10000)),
+    # SIGSTOP/SIGCONT of nbdkit (A) or smcrd (B)
+    "sigstop":     (3, ("A", "B"), (1000, 5000)),
 }
 
 

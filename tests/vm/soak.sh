@@ -13,7 +13,8 @@
 #   four NBD connections up) before the next: cable pulls, ifdown/ifup,
 #   rdma link delete/add, forced QP errors, injected drops (silent loss)
 #   and delays, netem 5% loss, both links down, smcrd SIGKILL/SIGTERM and
-#   restart, SIGHUP, on either side.
+#   restart, SIGHUP, a guest paused by qemu (stop/cont, 1-10 s), nbdkit or
+#   smcrd SIGSTOPped (1-5 s), on either side.
 # Pass: fio ends when told to with no verify or I/O error, no I/O error in
 # A's kernel log, ext4 fsck clean and every copy's checksums equal after a
 # remount in A and from the export file in B, the device read in A equal to
@@ -357,6 +358,12 @@ while read -r i kind side link hold gap; do
         rmin=$(( $(nbd_reconnects <"$W/snap.$((i - 1)).A") + 4 )) ;;
     hup)
         t0=$(gt B "$now; kill -HUP \$(cat /tmp/smcrd.pid)") ;;
+    pause)	# t0: qemu's reply to stop (its watcher and executor stop too)
+        read -r tp0 _ < <(vm_pause $side "$hs") && [ -n "$tp0" ] || fail "fault $i: qemu stop/cont of $side failed"
+        t0=${tp0/./} ;;
+    sigstop)
+        pf=/tmp/smcrd.pid; [ $side = A ] && pf=/tmp/nbdkit.pid
+        t0=$(gt $side "$now; kill -STOP \$(cat $pf); sleep $hs; kill -CONT \$(cat $pf)") ;;
     *) fail "unknown fault kind $kind" ;;
     esac
     t1=$(us)
