@@ -1455,10 +1455,13 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 		if (ll->test_sent_ms) {
 			/* The last link takes every connection with it: give a
 			 * peer that is only slow (its RC ACKs come, its LLC
-			 * reply does not) three times as long.  A dead path
-			 * fails by RC retries long before either. */
-			uint64_t limit = lgr->cfg.test_link_timeout_ms *
-					 (smcr_lgr_active_links(lgr) > 1 ? 1u : 3u);
+			 * reply does not) longer (cfg.last_link_timeout_ms).  A
+			 * dead path fails by RC retries no later. */
+			uint64_t limit = lgr->cfg.test_link_timeout_ms;
+
+			if (smcr_lgr_active_links(lgr) <= 1)
+				limit = lgr->cfg.last_link_timeout_ms ?
+					lgr->cfg.last_link_timeout_ms : 3 * limit;
 
 			if (t - ll->test_sent_ms >= limit) {
 				smcr_warn("link %u: no TEST LINK reply in %llu ms: link down",

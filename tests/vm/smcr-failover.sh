@@ -418,7 +418,9 @@ clock_offset B || fail "pause: cannot read B's clock"
 off_b=$OFFSET
 clock_offset A || fail "pause: cannot read A's clock"
 off_a=$OFFSET
-stream pause 5004 8
+# SMCR_FO_PAUSE_ENV: environment for both ends of this part only (to try
+# other timeouts, e.g. "SMCR_QP_TIMEOUT=19")
+S="${SMCR_FO_PAUSE_ENV:+env $SMCR_FO_PAUSE_ENV }$S" stream pause 5004 8
 sleep 3
 # io_back T: ms from T (A's clock) to the first tick after it with more
 # bytes received than at T; empty until there is one.  min_links T: the
