@@ -644,6 +644,34 @@ static void test_test_link_silent_loss(void)
 	group_down();
 }
 
+/* The last link waits cfg.last_link_timeout_ms for its TEST LINK reply
+ * (0: three reply timeouts), then the group ends. */
+static void test_last_link_timeout(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	uint32_t last[] = { 0, 2400 };
+	unsigned int i;
+	uint64_t cut_at, took;
+
+	for (i = 0; i < 2; i++) {
+		cfg.test_link_idle_ms = 300;
+		cfg.test_link_timeout_ms = 600;
+		cfg.last_link_timeout_ms = last[i];
+		group_up(1, 1, &cfg);
+		conns_up();
+		memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_BLACKHOLE);
+		cut_at = clock_ms;
+		while (!S.lgr->terminated && clock_ms - cut_at < 10000)
+			wait_ms(SMCR_LGR_TICK_MS);
+		took = clock_ms - cut_at;
+		CU_ASSERT_TRUE(S.lgr->terminated);
+		CU_ASSERT(took >= (last[i] ? last[i] : 3 * cfg.test_link_timeout_ms));
+		CU_ASSERT(took <= cfg.test_link_idle_ms + (last[i] ? last[i] : 1800) +
+				  2 * SMCR_LGR_TICK_MS);
+		group_down();
+	}
+}
+
 /* Tick until the server has a TEST LINK on link 1 in flight, unanswered. */
 static void test_link_outstanding(void)
 {
@@ -1237,6 +1265,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "SMC-Rv2: ADD LINK with its RKeys", test_v2_add_link },
 	{ "SMC-Rv2: failover under load, re-add", test_v2_failover_and_readd },
 	{ "TEST LINK detects silent loss", test_test_link_silent_loss },
+	{ "the last link's TEST LINK limit", test_last_link_timeout },
 	{ "our own stall: no link blamed, a dead one still found", test_local_stall },
 	{ "our own stall: an LLC exchange not timed out", test_local_stall_llc },
 	{ "both links down: connections reset", test_both_links_down },
