@@ -672,6 +672,23 @@ static void test_last_link_timeout(void)
 	}
 }
 
+/* A probe stamped after the tick read the clock (stall_absorb() sends one
+ * within the tick, and the clock may move a ms meanwhile) is fresh, not
+ * 2^64 ms old: in a VM run the last link was declared dead at once. */
+static void test_test_link_stamp_after_tick(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+
+	group_up(2, 2, &cfg);
+	conns_up();
+	S.lgr->links[0].test_sent_ms = clock_ms + 1;
+	S.lgr->links[1].down_ms = clock_ms + 1;
+	smcr_lgr_tick(S.lgr);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 0);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	group_down();
+}
+
 /* Tick until the server has a TEST LINK on link 1 in flight, unanswered. */
 static void test_link_outstanding(void)
 {
@@ -1266,6 +1283,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "SMC-Rv2: failover under load, re-add", test_v2_failover_and_readd },
 	{ "TEST LINK detects silent loss", test_test_link_silent_loss },
 	{ "the last link's TEST LINK limit", test_last_link_timeout },
+	{ "a TEST LINK stamped after the tick's clock", test_test_link_stamp_after_tick },
 	{ "our own stall: no link blamed, a dead one still found", test_local_stall },
 	{ "our own stall: an LLC exchange not timed out", test_local_stall_llc },
 	{ "both links down: connections reset", test_both_links_down },
