@@ -368,6 +368,8 @@ while read -r i kind side link hold gap; do
         t0=$(gt $side "$now; kill -STOP \$(cat $pf); sleep $hs; kill -CONT \$(cat $pf)") ;;
     *) fail "unknown fault kind $kind" ;;
     esac
+    # (gt's fail ends only its $(...): its message is above)
+    [ -n "$t0" ] || fail "fault $i: $kind in $side: the fault command failed"
     t1=$(us)
     whole "$i" "${rmin:-0}"
     t2=$(us)
