@@ -1350,6 +1350,19 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	ctx->qp_timing.retry_cnt = (uint8_t)env_uint("SMCR_QP_RETRY", ctx->qp_timing.retry_cnt);
 	if (ctx->qp_timing.timeout < 1 || ctx->qp_timing.timeout > 31)
 		ctx->qp_timing.timeout = smcr_qp_timing_default.timeout;
+	/* The last link's TEST LINK limit: SMCR_LAST_LINK_TIMEOUT_MS, else
+	 * three TEST LINK timeouts; never below the RC retry budget (a
+	 * peer whose QP still retries may only be stopped). */
+	{
+		uint64_t budget = ((4096ull << ctx->qp_timing.timeout) / 1000000u + 1) *
+				  (1u + (ctx->qp_timing.retry_cnt > 6 ? 6 : ctx->qp_timing.retry_cnt));
+		uint64_t last = env_uint("SMCR_LAST_LINK_TIMEOUT_MS",
+					 3 * ctx->lgr_cfg.test_link_timeout_ms);
+
+		if (last < budget + 1000)
+			last = budget + 1000;
+		ctx->lgr_cfg.last_link_timeout_ms = (uint32_t)(last > UINT32_MAX ? UINT32_MAX : last);
+	}
 	pthread_mutex_init(&ctx->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -91,6 +91,11 @@ struct smcr_lgr_config {
 	unsigned int llc_retries;	/* resends before giving up */
 	uint32_t test_link_idle_ms;	/* TEST LINK after this idle time; 0: off */
 	uint32_t test_link_timeout_ms;	/* no reply: the link is down */
+	/* The same for the group's last link (it takes every connection
+	 * with it); 0: 3 * test_link_timeout_ms.  The engine makes it at
+	 * least the QPs' RC retry budget, so that a peer that stops (a VM
+	 * paused) is not given up before its QP would be. */
+	uint32_t last_link_timeout_ms;
 	/* A tick this much later than SMCR_LGR_TICK_MS after the last is a
 	 * stall of our own (host busy, VM paused): the reply deadlines move
 	 * by it and links are probed again.  0: off. */

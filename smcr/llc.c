@@ -1406,6 +1406,14 @@ static void stall_absorb(struct smcr_lgr *lgr, uint64_t d)
 	}
 }
 
+/* ms from THEN to T, 0 if THEN is later: a stamp taken with the clock
+ * after T was read (a probe sent or a link failed during this tick, a
+ * deadline moved by a stall) is not "long ago". */
+static uint64_t since(uint64_t t, uint64_t then)
+{
+	return t > then ? t - then : 0;
+}
+
 void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 {
 	unsigned int i;
@@ -1439,11 +1447,11 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 		uint64_t limit = (uint64_t)lgr->cfg.llc_timeout_ms *
 				 (lgr->cfg.llc_retries + 2);
 
-		if (!ll->link || !ll->down || t - ll->down_ms < limit ||
+		if (!ll->link || !ll->down || since(t, ll->down_ms) < limit ||
 		    (lgr->flow.kind == SMCR_FLOW_DELETE_LINK && lgr->flow.slot == i))
 			continue;
 		smcr_info("link group: link %u failed %llu ms ago and was not deleted: dropping it",
-			  ll->link->link_id, (unsigned long long)(t - ll->down_ms));
+			  ll->link->link_id, (unsigned long long)since(t, ll->down_ms));
 		link_delete(lgr, i);
 	}
 	for (i = 0; i < SMCR_LINK_SLOTS && !lgr->terminated; i++) {
@@ -1455,12 +1463,15 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 		if (ll->test_sent_ms) {
 			/* The last link takes every connection with it: give a
 			 * peer that is only slow (its RC ACKs come, its LLC
-			 * reply does not) three times as long.  A dead path
-			 * fails by RC retries long before either. */
-			uint64_t limit = lgr->cfg.test_link_timeout_ms *
-					 (smcr_lgr_active_links(lgr) > 1 ? 1u : 3u);
+			 * reply does not) longer (cfg.last_link_timeout_ms).  A
+			 * dead path fails by RC retries no later. */
+			uint64_t limit = lgr->cfg.test_link_timeout_ms;
 
-			if (t - ll->test_sent_ms >= limit) {
+			if (smcr_lgr_active_links(lgr) <= 1)
+				limit = lgr->cfg.last_link_timeout_ms ?
+					lgr->cfg.last_link_timeout_ms : 3 * limit;
+
+			if (since(t, ll->test_sent_ms) >= limit) {
 				smcr_warn("link %u: no TEST LINK reply in %llu ms: link down",
 					  ll->link->link_id, (unsigned long long)limit);
 				ll->test_sent_ms = 0;
@@ -1468,7 +1479,7 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 			}
 			continue;
 		}
-		if (t - ll->last_rx_ms >= lgr->cfg.test_link_idle_ms)
+		if (since(t, ll->last_rx_ms) >= lgr->cfg.test_link_idle_ms)
 			smcr_llc_test_link(lgr, (uint8_t)i);
 	}
 }

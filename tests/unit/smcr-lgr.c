@@ -644,6 +644,51 @@ static void test_test_link_silent_loss(void)
 	group_down();
 }
 
+/* The last link waits cfg.last_link_timeout_ms for its TEST LINK reply
+ * (0: three reply timeouts), then the group ends. */
+static void test_last_link_timeout(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	uint32_t last[] = { 0, 2400 };
+	unsigned int i;
+	uint64_t cut_at, took;
+
+	for (i = 0; i < 2; i++) {
+		cfg.test_link_idle_ms = 300;
+		cfg.test_link_timeout_ms = 600;
+		cfg.last_link_timeout_ms = last[i];
+		group_up(1, 1, &cfg);
+		conns_up();
+		memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_BLACKHOLE);
+		cut_at = clock_ms;
+		while (!S.lgr->terminated && clock_ms - cut_at < 10000)
+			wait_ms(SMCR_LGR_TICK_MS);
+		took = clock_ms - cut_at;
+		CU_ASSERT_TRUE(S.lgr->terminated);
+		CU_ASSERT(took >= (last[i] ? last[i] : 3 * cfg.test_link_timeout_ms));
+		CU_ASSERT(took <= cfg.test_link_idle_ms + (last[i] ? last[i] : 1800) +
+				  2 * SMCR_LGR_TICK_MS);
+		group_down();
+	}
+}
+
+/* A probe stamped after the tick read the clock (stall_absorb() sends one
+ * within the tick, and the clock may move a ms meanwhile) is fresh, not
+ * 2^64 ms old: in a VM run the last link was declared dead at once. */
+static void test_test_link_stamp_after_tick(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+
+	group_up(2, 2, &cfg);
+	conns_up();
+	S.lgr->links[0].test_sent_ms = clock_ms + 1;
+	S.lgr->links[1].down_ms = clock_ms + 1;
+	smcr_lgr_tick(S.lgr);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 0);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	group_down();
+}
+
 /* Tick until the server has a TEST LINK on link 1 in flight, unanswered. */
 static void test_link_outstanding(void)
 {
@@ -1237,6 +1282,8 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "SMC-Rv2: ADD LINK with its RKeys", test_v2_add_link },
 	{ "SMC-Rv2: failover under load, re-add", test_v2_failover_and_readd },
 	{ "TEST LINK detects silent loss", test_test_link_silent_loss },
+	{ "the last link's TEST LINK limit", test_last_link_timeout },
+	{ "a TEST LINK stamped after the tick's clock", test_test_link_stamp_after_tick },
 	{ "our own stall: no link blamed, a dead one still found", test_local_stall },
 	{ "our own stall: an LLC exchange not timed out", test_local_stall_llc },
 	{ "both links down: connections reset", test_both_links_down },

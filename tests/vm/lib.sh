@@ -31,6 +31,7 @@
 #   vm_cable LINK on|off     both ends of link LINK: a pulled cable
 #   vm_qmp NAME JSON         send one QMP command, print the reply
 #   vm_hmp NAME CMD          human monitor command through QMP
+#   vm_pause NAME SECS       qemu stop, SECS, cont (prints the host times)
 #   vm_share NAME            print the VM's shared read-write directory (the
 #                            same path inside the guest)
 #   vm_log NAME              print the path of the VM's serial log
@@ -507,6 +508,34 @@ if isinstance(ret, str):
     print(ret, end="")
 elif ret:
     print(json.dumps(ret))
+EOF
+}
+
+# vm_pause NAME SECS: qemu stops the whole guest (its vCPUs and clock: the
+# blackout of a live migration) for SECS, then lets it go on; prints the
+# host times (s) of the stop and of the cont, as qemu replied.
+vm_pause() {
+    _vm_check "$1"
+    python3 - "${_vm_sock[$1]}" "$2" <<'EOF'
+import json, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+def cmd(c):
+    f.write(json.dumps({"execute": c}) + "\n"); f.flush()
+    while True:
+        m = json.loads(f.readline())
+        if "event" not in m:
+            if "error" in m:
+                sys.exit("qmp %s: %s" % (c, m["error"]))
+            return time.time()
+f.readline()  # greeting
+cmd("qmp_capabilities")
+t0 = cmd("stop")
+time.sleep(float(sys.argv[2]))
+t1 = cmd("cont")
+print("%.6f %.6f" % (t0, t1))
 EOF
 }
 

@@ -26,13 +26,22 @@
 #     connection builds a new link group.
 #  4. Asymmetric group: B's two NICs bridged under one RNIC (rxe0 on br0),
 #     A with two; A's links fail (cable, ifdown) and come back.
+#  5. Pauses: qemu stops B's guest for SMCR_FO_PAUSE s (default 2; a live
+#     migration's blackout), then B's server is SIGSTOPped for SMCR_FO_STOP
+#     s (default 3): no connection reset, no link group ended; the time
+#     until data flows again is measured (aim 2 s).  With the default QP
+#     timing (RC retries end after ~3.8 s) a longer guest pause ends the
+#     group: measured, a 5 s pause reset all 8 connections (link 1 by TEST
+#     LINK after 3 s, link 2 by "transport retry counter exceeded" 3.7 s
+#     in); and a 10 s pause with SMCR_FO_PAUSE_ENV=SMCR_QP_TIMEOUT=19
+#     (15 s of retries) too, by TEST LINK on the last link.
 # FO_CYCLES (SMCR_FO_CYCLES, default 3: 24 cuts, 3 per link and method,
 # 363 s for the whole test on the 2-core machine; a cut and its heal take
 # 8-15 s under TCG, the link coming back several seconds after its cable;
 # 10, 80 cuts, was the default until CI's hour got short: the
 # soak (vm/soak.sh) puts 100 faults of every kind through the block stack
 # in make check too).
-# SMCR_FO_PHASES (default "1 2 3 4") runs some of the parts only.
+# SMCR_FO_PHASES (default "1 2 3 4 5") runs some of the parts only.
 # smcr-timeout: 1800
 : "${SMCR_VM_TIMEOUT:=1740}"
 . "$(dirname "$0")/lib.sh"
@@ -40,7 +49,7 @@ vm_requires
 S=$abs_top_builddir/tests/bench/smcr-stream
 [ -x "$S" ] || fail "$S not built"
 cycles=${SMCR_FO_CYCLES:-3}
-phases=" ${SMCR_FO_PHASES:-1 2 3 4} "
+phases=" ${SMCR_FO_PHASES:-1 2 3 4 5} "
 vm_start_pair
 SA=$(vm_share A) SB=$(vm_share B)
 summary=()
@@ -73,11 +82,12 @@ sys.exit(1 if "error" in r else 0)
 PYEOF
 }
 
-# clock_offset NAME: guest realtime minus host realtime, from the quickest
-# of a few round trips; sets OFFSET and OFFSET_ERR (half that round trip).
+# clock_offset NAME [N]: guest realtime minus host realtime, from the
+# quickest of N (10) round trips; sets OFFSET and OFFSET_ERR (half that
+# round trip).
 clock_offset() {
     local i t1 t2 tg best=
-    for (( i=0; i<10; i++ )); do
+    for (( i=0; i<${2:-10}; i++ )); do
         t1=$EPOCHREALTIME
         tg=$(vm_run "$1" 'echo $EPOCHREALTIME') || return 1
         t2=$EPOCHREALTIME
@@ -399,6 +409,66 @@ cycle "asym ifdown" 2 "vm_run A 'ip link set eth1 down'" "vm_run A 'ip link set 
 cycle "asym cable" 2 "cable_cut 2" "cable_heal 2"
 finish asym 8
 summary+=("asymmetric (B one RNIC, A two): 3 failovers of A's links, 8/8 streams verified, no reset")
+fi
+
+# ---- 5. pauses ----------------------------------------------------------------------
+# A guest stopped by qemu (the blackout of a live migration) and a process
+# stopped by SIGSTOP: no connection reset, no link group ended, data flowing
+# again soon after (aim: 2 s).  "I/O back": from the cont to the first of
+# A's ticks (100 ms) whose received bytes grew, on A's clock.  Measured
+# (this part alone, 2-core TCG host at load ~8, 102 s with the boot): a 2 s
+# pause, data 146 ms after the cont, A failed one link; a 3 s SIGSTOP, data
+# 2910 ms after SIGCONT, each end failed one link (TEST LINK unanswered
+# 2 s while the kernel still acknowledged); no reset.
+pause_s=-; stop_s=-; pause_back=-; stop_back=-
+if [[ $phases == *" 5 "* ]]; then
+pause_s=${SMCR_FO_PAUSE:-2} stop_s=${SMCR_FO_STOP:-3}
+vm_say "5. pauses: B's guest stopped by qemu for $pause_s s, B's server SIGSTOPped for $stop_s s"
+clock_offset B 3 || fail "pause: cannot read B's clock"
+off_b=$OFFSET
+clock_offset A 3 || fail "pause: cannot read A's clock"
+off_a=$OFFSET
+# SMCR_FO_PAUSE_ENV: environment for both ends of this part only (to try
+# other timeouts, e.g. "SMCR_QP_TIMEOUT=19")
+S="${SMCR_FO_PAUSE_ENV:+env $SMCR_FO_PAUSE_ENV }$S" stream pause 5004 8
+sleep 3
+# io_back T: ms from T (A's clock) to the first tick after it with more
+# bytes received than at T; empty until there is one.  min_links T: the
+# fewest active links in A's ticks from T on.
+io_back() {
+    awk -v t="$1" '$1 == "tick" && NF == 9 {
+        if ($2 <= t) { r = $3; next }
+        if ($3 > r) { printf "%.0f", ($2 - t) * 1000; exit } }' "$TA"
+}
+min_links() { awk -v t="$1" '$1 == "tick" && NF == 9 && $2 >= t && (m == "" || $8 < m) { m = $8 } END { print m }' "$TA"; }
+fa=$(tf $TA 6) fb=$(tf $TB 6)
+read -r tp0 tp1 < <(vm_pause B "$pause_s") && [ -n "$tp1" ] || fail "pause: qemu stop/cont of B failed"
+ta=$(echo "$tp1 + $off_a" | bc -l)
+until_ok 60 "[ -n \"\$(io_back $ta)\" ]" || fail "pause: no data in A within 60 s after B's guest went on"
+pause_back=$(io_back "$ta")
+pause_links=$(min_links "$(echo "$tp0 + $off_a" | bc -l)")
+pause_fail="A $(( $(tf $TA 6) - fa )), B $(( $(tf $TB 6) - fb ))"
+vm_say "guest pause of B for $pause_s s (qemu: stop $tp0, cont $tp1): data in A again $pause_back ms after the cont; links active in A at least $pause_links; link failures $pause_fail"
+[ "${pause_links:-0}" -ge 1 ] || fail "pause: A had no link left (the link group ended)"
+until_ok 60 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "pause: not two links again after the guest pause"
+sleep 2
+fa=$(tf $TA 6) fb=$(tf $TB 6)
+out=$(vm_run B "p=\$(pgrep -n -f 'server -p 5004')
+kill -STOP \$p; echo \$EPOCHREALTIME; sleep $stop_s; kill -CONT \$p; echo \$EPOCHREALTIME") ||
+    fail "pause: SIGSTOP/SIGCONT of B's server failed: $out"
+read -r ts0 ts1 <<<"$(echo $out)"
+ta=$(echo "$ts1 - $off_b + $off_a" | bc -l)
+until_ok 60 "[ -n \"\$(io_back $ta)\" ]" || fail "pause: no data in A within 60 s after SIGCONT"
+stop_back=$(io_back "$ta")
+stop_links=$(min_links "$(echo "$ts0 - $off_b + $off_a" | bc -l)")
+stop_fail="A $(( $(tf $TA 6) - fa )), B $(( $(tf $TB 6) - fb ))"
+vm_say "SIGSTOP of B's server for $stop_s s: data in A again $stop_back ms after SIGCONT; links active in A at least $stop_links; link failures $stop_fail"
+[ "${stop_links:-0}" -ge 1 ] || fail "pause: A had no link left after SIGSTOP (the link group ended)"
+finish pause 8
+for side in CSTATS SSTATS; do
+    [ "$(stat_of "${!side}" open_connections)" = 0 ] || fail "pause: $side: connections left open: ${!side}"
+done
+summary+=("pauses: B's guest stopped $pause_s s: data again $pause_back ms after the cont (link failures $pause_fail); B's server SIGSTOPped $stop_s s: data again $stop_back ms after SIGCONT (link failures $stop_fail); 8/8 streams verified, no reset (aim: data within 2000 ms)")
 fi
 
 vm_stop

@@ -12,7 +12,7 @@ the plugin stamps libsmcr's lines, smcr[EPOCH.ms], A's clock), smcrd.log (B's, l
 bandwidth per 250 ms, A's clock) and fio.json.  Writes W/report.md,
 W/timeline.png (gnuplot) and their data files.  Exits 1 when the counters
 do not add up: every link fault failed exactly one link on each end,
-delays and reloads none, every lost group or restart was recovered by all
+delays and reloads none, pauses no reconnect, every lost group or restart was recovered by all
 four NBD connections, and no NBD request failed."""
 import argparse
 import datetime
@@ -27,13 +27,15 @@ import time
 LINK_KINDS = ("qp-error", "drop", "cable", "ifdown", "rdma-delete")
 QUIET_KINDS = ("delay", "hup")
 GROUP_KINDS = ("both-down", "kill", "term")
+PAUSE_KINDS = ("pause", "sigstop")  # no reset; a link may fail and come back
 AIMS = {  # kind class -> (detect ms, moved ms), None: no aim
     "port": (1000, 1000),    # port down: cable, ifdown, rdma-delete
     "silent": (3000, None),  # silent loss: injected drop
 }
 COLOURS = {"qp-error": "#1f77b4", "drop": "#d62728", "delay": "#bcbd22", "cable": "#2ca02c",
            "ifdown": "#17becf", "rdma-delete": "#9467bd", "netem": "#ff7f0e",
-           "both-down": "#8c564b", "kill": "#000000", "term": "#7f7f7f", "hup": "#e377c2"}
+           "both-down": "#8c564b", "kill": "#000000", "term": "#7f7f7f", "hup": "#e377c2",
+           "pause": "#aec7e8", "sigstop": "#98df8a"}
 
 A_EVENT = re.compile(r"link group: link \d+ failed|link group ended|nbd: connection \d+ .* lost")
 B_EVENT = re.compile(r"link group: link \d+ failed|link group ended")
@@ -102,6 +104,54 @@ def bw_series(path, host):
     return out, sorted(times)
 
 
+def clat_series(path, host):
+    """fio's per-I/O completion log (log_avg_msec=0: "ms, clat ns, dir,
+    bytes, offset" per I/O, ms since the epoch on A's clock) as bw_series
+    gives it: 250 ms bins of MiB/s per direction, and every completion's
+    time (host s), sorted."""
+    bins, times = {}, []
+    for line in open(path):
+        f = [x.strip() for x in line.split(",")]
+        if len(f) < 4:
+            continue
+        t, dr, n = host(int(f[0]) / 1000.0), int(f[2]), int(f[3])
+        if dr not in (0, 1):
+            continue
+        times.append(t)
+        bins.setdefault(int(t * 4), [0.0, 0.0])[dr] += n / 1048576.0 * 4
+    out = [(b / 4.0, v[0], v[1]) for b, v in sorted(bins.items())]
+    return out, sorted(times)
+
+
+# A gap's cause: the first of these found in a log line from 1 s before
+# the gap to its end, else the fault it lies in if that kind stops I/O
+# by itself.  Order: the strongest explanation first.
+CAUSES = [
+    (re.compile(r"link group ended"), "link group lost (NBD reconnect)"),
+    (re.compile(r"nbd: connection \d+ .* lost"), "NBD connection lost (reconnect)"),
+    (re.compile(r"no TEST LINK reply"), "TEST LINK timeout (silent loss detected)"),
+    (re.compile(r"retry counter exceeded|transport retry"), "RC retries ran out (silent loss)"),
+    (re.compile(r"port error|port .* down|device .* (gone|removed)"), "port or device down"),
+    (re.compile(r"link group: link \d+ failed"), "link failover"),
+    (re.compile(r"local stall|progress thread busy"), "local stall (the daemon did not run)"),
+    (re.compile(r"ADD LINK|DELETE LINK|CONFIRM"), "LLC exchange (link add/delete)"),
+]
+SELF_KINDS = {"pause": "guest paused (the fault itself)",
+              "sigstop": "daemon stopped (the fault itself)",
+              "kill": "smcrd killed and restarted", "term": "smcrd stopped and restarted",
+              "both-down": "both links down (the fault itself)"}
+
+
+def log_lines(d, host):
+    """Every stamped line of both daemons' logs: [(host s, side, text)]."""
+    out = []
+    for t, _, m in a_events(os.path.join(d, "nbdkit.log"), re.compile(".")):
+        out.append((host("A", t), "A", m))
+    for t, _, m in b_events(os.path.join(d, "smcrd.log"), re.compile(".")):
+        out.append((host("B", t), "B", m))
+    return sorted(out)
+
+
 def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -123,6 +173,8 @@ def main():
     ap.add_argument("--offset-a", type=int, required=True)
     ap.add_argument("--offset-b", type=int, required=True)
     ap.add_argument("--qp-timeout", type=int, default=17)
+    ap.add_argument("--strict-gaps", action="store_true",
+                    help="an unexplained I/O gap over 2 s is an error")
     a = ap.parse_args()
     d = a.dir
     faults = []
@@ -159,7 +211,29 @@ def main():
             inj = [t for t, who in injected if who == f["side"] and f["t0"] - 1 <= t <= f["t1"] + 1]
             if inj:
                 f["t0"] = inj[0]
-    bw, fio_times = bw_series(os.path.join(d, "fio_bw.log"), lambda g: host("A", g))
+    clat = os.path.join(d, "fio_clat.log")
+    if os.path.exists(clat):
+        bw, fio_times = clat_series(clat, lambda g: host("A", g))
+    else:
+        bw, fio_times = bw_series(os.path.join(d, "fio_bw.log"), lambda g: host("A", g))
+    per_io = os.path.exists(clat)
+    lines = log_lines(d, host)
+    # every gap between completions over 2 s, with its fault and cause
+    gaps = []
+    for p, t in zip(fio_times, fio_times[1:]):
+        if t - p <= 2.0:
+            continue
+        fl = [f for f in faults if f["t0"] - 1 <= t and p <= f["t2"] + 1]
+        fault = fl[0] if fl else None
+        cause = None
+        for rx, what in CAUSES:
+            hit = [(lt, side, m) for lt, side, m in lines if p - 1 <= lt <= t and rx.search(m)]
+            if hit:
+                cause = "%s (%s: %s)" % (what, hit[0][1], hit[0][2][:70])
+                break
+        if cause is None and fault and fault["kind"] in SELF_KINDS:
+            cause = SELF_KINDS[fault["kind"]]
+        gaps.append(dict(start=p, len=t - p, fault=fault, cause=cause))
     a_fail = [t for t, who, m in events if who == "A" and "link group: link" in m]
     b_fail = [t for t, who, m in events if who == "B" and "link group: link" in m]
     errors, notes = [], []
@@ -202,6 +276,13 @@ def main():
                              % (what, f["log_a"], f["log_b"]))
             if f["reconnects"]:
                 errors.append("%s: %d reconnect(s); none expected" % (what, f["reconnects"]))
+        elif k in PAUSE_KINDS:
+            if f["reconnects"]:
+                errors.append("%s: %d NBD reconnect(s) (connections reset); none expected"
+                              % (what, f["reconnects"]))
+            if f["log_a"] or f["log_b"]:
+                notes.append("%s: %d/%d link failure(s) logged in its window"
+                             % (what, f["log_a"], f["log_b"]))
         elif k in GROUP_KINDS:
             if f["reconnects"] < 4:
                 errors.append("%s: %d NBD reconnect(s); all 4 connections expected to come back"
@@ -233,6 +314,10 @@ def main():
         stalls = [t for p, t in zip(fio_times, fio_times[1:])
                   if t - p > 0.375 and p >= f["t0"] - 0.25 and p <= f["t2"]]
         f["moved"] = (max(stalls) - f["t0"]) * 1000 if stalls else 0.0
+        # the longest time with no completed I/O that overlaps the fault
+        # (from its start to the group whole again)
+        iv = [t - p for p, t in zip(fio_times, fio_times[1:]) if t > f["t0"] and p < f["t2"]]
+        f["gap"] = max(iv) * 1000 if iv else None
         f["base"] = base
         f["dip"] = f["back80"] = None
         if base > 0 and win:
@@ -365,6 +450,42 @@ def main():
             f["n"], f["kind"], f["side"], f["link"] if f["kind"] != "both-down" else "1+2",
             ms(f["detect"]), f["by"], ms(f["switched"]), ms(f["moved"]), ms(f["dip"]), ms(f["back80"]),
             (f["t2"] - f["t0"]) * 1000, f["groups"], f["log_a"], f["log_b"], f["reconnects"]))
+    rep += ["", "## Longest I/O gap per fault kind (median / worst, ms)", "",
+            "From fio's %s: the longest time with no completed I/O between a fault's start "
+            "and the group whole again." % ("per-I/O completion log (log_avg_msec=0)" if per_io
+                                            else "250 ms bandwidth log (coarse)"), "",
+            "| kind | n | longest gap |", "|---|---|---|"]
+    for k in sorted({f["kind"] for f in faults}):
+        fs = [f["gap"] for f in faults if f["kind"] == k]
+        rep.append("| %s | %d | %s / %s |" % (k, len(fs), ms(med(fs)), ms(worst(fs))))
+    rep += ["", "## Gaps over 2 s by cause", "",
+            "Every gap of more than 2 s between two completed I/Os, attributed to the first "
+            "of these found in either daemon's log from 1 s before the gap to its end: group "
+            "lost, NBD connection lost, TEST LINK timeout, RC retries out, port or device "
+            "down, link failover, local stall, LLC exchange; else the fault it lies in when "
+            "that kind stops I/O by itself (pause, sigstop, kill, term, both-down); else "
+            "unexplained.", "", "| cause | gaps | total s | longest ms |", "|---|---|---|---|"]
+    by = {}
+    for g in gaps:
+        key = re.sub(r" \(.*", "", g["cause"]) if g["cause"] else "unexplained"
+        by.setdefault(key, []).append(g["len"])
+    for key in sorted(by, key=lambda k: -max(by[k])):
+        rep.append("| %s | %d | %.1f | %.0f |" % (key, len(by[key]), sum(by[key]),
+                                                  1000 * max(by[key])))
+    if not gaps:
+        rep.append("| (none) | 0 | 0 | 0 |")
+    rep += ["", "| gap start (s into the soak) | ms | fault | cause |", "|---|---|---|---|"]
+    t_first = faults[0]["t0"] if faults else 0
+    for g in gaps:
+        f = g["fault"]
+        rep.append("| %.1f | %.0f | %s | %s |" % (
+            g["start"] - t_first, 1000 * g["len"],
+            "%d %s %s" % (f["n"], f["kind"], f["side"]) if f else "-",
+            (g["cause"] or "unexplained").replace("|", "/")))
+    unexplained = [g for g in gaps if not g["cause"]]
+    if unexplained and a.strict_gaps:
+        errors.append("%d I/O gap(s) over 2 s unexplained (longest %.0f ms)" %
+                      (len(unexplained), 1000 * max(g["len"] for g in unexplained)))
     if errors:
         rep += ["", "## Counters that do not add up", ""] + ["* " + e for e in errors]
     if notes:
@@ -380,6 +501,9 @@ def main():
             print(line)
     print("link faults %d: link failures A %d (expected %d), B %d (expected %d)" %
           (sums["link_faults"], sums["A"], sums["want_A"], sums["B"], sums["want_B"]))
+    for line in rep[rep.index("## Gaps over 2 s by cause"):]:
+        if line.startswith("| ") and not line.startswith("| gap start"):
+            print("gap: " + line)
     for e in notes:
         print("note: " + e)
     for e in errors:

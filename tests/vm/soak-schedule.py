@@ -26,6 +26,12 @@ KINDS = {
     "kill":        (2, ("B",), (0, 500)),
     "term":        (2, ("B",), (0, 500)),
     "hup":         (6, ("B",), (0, 0)),
+    # qemu stop/cont of one guest (a live migration's blackout); up to
+    # SMCR_SOAK_PAUSE_MS (default 3000: with the default QP timing, RC
+    # retries for ~3.8 s, a longer pause ends the link group)
+    "pause":       (3, ("A", "B"), (1000, int(os.environ.get("SMCR_SOAK_PAUSE_MS", "3000")))),
+    # SIGSTOP/SIGCONT of nbdkit (A) or smcrd (B)
+    "sigstop":     (3, ("A", "B"), (1000, 5000)),
 }
 
 
