@@ -15,7 +15,7 @@
 #     SHA-256 of the source, of B's backing file and of the copy back equal.
 #   - A's kernel counts every connection as SMC-Rv2 with no fallback;
 #     smcrd counts them as SMC-R connections, and its cursor CDCs.
-# About 70 s (+25 s to build the patched rdma_rxe once).
+# About 25 s (+40 s to build the patched rdma_rxe once).
 # smcr-timeout: 300
 : "${SMCR_VM_TIMEOUT:=240}"
 : "${SMCR_NBD_TOOLS_RATIO:=1.5}"
