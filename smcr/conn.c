@@ -51,7 +51,6 @@ int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p)
 	memset(conn, 0, sizeof(*conn));
 	conn->token = p->token;
 	conn->peer_token = p->peer_token;
-	conn->autocork = p->autocork;
 	conn->rmbe = rx;
 	conn->sndbuf = tx;
 	conn->peer_rmb = p->peer_rmb;
@@ -404,16 +403,6 @@ int smcr_conn_commit(struct smcr_conn *conn, size_t n)
 	if (n == 0)
 		return 0;
 	smcr_cursor_advance(conn->tx_len, &conn->tx_fill, n);
-	/* Autocork: a CDC of ours is on the wire, nothing else is due and
-	 * what waits is small: smcr_conn_cdc_done() sends it with whatever
-	 * comes meanwhile, in one write and one CDC. */
-	if (conn->autocork && conn->inflight_n && !conn->cdc_due && !conn->fo_pending &&
-	    !conn->move_to && !conn->want_done &&
-	    smcr_cursor_diff(conn->tx_len, &conn->tx_prod, &conn->tx_fill) <=
-	    (conn->tx_len / 2 < SMCR_AUTOCORK_MAX ? conn->tx_len / 2 : SMCR_AUTOCORK_MAX)) {
-		conn->stats.corked++;
-		return 0;
-	}
 	ret = smcr_conn_flush(conn);
 	/* The data is accepted; a full send queue only delays it. */
 	return ret == -EAGAIN ? 0 : ret;

@@ -40,8 +40,6 @@ struct smcr_peer_rmb {
 
 /* CDC messages posted but not yet completed, per connection. */
 #define SMCR_CONN_INFLIGHT 32
-/* Autocork holds back at most this much (and half the peer's RMBE). */
-#define SMCR_AUTOCORK_MAX 65536
 
 /* Work request ids of CDC sends: the alert token, a tag, the seqno. */
 #define SMCR_WR_TAG_CDC		0x1u
@@ -70,7 +68,6 @@ struct smcr_conn_stats {
 	uint64_t blocked;		/* times we ran out of peer window */
 	uint64_t failovers, replayed_bytes;
 	uint64_t prod_rewinds;		/* producer cursor behind one taken (Linux after a failover) */
-	uint64_t corked;		/* sends held for a CDC's completion */
 };
 
 struct smcr_conn {
@@ -91,7 +88,6 @@ struct smcr_conn {
 	bool peer_blocked;			/* B seen: update on every consume */
 	bool peer_cons_req;			/* R seen */
 	bool cons_req_out;			/* R on our next CDC */
-	bool autocork;				/* see smcr_lgr_config */
 	bool peer_done;				/* D seen: end of stream */
 	bool peer_closed;			/* C seen */
 	bool peer_aborted;			/* A seen */
@@ -140,7 +136,6 @@ struct smcr_conn_params {
 	uint8_t peer_index;			/* 1-based, from CLC */
 	uint32_t peer_elem_size;		/* from CLC, the whole element */
 	struct smcr_link *link;
-	bool autocork;				/* see smcr_lgr_config */
 };
 
 /* Set up a connection in the ACTIVE state.  -EINVAL if the send buffer does

@@ -1342,7 +1342,6 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 						      ctx->lgr_cfg.link_tx_bytes);
 		/* 1: the RFC's RMBE layout only, as older smcrbd spoke. */
 		ctx->lgr_cfg.rmbe_eyecatcher = env_uint("SMCR_RMBE_EYECATCHER", 0) != 0;
-		ctx->lgr_cfg.autocork = env_uint("SMCR_AUTOCORK", ctx->opts.autocork) != 0;
 	}
 	/* The QPs' ACK timeout (4.096 us << SMCR_QP_TIMEOUT) and retries
 	 * bound how soon a dead path shows as a completion error. */
@@ -1487,7 +1486,6 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 		st->rdma_writes += s->conn.stats.writes;
 		st->bytes_sent += s->conn.stats.bytes_sent;
 		st->bytes_recv += s->conn.stats.bytes_recv;
-		st->corked += s->conn.stats.corked;
 	}
 }
 

@@ -105,10 +105,6 @@ struct smcr_lgr_config {
 	 * set (what smcrbd did before; Linux declines 0x03050000). */
 	bool rmbe_eyecatcher;
 	uint8_t first_link_id;		/* server: our first link's number; 0: 1 */
-	/* Connections hold small sends back while a CDC of theirs is
-	 * unconfirmed, and send them together when it completes (as Linux's
-	 * AF_SMC autocorking). */
-	bool autocork;
 };
 
 /* Data queued on a link ahead of an LLC message: 512 KiB is ~4 ms at

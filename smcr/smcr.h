@@ -107,13 +107,6 @@ struct smcr_ctx_opts {
 	 * proposed and accepted when the peer names one of them, v1
 	 * otherwise.  NULL: SMCR_EIDS from the environment; "": v1 only. */
 	const char *eids;
-	/* Autocorking, as Linux's AF_SMC: while a CDC of a connection is
-	 * unconfirmed, small sends (up to half the peer's RMBE, 64 KiB at
-	 * most) wait and go out together when it completes: fewer RDMA
-	 * writes and CDCs for many small messages (pipelined NBD requests),
-	 * a round trip more for the first of them.  SMCR_AUTOCORK (0 or 1)
-	 * overrides it. */
-	bool autocork;
 };
 
 /* Defaults come from the environment as well: SMCR_DEVICES, SMCR_RMBE_SIZE,
@@ -126,7 +119,6 @@ struct smcr_ctx_opts {
  * ("least-loaded" or "round-robin": the link for a new connection);
  * SMCR_REBALANCE=0 (do not move connections to a returned link);
  * SMCR_LINK_TX_BYTES (written, unconfirmed bytes per link; default 512 KiB);
- * SMCR_AUTOCORK (0 or 1: see smcr_ctx_opts.autocork);
  * SMCR_RMBE_EYECATCHER=1 (only the RFC's RMBE layout with its eye catcher,
  * never CONFIRM LINK flag 0x03: how smcrbd spoke before; Linux declines
  * such a peer with 0x03050000). */
@@ -264,8 +256,6 @@ struct smcr_stats {
 	uint64_t clc_retries;
 	/* CDCs sent by smcr_cursor_update(): the cursor moved; requests. */
 	uint64_t cursor_updates, cursor_requests;
-	/* Sends held back by autocorking (smcr_ctx_opts.autocork). */
-	uint64_t corked;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
 /* The decline code counted in fallback_by_reason[i] (0: other), and its

@@ -79,7 +79,6 @@ static void sock_free_locked(struct smcr_sock *s)
 		ctx->stats.rdma_writes += s->conn.stats.writes;
 		ctx->stats.bytes_sent += s->conn.stats.bytes_sent;
 		ctx->stats.bytes_recv += s->conn.stats.bytes_recv;
-		ctx->stats.corked += s->conn.stats.corked;
 		smcr_lgr_conn_remove(lgr, &s->conn);
 		if (s->conn.rmbe.rmb)
 			smcr_rmbe_free(&lgr->rmbs, &s->conn.rmbe);

@@ -164,7 +164,6 @@ static uint32_t conn_make(struct setup *st, const struct smcr_clc_accept_confirm
 		.peer_index = peer->rmbe_idx,
 		.peer_elem_size = psize,
 		.link = st->lgr->links[st->slot].link,
-		.autocork = st->lgr->cfg.autocork,
 	};
 	ret = smcr_conn_init(&s->conn, &p);
 	if (!ret)

@@ -4,7 +4,6 @@
 # file in tmpfs), one VM pair of the rxe lane (one link), by path:
 #   fwd     smcr-attach -F: stock-able nbd driver on socket pairs, our
 #           forwarder over libsmcr's SMC-R
-#   fwd-ac  the same with SMCR_AUTOCORK=1 (libsmcr's autocorking)
 #   nbdkit  nbdkit's smcr plugin (SMC-R) behind nbd-client over a unix socket
 #   ksmc    smcr-attach over the kernel's AF_SMC (SMC-Rv2: the patched
 #           rdma_rxe and nbd.ko of the lane, kmod-build.sh; skipped when
@@ -97,8 +96,6 @@ attach() {
     case $1 in
         fwd) vm_bg A "exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
              want='over SMC-R, forwarded' ;;
-        fwd-ac) vm_bg A "SMCR_AUTOCORK=1 exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
-              want='over SMC-R, forwarded' ;;
         ksmc) vm_bg A "exec $ATTACH -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
               want='over AF_SMC' ;;
         ksmc-B) vm_bg A "exec $ATTACH -C 2 -B $buf $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
@@ -175,7 +172,7 @@ ratio() { python3 -c 'import sys
 a, b = sys.argv[1:]
 print("%.2fx" % (float(a) / float(b)) if a and b and float(b) > 0 else "-")' "$1" "$2"; }
 echo
-declare -A label=([fwd]="fwd (smcr-attach -F)" [fwd-ac]="fwd, SMCR_AUTOCORK=1"
+declare -A label=([fwd]="fwd (smcr-attach -F)"
     [nbdkit]="nbdkit plugin + nbd-client" [ksmc]="kernel AF_SMC" [ksmc-B]="kernel AF_SMC -B $buf"
     [ktcp]="kernel nbd over TCP")
 hdr="| job |" sep="|---|"
