@@ -193,6 +193,11 @@ static int smcr_t_tx_commit(struct bd_transport *t, size_t len)
 	return smcr_commit(st_of(t)->s, len);
 }
 
+static int smcr_t_rx_waiting(struct bd_transport *t, bool request)
+{
+	return smcr_cursor_update(st_of(t)->s, request ? SMCR_CURSOR_REQUEST : 0);
+}
+
 static const struct bd_transport_ops smcr_ops = {
 	.name = "smcr",
 	.readv = smcr_t_readv,
@@ -206,6 +211,7 @@ static const struct bd_transport_ops smcr_ops = {
 	.rx_consume = smcr_t_rx_consume,
 	.tx_reserve = smcr_t_tx_reserve,
 	.tx_commit = smcr_t_tx_commit,
+	.rx_waiting = smcr_t_rx_waiting,
 };
 
 int bd_smcr_transport_new(struct smcr_sock *s, struct bd_transport **out)

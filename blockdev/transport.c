@@ -91,19 +91,55 @@ int bd_read_full(struct bd_transport *t, void *buf, size_t len, int timeout_ms,
 	return bd_read_full_by(t, buf, len, timeout_ms, 0, cancel_fd);
 }
 
+/* While a read waits on a transport with rx_waiting: the first "anyone
+ * holding bytes back?" request after this long with nothing, then at
+ * doubling intervals up to the last.  Linux's AF_SMC sends data corked
+ * with MSG_MORE only when such a CDC comes (libnbd 1.14 corks the end of
+ * NBD_OPT_LIST_META_CONTEXT), where TCP would have sent it anyway. */
+#define NUDGE_FIRST_MS	20
+#define NUDGE_MAX_MS	1000
+
 int bd_read_full_by(struct bd_transport *t, void *buf, size_t len, int timeout_ms,
 		    int64_t deadline, int cancel_fd)
 {
 	uint8_t *p = buf;
+	int64_t idle_since = 0;
+	int nudge = NUDGE_FIRST_MS;
 
 	while (len) {
 		struct iovec iov = { .iov_base = p, .iov_len = len };
 		ssize_t n = bd_readv(t, &iov, 1);
 
 		if (n == -EAGAIN) {
-			int w = wait_ms(timeout_ms, deadline);
-			int r = w == -ETIMEDOUT ? w : bd_wait(t, BD_WANT_READ, w, cancel_fd);
+			int w = timeout_ms, r;
+			bool nudging = false;
 
+			if (!idle_since) {
+				idle_since = now_ms();
+				/* What we read so far is acknowledged at once. */
+				if (t->ops->rx_waiting)
+					t->ops->rx_waiting(t, false);
+			}
+			if (w >= 0) {
+				/* timeout_ms counts from the last bytes. */
+				int64_t left = timeout_ms - (now_ms() - idle_since);
+
+				w = left > 0 ? (int)left : 0;
+			}
+			w = wait_ms(w, deadline);
+			if (w != -ETIMEDOUT && t->ops->rx_waiting && (w < 0 || w > nudge)) {
+				w = nudge;
+				nudging = true;
+			}
+			r = w == -ETIMEDOUT ? w : bd_wait(t, BD_WANT_READ, w, cancel_fd);
+			if (r == -ETIMEDOUT && nudging) {
+				int u = t->ops->rx_waiting(t, true);
+
+				if (u < 0)
+					return u;
+				nudge = nudge * 2 < NUDGE_MAX_MS ? nudge * 2 : NUDGE_MAX_MS;
+				continue;
+			}
 			if (r < 0)
 				return r;
 			continue;
@@ -114,6 +150,8 @@ int bd_read_full_by(struct bd_transport *t, void *buf, size_t len, int timeout_m
 			return -ECONNRESET;
 		p += n;
 		len -= (size_t)n;
+		idle_since = 0;
+		nudge = NUDGE_FIRST_MS;
 	}
 	return 0;
 }

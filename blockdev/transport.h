@@ -31,6 +31,7 @@
 #ifndef SMCRBD_TRANSPORT_H
 #define SMCRBD_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -97,6 +98,13 @@ struct bd_transport_ops {
 	 * quiet until then, or until the stream ends (TCP: SO_RCVLOWAT),
 	 * instead of waking up for every segment.  len 1 resets it. */
 	int (*rx_lowat)(struct bd_transport *t, size_t len);
+	/* --- optional: the reader is about to wait ----------------------
+	 * Tell the peer how far we have read if that moved since we last
+	 * said (SMC-R: a CDC with the consumer cursor); with request, say
+	 * it anyway and ask for the peer's (a sender holding corked bytes,
+	 * Linux's AF_SMC, sends them on either).  Returns 1 if something
+	 * went out, 0 if nothing was due, or -errno. */
+	int (*rx_waiting)(struct bd_transport *t, bool request);
 };
 
 struct bd_transport {

@@ -916,13 +916,12 @@ static int rx(struct nbdc_conn *c, bool *progress)
 
 /* --- the connection thread ------------------------------------------------- */
 
+/* (The eventfd is drained in sleep_on, when poll says so: no system call
+ * here on every turn of the loop.) */
 static void take_submissions(struct nbdc_conn *c)
 {
-	uint64_t junk;
 	struct rq q;
 
-	if (read(c->evfd, &junk, sizeof(junk)) < 0)
-		junk = 0;
 	pthread_mutex_lock(&c->lock);
 	q = c->subq;
 	c->subq = (struct rq){ 0 };
@@ -953,6 +952,12 @@ static void sleep_on(struct nbdc_conn *c, struct pollfd *extra, int timeout_ms)
 	n++;
 	if (poll(p, n, timeout_ms) < 0 && errno != EINTR)
 		log_warn("nbd: poll: %s", strerror(errno));
+	else if (p[n - 1].revents & POLLIN) {
+		uint64_t junk;
+
+		if (read(c->evfd, &junk, sizeof(junk)) < 0)
+			junk = 0;
+	}
 }
 
 /* A connection that is down: hand its requests over, expire them, and

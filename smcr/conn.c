@@ -108,6 +108,7 @@ static void cdc_fill(const struct smcr_conn *conn, struct smcr_cdc_msg *m)
 	m->peer_done_writing = conn->done_sent;
 	m->peer_conn_closed = conn->closed_sent;
 	m->peer_abort = conn->abort_sent;
+	m->cons_update_req = conn->cons_req_out;
 }
 
 /* Post one CDC with the current state; the caller has checked for room. */
@@ -138,6 +139,7 @@ static int cdc_post(struct smcr_conn *conn)
 	conn->tx_prod_sent = conn->tx_prod;
 	conn->rx_cons_sent = conn->rx_cons;
 	conn->peer_cons_req = false;
+	conn->cons_req_out = false;
 	conn->cdc_due = false;
 	conn->stats.cdc_sent++;
 	return 0;
@@ -527,6 +529,23 @@ int smcr_conn_consume(struct smcr_conn *conn, size_t n)
 		smcr_conn_flush(conn);
 	}
 	return 0;
+}
+
+int smcr_conn_cursor_update(struct smcr_conn *conn, bool request)
+{
+	int ret;
+
+	if (conn->error)
+		return conn->error;
+	if (conn->abort_sent || conn->peer_aborted || conn->closed_sent)
+		return 0;
+	if (!request && smcr_cursor_cmp(rx_len(conn), &conn->rx_cons, &conn->rx_cons_sent) == 0)
+		return 0;
+	conn->cons_req_out = conn->cons_req_out || request;
+	conn->cdc_due = true;
+	ret = smcr_conn_flush(conn);
+	/* A full send queue only delays it: the next completion sends it. */
+	return ret == -EAGAIN || ret == 0 ? 1 : ret;
 }
 
 ssize_t smcr_conn_recv(struct smcr_conn *conn, void *buf, size_t len)

@@ -87,6 +87,7 @@ struct smcr_conn {
 	uint16_t rx_seq;			/* last CDC applied: also SR */
 	bool peer_blocked;			/* B seen: update on every consume */
 	bool peer_cons_req;			/* R seen */
+	bool cons_req_out;			/* R on our next CDC */
 	bool peer_done;				/* D seen: end of stream */
 	bool peer_closed;			/* C seen */
 	bool peer_aborted;			/* A seen */
@@ -159,6 +160,10 @@ ssize_t smcr_conn_recv(struct smcr_conn *conn, void *buf, size_t len);
  * (0 at end of stream), -EAGAIN when nothing is there, or -errno. */
 ssize_t smcr_conn_peek(struct smcr_conn *conn, struct iovec iov[2]);
 int smcr_conn_consume(struct smcr_conn *conn, size_t n);
+/* The reader waits for more: a CDC with our consumer cursor now if it
+ * moved since the last one; with request, one in any case, asking for
+ * the peer's cursor (R).  1: a CDC went out (or is queued), 0: none due. */
+int smcr_conn_cursor_update(struct smcr_conn *conn, bool request);
 /* No more data from us (SHUT_WR): D goes out once all data is written. */
 int smcr_conn_shutdown(struct smcr_conn *conn);
 /* Done with the connection: C goes out once all data is written. */

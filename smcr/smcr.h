@@ -173,6 +173,14 @@ int smcr_reserve_len(struct smcr_sock *s, size_t len, struct iovec iov[2], int f
 int smcr_commit(struct smcr_sock *s, size_t n);
 ssize_t smcr_peek(struct smcr_sock *s, struct iovec iov[2], int flags);
 int smcr_consume(struct smcr_sock *s, size_t n);
+/* The caller waits for more bytes: send the peer a CDC with our consumer
+ * cursor now if it moved since the last one (a sender that holds bytes
+ * back, as Linux's AF_SMC does with MSG_MORE, sends them when our cursor
+ * moves).  SMCR_CURSOR_REQUEST: send one even if it did not move, with
+ * the "consumer cursor update requested" flag, on which Linux sends what
+ * it holds too.  1: sent, 0: none due (or a fallback socket), -errno. */
+#define SMCR_CURSOR_REQUEST 0x1
+int smcr_cursor_update(struct smcr_sock *s, int flags);
 
 int smcr_shutdown(struct smcr_sock *s, int how);	/* SHUT_WR */
 /* Orderly close; the socket is freed.  abort: reset instead. */
@@ -246,6 +254,8 @@ struct smcr_stats {
 	/* Connects made again because the server spoke first without CLC
 	 * (it fell back to TCP on silence before our Proposal came). */
 	uint64_t clc_retries;
+	/* CDCs sent by smcr_cursor_update(): the cursor moved; requests. */
+	uint64_t cursor_updates, cursor_requests;
 };
 int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
 /* The decline code counted in fallback_by_reason[i] (0: other), and its

@@ -356,6 +356,26 @@ int smcr_consume(struct smcr_sock *s, size_t n)
 	return ret;
 }
 
+int smcr_cursor_update(struct smcr_sock *s, int flags)
+{
+	int ret;
+
+	if (flags & ~SMCR_CURSOR_REQUEST)
+		return -EINVAL;
+	if (!s->smc)
+		return 0;
+	pthread_mutex_lock(&s->ctx->lock);
+	ret = smcr_conn_cursor_update(&s->conn, flags & SMCR_CURSOR_REQUEST);
+	if (ret > 0) {
+		if (flags & SMCR_CURSOR_REQUEST)
+			s->ctx->stats.cursor_requests++;
+		else
+			s->ctx->stats.cursor_updates++;
+	}
+	pthread_mutex_unlock(&s->ctx->lock);
+	return ret;
+}
+
 int smcr_shutdown(struct smcr_sock *s, int how)
 {
 	int ret;

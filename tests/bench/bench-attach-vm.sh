@@ -16,21 +16,26 @@
 # guests: one run's ratios only (design.md §4).
 #   tests/bench/bench-attach-vm.sh [-B BUILDDIR] [-t SECONDS] [-b BUF] [-o DIR]
 #                                  [-p "fwd nbdkit ksmc ksmc-B ktcp"]
+#                                  [-j "randwrite 4k 16,read 1M 4"]
+# -j: only these jobs (RW BS QD, comma-separated).  Per job it also prints
+# what smcrd's libsmcr counted per I/O (CDCs and RDMA writes received and
+# sent) and the CPU time smcr-attach or nbdkit used in A per I/O.
 # Takes /tmp/smcrbd-vm.lock (SMCR_VM_LOCK; empty: none).  Not in make check.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-secs=15 buf=1M outdir= paths="fwd nbdkit ksmc ksmc-B ktcp"
+secs=15 buf=1M outdir= paths="fwd nbdkit ksmc ksmc-B ktcp" jobsel=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
         -t) secs=$2; shift 2 ;;
         -b) buf=$2; shift 2 ;;
         -p) paths=$2; shift 2 ;;
+        -j) jobsel=$2; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,20p' "$0"; exit 2 ;;
+        *) sed -n '3,24p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -80,7 +85,11 @@ tail -n 20 /tmp/smcrd.log; exit 1" || fail "smcrd did not come up in B"
 vm_run A "modprobe nbd; dd if=/dev/zero bs=1M count=0 2>/dev/null" || fail "modprobe nbd"
 
 jobs=("randread 4k 16" "randwrite 4k 16" "randread 4k 1" "read 1M 4")
-declare -A res
+if [ -n "$jobsel" ]; then
+    IFS=, read -r -a jobs <<<"$jobsel"
+fi
+SMCRCTL=$builddir/client/smcrctl
+declare -A res per
 
 # attach PATH: /dev/nbd0 on PATH; detach PATH.
 attach() {
@@ -108,6 +117,21 @@ detach() {
     fi
     vm_run A "cat /tmp/att.log | tail -n 3"
 }
+# counters: smcrd's libsmcr cdc_recv cdc_sent rdma_writes (B), the CPU
+# ticks of the user space process on A's data path (0 for the kernel's),
+# smcrd's CPU ticks, and the busy ticks of A's and of B's one CPU.
+busy='awk "/^cpu / { print \$2 + \$3 + \$4 + \$7 + \$8 }" /proc/stat'
+counters() {
+    local b a sd ab bb
+    b=$(vm_run B "$SMCRCTL --json stats smcrd" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)[0]["stats"]
+print(s["cdc_recv"], s["cdc_sent"], s["rdma_writes"])') || b="0 0 0"
+    a=$(vm_run A 'p=$(pidof smcr-attach nbdkit | tr " " "\n" | head -n 1); [ -n "$p" ] && awk "{ print \$14 + \$15 }" /proc/$p/stat || echo 0')
+    sd=$(vm_run B 'awk "{ print \$14 + \$15 }" /proc/$(pidof smcrd)/stat')
+    ab=$(vm_run A "$busy") bb=$(vm_run B "$busy")
+    echo "$b ${a:-0} ${sd:-0} ${ab:-0} ${bb:-0}"
+}
 fio_run() {
     local rw=$1 bs=$2 qd=$3
     vm_run -t $((secs + 120)) A "fio --name=b --filename=/dev/nbd0 --direct=1 --ioengine=libaio \
@@ -116,7 +140,7 @@ fio_run() {
 import json, sys
 j = json.load(sys.stdin)["jobs"][0]
 d = j["read"] if j["read"]["io_bytes"] else j["write"]
-print("%.1f" % (d["bw_bytes"] / 1e6) if sys.argv[1] == "1M" else "%.0f" % d["iops"])' "$bs"
+print(("%.1f" % (d["bw_bytes"] / 1e6) if sys.argv[1] == "1M" else "%.0f" % d["iops"]), d["total_ios"])' "$bs"
 }
 
 for p in $paths; do
@@ -126,8 +150,19 @@ for p in $paths; do
     for j in "${jobs[@]}"; do
         read -r rw bs qd <<<"$j"
         [ "$p" = ksmc-B ] && [ "$bs" != 1M ] && continue
-        res[$p,$j]=$(fio_run "$rw" "$bs" "$qd")
-        vm_say "$p $j: ${res[$p,$j]}"
+        c0=$(counters)
+        read -r val ios <<<"$(fio_run "$rw" "$bs" "$qd")"
+        c1=$(counters)
+        res[$p,$j]=$val
+        vm_say "$p $j: $val"
+        # per I/O (ramp included in the counters: fio's count is a floor)
+        per[$p,$j]=$(python3 -c 'import sys
+c0 = [float(x) for x in sys.argv[1].split()]; c1 = [float(x) for x in sys.argv[2].split()]
+n = float(sys.argv[3] or 0)
+d = [b - a for a, b in zip(c0, c1)]
+print("%.2f / %.2f / %.2f / %.1f / %.1f / %.1f / %.1f" % (d[0] / n, d[1] / n, d[2] / n,
+      d[3] * 10 / n, d[4] * 10 / n, d[5] * 10 / n, d[6] * 10 / n) if n else "-")' "$c0" "$c1" "${ios:-0}")
+        vm_say "$p $j: per I/O: smcrd's CDCs received / sent / RDMA writes, CPU ms of A's user space path / of smcrd / A busy / B busy: ${per[$p,$j]}"
     done
     detach "$p"
 done
@@ -137,10 +172,29 @@ ratio() { python3 -c 'import sys
 a, b = sys.argv[1:]
 print("%.2fx" % (float(a) / float(b)) if a and b and float(b) > 0 else "-")' "$1" "$2"; }
 echo
-echo "| job | fwd (smcr-attach -F) | nbdkit plugin + nbd-client | kernel AF_SMC | kernel AF_SMC -B $buf | kernel nbd over TCP | fwd/nbdkit | fwd/ksmc |"
-echo "|---|---|---|---|---|---|---|---|"
+declare -A label=([fwd]="fwd (smcr-attach -F)"
+    [nbdkit]="nbdkit plugin + nbd-client" [ksmc]="kernel AF_SMC" [ksmc-B]="kernel AF_SMC -B $buf"
+    [ktcp]="kernel nbd over TCP")
+hdr="| job |" sep="|---|"
+for p in $paths; do hdr+=" ${label[$p]:-$p} |"; sep+="---|"; done
+echo "$hdr fwd/nbdkit | fwd/ksmc |"
+echo "$sep---|---|"
 for j in "${jobs[@]}"; do
     read -r rw bs qd <<<"$j"
     name="$bs $rw qd$qd"; [ "$bs" = 1M ] && name="$name, MB/s"
-    echo "| $name | ${res[fwd,$j]:--} | ${res[nbdkit,$j]:--} | ${res[ksmc,$j]:--} | ${res[ksmc-B,$j]:--} | ${res[ktcp,$j]:--} | $(ratio "${res[fwd,$j]:-}" "${res[nbdkit,$j]:-}") | $(ratio "${res[fwd,$j]:-}" "${res[ksmc,$j]:-}") |"
+    row="| $name |"
+    for p in $paths; do row+=" ${res[$p,$j]:--} |"; done
+    echo "$row $(ratio "${res[fwd,$j]:-}" "${res[nbdkit,$j]:-}") | $(ratio "${res[fwd,$j]:-}" "${res[ksmc,$j]:-}") |"
+done
+echo
+echo "Per I/O: smcrd's libsmcr CDCs received / CDCs sent / RDMA writes sent; CPU ms of A's user space data path (smcr-attach or nbdkit) / of smcrd / of all of A / of all of B (ticks, the fio ramp included)"
+echo
+hdr="| job |" sep="|---|"
+for p in $paths; do hdr+=" $p |"; sep+="---|"; done
+echo "$hdr"
+echo "$sep"
+for j in "${jobs[@]}"; do
+    row="| $j |"
+    for p in $paths; do row+=" ${per[$p,$j]:--} |"; done
+    echo "$row"
 done

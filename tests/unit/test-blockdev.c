@@ -649,10 +649,119 @@ static void test_handshake_abort_and_garbage(void)
 	bd_close(s.t);
 }
 
+/* A read that waits on a transport with rx_waiting: the bytes read so
+ * far acknowledged at once, then a request after a short silence, on
+ * which the fake peer sends the rest (as Linux's AF_SMC sends corked
+ * MSG_MORE bytes on such a CDC); the read wait counts from the last
+ * bytes. */
+struct waiting_t {
+	struct bd_transport base;
+	struct bd_transport *in;
+	int peer, updates, requests;
+	const char *rest;
+};
+
+static struct waiting_t *waiting_of(struct bd_transport *t)
+{
+	return (struct waiting_t *)t;
+}
+
+static ssize_t waiting_readv(struct bd_transport *t, const struct iovec *iov, int n)
+{
+	return bd_readv(waiting_of(t)->in, iov, n);
+}
+
+static ssize_t waiting_writev(struct bd_transport *t, const struct iovec *iov, int n)
+{
+	return bd_writev(waiting_of(t)->in, iov, n);
+}
+
+static int waiting_poll_fd(struct bd_transport *t)
+{
+	return bd_poll_fd(waiting_of(t)->in);
+}
+
+static short waiting_poll_events(struct bd_transport *t, unsigned want)
+{
+	return bd_poll_events(waiting_of(t)->in, want);
+}
+
+static void waiting_close(struct bd_transport *t)
+{
+	bd_close(waiting_of(t)->in);
+	free(t);
+}
+
+static int waiting_rx_waiting(struct bd_transport *t, bool request)
+{
+	struct waiting_t *w = waiting_of(t);
+
+	if (!request) {
+		w->updates++;
+		return 1;
+	}
+	w->requests++;
+	if (w->rest) {
+		CU_ASSERT_EQUAL(write(w->peer, w->rest, strlen(w->rest)), (ssize_t)strlen(w->rest));
+		w->rest = NULL;
+	}
+	return 1;
+}
+
+static const struct bd_transport_ops waiting_ops = {
+	.name = "test-waiting",
+	.readv = waiting_readv,
+	.writev = waiting_writev,
+	.poll_fd = waiting_poll_fd,
+	.poll_events = waiting_poll_events,
+	.close = waiting_close,
+	.rx_waiting = waiting_rx_waiting,
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_read_waiting(void)
+{
+	struct waiting_t *w = calloc(1, sizeof(*w));
+	char buf[9] = { 0 };
+	int64_t t0;
+	int sv[2];
+
+	CU_ASSERT_FATAL(w != NULL);
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	CU_ASSERT_FATAL(bd_tcp_transport_new(sv[0], &w->in) == 0);
+	w->base.ops = &waiting_ops;
+	w->peer = sv[1];
+	/* Half a message now, the rest only when asked for. */
+	w->rest = "5678";
+	CU_ASSERT_EQUAL(write(sv[1], "1234", 4), 4);
+	CU_ASSERT_EQUAL(bd_read_full_by(&w->base, buf, 8, 10000, 0, -1), 0);
+	CU_ASSERT_STRING_EQUAL(buf, "12345678");
+	CU_ASSERT_EQUAL(w->updates, 1);
+	CU_ASSERT_EQUAL(w->requests, 1);
+	/* Nothing comes: requests at growing intervals, then -ETIMEDOUT
+	 * after the read wait (200 ms) from the last bytes. */
+	w->updates = w->requests = 0;
+	t0 = mono_ms();
+	CU_ASSERT_EQUAL(bd_read_full_by(&w->base, buf, 8, 200, 0, -1), -ETIMEDOUT);
+	CU_ASSERT(mono_ms() - t0 >= 200);
+	CU_ASSERT_EQUAL(w->updates, 1);
+	CU_ASSERT(w->requests >= 1 && w->requests <= 3);
+	bd_close(&w->base);
+	close(sv[1]);
+}
+
 static CU_TestInfo handshake_tests[] = {
 	{ "list, info, go", test_handshake_go },
 	{ "export name", test_handshake_export_name },
 	{ "abort and garbage", test_handshake_abort_and_garbage },
+	{ "read wait: cursor update and request", test_read_waiting },
 	CU_TEST_INFO_NULL,
 };
 
