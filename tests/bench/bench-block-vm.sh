@@ -27,7 +27,9 @@
 #   -r ROUNDS    rounds (default 1); -t SECS per job (default 10)
 #   -s SYSTEMS   which systems (default "smcr tcp nvmeof rnbd")
 #   -o DIR       report dir (default BUILDDIR/bench-block-report):
-#                results.tsv (one line per round, system and job), report.md
+#                results.tsv (one line per round, system and job), report.md,
+#                cdf.tsv and the plots (bench-block-plots.sh): lat-cdf-4k-qd1.png,
+#                iops.png, bandwidth.png
 # Holds the VM lock (SMCR_VM_LOCK, default /tmp/smcrbd-vm.lock) throughout.
 set -uo pipefail
 
@@ -42,7 +44,7 @@ while [ $# -gt 0 ]; do
         -t) secs=$2; shift 2 ;;
         -s) systems=$2; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,27p' "$0"; exit 2 ;;
+        *) sed -n '3,30p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -133,8 +135,11 @@ JOBS=(
     "sr1m-qd4 read 1M 4"
     "sw1m-qd4 write 1M 4"
 )
+# fio's completion-latency percentiles (at most 20): the 4k qd1 CDF plot.
+pcts=1:5:10:20:30:40:50:60:70:80:90:95:97:99:99.5:99.9:99.99
 stat_sh='read -r _ u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st))'
 res=$outdir/results.tsv
+rm -f "$outdir/cdf.tsv"
 printf 'round\tsystem\tjob\tiops\tMBps\tlat_mean_us\tp50_us\tp99_us\tp999_us\tcpuA_us_per_io\tcpuB_us_per_io\n' >"$res"
 read -r -a sys <<<"$systems"
 hz=$(getconf CLK_TCK)
@@ -149,14 +154,18 @@ for (( r=1; r<=rounds; r++ )); do
             b0=$(vm_run B "$stat_sh")
             vm_run -t $((secs + 120)) A "a0=\$($stat_sh)
 fio --name=$name --filename=$dev --direct=1 --ioengine=libaio --rw=$rw --bs=$bs --iodepth=$qd $extra \
-    --runtime=$secs --time_based=1 --output-format=json --output=$SA/$s.$name.$r.json >/dev/null
+    --runtime=$secs --time_based=1 --percentile_list=$pcts --output-format=json --output=$SA/$s.$name.$r.json >/dev/null
 rc=\$?; a1=\$($stat_sh); echo \$((a1 - a0)) >$SA/$s.$name.$r.cpuA; exit \$rc" ||
                 { echo "bench: $s $name failed"; continue; }
             b1=$(vm_run B "$stat_sh")
-            python3 - "$SA/$s.$name.$r.json" "$(cat "$SA/$s.$name.$r.cpuA")" $((b1 - b0)) "$hz" "$r" "$s" "$name" >>"$res" <<'EOF'
+            python3 - "$SA/$s.$name.$r.json" "$(cat "$SA/$s.$name.$r.cpuA")" $((b1 - b0)) "$hz" "$r" "$s" "$name" "$outdir/cdf.tsv" >>"$res" <<'EOF'
 import json, sys
-f, ja, jb, hz, r, s, name = sys.argv[1:]
+f, ja, jb, hz, r, s, name, cdf = sys.argv[1:]
 j = json.load(open(f))["jobs"][0]
+if name == "rr4k-qd1":
+    with open(cdf, "a") as o:
+        for k, v in j["read"]["clat_ns"].get("percentile", {}).items():
+            o.write("%s\t%s\t%s\t%.1f\n" % (r, s, float(k), v / 1000))
 ios = j["read"]["total_ios"] + j["write"]["total_ios"]
 iops = j["read"]["iops"] + j["write"]["iops"]
 mbps = (j["read"]["bw_bytes"] + j["write"]["bw_bytes"]) / 1e6
@@ -221,4 +230,5 @@ aim("4k qd1 p50 latency", "rr4k-qd1", "p50_us", True, 1.2)
 for job in jobs:
     aim("target CPU per I/O, " + job, job, "cpuB_us_per_io", True, 1.0)
 EOF
+bash "$here/bench-block-plots.sh" "$outdir" && echo "bench: plots $outdir/*.png"
 echo "bench: results in $res, report $outdir/report.md"
