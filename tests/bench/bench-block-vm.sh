@@ -11,6 +11,8 @@
 #            (-s): the guests then boot with the patched rdma_rxe and
 #            nbd.ko for every system (SMCR_VM_RXE=smc SMCR_VM_NBD=smc,
 #            see tests/vm/smcr-attach.sh)
+#   fwd      smcrbd through smcr-attach -F: the stock nbd driver on socket
+#            pairs to smcr-attach's forwarder on libsmcr (/dev/nbd3)
 #   tcp      smcrbd over plain NBD/TCP: nbd-client to smcrd (/dev/nbd1)
 #   nvmeof   NVMe-oF/RDMA, native multipath over both links (rdma-peers.sh)
 #   rnbd     RNBD/RTRS, two paths (rdma-peers.sh; built by kmod-build.sh)
@@ -22,10 +24,10 @@
 # Not in make check: "make bench-block-vm" in the build tree.
 #
 #   tests/bench/bench-block-vm.sh [-B BUILDDIR] [-r ROUNDS] [-t SECS]
-#                                 [-s "smcr tcp nvmeof rnbd"] [-o DIR]
+#                                 [-s "smcr fwd tcp nvmeof rnbd"] [-o DIR]
 #   -B BUILDDIR  the build tree (default ./build, or $abs_top_builddir)
 #   -r ROUNDS    rounds (default 1); -t SECS per job (default 10)
-#   -s SYSTEMS   which systems (default "smcr tcp nvmeof rnbd")
+#   -s SYSTEMS   which systems (default "smcr fwd tcp nvmeof rnbd")
 #   -o DIR       report dir (default BUILDDIR/bench-block-report):
 #                results.tsv (one line per round, system and job), report.md,
 #                cdf.tsv and the plots (bench-block-plots.sh): lat-cdf-4k-qd1.png,
@@ -36,7 +38,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=1 secs=10 systems="smcr tcp nvmeof rnbd" outdir=
+rounds=1 secs=10 systems="smcr fwd tcp nvmeof rnbd" outdir=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
         -t) secs=$2; shift 2 ;;
         -s) systems=$2; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,30p' "$0"; exit 2 ;;
+        *) sed -n '3,32p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -108,6 +110,10 @@ attach() {
 nbd-client -N '' -b 4096 -C 2 -u /tmp/nbdkit.sock /dev/nbd0 >/dev/null || { cat /tmp/nbdkit.log; exit 1; }
 echo /dev/nbd0" ;;
         tcp) vm_run A "nbd-client -N disk -b 4096 -C 2 $B1 10809 /dev/nbd1 >/dev/null && echo /dev/nbd1" ;;
+        fwd)
+            vm_bg A "exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd3 2>/tmp/fwd.log" >/dev/null
+            vm_run A "for i in \$(seq 300); do grep -q 'over SMC-R, forwarded' /tmp/fwd.log && echo /dev/nbd3 && exit 0; sleep 0.1; done
+cat /tmp/fwd.log >&2; exit 1" ;;
         attach)
             vm_bg A "exec $ATTACH -C 2 -T 10 -D 60 $B1:10810 disk /dev/nbd2 2>/tmp/attach.log" >/dev/null
             vm_run A "for i in \$(seq 300); do grep -q 'connection(s) over AF_SMC' /tmp/attach.log && echo /dev/nbd2 && exit 0; sleep 0.1; done
@@ -121,6 +127,7 @@ detach() {
         smcr) vm_run A "nbd-client -d /dev/nbd0 >/dev/null; kill \$(cat /tmp/nbdkit.pid); for i in \$(seq 100); do [ -e /proc/\$(cat /tmp/nbdkit.pid) ] || exit 0; sleep 0.1; done" ;;
         tcp) vm_run A "nbd-client -d /dev/nbd1 >/dev/null" ;;
         attach) vm_run A "$ATTACH -d /dev/nbd2" >/dev/null ;;
+        fwd) vm_run A "$ATTACH -d /dev/nbd3" >/dev/null ;;
         nvmeof) nvmeof_detach; nvmet_unexport ;;
         rnbd) rnbd_detach; rnbd_unexport ;;
     esac
@@ -193,7 +200,7 @@ for x in rows:
 def mean(sysn, job, k):
     v = [float(x[k]) for x in acc.get((sysn, job), []) if x[k] not in ("-", "")]
     return sum(v) / len(v) if v else None
-systems = sorted({x["system"] for x in rows}, key=["smcr", "attach", "tcp", "nvmeof", "rnbd"].index)
+systems = sorted({x["system"] for x in rows}, key=["smcr", "fwd", "attach", "tcp", "nvmeof", "rnbd"].index)
 jobs = list(dict.fromkeys(x["job"] for x in rows))
 def best_peer(job, k, low):
     v = [mean(p, job, k) for p in ("nvmeof", "rnbd") if mean(p, job, k) is not None]
@@ -212,10 +219,10 @@ for job in jobs:
         print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (job, s, f(m["iops"]), f(m["MBps"], 2),
               f(m["lat_mean_us"]), f(m["p50_us"]), f(m["p99_us"]), f(m["p999_us"]),
               f(m["cpuA_us_per_io"]), f(m["cpuB_us_per_io"]), ratio))
-print("\n## Aims (smcrbd's best attach path, smcr or attach, against the better peer)\n")
+print("\n## Aims (smcrbd's best attach path, smcr, fwd or attach, against the better peer)\n")
 def aim(label, job, k, low, limit):
     bp = best_peer(job, k, low)
-    v = [mean(s, job, k) for s in ("smcr", "attach") if mean(s, job, k) is not None]
+    v = [mean(s, job, k) for s in ("smcr", "fwd", "attach") if mean(s, job, k) is not None]
     v = (min(v) if low else max(v)) if v else None
     if bp is None or v is None:
         print("- %s: not measured" % label); return
