@@ -8,7 +8,8 @@
 #            nvme connect $NVMEOF_CONNECT_OPTS (default here
 #            "--reconnect-delay=2 --ctrl-loss-tmo=60": reconnect soon after a
 #            link is back, fail I/O after a minute without a path)
-#   rnbd     RNBD/RTRS, two paths, rtrs-client's defaults (printed)
+#   rnbd     RNBD/RTRS, two paths, rtrs-client's defaults (printed; 6.1's
+#            rnbd-client sets a fixed reconnect delay, RECONNECT_DELAY)
 # Under fio randrw 70/30, 4k, qd4, verify=crc32c (verify_backlog: written
 # blocks read back and checked while it runs), continue_on_error=all, a
 # per-I/O completion log (write_lat_log, log_avg_msec=0, unix epoch ms),
@@ -202,7 +203,7 @@ settings() {
     case $1 in
         smcr) echo "smcr: nbdkit smcr plugin connections=2 timeout=60; nbd-client -C 2 -b 4096 (no -t)" ;;
         nvmeof) vm_run A "for c in /sys/class/nvme-subsystem/*/nvme*; do [[ \${c##*/} =~ ^nvme[0-9]+\$ ]] || continue; echo \"nvmeof: \${c##*/} ctrl_loss_tmo \$(cat \$c/ctrl_loss_tmo) reconnect_delay \$(cat \$c/reconnect_delay) fast_io_fail_tmo \$(cat \$c/fast_io_fail_tmo) kato \$(cat \$c/kato 2>/dev/null); iopolicy \$(cat \${c%/*}/iopolicy)\"; done" ;;
-        rnbd) vm_run A "s=/sys/class/rtrs-client/$RNBD_SESS; echo \"rnbd: mp_policy \$(cat \$s/mp_policy | tr '\n' ' ') reconnect_delay_sec \$(cat \$s/reconnect_delay_sec) max_reconnect_attempts \$(cat \$s/max_reconnect_attempts)\"" ;;
+        rnbd) vm_run A "s=/sys/class/rtrs-client/$RNBD_SESS; echo \"rnbd: mpath_policy \$(cat \$s/mpath_policy) max_reconnect_attempts \$(cat \$s/max_reconnect_attempts) (reconnect delay: rnbd-client's fixed RECONNECT_DELAY)\"" ;;
     esac
 }
 
