@@ -62,13 +62,16 @@ gnuplot <<EOF
 set terminal pngcairo size 800,500 font ",10"
 set grid
 set key top left
+$( [ -n "$cdfplot" ] && cat <<EOC
 set output '$dir/lat-cdf-4k-qd1.png'
 set title '4k randread qd1: completion latency CDF (fio percentiles)'
 set xlabel 'latency (ms, log scale)'
 set ylabel 'percentile'
 set logscale x
 set yrange [0:100]
-$( [ -n "$cdfplot" ] && echo "plot $cdfplot" )
+plot $cdfplot
+EOC
+)
 unset logscale x
 set yrange [0:*]
 set style data histograms
@@ -85,4 +88,5 @@ set title '64k and 1M jobs: bandwidth (mean over rounds)'
 set ylabel 'MB/s'
 plot for [i=2:$n] '$work/bw.dat' using i:xtic(1) title columnheader(i)
 EOF
+[ -n "$cdfplot" ] || echo "plots: no 4k qd1 percentiles (cdf.tsv): no CDF" >&2
 ls "$dir"/*.png
