@@ -12,7 +12,9 @@
 #            rnbd-client sets a fixed reconnect delay, RECONNECT_DELAY)
 # Under fio randrw 70/30, 4k, qd4, verify=crc32c (verify_backlog: written
 # blocks read back and checked while it runs), continue_on_error=all, a
-# per-I/O completion log (write_lat_log, log_avg_msec=0, unix epoch ms),
+# per-I/O completion log (write_lat_log, log_avg_msec=0, unix epoch ms;
+# clocksource=clock_gettime rather than fio's TSC-based default, whose epoch
+# times may drift from the guest clock that times the faults under TCG),
 # these faults, all in the guests:
 #   cable    "ip link set ethN down" in A for HOLD s, then up (one link)
 #   loss     netem loss 100% on one link's NIC in A and in B for HOLD s
@@ -226,7 +228,7 @@ for s in "${sys[@]}"; do
             dA=$(vm_run A "dmesg | wc -l") dB=$(vm_run B "dmesg | wc -l")
             job=$(vm_bg A "rm -f /tmp/fo_*.log; exec fio --name=fo --filename=$dev --direct=1 --ioengine=libaio --rw=randrw --rwmixread=70 \
 --bs=4k --iodepth=4 --verify=crc32c --verify_backlog=64 --verify_fatal=0 --continue_on_error=all \
---runtime=$rt --time_based=1 --write_lat_log=/tmp/fo --log_avg_msec=0 --log_unix_epoch=1 \
+--runtime=$rt --time_based=1 --clocksource=clock_gettime --write_lat_log=/tmp/fo --log_avg_msec=0 --log_unix_epoch=1 \
 --output-format=json --output=$SA/$tag.json")
             # fio has started once its job is running (the json is written at the end).
             until_ok 60 "vm_run A 'pgrep -x fio >/dev/null'" || echo "bench: fio not seen running"
