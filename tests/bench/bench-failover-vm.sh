@@ -193,13 +193,17 @@ detach() {
         rnbd) rnbd_detach; rnbd_unexport ;;
     esac
 }
-# Both paths working again (after a fault healed): up to 60 s.
+# Both paths working again (after a fault healed): up to READY_SECS (default
+# 90: rnbd-client reconnects a path every 30 s), timed in the guest.
+: "${READY_SECS:=90}"
 paths_ready() {
+    local n
     case $1 in
-        smcr) vm_run A "for i in \$(seq 600); do [ \$($SMCRCTL status nbdkit | grep -cw active) -ge 2 ] && exit 0; sleep 0.1; done; exit 1" ;;
-        nvmeof) vm_run A "for i in \$(seq 600); do n=0; for c in /sys/class/nvme-subsystem/*/nvme*; do [[ \${c##*/} =~ ^nvme[0-9]+\$ ]] && [ \"\$(cat \$c/state)\" = live ] && n=\$((n + 1)); done; [ \$n = 2 ] && exit 0; sleep 0.1; done; exit 1" ;;
-        rnbd) vm_run A "for i in \$(seq 600); do n=0; for p in /sys/class/rtrs-client/$RNBD_SESS/paths/*; do [ \"\$(cat \$p/state)\" = connected ] && n=\$((n + 1)); done; [ \$n = 2 ] && exit 0; sleep 0.1; done; exit 1" ;;
+        smcr) n="\$($SMCRCTL status nbdkit | grep -cw active)" ;;
+        nvmeof) n="\$(n=0; for c in /sys/class/nvme-subsystem/*/nvme*; do [[ \${c##*/} =~ ^nvme[0-9]+\$ ]] && [ \"\$(cat \$c/state)\" = live ] && n=\$((n + 1)); done; echo \$n)" ;;
+        rnbd) n="\$(n=0; for p in /sys/class/rtrs-client/$RNBD_SESS/paths/*; do [ \"\$(cat \$p/state)\" = connected ] && n=\$((n + 1)); done; echo \$n)" ;;
     esac
+    vm_run -t $((READY_SECS + 60)) A "end=\$((SECONDS + $READY_SECS)); while [ \$SECONDS -lt \$end ]; do [ $n -ge 2 ] && exit 0; sleep 0.2; done; exit 1"
 }
 settings() {
     case $1 in
@@ -222,7 +226,11 @@ for s in "${sys[@]}"; do
             l=$(( (r - 1) % 2 + 1 )) e=eth$(( (r - 1) % 2 ))
             h=$hold
             [ "$f" = both ] && { h=10 l=12; }
-            paths_ready "$s" || echo "bench: $s: not both paths ready before $f rep $r"
+            if ! paths_ready "$s"; then
+                echo "bench: $s: not both paths back within ${READY_SECS} s before $f rep $r: its remaining runs skipped"
+                printf '%s\t%s\t%s\tpaths not back\n' "$s" "$f" "$r" >>"$outdir/skipped.tsv"
+                break 2
+            fi
             tag=$s.$f.$r
             rt=$((pre + h + post))
             dA=$(vm_run A "dmesg | wc -l") dB=$(vm_run B "dmesg | wc -l")
