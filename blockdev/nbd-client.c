@@ -258,6 +258,28 @@ int nbd_client_option(struct nbd_client *c, uint32_t option, const void *data,
 	}
 }
 
+int nbd_client_starttls(struct nbd_client *c)
+{
+	struct nbd_opt_reply rep;
+	uint8_t *payload;
+	int r;
+
+	r = send_option(c, NBD_OPT_STARTTLS, NULL, 0);
+	if (r < 0)
+		return r;
+	r = read_reply(c, NBD_OPT_STARTTLS, &rep, &payload);
+	if (r < 0)
+		return r;
+	if (rep.type == NBD_REP_ACK && rep.len == 0)
+		r = 0;
+	else if (rep.type & NBD_REP_FLAG_ERROR)
+		r = rep_error(c, &rep, payload);
+	else
+		r = broken(c, -EPROTO);
+	free(payload);
+	return r;
+}
+
 int nbd_client_structured(struct nbd_client *c)
 {
 	struct nbd_opt_reply rep;

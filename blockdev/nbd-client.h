@@ -55,6 +55,10 @@ int nbd_client_go(struct nbd_client *c, const char *name, struct nbd_export_info
 int nbd_client_export_name(struct nbd_client *c, const char *name,
 			   struct nbd_export_info *info);
 int nbd_client_abort(struct nbd_client *c);
+/* NBD_OPT_STARTTLS: 0 when the server acknowledged it; the caller then
+ * runs the TLS handshake on nbd_client_transport(c) (upgraded in place).
+ * -ENOTSUP etc. when refused (the stream stays usable in the clear). */
+int nbd_client_starttls(struct nbd_client *c);
 /* Sends any option and reads replies up to the final one, whose type is
  * stored in *reply (for tests and probing). */
 int nbd_client_option(struct nbd_client *c, uint32_t option, const void *data,

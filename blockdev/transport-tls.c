@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
+#include <unistd.h>
+#include <arpa/inet.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -566,4 +569,289 @@ bool bd_tls_active(const struct bd_transport *t)
 const char *bd_tls_peer_name(const struct bd_transport *t)
 {
 	return t->ops == &tls_ops ? st((struct bd_transport *)t)->peer_name : NULL;
+}
+
+/* --- the client side ------------------------------------------------------------ */
+
+struct bd_tls_client {
+	gnutls_certificate_credentials_t x509;
+	gnutls_psk_client_credentials_t psk;
+	gnutls_priority_t prio;
+	bool verify;
+	char *hostname;			/* checked in the server's certificate */
+};
+
+/* The key of user in a psktool file, as hex into key (NUL-terminated). */
+static int psk_lookup(const char *file, const char *user, char *key, size_t keylen,
+		      char *err, size_t errlen)
+{
+	char line[1024];
+	size_t ulen = strlen(user);
+	FILE *f = fopen(file, "re");
+	int r = -ENOENT;
+
+	if (!f) {
+		r = -errno;
+		snprintf(err, errlen, "tls-psk-file %s: %s", file, strerror(-r));
+		return r;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\r\n");
+
+		line[n] = '\0';
+		if (strncmp(line, user, ulen) || line[ulen] != ':')
+			continue;
+		n = strlen(line + ulen + 1);
+		if (!n || n % 2 || n >= keylen ||
+		    strspn(line + ulen + 1, "0123456789abcdefABCDEF") != n) {
+			snprintf(err, errlen, "tls-psk-file %s: the key of '%s' is not hex", file,
+				 user);
+			r = -EINVAL;
+			break;
+		}
+		memcpy(key, line + ulen + 1, n + 1);
+		r = 0;
+		break;
+	}
+	fclose(f);
+	if (r == -ENOENT)
+		snprintf(err, errlen, "tls-psk-file %s: no key for '%s' (tls-username)", file,
+			 user);
+	explicit_bzero(line, sizeof(line));
+	return r;
+}
+
+static const char *login_name(void)
+{
+	struct passwd *pw = getpwuid(geteuid());
+
+	return pw ? pw->pw_name : NULL;
+}
+
+int bd_tls_client_new(const struct bd_tls_client_opts *o, struct bd_tls_client **out,
+		      char *err, size_t errlen)
+{
+	const char *prio = o->psk_file ? "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:"
+					 "+ECDHE-PSK:+DHE-PSK:+PSK"
+				       : "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
+	struct bd_tls_client *c;
+	char path[4096], key[4096];
+	int r;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->verify = o->verify_peer;
+	if (o->hostname) {
+		c->hostname = strdup(o->hostname);
+		if (!c->hostname) {
+			r = -ENOMEM;
+			goto out_free;
+		}
+	}
+	if (o->psk_file) {
+		const char *user = o->username ? o->username : login_name();
+		gnutls_datum_t k;
+
+		if (!user) {
+			snprintf(err, errlen, "no login name: give tls-username");
+			r = -EINVAL;
+			goto out_free;
+		}
+		r = psk_lookup(o->psk_file, user, key, sizeof(key), err, errlen);
+		if (r < 0)
+			goto out_free;
+		k.data = (unsigned char *)key;
+		k.size = (unsigned)strlen(key);
+		r = gnutls_psk_allocate_client_credentials(&c->psk);
+		if (r == 0)
+			r = gnutls_psk_set_client_credentials(c->psk, user, &k,
+							      GNUTLS_PSK_KEY_HEX);
+		explicit_bzero(key, sizeof(key));
+		if (r < 0) {
+			snprintf(err, errlen, "tls-psk-file %s: %s", o->psk_file,
+				 gnutls_strerror(r));
+			r = -EINVAL;
+			goto out_free;
+		}
+	} else {
+		r = gnutls_certificate_allocate_credentials(&c->x509);
+		if (r < 0) {
+			r = -ENOMEM;
+			goto out_free;
+		}
+		if (o->certificates) {
+			char kpath[4096];
+			bool has_cert, has_key;
+
+			if (file_exists(o->certificates, "ca-cert.pem", path, sizeof(path)) &&
+			    gnutls_certificate_set_x509_trust_file(c->x509, path,
+								   GNUTLS_X509_FMT_PEM) <= 0) {
+				snprintf(err, errlen, "tls-certificates: %s: no certificate in it",
+					 path);
+				r = -EINVAL;
+				goto out_free;
+			}
+			has_cert = file_exists(o->certificates, "client-cert.pem", path,
+					       sizeof(path));
+			has_key = file_exists(o->certificates, "client-key.pem", kpath,
+					      sizeof(kpath));
+			if (has_cert != has_key) {
+				snprintf(err, errlen, "tls-certificates: %s: client-cert.pem "
+					 "and client-key.pem go together", o->certificates);
+				r = -EINVAL;
+				goto out_free;
+			}
+			r = has_cert ? gnutls_certificate_set_x509_key_file(
+					       c->x509, path, kpath, GNUTLS_X509_FMT_PEM) : 0;
+			if (r < 0) {
+				snprintf(err, errlen, "tls-certificates: %s: %s", o->certificates,
+					 gnutls_strerror(r));
+				r = -EINVAL;
+				goto out_free;
+			}
+		} else if (c->verify &&
+			   gnutls_certificate_set_x509_system_trust(c->x509) <= 0) {
+			snprintf(err, errlen, "no tls-certificates directory and no system CAs");
+			r = -ENOENT;
+			goto out_free;
+		}
+	}
+	r = gnutls_priority_init(&c->prio, prio, NULL);
+	if (r < 0) {
+		snprintf(err, errlen, "TLS priorities: %s", gnutls_strerror(r));
+		r = -EINVAL;
+		goto out_free;
+	}
+	*out = c;
+	return 0;
+out_free:
+	bd_tls_client_free(c);
+	return r;
+}
+
+void bd_tls_client_free(struct bd_tls_client *c)
+{
+	if (!c)
+		return;
+	if (c->prio)
+		gnutls_priority_deinit(c->prio);
+	if (c->x509)
+		gnutls_certificate_free_credentials(c->x509);
+	if (c->psk)
+		gnutls_psk_free_client_credentials(c->psk);
+	free(c->hostname);
+	free(c);
+}
+
+/* Why a client handshake failed, as -errno and a line in err. */
+static int client_failure(gnutls_session_t s, int r, char *err, size_t errlen)
+{
+	if (r == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR || r == GNUTLS_E_CERTIFICATE_ERROR) {
+		gnutls_datum_t out = { NULL, 0 };
+		unsigned status = gnutls_session_get_verify_cert_status(s);
+
+		if (gnutls_certificate_verification_status_print(
+			    status, GNUTLS_CRT_X509, &out, 0) == 0 && out.data)
+			snprintf(err, errlen, "the server's TLS certificate is not trusted: %s",
+				 (const char *)out.data);
+		else
+			snprintf(err, errlen, "the server's TLS certificate is not trusted");
+		gnutls_free(out.data);
+		return -EKEYREJECTED;
+	}
+	if (r == GNUTLS_E_FATAL_ALERT_RECEIVED) {
+		const char *a = gnutls_alert_get_name(gnutls_alert_get(s));
+
+		snprintf(err, errlen, "the server refused the TLS handshake (%s)",
+			 a ? a : "alert");
+		return -ENOKEY;
+	}
+	/* smcrd closes without an alert when it refuses a key. */
+	if (r == GNUTLS_E_PREMATURE_TERMINATION || r == GNUTLS_E_PULL_ERROR ||
+	    r == GNUTLS_E_PUSH_ERROR) {
+		snprintf(err, errlen, "the server closed the connection in the TLS handshake");
+		return -ENOKEY;
+	}
+	snprintf(err, errlen, "TLS handshake: %s", gnutls_strerror(r));
+	return tls_errno(r) == -EPROTO ? -EPROTO : -ECONNRESET;
+}
+
+static bool is_ip_address(const char *h)
+{
+	unsigned char a[16];
+
+	return inet_pton(AF_INET, h, a) == 1 || inet_pton(AF_INET6, h, a) == 1;
+}
+
+int bd_tls_client_upgrade(struct bd_transport *t, struct bd_tls_client *c, int timeout_ms,
+			  int cancel_fd, char *err, size_t errlen)
+{
+	struct tls_state *ts;
+	int r;
+
+	if (t->tls)
+		return -EALREADY;
+	ts = calloc(1, sizeof(*ts));
+	if (!ts)
+		return -ENOMEM;
+	ts->inner = t->ops;
+	if (timeout_ms >= 0)
+		ts->deadline = mono_ms() + timeout_ms;
+	r = gnutls_init(&ts->s, GNUTLS_CLIENT | GNUTLS_NONBLOCK);
+	if (r < 0) {
+		free(ts);
+		snprintf(err, errlen, "TLS: %s", gnutls_strerror(r));
+		return -ENOMEM;
+	}
+	r = gnutls_priority_set(ts->s, c->prio);
+	if (r == 0 && c->x509)
+		r = gnutls_credentials_set(ts->s, GNUTLS_CRD_CERTIFICATE, c->x509);
+	if (r == 0 && c->psk)
+		r = gnutls_credentials_set(ts->s, GNUTLS_CRD_PSK, c->psk);
+	if (r == 0 && c->hostname && !is_ip_address(c->hostname))
+		r = gnutls_server_name_set(ts->s, GNUTLS_NAME_DNS, c->hostname,
+					   strlen(c->hostname));
+	if (r < 0) {
+		snprintf(err, errlen, "TLS: %s", gnutls_strerror(r));
+		gnutls_deinit(ts->s);
+		free(ts);
+		return -EINVAL;
+	}
+	if (c->x509 && c->verify)
+		gnutls_session_set_verify_cert(ts->s, c->hostname, 0);
+	t->tls = ts;
+	gnutls_transport_set_ptr(ts->s, t);
+	gnutls_transport_set_vec_push_function(ts->s, vec_push);
+	gnutls_transport_set_pull_function(ts->s, pull);
+	gnutls_transport_set_pull_timeout_function(ts->s, pull_timeout);
+	for (;;) {
+		r = gnutls_handshake(ts->s);
+		if (r == 0)
+			break;
+		if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED) {
+			int w = bd_wait(t, gnutls_record_get_direction(ts->s) ? BD_WANT_WRITE
+									: BD_WANT_READ,
+					left_ms(ts), cancel_fd);
+
+			if (w == 0)
+				continue;
+			snprintf(err, errlen, "TLS handshake: %s", strerror(-w));
+			r = w;
+		} else {
+			r = client_failure(ts->s, r, err, errlen);
+		}
+		t->tls = NULL;
+		gnutls_deinit(ts->s);
+		free(ts);
+		return r;
+	}
+	{
+		char *desc = gnutls_session_get_desc(ts->s);
+
+		log_dbg("tls: %s: %s", t->peer, desc ? desc : "handshake done");
+		gnutls_free(desc);
+	}
+	t->ops = &tls_ops;
+	return 0;
 }

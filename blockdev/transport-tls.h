@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: TLS on a transport (server side), for NBD's STARTTLS. */
+/* smcrbd: TLS on a transport (both sides), for NBD's STARTTLS. */
 #ifndef SMCRBD_TRANSPORT_TLS_H
 #define SMCRBD_TRANSPORT_TLS_H
 
@@ -33,5 +33,30 @@ bool bd_tls_active(const struct bd_transport *t);
  * without one, the DN) of its verified certificate, or its PSK identity;
  * NULL if none. */
 const char *bd_tls_peer_name(const struct bd_transport *t);
+
+/* --- the client side ---------------------------------------------------------
+ * Credentials named as libnbd names them: certificates is a directory
+ * with ca-cert.pem (the CA that signed the server's certificate) and,
+ * optionally, client-cert.pem and client-key.pem; NULL: the system's
+ * trusted CAs.  psk_file: psktool's username:hexkey lines, the key of
+ * username (NULL: the login name) is used.  verify_peer: the server's
+ * certificate must be signed by a trusted CA and name hostname. */
+struct bd_tls_client_opts {
+	const char *certificates;
+	const char *psk_file;
+	const char *username;
+	const char *hostname;
+	bool verify_peer;
+};
+struct bd_tls_client;
+int bd_tls_client_new(const struct bd_tls_client_opts *o, struct bd_tls_client **out,
+		      char *err, size_t errlen);
+void bd_tls_client_free(struct bd_tls_client *c);
+/* The client's handshake on t (after the server acknowledged
+ * NBD_OPT_STARTTLS), as bd_tls_upgrade().  -EKEYREJECTED: the server's
+ * certificate is not trusted; -ENOKEY: the server ended the handshake
+ * (refused our credentials, mostly); other -errno.  err says why. */
+int bd_tls_client_upgrade(struct bd_transport *t, struct bd_tls_client *c, int timeout_ms,
+			  int cancel_fd, char *err, size_t errlen);
 
 #endif

@@ -37,6 +37,7 @@
 #include "nbd-wire.h"
 #include "smcr.h"
 #include "transport-smcr.h"
+#include "transport-tls.h"
 #include "transport.h"
 #include "jsonw.h"
 #include "strbuf.h"
@@ -115,7 +116,7 @@ struct nbdc_conn {
 	struct rq subq;			/* lock */
 	bool wake_pending;		/* lock */
 	char tname[24], peer[64];	/* lock: for status */
-	char last_error[96];		/* lock */
+	char last_error[256];		/* lock */
 	int64_t down_since;		/* lock */
 
 	/* Read by other threads (atomics). */
@@ -153,6 +154,8 @@ struct nbdc {
 	struct smcr_ctl *ctl;
 	bool own_ctl;
 	char section[32];
+	int tls;			/* NBDC_TLS_* */
+	struct bd_tls_client *tls_cred;
 
 	struct nbd_export_info info;
 	bool block_status;		/* the first connection had base:allocation */
@@ -358,6 +361,30 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 		set_error(c, "handshake: %s", strerror(-r));
 		return r;
 	}
+	if (e->tls != NBDC_TLS_OFF) {
+		char why[200];
+		bool refused;
+
+		r = nbd_client_starttls(nc);
+		/* An error reply (the stream goes on), not a broken stream. */
+		refused = r == -ENOTSUP || r == -EINVAL || r == -EACCES || r == -EPERM ||
+			  r == -ENOENT || r == -EIO;
+		if (refused && e->tls == NBDC_TLS_ALLOW) {
+			r = 0;		/* no TLS offered: in the clear */
+		} else if (r < 0) {
+			set_error(c, "STARTTLS: %s", strerror(-r));
+			if (refused)
+				r = -ENOPROTOOPT;
+			goto out_close;
+		} else {
+			r = bd_tls_client_upgrade(nbd_client_transport(nc), e->tls_cred,
+						  (int)e->connect_timeout_ms, -1, why, sizeof(why));
+			if (r < 0) {
+				set_error(c, "%s", why);
+				goto out_close;
+			}
+		}
+	}
 	r = nbd_client_structured(nc);
 	if (r < 0 && r != -ENOTSUP && r != -EINVAL && r != -EPERM && r != -EIO) {
 		set_error(c, "structured replies: %s", strerror(-r));
@@ -371,6 +398,10 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 			set_error(c, "metadata context: %s", strerror(-r));
 			if (r == -ENOENT)
 				r = -ENXIO;	/* NBD_REP_ERR_UNKNOWN: no such export */
+			goto out_close;
+		}
+		if (r == -EPERM) {	/* NBD_REP_ERR_TLS_REQD */
+			set_error(c, "the server requires TLS");
 			goto out_close;
 		}
 		c->meta_alloc = r == 0;
@@ -1302,6 +1333,7 @@ static void nbdc_free(struct nbdc *e)
 		conn_free(&e->conns[i]);
 	if (e->own_ctx)
 		smcr_ctx_destroy(e->ctx);
+	bd_tls_client_free(e->tls_cred);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
 }
@@ -1359,6 +1391,28 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	if (want > NBDC_MAX_CONNS)
 		want = NBDC_MAX_CONNS;
 
+	e->tls = o->tls;
+	if (e->tls != NBDC_TLS_OFF) {
+		struct bd_tls_client_opts to = {
+			.certificates = o->tls_certificates,
+			.psk_file = o->tls_psk_file,
+			.username = o->tls_username,
+			.hostname = o->tls_hostname ? o->tls_hostname : o->host,
+			.verify_peer = !o->tls_no_verify_peer,
+		};
+		char why[256];
+
+		/* smcrd offers no STARTTLS on its SMC-R port. */
+		if (e->transport != NBDC_TCP) {
+			r = -EPROTONOSUPPORT;
+			goto out_free;
+		}
+		r = bd_tls_client_new(&to, &e->tls_cred, why, sizeof(why));
+		if (r < 0) {
+			log_err("nbd: TLS: %s", why);
+			goto out_free;
+		}
+	}
 	if (e->transport == NBDC_SMCR) {
 		e->ctx = o->ctx;
 		if (!e->ctx) {
@@ -1376,10 +1430,12 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	if (r == 0)
 		r = conn_connect(&e->conns[0], true);
 	if (r < 0) {
-		/* The caller reports a missing export in one line (nbdc_strerror). */
-		applog(r == -ENXIO ? SMCR_LOG_DEBUG : SMCR_LOG_ERR, "nbd: %s://%s:%s/%s: %s",
-		       nbdc_transport_name(e->transport), e->host, e->port, e->export_name,
-		       e->conns[0].last_error);
+		/* The caller reports a missing export in one line (nbdc_strerror);
+		 * a TLS failure too, with this line's detail. */
+		applog(r == -ENXIO || r == -EPERM || r == -ENOPROTOOPT || r == -EKEYREJECTED ||
+		       r == -ENOKEY ? SMCR_LOG_DEBUG : SMCR_LOG_ERR, "nbd: %s://%s:%s/%s: %s",
+		       e->tls == NBDC_TLS_REQUIRE ? "nbds" : nbdc_transport_name(e->transport),
+		       e->host, e->port, e->export_name, e->conns[0].last_error);
 		goto out_free;
 	}
 	if (!(e->info.flags & NBD_FLAG_CAN_MULTI_CONN) && want > 1) {
@@ -1450,8 +1506,11 @@ out_free:
 
 void nbdc_strerror(const struct nbdc_opts *o, int err, char *buf, size_t len)
 {
-	char port[16];
+	char port[16], where[400];
 	const char *host = o->host ? o->host : "";
+	const char *scheme = o->tls == NBDC_TLS_REQUIRE && o->transport == NBDC_TCP ? "nbds" :
+			     nbdc_transport_name(o->transport);
+	const char *why;
 	bool v6 = strchr(host, ':') != NULL;
 
 	if (o->port && *o->port)
@@ -1459,13 +1518,56 @@ void nbdc_strerror(const struct nbdc_opts *o, int err, char *buf, size_t len)
 	else
 		snprintf(port, sizeof(port), "%u",
 			 o->transport == NBDC_TCP ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT);
-	if (err == -ENXIO)
+	if (err == -ENXIO) {
 		snprintf(buf, len, "smcrd at %s%s%s:%s has no export '%s'", v6 ? "[" : "", host,
 			 v6 ? "]" : "", port, o->export ? o->export : "");
-	else
-		snprintf(buf, len, "cannot attach %s://%s%s%s:%s/%s: %s",
-			 nbdc_transport_name(o->transport), v6 ? "[" : "", host, v6 ? "]" : "",
-			 port, o->export ? o->export : "", strerror(-err));
+		return;
+	}
+	snprintf(where, sizeof(where), "%s://%s%s%s:%s/%s", scheme, v6 ? "[" : "", host,
+		 v6 ? "]" : "", port, o->export ? o->export : "");
+	switch (err) {
+	case -EPERM:
+		why = "the server requires TLS (use nbds://, see tls-certificates)";
+		break;
+	case -ENOPROTOOPT:
+		why = "the server offers no TLS";
+		break;
+	case -EKEYREJECTED:
+		why = "the server's TLS certificate is not trusted (is the CA that signed it "
+		      "in tls-certificates=DIR/ca-cert.pem, and does it name the host?)";
+		break;
+	case -ENOKEY:
+		why = "the server refused the TLS handshake (a wrong pre-shared key, or "
+		      "a client certificate it does not trust?)";
+		break;
+	case -EPROTONOSUPPORT:
+		why = o->tls ? "TLS is for NBD over TCP (nbds://): smcrd offers none on "
+			       "its SMC-R port" : strerror(-err);
+		break;
+	default:
+		why = strerror(-err);
+	}
+	snprintf(buf, len, "cannot attach %s: %s", where, why);
+}
+
+void nbdc_opts_from_uri(struct nbdc_opts *o, const struct nbdc_uri *u)
+{
+	o->host = u->host;
+	o->port = u->port;
+	o->export = u->export;
+	o->transport = u->transport;
+	if (u->tls)
+		o->tls = NBDC_TLS_REQUIRE;
+	if (u->tls_certificates[0])
+		o->tls_certificates = u->tls_certificates;
+	if (u->tls_psk_file[0])
+		o->tls_psk_file = u->tls_psk_file;
+	if (u->tls_username[0])
+		o->tls_username = u->tls_username;
+	if (u->tls_hostname[0])
+		o->tls_hostname = u->tls_hostname;
+	if (u->tls_verify_peer >= 0)
+		o->tls_no_verify_peer = !u->tls_verify_peer;
 }
 
 void nbdc_uri_strerror(const char *uri, int err, char *buf, size_t len)
@@ -1474,13 +1576,11 @@ void nbdc_uri_strerror(const char *uri, int err, char *buf, size_t len)
 	struct nbdc_uri u;
 
 	if (nbdc_uri_parse(uri, &u) < 0) {
-		snprintf(buf, len, "%s: use smcr://HOST[:PORT]/EXPORT or nbd://...", uri);
+		snprintf(buf, len, "%s: use smcr://HOST[:PORT]/EXPORT, nbd://... or nbds://...",
+			 uri);
 		return;
 	}
-	o.host = u.host;
-	o.port = u.port;
-	o.export = u.export;
-	o.transport = u.transport;
+	nbdc_opts_from_uri(&o, &u);
 	nbdc_strerror(&o, err, buf, len);
 }
 
@@ -1494,10 +1594,7 @@ int nbdc_open_uri(const char *uri, const struct nbdc_opts *opts, struct nbdc **o
 		return r;
 	if (opts)
 		o = *opts;
-	o.host = u.host;
-	o.port = u.port;
-	o.export = u.export;
-	o.transport = u.transport;
+	nbdc_opts_from_uri(&o, &u);
 	return nbdc_open(&o, out);
 }
 

@@ -53,17 +53,34 @@ struct nbdc_opts {
 	 * named ctl_name (smcr_ctl_open); neither: none. */
 	struct smcr_ctl *ctl;
 	const char *ctl_name;
+	/* TLS (NBD_OPT_STARTTLS), on NBD over TCP only: NBDC_TLS_REQUIRE
+	 * fails without it, _ALLOW goes on in the clear when the server
+	 * offers none.  Credentials as libnbd names them (see
+	 * transport-tls.h); hostname NULL: host. */
+	int tls;
+	const char *tls_certificates;
+	const char *tls_psk_file;
+	const char *tls_username;
+	const char *tls_hostname;
+	bool tls_no_verify_peer;
 };
+enum { NBDC_TLS_OFF = 0, NBDC_TLS_ALLOW, NBDC_TLS_REQUIRE };
 
 /* Connects every connection once (failing if any does not come up) and
  * starts their threads.  Call it in the process that does the I/O (after
- * any fork).  -ENXIO: the server has no such export. */
+ * any fork).  -ENXIO: the server has no such export; TLS: -EPERM the
+ * server requires it, -ENOPROTOOPT the server offers none, -EKEYREJECTED
+ * its certificate is not trusted, -ENOKEY it refused our credentials,
+ * -EPROTONOSUPPORT TLS asked for over SMC-R. */
 int nbdc_open(const struct nbdc_opts *opts, struct nbdc **out);
-/* Same, from a URI; opts (may be NULL) give the other settings. */
+/* Same, from a URI; opts (may be NULL) give the other settings (TLS
+ * ones too; the URI's nbds:// and query string win). */
 int nbdc_open_uri(const char *uri, const struct nbdc_opts *opts, struct nbdc **out);
 /* The one-line message every client prints for nbdc_open's err, e.g.
  * "smcrd at HOST:PORT has no export 'NAME'". */
 void nbdc_strerror(const struct nbdc_opts *opts, int err, char *buf, size_t len);
+/* The URI's address, export and TLS settings into o (they point into u). */
+void nbdc_opts_from_uri(struct nbdc_opts *o, const struct nbdc_uri *u);
 void nbdc_uri_strerror(const char *uri, int err, char *buf, size_t len);
 /* Lets requests still out finish (a few seconds at most), fails what is
  * left with -ESHUTDOWN, sends NBD_CMD_DISC and frees everything.  No

@@ -64,13 +64,92 @@ int nbdc_hostport_parse(const char *s, unsigned default_port, char *host,
 	return 0;
 }
 
+/* Percent-decodes len bytes of src into dst (NUL-terminated). */
+static int decode(const char *src, size_t len, char *dst, size_t dstlen)
+{
+	const char *p = src, *end = src + len;
+	size_t n = 0;
+
+	while (p < end) {
+		int c = (unsigned char)*p;
+
+		if (c == '%') {
+			if (end - p < 3 || !isxdigit((unsigned char)p[1]) ||
+			    !isxdigit((unsigned char)p[2]))
+				return -EINVAL;
+			c = hexval(p[1]) << 4 | hexval(p[2]);
+			if (!c)		/* NBD strings and paths hold no NUL */
+				return -EINVAL;
+			p += 3;
+		} else {
+			p++;
+		}
+		if (n >= dstlen - 1)
+			return -ENAMETOOLONG;
+		dst[n++] = (char)c;
+	}
+	dst[n] = '\0';
+	return 0;
+}
+
+static int parse_bool(const char *v)
+{
+	if (!strcmp(v, "true") || !strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "1"))
+		return 1;
+	if (!strcmp(v, "false") || !strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "0"))
+		return 0;
+	return -EINVAL;
+}
+
+/* key=value&... (libnbd's names). */
+static int parse_query(const char *q, struct nbdc_uri *u)
+{
+	while (*q) {
+		size_t len = strcspn(q, "&");
+		const char *eq = memchr(q, '=', len);
+		char key[32], val[4096];
+		int r;
+
+		if (!eq || (size_t)(eq - q) >= sizeof(key))
+			return -EINVAL;
+		memcpy(key, q, (size_t)(eq - q));
+		key[eq - q] = '\0';
+		r = decode(eq + 1, len - (size_t)(eq - q) - 1, val, sizeof(val));
+		if (r < 0)
+			return r;
+		if (!strcmp(key, "tls-certificates"))
+			r = snprintf(u->tls_certificates, sizeof(u->tls_certificates), "%s", val);
+		else if (!strcmp(key, "tls-psk-file"))
+			r = snprintf(u->tls_psk_file, sizeof(u->tls_psk_file), "%s", val);
+		else if (!strcmp(key, "tls-username"))
+			r = snprintf(u->tls_username, sizeof(u->tls_username), "%s", val);
+		else if (!strcmp(key, "tls-hostname"))
+			r = snprintf(u->tls_hostname, sizeof(u->tls_hostname), "%s", val);
+		else if (!strcmp(key, "tls-verify-peer"))
+			r = u->tls_verify_peer = parse_bool(val);
+		else
+			return -EINVAL;
+		if (r < 0)
+			return -EINVAL;
+		if (r >= 4096 || (r >= 256 && (!strcmp(key, "tls-username") ||
+					      !strcmp(key, "tls-hostname"))))
+			return -ENAMETOOLONG;
+		q += len;
+		if (*q == '&')
+			q++;
+	}
+	return 0;
+}
+
 int nbdc_uri_parse(const char *uri, struct nbdc_uri *u)
 {
-	const char *rest, *slash;
+	const char *rest, *slash, *at, *query;
 	char hostport[300];
 	unsigned defport;
+	int r;
 
 	memset(u, 0, sizeof(*u));
+	u->tls_verify_peer = -1;
 	if (!strncmp(uri, "smcr://", 7)) {
 		u->transport = NBDC_SMCR;
 		defport = NBDC_SMCR_PORT;
@@ -79,12 +158,30 @@ int nbdc_uri_parse(const char *uri, struct nbdc_uri *u)
 		u->transport = NBDC_TCP;
 		defport = NBD_DEFAULT_PORT;
 		rest = uri + 6;
+	} else if (!strncmp(uri, "nbds://", 7)) {
+		u->transport = NBDC_TCP;
+		u->tls = true;
+		defport = NBD_DEFAULT_PORT;
+		rest = uri + 7;
 	} else {
 		return -EPROTONOSUPPORT;
 	}
-	slash = strchr(rest, '/');
+	query = strchr(rest, '?');
+	if (!query)
+		query = rest + strlen(rest);
+	slash = memchr(rest, '/', (size_t)(query - rest));
 	if (!slash)
-		slash = rest + strlen(rest);
+		slash = query;
+	/* user@: the TLS username (libnbd's), for nbds:// only. */
+	at = memchr(rest, '@', (size_t)(slash - rest));
+	if (at) {
+		if (!u->tls)
+			return -EINVAL;
+		r = decode(rest, (size_t)(at - rest), u->tls_username, sizeof(u->tls_username));
+		if (r < 0 || !u->tls_username[0])
+			return r < 0 ? r : -EINVAL;
+		rest = at + 1;
+	}
 	if ((size_t)(slash - rest) >= sizeof(hostport))
 		return -ENAMETOOLONG;
 	memcpy(hostport, rest, (size_t)(slash - rest));
@@ -92,30 +189,12 @@ int nbdc_uri_parse(const char *uri, struct nbdc_uri *u)
 	if (nbdc_hostport_parse(hostport, defport, u->host, sizeof(u->host), u->port,
 				sizeof(u->port)))
 		return -EINVAL;
-	if (*slash) {
-		const char *p = slash + 1;
-		size_t n = 0;
-
-		/* Percent-decoding of the export name. */
-		while (*p) {
-			int c = (unsigned char)*p;
-
-			if (c == '%') {
-				if (!isxdigit((unsigned char)p[1]) ||
-				    !isxdigit((unsigned char)p[2]))
-					return -EINVAL;
-				c = hexval(p[1]) << 4 | hexval(p[2]);
-				if (!c)		/* NBD strings hold no NUL */
-					return -EINVAL;
-				p += 3;
-			} else {
-				p++;
-			}
-			if (n >= sizeof(u->export) - 1)
-				return -ENAMETOOLONG;
-			u->export[n++] = (char)c;
-		}
-		u->export[n] = '\0';
+	if (slash < query) {
+		r = decode(slash + 1, (size_t)(query - slash - 1), u->export, sizeof(u->export));
+		if (r < 0)
+			return r;
 	}
+	if (*query)
+		return parse_query(query + 1, u);
 	return 0;
 }

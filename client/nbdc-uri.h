@@ -3,6 +3,7 @@
 #ifndef SMCRBD_NBDC_URI_H
 #define SMCRBD_NBDC_URI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "nbd-proto.h"
@@ -15,14 +16,24 @@ enum nbdc_transport {
 	NBDC_TCP,		/* plain NBD over TCP */
 };
 
-/* smcr://host[:port]/export and nbd://host[:port]/export (IPv6 hosts in
- * brackets; an empty export name is allowed).  The port defaults to
- * NBDC_SMCR_PORT or NBD_DEFAULT_PORT. */
+/* smcr://host[:port]/export, nbd://host[:port]/export and
+ * nbds://[user@]host[:port]/export (NBD over TCP with TLS required; user
+ * is the PSK identity), IPv6 hosts in brackets, an empty export name
+ * allowed.  The port defaults to NBDC_SMCR_PORT or NBD_DEFAULT_PORT.  A
+ * query string takes libnbd's TLS parameters: tls-certificates=DIR,
+ * tls-psk-file=FILE, tls-username=NAME, tls-hostname=NAME,
+ * tls-verify-peer=true|false; others are refused (-EINVAL). */
 struct nbdc_uri {
 	enum nbdc_transport transport;
+	bool tls;
 	char host[256];
 	char port[16];
 	char export[NBD_MAX_STRING + 1];
+	char tls_certificates[4096];		/* "": not given */
+	char tls_psk_file[4096];
+	char tls_username[256];
+	char tls_hostname[256];
+	int tls_verify_peer;			/* -1: not given, 0, 1 */
 };
 int nbdc_uri_parse(const char *uri, struct nbdc_uri *u);
 /* HOST, HOST:PORT, [V6]:PORT into host and port (default_port if none). */

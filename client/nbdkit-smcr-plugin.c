@@ -7,7 +7,9 @@
  *
  *   nbdkit smcr server=HOST[:PORT] export=NAME [connections=N] [timeout=S]
  *               [transport=smcr|tcp] [io-timeout=S] [ctl=NAME|off]
- *   nbdkit smcr uri=smcr://HOST[:PORT]/NAME ...
+ *               [tls=off|on|require] [tls-certificates=DIR] [tls-psk-file=FILE]
+ *               [tls-username=NAME] [tls-hostname=NAME] [tls-verify-peer=BOOL]
+ *   nbdkit smcr uri=smcr://HOST[:PORT]/NAME ...   (or nbd://, nbds://)
  *
  * One client library instance serves every nbdkit client: it is opened in
  * .after_fork (nbdkit may fork into the background first; threads do not
@@ -30,6 +32,8 @@
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
 static char *cfg_server, *cfg_export, *cfg_uri, *cfg_ctl;
+static char *cfg_tls_certificates, *cfg_tls_psk_file, *cfg_tls_username, *cfg_tls_hostname;
+static int cfg_tls = -1, cfg_tls_verify_peer = -1;
 static unsigned cfg_connections = 4;
 static double cfg_timeout = 30, cfg_io_timeout = 60;
 static int cfg_transport = -1;
@@ -42,6 +46,10 @@ static void smcr_unload(void)
 	free(cfg_export);
 	free(cfg_uri);
 	free(cfg_ctl);
+	free(cfg_tls_certificates);
+	free(cfg_tls_psk_file);
+	free(cfg_tls_username);
+	free(cfg_tls_hostname);
 }
 
 static int set_str(char **dst, const char *v)
@@ -86,6 +94,28 @@ static int smcr_config(const char *key, const char *value)
 			return -1;
 		}
 		return 0;
+	}
+	/* TLS: libnbd's names, and nbdkit-nbd-plugin's tls-psk, tls-verify. */
+	if (!strcmp(key, "tls")) {
+		if (!strcmp(value, "require") || !strcmp(value, "required"))
+			cfg_tls = NBDC_TLS_REQUIRE;
+		else if (!strcmp(value, "on"))
+			cfg_tls = NBDC_TLS_ALLOW;
+		else if ((cfg_tls = nbdkit_parse_bool(value)) == -1)
+			return -1;
+		return 0;
+	}
+	if (!strcmp(key, "tls-certificates"))
+		return set_str(&cfg_tls_certificates, value);
+	if (!strcmp(key, "tls-psk-file") || !strcmp(key, "tls-psk"))
+		return set_str(&cfg_tls_psk_file, value);
+	if (!strcmp(key, "tls-username"))
+		return set_str(&cfg_tls_username, value);
+	if (!strcmp(key, "tls-hostname"))
+		return set_str(&cfg_tls_hostname, value);
+	if (!strcmp(key, "tls-verify-peer") || !strcmp(key, "tls-verify")) {
+		cfg_tls_verify_peer = nbdkit_parse_bool(value);
+		return cfg_tls_verify_peer == -1 ? -1 : 0;
 	}
 	if (!strcmp(key, "timeout"))
 		return parse_secs(key, value, &cfg_timeout);
@@ -133,6 +163,25 @@ static int smcr_config_complete(void)
 	return 0;
 }
 
+/* TLS parameters over what a URI said. */
+static void tls_opts(struct nbdc_opts *o)
+{
+	if (cfg_tls >= 0)
+		o->tls = cfg_tls;
+	else if (!o->tls && (cfg_tls_certificates || cfg_tls_psk_file || cfg_tls_username))
+		o->tls = NBDC_TLS_ALLOW;	/* as nbdkit-nbd-plugin(1) */
+	if (cfg_tls_certificates)
+		o->tls_certificates = cfg_tls_certificates;
+	if (cfg_tls_psk_file)
+		o->tls_psk_file = cfg_tls_psk_file;
+	if (cfg_tls_username)
+		o->tls_username = cfg_tls_username;
+	if (cfg_tls_hostname)
+		o->tls_hostname = cfg_tls_hostname;
+	if (cfg_tls_verify_peer >= 0)
+		o->tls_no_verify_peer = !cfg_tls_verify_peer;
+}
+
 /* The connection options from the parameters (host and port in h, p). */
 static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u, char *h, size_t hl,
 		     char *p, size_t pl)
@@ -143,19 +192,20 @@ static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u, char *h, size_t hl
 		r = nbdc_uri_parse(cfg_uri, u);
 		if (r < 0) {
 			nbdkit_error("uri=%s: %s", cfg_uri,
-				     r == -EPROTONOSUPPORT ? "use smcr:// or nbd://" :
+				     r == -EPROTONOSUPPORT ? "use smcr://, nbd:// or nbds://" :
 				     strerror(-r));
 			return -1;
 		}
 		if (cfg_transport >= 0)
 			u->transport = (enum nbdc_transport)cfg_transport;
-		o->host = u->host;
-		o->port = u->port;
-		o->export = u->export;
-		o->transport = u->transport;
+		nbdc_opts_from_uri(o, u);
+		tls_opts(o);
 		return 0;
 	}
-	o->transport = cfg_transport == NBDC_TCP ? NBDC_TCP : NBDC_SMCR;
+	/* TLS is NBD over TCP's (smcrd offers none on its SMC-R port). */
+	o->transport = cfg_transport == NBDC_TCP || (cfg_transport < 0 && (cfg_tls > 0 || (cfg_tls < 0 &&
+			(cfg_tls_certificates || cfg_tls_psk_file || cfg_tls_username)))) ?
+		       NBDC_TCP : NBDC_SMCR;
 	r = nbdc_hostport_parse(cfg_server, o->transport == NBDC_TCP ? NBD_DEFAULT_PORT :
 				NBDC_SMCR_PORT, h, hl, p, pl);
 	if (r < 0) {
@@ -165,6 +215,7 @@ static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u, char *h, size_t hl
 	o->host = h;
 	o->port = p;
 	o->export = cfg_export ? cfg_export : "";
+	tls_opts(o);
 	return 0;
 }
 
@@ -425,12 +476,18 @@ static void smcr_dump_plugin(void)
 #define smcr_config_help \
 	"server=HOST[:PORT]     smcrd to attach (port: 10810 smcr, 10809 tcp)\n" \
 	"export=NAME            export name (default \"\")\n" \
-	"uri=smcr://HOST[:PORT]/NAME or nbd://...  instead of server= and export=\n" \
+	"uri=smcr://HOST[:PORT]/NAME, nbd://... or nbds://...  instead of server=, export=\n" \
 	"transport=smcr|tcp     SMC-R with TCP fallback (default), or plain TCP\n" \
 	"connections=N          connections if the server allows multi-conn (4)\n" \
 	"timeout=S              requests wait S seconds for a lost server (30)\n" \
 	"io-timeout=S           no reply for S seconds: connection dead (60; 0 never)\n" \
-	"ctl=NAME|off           control socket name for smcrctl (nbdkit-smcr)"
+	"ctl=NAME|off           control socket name for smcrctl (nbdkit-smcr)\n" \
+	"tls=off|on|require     TLS on NBD/TCP (on with any tls-* parameter)\n" \
+	"tls-certificates=DIR   ca-cert.pem [client-cert.pem client-key.pem]\n" \
+	"tls-psk-file=FILE      pre-shared keys (psktool) instead of certificates\n" \
+	"tls-username=NAME      PSK identity (default: the login name)\n" \
+	"tls-hostname=NAME      name in smcrd's certificate (default: the host)\n" \
+	"tls-verify-peer=false  do not verify smcrd's certificate"
 
 static struct nbdkit_plugin plugin = {
 	.name = "smcr",

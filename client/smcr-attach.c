@@ -71,6 +71,10 @@ struct opts {
 	bool forward;			/* socket pairs to our forwarder */
 	const char *exec;		/* --exec CMD, with forward */
 	int sockbuf;			/* SO_SNDBUF/SO_RCVBUF; 0: the kernel's */
+	/* TLS (with -F, over TCP): libnbd's names. */
+	bool tls;
+	const char *tls_certificates, *tls_psk_file, *tls_username;
+	bool tls_no_verify_peer;
 };
 
 static volatile sig_atomic_t stop;
@@ -901,7 +905,13 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 		.timeout_ms = o->dead_s ? o->dead_s * 1000 : 1,
 		.read_only = o->readonly,
 		.ctl_name = "smcr-attach",
+		.tls = o->tls ? NBDC_TLS_REQUIRE : NBDC_TLS_OFF,
+		.tls_certificates = o->tls_certificates,
+		.tls_psk_file = o->tls_psk_file,
+		.tls_username = o->tls_username,
+		.tls_no_verify_peer = o->tls_no_verify_peer,
 	};
+	char msg[512];
 	int sbuf = FWD_SOCKBUF, r, sv[2];
 	unsigned i;
 
@@ -910,8 +920,8 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 	pthread_cond_init(&f->idle, NULL);
 	r = nbdc_open(&no, &f->e);
 	if (r < 0) {
-		log_err("%s:%s export '%s' over %s: %s", o->host, o->port, o->export,
-			o->tcp ? "TCP" : "SMC-R", strerror(-r));
+		nbdc_strerror(&no, r, msg, sizeof(msg));
+		log_err("%s", msg);
 		return r;
 	}
 	/* As many pairs as the engine has connections: the driver spreads
@@ -1152,6 +1162,11 @@ close_nl:
 	return r < 0 ? 1 : 0;
 }
 
+enum {
+	OPT_TLS = 0x100, OPT_TLS_CERTIFICATES, OPT_TLS_PSK_FILE, OPT_TLS_USERNAME,
+	OPT_TLS_VERIFY_PEER,
+};
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -1178,12 +1193,18 @@ static void usage(FILE *f)
 "  -D, --dead-timeout S    wait S seconds for a reconnect before failing\n"
 "                          I/O (default 30; with -F: the forwarder's wait)\n"
 "  -r, --read-only         attach read-only\n"
+"      --tls               with -F: NBD over TCP with TLS (STARTTLS) required\n"
+"      --tls-certificates DIR  ca-cert.pem (and client-cert.pem, client-key.pem)\n"
+"      --tls-psk-file FILE pre-shared keys (psktool's) instead of certificates\n"
+"      --tls-username NAME PSK identity (default: the login name)\n"
+"      --tls-verify-peer false  do not check the server's certificate\n"
+"                          (any --tls-* option implies --tls)\n"
 "  -d, --detach            disconnect /dev/nbdN\n"
 "  -v, --verbose           debug messages\n"
 "  -h, --help, -V, --version\n"
 "\n"
-"PORT defaults to %d (smcrd's SMC-R port).  It stays in the foreground until\n"
-"the device is disconnected.\n", NBDC_SMCR_PORT);
+"PORT defaults to %d (smcrd's SMC-R port; with --tls %d, NBD/TCP).  It stays\n"
+"in the foreground until the device is disconnected.\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
 }
 
 int main(int argc, char **argv)
@@ -1198,6 +1219,11 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "dead-timeout", required_argument, NULL, 'D' },
 		{ "read-only", no_argument, NULL, 'r' },
+		{ "tls", no_argument, NULL, OPT_TLS },
+		{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
+		{ "tls-psk-file", required_argument, NULL, OPT_TLS_PSK_FILE },
+		{ "tls-username", required_argument, NULL, OPT_TLS_USERNAME },
+		{ "tls-verify-peer", required_argument, NULL, OPT_TLS_VERIFY_PEER },
 		{ "detach", no_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -1217,6 +1243,24 @@ int main(int argc, char **argv)
 
 		if (c == 'E') {
 			o.exec = optarg;
+			continue;
+		}
+		if (c >= OPT_TLS && c <= OPT_TLS_VERIFY_PEER) {
+			o.tls = true;
+			if (c == OPT_TLS_CERTIFICATES)
+				o.tls_certificates = optarg;
+			else if (c == OPT_TLS_PSK_FILE)
+				o.tls_psk_file = optarg;
+			else if (c == OPT_TLS_USERNAME)
+				o.tls_username = optarg;
+			else if (c == OPT_TLS_VERIFY_PEER) {
+				if (strcmp(optarg, "true") && strcmp(optarg, "false")) {
+					fprintf(stderr, "smcr-attach: --tls-verify-peer: true or "
+						"false\n");
+					return EXIT_USAGE;
+				}
+				o.tls_no_verify_peer = !strcmp(optarg, "false");
+			}
 			continue;
 		}
 		if (c == 'B') {
@@ -1284,6 +1328,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "smcr-attach: --exec needs --forward\n");
 		return EXIT_USAGE;
 	}
+	/* The kernel's nbd driver has no TLS; smcrd offers it on TCP only. */
+	if (o.tls && !o.forward) {
+		fprintf(stderr, "smcr-attach: TLS needs --forward (the kernel's nbd driver "
+			"has none)\n");
+		return EXIT_USAGE;
+	}
+	if (o.tls)
+		o.tcp = true;
 	if (o.exec ? argc - optind != 2 :
 	    argc - optind != 3 || parse_dev(argv[optind + 2], &o.index) < 0) {
 		usage(stderr);
@@ -1291,8 +1343,8 @@ int main(int argc, char **argv)
 	}
 	if (o.forward && !timeout_set)
 		o.timeout_s = o.dead_s + 30;
-	if (nbdc_hostport_parse(argv[optind], NBDC_SMCR_PORT, o.host, sizeof(o.host), o.port,
-				sizeof(o.port)) < 0) {
+	if (nbdc_hostport_parse(argv[optind], o.tls ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT, o.host,
+				sizeof(o.host), o.port, sizeof(o.port)) < 0) {
 		fprintf(stderr, "smcr-attach: bad address '%s'\n", argv[optind]);
 		return EXIT_USAGE;
 	}

@@ -41,6 +41,7 @@ struct options {
 	char *ctl;
 	unsigned connections;
 	char *timeout;
+	char *tls_certificates, *tls_psk_file, *tls_username, *tls_verify_peer;
 	int read_only;
 	int help;
 	int version;
@@ -64,6 +65,10 @@ static const struct fuse_opt option_spec[] = {
 	OPT("-n %s", name),
 	OPT("--name=%s", name),
 	OPT("--ctl=%s", ctl),
+	OPT("--tls-certificates=%s", tls_certificates),
+	OPT("--tls-psk-file=%s", tls_psk_file),
+	OPT("--tls-username=%s", tls_username),
+	OPT("--tls-verify-peer=%s", tls_verify_peer),
 	OPT("-r", read_only),
 	OPT("--read-only", read_only),
 	OPT("-h", help),
@@ -95,12 +100,19 @@ static void usage(const char *prog)
 	       "\n"
 	       "URI: smcr://HOST[:PORT]/EXPORT (SMC-R, TCP fallback; port %u)\n"
 	       "     nbd://HOST[:PORT]/EXPORT  (plain NBD over TCP; port %u)\n"
+	       "     nbds://[USER@]HOST[:PORT]/EXPORT[?tls-certificates=DIR...]\n"
+	       "                               (NBD over TCP with TLS, as libnbd's)\n"
 	       "\n"
 	       "  -C, --connections=N   connections if the server allows multi-conn (4)\n"
 	       "  -t, --timeout=S       requests wait S seconds for a lost server (30)\n"
 	       "  -r, --read-only       refuse writes (mount read-only)\n"
 	       "  -n, --name=FILE       name of the file in the mount (the export name)\n"
 	       "      --ctl=NAME|off    control socket name for smcrctl (smcr-fuse)\n"
+	       "      --tls-certificates=DIR  ca-cert.pem (and client-cert.pem,\n"
+	       "                        client-key.pem) for an nbds:// URI\n"
+	       "      --tls-psk-file=FILE  pre-shared keys (psktool's) instead\n"
+	       "      --tls-username=NAME  PSK identity (default: the login name)\n"
+	       "      --tls-verify-peer=false  do not check the server's certificate\n"
 	       "  -f                    stay in the foreground\n"
 	       "  -s                    single-threaded FUSE loop\n"
 	       "  -d                    FUSE debug output (implies -f)\n"
@@ -293,11 +305,17 @@ static const struct fuse_operations ops = {
 
 static int connect_export(void)
 {
-	int r = nbdc_open_uri(opt.uri, &nopts, &exp_);
+	struct nbdc_opts o = nopts;
+	struct nbdc_uri u;
 	char msg[512];
+	int r = nbdc_uri_parse(opt.uri, &u);
 
+	if (r == 0) {
+		nbdc_opts_from_uri(&o, &u);
+		r = nbdc_open(&o, &exp_);
+	}
 	if (r < 0) {
-		nbdc_uri_strerror(opt.uri, r, msg, sizeof(msg));
+		nbdc_strerror(&o, r, msg, sizeof(msg));
 		fprintf(stderr, "smcr-fuse: %s\n", msg);
 	}
 	return r;
@@ -338,7 +356,7 @@ int main(int argc, char **argv)
 	r = nbdc_uri_parse(opt.uri, &u);
 	if (r < 0) {
 		fprintf(stderr, "smcr-fuse: %s: %s\n", opt.uri,
-			r == -EPROTONOSUPPORT ? "use smcr://HOST[:PORT]/EXPORT or nbd://..." :
+			r == -EPROTONOSUPPORT ? "use smcr://HOST[:PORT]/EXPORT, nbd://... or nbds://..." :
 			"bad URI");
 		fputs(TRY_HELP, stderr);
 		ret = 2;
@@ -370,6 +388,23 @@ int main(int argc, char **argv)
 			goto out_args;
 		}
 		nopts.timeout_ms = t * 1000 >= 1 ? (unsigned)(t * 1000) : 1;
+	}
+	nopts.tls_certificates = opt.tls_certificates;
+	nopts.tls_psk_file = opt.tls_psk_file;
+	nopts.tls_username = opt.tls_username;
+	if (opt.tls_verify_peer) {
+		if (strcmp(opt.tls_verify_peer, "true") && strcmp(opt.tls_verify_peer, "false")) {
+			fprintf(stderr, "smcr-fuse: --tls-verify-peer: true or false\n%s", TRY_HELP);
+			ret = 2;
+			goto out_args;
+		}
+		nopts.tls_no_verify_peer = !strcmp(opt.tls_verify_peer, "false");
+	}
+	if ((opt.tls_certificates || opt.tls_psk_file || opt.tls_username ||
+	     opt.tls_verify_peer) && !u.tls) {
+		fprintf(stderr, "smcr-fuse: TLS options need an nbds:// URI\n%s", TRY_HELP);
+		ret = 2;
+		goto out_args;
 	}
 	nopts.ctl_name = "smcr-fuse";
 	if (opt.ctl)
@@ -432,5 +467,9 @@ out_args:
 	free(opt.name);
 	free(opt.ctl);
 	free(opt.timeout);
+	free(opt.tls_certificates);
+	free(opt.tls_psk_file);
+	free(opt.tls_username);
+	free(opt.tls_verify_peer);
 	return ret;
 }

@@ -747,6 +747,8 @@ static void usage(FILE *f)
 		"                           undelay-link=N (or -dev=NAME for every link on\n"
 		"                           an RDMA device); options for=MS (how long a drop\n"
 		"                           or delay lasts), after=MS, every=MS, count=C\n"
+		"  reset [TARGET]           zero the counters 'stats' shows (not the\n"
+		"                           gauges, nor a program's own sections)\n"
 		"  send TARGET COMMAND...   any control command (e.g. 'nbd drop')\n"
 		"\n"
 		"Options:\n"
@@ -818,7 +820,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		return usage_error("no command (list, status, stats, fail-link, fault, send)");
+		return usage_error("no command (list, status, stats, fail-link, fault, reset, send)");
 	cmd = argv[optind++];
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -845,6 +847,11 @@ int main(int argc, char **argv)
 		}
 		snprintf(line, sizeof(line), "fault %s", argv[optind]);
 		return cmd_send(optind + 1 < argc ? argv[optind + 1] : NULL, line, true);
+	}
+	if (!strcmp(cmd, "reset")) {
+		if (optind + 1 < argc)
+			return usage_error("usage: smcrctl reset [TARGET]");
+		return cmd_send(optind < argc ? argv[optind] : NULL, "reset", true);
 	}
 	if (!strcmp(cmd, "send")) {
 		char line[512] = "";

@@ -47,6 +47,7 @@ void config_defaults(struct smcrd_config *cfg)
 	cfg->max_hs_per_address = -1;
 	cfg->max_lgrs_per_address = DEFAULT_LGRS_PER_ADDRESS;
 	cfg->max_memory = DEFAULT_MAX_MEMORY;
+	cfg->max_mem_per_address = UINT64_MAX;
 	cfg->fixed_buffers = true;
 	cfg->tls_verify_peer = -1;
 }
@@ -630,6 +631,13 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 			goto bad;
 		if (!FROM_CLI(CFG_SET_MAX_MEMORY))
 			cfg->max_memory = sz;
+		return 0;
+	}
+	if (!strcmp(key, "max-memory-per-address")) {
+		if (parse_size(val, &sz) < 0 || sz == UINT64_MAX)
+			goto bad;
+		if (!FROM_CLI(CFG_SET_MEM_PER_ADDRESS))
+			cfg->max_mem_per_address = sz;
 		return 0;
 	}
 	if (!strcmp(key, "direct")) {

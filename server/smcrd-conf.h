@@ -52,6 +52,8 @@ struct smcrd_config {
 	unsigned max_lgrs_per_address;	/* SMC-R link groups from one address; 0: no limit */
 	uint64_t max_rmb_memory;	/* SMC-R: RMB bytes per link group; 0: libsmcr's */
 	uint64_t max_memory;		/* bytes of request buffers */
+	uint64_t max_mem_per_address;	/* of them, for one address; 0: no
+					 * limit; UINT64_MAX: half of max_memory */
 	bool direct;
 	bool fixed_buffers;		/* io_uring fixed buffers (default on) */
 	int syn_option;			/* enum smcr_syn_option (default auto) */
@@ -96,6 +98,7 @@ struct smcrd_config {
 #define CFG_SET_TLS_VERIFY	(1u << 22)
 #define CFG_SET_HS_PER_ADDRESS	(1u << 23)
 #define CFG_SET_UNIX		(1u << 24)
+#define CFG_SET_MEM_PER_ADDRESS	(1u << 27)
 #define CFG_SET_EIDS		(1u << 28)
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */

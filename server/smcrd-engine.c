@@ -19,6 +19,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/un.h>
 
 #include "smcrd-engine.h"
 #include "smcrd-extents.h"
@@ -64,6 +66,9 @@ enum tag {
 #define FIXED_SLOTS	1024		/* io_uring fixed buffer slots per worker */
 #define SENDFILE_MIN	(64u << 10)	/* READs this large: sendfile */
 #define BS_BUF_SIZE	(NBD_BS_MAX_EXTENTS * sizeof(struct nbd_block_descriptor_wire))
+/* BLOCK_STATUS scans per loop pass: started within this time (each is
+ * bounded to EXTENTS_SCAN_STEPS steps). */
+#define BS_SLICE_NS	2000000
 #define INLINE_WRITE_MAX (64u << 10)	/* larger WRITEs: io_uring, in parallel */
 /* A WRITE payload is received into a buffer of at most this much, which
  * goes to the file whenever it is full: memory is charged as the payload
@@ -125,6 +130,19 @@ struct req {
 #define LK_READ		1u
 #define LK_SEND		2u
 
+/* A worker's request memory held by the connections of one peer address
+ * (all Unix-socket clients are one, "local"); only that worker touches
+ * it. */
+struct addr_share {
+	struct addr_share *next;
+	unsigned refs;
+	uint64_t used;
+	uint64_t logged_ms;		/* limit last logged */
+	char key[INET6_ADDRSTRLEN];
+};
+
+#define ADDR_BUCKETS	64
+
 struct conn {
 	void *owner;			/* engine_add()'s, for p.closed */
 	struct worker *w;
@@ -157,7 +175,8 @@ struct conn {
 	bool kicked, dirty;
 	/* life */
 	unsigned inflight;		/* requests not yet fully answered */
-	unsigned io_pending;		/* SQEs whose CQE is outstanding */
+	unsigned io_pending;		/* SQEs whose CQE is outstanding, and
+					 * queued BLOCK_STATUS requests */
 	bool poll_in;
 	bool closing;
 	bool drain;
@@ -168,6 +187,8 @@ struct conn {
 	int tx_seen_outq;		/* socket send queue then (SIOCOUTQ), or -1 */
 	uint64_t tx_seen_ms;		/* replies last moved (reply timeout) */
 	uint64_t mem_used;		/* request buffers held */
+	char akey[INET6_ADDRSTRLEN];	/* peer address, no port */
+	struct addr_share *as;		/* its share on this worker */
 	/* Zero-copy receive (transports with rx_peek): the stream is read in
 	 * place; WRITE payloads stay there (pinned) until on disk, and bytes
 	 * are consumed in order up to the oldest pin. */
@@ -219,6 +240,13 @@ struct worker {
 	unsigned nslot_free;
 	uint16_t slot_free[FIXED_SLOTS];
 	uint64_t mem_used, mem_limit;
+	/* What one address may hold here: its part of max_mem_per_address
+	 * (0: no limit). */
+	uint64_t addr_limit;
+	struct addr_share *addr_tab[ADDR_BUCKETS];
+	/* BLOCK_STATUS requests waiting for their lseeks, run BS_SLICE_NS
+	 * per loop pass so the worker's other requests go between. */
+	struct req *bs_head, *bs_tail;
 	unsigned io_inflight;		/* TAG_REQ SQEs */
 	struct engine_stats stats;	/* written here, read with atomics */
 	uint64_t limit_logged_ms;
@@ -431,6 +459,65 @@ static void conn_dirty(struct conn *c)
 	c->w->dirty_head = c;
 }
 
+/* The share of c's address on its worker, created at the first
+ * connection; -ENOMEM. */
+static int addr_share_get(struct conn *c)
+{
+	struct worker *w = c->w;
+	unsigned h = 5381;
+	const char *k;
+	struct addr_share *a;
+
+	for (k = c->akey; *k; k++)
+		h = h * 33 + (unsigned char)*k;
+	h %= ADDR_BUCKETS;
+	for (a = w->addr_tab[h]; a; a = a->next)
+		if (!strcmp(a->key, c->akey))
+			break;
+	if (!a) {
+		a = calloc(1, sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		memcpy(a->key, c->akey, sizeof(a->key));
+		a->next = w->addr_tab[h];
+		w->addr_tab[h] = a;
+	}
+	a->refs++;
+	c->as = a;
+	return 0;
+}
+
+/* After the connection's buffers are back. */
+static void addr_share_put(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct addr_share *a = c->as, **pp;
+	unsigned h;
+
+	if (!a || --a->refs)
+		return;
+	for (h = 0; h < ADDR_BUCKETS; h++)
+		for (pp = &w->addr_tab[h]; *pp; pp = &(*pp)->next)
+			if (*pp == a) {
+				*pp = a->next;
+				free(a);
+				return;
+			}
+}
+
+/* Once per 10 s per address and worker. */
+static void addr_limit_log(struct conn *c)
+{
+	uint64_t now = now_ms();
+
+	if (c->as->logged_ms && now - c->as->logged_ms < 10000)
+		return;
+	c->as->logged_ms = now;
+	log_info("client %s: %s holds %llu bytes of worker %u's request memory "
+		 "(max-memory-per-address): its clients wait", c->t->peer, c->akey,
+		 (unsigned long long)c->as->used, c->w->idx);
+}
+
 /* The connection reads no more requests until buffers (or io_uring
  * slots) of this worker are free again. */
 static void mem_wait(struct conn *c, const char *what)
@@ -557,6 +644,7 @@ static void conn_destroy(struct conn *c)
 	if (c->skip_req)
 		req_free(c->skip_req);
 	mem_unlink(c);
+	addr_share_put(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -805,6 +893,7 @@ static void req_free(struct req *q)
 	}
 	if (q->buf) {
 		c->mem_used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
+		c->as->used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
 		buf_put(w, q->buf_class, q->buf, q->buf_slot);
 		q->buf = NULL;
 		if (w->mem_head)
@@ -1121,8 +1210,8 @@ out_done:
 }
 
 /* NBD_CMD_BLOCK_STATUS: base:allocation of the range, into q->buf (room
- * for NBD_BS_MAX_EXTENTS descriptors).  The lseeks are done right here:
- * file systems answer them from their extent maps. */
+ * for NBD_BS_MAX_EXTENTS descriptors).  The lseeks are done by the worker
+ * (file systems answer them from their extent maps), in bs_run's slices. */
 static void block_status(struct req *q)
 {
 	struct export *e = q->c->exp;
@@ -1139,9 +1228,19 @@ static void block_status(struct req *q)
 static void req_start(struct req *q)
 {
 	switch (q->r.type) {
-	case NBD_CMD_BLOCK_STATUS:
-		block_status(q);
+	case NBD_CMD_BLOCK_STATUS: {
+		struct worker *w = q->c->w;
+
+		/* Queued: a fragmented file makes each scan milliseconds. */
+		q->c->io_pending++;
+		q->next = NULL;
+		if (w->bs_tail)
+			w->bs_tail->next = q;
+		else
+			w->bs_head = q;
+		w->bs_tail = q;
 		return;
+	}
 	case NBD_CMD_READ:
 		if (q->from_file) {
 			struct conn *c = q->c;
@@ -1722,14 +1821,26 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 			c->rx_blocked = true;
 			return RX_RETRY;
 		}
-		q->buf = buf_get(c->w, need, &q->buf_class, &q->buf_slot, &blocked);
-		if (q->buf)
+		/* One address may hold its share of the worker's memory, however
+		 * many connections it opens: the others keep the rest.  Its
+		 * buffers come back on this worker, which then wakes it. */
+		bool by_addr = c->as->used && c->w->addr_limit &&
+			       c->as->used + size > c->w->addr_limit;
+
+		blocked = by_addr;
+		q->buf = blocked ? NULL :
+			 buf_get(c->w, need, &q->buf_class, &q->buf_slot, &blocked);
+		if (q->buf) {
 			c->mem_used += size;
+			c->as->used += size;
+		}
 		if (!q->buf) {
 			req_free(q);
 			c->nreq--;
 			if (blocked) {
-				mem_wait(c, "memory");
+				if (by_addr)
+					addr_limit_log(c);
+				mem_wait(c, by_addr ? "per-address memory" : "memory");
 				return RX_RETRY;
 			}
 			err = NBD_ENOMEM;
@@ -2053,6 +2164,11 @@ static void conn_start(struct worker *w, struct conn *c)
 	if (w->conns)
 		w->conns->prev = c;
 	w->conns = c;
+	if (addr_share_get(c) < 0) {
+		log_warn("client %s: out of memory: closing", c->t->peer);
+		conn_destroy(c);
+		return;
+	}
 	if (w->draining)
 		c->drain = true;
 	c->rx_progress_ms = now_ms();
@@ -2237,6 +2353,13 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			break;
 		}
 		conn_kick(c);
+		/* One fd for both directions (SMC-R's eventfd): the read
+		 * path's look-again may have drained the wake-up meant for a
+		 * POLL_OUT armed after it, which then never fires.  Every
+		 * wake-up reaches this multishot poll: retry the send too. */
+		if (c->poll_out && bd_poll_events(c->t, BD_WANT_READ) ==
+		    bd_poll_events(c->t, BD_WANT_WRITE))
+			conn_dirty(c);
 		break;
 	case TAG_POLL_OUT:
 		c = p;
@@ -2315,6 +2438,38 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 
 /* Runs kicked connections (reading) and dirty ones (sending) until both
  * lists are empty. */
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* Queued BLOCK_STATUS requests for up to BS_SLICE_NS (one at least). */
+static void bs_run(struct worker *w)
+{
+	uint64_t end = now_ns() + BS_SLICE_NS;
+	struct req *q;
+
+	while ((q = w->bs_head)) {
+		struct conn *c = q->c;
+
+		w->bs_head = q->next;
+		if (!w->bs_head)
+			w->bs_tail = NULL;
+		c->io_pending--;
+		if (c->closing) {
+			req_free(q);
+			conn_maybe_destroy(c);
+		} else {
+			block_status(q);
+		}
+		if (now_ns() >= end)
+			break;
+	}
+}
+
 static void run_lists(struct worker *w)
 {
 	unsigned rounds;
@@ -2427,9 +2582,17 @@ static void *worker_main(void *arg)
 		unsigned head, n = 0;
 
 		run_lists(w);
+		if (w->bs_head) {
+			bs_run(w);
+			run_lists(w);
+		}
 		if (w->draining && !w->conns && !w->kick_head && !w->dirty_head)
 			break;
-		r = worker_wait(w, (w->kick_head || w->dirty_head) ? 0 : 1);
+		r = worker_wait(w, (w->kick_head || w->dirty_head || w->bs_head) ? 0 : 1);
+		/* Not waiting: with DEFER_TASKRUN the completions meanwhile
+		 * (other clients' polls) are only posted when asked for. */
+		if (w->bs_head && !w->e->valgrind)
+			io_uring_get_events(&w->ring);
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
 			log_err("worker %u: io_uring_enter: %s", w->idx, strerror(-r));
 			abort();
@@ -2449,6 +2612,7 @@ static int worker_init(struct engine *e, struct worker *w, unsigned idx)
 	w->e = e;
 	w->idx = idx;
 	w->mem_limit = e->p.max_memory / e->nw;
+	w->addr_limit = e->p.max_memory_per_address / e->nw;
 	w->evfd = eventfd(0, EFD_CLOEXEC);
 	if (w->evfd < 0)
 		return -errno;
@@ -2556,6 +2720,30 @@ static void worker_wake(struct worker *w)
 		log_warn("worker %u: eventfd: %s", w->idx, strerror(errno));
 }
 
+/* The peer's address without the port ("local": Unix sockets, "?": not
+ * known), the key of max_memory_per_address. */
+static void peer_key(struct bd_transport *t, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	const void *a;
+
+	if (bd_peer_addr(t, &ss, &sl) < 0 ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6 && ss.ss_family != AF_UNIX)) {
+		snprintf(out, len, "?");
+		return;
+	}
+	if (ss.ss_family == AF_UNIX) {
+		snprintf(out, len, "local");
+		return;
+	}
+	a = ss.ss_family == AF_INET6 ?
+		(const void *)&((const struct sockaddr_in6 *)&ss)->sin6_addr :
+		(const void *)&((const struct sockaddr_in *)&ss)->sin_addr;
+	if (!inet_ntop(ss.ss_family, a, out, (socklen_t)len))
+		snprintf(out, len, "?");
+}
+
 int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	       const struct nbd_server_session *s, void *owner)
 {
@@ -2575,6 +2763,7 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	}
 	c->t = t;
 	c->owner = owner;
+	peer_key(t, c->akey, sizeof(c->akey));
 	c->pfd = bd_poll_fd(t);
 	c->exp = exp;
 	if (t->ops->rx_peek && t->ops->rx_consume) {

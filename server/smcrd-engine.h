@@ -20,6 +20,9 @@ struct engine_params {
 	unsigned threads;		/* worker threads (>= 1) */
 	unsigned queue_depth;		/* requests in flight per connection */
 	uint64_t max_memory;		/* request buffers, all workers */
+	/* Of them, what the connections of one peer address may hold (each
+	 * worker its part); 0: no limit. */
+	uint64_t max_memory_per_address;
 	unsigned drain_timeout_ms;	/* SIGTERM: give up after this */
 	unsigned drain_idle_ms;		/* draining: close connections idle
 					 * this long (0: 200 ms) */

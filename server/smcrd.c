@@ -299,6 +299,17 @@ static struct addr_count *addr_find(struct server *s, const char *addr)
 	return NULL;
 }
 
+/* Request memory one address may hold: never the whole pool (0: no
+ * limit). */
+static uint64_t mem_per_address(const struct server *s)
+{
+	if (s->cfg.max_mem_per_address == UINT64_MAX)
+		return s->cfg.max_memory / 2;
+	if (s->cfg.max_mem_per_address >= s->cfg.max_memory)
+		return 0;
+	return s->cfg.max_mem_per_address;
+}
+
 /* Handshakes one address may hold at once: never the whole pool. */
 static unsigned hs_per_address(const struct server *s)
 {
@@ -1010,6 +1021,9 @@ static void usage(FILE *f)
 "      --max-rmb-memory SIZE  SMC-R receive buffers per link group, and as\n"
 "                             much for send buffers (default 256M)\n"
 "  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
+"      --max-memory-per-address SIZE  of it, what the clients of one address\n"
+"                             may hold (default: half of max-memory; 0: no\n"
+"                             limit)\n"
 "  -d, --direct             O_DIRECT on every export\n"
 "      --no-fixed-buffers   plain request buffers, not registered with io_uring\n"
 "      --syn-option MODE    the SMC TCP option on SMC-R port SYN-ACKs: auto\n"
@@ -1042,7 +1056,8 @@ static void usage(FILE *f)
 enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_EIDS, OPT_TLS,
        OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
        OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP,
-       OPT_LGRS_PER_ADDRESS, OPT_TLS_VERIFY, OPT_HS_PER_ADDRESS };
+       OPT_LGRS_PER_ADDRESS, OPT_TLS_VERIFY, OPT_HS_PER_ADDRESS,
+       OPT_MEM_PER_ADDRESS };
 
 static const struct option long_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
@@ -1055,6 +1070,7 @@ static const struct option long_opts[] = {
 	{ "threads", required_argument, NULL, 't' },
 	{ "max-clients", required_argument, NULL, 'm' },
 	{ "max-memory", required_argument, NULL, 'M' },
+	{ "max-memory-per-address", required_argument, NULL, OPT_MEM_PER_ADDRESS },
 	{ "direct", no_argument, NULL, 'd' },
 	{ "no-fixed-buffers", no_argument, NULL, OPT_NO_FIXED_BUFFERS },
 	{ "max-handshakes", required_argument, NULL, OPT_MAX_HANDSHAKES },
@@ -1204,6 +1220,12 @@ static int parse_args(struct server *s, int argc, char **argv)
 				goto bad;
 			cfg->max_memory = sz;
 			cfg->set_mask |= CFG_SET_MAX_MEMORY;
+			break;
+		case OPT_MEM_PER_ADDRESS:
+			if (parse_size(optarg, &sz) < 0 || sz == UINT64_MAX)
+				goto bad;
+			cfg->max_mem_per_address = sz;
+			cfg->set_mask |= CFG_SET_MEM_PER_ADDRESS;
 			break;
 		case 'd':
 			cfg->direct = true;
@@ -1427,6 +1449,7 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(lim, "max_handshakes_per_address", hs_per_address(s));
 	jsonw_u64(lim, "refused_handshakes_per_address", s->refused_hs_per_address);
 	jsonw_u64(lim, "max_link_groups_per_address", s->cfg.max_lgrs_per_address);
+	jsonw_u64(lim, "max_memory_per_address", mem_per_address(s));
 	jsonw_u64(lim, "refused_link_groups_per_address", sst->lgrs_refused_per_address);
 	jsonw_add(o, "limits", lim);
 	jsonw_u64(o, "clients", clients);
@@ -1746,6 +1769,7 @@ int main(int argc, char **argv)
 	ep.threads = s.cfg.threads;
 	ep.queue_depth = s.cfg.queue_depth;
 	ep.max_memory = s.cfg.max_memory;
+	ep.max_memory_per_address = mem_per_address(&s);
 	ep.fixed_buffers = s.cfg.fixed_buffers;
 	ep.drain_timeout_ms = 30000;
 	ep.request_timeout_ms = s.cfg.request_timeout * 1000;

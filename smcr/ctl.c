@@ -57,6 +57,10 @@ struct smcr_ctl {
 	pthread_cond_t idle;
 	unsigned int busy;
 	struct ctl_section secs[CTL_MAX_SECTIONS];
+	/* "reset": the totals then, subtracted from what stats show (the
+	 * control thread's own). */
+	struct smcr_stats base;
+	bool has_base;
 };
 
 char *smcr_ctl_dir(char *buf, size_t len)
@@ -205,6 +209,45 @@ static unsigned long long stat_of(const struct smcr_stats *st, size_t i)
 	return *(const uint64_t *)((const char *)st + stat_fields[i].off);
 }
 
+/* What is held now, not a total: "reset" leaves these. */
+static bool stat_is_gauge(size_t i)
+{
+	size_t off = stat_fields[i].off;
+
+	return off == offsetof(struct smcr_stats, link_groups) ||
+	       off == offsetof(struct smcr_stats, open_connections) ||
+	       off == offsetof(struct smcr_stats, rmbes_in_use) ||
+	       off == offsetof(struct smcr_stats, sndbufs_in_use) ||
+	       off == offsetof(struct smcr_stats, rmbs) ||
+	       off == offsetof(struct smcr_stats, links_active);
+}
+
+static uint64_t since(uint64_t now, uint64_t base)
+{
+	return now > base ? now - base : 0;
+}
+
+/* The context's counters since the last "reset": totals less the
+ * baseline, gauges as they are.  The totals never go down (a link
+ * group's and a socket's counts are kept when they go). */
+static void ctl_stats(struct smcr_ctl *ctl, struct smcr_stats *st)
+{
+	size_t i;
+
+	smcr_ctx_stats(ctl->ctx, st);
+	if (!ctl->has_base)
+		return;
+	for (i = 0; i < sizeof(stat_fields) / sizeof(stat_fields[0]); i++) {
+		uint64_t *v = (uint64_t *)((char *)st + stat_fields[i].off);
+
+		if (!stat_is_gauge(i))
+			*v = since(*v, stat_of(&ctl->base, i));
+	}
+	for (i = 0; i < SMCR_STATS_REASONS; i++)
+		st->fallback_by_reason[i] = since(st->fallback_by_reason[i],
+						  ctl->base.fallback_by_reason[i]);
+}
+
 static void stats_text(struct sbuf *b, const struct smcr_stats *st)
 {
 	size_t i;
@@ -298,7 +341,7 @@ static void status(struct smcr_ctl *ctl, struct sbuf *b, bool json)
 			/* smcr_ctx_dump ends its JSON with a newline. */
 			while (b->len > mark && (b->p[b->len - 1] == '\n'))
 				b->len--;
-			smcr_ctx_stats(ctl->ctx, &st);
+			ctl_stats(ctl, &st);
 			sb_printf(b, ",\"stats\":");
 			stats_json(b, &st);
 		} else {
@@ -417,7 +460,7 @@ static void command(struct smcr_ctl *ctl, const char *line, bool allowed, uid_t 
 			sb_printf(b, "error: no SMC-R context in this program\n");
 			return;
 		}
-		smcr_ctx_stats(ctl->ctx, &st);
+		ctl_stats(ctl, &st);
 		if (line[5]) {
 			stats_json(b, &st);
 			sb_printf(b, "\n");
@@ -435,8 +478,18 @@ static void command(struct smcr_ctl *ctl, const char *line, bool allowed, uid_t 
 				  r == -ENOENT ? "no such link" : strerror(-r));
 		else
 			sb_printf(b, "ok: %s: %d link(s)\n", line + 6, r);
+	} else if (!strcmp(line, "reset")) {
+		if (!ctl->ctx) {
+			sb_printf(b, "error: no SMC-R context in this program\n");
+			return;
+		}
+		smcr_ctx_stats(ctl->ctx, &ctl->base);
+		ctl->has_base = true;
+		sb_printf(b, "ok: counters reset (gauges and the program's own sections "
+			  "kept)\n");
 	} else if (!strcmp(line, "help")) {
-		sb_printf(b, "commands: status, status-json, stats, stats-json, fault SPEC");
+		sb_printf(b, "commands: status, status-json, stats, stats-json, fault SPEC, "
+			  "reset");
 		sections_begin(ctl);
 		for (i = 0; i < CTL_MAX_SECTIONS; i++)
 			if (ctl->secs[i].used && ctl->secs[i].sec.command)

@@ -20,9 +20,12 @@
   hostile-clients.py tlsloris PORT N GAP SECS  N clients that send
                                           NBD_OPT_STARTTLS, then trickle a TLS
                                           record one byte every GAP s
-  hostile-clients.py noread PORT EXPORT N COUNT SIZE SECS  N clients that
-                                          each send COUNT READs of SIZE and
-                                          read no reply for SECS
+  hostile-clients.py noread PORT EXPORT N COUNT SIZE SECS [spread]
+                                          N clients that each send COUNT
+                                          READs of SIZE and read no reply
+                                          for SECS; spread: each READ at its
+                                          own offset (none in the page cache:
+                                          none is sent from it)
   hostile-clients.py garbage PORT N        N connections, one after the
                                           other, that send an option with a
                                           bad magic; prints the time taken
@@ -260,14 +263,15 @@ def tlsloris(port, n, gap, secs):
         s.close()
 
 
-def noread(port, export, n, count, size, secs):
+def noread(port, export, n, count, size, secs, spread=False):
     socks = []
     for i in range(n):
         s = conn(port)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         nbd_greet(s)
         go(s, export)
-        s.sendall(b"".join(struct.pack(">IHHQQI", 0x25609513, 0, 0, j, 0, size)
+        s.sendall(b"".join(struct.pack(">IHHQQI", 0x25609513, 0, 0, j,
+                                       (i * count + j) * size if spread else 0, size)
                            for j in range(count)))
         socks.append(s)
     print("noread", len(socks), flush=True)
@@ -312,7 +316,8 @@ elif cmd == "tlsloris":
     tlsloris(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]))
 elif cmd == "noread":
     noread(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
-           int(sys.argv[6]), float(sys.argv[7]))
+           int(sys.argv[6]), float(sys.argv[7]),
+           len(sys.argv) > 8 and sys.argv[8] == "spread")
 elif cmd == "garbage":
     garbage(int(sys.argv[2]), int(sys.argv[3]))
 elif cmd == "name":

@@ -4,7 +4,8 @@
 # with our plugin over smcrd's SMC-R port; TCP fallback on this host):
 # list, status (table and JSON with the right fields), stats, counters that
 # move with I/O, 'nbd drop' making the client reconnect, fail-link with no
-# link (error), --watch, the exit statuses, and stats of a client on TCP.
+# link (error), --watch, the exit statuses, and stats of a client on TCP;
+# reset zeroes smcrd's totals (not its gauges), and they count again.
 # smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
@@ -78,6 +79,27 @@ ctl send nbdkit-smcr nbd drop | grepq "ok: dropped 3 connection(s)" || fail "nbd
 wait_for 10 bash -c "'$SMCRCTL' --json status nbdkit-smcr | grep -q '\"reconnects\":3,'"
 cmp -n 8388608 "$d/data" "$d/disk.img" || fail "data"
 
+# reset: the totals of stats start again from 0, gauges stay; new
+# connections count from there.
+stat() {    # NAME: smcrd's libsmcr counter
+    "$SMCRCTL" --json status smcrd | python3 -c '
+import json, sys
+print(json.load(sys.stdin)[0]["stats"][sys.argv[1]])' "$1"
+}
+c0=$(stat connections) o0=$(stat open_connections)
+ctl reset smcrd | grepq "ok: counters reset" || fail "smcrctl reset"
+c1=$(stat connections) o1=$(stat open_connections)
+[ "$c1" = 0 ] && [ "$o1" = "$o0" ] ||
+    fail "after reset: connections $c0 -> $c1, open_connections $o0 -> $o1"
+ctl send nbdkit-smcr nbd drop | grepq "ok: dropped 3 connection(s)" || fail "nbd drop 2"
+wait_for 10 bash -c "'$SMCRCTL' --json status nbdkit-smcr | grep -q '\"reconnects\":6,'"
+c2=$(stat connections)
+[ "$c2" -ge 3 ] && [ "$c2" -lt "$c0" ] ||
+    fail "after reset and 3 reconnects: connections $c2 (before reset $c0)"
+echo "reset: connections $c0 -> $c1 -> $c2 (3 reconnects), open_connections $o0 -> $o1"
+rc=0; ctl reset a b 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "reset with two targets: status $rc"
+
 # Faults need a link group: none here.
 if ctl fail-link 1 nbdkit-smcr >"$d/fault" 2>&1; then fail "fail-link without links succeeded"; fi
 grep -q "error: fail-link=1: no such link" "$d/fault" || fail "fail-link message: $(cat "$d/fault")"
@@ -111,4 +133,4 @@ assert p["stats"] is None and p["status"]["sections"]["nbd"]["stats"]["requests"
 stop_nbdkit
 stop_smcrd
 ls "$SMCR_CTL_DIR" | grepq . && fail "control sockets left behind: $(ls "$SMCR_CTL_DIR")"
-echo "PASS: smcrctl list/status/stats/send/fail-link/--watch on smcrd and nbdkit-smcr"
+echo "PASS: smcrctl list/status/stats/reset/send/fail-link/--watch on smcrd and nbdkit-smcr"

@@ -8,6 +8,10 @@
 #  - a wrong export name: the same one line from the plugin (exit 1, in
 #    the background too, no socket left) and smcr-fuse;
 #  - smcr-fuse refuses size changes (: >, truncate) with EPERM, data intact;
+#  - clients against a TLS-only server (--tls=require, a psktool key): the
+#    plugin under nbdkit --run and nbdinfo over nbds://, smcr-fuse (root)
+#    reads the data back; a plain client and a wrong key are refused in
+#    one line;
 #  - usage errors: one line, "Try ... --help", exit 2; smcrctl -d with a
 #    missing directory fails.
 # About 25-40 s on a busy 2-core machine (most of it make install).
@@ -17,6 +21,7 @@
 requires nbdkit --version
 requires nbdinfo --version
 requires nbdcopy --version
+requires psktool --version
 
 d=$(scratch_dir)
 root=$d/root
@@ -117,6 +122,48 @@ if [ "$(id -u)" = 0 ] && [ -w /dev/fuse ] && command -v fusermount3 >/dev/null; 
 else
     echo "smcr-fuse mount part skipped (needs root and /dev/fuse)"
 fi
+kill -TERM "$pid"; wait "$pid" || fail "smcrd exited $?"
+
+# --- clients against a TLS-only server ------------------------------------------------
+psktool -u alice -p keys.psk >/dev/null 2>&1 || fail "psktool"
+psktool -u alice -p wrong.psk >/dev/null 2>&1 || fail "psktool"
+"$smcrd" -f -l 127.0.0.1 -p "$PORT" --tls=require --tls-psk "$PWD/keys.psk" \
+    --export disk="$PWD/disk.img" 2>"$d/tls.log" &
+pid=$!
+cleanup_fn "kill -KILL $pid 2>/dev/null"
+tls="nbds://alice@127.0.0.1:$PORT/disk?tls-psk-file=$PWD/keys.psk"
+wait_for 10 nbdinfo --size "$tls"
+out=$("${nk[@]}" -U - "$plugin" uri="$tls" --run 'nbdinfo --size "$uri"') ||
+    fail "nbdkit smcr uri=nbds:// --run failed"
+[ "$out" = 67108864 ] || fail "nbdkit smcr over TLS: size $out"
+"${nk[@]}" -U - "$plugin" uri="$tls" --run 'nbdcopy "$uri" tls.img' ||
+    fail "nbdkit smcr uri=nbds://: nbdcopy out failed"
+cmp -n 8388608 src.img tls.img || fail "over TLS: data read back differs"
+grep -q "PSK identity 'alice'" "$d/tls.log" || fail "smcrd logged no PSK identity"
+rc=0
+timeout $((asan ? 15 : 30)) "${nk[@]}" -U - "$plugin" server="127.0.0.1:$PORT" export=disk \
+    transport=tcp --run true >/dev/null 2>"$d/plain.err" || rc=$?
+exit_ok "$rc" "nbdkit, plain client of a TLS-only server"
+grep -qx "nbdkit: error: cannot attach nbd://127.0.0.1:$PORT/disk: the server requires TLS.*" \
+    "$d/plain.err" || fail "nbdkit, plain client: $(cat "$d/plain.err")"
+rc=0
+timeout $((asan ? 15 : 30)) "${nk[@]}" -U - "$plugin" \
+    uri="nbds://alice@127.0.0.1:$PORT/disk?tls-psk-file=$PWD/wrong.psk" --run true \
+    >/dev/null 2>"$d/wrong.err" || rc=$?
+exit_ok "$rc" "nbdkit, wrong key"
+[ "$(grep -c . "$d/wrong.err")" = 1 ] &&
+    grep -q "^nbdkit: error: cannot attach nbds://.*refused the TLS handshake" "$d/wrong.err" ||
+    fail "nbdkit, wrong key: $(cat "$d/wrong.err")"
+if [ "$(id -u)" = 0 ] && [ -w /dev/fuse ] && command -v fusermount3 >/dev/null; then
+    "$fuse" "$tls" mnt || fail "smcr-fuse nbds:// mount"
+    cleanup_fn "fusermount3 -u -z '$d/mnt' 2>/dev/null"
+    cmp -n 8388608 src.img mnt/disk || fail "smcr-fuse over TLS: data differs"
+    fusermount3 -u mnt
+    echo "TLS-only server: smcr-fuse nbds:// reads the data back equal"
+fi
+echo "TLS-only server: nbdkit smcr uri=nbds:// size $out, 8 MiB read back equal;" \
+    "plain client and wrong key refused:"
+cat "$d/plain.err" "$d/wrong.err"
 kill -TERM "$pid"; wait "$pid" || fail "smcrd exited $?"
 
 # --- usage errors -------------------------------------------------------------------------

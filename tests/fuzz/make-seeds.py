@@ -94,7 +94,10 @@ put('json', 'nested', '[[[[{"a":[1,2,{"b":{}}]}]]],true,false,null,"",0,-0.0,1E+
 
 # --- URIs and HOST[:PORT] (fuzz-uri) ------------------------------------------
 for i, u in enumerate(['smcr://10.1.1.2/disk', 'nbd://[fd00::2]:10809/', 'smcr://host:1/a/b',
-                       'nbd://[::1]/x%20y', '10.0.0.1:10810', '[fe80::1%eth0]:99', 'example.org']):
+                       'nbd://[::1]/x%20y', '10.0.0.1:10810', '[fe80::1%eth0]:99', 'example.org',
+                       'nbds://alice@[::1]:99/e%20x?tls-certificates=/etc/pki&tls-psk-file=k&'
+                       'tls-username=u&tls-hostname=h&tls-verify-peer=false',
+                       'nbds://h/?tls-verify-peer=maybe&x']):
     put('uri', 'uri%d' % i, u)
 
 # --- fault specs (fuzz-fault) -------------------------------------------------

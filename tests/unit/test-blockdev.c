@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -13,8 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -1540,6 +1544,327 @@ static void test_engine_zero_copy_tx(void)
 	free(got);
 }
 
+static uint64_t now_ms_test(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* --- one wake-up fd for both directions, as an SMC-R socket has ------------
+ * The transport's poll fd is an eventfd that means "look again" (libsmcr's
+ * smcr_sock_fd); reads (in place, from a ring like ring_t's) and writes
+ * that find nothing drain it first, then look again, as
+ * blockdev/transport-smcr.c does.  A notifier thread plays
+ * libsmcr's progress thread: it signals when request bytes arrive.  Sends
+ * have a credit (the peer's window); once it is out, the next drain finds
+ * the window reopened and its wake-up already written (the peer's cursor
+ * update landing between a send that blocked and its POLL_OUT), so only a
+ * server that looks at its send again on any wake-up goes on. */
+struct evt_t {
+	struct ring_t ring;		/* receive in place, as an RMBE */
+	int fd, evfd;
+	bool evmode;			/* after the handshake: poll the eventfd */
+	pthread_mutex_t lock;
+	size_t credit;			/* reply bytes the window takes */
+	bool want_credit;		/* a send ran out of it */
+	uint64_t want_ms;
+	bool stop;
+	pthread_t notifier;
+	unsigned raced;			/* window reopened inside a drain */
+};
+
+static struct evt_t *evt_of(struct bd_transport *t)
+{
+	return (struct evt_t *)t;
+}
+
+static void evt_signal(struct evt_t *r)
+{
+	uint64_t one = 1;
+
+	if (write(r->evfd, &one, sizeof(one)) < 0)
+		CU_FAIL("eventfd write");
+}
+
+static void evt_grant(struct evt_t *r)
+{
+	r->credit = SIZE_MAX;
+	r->want_credit = false;
+	evt_signal(r);
+}
+
+/* transport-smcr.c's still_blocked(): clear the fd, look again. */
+static void evt_drain(struct evt_t *r, bool race)
+{
+	uint64_t junk;
+
+	pthread_mutex_lock(&r->lock);
+	if (race && r->want_credit) {
+		evt_grant(r);
+		r->raced++;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (read(r->evfd, &junk, sizeof(junk)) < 0)
+		junk = 0;
+}
+
+static ssize_t evt_peek(struct bd_transport *t, struct iovec iov[2])
+{
+	struct evt_t *r = evt_of(t);
+	ssize_t n = ring_peek(t, iov);
+
+	if (n != -EAGAIN || !r->evmode)
+		return n;
+	evt_drain(r, true);
+	return ring_peek(t, iov);
+}
+
+static ssize_t evt_readv(struct bd_transport *t, const struct iovec *iov, int cnt)
+{
+	struct evt_t *r = evt_of(t);
+	ssize_t n = ring_readv(t, iov, cnt);
+
+	if (n != -EAGAIN || !r->evmode)
+		return n;
+	evt_drain(r, true);
+	return ring_readv(t, iov, cnt);
+}
+
+static ssize_t evt_writev(struct bd_transport *t, const struct iovec *iov, int cnt)
+{
+	struct evt_t *r = evt_of(t);
+	struct iovec v[64];
+	size_t room, total = 0;
+	int tries, i, k;
+	ssize_t n;
+
+	for (tries = 0; tries < 2; tries++) {
+		pthread_mutex_lock(&r->lock);
+		room = r->evmode ? r->credit : SIZE_MAX;
+		pthread_mutex_unlock(&r->lock);
+		if (room)
+			break;
+		evt_drain(r, false);
+	}
+	if (!room)
+		return -EAGAIN;
+	for (i = k = 0; i < cnt && k < 64 && total < room; i++, k++) {
+		v[k] = iov[i];
+		if (v[k].iov_len > room - total)
+			v[k].iov_len = room - total;
+		total += v[k].iov_len;
+	}
+	n = writev(r->fd, v, k);	/* the socket buffer takes it all */
+	if (n < 0)
+		return -errno;
+	pthread_mutex_lock(&r->lock);
+	if (r->evmode && r->credit != SIZE_MAX) {
+		r->credit -= (size_t)n;
+		if (!r->credit && !r->want_credit) {
+			r->want_credit = true;
+			r->want_ms = now_ms_test();
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+static int evt_poll_fd(struct bd_transport *t)
+{
+	struct evt_t *r = evt_of(t);
+
+	return r->evmode ? r->evfd : r->fd;
+}
+
+static short evt_poll_events(struct bd_transport *t, unsigned want)
+{
+	if (evt_of(t)->evmode)
+		return POLLIN;
+	return (short)(((want & BD_WANT_READ) ? POLLIN : 0) |
+		       ((want & BD_WANT_WRITE) ? POLLOUT : 0));
+}
+
+static void evt_close(struct bd_transport *t)
+{
+	struct evt_t *r = evt_of(t);
+
+	pthread_mutex_lock(&r->lock);
+	r->stop = true;
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->notifier, NULL);
+	close(r->evfd);
+	pthread_mutex_destroy(&r->lock);
+	ring_close(t);		/* closes fd, frees r */
+}
+
+/* Signals when request bytes (or the end) arrive; a send short of credit
+ * gets its window after 200 ms at the latest (the peer reading on). */
+static void *evt_notifier(void *arg)
+{
+	struct evt_t *r = arg;
+	uint64_t last = 0;		/* bytes arrived: taken + unread */
+	bool hup = false;
+
+	for (;;) {
+		struct pollfd p = { .fd = r->fd, .events = POLLIN };
+		uint64_t arrived;
+		int avail = 0;
+
+		pthread_mutex_lock(&r->lock);
+		if (r->stop) {
+			pthread_mutex_unlock(&r->lock);
+			break;
+		}
+		if (r->want_credit && now_ms_test() - r->want_ms >= 200)
+			evt_grant(r);
+		pthread_mutex_unlock(&r->lock);
+		if (poll(&p, 1, 5) < 0 || ioctl(r->fd, FIONREAD, &avail) < 0)
+			avail = 0;
+		arrived = __atomic_load_n(&r->ring.tail, __ATOMIC_ACQUIRE) + (uint64_t)avail;
+		if (arrived > last || ((p.revents & POLLHUP) && !hup)) {
+			hup = hup || (p.revents & POLLHUP);
+			evt_signal(r);
+		}
+		last = arrived;
+		if (avail)
+			usleep(1000);	/* not taken yet: no spin */
+	}
+	return NULL;
+}
+
+static const struct bd_transport_ops evt_ops = {
+	.name = "test-evt",
+	.readv = evt_readv,
+	.writev = evt_writev,
+	.poll_fd = evt_poll_fd,
+	.poll_events = evt_poll_events,
+	.close = evt_close,
+	.rx_peek = evt_peek,
+	.rx_consume = ring_consume,
+};
+
+static void *evt_hand_main(void *arg)
+{
+	struct hand *h = arg;
+	struct nbd_handshake_limits lim = { .timeout_ms = 5000, .cancel_fd = -1,
+					    .max_options = 32 };
+	struct nbd_server_session sess;
+
+	h->result = nbd_server_handshake(h->t, &env_ops, h, &lim, &sess);
+	if (h->result == 0) {
+		evt_of(h->t)->evmode = true;
+		h->result = engine_add(h->env->e, h->t, sess.handle, &sess, NULL);
+	} else {
+		bd_close(h->t);
+	}
+	return NULL;
+}
+
+/* Reads one simple reply of a 4 KiB READ within ms; false if none came. */
+static bool evt_reply(int fd, uint8_t *buf, size_t len, int ms)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, ms) <= 0)
+			return false;
+		n = recv(fd, buf + got, len - got, 0);
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+/* A queue depth of READs and the header of a WRITE whose payload is held
+ * back: replies close the window in the second one; the partial send
+ * frees a slot, so the engine reads (the WRITE header, then nothing, and
+ * drains the fd) before its POLL_OUT is armed.  Every READ reply must
+ * come while the client sends nothing more. */
+static void test_engine_shared_wakeup_fd(void)
+{
+	enum { QD = 16, LEN = 4096, REPLY = 16 + LEN };
+	struct engine_env env;
+	struct hand h = { .env = &env };
+	struct bd_transport *ct;
+	struct nbd_client *c = NULL;
+	struct nbd_request_wire w[QD + 1];
+	struct evt_t *r = calloc(1, sizeof(*r));
+	static uint8_t want[QD * LEN], buf[REPLY];
+	unsigned i, got = 0;
+	pthread_t th;
+	int sv[2], fd, cfd;
+
+	CU_ASSERT_FATAL(r != NULL);
+	CU_ASSERT_FATAL(env_setup(&env, 1u << 20, false, 0) == 0);
+	fill(want, sizeof(want), 5);
+	fd = open(env.path, O_WRONLY);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(pwrite(fd, want, sizeof(want), 0), (ssize_t)sizeof(want));
+	close(fd);
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	CU_ASSERT_FATAL(bd_tcp_transport_new(sv[0], &ct) == 0);
+	r->ring.base.ops = &evt_ops;
+	snprintf(r->ring.base.peer, sizeof(r->ring.base.peer), "evt");
+	r->fd = r->ring.fd = sv[1];
+	r->ring.size = 65536;
+	r->ring.ring = malloc(r->ring.size);
+	CU_ASSERT_FATAL(r->ring.ring != NULL);
+	r->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	CU_ASSERT_FATAL(r->evfd >= 0);
+	pthread_mutex_init(&r->lock, NULL);
+	/* The first reply and half the second fit the window. */
+	r->credit = REPLY + REPLY / 2;
+	CU_ASSERT_FATAL(pthread_create(&r->notifier, NULL, evt_notifier, r) == 0);
+	h.t = &r->ring.base;
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, evt_hand_main, &h) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 10000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "t", NULL), 0);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL_FATAL(h.result, 0);
+	cfd = bd_tcp_fd(nbd_client_transport(c));
+	for (i = 0; i <= QD; i++) {
+		struct nbd_request q = { .type = i < QD ? NBD_CMD_READ : NBD_CMD_WRITE,
+					 .cookie = i, .offset = (uint64_t)i * LEN,
+					 .length = LEN };
+
+		nbd_request_encode(&q, &w[i]);
+	}
+	CU_ASSERT_EQUAL(send(cfd, w, sizeof(w), MSG_NOSIGNAL), (ssize_t)sizeof(w));
+	/* 5 s: a send woken only by the notifier's 200 ms fallback comes
+	 * well within it; one whose wake-up was lost never does. */
+	while (got < QD && evt_reply(cfd, buf, REPLY, 5000)) {
+		uint64_t cookie;
+
+		memcpy(&cookie, buf + 8, 8);
+		cookie = be64toh(cookie);
+		CU_ASSERT_FATAL(cookie < QD);
+		CU_ASSERT_EQUAL(memcmp(buf + 16, want + cookie * LEN, LEN), 0);
+		got++;
+	}
+	printf("(%u of %d replies; the window reopened inside a drain %u time(s)) ",
+	       got, QD, r->raced);
+	CU_ASSERT_EQUAL(got, QD);
+	/* Unstick it either way: the window, the WRITE's payload, its reply. */
+	pthread_mutex_lock(&r->lock);
+	evt_grant(r);
+	pthread_mutex_unlock(&r->lock);
+	while (got < QD && evt_reply(cfd, buf, REPLY, 5000))
+		got++;
+	CU_ASSERT_EQUAL(send(cfd, want, LEN, MSG_NOSIGNAL), LEN);
+	CU_ASSERT(evt_reply(cfd, buf, 16, 5000));
+	CU_ASSERT_EQUAL(buf[7], 0);	/* error 0 */
+	nbd_client_disconnect(c);
+	env_wait_closed(&env, 1);
+	nbd_client_close(c);
+	env_teardown(&env);
+}
+
 static CU_TestInfo engine_tests[] = {
 	{ "read write flush zero trim", test_engine_rw },
 	{ "errors keep the connection", test_engine_errors },
@@ -1550,6 +1875,7 @@ static CU_TestInfo engine_tests[] = {
 	{ "memory limit", test_engine_memory_limit },
 	{ "zero-copy receive", test_engine_zero_copy_rx },
 	{ "zero-copy READ replies", test_engine_zero_copy_tx },
+	{ "one wake-up fd for both directions", test_engine_shared_wakeup_fd },
 	CU_TEST_INFO_NULL,
 };
 

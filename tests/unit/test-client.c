@@ -100,6 +100,32 @@ static void test_uri(void)
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h", &u), 0);
 	CU_ASSERT_STRING_EQUAL(u.port, "10809");
 	CU_ASSERT_EQUAL(nbdc_uri_parse("http://h/x", &u), -EPROTONOSUPPORT);
+	/* nbds:// and libnbd's TLS query parameters */
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h/x", &u), 0);
+	CU_ASSERT_FALSE(u.tls);
+	CU_ASSERT_EQUAL(u.tls_verify_peer, -1);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://alice@h/x?tls-psk-file=/k%20s&"
+				       "tls-verify-peer=false", &u), 0);
+	CU_ASSERT_TRUE(u.tls);
+	CU_ASSERT_EQUAL(u.transport, NBDC_TCP);
+	CU_ASSERT_STRING_EQUAL(u.port, "10809");
+	CU_ASSERT_STRING_EQUAL(u.host, "h");
+	CU_ASSERT_STRING_EQUAL(u.export, "x");
+	CU_ASSERT_STRING_EQUAL(u.tls_username, "alice");
+	CU_ASSERT_STRING_EQUAL(u.tls_psk_file, "/k s");
+	CU_ASSERT_EQUAL(u.tls_verify_peer, 0);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://[::1]:5?tls-certificates=/c&tls-username=b&"
+				       "tls-hostname=n", &u), 0);
+	CU_ASSERT_STRING_EQUAL(u.host, "::1");
+	CU_ASSERT_STRING_EQUAL(u.export, "");
+	CU_ASSERT_STRING_EQUAL(u.tls_certificates, "/c");
+	CU_ASSERT_STRING_EQUAL(u.tls_username, "b");
+	CU_ASSERT_STRING_EQUAL(u.tls_hostname, "n");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?socket=/s", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?tls-verify-peer=maybe", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?tls-certificates", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://alice@h/x", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://@h/x", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h:0/x", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://h:70000/x", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://:80/x", &u), -EINVAL);

@@ -37,7 +37,9 @@ cat /tmp/smcrd.log; exit 1" || fail "smcrd did not come up in B"
 kit=$(vm_bg A "exec nbdkit -f -v -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN server=$B1 export=disk connections=2 timeout=60 2>/tmp/nbdkit.log")
 out=$(vm_run -t 240 A '
 set -eu
-for i in $(seq 600); do grep -q "nbd: smcr://" /tmp/nbdkit.log && break; sleep 0.1; done
+# The plugin logs its check before nbdkit serves (1 connection), then
+# the engine it serves with (2): wait for that one.
+for i in $(seq 600); do grep -q "nbd: smcr://.* 2 connection(s)" /tmp/nbdkit.log && break; sleep 0.1; done
 grep "nbd: smcr://" /tmp/nbdkit.log || { cat /tmp/nbdkit.log; exit 1; }
 modprobe nbd
 nbd-client -N "" -b 4096 -u /tmp/nbdkit.sock /dev/nbd0 >/dev/null

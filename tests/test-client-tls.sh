@@ -1,0 +1,153 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The project's clients against smcrd --tls=require (NBD over TCP with
+# STARTTLS), with a CA, a server certificate, a client certificate and a
+# PSK file made here (certtool, psktool):
+#  - nbdkit smcr uri=nbds://...?tls-certificates=DIR: 8 MiB in and out
+#    through nbdkit (nbdcopy), equal; smcrd logged the verified client;
+#  - the same with server=/tls=require/tls-psk-file= (PSK) parameters;
+#  - smcr-fuse nbds:// URI: a file written through the mount reads back
+#    equal, and equal in the image smcrd serves;
+#  - smcr-attach -F --tls-certificates: nbd-kside.py checks every byte;
+#  - tls=on against a server without TLS goes on in the clear;
+#  - refused with one clear line and exit 1: a CA that did not sign the
+#    server's certificate (plugin, smcr-fuse, smcr-attach), a plain nbd://
+#    client ("requires TLS"), TLS asked for on smcr:// (plugin).
+# smcr-timeout: 240
+. "${srcdir:-.}/functions.sh"
+. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-client-lib.sh"
+requires certtool --version
+requires psktool --version
+requires nbdkit --version
+requires nbdcopy --version
+requires python3 --version
+# Up means greeting (nbd-probe's LIST would be refused without TLS).
+served() {
+    timeout 2 bash -c 'exec 3<>/dev/tcp/127.0.0.1/'"$PORT"'; head -c 8 <&3' 2>/dev/null |
+        grep -q NBDMAGIC
+}
+ATTACH=$abs_top_builddir/client/smcr-attach
+[ -x "$ATTACH" ] || fail "$ATTACH not built"
+
+d=$(scratch_dir)
+pki=$d/pki
+mkdir "$pki" "$d/other" "$d/client"
+certtool --generate-privkey --outfile "$pki/ca-key.pem" 2>/dev/null
+printf 'cn = smcrbd test CA\nca\ncert_signing_key\nexpiration_days = 2\n' >"$d/ca.info"
+certtool --generate-self-signed --load-privkey "$pki/ca-key.pem" --template "$d/ca.info" \
+    --outfile "$pki/ca-cert.pem" 2>/dev/null || fail "certtool: CA"
+certtool --generate-privkey --outfile "$pki/server-key.pem" 2>/dev/null
+printf 'cn = localhost\ndns_name = localhost\nip_address = 127.0.0.1\ntls_www_server\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$d/server.info"
+certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
+    --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$pki/server-key.pem" \
+    --template "$d/server.info" --outfile "$pki/server-cert.pem" 2>/dev/null || fail "certtool: server"
+# Another CA, which signed nothing here.
+certtool --generate-privkey --outfile "$d/other/ca-key.pem" 2>/dev/null
+certtool --generate-self-signed --load-privkey "$d/other/ca-key.pem" --template "$d/ca.info" \
+    --outfile "$d/other/ca-cert.pem" 2>/dev/null || fail "certtool: other CA"
+# The client's directory as libnbd lays it out (smcrd verifies the client
+# certificate: its directory has ca-cert.pem).
+cp "$pki/ca-cert.pem" "$d/client/"
+certtool --generate-privkey --outfile "$d/client/client-key.pem" 2>/dev/null
+printf 'cn = alice\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$d/client.info"
+certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
+    --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$d/client/client-key.pem" \
+    --template "$d/client.info" --outfile "$d/client/client-cert.pem" 2>/dev/null || fail "certtool: client"
+psktool -u alice -p "$d/keys.psk" >/dev/null 2>&1 || fail "psktool"
+
+truncate -s 16M "$d/disk.img"
+make_random "$d/src" 8
+
+# One line on stderr, exit 1, and the line says $2:  refused WHAT TEXT CMD...
+refused() {
+    local what=$1 text=$2 rc=0
+    shift 2
+    timeout 60 "$@" >"$d/ref.out" 2>"$d/ref.err" || rc=$?
+    [ "$rc" = 1 ] || { cat "$d/ref.err"; fail "$what: exit $rc, want 1"; }
+    grep -v '^$' "$d/ref.err" | grep -v 'debug:' >"$d/ref.lines" || true
+    [ "$(wc -l <"$d/ref.lines")" = 1 ] || { cat "$d/ref.err"; fail "$what: want one line"; }
+    grepq "$text" "$d/ref.lines" || { cat "$d/ref.err"; fail "$what: no '$text'"; }
+    echo "$what: refused: $(cat "$d/ref.lines")"
+}
+
+start_smcrd --tls=require --tls-certificates "$pki" --export "disk=$d/disk.img"
+tls="nbds://127.0.0.1:$PORT/disk"
+
+# --- the nbdkit plugin ------------------------------------------------------------
+start_nbdkit uri="$tls?tls-certificates=$d/client" connections=2 ctl=off
+nbdcopy "$d/src" "$(nbdkit_uri)" || fail "plugin: nbdcopy in"
+nbdcopy "$(nbdkit_uri)" "$d/back" || fail "plugin: nbdcopy out"
+cmp <(head -c 8M "$d/back") "$d/src" || fail "plugin: data read back differs"
+cmp <(head -c 8M "$d/disk.img") "$d/src" || fail "plugin: the image differs"
+stop_nbdkit
+log_has "client certificate 'alice'.*verified" || fail "smcrd did not verify the plugin's certificate"
+echo "plugin nbds:// (X.509): 8 MiB in and out, equal, in the image too"
+
+refused "plugin, foreign CA" "not trusted" \
+    nbdkit -U "$d/x.sock" "$PLUGIN" uri="$tls?tls-certificates=$d/other"
+[ -e "$d/x.sock" ] && fail "plugin left its socket behind"
+refused "plugin, plain nbd://" "requires TLS" \
+    nbdkit -U "$d/x.sock" "$PLUGIN" uri="nbd://127.0.0.1:$PORT/disk"
+refused "plugin, TLS on smcr://" "TLS is for NBD over TCP" \
+    nbdkit -U "$d/x.sock" "$PLUGIN" uri="smcr://127.0.0.1:$PORT/disk" tls=require
+
+# --- smcr-fuse --------------------------------------------------------------------
+if [ -c /dev/fuse ] && [ -w /dev/fuse ] && command -v fusermount3 >/dev/null; then
+    mnt=$d/mnt
+    mkdir "$mnt"
+    cleanup_fn "fusermount3 -u -z '$mnt' 2>/dev/null"
+    head -c 1M /dev/urandom >"$d/part"
+    run_prog "$SMCR_FUSE" -C 2 --ctl=off "$tls?tls-certificates=$d/client" "$mnt" \
+        2>"$d/fuse.err" || { cat "$d/fuse.err"; fail "smcr-fuse nbds:// did not mount"; }
+    dd if="$d/part" of="$mnt/disk" bs=1M seek=12 conv=notrunc,fsync status=none ||
+        fail "smcr-fuse: write"
+    cmp <(dd if="$mnt/disk" bs=1M skip=12 count=1 status=none) "$d/part" ||
+        fail "smcr-fuse: read back differs"
+    cmp <(head -c 8M "$mnt/disk") "$d/src" || fail "smcr-fuse: the plugin's data differs"
+    fusermount3 -u "$mnt" || fail "fusermount3 -u"
+    cmp <(dd if="$d/disk.img" bs=1M skip=12 count=1 status=none) "$d/part" ||
+        fail "smcr-fuse: the image differs"
+    echo "smcr-fuse nbds://: 1 MiB written, read back and in the image equal"
+    refused "smcr-fuse, foreign CA" "not trusted" \
+        "$SMCR_FUSE" -f --ctl=off "$tls?tls-certificates=$d/other" "$mnt"
+else
+    echo "smcr-fuse part skipped: no usable /dev/fuse or fusermount3"
+fi
+
+# --- smcr-attach --forward -----------------------------------------------------
+touch "$d/stop"
+run_prog "$ATTACH" -F -C 2 --tls-certificates "$d/client" \
+    -E "python3 '$abs_srcdir/nbd-kside.py' '$d/stop' 100" "127.0.0.1:$PORT" disk \
+    >"$d/att.out" 2>"$d/att.err" || { cat "$d/att.out" "$d/att.err"; fail "smcr-attach over TLS"; }
+[ "$(grep -c 'read back equal' "$d/att.out")" = 2 ] || { cat "$d/att.out" "$d/att.err"; fail "smcr-attach: want 2 connections read back equal"; }
+echo "smcr-attach -F --tls-certificates: $(grep -Eo 'forwarded [0-9]+ request\(s\)' "$d/att.err")"
+refused "smcr-attach, foreign CA" "not trusted" \
+    "$ATTACH" -F --tls-certificates "$d/other" -E true "127.0.0.1:$PORT" disk
+rc=0; "$ATTACH" --tls "127.0.0.1:$PORT" disk /dev/nbd0 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "smcr-attach --tls without --forward: exit $rc, want 2"
+stop_smcrd
+
+# --- PSK --------------------------------------------------------------------------
+SMCRD_LOG=$d/psk.log
+start_smcrd --tls=require --tls-psk "$d/keys.psk" --export "disk=$d/disk.img"
+start_nbdkit server="127.0.0.1:$PORT" export=disk tls=require tls-psk-file="$d/keys.psk" \
+    tls-username=alice ctl=off
+nbdcopy "$(nbdkit_uri)" "$d/back" || fail "plugin PSK: nbdcopy out"
+# (nbd-kside.py above wrote its own data into the image.)
+cmp "$d/back" "$d/disk.img" || fail "plugin PSK: the export read differs from the image"
+stop_nbdkit
+log_has "PSK identity 'alice'" || fail "smcrd logged no PSK identity"
+echo "plugin PSK: the whole export read, equal to the image"
+stop_smcrd
+
+# --- tls=on against a server without TLS: in the clear -----------------------------
+SMCRD_LOG=$d/plain.log
+start_smcrd --export "disk=$d/disk.img"
+out=$(nbdkit -U - "$PLUGIN" server="127.0.0.1:$PORT" export=disk tls=on \
+      tls-certificates="$d/client" ctl=off --run 'nbdinfo --size "$uri"') ||
+    fail "plugin tls=on against a server without TLS"
+[ "$out" = 16777216 ] || fail "plugin tls=on: size $out"
+echo "plugin tls=on, server without TLS: served in the clear (size $out)"
+stop_smcrd
+echo "PASS: plugin, smcr-fuse and smcr-attach over TLS (X.509, PSK); foreign CA and plain clients refused in one line"
