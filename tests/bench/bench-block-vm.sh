@@ -11,6 +11,8 @@
 #            (-s): the guests then boot with the patched rdma_rxe and
 #            nbd.ko for every system (SMCR_VM_RXE=smc SMCR_VM_NBD=smc,
 #            see tests/vm/smcr-attach.sh)
+#   fwd      smcrbd through smcr-attach -F: the stock nbd driver on socket
+#            pairs to smcr-attach's forwarder on libsmcr (/dev/nbd3)
 #   tcp      smcrbd over plain NBD/TCP: nbd-client to smcrd (/dev/nbd1)
 #   nvmeof   NVMe-oF/RDMA, native multipath over both links (rdma-peers.sh)
 #   rnbd     RNBD/RTRS, two paths (rdma-peers.sh; built by kmod-build.sh)
@@ -22,19 +24,21 @@
 # Not in make check: "make bench-block-vm" in the build tree.
 #
 #   tests/bench/bench-block-vm.sh [-B BUILDDIR] [-r ROUNDS] [-t SECS]
-#                                 [-s "smcr tcp nvmeof rnbd"] [-o DIR]
+#                                 [-s "smcr fwd tcp nvmeof rnbd"] [-o DIR]
 #   -B BUILDDIR  the build tree (default ./build, or $abs_top_builddir)
 #   -r ROUNDS    rounds (default 1); -t SECS per job (default 10)
-#   -s SYSTEMS   which systems (default "smcr tcp nvmeof rnbd")
+#   -s SYSTEMS   which systems (default "smcr fwd tcp nvmeof rnbd")
 #   -o DIR       report dir (default BUILDDIR/bench-block-report):
-#                results.tsv (one line per round, system and job), report.md
+#                results.tsv (one line per round, system and job), report.md,
+#                cdf.tsv and the plots (bench-block-plots.sh): lat-cdf-4k-qd1.png,
+#                iops.png, bandwidth.png
 # Holds the VM lock (SMCR_VM_LOCK, default /tmp/smcrbd-vm.lock) throughout.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=1 secs=10 systems="smcr tcp nvmeof rnbd" outdir=
+rounds=1 secs=10 systems="smcr fwd tcp nvmeof rnbd" outdir=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -42,7 +46,7 @@ while [ $# -gt 0 ]; do
         -t) secs=$2; shift 2 ;;
         -s) systems=$2; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,27p' "$0"; exit 2 ;;
+        *) sed -n '3,32p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -106,6 +110,10 @@ attach() {
 nbd-client -N '' -b 4096 -C 2 -u /tmp/nbdkit.sock /dev/nbd0 >/dev/null || { cat /tmp/nbdkit.log; exit 1; }
 echo /dev/nbd0" ;;
         tcp) vm_run A "nbd-client -N disk -b 4096 -C 2 $B1 10809 /dev/nbd1 >/dev/null && echo /dev/nbd1" ;;
+        fwd)
+            vm_bg A "exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd3 2>/tmp/fwd.log" >/dev/null
+            vm_run A "for i in \$(seq 300); do grep -q 'over SMC-R, forwarded' /tmp/fwd.log && echo /dev/nbd3 && exit 0; sleep 0.1; done
+cat /tmp/fwd.log >&2; exit 1" ;;
         attach)
             vm_bg A "exec $ATTACH -C 2 -T 10 -D 60 $B1:10810 disk /dev/nbd2 2>/tmp/attach.log" >/dev/null
             vm_run A "for i in \$(seq 300); do grep -q 'connection(s) over AF_SMC' /tmp/attach.log && echo /dev/nbd2 && exit 0; sleep 0.1; done
@@ -119,6 +127,7 @@ detach() {
         smcr) vm_run A "nbd-client -d /dev/nbd0 >/dev/null; kill \$(cat /tmp/nbdkit.pid); for i in \$(seq 100); do [ -e /proc/\$(cat /tmp/nbdkit.pid) ] || exit 0; sleep 0.1; done" ;;
         tcp) vm_run A "nbd-client -d /dev/nbd1 >/dev/null" ;;
         attach) vm_run A "$ATTACH -d /dev/nbd2" >/dev/null ;;
+        fwd) vm_run A "$ATTACH -d /dev/nbd3" >/dev/null ;;
         nvmeof) nvmeof_detach; nvmet_unexport ;;
         rnbd) rnbd_detach; rnbd_unexport ;;
     esac
@@ -133,8 +142,11 @@ JOBS=(
     "sr1m-qd4 read 1M 4"
     "sw1m-qd4 write 1M 4"
 )
+# fio's completion-latency percentiles (at most 20): the 4k qd1 CDF plot.
+pcts=1:5:10:20:30:40:50:60:70:80:90:95:97:99:99.5:99.9:99.99
 stat_sh='read -r _ u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st))'
 res=$outdir/results.tsv
+rm -f "$outdir/cdf.tsv"
 printf 'round\tsystem\tjob\tiops\tMBps\tlat_mean_us\tp50_us\tp99_us\tp999_us\tcpuA_us_per_io\tcpuB_us_per_io\n' >"$res"
 read -r -a sys <<<"$systems"
 hz=$(getconf CLK_TCK)
@@ -149,14 +161,18 @@ for (( r=1; r<=rounds; r++ )); do
             b0=$(vm_run B "$stat_sh")
             vm_run -t $((secs + 120)) A "a0=\$($stat_sh)
 fio --name=$name --filename=$dev --direct=1 --ioengine=libaio --rw=$rw --bs=$bs --iodepth=$qd $extra \
-    --runtime=$secs --time_based=1 --output-format=json --output=$SA/$s.$name.$r.json >/dev/null
+    --runtime=$secs --time_based=1 --percentile_list=$pcts --output-format=json --output=$SA/$s.$name.$r.json >/dev/null
 rc=\$?; a1=\$($stat_sh); echo \$((a1 - a0)) >$SA/$s.$name.$r.cpuA; exit \$rc" ||
                 { echo "bench: $s $name failed"; continue; }
             b1=$(vm_run B "$stat_sh")
-            python3 - "$SA/$s.$name.$r.json" "$(cat "$SA/$s.$name.$r.cpuA")" $((b1 - b0)) "$hz" "$r" "$s" "$name" >>"$res" <<'EOF'
+            python3 - "$SA/$s.$name.$r.json" "$(cat "$SA/$s.$name.$r.cpuA")" $((b1 - b0)) "$hz" "$r" "$s" "$name" "$outdir/cdf.tsv" >>"$res" <<'EOF'
 import json, sys
-f, ja, jb, hz, r, s, name = sys.argv[1:]
+f, ja, jb, hz, r, s, name, cdf = sys.argv[1:]
 j = json.load(open(f))["jobs"][0]
+if name == "rr4k-qd1":
+    with open(cdf, "a") as o:
+        for k, v in j["read"]["clat_ns"].get("percentile", {}).items():
+            o.write("%s\t%s\t%s\t%.1f\n" % (r, s, float(k), v / 1000))
 ios = j["read"]["total_ios"] + j["write"]["total_ios"]
 iops = j["read"]["iops"] + j["write"]["iops"]
 mbps = (j["read"]["bw_bytes"] + j["write"]["bw_bytes"]) / 1e6
@@ -184,7 +200,7 @@ for x in rows:
 def mean(sysn, job, k):
     v = [float(x[k]) for x in acc.get((sysn, job), []) if x[k] not in ("-", "")]
     return sum(v) / len(v) if v else None
-systems = sorted({x["system"] for x in rows}, key=["smcr", "attach", "tcp", "nvmeof", "rnbd"].index)
+systems = sorted({x["system"] for x in rows}, key=["smcr", "fwd", "attach", "tcp", "nvmeof", "rnbd"].index)
 jobs = list(dict.fromkeys(x["job"] for x in rows))
 def best_peer(job, k, low):
     v = [mean(p, job, k) for p in ("nvmeof", "rnbd") if mean(p, job, k) is not None]
@@ -203,10 +219,10 @@ for job in jobs:
         print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (job, s, f(m["iops"]), f(m["MBps"], 2),
               f(m["lat_mean_us"]), f(m["p50_us"]), f(m["p99_us"]), f(m["p999_us"]),
               f(m["cpuA_us_per_io"]), f(m["cpuB_us_per_io"]), ratio))
-print("\n## Aims (smcrbd's best attach path, smcr or attach, against the better peer)\n")
+print("\n## Aims (smcrbd's best attach path, smcr, fwd or attach, against the better peer)\n")
 def aim(label, job, k, low, limit):
     bp = best_peer(job, k, low)
-    v = [mean(s, job, k) for s in ("smcr", "attach") if mean(s, job, k) is not None]
+    v = [mean(s, job, k) for s in ("smcr", "fwd", "attach") if mean(s, job, k) is not None]
     v = (min(v) if low else max(v)) if v else None
     if bp is None or v is None:
         print("- %s: not measured" % label); return
@@ -221,4 +237,5 @@ aim("4k qd1 p50 latency", "rr4k-qd1", "p50_us", True, 1.2)
 for job in jobs:
     aim("target CPU per I/O, " + job, job, "cpuB_us_per_io", True, 1.0)
 EOF
+bash "$here/bench-block-plots.sh" "$outdir" && echo "bench: plots $outdir/*.png"
 echo "bench: results in $res, report $outdir/report.md"

@@ -20,7 +20,9 @@
 #                            takes its block size from i_blkbits, 0 there):
 #                            /dev/shm is a plain tmpfs
 #   nvmet_unexport           B: undo nvmet_export
-#   nvmeof_attach            A: nvme connect to both ports; prints the
+#   nvmeof_attach            A: nvme connect to both ports (with
+#                            $NVMEOF_CONNECT_OPTS, e.g. --reconnect-delay=2;
+#                            default none: nvme-cli's defaults); prints the
 #                            multipath block device (/dev/nvmeXnY); fails
 #                            unless both controllers are live
 #   nvmeof_detach            A: nvme disconnect
@@ -110,7 +112,7 @@ nvmeof_attach() {
 set -eu
 modprobe nvme-rdma
 for a in $(vm_ip B 1) $(vm_ip B 2); do
-    nvme connect -t rdma -a \$a -s 4420 -n $NVMEOF_NQN --hostnqn=$NVMEOF_HOSTNQN >/dev/null
+    nvme connect -t rdma -a \$a -s 4420 -n $NVMEOF_NQN --hostnqn=$NVMEOF_HOSTNQN ${NVMEOF_CONNECT_OPTS:-} >/dev/null
 done
 for s in /sys/class/nvme-subsystem/*; do
     [ \"\$(cat \$s/subsysnqn)\" = $NVMEOF_NQN ] || continue

@@ -1,0 +1,306 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Benchmark: failover side by side (issue 24, step 3) in one VM pair of the
+# rxe lane (two links), the same 64 MiB tmpfs file in B behind every system:
+#   smcr     smcrbd: nbdkit's smcr plugin (2 connections, timeout=60) and
+#            the kernel's nbd-client on its unix socket
+#   nvmeof   NVMe-oF/RDMA, native multipath over both links (rdma-peers.sh),
+#            nvme connect $NVMEOF_CONNECT_OPTS (default here
+#            "--reconnect-delay=2 --ctrl-loss-tmo=60": reconnect soon after a
+#            link is back, fail I/O after a minute without a path)
+#   rnbd     RNBD/RTRS, two paths, rtrs-client's defaults (printed; 6.1's
+#            rnbd-client sets a fixed reconnect delay, RECONNECT_DELAY)
+# Under fio randrw 70/30, 4k, qd4, verify=crc32c (verify_backlog: written
+# blocks read back and checked while it runs), continue_on_error=all, a
+# per-I/O completion log (write_lat_log, log_avg_msec=0, unix epoch ms;
+# clocksource=clock_gettime rather than fio's TSC-based default, whose epoch
+# times may drift from the guest clock that times the faults under TCG),
+# these faults, all in the guests:
+#   cable    "ip link set ethN down" in A for HOLD s, then up (one link)
+#   loss     netem loss 100% on one link's NIC in A and in B for HOLD s
+#            (every frame dropped both ways, the port stays up)
+#   both     both NICs down in A for 10 s, then up
+# The link alternates between runs.  Per run: the longest time with no
+# completed I/O over the whole fio run (from the per-I/O log), fio's errors
+# (I/O errors and verify failures), the kernel's lines in A's and B's dmesg
+# that tell of failed I/O ("I/O error", "critical", "error -5"), and the
+# time from the fault until throughput is back to 80% of the 6 s before the
+# fault (1 s windows 100 ms apart: 0 when none within 5 s of the fault is
+# below 80%, else the end of the first window at >= 80% after the first one
+# below; "never" if none before fio ends).  Gaps after the heal (a path
+# coming back) count in the longest gap, not in this time.
+# Not in make check: "make bench-failover-vm" in the build tree.
+#
+#   tests/bench/bench-failover-vm.sh [-B BUILDDIR] [-r REPS] [-s SYSTEMS]
+#                                    [-f FAULTS] [-H HOLD] [-o DIR]
+#   -r REPS      runs per system and fault (default 5, the issue's minimum)
+#   -s SYSTEMS   default "smcr nvmeof rnbd"; -f FAULTS default "cable loss both"
+#   -H HOLD      seconds a one-link fault lasts (default 12)
+#   -o DIR       report dir (default BUILDDIR/bench-failover-report):
+#                failover.tsv (one line per run; appended to, so that runs
+#                of several invocations, e.g. one system each, sum up),
+#                report.md, per-run fio output and dmesg excerpts in runs/
+#   -R           only print the report of DIR's failover.tsv (no VMs)
+# Holds the VM lock (SMCR_VM_LOCK, default /tmp/smcrbd-vm.lock) throughout:
+# keep one invocation under ~15 minutes (one system, 2 reps x 3 faults is
+# about 8 minutes under TCG).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+builddir=${abs_top_builddir:-$top/build}
+reps=5 systems="smcr nvmeof rnbd" faults="cable loss both" hold=12 outdir= report_only=
+while [ $# -gt 0 ]; do
+    case $1 in
+        -B) builddir=$2; shift 2 ;;
+        -r) reps=$2; shift 2 ;;
+        -s) systems=$2; shift 2 ;;
+        -f) faults=$2; shift 2 ;;
+        -H) hold=$2; shift 2 ;;
+        -o) outdir=$2; shift 2 ;;
+        -R) report_only=1; shift ;;
+        *) sed -n '3,40p' "$0"; exit 2 ;;
+    esac
+done
+builddir=$(cd "$builddir" && pwd) || exit 1
+: "${outdir:=$builddir/bench-failover-report}"
+mkdir -p "$outdir/runs" || exit 1
+outdir=$(cd "$outdir" && pwd)
+res=$outdir/failover.tsv
+[ -s "$res" ] ||
+    printf 'system\tfault\trep\tlink\tmax_gap_ms\tgap_at_ms\tback80_ms\tbase_iops\tios\tfio_errors\tverify_errors\tkernel_errors\tfio_rc\tfault_ms\theal_ms\n' >"$res"
+
+report() {
+python3 - "$res" <<'EOF'
+import csv, sys
+from collections import defaultdict
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+if not rows:
+    sys.exit(0)
+order = ["smcr", "nvmeof", "rnbd"]
+systems = sorted({x["system"] for x in rows}, key=lambda s: order.index(s) if s in order else 9)
+faults = [f for f in ["cable", "loss", "both"] if any(x["fault"] == f for x in rows)]
+acc = defaultdict(list)
+for x in rows:
+    acc[(x["system"], x["fault"])].append(x)
+def num(v):
+    try:
+        return float(v)
+    except ValueError:
+        return None
+print("\n## Failover (per system and fault: runs; longest gap without a completed I/O, ms: max and median over runs; time back to 80%, ms: median; errors summed over runs)\n")
+print("| fault | system | runs | max gap ms (worst) | max gap ms (median) | back to 80% ms (median) | fio I/O errors | verify errors | kernel error lines | base IOPS |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+def med(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else None
+worst = {}
+errs = {}
+for f in faults:
+    for s in systems:
+        r = acc.get((s, f), [])
+        if not r:
+            continue
+        gaps = [num(x["max_gap_ms"]) for x in r if num(x["max_gap_ms"]) is not None]
+        back = [num(x["back80_ms"]) if num(x["back80_ms"]) is not None else float("inf") for x in r]
+        e = [sum(int(x[k]) for x in r if x[k].isdigit()) for k in ("fio_errors", "verify_errors", "kernel_errors")]
+        bad_rc = sum(1 for x in r if x["fio_rc"] != "0")
+        worst[(s, f)] = max(gaps) if gaps else None
+        errs[(s, f)] = sum(e) + bad_rc
+        mb = med(back)
+        print("| %s | %s | %d | %s | %s | %s | %d | %d | %d | %.0f |" % (
+            f, s, len(r), "%.0f" % max(gaps) if gaps else "-", "%.0f" % med(gaps) if gaps else "-",
+            "never" if mb == float("inf") else "%.0f" % mb, e[0], e[1], e[2],
+            med([num(x["base_iops"]) or 0 for x in r])) + (" (fio exit != 0 in %d)" % bad_rc if bad_rc else ""))
+print("\n## Aim: smcrbd's longest gap at most the better peer's on every fault kind, 0 errors in every run\n")
+for f in faults:
+    peers = [worst[(p, f)] for p in ("nvmeof", "rnbd") if worst.get((p, f)) is not None]
+    me = worst.get(("smcr", f))
+    if me is None or not peers:
+        print("- %s: not measured for smcr and a peer" % f)
+        continue
+    bp = min(peers)
+    ok = me <= bp and errs[("smcr", f)] == 0
+    print("- %s: smcr worst gap %.0f ms, better peer %.0f ms (%.2fx), smcr errors %d: %s" % (
+        f, me, bp, me / bp if bp else float("inf"), errs[("smcr", f)], "met" if ok else "NOT met"))
+EOF
+}
+if [ -n "$report_only" ]; then
+    report
+    exit 0
+fi
+
+exec > >(tee -a "$outdir/report.md") 2>&1
+export abs_top_builddir=$builddir abs_builddir=$builddir/tests
+export abs_top_srcdir=$top srcdir=$top/tests
+: "${SMCR_VM_WORKDIR:=$builddir/tests/bench/bench-failover-vm.d}"
+: "${SMCR_VM_TIMEOUT:=3600}"
+: "${SMCR_VM_CMD_TIMEOUT:=180}"
+: "${NVMEOF_CONNECT_OPTS=--reconnect-delay=2 --ctrl-loss-tmo=60}"
+export SMCR_VM_WORKDIR SMCR_VM_TIMEOUT SMCR_VM_CMD_TIMEOUT NVMEOF_CONNECT_OPTS
+
+SMCRD=$builddir/server/smcrd
+PLUGIN=$builddir/client/.libs/nbdkit-smcr-plugin.so
+SMCRCTL=$builddir/client/smcrctl
+for p in "$SMCRD" "$PLUGIN" "$SMCRCTL"; do
+    [ -e "$p" ] || { echo "bench: $p not built" >&2; exit 1; }
+done
+for c in fio nbdkit; do
+    command -v $c >/dev/null || { echo "bench: $c not found" >&2; exit 1; }
+done
+
+lock=${SMCR_VM_LOCK-/tmp/smcrbd-vm.lock}
+if [ -n "$lock" ] && command -v flock >/dev/null; then
+    exec 9>"$lock"
+    echo "bench: waiting for the VM lock $lock" >&2
+    flock 9
+fi
+
+. "$top/tests/vm/lib.sh"
+. "$top/tests/vm/rdma-peers.sh"
+vm_requires
+case " $systems " in *" nvmeof "*) nvmeof_requires ;; esac
+case " $systems " in
+    *" rnbd "*) rnbd_requires || { echo "bench: no RNBD/RTRS modules: rnbd left out"; systems=${systems/rnbd/}; } ;;
+esac
+echo "# bench-failover-vm.sh -r $reps -s \"$systems\" -f \"$faults\" -H $hold ($(date -u '+%F %H:%M UTC'))"
+vm_start_pair
+B1=$(vm_ip B 1)
+IMG=/dev/shm/disk.img
+vm_run B "truncate -s 64M $IMG && modprobe loop" || fail "backing file"
+vm_run A "modprobe nbd" || fail "nbd"
+vm_bg B "exec $SMCRD -f -P /tmp/smcrd.pid -p 10809 --smcr-port 10810 -e disk=$IMG >/tmp/smcrd.log 2>&1" >/dev/null
+vm_run B "for i in \$(seq 300); do grep -q 'listening for NBD over SMC-R' /tmp/smcrd.log && exit 0; sleep 0.1; done; cat /tmp/smcrd.log; exit 1" ||
+    fail "smcrd did not come up in B"
+SA=$(vm_share A)
+
+# attach SYSTEM: prints the device in A.
+attach() {
+    case $1 in
+        smcr)
+            vm_bg A "exec nbdkit -f -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN server=$B1 export=disk connections=2 timeout=60 2>/tmp/nbdkit.log" >/dev/null
+            vm_run A "for i in \$(seq 600); do [ -S /tmp/nbdkit.sock ] && break; sleep 0.1; done
+nbd-client -N '' -b 4096 -C 2 -u /tmp/nbdkit.sock /dev/nbd0 >/dev/null || { cat /tmp/nbdkit.log; exit 1; }
+echo /dev/nbd0" ;;
+        nvmeof) nvmet_export "$IMG" >/dev/null && nvmeof_attach ;;
+        rnbd) rnbd_export "$IMG" >/dev/null && rnbd_attach ;;
+    esac
+}
+detach() {
+    case $1 in
+        smcr) vm_run A "nbd-client -d /dev/nbd0 >/dev/null; kill \$(cat /tmp/nbdkit.pid); for i in \$(seq 100); do [ -e /proc/\$(cat /tmp/nbdkit.pid) ] || exit 0; sleep 0.1; done" ;;
+        nvmeof) nvmeof_detach; nvmet_unexport ;;
+        rnbd) rnbd_detach; rnbd_unexport ;;
+    esac
+}
+# Both paths working again (after a fault healed): up to READY_SECS (default
+# 90: rnbd-client reconnects a path every 30 s), timed in the guest.
+: "${READY_SECS:=90}"
+paths_ready() {
+    local n
+    case $1 in
+        smcr) n="\$($SMCRCTL status nbdkit | grep -cw active)" ;;
+        nvmeof) n="\$(n=0; for c in /sys/class/nvme-subsystem/*/nvme*; do [[ \${c##*/} =~ ^nvme[0-9]+\$ ]] && [ \"\$(cat \$c/state)\" = live ] && n=\$((n + 1)); done; echo \$n)" ;;
+        rnbd) n="\$(n=0; for p in /sys/class/rtrs-client/$RNBD_SESS/paths/*; do [ \"\$(cat \$p/state)\" = connected ] && n=\$((n + 1)); done; echo \$n)" ;;
+    esac
+    vm_run -t $((READY_SECS + 60)) A "end=\$((SECONDS + $READY_SECS)); while [ \$SECONDS -lt \$end ]; do [ $n -ge 2 ] && exit 0; sleep 0.2; done; exit 1"
+}
+settings() {
+    case $1 in
+        smcr) echo "smcr: nbdkit smcr plugin connections=2 timeout=60; nbd-client -C 2 -b 4096 (no -t)" ;;
+        nvmeof) vm_run A "for c in /sys/class/nvme-subsystem/*/nvme*; do [[ \${c##*/} =~ ^nvme[0-9]+\$ ]] || continue; echo \"nvmeof: \${c##*/} ctrl_loss_tmo \$(cat \$c/ctrl_loss_tmo) reconnect_delay \$(cat \$c/reconnect_delay) fast_io_fail_tmo \$(cat \$c/fast_io_fail_tmo) kato \$(cat \$c/kato 2>/dev/null); iopolicy \$(cat \${c%/*}/iopolicy)\"; done" ;;
+        rnbd) vm_run A "s=/sys/class/rtrs-client/$RNBD_SESS; echo \"rnbd: mpath_policy \$(cat \$s/mpath_policy) max_reconnect_attempts \$(cat \$s/max_reconnect_attempts) (reconnect delay: rnbd-client's fixed RECONNECT_DELAY)\"" ;;
+    esac
+}
+
+pre=6 post=16
+kerr_re='I/O error|critical|error -5|blk_update_request|Buffer I/O'
+read -r -a sys <<<"$systems"
+read -r -a flt <<<"$faults"
+for s in "${sys[@]}"; do
+    dev=$(attach "$s") || { echo "bench: $s did not attach"; detach "$s"; continue; }
+    vm_say "$s on $dev"
+    settings "$s"
+    for (( r=1; r<=reps; r++ )); do
+        for f in "${flt[@]}"; do
+            l=$(( (r - 1) % 2 + 1 )) e=eth$(( (r - 1) % 2 ))
+            h=$hold
+            [ "$f" = both ] && { h=10 l=12; }
+            if ! paths_ready "$s"; then
+                echo "bench: $s: not both paths back within ${READY_SECS} s before $f rep $r: its remaining runs skipped"
+                printf '%s\t%s\t%s\tpaths not back\n' "$s" "$f" "$r" >>"$outdir/skipped.tsv"
+                break 2
+            fi
+            tag=$s.$f.$r
+            rt=$((pre + h + post))
+            dA=$(vm_run A "dmesg | wc -l") dB=$(vm_run B "dmesg | wc -l")
+            job=$(vm_bg A "rm -f /tmp/fo_*.log; exec fio --name=fo --filename=$dev --direct=1 --ioengine=libaio --rw=randrw --rwmixread=70 \
+--bs=4k --iodepth=4 --verify=crc32c --verify_backlog=64 --verify_fatal=0 --continue_on_error=all \
+--runtime=$rt --time_based=1 --clocksource=clock_gettime --write_lat_log=/tmp/fo --log_avg_msec=0 --log_unix_epoch=1 \
+--output-format=json --output=$SA/$tag.json")
+            # fio has started once its job is running (the json is written at the end).
+            until_ok 60 "vm_run A 'pgrep -x fio >/dev/null'" || echo "bench: fio not seen running"
+            sleep "$pre"
+            case $f in
+                cable) tf_=$(vm_run A "echo \$EPOCHREALTIME; ip link set $e down")
+                       sleep "$h"; th_=$(vm_run A "echo \$EPOCHREALTIME; ip link set $e up") ;;
+                loss) vm_run B "tc qdisc add dev $e root netem loss 100%" >/dev/null
+                      tf_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc add dev $e root netem loss 100%")
+                      sleep "$h"
+                      th_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc del dev $e root")
+                      vm_run B "tc qdisc del dev $e root" >/dev/null ;;
+                both) tf_=$(vm_run A "echo \$EPOCHREALTIME; ip link set eth0 down; ip link set eth1 down")
+                      sleep 10; th_=$(vm_run A "echo \$EPOCHREALTIME; ip link set eth0 up; ip link set eth1 up") ;;
+            esac
+            out=$(vm_wait -t $((rt + 600)) A "$job" 2>&1); frc=$?
+            printf '%s\n' "$out" >"$outdir/runs/$tag.fio.out"
+            cp "$SA/$tag.json" "$outdir/runs/" 2>/dev/null
+            vm_run A "cat /tmp/fo_clat.1.log" >"$outdir/runs/$tag.clat.log"
+            vm_run A "dmesg | tail -n +$((dA + 1))" | sed 's/^/A: /' >"$outdir/runs/$tag.dmesg"
+            vm_run B "dmesg | tail -n +$((dB + 1))" | sed 's/^/B: /' >>"$outdir/runs/$tag.dmesg"
+            ke=$(grep -cE "$kerr_re" "$outdir/runs/$tag.dmesg")
+            python3 - "$outdir/runs/$tag.clat.log" "$outdir/runs/$tag.json" "$outdir/runs/$tag.fio.out" \
+                "${tf_%%$'\n'*}" "${th_%%$'\n'*}" $pre "$s" "$f" "$r" "$l" "$ke" "$frc" >>"$res" <<'EOF'
+import json, re, sys
+log, js, fout, tf, th, pre, s, f, r, l, ke, frc = sys.argv[1:]
+tf = float(tf) * 1000; th = float(th) * 1000; pre = float(pre) * 1000
+t = sorted(int(x.split(",")[0]) for x in open(log) if x.strip())
+gap, at = 0, 0
+for a, b in zip(t, t[1:]):
+    if b - a > gap:
+        gap, at = b - a, a
+base = sum(1 for x in t if tf - pre <= x < tf) / (pre / 1000)
+# 1 s windows, 100 ms apart, from the fault: the first below 80% of the
+# base rate within 5 s of the fault starts the dip (none: 0), the first at
+# >= 80% after it ends it.
+import bisect
+rate = lambda w: bisect.bisect_left(t, w + 1000) - bisect.bisect_left(t, w)
+back, w, dip = "never", tf, None
+while t and w + 1000 <= t[-1]:
+    if dip is None:
+        if w > tf + 5000:
+            back = "0"
+            break
+        if rate(w) < 0.8 * base:
+            dip = w
+    elif rate(w) >= 0.8 * base:
+        back = "%.0f" % (w + 1000 - tf)
+        break
+    w += 100
+fe = ve = 0
+try:
+    j = json.load(open(js))["jobs"][0]
+    fe = j.get("total_err", 0)
+except Exception:
+    fe = -1
+ve = len(re.findall(r"verify: bad|bad magic|crc32c: verify failed|verify failed", open(fout).read()))
+print("\t".join(map(str, [s, f, r, l, gap, "%.0f" % (at - tf), back, "%.0f" % base, len(t), fe, ve, ke, frc, "%.0f" % tf, "%.0f" % th])))
+EOF
+            vm_say "$(tail -n 1 "$res")"
+        done
+    done
+    detach "$s" || echo "bench: $s detach failed"
+done
+vm_stop
+report
+echo "bench: results in $res, report $outdir/report.md"
