@@ -480,29 +480,73 @@ static int peer_identity(struct bd_transport *t, struct tls_state *ts, struct bd
 	return 0;
 }
 
-int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int cancel_fd)
+/* A session of FLAGS on T's transport, its deadline TIMEOUT_MS from now
+ * (none if negative), with PRIO and the credentials given; NULL with *R
+ * set (a GnuTLS code, or -ENOMEM). */
+static struct tls_state *tls_session_new(struct bd_transport *t, unsigned int flags,
+					 int timeout_ms, gnutls_priority_t prio, void *x509,
+					 void *psk, int *r)
 {
-	struct tls_state *ts;
-	int r;
+	struct tls_state *ts = calloc(1, sizeof(*ts));
 
-	if (t->tls)
-		return -EALREADY;
-	ts = calloc(1, sizeof(*ts));
-	if (!ts)
-		return -ENOMEM;
+	if (!ts) {
+		*r = -ENOMEM;
+		return NULL;
+	}
 	ts->inner = t->ops;
 	/* One deadline for the whole handshake: a peer that trickles its
 	 * bytes does not restart the wait. */
 	if (timeout_ms >= 0)
 		ts->deadline = mono_ms() + timeout_ms;
-	r = gnutls_init(&ts->s, GNUTLS_SERVER | GNUTLS_NONBLOCK);
-	if (r < 0)
-		goto out_free;
-	r = gnutls_priority_set(ts->s, c->prio);
-	if (r == 0 && c->x509)
-		r = gnutls_credentials_set(ts->s, GNUTLS_CRD_CERTIFICATE, c->x509);
-	if (r == 0 && c->psk)
-		r = gnutls_credentials_set(ts->s, GNUTLS_CRD_PSK, c->psk);
+	*r = gnutls_init(&ts->s, flags | GNUTLS_NONBLOCK);
+	if (*r < 0) {
+		free(ts);
+		return NULL;
+	}
+	*r = gnutls_priority_set(ts->s, prio);
+	if (*r == 0 && x509)
+		*r = gnutls_credentials_set(ts->s, GNUTLS_CRD_CERTIFICATE, x509);
+	if (*r == 0 && psk)
+		*r = gnutls_credentials_set(ts->s, GNUTLS_CRD_PSK, psk);
+	return ts;
+}
+
+/* Runs TS's handshake over T (t->tls set for the pull and push functions
+ * meanwhile): 0, a GnuTLS error, or with *WAIT_ERR set (-errno) when the
+ * wait for the peer failed (deadline, cancel_fd, socket error). */
+static int tls_handshake(struct bd_transport *t, struct tls_state *ts, int cancel_fd,
+			 int *wait_err)
+{
+	int r;
+
+	*wait_err = 0;
+	t->tls = ts;
+	gnutls_transport_set_ptr(ts->s, t);
+	gnutls_transport_set_vec_push_function(ts->s, vec_push);
+	gnutls_transport_set_pull_function(ts->s, pull);
+	gnutls_transport_set_pull_timeout_function(ts->s, pull_timeout);
+	for (;;) {
+		r = gnutls_handshake(ts->s);
+		if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED)
+			return r;
+		*wait_err = bd_wait(t, gnutls_record_get_direction(ts->s) ? BD_WANT_WRITE
+									 : BD_WANT_READ,
+				    left_ms(ts), cancel_fd);
+		if (*wait_err < 0)
+			return *wait_err;
+	}
+}
+
+int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int cancel_fd)
+{
+	struct tls_state *ts;
+	int r, w;
+
+	if (t->tls)
+		return -EALREADY;
+	ts = tls_session_new(t, GNUTLS_SERVER, timeout_ms, c->prio, c->x509, c->psk, &r);
+	if (!ts)
+		return r == -ENOMEM ? -ENOMEM : -EPROTO;
 	if (r < 0)
 		goto out_deinit;
 	if (c->x509) {
@@ -512,29 +556,16 @@ int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int
 		if (c->verify)
 			gnutls_session_set_verify_cert(ts->s, NULL, 0);
 	}
-	t->tls = ts;
-	gnutls_transport_set_ptr(ts->s, t);
-	gnutls_transport_set_vec_push_function(ts->s, vec_push);
-	gnutls_transport_set_pull_function(ts->s, pull);
-	gnutls_transport_set_pull_timeout_function(ts->s, pull_timeout);
-	for (;;) {
-		int w;
-
-		r = gnutls_handshake(ts->s);
-		if (r == 0)
-			break;
-		if (r != GNUTLS_E_AGAIN && r != GNUTLS_E_INTERRUPTED)
-			goto out_unset;
-		w = bd_wait(t, gnutls_record_get_direction(ts->s) ? BD_WANT_WRITE : BD_WANT_READ,
-			    left_ms(ts), cancel_fd);
-		if (w < 0) {
-			tls_log(t, "tls: %s: handshake: %s", t->peer, strerror(-w));
-			t->tls = NULL;
-			gnutls_deinit(ts->s);
-			free(ts);
-			return w;
-		}
+	r = tls_handshake(t, ts, cancel_fd, &w);
+	if (w < 0) {
+		tls_log(t, "tls: %s: handshake: %s", t->peer, strerror(-w));
+		t->tls = NULL;
+		gnutls_deinit(ts->s);
+		free(ts);
+		return w;
 	}
+	if (r < 0)
+		goto out_unset;
 	{
 		char *desc = gnutls_session_get_desc(ts->s);
 
@@ -556,7 +587,6 @@ out_unset:
 out_deinit:
 	tls_log(t, "tls: %s: handshake failed: %s", t->peer, gnutls_strerror(r));
 	gnutls_deinit(ts->s);
-out_free:
 	free(ts);
 	return -EPROTO;
 }
@@ -788,27 +818,16 @@ int bd_tls_client_upgrade(struct bd_transport *t, struct bd_tls_client *c, int t
 			  int cancel_fd, char *err, size_t errlen)
 {
 	struct tls_state *ts;
-	int r;
+	int r, w;
 
 	if (t->tls)
 		return -EALREADY;
-	ts = calloc(1, sizeof(*ts));
-	if (!ts)
-		return -ENOMEM;
-	ts->inner = t->ops;
-	if (timeout_ms >= 0)
-		ts->deadline = mono_ms() + timeout_ms;
-	r = gnutls_init(&ts->s, GNUTLS_CLIENT | GNUTLS_NONBLOCK);
-	if (r < 0) {
-		free(ts);
-		snprintf(err, errlen, "TLS: %s", gnutls_strerror(r));
+	ts = tls_session_new(t, GNUTLS_CLIENT, timeout_ms, c->prio, c->x509, c->psk, &r);
+	if (!ts) {
+		if (r != -ENOMEM)
+			snprintf(err, errlen, "TLS: %s", gnutls_strerror(r));
 		return -ENOMEM;
 	}
-	r = gnutls_priority_set(ts->s, c->prio);
-	if (r == 0 && c->x509)
-		r = gnutls_credentials_set(ts->s, GNUTLS_CRD_CERTIFICATE, c->x509);
-	if (r == 0 && c->psk)
-		r = gnutls_credentials_set(ts->s, GNUTLS_CRD_PSK, c->psk);
 	if (r == 0 && c->hostname && !is_ip_address(c->hostname))
 		r = gnutls_server_name_set(ts->s, GNUTLS_NAME_DNS, c->hostname,
 					   strlen(c->hostname));
@@ -820,27 +839,12 @@ int bd_tls_client_upgrade(struct bd_transport *t, struct bd_tls_client *c, int t
 	}
 	if (c->x509 && c->verify)
 		gnutls_session_set_verify_cert(ts->s, c->hostname, 0);
-	t->tls = ts;
-	gnutls_transport_set_ptr(ts->s, t);
-	gnutls_transport_set_vec_push_function(ts->s, vec_push);
-	gnutls_transport_set_pull_function(ts->s, pull);
-	gnutls_transport_set_pull_timeout_function(ts->s, pull_timeout);
-	for (;;) {
-		r = gnutls_handshake(ts->s);
-		if (r == 0)
-			break;
-		if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED) {
-			int w = bd_wait(t, gnutls_record_get_direction(ts->s) ? BD_WANT_WRITE
-									: BD_WANT_READ,
-					left_ms(ts), cancel_fd);
-
-			if (w == 0)
-				continue;
+	r = tls_handshake(t, ts, cancel_fd, &w);
+	if (r < 0) {
+		if (w < 0)
 			snprintf(err, errlen, "TLS handshake: %s", strerror(-w));
-			r = w;
-		} else {
+		else
 			r = client_failure(ts->s, r, err, errlen);
-		}
 		t->tls = NULL;
 		gnutls_deinit(ts->s);
 		free(ts);
