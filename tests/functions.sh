@@ -94,3 +94,35 @@ scratch_dir() {
     cleanup_fn "rm -rf '$d'"
     echo "$d"
 }
+
+# make_tls_pki DIR: certificates and keys for the TLS tests (certtool,
+# psktool; nbdkit-tls(1)'s recipe), all valid 2 days:
+#   DIR/pki     a CA and a server certificate for localhost and 127.0.0.1
+#               (smcrd's --tls-certificates: it verifies clients too)
+#   DIR/other   another CA, which signed nothing here
+#   DIR/client  client certificate 'alice' from the CA, laid out as libnbd
+#               wants it (ca-cert.pem, client-cert.pem, client-key.pem)
+#   DIR/keys.psk  PSK identity alice
+make_tls_pki() {
+    local d=$1 pki=$1/pki
+    mkdir -p "$pki" "$d/other" "$d/client"
+    certtool --generate-privkey --outfile "$pki/ca-key.pem" 2>/dev/null
+    printf 'cn = smcrbd test CA\nca\ncert_signing_key\nexpiration_days = 2\n' >"$d/ca.info"
+    certtool --generate-self-signed --load-privkey "$pki/ca-key.pem" --template "$d/ca.info" \
+        --outfile "$pki/ca-cert.pem" 2>/dev/null || fail "certtool: CA"
+    certtool --generate-privkey --outfile "$pki/server-key.pem" 2>/dev/null
+    printf 'cn = localhost\ndns_name = localhost\nip_address = 127.0.0.1\ntls_www_server\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$d/server.info"
+    certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
+        --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$pki/server-key.pem" \
+        --template "$d/server.info" --outfile "$pki/server-cert.pem" 2>/dev/null || fail "certtool: server"
+    certtool --generate-privkey --outfile "$d/other/ca-key.pem" 2>/dev/null
+    certtool --generate-self-signed --load-privkey "$d/other/ca-key.pem" --template "$d/ca.info" \
+        --outfile "$d/other/ca-cert.pem" 2>/dev/null || fail "certtool: other CA"
+    cp "$pki/ca-cert.pem" "$d/client/"
+    certtool --generate-privkey --outfile "$d/client/client-key.pem" 2>/dev/null
+    printf 'cn = alice\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$d/client.info"
+    certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
+        --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$d/client/client-key.pem" \
+        --template "$d/client.info" --outfile "$d/client/client-cert.pem" 2>/dev/null || fail "certtool: client"
+    psktool -u alice -p "$d/keys.psk" >/dev/null 2>&1 || fail "psktool"
+}

@@ -32,29 +32,7 @@ ATTACH=$abs_top_builddir/client/smcr-attach
 
 d=$(scratch_dir)
 pki=$d/pki
-mkdir "$pki" "$d/other" "$d/client"
-certtool --generate-privkey --outfile "$pki/ca-key.pem" 2>/dev/null
-printf 'cn = smcrbd test CA\nca\ncert_signing_key\nexpiration_days = 2\n' >"$d/ca.info"
-certtool --generate-self-signed --load-privkey "$pki/ca-key.pem" --template "$d/ca.info" \
-    --outfile "$pki/ca-cert.pem" 2>/dev/null || fail "certtool: CA"
-certtool --generate-privkey --outfile "$pki/server-key.pem" 2>/dev/null
-printf 'cn = localhost\ndns_name = localhost\nip_address = 127.0.0.1\ntls_www_server\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$d/server.info"
-certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
-    --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$pki/server-key.pem" \
-    --template "$d/server.info" --outfile "$pki/server-cert.pem" 2>/dev/null || fail "certtool: server"
-# Another CA, which signed nothing here.
-certtool --generate-privkey --outfile "$d/other/ca-key.pem" 2>/dev/null
-certtool --generate-self-signed --load-privkey "$d/other/ca-key.pem" --template "$d/ca.info" \
-    --outfile "$d/other/ca-cert.pem" 2>/dev/null || fail "certtool: other CA"
-# The client's directory as libnbd lays it out (smcrd verifies the client
-# certificate: its directory has ca-cert.pem).
-cp "$pki/ca-cert.pem" "$d/client/"
-certtool --generate-privkey --outfile "$d/client/client-key.pem" 2>/dev/null
-printf 'cn = alice\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$d/client.info"
-certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
-    --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$d/client/client-key.pem" \
-    --template "$d/client.info" --outfile "$d/client/client-cert.pem" 2>/dev/null || fail "certtool: client"
-psktool -u alice -p "$d/keys.psk" >/dev/null 2>&1 || fail "psktool"
+make_tls_pki "$d"
 
 truncate -s 16M "$d/disk.img"
 make_random "$d/src" 8

@@ -29,31 +29,8 @@ served() {
 
 d=$(scratch_dir)
 pki=$d/pki
-mkdir "$pki" "$d/other"
-# A CA and a server certificate for 127.0.0.1 (nbdkit-tls(1)'s recipe).
-certtool --generate-privkey --outfile "$pki/ca-key.pem" 2>/dev/null
-printf 'cn = smcrbd test CA\nca\ncert_signing_key\nexpiration_days = 2\n' >"$d/ca.info"
-certtool --generate-self-signed --load-privkey "$pki/ca-key.pem" --template "$d/ca.info" \
-    --outfile "$pki/ca-cert.pem" 2>/dev/null || fail "certtool: CA"
-certtool --generate-privkey --outfile "$pki/server-key.pem" 2>/dev/null
-printf 'cn = localhost\ndns_name = localhost\nip_address = 127.0.0.1\ntls_www_server\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$d/server.info"
-certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
-    --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$pki/server-key.pem" \
-    --template "$d/server.info" --outfile "$pki/server-cert.pem" 2>/dev/null || fail "certtool: server"
-# Another CA, which signed nothing here.
-certtool --generate-privkey --outfile "$d/other/ca-key.pem" 2>/dev/null
-certtool --generate-self-signed --load-privkey "$d/other/ca-key.pem" --template "$d/ca.info" \
-    --outfile "$d/other/ca-cert.pem" 2>/dev/null || fail "certtool: other CA"
-# A client certificate from the same CA (smcrd verifies it: ca-cert.pem
-# is there), laid out as libnbd wants it.
-mkdir "$d/client"
-cp "$pki/ca-cert.pem" "$d/client/"
-certtool --generate-privkey --outfile "$d/client/client-key.pem" 2>/dev/null
-printf 'cn = alice\ntls_www_client\nencryption_key\nsigning_key\nexpiration_days = 2\n' >"$d/client.info"
-certtool --generate-certificate --load-ca-certificate "$pki/ca-cert.pem" \
-    --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$d/client/client-key.pem" \
-    --template "$d/client.info" --outfile "$d/client/client-cert.pem" 2>/dev/null || fail "certtool: client"
-psktool -u alice -p "$d/keys.psk" >/dev/null 2>&1 || fail "psktool"
+# A CA, a server certificate for 127.0.0.1, another CA, client alice, PSK.
+make_tls_pki "$d"
 psktool -u alice -p "$d/wrong.psk" >/dev/null 2>&1 || fail "psktool"
 
 truncate -s 16M "$d/disk.img"
