@@ -24,6 +24,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
 secs=15 buf=1M outdir= paths="fwd nbdkit ksmc ksmc-B ktcp" jobsel=
@@ -53,16 +54,9 @@ SMCRD=$builddir/server/smcrd
 ATTACH=$builddir/client/smcr-attach
 PLUGIN=$builddir/client/.libs/nbdkit-smcr-plugin.so
 N=$builddir/tests/bench/smc-nl
-for p in "$SMCRD" "$ATTACH" "$PLUGIN" "$N"; do
-    [ -e "$p" ] || { echo "bench: $p not built" >&2; exit 1; }
-done
+bench_need "$SMCRD" "$ATTACH" "$PLUGIN" "$N"
 
-lock=${SMCR_VM_LOCK-/tmp/smcrbd-vm.lock}
-if [ -n "$lock" ] && command -v flock >/dev/null; then
-    exec 9>"$lock"
-    echo "bench: waiting for the VM lock $lock" >&2
-    flock 9
-fi
+bench_vm_lock
 
 . "$top/tests/vm/lib.sh"
 vm_requires

@@ -36,6 +36,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
 rounds=1 secs=10 systems="smcr fwd tcp nvmeof rnbd" outdir=
@@ -65,27 +66,14 @@ SMCRD=$builddir/server/smcrd
 PLUGIN=$builddir/client/.libs/nbdkit-smcr-plugin.so
 ATTACH=$builddir/client/smcr-attach
 N=$builddir/tests/bench/smc-nl
-for p in "$SMCRD" "$PLUGIN" "$ATTACH" "$N"; do
-    [ -e "$p" ] || { echo "bench: $p not built" >&2; exit 1; }
-done
-for c in fio nbdkit; do
-    command -v $c >/dev/null || { echo "bench: $c not found" >&2; exit 1; }
-done
+bench_need "$SMCRD" "$PLUGIN" "$ATTACH" "$N"
+bench_need_cmd fio nbdkit
 
-lock=${SMCR_VM_LOCK-/tmp/smcrbd-vm.lock}
-if [ -n "$lock" ] && command -v flock >/dev/null; then
-    exec 9>"$lock"
-    echo "bench: waiting for the VM lock $lock" >&2
-    flock 9
-fi
+bench_vm_lock
 
 . "$top/tests/vm/lib.sh"
 . "$top/tests/vm/rdma-peers.sh"
-vm_requires
-case " $systems " in *" nvmeof "*) nvmeof_requires ;; esac
-case " $systems " in
-    *" rnbd "*) rnbd_requires || { echo "bench: no RNBD/RTRS modules: rnbd left out"; systems=${systems/rnbd/}; } ;;
-esac
+bench_peers_requires
 eids=
 case " $systems " in
     *" attach "*) export SMCR_VM_RXE=smc SMCR_VM_NBD=smc; eids="--eids SMCRBD.KPEER" ;;

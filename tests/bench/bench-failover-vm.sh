@@ -47,6 +47,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
 reps=5 systems="smcr nvmeof rnbd" faults="cable loss both" hold=12 outdir= report_only=
@@ -142,27 +143,14 @@ export SMCR_VM_WORKDIR SMCR_VM_TIMEOUT SMCR_VM_CMD_TIMEOUT NVMEOF_CONNECT_OPTS
 SMCRD=$builddir/server/smcrd
 PLUGIN=$builddir/client/.libs/nbdkit-smcr-plugin.so
 SMCRCTL=$builddir/client/smcrctl
-for p in "$SMCRD" "$PLUGIN" "$SMCRCTL"; do
-    [ -e "$p" ] || { echo "bench: $p not built" >&2; exit 1; }
-done
-for c in fio nbdkit; do
-    command -v $c >/dev/null || { echo "bench: $c not found" >&2; exit 1; }
-done
+bench_need "$SMCRD" "$PLUGIN" "$SMCRCTL"
+bench_need_cmd fio nbdkit
 
-lock=${SMCR_VM_LOCK-/tmp/smcrbd-vm.lock}
-if [ -n "$lock" ] && command -v flock >/dev/null; then
-    exec 9>"$lock"
-    echo "bench: waiting for the VM lock $lock" >&2
-    flock 9
-fi
+bench_vm_lock
 
 . "$top/tests/vm/lib.sh"
 . "$top/tests/vm/rdma-peers.sh"
-vm_requires
-case " $systems " in *" nvmeof "*) nvmeof_requires ;; esac
-case " $systems " in
-    *" rnbd "*) rnbd_requires || { echo "bench: no RNBD/RTRS modules: rnbd left out"; systems=${systems/rnbd/}; } ;;
-esac
+bench_peers_requires
 echo "# bench-failover-vm.sh -r $reps -s \"$systems\" -f \"$faults\" -H $hold ($(date -u '+%F %H:%M UTC'))"
 vm_start_pair
 B1=$(vm_ip B 1)

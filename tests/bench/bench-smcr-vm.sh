@@ -62,6 +62,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
 rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir= profile=0
@@ -106,12 +107,7 @@ for p in "$S" "$N" "$IO" "$SMCRD"; do
 done
 command -v ib_write_bw >/dev/null || { echo "bench: ib_write_bw not found (Debian package perftest)" >&2; exit 1; }
 
-lock=${SMCR_VM_LOCK-/tmp/smcrbd-vm.lock}
-if [ -n "$lock" ] && command -v flock >/dev/null; then
-    exec 9>"$lock"
-    echo "bench: waiting for the VM lock $lock" >&2
-    flock 9
-fi
+bench_vm_lock
 
 EID=SMCRBD.BENCH
 v2env=
