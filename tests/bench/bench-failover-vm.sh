@@ -16,10 +16,13 @@
 # clocksource=clock_gettime rather than fio's TSC-based default, whose epoch
 # times may drift from the guest clock that times the faults under TCG),
 # these faults, all in the guests:
-#   cable    "ip link set ethN down" in A for HOLD s, then up (one link)
+#   cable    one link's cable pulled for HOLD s, then back: qemu's
+#            set_link off on both ends (vm_cable; the guests see carrier
+#            loss, addresses and routes stay), timed from the guest clock
+#            just before the QMP command
 #   loss     netem loss 100% on one link's NIC in A and in B for HOLD s
 #            (every frame dropped both ways, the port stays up)
-#   both     both NICs down in A for 10 s, then up
+#   both     both cables pulled for 10 s, then back (vm_cable)
 # The link alternates between runs.  Per run: the longest time with no
 # completed I/O over the whole fio run (from the per-I/O log), fio's errors
 # (I/O errors and verify failures), the kernel's lines in A's and B's dmesg
@@ -230,15 +233,15 @@ for s in "${sys[@]}"; do
             until_ok 60 "vm_run A 'pgrep -x fio >/dev/null'" || echo "bench: fio not seen running"
             sleep "$pre"
             case $f in
-                cable) tf_=$(vm_run A "echo \$EPOCHREALTIME; ip link set $e down")
-                       sleep "$h"; th_=$(vm_run A "echo \$EPOCHREALTIME; ip link set $e up") ;;
+                cable) tf_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable "$l" off >/dev/null
+                       sleep "$h"; th_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable "$l" on >/dev/null ;;
                 loss) vm_run B "tc qdisc add dev $e root netem loss 100%" >/dev/null
                       tf_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc add dev $e root netem loss 100%")
                       sleep "$h"
                       th_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc del dev $e root")
                       vm_run B "tc qdisc del dev $e root" >/dev/null ;;
-                both) tf_=$(vm_run A "echo \$EPOCHREALTIME; ip link set eth0 down; ip link set eth1 down")
-                      sleep 10; th_=$(vm_run A "echo \$EPOCHREALTIME; ip link set eth0 up; ip link set eth1 up") ;;
+                both) tf_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable 1 off >/dev/null; vm_cable 2 off >/dev/null
+                      sleep 10; th_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable 1 on >/dev/null; vm_cable 2 on >/dev/null ;;
             esac
             out=$(vm_wait -t $((rt + 600)) A "$job" 2>&1); frc=$?
             printf '%s\n' "$out" >"$outdir/runs/$tag.fio.out"
