@@ -105,17 +105,19 @@ for f in faults:
         r = acc.get((s, f), [])
         if not r:
             continue
-        gaps = [num(x["max_gap_ms"]) for x in r if num(x["max_gap_ms"]) is not None]
+        gaps = [num(x["max_gap_ms"]) if x["max_gap_ms"] != "hung" else float("inf") for x in r if num(x["max_gap_ms"]) is not None or x["max_gap_ms"] == "hung"]
         back = [num(x["back80_ms"]) if num(x["back80_ms"]) is not None else float("inf") for x in r]
         e = [sum(int(x[k]) for x in r if x[k].isdigit()) for k in ("fio_errors", "verify_errors", "kernel_errors")]
         bad_rc = sum(1 for x in r if x["fio_rc"] != "0")
         worst[(s, f)] = max(gaps) if gaps else None
         errs[(s, f)] = sum(e) + bad_rc
         mb = med(back)
-        print("| %s | %s | %d | %s | %s | %s | %d | %d | %d | %.0f |" % (
-            f, s, len(r), "%.0f" % max(gaps) if gaps else "-", "%.0f" % med(gaps) if gaps else "-",
+        print("| %s | %s | %d | %s | %s | %s | %d | %d | %d | %.0f%s |" % (
+            f, s, len(r), ("hung" if max(gaps) == float("inf") else "%.0f" % max(gaps)) if gaps else "-",
+            ("hung" if med(gaps) == float("inf") else "%.0f" % med(gaps)) if gaps else "-",
             "never" if mb == float("inf") else "%.0f" % mb, e[0], e[1], e[2],
-            med([num(x["base_iops"]) or 0 for x in r])) + (" (fio exit != 0 in %d)" % bad_rc if bad_rc else ""))
+            med([num(x["base_iops"]) or 0 for x in r if num(x["base_iops"]) is not None] or [0]),
+            " (fio exit != 0 or hung in %d)" % bad_rc if bad_rc else ""))
 print("\n## Aim: smcrbd's longest gap at most the better peer's on every fault kind, 0 errors in every run\n")
 for f in faults:
     peers = [worst[(p, f)] for p in ("nvmeof", "rnbd") if worst.get((p, f)) is not None]
@@ -209,6 +211,7 @@ kerr_re='I/O error|critical|error -5|blk_update_request|Buffer I/O'
 read -r -a sys <<<"$systems"
 read -r -a flt <<<"$faults"
 for s in "${sys[@]}"; do
+    hung=
     dev=$(attach "$s") || { echo "bench: $s did not attach"; detach "$s"; continue; }
     vm_say "$s on $dev"
     settings "$s"
@@ -243,7 +246,24 @@ for s in "${sys[@]}"; do
                 both) tf_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable 1 off >/dev/null; vm_cable 2 off >/dev/null
                       sleep 10; th_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable 1 on >/dev/null; vm_cable 2 on >/dev/null ;;
             esac
-            out=$(vm_wait -t $((rt + 600)) A "$job" 2>&1); frc=$?
+            # fio ends at rt s unless an I/O never completes: then (HUNG_SECS
+            # after its end, default 120) the run counts as hung, with the
+            # device's in-flight counts and the kernel log, and the system's
+            # remaining runs are skipped (its device cannot be detached).
+            end=$((SECONDS + rt + ${HUNG_SECS:-120}))
+            while [ ! -e "$SA/out/$job.rc" ] && [ $SECONDS -lt $end ]; do sleep 1; done
+            if [ ! -e "$SA/out/$job.rc" ]; then
+                vm_run A "echo \"in flight (read write): \$(cat /sys/block/${dev#/dev/}/inflight)\"; ps -eo pid,stat,wchan:24,etime,comm | grep -w fio; dmesg | tail -n +$((dA + 1))" \
+                    >"$outdir/runs/$tag.hung.txt" 2>&1
+                printf '%s\t%s\t%s\t%s\thung\t-\tnever\t-\t-\t-\t-\t%s\ttimeout\t%s\t%s\n' "$s" "$f" "$r" "$l" \
+                    "$(grep -cE "$kerr_re" "$outdir/runs/$tag.hung.txt")" \
+                    "$(awk "BEGIN { printf \"%.0f\", ${tf_%%$'\n'*} * 1000 }")" "$(awk "BEGIN { printf \"%.0f\", ${th_%%$'\n'*} * 1000 }")" >>"$res"
+                vm_say "$(tail -n 1 "$res"): fio not done ${HUNG_SECS:-120} s after its runtime (runs/$tag.hung.txt)"
+                printf '%s\t%s\t%s\tI/O hung\n' "$s" "$f" "$r" >>"$outdir/skipped.tsv"
+                hung=1
+                break 2
+            fi
+            out=$(vm_wait A "$job" 2>&1); frc=$?
             printf '%s\n' "$out" >"$outdir/runs/$tag.fio.out"
             cp "$SA/$tag.json" "$outdir/runs/" 2>/dev/null
             vm_run A "cat /tmp/fo_clat.1.log" >"$outdir/runs/$tag.clat.log"
@@ -290,7 +310,7 @@ EOF
             vm_say "$(tail -n 1 "$res")"
         done
     done
-    detach "$s" || echo "bench: $s detach failed"
+    [ -n "$hung" ] || detach "$s" || echo "bench: $s detach failed"
 done
 vm_stop
 report
