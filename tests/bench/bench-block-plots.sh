@@ -18,7 +18,7 @@ python3 - "$dir" "$work" <<'EOF'
 import csv, os, sys
 from collections import defaultdict
 d, w = sys.argv[1:]
-order = ["smcr", "fwd", "attach", "tcp", "nvmeof", "rnbd"]
+order = ["smcr", "fwd", "attach", "fuse", "tcp", "nvmeof", "rnbd"]
 rows = list(csv.DictReader(open(os.path.join(d, "results.tsv")), delimiter="\t"))
 key = lambda s: order.index(s) if s in order else 99
 systems = sorted({x["system"] for x in rows}, key=key)

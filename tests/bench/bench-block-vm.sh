@@ -14,6 +14,8 @@
 #   fwd      smcrbd through smcr-attach -F: the stock nbd driver on socket
 #            pairs to smcr-attach's forwarder on libsmcr (/dev/nbd3)
 #   tcp      smcrbd over plain NBD/TCP: nbd-client to smcrd (/dev/nbd1)
+#   fuse     smcrbd through smcr-fuse (2 connections): the export as a file
+#            in a FUSE mount (/mnt/f/disk), the sequential jobs only
 #   nvmeof   NVMe-oF/RDMA, native multipath over both links (rdma-peers.sh)
 #   rnbd     RNBD/RTRS, two paths (rdma-peers.sh; built by kmod-build.sh)
 # Jobs: 4k randread qd1 (mean, p50, p99, p99.9 completion latency), 4k
@@ -24,10 +26,17 @@
 # Not in make check: "make bench-block-vm" in the build tree.
 #
 #   tests/bench/bench-block-vm.sh [-B BUILDDIR] [-r ROUNDS] [-t SECS]
-#                                 [-s "smcr fwd tcp nvmeof rnbd"] [-o DIR]
+#                                 [-s "smcr fwd tcp nvmeof rnbd"] [-p JOBS]
+#                                 [-P SYSTEMS] [-o DIR]
 #   -B BUILDDIR  the build tree (default ./build, or $abs_top_builddir)
 #   -r ROUNDS    rounds (default 1); -t SECS per job (default 10)
 #   -s SYSTEMS   which systems (default "smcr fwd tcp nvmeof rnbd")
+#   -p JOBS      after each measured run of these jobs (e.g. "rr4k-qd16
+#                sr1m-qd4"), one more of the same job under perf record -a -g
+#                (cpu-clock, 499 Hz) in both guests: DIR/profile/SYSTEM.JOB.{A,B}.txt
+#                (by process and DSO, and the top symbols) and context
+#                switches per I/O of each guest (/proc/stat ctxt)
+#   -P SYSTEMS   profile only these systems (default: all)
 #   -o DIR       report dir (default BUILDDIR/bench-block-report):
 #                results.tsv (one line per round, system and job), report.md,
 #                cdf.tsv and the plots (bench-block-plots.sh): lat-cdf-4k-qd1.png,
@@ -39,7 +48,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=1 secs=10 systems="smcr fwd tcp nvmeof rnbd" outdir=
+rounds=1 secs=10 systems="smcr fwd tcp nvmeof rnbd" outdir= profile= psys=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -47,7 +56,9 @@ while [ $# -gt 0 ]; do
         -t) secs=$2; shift 2 ;;
         -s) systems=$2; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,32p' "$0"; exit 2 ;;
+        -p) profile=$2; shift 2 ;;
+        -P) psys=$2; shift 2 ;;
+        *) sed -n '3,44p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -65,9 +76,12 @@ export SMCR_VM_WORKDIR SMCR_VM_TIMEOUT SMCR_VM_CMD_TIMEOUT
 SMCRD=$builddir/server/smcrd
 PLUGIN=$builddir/client/.libs/nbdkit-smcr-plugin.so
 ATTACH=$builddir/client/smcr-attach
+FUSE=$builddir/client/smcr-fuse
 N=$builddir/tests/bench/smc-nl
 bench_need "$SMCRD" "$PLUGIN" "$ATTACH" "$N"
+case " $systems " in *" fuse "*) bench_need "$FUSE"; bench_need_cmd fusermount3 ;; esac
 bench_need_cmd fio nbdkit
+[ -z "$profile" ] || bench_need_cmd perf
 
 bench_vm_lock
 
@@ -106,6 +120,7 @@ cat /tmp/fwd.log >&2; exit 1" ;;
             vm_bg A "exec $ATTACH -C 2 -T 10 -D 60 $B1:10810 disk /dev/nbd2 2>/tmp/attach.log" >/dev/null
             vm_run A "for i in \$(seq 300); do grep -q 'connection(s) over AF_SMC' /tmp/attach.log && echo /dev/nbd2 && exit 0; sleep 0.1; done
 cat /tmp/attach.log >&2; exit 1" ;;
+        fuse) vm_run A "modprobe fuse && mkdir -p /mnt/f && $FUSE -C 2 smcr://$B1:10810/disk /mnt/f && echo /mnt/f/disk" ;;
         nvmeof) nvmet_export "$IMG" >/dev/null && nvmeof_attach ;;
         rnbd) rnbd_export "$IMG" >/dev/null && rnbd_attach ;;
     esac
@@ -116,6 +131,7 @@ detach() {
         tcp) vm_run A "nbd-client -d /dev/nbd1 >/dev/null" ;;
         attach) vm_run A "$ATTACH -d /dev/nbd2" >/dev/null ;;
         fwd) vm_run A "$ATTACH -d /dev/nbd3" >/dev/null ;;
+        fuse) vm_run A "fusermount3 -u /mnt/f" ;;
         nvmeof) nvmeof_detach; nvmet_unexport ;;
         rnbd) rnbd_detach; rnbd_unexport ;;
     esac
@@ -133,6 +149,35 @@ JOBS=(
 # fio's completion-latency percentiles (at most 20): the 4k qd1 CDF plot.
 pcts=1:5:10:20:30:40:50:60:70:80:90:95:97:99:99.5:99.9:99.99
 stat_sh='read -r _ u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st))'
+# profile_job SYSTEM DEV NAME RW BS QD [EXTRA]: the job again under perf in
+# both guests; summaries in $outdir/profile.
+profile_job() {
+    local s=$1 dev=$2 name=$3 rw=$4 bs=$5 qd=$6 extra=${7:-} v pj=() cA cB
+    local rec="perf record -a -g -e cpu-clock -F 499 -o /tmp/perf.data -- sleep $secs >/dev/null 2>&1
+{ echo '## by process and DSO'; perf report -i /tmp/perf.data --no-children -g none --sort comm,dso --percent-limit 1 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$'
+echo '## top symbols'; perf report -i /tmp/perf.data --no-children -g none --sort comm,sym --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$' | head -n 40; } >SHARE/prof.txt; rm -f /tmp/perf.data"
+    mkdir -p "$outdir/profile"
+    cB=$(vm_run B "awk '/^ctxt/ {print \$2}' /proc/stat")
+    for v in A B; do pj+=("$(vm_bg "$v" "${rec//SHARE/$(vm_share "$v")}")"); done
+    vm_run -t $((secs + 120)) A "c0=\$(awk '/^ctxt/ {print \$2}' /proc/stat)
+fio --name=$name --filename=$dev --direct=1 --ioengine=libaio --rw=$rw --bs=$bs --iodepth=$qd $extra \
+    --runtime=$secs --time_based=1 --output-format=json --output=$SA/prof.json >/dev/null
+c1=\$(awk '/^ctxt/ {print \$2}' /proc/stat); echo \$((c1 - c0)) >$SA/prof.ctxA" || echo "bench: $s $name (profile) failed"
+    cB=$(( $(vm_run B "awk '/^ctxt/ {print \$2}' /proc/stat") - cB ))
+    vm_wait -t 300 A "${pj[0]}" >/dev/null; vm_wait -t 300 B "${pj[1]}" >/dev/null
+    cA=$(cat "$SA/prof.ctxA")
+    python3 - "$SA/prof.json" "$cA" "$cB" <<'EOF' >"$outdir/profile/$s.$name.ctx"
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+ios = j["read"]["total_ios"] + j["write"]["total_ios"]
+print("%d I/Os under perf; context switches per I/O: A %.1f, B %.1f" % (ios, int(sys.argv[2]) / max(ios, 1), int(sys.argv[3]) / max(ios, 1)))
+EOF
+    for v in A B; do
+        mv "$(vm_share "$v")/prof.txt" "$outdir/profile/$s.$name.$v.txt"
+    done
+    vm_say "profile $s $name: $(cat "$outdir/profile/$s.$name.ctx")"
+}
+
 res=$outdir/results.tsv
 rm -f "$outdir/cdf.tsv"
 printf 'round\tsystem\tjob\tiops\tMBps\tlat_mean_us\tp50_us\tp99_us\tp999_us\tcpuA_us_per_io\tcpuB_us_per_io\n' >"$res"
@@ -146,6 +191,7 @@ for (( r=1; r<=rounds; r++ )); do
         vm_say "round $r: $s on $dev"
         for j in "${JOBS[@]}"; do
             read -r name rw bs qd extra <<<"$j"
+            [ "$s" = fuse ] && [[ $name != s?1m-* ]] && continue
             b0=$(vm_run B "$stat_sh")
             vm_run -t $((secs + 120)) A "a0=\$($stat_sh)
 fio --name=$name --filename=$dev --direct=1 --ioengine=libaio --rw=$rw --bs=$bs --iodepth=$qd $extra \
@@ -173,6 +219,7 @@ print("\t".join([r, s, name, "%.0f" % iops, "%.2f" % mbps, us(c["mean"]),
                  us(p.get("99.900000", 0)), cpu(ja), cpu(jb)]))
 EOF
             tail -n 1 "$res"
+            [[ " $profile " == *" $name "* ]] && [[ -z $psys || " $psys " == *" $s "* ]] && profile_job "$s" "$dev" "$name" "$rw" "$bs" "$qd" $extra
         done
         detach "$s" || echo "bench: $s detach failed"
     done
@@ -188,7 +235,7 @@ for x in rows:
 def mean(sysn, job, k):
     v = [float(x[k]) for x in acc.get((sysn, job), []) if x[k] not in ("-", "")]
     return sum(v) / len(v) if v else None
-systems = sorted({x["system"] for x in rows}, key=["smcr", "fwd", "attach", "tcp", "nvmeof", "rnbd"].index)
+systems = sorted({x["system"] for x in rows}, key=["smcr", "fwd", "attach", "fuse", "tcp", "nvmeof", "rnbd"].index)
 jobs = list(dict.fromkeys(x["job"] for x in rows))
 def best_peer(job, k, low):
     v = [mean(p, job, k) for p in ("nvmeof", "rnbd") if mean(p, job, k) is not None]
@@ -207,10 +254,10 @@ for job in jobs:
         print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (job, s, f(m["iops"]), f(m["MBps"], 2),
               f(m["lat_mean_us"]), f(m["p50_us"]), f(m["p99_us"]), f(m["p999_us"]),
               f(m["cpuA_us_per_io"]), f(m["cpuB_us_per_io"]), ratio))
-print("\n## Aims (smcrbd's best attach path, smcr, fwd or attach, against the better peer)\n")
+print("\n## Aims (smcrbd's best attach path, smcr, fwd, attach or fuse, against the better peer)\n")
 def aim(label, job, k, low, limit):
     bp = best_peer(job, k, low)
-    v = [mean(s, job, k) for s in ("smcr", "fwd", "attach") if mean(s, job, k) is not None]
+    v = [mean(s, job, k) for s in ("smcr", "fwd", "attach", "fuse") if mean(s, job, k) is not None]
     v = (min(v) if low else max(v)) if v else None
     if bp is None or v is None:
         print("- %s: not measured" % label); return
