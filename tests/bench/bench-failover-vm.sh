@@ -17,12 +17,12 @@
 # times may drift from the guest clock that times the faults under TCG),
 # these faults, all in the guests:
 #   cable    one link's cable pulled for HOLD s, then back: qemu's
-#            set_link off on both ends (vm_cable; the guests see carrier
+#            set_link off on both ends at once (the guests see carrier
 #            loss, addresses and routes stay), timed from the guest clock
-#            just before the QMP command
+#            just before the QMP commands
 #   loss     netem loss 100% on one link's NIC in A and in B for HOLD s
 #            (every frame dropped both ways, the port stays up)
-#   both     both cables pulled for 10 s, then back (vm_cable)
+#   both     both cables pulled for 10 s, then back
 # The link alternates between runs.  Per run: the longest time with no
 # completed I/O over the whole fio run (from the per-I/O log), fio's errors
 # (I/O errors and verify failures), the kernel's lines in A's and B's dmesg
@@ -206,6 +206,41 @@ settings() {
     esac
 }
 
+# cables on|off LINK...: set_link on both ends of these links from one
+# process, the QMP sessions opened first, so that all ends change within
+# milliseconds (vm_cable starts python and a QMP session per end: on this
+# lane that took seconds per end, and a 10 s fault lasted 19-29 s).
+cables() {
+    local up=$1; shift
+    python3 - "$up" "${_vm_sock[A]}" "${_vm_sock[B]}" "$@" <<'EOF'
+import json, socket, sys
+up, socks, links = sys.argv[1] == "on", sys.argv[2:4], sys.argv[4:]
+conns = []
+for p in socks:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(20)
+    s.connect(p)
+    f = s.makefile("rw")
+    conns.append(f)
+def reply(f):
+    while True:
+        m = json.loads(f.readline())
+        if "event" not in m:
+            return m
+for f in conns:
+    reply(f)
+    f.write('{"execute": "qmp_capabilities"}\n'); f.flush()
+    reply(f)
+for l in links:
+    for f in conns:
+        f.write(json.dumps({"execute": "set_link", "arguments": {"name": "link" + l, "up": up}}) + "\n")
+        f.flush()
+        r = reply(f)
+        if "error" in r:
+            sys.exit("set_link link%s: %s" % (l, r["error"]))
+EOF
+}
+
 pre=6 post=16
 kerr_re='I/O error|critical|error -5|blk_update_request|Buffer I/O'
 read -r -a sys <<<"$systems"
@@ -236,15 +271,15 @@ for s in "${sys[@]}"; do
             until_ok 60 "vm_run A 'pgrep -x fio >/dev/null'" || echo "bench: fio not seen running"
             sleep "$pre"
             case $f in
-                cable) tf_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable "$l" off >/dev/null
-                       sleep "$h"; th_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable "$l" on >/dev/null ;;
+                cable) tf_=$(vm_run A "echo \$EPOCHREALTIME"); cables off "$l"
+                       sleep "$h"; th_=$(vm_run A "echo \$EPOCHREALTIME"); cables on "$l" ;;
                 loss) vm_run B "tc qdisc add dev $e root netem loss 100%" >/dev/null
                       tf_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc add dev $e root netem loss 100%")
                       sleep "$h"
                       th_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc del dev $e root")
                       vm_run B "tc qdisc del dev $e root" >/dev/null ;;
-                both) tf_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable 1 off >/dev/null; vm_cable 2 off >/dev/null
-                      sleep 10; th_=$(vm_run A "echo \$EPOCHREALTIME"); vm_cable 1 on >/dev/null; vm_cable 2 on >/dev/null ;;
+                both) tf_=$(vm_run A "echo \$EPOCHREALTIME"); cables off 1 2
+                      sleep 10; th_=$(vm_run A "echo \$EPOCHREALTIME"); cables on 1 2 ;;
             esac
             # fio ends at rt s unless an I/O never completes: then (HUNG_SECS
             # after its end, default 120) the run counts as hung, with the
