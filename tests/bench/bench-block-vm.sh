@@ -33,7 +33,7 @@
 #   -s SYSTEMS   which systems (default "smcr fwd tcp nvmeof rnbd")
 #   -p JOBS      after each measured run of these jobs (e.g. "rr4k-qd16
 #                sr1m-qd4"), one more of the same job under perf record -a -g
-#                (cpu-clock, 499 Hz) in both guests: DIR/profile/SYSTEM.JOB.{A,B}.txt
+#                (cpu-clock, 499 Hz) in both guests while fio runs in A: DIR/profile/SYSTEM.JOB.{A,B}.txt
 #                (by process and DSO, and the top symbols) and context
 #                switches per I/O of each guest (/proc/stat ctxt)
 #   -P SYSTEMS   profile only these systems (default: all)
@@ -153,17 +153,25 @@ stat_sh='read -r _ u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq +
 # both guests; summaries in $outdir/profile.
 profile_job() {
     local s=$1 dev=$2 name=$3 rw=$4 bs=$5 qd=$6 extra=${7:-} v pj=() cA cB
-    local rec="perf record -a -g -e cpu-clock -F 499 -o /tmp/perf.data -- sleep $secs >/dev/null 2>&1
+    # perf runs in both guests until fio has ended in A (SIGTERM: perf
+    # record stops and writes its file), so both cover the same window.
+    local rec="perf record -a -g -e cpu-clock -F 499 -o /tmp/perf.data >/dev/null 2>&1 &
+echo \$! >/tmp/perf.pid; wait
 { echo '## by process and DSO'; perf report -i /tmp/perf.data --no-children -g none --sort comm,dso --percent-limit 1 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$'
-echo '## top symbols'; perf report -i /tmp/perf.data --no-children -g none --sort comm,sym --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$' | head -n 40; } >SHARE/prof.txt; rm -f /tmp/perf.data"
+echo '## top symbols'; perf report -i /tmp/perf.data --no-children -g none --sort comm,sym --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$' | head -n 40; } >SHARE/prof.txt; rm -f /tmp/perf.data /tmp/perf.pid"
     mkdir -p "$outdir/profile"
+    for v in A B; do
+        pj+=("$(vm_bg "$v" "${rec//SHARE/$(vm_share "$v")}")")
+        vm_run "$v" "for i in \$(seq 300); do [ -s /tmp/perf.data ] && exit 0; sleep 0.1; done; exit 1" ||
+            echo "bench: perf did not start in $v"
+    done
     cB=$(vm_run B "awk '/^ctxt/ {print \$2}' /proc/stat")
-    for v in A B; do pj+=("$(vm_bg "$v" "${rec//SHARE/$(vm_share "$v")}")"); done
     vm_run -t $((secs + 120)) A "c0=\$(awk '/^ctxt/ {print \$2}' /proc/stat)
 fio --name=$name --filename=$dev --direct=1 --ioengine=libaio --rw=$rw --bs=$bs --iodepth=$qd $extra \
     --runtime=$secs --time_based=1 --output-format=json --output=$SA/prof.json >/dev/null
-c1=\$(awk '/^ctxt/ {print \$2}' /proc/stat); echo \$((c1 - c0)) >$SA/prof.ctxA" || echo "bench: $s $name (profile) failed"
-    cB=$(( $(vm_run B "awk '/^ctxt/ {print \$2}' /proc/stat") - cB ))
+c1=\$(awk '/^ctxt/ {print \$2}' /proc/stat); echo \$((c1 - c0)) >$SA/prof.ctxA; kill -TERM \$(cat /tmp/perf.pid)" ||
+        echo "bench: $s $name (profile) failed"
+    cB=$(( $(vm_run B "awk '/^ctxt/ {print \$2}' /proc/stat; kill -TERM \$(cat /tmp/perf.pid)" | head -n 1) - cB ))
     vm_wait -t 300 A "${pj[0]}" >/dev/null; vm_wait -t 300 B "${pj[1]}" >/dev/null
     cA=$(cat "$SA/prof.ctxA")
     python3 - "$SA/prof.json" "$cA" "$cB" <<'EOF' >"$outdir/profile/$s.$name.ctx"
