@@ -372,6 +372,13 @@ static int export_set(struct export_spec *s, const char *key, const char *val, c
 		dst = &s->ceph_conf;
 	} else if (!strcmp(key, "ceph-id")) {
 		dst = &s->ceph_id;
+	} else if (!strcmp(key, "exclusive")) {
+		bool b = true;
+
+		if (val && parse_bool(val, &b) < 0)
+			goto bad_value;
+		s->rbd_exclusive = b;
+		return 0;
 	} else if (!strcmp(key, "read-only") || !strcmp(key, "readonly") ||
 		   !strcmp(key, "ro")) {
 		if (!val) {

@@ -25,6 +25,7 @@ static int spec_copy(const struct export_spec *src, struct export_spec *dst)
 	dst->read_only = src->read_only;
 	dst->direct = src->direct;
 	dst->block_size = src->block_size;
+	dst->rbd_exclusive = src->rbd_exclusive;
 	dst->name = strdup(src->name);
 	dst->path = strdup(src->path);
 	if (src->description)
@@ -115,7 +116,7 @@ int export_open(const struct export_spec *spec, bool direct, struct export **out
 		bool ro;
 
 		r = smcrd_rbd_open(spec->path, spec->ceph_conf, spec->ceph_id, spec->read_only,
-				   &e->rbd, &e->size, &ro, why, sizeof(why));
+				   spec->rbd_exclusive, &e->rbd, &e->size, &ro, why, sizeof(why));
 		if (r < 0) {
 			log_err("export '%s': %s: %s", spec->name, spec->path,
 				r == -EPROTONOSUPPORT ? "smcrd was built without librbd" : why);

@@ -16,6 +16,7 @@
 
 #include "smcrd-rbd.h"
 #include "nbd-proto.h"
+#include "applog.h"
 
 struct smcrd_rbd {
 	rados_t cluster;
@@ -152,8 +153,34 @@ static int parse_path(const char *path, char **copy, char **pool, char **image, 
 	return 0;
 }
 
+/* Takes image's exclusive lock for good (librbd hands it to no other
+ * client on request), first breaking any other owner's: Ceph blocklists
+ * that client, so a gateway that lost the image can write to it no more,
+ * whether it died or not. */
+static int take_lock(rbd_image_t img, const char *image)
+{
+	char *owners[8];
+	size_t n = 8, i;
+	rbd_lock_mode_t mode;
+	int ret;
+
+	ret = rbd_lock_get_owners(img, &mode, owners, &n);
+	if (ret == -ENOENT)
+		n = 0;
+	else if (ret < 0)
+		return ret;
+	for (i = 0; i < n; i++) {
+		ret = rbd_lock_break(img, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
+		log_warn("image %s: broke the exclusive lock of %s (blocklisted)%s%s", image,
+			 owners[i], ret < 0 ? ": " : "", ret < 0 ? strerror(-ret) : "");
+	}
+	if (n)
+		rbd_lock_get_owners_cleanup(owners, n);
+	return rbd_lock_acquire(img, RBD_LOCK_MODE_EXCLUSIVE);
+}
+
 int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read_only,
-		   struct smcrd_rbd **out, uint64_t *size, bool *ro_out, char *err,
+		   bool exclusive, struct smcrd_rbd **out, uint64_t *size, bool *ro_out, char *err,
 		   size_t errlen)
 {
 	struct smcrd_rbd *r;
@@ -201,6 +228,14 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 		ret = rbd_open(r->io, image, &r->img, NULL);
 	if (ret < 0)
 		goto out_ioctx;
+	if (exclusive && !(read_only || snap)) {
+		what = "taking the exclusive lock";
+		ret = take_lock(r->img, image);
+		if (ret < 0) {
+			rbd_close(r->img);
+			goto out_ioctx;
+		}
+	}
 	ret = rbd_get_size(r->img, size);
 	if (ret < 0) {
 		what = "image size";

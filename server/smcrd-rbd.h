@@ -35,9 +35,11 @@ static inline bool rbd_path(const char *path)
 
 #ifdef HAVE_LIBRBD
 /* Connects as client id (NULL: admin) with config file conf (NULL: Ceph's
- * default search) and opens the image; a snapshot opens read-only. */
+ * default search) and opens the image; a snapshot opens read-only.
+ * exclusive (read-write only): takes the image's exclusive lock now and
+ * keeps it, breaking (and blocklisting) any other owner. */
 int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read_only,
-		   struct smcrd_rbd **out, uint64_t *size, bool *ro_out, char *err,
+		   bool exclusive, struct smcrd_rbd **out, uint64_t *size, bool *ro_out, char *err,
 		   size_t errlen);
 void smcrd_rbd_close(struct smcrd_rbd *r);
 /* Starts one operation (iov for READ/WRITE, len for the others); done
@@ -52,10 +54,10 @@ unsigned smcrd_rbd_extents(struct smcrd_rbd *r, uint64_t offset, uint32_t length
 			   uint32_t align, bool one, struct nbd_extent *out, unsigned max);
 #else
 static inline int smcrd_rbd_open(const char *path, const char *conf, const char *id,
-				 bool read_only, struct smcrd_rbd **out, uint64_t *size,
+				 bool read_only, bool exclusive, struct smcrd_rbd **out, uint64_t *size,
 				 bool *ro_out, char *err, size_t errlen)
 {
-	(void)path; (void)conf; (void)id; (void)read_only; (void)out; (void)size;
+	(void)path; (void)conf; (void)id; (void)read_only; (void)exclusive; (void)out; (void)size;
 	(void)ro_out; (void)err; (void)errlen;
 	return -EPROTONOSUPPORT;
 }
