@@ -39,6 +39,39 @@ _ceph_fail() {
     fail "ceph: $*"
 }
 
+# _ceph_py new UUID | up: mon commands as client.admin (Debian's python3-rados, which ceph-common brings).
+_ceph_py() {
+    timeout 90 /usr/bin/python3 - "$_ceph_dir/ceph.conf" "$@" <<'EOF'
+import json, sys, time
+import rados
+conf, what = sys.argv[1], sys.argv[2]
+c = rados.Rados(conffile=conf, name="client.admin")
+c.conf_set("client_mount_timeout", "60")
+c.connect(timeout=60)
+def cmd(**kw):
+    r, out, err = c.mon_command(json.dumps(kw), b"")
+    if r < 0:
+        sys.exit("%s: %d %s" % (kw["prefix"], r, err))
+    return out
+if what == "new":
+    osd = cmd(prefix="osd new", uuid=sys.argv[3], format="json")
+    if json.loads(osd)["osdid"] != 0:
+        sys.exit("osd id is not 0: %s" % osd)
+    cmd(prefix="osd pool create", pool="rbd", pg_num=8, pgp_num=8)
+    cmd(prefix="osd pool application enable", pool="rbd", app="rbd")
+else:
+    # No mgr: no PG statistics; the first I/O waits for the PGs to peer.
+    for i in range(600):
+        st = json.loads(cmd(prefix="osd dump", format="json"))
+        if [o["up"] for o in st["osds"]] == [1]:
+            break
+        time.sleep(0.1)
+    else:
+        sys.exit("osd.0 not up: %s" % st["osds"])
+c.shutdown()
+EOF
+}
+
 start_ceph() {
     local d=$1 port fsid t0=$SECONDS i
     for i in ceph-mon ceph-osd ceph monmaptool ceph-authtool rbd; do
@@ -85,10 +118,23 @@ osd max object namespace len = 64
 osd op num shards = 1
 osd op num threads per shard = 2
 EOF
+    # Every key is made here and the client's and the osd's go into the
+    # mon's initial keyring: no auth command later.  The mon commands go
+    # through one python3-rados process each, not a ceph(8) run each (its
+    # start costs seconds on a busy host).
+    CEPH_ID=smcrd
+    local uuid
+    uuid=$(cat /proc/sys/kernel/random/uuid)
     ceph-authtool --create-keyring "$d/mon..keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null &&
     ceph-authtool --create-keyring "$d/client.admin.keyring" --gen-key -n client.admin \
-        --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' &&
-    ceph-authtool "$d/mon..keyring" --import-keyring "$d/client.admin.keyring" >/dev/null &&
+        --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' >/dev/null &&
+    ceph-authtool --create-keyring "$d/client.$CEPH_ID.keyring" --gen-key -n client.$CEPH_ID \
+        --cap mon 'profile rbd' --cap osd 'profile rbd pool=rbd' >/dev/null &&
+    ceph-authtool --create-keyring "$d/osd.0.keyring" --gen-key -n osd.0 \
+        --cap mon 'allow profile osd' --cap osd 'allow *' >/dev/null &&
+    for i in client.admin client.$CEPH_ID osd.0; do
+        ceph-authtool "$d/mon..keyring" --import-keyring "$d/$i.keyring" >/dev/null || exit 1
+    done &&
     monmaptool --create --clobber --fsid "$fsid" --addv a "[v2:127.0.0.1:$port]" "$d/monmap" >/dev/null &&
     ceph-mon -c "$d/ceph.conf" --mkfs -i a --monmap "$d/monmap" --keyring "$d/mon..keyring" ||
         _ceph_fail "mon mkfs"
@@ -96,27 +142,17 @@ EOF
     ceph-mon -c "$d/ceph.conf" -f -i a >"$d/log/mon.out" 2>&1 &
     _ceph_pids+=($!)
     cleanup_fn stop_ceph
-    export CEPH_CONF=$d/ceph.conf
-    wait_for 30 ceph_admin -s --connect-timeout 5 || _ceph_fail "mon did not come up"
-    local uuid
-    uuid=$(cat /proc/sys/kernel/random/uuid)
-    i=$(ceph_admin osd new "$uuid") || _ceph_fail "osd new"
-    [ "$i" = 0 ] || _ceph_fail "osd id $i, not 0"
+    export CEPH_CONF=$d/ceph.conf CEPH_ID
     mkdir -p "$d/osd/ceph-0"
-    ceph-osd -c "$d/ceph.conf" --no-mon-config -i 0 --mkfs --mkkey --osd-uuid "$uuid" \
-        --keyring "$d/osd.0.keyring" >"$d/log/osd-mkfs.out" 2>&1 || { tail -5 "$d/log/osd-mkfs.out" >&2; _ceph_fail "osd mkfs"; }
-    ceph_admin auth add osd.0 osd 'allow *' mon 'allow profile osd' \
-        -i "$d/osd.0.keyring" >/dev/null 2>&1 || _ceph_fail "osd auth"
+    ceph-osd -c "$d/ceph.conf" --no-mon-config -i 0 --mkfs --osd-uuid "$uuid" \
+        --keyring "$d/osd.0.keyring" >"$d/log/osd-mkfs.out" 2>&1 ||
+        { tail -5 "$d/log/osd-mkfs.out" >&2; _ceph_fail "osd mkfs"; }
+    # The osd's id and the pool, then the osd.
+    _ceph_py new "$uuid" >"$d/log/py-new.out" 2>&1 ||
+        { cat "$d/log/py-new.out" >&2; _ceph_fail "osd new / pool create"; }
     ceph-osd -c "$d/ceph.conf" -f -i 0 >"$d/log/osd.out" 2>&1 &
     _ceph_pids+=($!)
-    _ceph_osd_up() { ceph_admin osd stat -f json | grepq '"num_up_osds":1'; }
-    wait_for 60 _ceph_osd_up || _ceph_fail "osd did not come up"
-    ceph_admin osd pool create rbd 8 8 >/dev/null 2>&1 || _ceph_fail "pool create"
-    rbd_admin pool init rbd || _ceph_fail "rbd pool init"
-    CEPH_ID=smcrd
-    ceph_admin auth get-or-create client.$CEPH_ID mon 'profile rbd' \
-        osd 'profile rbd pool=rbd' -o "$d/client.$CEPH_ID.keyring" >/dev/null 2>&1 ||
-        _ceph_fail "client key"
-    export CEPH_ID
+    _ceph_py up >"$d/log/py-up.out" 2>&1 ||
+        { cat "$d/log/py-up.out" >&2; _ceph_fail "osd did not come up"; }
     echo "ceph: mon and osd up, pool rbd, in $(( SECONDS - t0 )) s"
 }
