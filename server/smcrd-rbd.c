@@ -213,6 +213,12 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 	ret = rados_conf_read_file(r->cluster, conf);
 	if (ret < 0)
 		goto out_shutdown;
+	/* No librbd cache: a write is acknowledged once the cluster has it,
+	 * so a client that fails over to another gateway resends exactly
+	 * what was not acknowledged (with a write-back cache, what a killed
+	 * gateway had acknowledged but not flushed would be lost; Ceph's
+	 * iSCSI gateway turns the cache off too). */
+	rados_conf_set(r->cluster, "rbd_cache", "false");
 	what = "connecting to the cluster";
 	ret = rados_connect(r->cluster);
 	if (ret < 0)
