@@ -1374,11 +1374,13 @@ static void rbd_submit(struct req *q)
 	struct conn *c = q->c;
 	uint64_t off = q->r.offset + q->part + q->done;
 	uint64_t left = (q->phase == PH_WRITE ? chunk_len(q) : q->r.length) - q->done;
-	struct iovec one = { (uint8_t *)q->buf + q->done, left };
+	struct iovec one = { NULL, left };
 	const struct iovec *iov = &one;
 	int cnt = 1;
 	enum rbd_io op;
 
+	if (q->buf && (q->phase == PH_READ || q->phase == PH_WRITE))
+		one.iov_base = (uint8_t *)q->buf + q->done;
 	switch (q->phase) {
 	case PH_READ:
 		op = RBD_IO_READ;
@@ -1403,8 +1405,13 @@ static void rbd_submit(struct req *q)
 		op = q->r.type == NBD_CMD_TRIM ? RBD_IO_DISCARD : RBD_IO_ZEROES;
 		break;
 	case PH_ZERO_RANGE:
-	case PH_ZERO_WRITE:
 		op = RBD_IO_ZEROES;
+		break;
+	case PH_ZERO_WRITE:
+		/* Zeroing not supported: zero buffers written, as for files. */
+		op = RBD_IO_WRITE;
+		one.iov_base = c->w->e->zero_buf;
+		one.iov_len = left > ZERO_BUF_SIZE ? ZERO_BUF_SIZE : left;
 		break;
 	case PH_CACHE:
 		req_reply(q, 0, 0);	/* advisory */
