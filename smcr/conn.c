@@ -221,7 +221,12 @@ bool smcr_conn_tx_pending(const struct smcr_conn *conn)
 {
 	if (conn->abort_sent || conn->peer_aborted || conn->error)
 		return false;
-	return conn->fo_pending || conn->cdc_due || !tx_drained(conn);
+	/* D and C count too: a close that found the send queue full set
+	 * neither cdc_due nor left data, and the next completion must still
+	 * send it. */
+	return conn->fo_pending || conn->cdc_due || !tx_drained(conn) ||
+	       (conn->want_done && !conn->done_sent) ||
+	       (conn->want_close && !conn->closed_sent);
 }
 
 uint64_t smcr_conn_unacked(const struct smcr_conn *conn)
