@@ -155,7 +155,32 @@ static unsigned int mw_sq_free(struct smcr_link *link)
 	return e->queued >= e->sq_depth ? 0 : e->sq_depth - e->queued;
 }
 
+static void poll_rx(struct memwire_end *e);
+static void poll_cq(struct memwire_end *e);
+
+/* Scheduled mode: what an RNIC's CQ holds for this end is handled now (as
+ * the link group does before a failover validation). */
+static int mw_poll(struct smcr_link *link)
+{
+	struct memwire_end *e = end_of(link);
+	int n = 0;
+
+	if (e->polling)
+		return 0;
+	e->polling = true;
+	while (e->rx_head || e->cq_head) {
+		if (e->rx_head)
+			poll_rx(e);
+		else
+			poll_cq(e);
+		n++;
+	}
+	e->polling = false;
+	return n;
+}
+
 static const struct smcr_link_ops memwire_ops = {
+	.poll = mw_poll,
 	.post_write = mw_post_write,
 	.post_send = mw_post_send,
 	.fail = mw_fail,

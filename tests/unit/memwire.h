@@ -41,6 +41,7 @@ struct memwire_end {
 	struct memwire_op *rx_head, *rx_tail;	/* arrived, not yet polled */
 	struct memwire_op *cq_head, *cq_tail;	/* completed, not yet polled */
 	unsigned int nrx, ncq;
+	bool polling;			/* inside its link's poll op */
 	unsigned int sq_depth;
 	enum memwire_fault fault;
 	bool failed;			/* down already reported */
