@@ -408,6 +408,97 @@ static void test_window_update_threshold(void)
 	teardown();
 }
 
+/* Autocork on every connection of both peers (0: off, as setup leaves it). */
+static void cork(uint32_t bytes)
+{
+	unsigned int i;
+
+	for (i = 0; i < NCONN; i++)
+		A.conn[i].tx_cork = B.conn[i].tx_cork = bytes;
+}
+
+static void test_autocork(void)
+{
+	uint8_t buf[16384], got[16384];
+	struct smcr_conn *a, *b;
+	unsigned int i;
+
+	EYE = 0;
+	setup(1000, 1000, 64);
+	cork(65536);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + 1);
+	/* Nothing in flight: the first send goes at once; the next two wait
+	 * for its CDC's completion and then go as one write and one CDC. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
+	CU_ASSERT_EQUAL(a->stats.cdc_sent, 1);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 100, 100), 100);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 200, 100), 100);
+	CU_ASSERT_EQUAL(a->stats.cdc_sent, 1);
+	CU_ASSERT_EQUAL(a->stats.writes, 1);
+	CU_ASSERT_EQUAL(a->stats.corked, 2);
+	run_wire(0);
+	CU_ASSERT_EQUAL(a->stats.cdc_sent, 2);
+	CU_ASSERT_EQUAL(a->stats.writes, 2);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 300);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 300), 0);
+	/* Half the peer's RMBE or more is not held. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 100, a->tx_len / 2), a->tx_len / 2);
+	CU_ASSERT_EQUAL(a->stats.cdc_sent, 4);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 100 + a->tx_len / 2);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 100 + a->tx_len / 2), 0);
+	/* Closing flushes what is held, with C. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 100, 100), 100);
+	CU_ASSERT_EQUAL(smcr_conn_close(a), 0);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 200);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 200), 0);
+	CU_ASSERT(b->peer_closed);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 0);
+	CU_ASSERT_EQUAL(a->error, 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	teardown();
+}
+
+/* The random streams with autocork: nothing is held for ever. */
+static void test_stream_autocork(void)
+{
+	const uint64_t total = 1u << 20;
+	unsigned int c;
+
+	EYE = 0;
+	setup(1000, 1000, 64);
+	cork(65536);
+	stream(total, 3000, 7, -1, MEMWIRE_OK, false);
+	check_streams(total);
+	for (c = 0; c < NCONN; c++)
+		CU_ASSERT(A.conn[c].stats.corked > 0);
+	teardown();
+}
+
+/* A link cut with sends held: the failover sends them. */
+static void test_failover_autocork(void)
+{
+	const uint64_t total = 1u << 20;
+
+	EYE = 0;
+	setup(30000, 30000, 16);
+	cork(65536);
+	stream(total, 3000, 5, 40, MEMWIRE_CUT, false);
+	check_streams(total);
+	CU_ASSERT_EQUAL(A.downs, 1);
+	CU_ASSERT_EQUAL(B.downs, 1);
+	CU_ASSERT(A.conn[0].stats.corked > 0);
+	CU_ASSERT_EQUAL(A.conn[0].stats.failovers, 1);
+	teardown();
+}
+
+
 static void test_close_orders(void)
 {
 	uint8_t buf[100];
@@ -793,6 +884,7 @@ static struct app apps[2][NCONN];	/* [0]: A, the clients */
 static unsigned int rpc_reqs;
 static unsigned int rpc_move_every;	/* 1 in n hook steps moves a connection */
 static unsigned int rpc_moves, rpc_resets;	/* over the runs of one test */
+static uint64_t rpc_corked;
 static uint64_t rpc_notifies;
 
 static void app_notify(struct smcr_conn *conn, void *arg)
@@ -984,6 +1076,7 @@ struct rpc_cfg {
 	uint32_t tx_cap;	/* the link's unconfirmed bytes (0: no limit) */
 	int64_t cut_at;		/* step to cut link 0 at, -1: never */
 	unsigned int move_every;
+	uint32_t cork;
 };
 
 /* One run; returns 0, or the step it stalled at (+1). */
@@ -1000,6 +1093,7 @@ static uint64_t rpc_run(const struct rpc_cfg *cfg, bool verbose)
 		ends[2 * s] = &wire[s][0];
 		ends[2 * s + 1] = &wire[s][1];
 	}
+	cork(cfg->cork);
 	memset(apps, 0, sizeof(apps));
 	rpc_reqs = cfg->reqs;
 	rpc_move_every = cfg->move_every;
@@ -1064,6 +1158,7 @@ static uint64_t rpc_run(const struct rpc_cfg *cfg, bool verbose)
 	}
 	for (i = 0; i < NCONN; i++) {
 		rpc_moves += A.conn[i].moves + B.conn[i].moves;
+		rpc_corked += A.conn[i].stats.corked + B.conn[i].stats.corked;
 		rpc_resets += A.conn[i].error != 0 || B.conn[i].error != 0;
 	}
 	memwire_sched_drain(&ms);
@@ -1079,12 +1174,13 @@ static unsigned int sched_seeds(void)
 	return e && atoi(e) > 0 ? (unsigned int)atoi(e) : 40;
 }
 
-static void sched_rpc(bool cut, unsigned int move_every)
+static void sched_rpc(uint32_t cork, bool cut, unsigned int move_every)
 {
 	unsigned int n = sched_seeds(), i, stalls = 0;
 
 	EYE = 0;
 	rpc_moves = rpc_resets = 0;
+	rpc_corked = 0;
 	for (i = 0; i < n; i++) {
 		struct rpc_cfg cfg = {
 			.seed = i + 1,
@@ -1094,6 +1190,7 @@ static void sched_rpc(bool cut, unsigned int move_every)
 			.tx_cap = (i % 5) == 1 ? 6000 : (i % 5) == 3 ? 30000 : 0,
 			.cut_at = cut ? 2000 + (int64_t)(i * 997) % 20000 : -1,
 			.move_every = move_every,
+			.cork = cork,
 		};
 
 		if (rpc_run(&cfg, stalls == 0))
@@ -1104,20 +1201,27 @@ static void sched_rpc(bool cut, unsigned int move_every)
 	CU_ASSERT_EQUAL(stalls, 0);
 	if (move_every)
 		CU_ASSERT(rpc_moves > 0);
+	CU_ASSERT(cork ? rpc_corked > 0 : rpc_corked == 0);
 	/* Validation CDCs on the surviving link wait for what the dead
 	 * one still holds (h_recv): no failover resets a connection. */
 	CU_ASSERT_EQUAL(rpc_resets, 0);
 }
 
-static void test_sched_rpc(void) { sched_rpc(false, 0); }
-static void test_sched_rpc_cut(void) { sched_rpc(true, 0); }
-static void test_sched_rpc_moves(void) { sched_rpc(false, 300); }
+static void test_sched_rpc(void) { sched_rpc(0, false, 0); }
+static void test_sched_rpc_cut(void) { sched_rpc(0, true, 0); }
+static void test_sched_rpc_moves(void) { sched_rpc(0, false, 300); }
+static void test_sched_rpc_cork(void) { sched_rpc(65536, false, 0); }
+static void test_sched_rpc_cork_cut(void) { sched_rpc(65536, true, 0); }
+static void test_sched_rpc_cork_moves(void) { sched_rpc(65536, false, 300); }
 
 CU_TestInfo smcr_conn_tests[] = {
 	{ "stream, small windows, wrap", test_stream_small_window_linux },
 	{ "stream, zero copy, asymmetric RMBEs", test_stream_zero_copy_asym_linux },
 	{ "window update threshold", test_window_update_threshold_linux },
 	{ "close in both orders", test_close_orders_linux },
+	{ "autocork: small sends behind a CDC in flight", test_autocork },
+	{ "autocork: random streams", test_stream_autocork },
+	{ "autocork: failover with sends held", test_failover_autocork },
 	{ "abort mid-transfer", test_abort_mid_transfer_linux },
 	{ "bad CDC aborts one connection", test_bad_cdc_linux },
 	{ "failover: cut link, replay", test_failover_cut_linux },
@@ -1141,5 +1245,8 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "scheduled wire: request/reply", test_sched_rpc },
 	{ "scheduled wire: request/reply, link cut", test_sched_rpc_cut },
 	{ "scheduled wire: request/reply, moves", test_sched_rpc_moves },
+	{ "scheduled wire: request/reply, autocork", test_sched_rpc_cork },
+	{ "scheduled wire: request/reply, autocork, link cut", test_sched_rpc_cork_cut },
+	{ "scheduled wire: request/reply, autocork, moves", test_sched_rpc_cork_moves },
 	CU_TEST_INFO_NULL,
 };
