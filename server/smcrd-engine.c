@@ -77,6 +77,7 @@ enum tag {
  * clients announcing 32 MiB and sending a byte starved everyone). */
 #define WRITE_CHUNK	(1u << 20)
 #define LOWAT_MIN	(64u << 10)	/* payload left to wait for in one wake-up */
+#define LOWAT_MAX	(256u << 10)	/* ... at most this much of it */
 #define IO_LIMIT	(CQ_ENTRIES - 1024)	/* file ops in flight per worker:
 						 * the CQ never overflows */
 #define LAZY_WAIT_NS	1000000L
@@ -1172,8 +1173,15 @@ static void start_zeroes(struct req *q)
  * take RWF_NOWAIT (and say EAGAIN when the write would block: then
  * io_uring does it); on the others (ext4) io_uring would punt every write
  * to a worker thread, so the copy is done here, blocking.  Large writes
- * go to io_uring all the same: its workers copy (and wait for dirty page
- * throttling) on other CPUs while this thread goes on receiving.
+ * go to io_uring when the worker has other connections: its workers copy
+ * (and wait for dirty page throttling) on other CPUs while this thread
+ * serves the others.  A worker with one connection copies a large write
+ * here too when its payload is whole in buf or in place (not the last
+ * chunk of a payload over WRITE_CHUNK: buf holds that chunk only):
+ * io_uring runs the buffered writes of one file one after the other in
+ * one worker thread anyway, and handing each over (a wake-up, the payload
+ * read again from another CPU's cache, a completion) cost more than
+ * overlapping the copy with receiving gained (1489048).
  * Returns true when the request is done. */
 static bool link_ok(const struct conn *c, const struct req *q);
 
@@ -1183,7 +1191,10 @@ static bool write_inline(struct req *q)
 	struct iovec one = { .iov_base = q->buf, .iov_len = q->r.length };
 	const struct iovec *iov = q->zc ? q->zc_iov : &one;
 	int cnt = q->zc ? (q->zc_iov[1].iov_len ? 2 : 1) : 1;
-	bool small = !(q->r.flags & NBD_CMD_FLAG_FUA) && q->r.length <= INLINE_WRITE_MAX &&
+	bool whole = q->zc || (!q->part && chunk_len(q) == q->r.length);
+	bool alone = __atomic_load_n(&q->c->w->nconns, __ATOMIC_RELAXED) == 1;
+	bool small = !(q->r.flags & NBD_CMD_FLAG_FUA) && whole &&
+		     (q->r.length <= INLINE_WRITE_MAX || alone) &&
 		     (q->zc ? e->dfd < 0 : io_fd(e, q->r.offset, q->r.length, q->buf) == e->fd);
 	int nw = __atomic_load_n(&e->nowait_write, __ATOMIC_RELAXED);
 	ssize_t n;
@@ -2092,11 +2103,18 @@ static void rx_pump_zc(struct conn *c)
 
 /* Nothing more to read now; need bytes must come before anything can be
  * done with them.  For the rest of a large WRITE payload the transport
- * wakes us once it is there instead of once per segment. */
+ * wakes us every 256 KiB instead of once per segment (64 KiB over
+ * loopback); not only at its end, so that copying what came overlaps the
+ * arrival of the rest. */
 static void rx_wait(struct conn *c, uint64_t need)
 {
-	if (c->t->ops->rx_lowat)
-		c->t->ops->rx_lowat(c->t, need >= LOWAT_MIN ? (size_t)need : 1);
+	if (!c->t->ops->rx_lowat)
+		return;
+	if (need < LOWAT_MIN)
+		need = 1;
+	else if (need > LOWAT_MAX)
+		need = LOWAT_MAX;
+	c->t->ops->rx_lowat(c->t, (size_t)need);
 }
 
 /* Ring socket: one recv of up to len bytes into p (rx_req's buffer or

@@ -221,7 +221,12 @@ bool smcr_conn_tx_pending(const struct smcr_conn *conn)
 {
 	if (conn->abort_sent || conn->peer_aborted || conn->error)
 		return false;
-	return conn->fo_pending || conn->cdc_due || !tx_drained(conn);
+	/* D and C count too: a close that found the send queue full set
+	 * neither cdc_due nor left data, and the next completion must still
+	 * send it. */
+	return conn->fo_pending || conn->cdc_due || !tx_drained(conn) ||
+	       (conn->want_done && !conn->done_sent) ||
+	       (conn->want_close && !conn->closed_sent);
 }
 
 uint64_t smcr_conn_unacked(const struct smcr_conn *conn)
@@ -392,6 +397,20 @@ ssize_t smcr_conn_reserve(struct smcr_conn *conn, struct iovec iov[2])
 	return space;
 }
 
+/* Autocork: a CDC of ours is in flight and what waits to be written is
+ * small (under tx_cork and half the peer's RMBE): leave it; that CDC's
+ * completion flushes it (smcr_conn_cdc_done), so a run of small sends
+ * becomes one write and one CDC.  Anything else due goes now. */
+static bool conn_corked(const struct smcr_conn *conn)
+{
+	uint32_t lim = conn->tx_cork < conn->tx_len / 2 ? conn->tx_cork : conn->tx_len / 2;
+
+	if (!conn->tx_cork || !conn->inflight_n || conn->cdc_due || conn->fo_pending ||
+	    conn->move_to || conn->want_done || conn->want_close)
+		return false;
+	return smcr_cursor_diff(conn->tx_len, &conn->tx_prod, &conn->tx_fill) < lim;
+}
+
 int smcr_conn_commit(struct smcr_conn *conn, size_t n)
 {
 	int ret = conn_usable_for_send(conn);
@@ -403,6 +422,10 @@ int smcr_conn_commit(struct smcr_conn *conn, size_t n)
 	if (n == 0)
 		return 0;
 	smcr_cursor_advance(conn->tx_len, &conn->tx_fill, n);
+	if (conn_corked(conn)) {
+		conn->stats.corked++;
+		return 0;
+	}
 	ret = smcr_conn_flush(conn);
 	/* The data is accepted; a full send queue only delays it. */
 	return ret == -EAGAIN ? 0 : ret;
@@ -714,7 +737,12 @@ void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status)
 	if (conn->cdc_due || !tx_drained(conn) ||
 	    (conn->move_to && !conn->inflight_n))
 		smcr_conn_flush(conn);
-	conn_notify(conn);
+	/* Only a close waits for its CDCs to complete (smcr_conn_finished);
+	 * room to send comes from the peer's cursor, not from here.  Waking
+	 * every waiter on every completion cost a receiver blocked in a
+	 * round trip one more sleep per message. */
+	if (conn->want_close || conn->closed_sent || conn->error)
+		conn_notify(conn);
 }
 
 int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)

@@ -66,6 +66,7 @@ struct smcr_conn_stats {
 	uint64_t writes;
 	uint64_t window_updates;	/* CDCs sent only to move the window */
 	uint64_t blocked;		/* times we ran out of peer window */
+	uint64_t corked;		/* sends held for a CDC in flight */
 	uint64_t failovers, replayed_bytes;
 	uint64_t prod_rewinds;		/* producer cursor behind one taken (Linux after a failover) */
 };
@@ -120,6 +121,10 @@ struct smcr_conn {
 	bool want_close, closed_sent;		/* C */
 	bool abort_sent;			/* A */
 	bool fo_pending;			/* failover validation CDC due */
+	/* Autocork: while a CDC of ours is in flight, data below this (and
+	 * half the peer's RMBE) waits for its completion (0: off; the
+	 * owner sets it after smcr_conn_init). */
+	uint32_t tx_cork;
 	/* Rebalancing: the link to send on once nothing of ours is
 	 * outstanding on the current one (smcr_conn_move). */
 	struct smcr_link *move_to;

@@ -1326,6 +1326,7 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	ctx->lgr_cfg.llc_timeout_ms = ctx->opts.llc_timeout_ms ? ctx->opts.llc_timeout_ms :
 		env_uint("SMCR_LLC_TIMEOUT_MS", ctx->lgr_cfg.llc_timeout_ms);
 	ctx->busy_poll_us = env_uint("SMCR_BUSY_POLL_US", SMCR_BUSY_POLL_US_DEFAULT);
+	ctx->autocork_bytes = env_uint("SMCR_AUTOCORK_BYTES", SMCR_AUTOCORK_BYTES_DEFAULT);
 	ctx->lgr_cfg.test_link_idle_ms = ctx->opts.test_link_ms ? ctx->opts.test_link_ms :
 		env_uint("SMCR_TEST_LINK_MS", ctx->lgr_cfg.test_link_idle_ms);
 	ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms ?

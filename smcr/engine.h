@@ -18,6 +18,9 @@
 /* Default of SMCR_BUSY_POLL_US: off (on rxe in a one-CPU guest polling
  * delays the completion it waits for; tests/bench/README.md). */
 #define SMCR_BUSY_POLL_US_DEFAULT 0
+/* Small sends behind a CDC in flight wait for its completion and go as
+ * one write and one CDC (Linux: net.smc.autocorking_size, 64 KiB). */
+#define SMCR_AUTOCORK_BYTES_DEFAULT (64u << 10)
 
 struct smcr_sock {
 	struct smcr_ctx *ctx;
@@ -61,6 +64,8 @@ struct smcr_ctx {
 	/* A blocked receive polls its link's CQ this long before it sleeps
 	 * (SMCR_BUSY_POLL_US; 0: it sleeps at once). */
 	unsigned int busy_poll_us;
+	/* Autocork limit of new connections (SMCR_AUTOCORK_BYTES; 0: off). */
+	uint32_t autocork_bytes;
 	struct smcr_stats stats;
 	uint64_t last_rescan_ms;
 	pthread_cond_t lgr_cond;	/* link or RKEY state changed */

@@ -166,6 +166,7 @@ static uint32_t conn_make(struct setup *st, const struct smcr_clc_accept_confirm
 		.link = st->lgr->links[st->slot].link,
 	};
 	ret = smcr_conn_init(&s->conn, &p);
+	s->conn.tx_cork = s->ctx->autocork_bytes;
 	if (!ret)
 		ret = smcr_lgr_conn_add(st->lgr, &s->conn);
 	if (ret) {

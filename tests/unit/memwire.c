@@ -12,6 +12,7 @@ struct memwire_op {
 	struct memwire_op *next;
 	bool is_write;
 	bool signaled;
+	int status;			/* of a completion in cq */
 	uint64_t wr_id;
 	uint64_t raddr;
 	uint32_t rkey;
@@ -114,6 +115,8 @@ static void report_down(struct memwire_end *e)
 		e->link.handler->down(&e->link, -EIO);
 }
 
+static void cq_add(struct memwire_end *e, struct memwire_op *op, int status);
+
 static void flush_all(struct memwire_end *e)
 {
 	struct memwire_op *op;
@@ -121,6 +124,14 @@ static void flush_all(struct memwire_end *e)
 	while ((op = e->head)) {
 		e->head = op->next;
 		e->queued--;
+		if (e->sched) {
+			/* Behind the completions already in the cq. */
+			if (op->signaled)
+				cq_add(e, op, -EIO);
+			else
+				free(op);
+			continue;
+		}
 		if (op->signaled) {
 			if (op->is_write && e->link.handler->write_done)
 				e->link.handler->write_done(&e->link, op->wr_id, -EIO);
@@ -144,7 +155,32 @@ static unsigned int mw_sq_free(struct smcr_link *link)
 	return e->queued >= e->sq_depth ? 0 : e->sq_depth - e->queued;
 }
 
+static void poll_rx(struct memwire_end *e);
+static void poll_cq(struct memwire_end *e);
+
+/* Scheduled mode: what an RNIC's CQ holds for this end is handled now (as
+ * the link group does before a failover validation). */
+static int mw_poll(struct smcr_link *link)
+{
+	struct memwire_end *e = end_of(link);
+	int n = 0;
+
+	if (e->polling)
+		return 0;
+	e->polling = true;
+	while (e->rx_head || e->cq_head) {
+		if (e->rx_head)
+			poll_rx(e);
+		else
+			poll_cq(e);
+		n++;
+	}
+	e->polling = false;
+	return n;
+}
+
 static const struct smcr_link_ops memwire_ops = {
+	.poll = mw_poll,
 	.post_write = mw_post_write,
 	.post_send = mw_post_send,
 	.fail = mw_fail,
@@ -215,6 +251,82 @@ static uint8_t *remote_mem(struct memwire_end *peer, uint64_t raddr,
 	return NULL;
 }
 
+/* Queue helpers of scheduled mode. */
+static void q_add(struct memwire_op **head, struct memwire_op **tail,
+		  struct memwire_op *op)
+{
+	op->next = NULL;
+	if (*tail)
+		(*tail)->next = op;
+	else
+		*head = op;
+	*tail = op;
+}
+
+static struct memwire_op *q_take(struct memwire_op **head, struct memwire_op **tail)
+{
+	struct memwire_op *op = *head;
+
+	if (op) {
+		*head = op->next;
+		if (!*head)
+			*tail = NULL;
+	}
+	return op;
+}
+
+/* op's completion waits in e's cq (op itself is reused or freed). */
+static void cq_add(struct memwire_end *e, struct memwire_op *op, int status)
+{
+	op->status = status;
+	q_add(&e->cq_head, &e->cq_tail, op);
+	e->ncq++;
+}
+
+static uint8_t *remote_mem(struct memwire_end *peer, uint64_t raddr,
+			   uint32_t len, uint32_t rkey);
+
+/* Scheduled mode: op (taken off e's send queue) reaches the peer. */
+static int deliver_sched(struct memwire_end *e, struct memwire_op *op, bool place)
+{
+	struct memwire_op *c;
+
+	if (op->is_write) {
+		uint8_t *dst = remote_mem(e->peer, op->raddr, op->len, op->rkey);
+
+		if (!dst) {
+			e->bad_rkey++;
+			free(op);
+			memwire_fault(e, MEMWIRE_CUT);
+			return memwire_step(e) + 1;
+		}
+		if (place)
+			memcpy(dst, op->data, op->len);
+		e->delivered++;
+		if (op->signaled)
+			cq_add(e, op, 0);
+		else
+			free(op);
+		return 1;
+	}
+	/* A send: the message waits in the peer's rx queue, its completion
+	 * (a copy without the payload) in ours. */
+	c = malloc(sizeof(*c));
+	if (!c)
+		abort();
+	*c = *op;
+	c->len = 0;
+	cq_add(e, c, 0);
+	e->delivered++;
+	if (place) {
+		q_add(&e->peer->rx_head, &e->peer->rx_tail, op);
+		e->peer->nrx++;
+	} else {
+		free(op);
+	}
+	return 1;
+}
+
 int memwire_step(struct memwire_end *e)
 {
 	struct memwire_op *op = e->head;
@@ -247,6 +359,8 @@ int memwire_step(struct memwire_end *e)
 	e->queued--;
 	if (e->fault == MEMWIRE_ACK_NO_PLACE)
 		place = false;
+	if (e->sched)
+		return deliver_sched(e, op, place);
 	if (op->is_write) {
 		uint8_t *dst = remote_mem(e->peer, op->raddr, op->len, op->rkey);
 
@@ -310,4 +424,162 @@ void memwire_free(struct memwire_end *e)
 	}
 	e->tail = NULL;
 	e->queued = 0;
+	while ((op = q_take(&e->rx_head, &e->rx_tail)))
+		free(op);
+	while ((op = q_take(&e->cq_head, &e->cq_tail)))
+		free(op);
+	e->nrx = e->ncq = 0;
+}
+
+/* ---- the scheduler ------------------------------------------------------ */
+
+void memwire_sched_init(struct memwire_sched *ms, struct memwire_end **ends,
+			unsigned int n, uint64_t seed)
+{
+	unsigned int i;
+
+	memset(ms, 0, sizeof(*ms));
+	ms->ends = ends;
+	ms->n = n;
+	ms->rng = seed * 0x9E3779B97F4A7C15ull + 1;
+	ms->w_deliver = ms->w_rx = ms->w_cq = ms->w_hook = 1;
+	for (i = 0; i < n; i++)
+		ends[i]->sched = true;
+}
+
+uint32_t memwire_sched_rand(struct memwire_sched *ms)
+{
+	/* xorshift64* */
+	ms->rng ^= ms->rng >> 12;
+	ms->rng ^= ms->rng << 25;
+	ms->rng ^= ms->rng >> 27;
+	return (uint32_t)((ms->rng * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+unsigned int memwire_pending(const struct memwire_end *e)
+{
+	return e->queued + e->nrx + e->ncq;
+}
+
+/* Hands e's next received message to its handler. */
+static void poll_rx(struct memwire_end *e)
+{
+	struct memwire_op *op = q_take(&e->rx_head, &e->rx_tail);
+	const struct smcr_link_handler *h = e->link.handler;
+
+	e->nrx--;
+	if (op->len > SMCR_MSG_LEN && h->recv_long) {
+		e->link.recvs++;
+		h->recv_long(&e->link, op->data, op->len);
+	} else if (h->recv) {
+		e->link.recvs++;
+		h->recv(&e->link, op->data);
+	}
+	free(op);
+}
+
+/* Hands e's next completion to its handler. */
+static void poll_cq(struct memwire_end *e)
+{
+	struct memwire_op *op = q_take(&e->cq_head, &e->cq_tail);
+	const struct smcr_link_handler *h = e->link.handler;
+
+	e->ncq--;
+	if (op->is_write && h->write_done)
+		h->write_done(&e->link, op->wr_id, op->status);
+	else if (!op->is_write && h->send_done)
+		h->send_done(&e->link, op->wr_id, op->status);
+	free(op);
+}
+
+static bool has(const struct memwire_end *e, int kind)
+{
+	switch (kind) {
+	case MEMWIRE_EV_DELIVER: return e->head != NULL;
+	case MEMWIRE_EV_RX: return e->rx_head != NULL;
+	case MEMWIRE_EV_CQ: return e->cq_head != NULL;
+	}
+	return false;
+}
+
+static int sched_pick(struct memwire_sched *ms, bool hook)
+{
+	unsigned int w[4] = { ms->w_deliver, ms->w_rx, ms->w_cq, hook ? ms->w_hook : 0 };
+	unsigned int avail[4] = { 0 }, total = 0, i, k, r;
+
+	for (i = 0; i < ms->n; i++)
+		for (k = 0; k < 3; k++)
+			avail[k] += has(ms->ends[i], (int)k);
+	if (hook && ms->hook)
+		avail[MEMWIRE_EV_HOOK] = 1;
+	for (k = 0; k < 4; k++)
+		if (avail[k])
+			total += w[k] ? w[k] : 0;
+	if (total == 0) {
+		/* Only kinds of weight 0 can happen: take the first. */
+		for (k = 0; k < 4; k++)
+			if (avail[k])
+				return (int)k;
+		return -1;
+	}
+	r = memwire_sched_rand(ms) % total;
+	for (k = 0; k < 4; k++) {
+		if (!avail[k] || !w[k])
+			continue;
+		if (r < w[k])
+			return (int)k;
+		r -= w[k];
+	}
+	return -1;
+}
+
+static void sched_run(struct memwire_sched *ms, int kind)
+{
+	unsigned int i, cnt = 0, pick;
+
+	for (i = 0; i < ms->n; i++)
+		cnt += has(ms->ends[i], kind);
+	pick = memwire_sched_rand(ms) % cnt;
+	for (i = 0; i < ms->n; i++) {
+		struct memwire_end *e = ms->ends[i];
+
+		if (!has(e, kind) || pick--)
+			continue;
+		if (kind == MEMWIRE_EV_DELIVER)
+			memwire_step(e);
+		else if (kind == MEMWIRE_EV_RX)
+			poll_rx(e);
+		else
+			poll_cq(e);
+		return;
+	}
+}
+
+int memwire_sched_step(struct memwire_sched *ms)
+{
+	int kind = sched_pick(ms, true);
+
+	if (kind < 0)
+		return -1;
+	ms->steps++;
+	ms->counts[kind]++;
+	if (kind == MEMWIRE_EV_HOOK) {
+		if (ms->hook(ms, ms->hook_arg))
+			return kind;
+		/* The application waits: some wire event must come. */
+		kind = sched_pick(ms, false);
+		if (kind < 0)
+			return -1;
+		ms->counts[kind]++;
+	}
+	sched_run(ms, kind);
+	return kind;
+}
+
+void memwire_sched_drain(struct memwire_sched *ms)
+{
+	int kind;
+
+	while ((kind = sched_pick(ms, false)) >= 0)
+		sched_run(ms, kind);
 }

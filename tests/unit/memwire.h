@@ -33,6 +33,15 @@ struct memwire_end {
 	struct memwire_end *peer;
 	struct memwire_op *head, *tail;	/* posted, not yet delivered */
 	unsigned int queued;
+	/* Scheduled mode (memwire_sched_*): a delivered message waits in the
+	 * receiver's rx queue and a completion in the sender's cq queue until
+	 * the scheduler hands each to its handler, as two CQs polled by
+	 * threads that run when they are scheduled. */
+	bool sched;
+	struct memwire_op *rx_head, *rx_tail;	/* arrived, not yet polled */
+	struct memwire_op *cq_head, *cq_tail;	/* completed, not yet polled */
+	unsigned int nrx, ncq;
+	bool polling;			/* inside its link's poll op */
 	unsigned int sq_depth;
 	enum memwire_fault fault;
 	bool failed;			/* down already reported */
@@ -63,5 +72,49 @@ unsigned long memwire_run(struct memwire_end **ends, unsigned int n);
  * ends when the next work request would be delivered. */
 void memwire_fault(struct memwire_end *e, enum memwire_fault f);
 void memwire_free(struct memwire_end *e);
+
+/* A seeded scheduler over a set of ends in scheduled mode.  Each step picks
+ * one of what could happen next, at random: an end's next work request
+ * reaches the peer (a write is placed, a send waits in the peer's rx
+ * queue, a signaled request's completion waits in the sender's cq queue),
+ * an end polls its next received message, or its next completion, or the
+ * test's hook runs (an application thread, a fault).  RC order is kept
+ * per queue; between the queues anything goes: a send's completion before
+ * the peer sees the message, a CDC seen before the completion of the one
+ * sent before it, a reader that runs late.  The same seed gives the same
+ * run. */
+enum memwire_ev {
+	MEMWIRE_EV_DELIVER,	/* an end's next work request reaches the peer */
+	MEMWIRE_EV_RX,		/* an end polls its next received message */
+	MEMWIRE_EV_CQ,		/* an end polls its next completion */
+	MEMWIRE_EV_HOOK,	/* the test's hook: an application step */
+};
+
+struct memwire_sched {
+	struct memwire_end **ends;
+	unsigned int n;
+	uint64_t rng;
+	/* Relative weights of the kinds of event (0: never while another
+	 * kind can happen). */
+	unsigned int w_deliver, w_rx, w_cq, w_hook;
+	/* An application step: returns true if it did something or may do
+	 * something later when its turn comes again without any wire event
+	 * (false: it waits for a wake-up). */
+	bool (*hook)(struct memwire_sched *ms, void *arg);
+	void *hook_arg;
+	uint64_t steps, counts[4];
+};
+
+void memwire_sched_init(struct memwire_sched *ms, struct memwire_end **ends,
+			unsigned int n, uint64_t seed);
+/* A random number from the scheduler's generator (for hooks). */
+uint32_t memwire_sched_rand(struct memwire_sched *ms);
+/* One event; returns the kind run, or -1 when nothing can happen (every
+ * queue empty and the hook waits): a stall, unless the test is done. */
+int memwire_sched_step(struct memwire_sched *ms);
+/* Runs wire events only (no hook) until every queue is empty. */
+void memwire_sched_drain(struct memwire_sched *ms);
+/* Wire events (deliveries, polls) still to happen on e. */
+unsigned int memwire_pending(const struct memwire_end *e);
 
 #endif

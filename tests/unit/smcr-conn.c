@@ -5,6 +5,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,14 @@ static void h_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
 	CU_ASSERT_EQUAL_FATAL(smcr_cdc_decode(msg, SMCR_MSG_LEN, &m), SMCR_CDC_LEN);
 	if (p == &B)
 		last_cdc = m;
+	if (m.failover_validation) {
+		/* As the link group: CDCs still queued on other links first. */
+		unsigned int s;
+
+		for (s = 0; s < NLINK; s++)
+			if (&p->ends[s]->link != link)
+				p->ends[s]->link.ops->poll(&p->ends[s]->link);
+	}
 	conn = conn_by_token(p, m.token);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(conn);
 	smcr_conn_rx_cdc(conn, &m);
@@ -396,6 +405,139 @@ static void test_window_update_threshold(void)
 	run_wire(0);
 	CU_ASSERT_EQUAL(b->stats.window_updates, 1);
 	CU_ASSERT_EQUAL(smcr_cursor_cmp(a->tx_len, &a->tx_peer_cons, &a->tx_prod), 0);
+	teardown();
+}
+
+/* Autocork on every connection of both peers (0: off, as setup leaves it). */
+static void cork(uint32_t bytes)
+{
+	unsigned int i;
+
+	for (i = 0; i < NCONN; i++)
+		A.conn[i].tx_cork = B.conn[i].tx_cork = bytes;
+}
+
+static void test_autocork(void)
+{
+	uint8_t buf[16384], got[16384];
+	struct smcr_conn *a, *b;
+	unsigned int i;
+
+	EYE = 0;
+	setup(1000, 1000, 64);
+	cork(65536);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + 1);
+	/* Nothing in flight: the first send goes at once; the next two wait
+	 * for its CDC's completion and then go as one write and one CDC. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
+	CU_ASSERT_EQUAL(a->stats.cdc_sent, 1);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 100, 100), 100);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 200, 100), 100);
+	CU_ASSERT_EQUAL(a->stats.cdc_sent, 1);
+	CU_ASSERT_EQUAL(a->stats.writes, 1);
+	CU_ASSERT_EQUAL(a->stats.corked, 2);
+	run_wire(0);
+	CU_ASSERT_EQUAL(a->stats.cdc_sent, 2);
+	CU_ASSERT_EQUAL(a->stats.writes, 2);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 300);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 300), 0);
+	/* Half the peer's RMBE or more is not held. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 100, a->tx_len / 2), a->tx_len / 2);
+	CU_ASSERT_EQUAL(a->stats.cdc_sent, 4);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 100 + a->tx_len / 2);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 100 + a->tx_len / 2), 0);
+	/* Closing flushes what is held, with C. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 100, 100), 100);
+	CU_ASSERT_EQUAL(smcr_conn_close(a), 0);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 200);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 200), 0);
+	CU_ASSERT(b->peer_closed);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, got, sizeof(got)), 0);
+	CU_ASSERT_EQUAL(a->error, 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	teardown();
+}
+
+/* The random streams with autocork: nothing is held for ever. */
+static void test_stream_autocork(void)
+{
+	const uint64_t total = 1u << 20;
+	unsigned int c;
+
+	EYE = 0;
+	setup(1000, 1000, 64);
+	cork(65536);
+	stream(total, 3000, 7, -1, MEMWIRE_OK, false);
+	check_streams(total);
+	for (c = 0; c < NCONN; c++)
+		CU_ASSERT(A.conn[c].stats.corked > 0);
+	teardown();
+}
+
+/* A link cut with sends held: the failover sends them. */
+static void test_failover_autocork(void)
+{
+	const uint64_t total = 1u << 20;
+
+	EYE = 0;
+	setup(30000, 30000, 16);
+	cork(65536);
+	stream(total, 3000, 5, 40, MEMWIRE_CUT, false);
+	check_streams(total);
+	CU_ASSERT_EQUAL(A.downs, 1);
+	CU_ASSERT_EQUAL(B.downs, 1);
+	CU_ASSERT(A.conn[0].stats.corked > 0);
+	CU_ASSERT_EQUAL(A.conn[0].stats.failovers, 1);
+	teardown();
+}
+
+
+static unsigned int notified_a;
+
+static void count_notify(struct smcr_conn *conn, void *arg)
+{
+	(void)conn;
+	(void)arg;
+	notified_a++;
+}
+
+/* The completion of a CDC of ours wakes nobody but a closer: a receiver
+ * waiting for the reply is woken by the reply, not by its request's
+ * completion as well. */
+static void test_cdc_done_wakes_closer(void)
+{
+	uint8_t buf[100];
+	struct smcr_conn *a, *b;
+
+	EYE = 0;
+	setup(1000, 1000, 64);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	a->notify = count_notify;
+	CU_ASSERT_EQUAL(smcr_conn_send(a, "request", 7), 7);
+	run_wire(0);
+	CU_ASSERT_EQUAL(a->inflight_n, 0);
+	CU_ASSERT_EQUAL(notified_a, 0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 7);
+	CU_ASSERT_EQUAL(smcr_conn_send(b, "reply", 5), 5);
+	run_wire(0);
+	CU_ASSERT_EQUAL(notified_a, 1);
+	CU_ASSERT_EQUAL(smcr_conn_recv(a, buf, sizeof(buf)), 5);
+	/* A close waits for its C to complete: that completion wakes it. */
+	notified_a = 0;
+	CU_ASSERT_EQUAL(smcr_conn_close(a), 0);
+	CU_ASSERT_EQUAL(a->inflight_n, 1);
+	memwire_step(&wire[0][0]);
+	CU_ASSERT_EQUAL(a->inflight_n, 0);
+	CU_ASSERT_EQUAL(notified_a, 1);
+	a->notify = NULL;
 	teardown();
 }
 
@@ -748,11 +890,385 @@ BOTH(test_failover_peer_consumed_more)
 BOTH(test_prod_rewind)
 BOTH(test_layout_offsets)
 
+/* ---- request/reply through the scheduled wire ---------------------------
+ * A is a client with up to QD requests out on each connection, B a server
+ * that answers each request in order, as nbdkit and smcrd do.  Each
+ * message is an 8-byte header (body length, reply body length) and a body
+ * from the sender's stream.  An application that got nothing done waits
+ * until its connection's notify runs (as one blocked in smcr_recv or on
+ * the socket's eventfd would, without the timeout); the scheduler reorders
+ * deliveries, both sides' receive and completion polls and the
+ * applications' steps.  Nothing left to happen before both sides closed is
+ * a stall. */
+
+#define RPC_QD 4
+#define RPC_BODY_MAX 40000
+
+struct app {
+	struct peer *p, *other;
+	unsigned int c;
+	bool client;
+	bool waiting, notified, closed, done;
+	/* the message being sent */
+	uint8_t tx[8 + RPC_BODY_MAX];
+	uint32_t tx_len, tx_off;
+	/* receive parser: header bytes, then body bytes left */
+	uint8_t hdr[8];
+	uint32_t hdr_got, body_left, reply_want;
+	/* client: requests issued, replies received; server: replies due */
+	unsigned int issued, answered, out;
+	uint32_t due[RPC_QD * 2];
+	unsigned int due_n;
+	bool eof;
+};
+
+static struct app apps[2][NCONN];	/* [0]: A, the clients */
+static unsigned int rpc_reqs;
+static unsigned int rpc_move_every;	/* 1 in n hook steps moves a connection */
+static unsigned int rpc_moves, rpc_resets;	/* over the runs of one test */
+static uint64_t rpc_corked;
+static uint64_t rpc_notifies;
+
+static void app_notify(struct smcr_conn *conn, void *arg)
+{
+	struct app *a = arg;
+
+	(void)conn;
+	a->notified = true;
+	rpc_notifies++;
+}
+
+static uint32_t rpc_size(struct memwire_sched *ms)
+{
+	uint32_t r = memwire_sched_rand(ms) % 100;
+
+	if (r < 60)
+		return memwire_sched_rand(ms) % 200;
+	if (r < 90)
+		return 200 + memwire_sched_rand(ms) % 4000;
+	return 4200 + memwire_sched_rand(ms) % (RPC_BODY_MAX - 4200);
+}
+
+static void put32(uint8_t *b, uint32_t v)
+{
+	b[0] = (uint8_t)(v >> 24);
+	b[1] = (uint8_t)(v >> 16);
+	b[2] = (uint8_t)(v >> 8);
+	b[3] = (uint8_t)v;
+}
+
+static uint32_t get32(const uint8_t *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* Sets up the next message: body of len bytes from the stream. */
+static void app_msg(struct app *a, uint32_t len, uint32_t reply)
+{
+	uint32_t k;
+
+	put32(a->tx, len);
+	put32(a->tx + 4, reply);
+	for (k = 0; k < len; k++)
+		a->tx[8 + k] = stream_byte(a->p, a->c, a->p->sent[a->c] + k);
+	a->p->sent[a->c] += len;
+	a->tx_len = 8 + len;
+	a->tx_off = 0;
+}
+
+/* Feeds n received bytes to the parser. */
+static void app_parse(struct app *a, const uint8_t *b, size_t n)
+{
+	while (n) {
+		if (a->hdr_got < 8) {
+			a->hdr[a->hdr_got++] = *b++;
+			n--;
+			if (a->hdr_got == 8) {
+				a->body_left = get32(a->hdr);
+				a->reply_want = get32(a->hdr + 4);
+				if (a->body_left > RPC_BODY_MAX)
+					a->p->bad_bytes++;
+			}
+		} else {
+			if (*b++ != stream_byte(a->other, a->c, a->p->rcvd[a->c]))
+				a->p->bad_bytes++;
+			a->p->rcvd[a->c]++;
+			a->body_left--;
+			n--;
+		}
+		if (a->hdr_got == 8 && a->body_left == 0) {
+			/* A whole message. */
+			a->hdr_got = 0;
+			if (a->client) {
+				a->answered++;
+				a->out--;
+			} else if (a->due_n < sizeof(a->due) / sizeof(a->due[0])) {
+				a->due[a->due_n++] = a->reply_want;
+			} else {
+				a->p->bad_bytes++;	/* more than QD out */
+			}
+		}
+	}
+}
+
+/* One step of an application: true if it got something done. */
+static bool app_run(struct app *a, struct memwire_sched *ms)
+{
+	struct smcr_conn *conn = &a->p->conn[a->c];
+	uint8_t buf[20000];
+	bool did = false;
+	ssize_t n;
+
+	a->notified = false;
+	if (conn->error) {
+		a->done = true;
+		return true;
+	}
+	if (a->closed) {
+		if (smcr_conn_finished(conn))
+			a->done = true;
+		return a->done;
+	}
+	if (a->tx_off == a->tx_len) {
+		if (a->client && a->issued < rpc_reqs && a->out < RPC_QD) {
+			app_msg(a, rpc_size(ms), rpc_size(ms));
+			a->issued++;
+			a->out++;
+		} else if (!a->client && a->due_n) {
+			app_msg(a, a->due[0], 0);
+			memmove(a->due, a->due + 1, --a->due_n * sizeof(a->due[0]));
+		}
+	}
+	if (a->tx_off < a->tx_len) {
+		n = smcr_conn_send(conn, a->tx + a->tx_off, a->tx_len - a->tx_off);
+		if (n > 0) {
+			a->tx_off += (uint32_t)n;
+			did = true;
+		} else {
+			CU_ASSERT_EQUAL(n, -EAGAIN);
+		}
+	}
+	n = smcr_conn_recv(conn, buf, 1 + memwire_sched_rand(ms) % sizeof(buf));
+	if (n > 0) {
+		app_parse(a, buf, (size_t)n);
+		did = true;
+	} else if (n == 0 && !a->eof) {
+		a->eof = true;
+		did = true;
+	}
+	/* The client closes after its last reply, the server at the end of
+	 * the client's stream with every reply sent. */
+	if ((a->client && a->answered == rpc_reqs) ||
+	    (!a->client && a->eof && !a->due_n && a->tx_off == a->tx_len)) {
+		CU_ASSERT_EQUAL(smcr_conn_close(conn), 0);
+		a->closed = true;
+		did = true;
+	}
+	return did;
+}
+
+static bool rpc_hook(struct memwire_sched *ms, void *arg)
+{
+	unsigned int i, ready = 0, pick;
+
+	(void)arg;
+	if (rpc_move_every && memwire_sched_rand(ms) % rpc_move_every == 0) {
+		/* Rebalancing: one side moves a connection to its other link. */
+		struct peer *p = memwire_sched_rand(ms) & 1 ? &A : &B;
+		struct smcr_conn *conn = &p->conn[memwire_sched_rand(ms) % NCONN];
+		struct smcr_link *to = &p->ends[conn->link == &p->ends[0]->link]->link;
+
+		if (to->state == SMCR_LINK_ACTIVE && !conn->error)
+			smcr_conn_move(conn, to);
+		return true;
+	}
+	for (i = 0; i < 2 * NCONN; i++) {
+		struct app *a = &apps[i / NCONN][i % NCONN];
+
+		ready += !a->done && (!a->waiting || a->notified);
+	}
+	if (!ready)
+		return false;
+	pick = memwire_sched_rand(ms) % ready;
+	for (i = 0; i < 2 * NCONN; i++) {
+		struct app *a = &apps[i / NCONN][i % NCONN];
+
+		if (a->done || (a->waiting && !a->notified) || pick--)
+			continue;
+		a->waiting = !app_run(a, ms);
+		return true;
+	}
+	return false;
+}
+
+static bool rpc_done(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < 2 * NCONN; i++)
+		if (!apps[i / NCONN][i % NCONN].done)
+			return false;
+	return true;
+}
+
+struct rpc_cfg {
+	uint64_t seed;
+	size_t rmbe;
+	unsigned int sq_depth, reqs;
+	uint32_t tx_cap;	/* the link's unconfirmed bytes (0: no limit) */
+	int64_t cut_at;		/* step to cut link 0 at, -1: never */
+	unsigned int move_every;
+	uint32_t cork;
+};
+
+/* One run; returns 0, or the step it stalled at (+1). */
+static uint64_t rpc_run(const struct rpc_cfg *cfg, bool verbose)
+{
+	struct memwire_sched ms;
+	struct memwire_end *ends[NLINK * 2];
+	unsigned int i, s;
+	uint64_t stalled = 0;
+
+	setup(cfg->rmbe, cfg->rmbe, cfg->sq_depth);
+	for (s = 0; s < NLINK; s++) {
+		wire[s][0].link.tx_cap = wire[s][1].link.tx_cap = cfg->tx_cap;
+		ends[2 * s] = &wire[s][0];
+		ends[2 * s + 1] = &wire[s][1];
+	}
+	cork(cfg->cork);
+	memset(apps, 0, sizeof(apps));
+	rpc_reqs = cfg->reqs;
+	rpc_move_every = cfg->move_every;
+	for (i = 0; i < 2 * NCONN; i++) {
+		struct app *a = &apps[i / NCONN][i % NCONN];
+
+		a->client = i < NCONN;
+		a->p = a->client ? &A : &B;
+		a->other = a->client ? &B : &A;
+		a->c = i % NCONN;
+		a->p->conn[a->c].notify = app_notify;
+		a->p->conn[a->c].notify_arg = a;
+	}
+	memwire_sched_init(&ms, ends, NLINK * 2, cfg->seed);
+	/* Each seed its own mix of speeds. */
+	ms.w_deliver = 1 + memwire_sched_rand(&ms) % 8;
+	ms.w_rx = 1 + memwire_sched_rand(&ms) % 8;
+	ms.w_cq = 1 + memwire_sched_rand(&ms) % 8;
+	ms.w_hook = 1 + memwire_sched_rand(&ms) % 8;
+	ms.hook = rpc_hook;
+	while (!rpc_done() && ms.steps < 20000000) {
+		if (cfg->cut_at >= 0 && ms.steps == (uint64_t)cfg->cut_at)
+			memwire_fault(&wire[0][0], MEMWIRE_CUT);
+		if (memwire_sched_step(&ms) < 0) {
+			stalled = ms.steps + 1;
+			break;
+		}
+	}
+	if (!stalled && !rpc_done())
+		stalled = ms.steps + 1;
+	if (stalled && verbose) {
+		for (i = 0; i < 2 * NCONN; i++) {
+			struct app *a = &apps[i / NCONN][i % NCONN];
+			struct smcr_conn *k = &a->p->conn[a->c];
+
+			fprintf(stderr, "seed %llu step %llu: %s conn %u: issued %u answered %u due %u "
+				"tx %u/%u hdr %u body_left %u eof %d closed %d done %d waiting %d | "
+				"tx_fill %u:%u tx_prod %u:%u peer_cons %u:%u inflight %u cdc_due %d "
+				"blocked %d peer_blocked %d want_close %d closed_sent %d rx_prod %u:%u rx_cons %u:%u cons_sent %u:%u\n",
+				(unsigned long long)cfg->seed, (unsigned long long)ms.steps,
+				a->client ? "A" : "B", a->c, a->issued, a->answered, a->due_n,
+				a->tx_off, a->tx_len, a->hdr_got, a->body_left, a->eof, a->closed,
+				a->done, a->waiting,
+				k->tx_fill.wrap, k->tx_fill.count, k->tx_prod.wrap, k->tx_prod.count,
+				k->tx_peer_cons.wrap, k->tx_peer_cons.count, k->inflight_n,
+				k->cdc_due, k->blocked, k->peer_blocked, k->want_close,
+				k->closed_sent, k->rx_prod.wrap,
+				k->rx_prod.count, k->rx_cons.wrap, k->rx_cons.count,
+				k->rx_cons_sent.wrap, k->rx_cons_sent.count);
+		}
+	}
+	if (!stalled) {
+		CU_ASSERT_EQUAL(A.bad_bytes, 0);
+		CU_ASSERT_EQUAL(B.bad_bytes, 0);
+		for (i = 0; i < NCONN; i++) {
+			CU_ASSERT_EQUAL(A.conn[i].error, 0);
+			CU_ASSERT_EQUAL(B.conn[i].error, 0);
+			CU_ASSERT_EQUAL(apps[0][i].answered, rpc_reqs);
+			CU_ASSERT_EQUAL(A.rcvd[i], B.sent[i]);
+			CU_ASSERT_EQUAL(B.rcvd[i], A.sent[i]);
+		}
+	}
+	for (i = 0; i < NCONN; i++) {
+		rpc_moves += A.conn[i].moves + B.conn[i].moves;
+		rpc_corked += A.conn[i].stats.corked + B.conn[i].stats.corked;
+		rpc_resets += A.conn[i].error != 0 || B.conn[i].error != 0;
+	}
+	memwire_sched_drain(&ms);
+	teardown();
+	return stalled;
+}
+
+/* SMCR_SCHED_SEEDS=n runs n seeds per configuration (default 16, 3
+ * under valgrind: CI runs the unit tests there too). */
+static unsigned int sched_seeds(void)
+{
+	const char *e = getenv("SMCR_SCHED_SEEDS");
+	const char *vg = getenv("SMCR_VALGRIND");
+
+	if (e && atoi(e) > 0)
+		return (unsigned int)atoi(e);
+	return vg && !strcmp(vg, "1") ? 3 : 16;
+}
+
+static void sched_rpc(uint32_t cork, bool cut, unsigned int move_every)
+{
+	unsigned int n = sched_seeds(), i, stalls = 0;
+
+	EYE = 0;
+	rpc_moves = rpc_resets = 0;
+	rpc_corked = 0;
+	for (i = 0; i < n; i++) {
+		struct rpc_cfg cfg = {
+			.seed = i + 1,
+			.rmbe = (i % 3) ? 1000 : 60000,
+			.sq_depth = 8 + (i % 4) * 8,
+			.reqs = 60,
+			.tx_cap = (i % 5) == 1 ? 6000 : (i % 5) == 3 ? 30000 : 0,
+			.cut_at = cut ? 2000 + (int64_t)(i * 997) % 20000 : -1,
+			.move_every = move_every,
+			.cork = cork,
+		};
+
+		if (rpc_run(&cfg, stalls == 0))
+			stalls++;
+	}
+	if (stalls)
+		fprintf(stderr, "%u of %u seeds stalled\n", stalls, n);
+	CU_ASSERT_EQUAL(stalls, 0);
+	if (move_every)
+		CU_ASSERT(rpc_moves > 0);
+	CU_ASSERT(cork ? rpc_corked > 0 : rpc_corked == 0);
+	/* Validation CDCs on the surviving link wait for what the dead
+	 * one still holds (h_recv): no failover resets a connection. */
+	CU_ASSERT_EQUAL(rpc_resets, 0);
+}
+
+static void test_sched_rpc(void) { sched_rpc(0, false, 0); }
+static void test_sched_rpc_cut(void) { sched_rpc(0, true, 0); }
+static void test_sched_rpc_moves(void) { sched_rpc(0, false, 300); }
+static void test_sched_rpc_cork(void) { sched_rpc(65536, false, 0); }
+static void test_sched_rpc_cork_cut(void) { sched_rpc(65536, true, 0); }
+static void test_sched_rpc_cork_moves(void) { sched_rpc(65536, false, 300); }
+
 CU_TestInfo smcr_conn_tests[] = {
 	{ "stream, small windows, wrap", test_stream_small_window_linux },
 	{ "stream, zero copy, asymmetric RMBEs", test_stream_zero_copy_asym_linux },
 	{ "window update threshold", test_window_update_threshold_linux },
 	{ "close in both orders", test_close_orders_linux },
+	{ "a CDC's completion wakes only a closer", test_cdc_done_wakes_closer },
+	{ "autocork: small sends behind a CDC in flight", test_autocork },
+	{ "autocork: random streams", test_stream_autocork },
+	{ "autocork: failover with sends held", test_failover_autocork },
 	{ "abort mid-transfer", test_abort_mid_transfer_linux },
 	{ "bad CDC aborts one connection", test_bad_cdc_linux },
 	{ "failover: cut link, replay", test_failover_cut_linux },
@@ -773,5 +1289,11 @@ CU_TestInfo smcr_conn_tests[] = {
 	  test_failover_peer_consumed_more_rfc },
 	{ "RFC layout: producer cursor rewound", test_prod_rewind_rfc },
 	{ "RFC layout: offsets at the wrap, eye catcher", test_layout_offsets_rfc },
+	{ "scheduled wire: request/reply", test_sched_rpc },
+	{ "scheduled wire: request/reply, link cut", test_sched_rpc_cut },
+	{ "scheduled wire: request/reply, moves", test_sched_rpc_moves },
+	{ "scheduled wire: request/reply, autocork", test_sched_rpc_cork },
+	{ "scheduled wire: request/reply, autocork, link cut", test_sched_rpc_cork_cut },
+	{ "scheduled wire: request/reply, autocork, moves", test_sched_rpc_cork_moves },
 	CU_TEST_INFO_NULL,
 };

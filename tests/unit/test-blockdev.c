@@ -982,6 +982,45 @@ static void test_engine_rw(void)
 	free(rbuf);
 }
 
+/* A worker's only connection writes large WRITEs itself, but only those
+ * whose payload it holds whole: one over WRITE_CHUNK (1 MiB) comes in
+ * chunks, and its buffer holds the last chunk only when the request
+ * starts. */
+static void test_engine_alone_large_write(void)
+{
+	const size_t len = (3u << 20) + 4097, small = 512u << 10;
+	struct engine_env env;
+	struct engine_stats st;
+	struct nbd_client *c;
+	uint8_t *wbuf = malloc(len), *rbuf = malloc(len);
+	uint64_t before;
+
+	CU_ASSERT_FATAL(wbuf && rbuf);
+	CU_ASSERT_FATAL(env_setup(&env, 8 << 20, false, 0) == 0);
+	c = connect_engine(&env, true);
+	CU_ASSERT_FATAL(c != NULL);
+	fill(wbuf, len, 5);
+	CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, len, 8192, 0), 0);
+	memset(rbuf, 0, len);
+	CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, len, 8192, 0), 0);
+	CU_ASSERT_EQUAL(memcmp(rbuf, wbuf, len), 0);
+	/* Half a MiB, whole in one buffer: written inline. */
+	engine_get_stats(env.e, &st);
+	before = st.inline_writes;
+	fill(wbuf, small, 6);
+	CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, small, 4096, 0), 0);
+	engine_get_stats(env.e, &st);
+	CU_ASSERT_EQUAL(st.inline_writes, before + 1);
+	CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, small, 4096, 0), 0);
+	CU_ASSERT_EQUAL(memcmp(rbuf, wbuf, small), 0);
+	CU_ASSERT_EQUAL(nbd_client_disconnect(c), 0);
+	env_wait_closed(&env, 1);
+	nbd_client_close(c);
+	env_teardown(&env);
+	free(wbuf);
+	free(rbuf);
+}
+
 static void test_engine_errors(void)
 {
 	struct engine_env env;
@@ -1985,6 +2024,7 @@ static CU_TestInfo engine_tests[] = {
 	{ "zero-copy receive", test_engine_zero_copy_rx },
 	{ "zero-copy READ replies", test_engine_zero_copy_tx },
 	{ "one wake-up fd for both directions", test_engine_shared_wakeup_fd },
+	{ "large WRITEs inline on a worker's only connection", test_engine_alone_large_write },
 	CU_TEST_INFO_NULL,
 };
 
