@@ -13,7 +13,7 @@
 #   four NBD connections up) before the next: cable pulls, ifdown/ifup,
 #   rdma link delete/add, forced QP errors, injected drops (silent loss)
 #   and delays, netem 5% loss, both links down, smcrd SIGKILL/SIGTERM and
-#   restart, SIGHUP, a guest paused by qemu (stop/cont, 1-3 s; up to
+#   restart, SIGHUP, a guest paused by qemu (stop/cont, 1-10 s; up to
 #   SMCR_SOAK_PAUSE_MS), nbdkit or smcrd SIGSTOPped (1-5 s), on either side
 #   (the last two only with SMCR_SOAK_PAUSES=1 or named in SMCR_SOAK_KINDS).
 # Pass: fio ends when told to with no verify or I/O error, no I/O error in
@@ -237,6 +237,7 @@ whole() {
                 [ "$(nbd_reconnects <<<"$json")" -ge "$rmin" ] || continue
             fi
             printf '%s\n' "$json" >"$W/snap.$n.$side"
+            echo "$W_T" >"$W/snap.$n.$side.t"	# its guest time (the report's count window)
             printf -v "OFF_$side" %s "$W_OFF"
             printf -v "done_$side" 1
         done
@@ -462,7 +463,7 @@ vm_stop
 
 # ---- the report; the counters --------------------------------------------------------------
 python3 "$_vm_libdir/soak-report.py" --dir "$W" --seed "$SMCR_SOAK_SEED" \
-    --offset-a "$OFF_A" --offset-b "$OFF_B" --qp-timeout "${SMCR_QP_TIMEOUT:-17}" \
+    --offset-a "$OFF_A" --offset-b "$OFF_B" --qp-timeout "${SMCR_QP_TIMEOUT:-19}" \
     ${SMCR_SOAK_STRICT_GAPS:+--strict-gaps} ||
     fail "the counters do not add up (report: $W/report.md)"
 echo "report: $W/report.md, plot: $W/timeline.png"
