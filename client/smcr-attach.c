@@ -615,8 +615,12 @@ static int detach(int index)
 /* The driver gets one end of a socketpair(AF_UNIX) per connection; a
  * thread per pair reads the driver's requests and submits them to the
  * client engine (nbd-conn.c: SMC-R or TCP, reconnect and resend); its
- * completions write the replies back.  No thread per request. */
+ * completions queue the replies, which go out in one writev per turn of
+ * the engine's connection thread.  Every request that one read() brought
+ * is submitted before the engine is woken, so it sends them together.
+ * No thread per request. */
 struct fwd;
+struct fwd_req;
 
 struct fwd_conn {
 	struct fwd *f;
@@ -624,7 +628,8 @@ struct fwd_conn {
 	int kfd;			/* the driver's end, until handed over */
 	pthread_t thread;
 	bool started;
-	pthread_mutex_t wlock;		/* replies from the engine's threads */
+	pthread_mutex_t wlock;		/* out, and writing to fd */
+	struct fwd_req *out, **out_tail;	/* replies to write */
 	/* Requests read ahead: one read() takes several of them. */
 	char *rx;
 	size_t rx_off, rx_len;
@@ -637,19 +642,23 @@ struct fwd {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	unsigned inflight;
-	uint64_t requests, errors, bad;
+	uint64_t requests, errors, bad, writes;
 };
 
 /* One request of the driver, in parts of at most the engine's maximum. */
 struct fwd_req {
 	struct fwd_conn *c;
+	struct fwd_req *next;		/* in c->out */
 	uint64_t cookie;
 	uint16_t type;
 	uint32_t len;
 	unsigned parts;			/* still out, under f->lock */
 	int err;			/* first error, under f->lock */
 	char *buf;			/* READ, WRITE payload */
+	struct nbd_simple_reply_wire w;	/* the reply's header */
 };
+
+#define FWD_IOV		64		/* replies per writev: 2 iovecs each */
 
 static int full_read(int fd, void *buf, size_t len)
 {
@@ -735,28 +744,95 @@ static int full_writev(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
-/* The simple reply (with the data of a READ that succeeded). */
-static void fwd_reply(struct fwd_conn *c, uint64_t cookie, int err, const void *data,
-		      uint32_t len)
+static void fwd_put(struct fwd *f, unsigned n)
+{
+	pthread_mutex_lock(&f->lock);
+	f->inflight -= n;
+	if (f->inflight == 0)
+		pthread_cond_broadcast(&f->idle);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Queues q's simple reply (with the data of a READ that succeeded) on
+ * its pair; fwd_flush() writes it. */
+static void fwd_queue(struct fwd_req *q, int err)
 {
 	struct nbd_simple_reply h = { .error = err ? nbd_errno_to_wire(-err) : 0,
-				      .cookie = cookie };
-	struct nbd_simple_reply_wire w;
-	struct iovec iov[2] = { { &w, sizeof(w) }, { (void *)data, len } };
+				      .cookie = q->cookie };
+	struct fwd_conn *c = q->c;
 
-	nbd_simple_reply_encode(&h, &w);
+	nbd_simple_reply_encode(&h, &q->w);
+	q->err = err;
+	q->next = NULL;
 	pthread_mutex_lock(&c->wlock);
-	/* A driver that went away reads no more replies: nothing to do. */
-	(void)full_writev(c->fd, iov, data && !err ? 2 : 1);
+	*c->out_tail = q;
+	c->out_tail = &q->next;
 	pthread_mutex_unlock(&c->wlock);
 }
 
-static void fwd_put(struct fwd *f)
+/* Writes the replies queued on c, FWD_IOV / 2 to a writev, and frees
+ * their requests.  The lock keeps replies whole and in queue order. */
+static void fwd_flush_conn(struct fwd_conn *c)
 {
-	pthread_mutex_lock(&f->lock);
-	if (--f->inflight == 0)
-		pthread_cond_broadcast(&f->idle);
-	pthread_mutex_unlock(&f->lock);
+	struct iovec iov[FWD_IOV];
+	struct fwd_req *q, *batch;
+	unsigned n;
+	int cnt;
+
+	pthread_mutex_lock(&c->wlock);
+	while ((batch = c->out)) {
+		cnt = 0;
+		n = 0;
+		for (q = batch; q && cnt <= FWD_IOV - 2; q = q->next, n++) {
+			iov[cnt].iov_base = &q->w;
+			iov[cnt++].iov_len = sizeof(q->w);
+			if (q->type == NBD_CMD_READ && !q->err && q->len) {
+				iov[cnt].iov_base = q->buf;
+				iov[cnt++].iov_len = q->len;
+			}
+		}
+		c->out = q;
+		if (!q)
+			c->out_tail = &c->out;
+		/* A driver that went away reads no more replies: nothing to do. */
+		(void)full_writev(c->fd, iov, cnt);
+		__atomic_add_fetch(&c->f->writes, 1, __ATOMIC_RELAXED);
+		while (batch != q) {
+			struct fwd_req *next = batch->next;
+
+			free(batch->buf);
+			free(batch);
+			batch = next;
+		}
+		fwd_put(c->f, n);
+	}
+	pthread_mutex_unlock(&c->wlock);
+}
+
+/* The engine's turn_end: every pair's queued replies. */
+static void fwd_flush(void *arg)
+{
+	struct fwd *f = arg;
+	unsigned i;
+
+	for (i = 0; i < f->n; i++)
+		fwd_flush_conn(&f->c[i]);
+}
+
+/* A reply that is not a request's completion (refusals in the thread). */
+static void fwd_reply_now(struct fwd_conn *c, uint64_t cookie, int err)
+{
+	struct fwd_req *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return;		/* the driver times the request out */
+	q->c = c;
+	q->cookie = cookie;
+	pthread_mutex_lock(&c->f->lock);
+	c->f->inflight++;
+	pthread_mutex_unlock(&c->f->lock);
+	fwd_queue(q, err);
+	fwd_flush_conn(c);
 }
 
 static void fwd_done(void *arg, int result)
@@ -764,28 +840,26 @@ static void fwd_done(void *arg, int result)
 	struct fwd_req *q = arg;
 	struct fwd *f = q->c->f;
 	bool last;
+	int err;
 
 	pthread_mutex_lock(&f->lock);
 	if (result < 0 && !q->err)
 		q->err = result;
 	last = --q->parts == 0;
-	if (last && q->err)
+	err = q->err;
+	if (last && err)
 		f->errors++;
 	pthread_mutex_unlock(&f->lock);
-	if (!last)
-		return;
-	fwd_reply(q->c, q->cookie, q->err, q->type == NBD_CMD_READ ? q->buf : NULL, q->len);
-	free(q->buf);
-	free(q);
-	fwd_put(f);
+	if (last)
+		fwd_queue(q, err);
 }
 
 /* Submits q (whose parts count is 1 here) in parts; q may be done and
- * freed when this returns. */
+ * queued when this returns. */
 static void fwd_submit(struct fwd *f, struct fwd_req *q, uint16_t flags, uint64_t off)
 {
-	/* q's fields are copied first: the last part's completion may free q
-	 * before nbdc_submit() returns. */
+	/* q's fields are copied first: the last part's completion may queue
+	 * q, and a flush free it, before nbdc_submit() returns. */
 	const uint32_t len = q->len;
 	const uint16_t type = q->type;
 	char *const buf = q->buf;
@@ -812,83 +886,107 @@ static void fwd_submit(struct fwd *f, struct fwd_req *q, uint16_t flags, uint64_
 	} while (done < len);
 }
 
+/* One request from c->rx (its header there): 0, or -errno to stop. */
+static int fwd_one(struct fwd_conn *c)
+{
+	struct fwd *f = c->f;
+	struct nbd_request_wire w;
+	struct nbd_request h;
+	struct fwd_req *q;
+	uint16_t flags;
+
+	rx_take(c, &w, sizeof(w));
+	if (nbd_request_decode(&w, &h) < 0) {
+		log_err("forwarder %d: a request with a bad magic from the driver",
+			(int)(c - f->c));
+		f->bad++;
+		return -EPROTO;
+	}
+	if (h.type == NBD_CMD_DISC)
+		return -ECONNRESET;
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		if (h.type == NBD_CMD_WRITE && h.length) {
+			f->bad++;	/* its payload is still unread */
+			return -ENOMEM;
+		}
+		fwd_reply_now(c, h.cookie, -ENOMEM);
+		return 0;
+	}
+	q->c = c;
+	q->cookie = h.cookie;
+	q->type = h.type;
+	q->len = h.length;
+	q->parts = 1;
+	if (h.type == NBD_CMD_READ || h.type == NBD_CMD_WRITE) {
+		if (h.length > NBD_MAX_PAYLOAD) {
+			/* A WRITE's payload this large is not read: stop. */
+			log_err("forwarder %d: a request of %u bytes", (int)(c - f->c),
+				h.length);
+			f->bad++;
+			free(q);
+			return -EPROTO;
+		}
+		if (!h.length || !(q->buf = malloc(h.length))) {
+			free(q);
+			if (h.type == NBD_CMD_WRITE && h.length) {
+				f->bad++;	/* its payload is still unread */
+				return -ENOMEM;
+			}
+			fwd_reply_now(c, h.cookie, h.length ? -ENOMEM : -EINVAL);
+			return 0;
+		}
+		if (h.type == NBD_CMD_WRITE) {
+			/* The rest of a large payload comes by blocking reads:
+			 * first wake the engine for what is queued. */
+			if (h.length > c->rx_len) {
+				nbdc_unplug(f->e);
+				nbdc_plug(f->e);
+			}
+			if (rx_take(c, q->buf, h.length) < 0) {
+				free(q->buf);
+				free(q);
+				return -ECONNRESET;
+			}
+		}
+	}
+	pthread_mutex_lock(&f->lock);
+	f->inflight++;
+	f->requests++;
+	pthread_mutex_unlock(&f->lock);
+	/* The flags the engine takes for each command. */
+	switch (h.type) {
+	case NBD_CMD_WRITE:
+	case NBD_CMD_TRIM:
+		flags = h.flags & NBD_CMD_FLAG_FUA;
+		break;
+	case NBD_CMD_WRITE_ZEROES:
+		flags = h.flags & (NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE);
+		break;
+	default:
+		flags = 0;
+	}
+	fwd_submit(f, q, flags, h.offset);
+	return 0;
+}
+
 static void *fwd_thread(void *arg)
 {
 	struct fwd_conn *c = arg;
 	struct fwd *f = c->f;
+	int r = 0;
 
-	for (;;) {
-		struct nbd_request_wire w;
-		struct nbd_request h;
-		struct fwd_req *q;
-		uint16_t flags;
-		int r = rx_fill(c, sizeof(w));
-
-		if (r < 0)
-			break;		/* the driver closed its end */
-		rx_take(c, &w, sizeof(w));
-		if (nbd_request_decode(&w, &h) < 0) {
-			log_err("forwarder %d: a request with a bad magic from the driver",
-				(int)(c - f->c));
-			f->bad++;
-			break;
-		}
-		if (h.type == NBD_CMD_DISC)
-			break;
-		q = calloc(1, sizeof(*q));
-		if (!q) {
-			fwd_reply(c, h.cookie, -ENOMEM, NULL, 0);
-			continue;
-		}
-		q->c = c;
-		q->cookie = h.cookie;
-		q->type = h.type;
-		q->len = h.length;
-		q->parts = 1;
-		if (h.type == NBD_CMD_READ || h.type == NBD_CMD_WRITE) {
-			if (h.length > NBD_MAX_PAYLOAD) {
-				/* A WRITE's payload this large is not read: stop. */
-				log_err("forwarder %d: a request of %u bytes", (int)(c - f->c),
-					h.length);
-				f->bad++;
-				free(q);
-				break;
-			}
-			if (!h.length || !(q->buf = malloc(h.length))) {
-				if (h.type == NBD_CMD_WRITE && h.length) {
-					f->bad++;	/* its payload is still unread */
-					free(q);
-					break;
-				}
-				fwd_reply(c, h.cookie, h.length ? -ENOMEM : -EINVAL, NULL, 0);
-				free(q);
-				continue;
-			}
-			if (h.type == NBD_CMD_WRITE && rx_take(c, q->buf, h.length) < 0) {
-				free(q->buf);
-				free(q);
-				break;
-			}
-		}
-		pthread_mutex_lock(&f->lock);
-		f->inflight++;
-		f->requests++;
-		pthread_mutex_unlock(&f->lock);
-		/* The flags the engine takes for each command. */
-		switch (h.type) {
-		case NBD_CMD_WRITE:
-		case NBD_CMD_TRIM:
-			flags = h.flags & NBD_CMD_FLAG_FUA;
-			break;
-		case NBD_CMD_WRITE_ZEROES:
-			flags = h.flags & (NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE);
-			break;
-		default:
-			flags = 0;
-		}
-		fwd_submit(f, q, flags, h.offset);
+	while (r == 0 && rx_fill(c, sizeof(struct nbd_request_wire)) == 0) {
+		/* Every request read so far, then one wake-up per connection. */
+		nbdc_plug(f->e);
+		do
+			r = fwd_one(c);
+		while (r == 0 && c->rx_len >= sizeof(struct nbd_request_wire));
+		nbdc_unplug(f->e);
+		fwd_flush_conn(c);	/* replies of requests refused at once */
 	}
-	/* No more requests: the driver reads no replies either. */
+	/* No more requests (the driver closed its end, or sent NBD_CMD_DISC):
+	 * the driver reads no replies either. */
 	shutdown(c->fd, SHUT_RD);
 	return NULL;
 }
@@ -910,6 +1008,8 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 		.tls_psk_file = o->tls_psk_file,
 		.tls_username = o->tls_username,
 		.tls_no_verify_peer = o->tls_no_verify_peer,
+		.turn_end = fwd_flush,
+		.turn_arg = f,
 	};
 	char msg[512];
 	int sbuf = FWD_SOCKBUF, r, sv[2];
@@ -948,6 +1048,7 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 		c->f = f;
 		c->fd = sv[0];
 		c->kfd = sv[1];
+		c->out_tail = &c->out;
 		pthread_mutex_init(&c->wlock, NULL);
 	}
 	return 0;
@@ -1006,10 +1107,11 @@ static void fwd_close(struct fwd *f)
 		;
 	pthread_mutex_unlock(&f->lock);
 	nbdc_get_stats(f->e, &st);
-	log_info("forwarded %llu request(s), %llu failed, %llu bad; engine: %llu reconnect(s), "
-		 "%llu resent, %llu bytes read, %llu written",
+	log_info("forwarded %llu request(s), %llu failed, %llu bad, replies in %llu write(s); "
+		 "engine: %llu reconnect(s), %llu resent, %llu bytes read, %llu written",
 		 (unsigned long long)f->requests, (unsigned long long)f->errors,
-		 (unsigned long long)f->bad, (unsigned long long)st.reconnects,
+		 (unsigned long long)f->bad, (unsigned long long)f->writes,
+		 (unsigned long long)st.reconnects,
 		 (unsigned long long)st.resent, (unsigned long long)st.bytes_read,
 		 (unsigned long long)st.bytes_written);
 	nbdc_close(f->e);
