@@ -56,6 +56,9 @@
 #define NL_BUF		8192
 #define FWD_SOCKBUF	(4 << 20)	/* SO_SNDBUF of the socket pairs */
 #define FWD_RXBUF	(256 << 10)	/* requests read ahead, per pair */
+/* SO_SNDBUF/SO_RCVBUF of AF_SMC sockets unless -B: Linux's SMC-R then
+ * takes its largest buffers (512 KiB; 64 KiB by net.smc.wmem/rmem). */
+#define SMC_SOCKBUF	(512 << 10)
 
 struct opts {
 	char host[256];
@@ -70,7 +73,8 @@ struct opts {
 	bool readonly;
 	bool forward;			/* socket pairs to our forwarder */
 	const char *exec;		/* --exec CMD, with forward */
-	int sockbuf;			/* SO_SNDBUF/SO_RCVBUF; 0: the kernel's */
+	int sockbuf;			/* SO_SNDBUF/SO_RCVBUF; 0: the kernel's,
+					 * -1: SMC_SOCKBUF on AF_SMC */
 	/* TLS (with -F, over TCP): libnbd's names. */
 	bool tls;
 	const char *tls_certificates, *tls_psk_file, *tls_username;
@@ -87,11 +91,28 @@ static void on_signal(int sig)
 
 /* --- sockets and the NBD handshake ---------------------------------------- */
 
+/* SO_SNDBUF and SO_RCVBUF of fd to v: the ...FORCE options first (root),
+ * as SO_RCVBUF is capped at net.core.rmem_max (208 KiB by default) and
+ * Linux's SMC-R sizes a buffer at half of what the socket keeps (twice
+ * v), so v gives v-sized buffers. */
+static int set_sockbuf(int fd, int v)
+{
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) < 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)) < 0)
+		return -errno;
+	return 0;
+}
+
 static int connect_one(const struct opts *o, int *fdp)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
-	int r, fd = -1;
+	int r, fd = -1, sockbuf = o->sockbuf;
 
+	if (sockbuf < 0)
+		sockbuf = o->tcp ? 0 : SMC_SOCKBUF;
 	r = getaddrinfo(o->host, o->port, &hints, &res);
 	if (r)
 		return r == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
@@ -108,10 +129,8 @@ static int connect_one(const struct opts *o, int *fdp)
 		}
 		/* Before connect: Linux's SMC-R sizes its buffers (RMBs) from
 		 * them when the connection is set up. */
-		if (o->sockbuf &&
-		    (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o->sockbuf, sizeof(o->sockbuf)) < 0 ||
-		     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o->sockbuf, sizeof(o->sockbuf)) < 0))
-			log_warn("SO_SNDBUF/SO_RCVBUF %d: %s", o->sockbuf, strerror(errno));
+		if (sockbuf && set_sockbuf(fd, sockbuf) < 0)
+			log_warn("SO_SNDBUF/SO_RCVBUF %d: %s", sockbuf, strerror(errno));
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 			break;
 		r = -errno;
@@ -1287,8 +1306,9 @@ static void usage(FILE *f)
 "                          with reconnect and resend\n"
 "  -E, --exec CMD          with -F, no device: run CMD with the driver's ends\n"
 "                          of the pairs (fds in $SMCR_ATTACH_FDS; tests)\n"
-"  -B, --buffer-size N[K|M]  SO_SNDBUF and SO_RCVBUF of the AF_SMC sockets\n"
-"                          (Linux's SMC-R buffer sizes follow them)\n"
+"  -B, --buffer-size N[K|M]  SO_SNDBUF and SO_RCVBUF of the sockets (default\n"
+"                          512K on AF_SMC: Linux's SMC-R buffers follow them;\n"
+"                          0: the kernel's, net.smc.wmem/rmem)\n"
 "  -b, --block-size N      logical block size (default: the export's, else 4096)\n"
 "  -T, --timeout S         I/O timeout of the driver in seconds (default 30;\n"
 "                          with -F: the dead-timeout + 30)\n"
@@ -1332,7 +1352,7 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .conns = 1, .timeout_s = 30, .dead_s = 30 };
+	struct opts o = { .conns = 1, .timeout_s = 30, .dead_s = 30, .sockbuf = -1 };
 	struct sigaction sa = { .sa_handler = on_signal };
 	bool do_detach = false, timeout_set = false;
 	struct nl n;
@@ -1372,8 +1392,8 @@ int main(int argc, char **argv)
 				v <<= 10, end++;
 			else if (*end == 'M' || *end == 'm')
 				v <<= 20, end++;
-			if (errno || *end || !*optarg || v < 4096 || v > 1u << 30) {
-				fprintf(stderr, "smcr-attach: buffer size: 4K to 1024M\n");
+			if (errno || *end || !*optarg || (v && v < 4096) || v > 1u << 30) {
+				fprintf(stderr, "smcr-attach: buffer size: 0, or 4K to 1024M\n");
 				return EXIT_USAGE;
 			}
 			o.sockbuf = (int)v;
