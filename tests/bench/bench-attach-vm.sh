@@ -7,7 +7,7 @@
 #   nbdkit  nbdkit's smcr plugin (SMC-R) behind nbd-client over a unix socket
 #   ksmc    smcr-attach over the kernel's AF_SMC (SMC-Rv2: the patched
 #           rdma_rxe and nbd.ko of the lane, kmod-build.sh; skipped when
-#           they cannot be built), smcr-attach's buffer size (-B 1M)
+#           they cannot be built), smcr-attach's default buffers (-B 256K)
 #   ksmc-B  the same with -B BUF (SO_SNDBUF/SO_RCVBUF; 0: the kernel's
 #           net.smc.wmem/rmem), 1M seqread only, once per size in -b
 #           "SIZE..." (default "0 256K")
