@@ -662,7 +662,7 @@ struct fwd {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	unsigned inflight;
-	uint64_t requests, errors, bad, writes;
+	uint64_t requests, errors, bad, writes, reads;
 };
 
 /* One request of the driver, in parts of at most the engine's maximum. */
@@ -721,6 +721,7 @@ static int rx_fill(struct fwd_conn *c, size_t n)
 		if (got == 0)
 			return -ECONNRESET;
 		c->rx_len += (size_t)got;
+		__atomic_add_fetch(&c->f->reads, 1, __ATOMIC_RELAXED);
 	}
 	return 0;
 }
@@ -1127,10 +1128,12 @@ static void fwd_close(struct fwd *f)
 		;
 	pthread_mutex_unlock(&f->lock);
 	nbdc_get_stats(f->e, &st);
-	log_info("forwarded %llu request(s), %llu failed, %llu bad, replies in %llu write(s); "
-		 "engine: %llu reconnect(s), %llu resent, %llu bytes read, %llu written",
+	log_info("forwarded %llu request(s), %llu failed, %llu bad, read in %llu read(s), "
+		 "replies in %llu write(s); engine: %llu reconnect(s), %llu resent, %llu bytes "
+		 "read, %llu written",
 		 (unsigned long long)f->requests, (unsigned long long)f->errors,
-		 (unsigned long long)f->bad, (unsigned long long)f->writes,
+		 (unsigned long long)f->bad, (unsigned long long)f->reads,
+		 (unsigned long long)f->writes,
 		 (unsigned long long)st.reconnects,
 		 (unsigned long long)st.resent, (unsigned long long)st.bytes_read,
 		 (unsigned long long)st.bytes_written);
