@@ -115,6 +115,7 @@ struct nbdc_conn {
 	pthread_mutex_t lock;
 	struct rq subq;			/* lock */
 	bool wake_pending;		/* lock */
+	bool completed;			/* done called this turn (thread) */
 	char tname[24], peer[64];	/* lock: for status */
 	char last_error[256];		/* lock */
 	int64_t down_since;		/* lock */
@@ -173,7 +174,15 @@ struct nbdc {
 
 	uint64_t st_requests, st_completed, st_errors, st_read, st_written, st_timed_out;
 	unsigned st_inflight;
+	void (*turn_end)(void *arg);
+	void *turn_arg;
 };
+
+/* nbdc_plug(): connections of e this thread has yet to wake. */
+static __thread struct {
+	struct nbdc *e;
+	uint32_t wake;
+} plug;
 
 /* --- small helpers ------------------------------------------------------ */
 
@@ -264,8 +273,16 @@ static void req_complete(struct nbdc_conn *c, struct nbdc_req *r, int result)
 		AADD(&e->st_written, r->len);
 	}
 	ASUB(&e->st_inflight, 1);
+	c->completed = true;
 	r->done(r->arg, result);
 	free(r);
+}
+
+static void turn_end(struct nbdc_conn *c)
+{
+	if (c->completed && c->e->turn_end)
+		c->e->turn_end(c->e->turn_arg);
+	c->completed = false;
 }
 
 static void conn_wake(struct nbdc_conn *c)
@@ -296,8 +313,27 @@ static void conn_give(struct nbdc_conn *c, struct rq *q, bool front)
 	wake = !c->wake_pending;
 	c->wake_pending = true;
 	pthread_mutex_unlock(&c->lock);
-	if (wake)
+	if (wake && plug.e == c->e)
+		plug.wake |= 1u << c->idx;
+	else if (wake)
 		conn_wake(c);
+}
+
+void nbdc_plug(struct nbdc *e)
+{
+	plug.e = e;
+	plug.wake = 0;
+}
+
+void nbdc_unplug(struct nbdc *e)
+{
+	unsigned i;
+
+	plug.e = NULL;
+	for (i = 0; i < e->nconns; i++)
+		if (plug.wake & (1u << i))
+			conn_wake(&e->conns[i]);
+	plug.wake = 0;
 }
 
 /* The connection that is up with the least load (not 'except'), or NULL. */
@@ -1112,6 +1148,7 @@ static void *conn_thread(void *arg)
 			up_step(c);
 		else
 			down_step(c);
+		turn_end(c);
 	}
 	/* Closing: fail what is left. */
 	ASTORE(&c->state, C_DOWN);
@@ -1127,6 +1164,7 @@ static void *conn_thread(void *arg)
 		}
 	while ((r = rq_pop(&left)))
 		req_complete(c, r, -ESHUTDOWN);
+	turn_end(c);
 	if (c->t) {
 		if (ALOAD(&c->state) == C_UP)
 			send_disc(c);
@@ -1392,6 +1430,8 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	if (e->backoff_max_ms < e->backoff_min_ms)
 		e->backoff_max_ms = e->backoff_min_ms;
 	e->want_ro = o->read_only;
+	e->turn_end = o->turn_end;
+	e->turn_arg = o->turn_arg;
 	want = o->connections ? o->connections : 1;
 	if (want > NBDC_MAX_CONNS)
 		want = NBDC_MAX_CONNS;
@@ -1630,6 +1670,7 @@ void nbdc_close(struct nbdc *e)
 
 		while ((r = rq_pop(&c->subq)))
 			req_complete(c, r, -ESHUTDOWN);
+		turn_end(c);
 	}
 	nbdc_free(e);
 }

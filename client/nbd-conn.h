@@ -63,6 +63,12 @@ struct nbdc_opts {
 	const char *tls_username;
 	const char *tls_hostname;
 	bool tls_no_verify_peer;
+	/* Called by a connection thread at the end of each turn of its loop
+	 * in which it called done callbacks (and once more after the last
+	 * of them): a caller that queues what its callbacks produce can
+	 * send it in one go.  Same rules as done. */
+	void (*turn_end)(void *arg);
+	void *turn_arg;
 };
 enum { NBDC_TLS_OFF = 0, NBDC_TLS_ALLOW, NBDC_TLS_REQUIRE };
 
@@ -110,6 +116,12 @@ struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e);
 typedef void (*nbdc_done_fn)(void *arg, int result);
 int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		uint32_t len, void *buf, nbdc_done_fn done, void *arg);
+
+/* Between nbdc_plug() and nbdc_unplug(), nbdc_submit() in this thread
+ * queues requests without waking their connections; nbdc_unplug() wakes
+ * each of them once, so it sends them together.  Not in done. */
+void nbdc_plug(struct nbdc *e);
+void nbdc_unplug(struct nbdc *e);
 
 /* BLOCK_STATUS's buf: room for max extents, n of them filled (starting
  * at the request's offset, never past its length) when done gets 0. */

@@ -56,6 +56,10 @@
 #define NL_BUF		8192
 #define FWD_SOCKBUF	(4 << 20)	/* SO_SNDBUF of the socket pairs */
 #define FWD_RXBUF	(256 << 10)	/* requests read ahead, per pair */
+/* SO_SNDBUF/SO_RCVBUF of AF_SMC sockets unless -B: Linux's SMC-R then
+ * gets 256 KiB buffers (64 KiB by net.smc.wmem/rmem; 512 KiB at most,
+ * not faster on 1 MiB reads in the lane). */
+#define SMC_SOCKBUF	(256 << 10)
 
 struct opts {
 	char host[256];
@@ -70,7 +74,8 @@ struct opts {
 	bool readonly;
 	bool forward;			/* socket pairs to our forwarder */
 	const char *exec;		/* --exec CMD, with forward */
-	int sockbuf;			/* SO_SNDBUF/SO_RCVBUF; 0: the kernel's */
+	int sockbuf;			/* SO_SNDBUF/SO_RCVBUF; 0: the kernel's,
+					 * -1: SMC_SOCKBUF on AF_SMC */
 	/* TLS (with -F, over TCP): libnbd's names. */
 	bool tls;
 	const char *tls_certificates, *tls_psk_file, *tls_username;
@@ -87,11 +92,28 @@ static void on_signal(int sig)
 
 /* --- sockets and the NBD handshake ---------------------------------------- */
 
+/* SO_SNDBUF and SO_RCVBUF of fd to v: the ...FORCE options first (root),
+ * as SO_RCVBUF is capped at net.core.rmem_max (208 KiB by default) and
+ * Linux's SMC-R sizes a buffer at half of what the socket keeps (twice
+ * v), so v gives v-sized buffers. */
+static int set_sockbuf(int fd, int v)
+{
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) < 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)) < 0)
+		return -errno;
+	return 0;
+}
+
 static int connect_one(const struct opts *o, int *fdp)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res, *ai;
-	int r, fd = -1;
+	int r, fd = -1, sockbuf = o->sockbuf;
 
+	if (sockbuf < 0)
+		sockbuf = o->tcp ? 0 : SMC_SOCKBUF;
 	r = getaddrinfo(o->host, o->port, &hints, &res);
 	if (r)
 		return r == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
@@ -108,10 +130,8 @@ static int connect_one(const struct opts *o, int *fdp)
 		}
 		/* Before connect: Linux's SMC-R sizes its buffers (RMBs) from
 		 * them when the connection is set up. */
-		if (o->sockbuf &&
-		    (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o->sockbuf, sizeof(o->sockbuf)) < 0 ||
-		     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o->sockbuf, sizeof(o->sockbuf)) < 0))
-			log_warn("SO_SNDBUF/SO_RCVBUF %d: %s", o->sockbuf, strerror(errno));
+		if (sockbuf && set_sockbuf(fd, sockbuf) < 0)
+			log_warn("SO_SNDBUF/SO_RCVBUF %d: %s", sockbuf, strerror(errno));
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 			break;
 		r = -errno;
@@ -615,8 +635,12 @@ static int detach(int index)
 /* The driver gets one end of a socketpair(AF_UNIX) per connection; a
  * thread per pair reads the driver's requests and submits them to the
  * client engine (nbd-conn.c: SMC-R or TCP, reconnect and resend); its
- * completions write the replies back.  No thread per request. */
+ * completions queue the replies, which go out in one writev per turn of
+ * the engine's connection thread.  Every request that one read() brought
+ * is submitted before the engine is woken, so it sends them together.
+ * No thread per request. */
 struct fwd;
+struct fwd_req;
 
 struct fwd_conn {
 	struct fwd *f;
@@ -624,7 +648,8 @@ struct fwd_conn {
 	int kfd;			/* the driver's end, until handed over */
 	pthread_t thread;
 	bool started;
-	pthread_mutex_t wlock;		/* replies from the engine's threads */
+	pthread_mutex_t wlock;		/* out, and writing to fd */
+	struct fwd_req *out, **out_tail;	/* replies to write */
 	/* Requests read ahead: one read() takes several of them. */
 	char *rx;
 	size_t rx_off, rx_len;
@@ -637,19 +662,23 @@ struct fwd {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	unsigned inflight;
-	uint64_t requests, errors, bad;
+	uint64_t requests, errors, bad, writes, reads;
 };
 
 /* One request of the driver, in parts of at most the engine's maximum. */
 struct fwd_req {
 	struct fwd_conn *c;
+	struct fwd_req *next;		/* in c->out */
 	uint64_t cookie;
 	uint16_t type;
 	uint32_t len;
 	unsigned parts;			/* still out, under f->lock */
 	int err;			/* first error, under f->lock */
 	char *buf;			/* READ, WRITE payload */
+	struct nbd_simple_reply_wire w;	/* the reply's header */
 };
+
+#define FWD_IOV		64		/* replies per writev: 2 iovecs each */
 
 static int full_read(int fd, void *buf, size_t len)
 {
@@ -692,6 +721,7 @@ static int rx_fill(struct fwd_conn *c, size_t n)
 		if (got == 0)
 			return -ECONNRESET;
 		c->rx_len += (size_t)got;
+		__atomic_add_fetch(&c->f->reads, 1, __ATOMIC_RELAXED);
 	}
 	return 0;
 }
@@ -735,28 +765,95 @@ static int full_writev(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
-/* The simple reply (with the data of a READ that succeeded). */
-static void fwd_reply(struct fwd_conn *c, uint64_t cookie, int err, const void *data,
-		      uint32_t len)
+static void fwd_put(struct fwd *f, unsigned n)
+{
+	pthread_mutex_lock(&f->lock);
+	f->inflight -= n;
+	if (f->inflight == 0)
+		pthread_cond_broadcast(&f->idle);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Queues q's simple reply (with the data of a READ that succeeded) on
+ * its pair; fwd_flush() writes it. */
+static void fwd_queue(struct fwd_req *q, int err)
 {
 	struct nbd_simple_reply h = { .error = err ? nbd_errno_to_wire(-err) : 0,
-				      .cookie = cookie };
-	struct nbd_simple_reply_wire w;
-	struct iovec iov[2] = { { &w, sizeof(w) }, { (void *)data, len } };
+				      .cookie = q->cookie };
+	struct fwd_conn *c = q->c;
 
-	nbd_simple_reply_encode(&h, &w);
+	nbd_simple_reply_encode(&h, &q->w);
+	q->err = err;
+	q->next = NULL;
 	pthread_mutex_lock(&c->wlock);
-	/* A driver that went away reads no more replies: nothing to do. */
-	(void)full_writev(c->fd, iov, data && !err ? 2 : 1);
+	*c->out_tail = q;
+	c->out_tail = &q->next;
 	pthread_mutex_unlock(&c->wlock);
 }
 
-static void fwd_put(struct fwd *f)
+/* Writes the replies queued on c, FWD_IOV / 2 to a writev, and frees
+ * their requests.  The lock keeps replies whole and in queue order. */
+static void fwd_flush_conn(struct fwd_conn *c)
 {
-	pthread_mutex_lock(&f->lock);
-	if (--f->inflight == 0)
-		pthread_cond_broadcast(&f->idle);
-	pthread_mutex_unlock(&f->lock);
+	struct iovec iov[FWD_IOV];
+	struct fwd_req *q, *batch;
+	unsigned n;
+	int cnt;
+
+	pthread_mutex_lock(&c->wlock);
+	while ((batch = c->out)) {
+		cnt = 0;
+		n = 0;
+		for (q = batch; q && cnt <= FWD_IOV - 2; q = q->next, n++) {
+			iov[cnt].iov_base = &q->w;
+			iov[cnt++].iov_len = sizeof(q->w);
+			if (q->type == NBD_CMD_READ && !q->err && q->len) {
+				iov[cnt].iov_base = q->buf;
+				iov[cnt++].iov_len = q->len;
+			}
+		}
+		c->out = q;
+		if (!q)
+			c->out_tail = &c->out;
+		/* A driver that went away reads no more replies: nothing to do. */
+		(void)full_writev(c->fd, iov, cnt);
+		__atomic_add_fetch(&c->f->writes, 1, __ATOMIC_RELAXED);
+		while (batch != q) {
+			struct fwd_req *next = batch->next;
+
+			free(batch->buf);
+			free(batch);
+			batch = next;
+		}
+		fwd_put(c->f, n);
+	}
+	pthread_mutex_unlock(&c->wlock);
+}
+
+/* The engine's turn_end: every pair's queued replies. */
+static void fwd_flush(void *arg)
+{
+	struct fwd *f = arg;
+	unsigned i;
+
+	for (i = 0; i < f->n; i++)
+		fwd_flush_conn(&f->c[i]);
+}
+
+/* A reply that is not a request's completion (refusals in the thread). */
+static void fwd_reply_now(struct fwd_conn *c, uint64_t cookie, int err)
+{
+	struct fwd_req *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return;		/* the driver times the request out */
+	q->c = c;
+	q->cookie = cookie;
+	pthread_mutex_lock(&c->f->lock);
+	c->f->inflight++;
+	pthread_mutex_unlock(&c->f->lock);
+	fwd_queue(q, err);
+	fwd_flush_conn(c);
 }
 
 static void fwd_done(void *arg, int result)
@@ -764,28 +861,26 @@ static void fwd_done(void *arg, int result)
 	struct fwd_req *q = arg;
 	struct fwd *f = q->c->f;
 	bool last;
+	int err;
 
 	pthread_mutex_lock(&f->lock);
 	if (result < 0 && !q->err)
 		q->err = result;
 	last = --q->parts == 0;
-	if (last && q->err)
+	err = q->err;
+	if (last && err)
 		f->errors++;
 	pthread_mutex_unlock(&f->lock);
-	if (!last)
-		return;
-	fwd_reply(q->c, q->cookie, q->err, q->type == NBD_CMD_READ ? q->buf : NULL, q->len);
-	free(q->buf);
-	free(q);
-	fwd_put(f);
+	if (last)
+		fwd_queue(q, err);
 }
 
 /* Submits q (whose parts count is 1 here) in parts; q may be done and
- * freed when this returns. */
+ * queued when this returns. */
 static void fwd_submit(struct fwd *f, struct fwd_req *q, uint16_t flags, uint64_t off)
 {
-	/* q's fields are copied first: the last part's completion may free q
-	 * before nbdc_submit() returns. */
+	/* q's fields are copied first: the last part's completion may queue
+	 * q, and a flush free it, before nbdc_submit() returns. */
 	const uint32_t len = q->len;
 	const uint16_t type = q->type;
 	char *const buf = q->buf;
@@ -812,83 +907,107 @@ static void fwd_submit(struct fwd *f, struct fwd_req *q, uint16_t flags, uint64_
 	} while (done < len);
 }
 
+/* One request from c->rx (its header there): 0, or -errno to stop. */
+static int fwd_one(struct fwd_conn *c)
+{
+	struct fwd *f = c->f;
+	struct nbd_request_wire w;
+	struct nbd_request h;
+	struct fwd_req *q;
+	uint16_t flags;
+
+	rx_take(c, &w, sizeof(w));
+	if (nbd_request_decode(&w, &h) < 0) {
+		log_err("forwarder %d: a request with a bad magic from the driver",
+			(int)(c - f->c));
+		f->bad++;
+		return -EPROTO;
+	}
+	if (h.type == NBD_CMD_DISC)
+		return -ECONNRESET;
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		if (h.type == NBD_CMD_WRITE && h.length) {
+			f->bad++;	/* its payload is still unread */
+			return -ENOMEM;
+		}
+		fwd_reply_now(c, h.cookie, -ENOMEM);
+		return 0;
+	}
+	q->c = c;
+	q->cookie = h.cookie;
+	q->type = h.type;
+	q->len = h.length;
+	q->parts = 1;
+	if (h.type == NBD_CMD_READ || h.type == NBD_CMD_WRITE) {
+		if (h.length > NBD_MAX_PAYLOAD) {
+			/* A WRITE's payload this large is not read: stop. */
+			log_err("forwarder %d: a request of %u bytes", (int)(c - f->c),
+				h.length);
+			f->bad++;
+			free(q);
+			return -EPROTO;
+		}
+		if (!h.length || !(q->buf = malloc(h.length))) {
+			free(q);
+			if (h.type == NBD_CMD_WRITE && h.length) {
+				f->bad++;	/* its payload is still unread */
+				return -ENOMEM;
+			}
+			fwd_reply_now(c, h.cookie, h.length ? -ENOMEM : -EINVAL);
+			return 0;
+		}
+		if (h.type == NBD_CMD_WRITE) {
+			/* The rest of a large payload comes by blocking reads:
+			 * first wake the engine for what is queued. */
+			if (h.length > c->rx_len) {
+				nbdc_unplug(f->e);
+				nbdc_plug(f->e);
+			}
+			if (rx_take(c, q->buf, h.length) < 0) {
+				free(q->buf);
+				free(q);
+				return -ECONNRESET;
+			}
+		}
+	}
+	pthread_mutex_lock(&f->lock);
+	f->inflight++;
+	f->requests++;
+	pthread_mutex_unlock(&f->lock);
+	/* The flags the engine takes for each command. */
+	switch (h.type) {
+	case NBD_CMD_WRITE:
+	case NBD_CMD_TRIM:
+		flags = h.flags & NBD_CMD_FLAG_FUA;
+		break;
+	case NBD_CMD_WRITE_ZEROES:
+		flags = h.flags & (NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE);
+		break;
+	default:
+		flags = 0;
+	}
+	fwd_submit(f, q, flags, h.offset);
+	return 0;
+}
+
 static void *fwd_thread(void *arg)
 {
 	struct fwd_conn *c = arg;
 	struct fwd *f = c->f;
+	int r = 0;
 
-	for (;;) {
-		struct nbd_request_wire w;
-		struct nbd_request h;
-		struct fwd_req *q;
-		uint16_t flags;
-		int r = rx_fill(c, sizeof(w));
-
-		if (r < 0)
-			break;		/* the driver closed its end */
-		rx_take(c, &w, sizeof(w));
-		if (nbd_request_decode(&w, &h) < 0) {
-			log_err("forwarder %d: a request with a bad magic from the driver",
-				(int)(c - f->c));
-			f->bad++;
-			break;
-		}
-		if (h.type == NBD_CMD_DISC)
-			break;
-		q = calloc(1, sizeof(*q));
-		if (!q) {
-			fwd_reply(c, h.cookie, -ENOMEM, NULL, 0);
-			continue;
-		}
-		q->c = c;
-		q->cookie = h.cookie;
-		q->type = h.type;
-		q->len = h.length;
-		q->parts = 1;
-		if (h.type == NBD_CMD_READ || h.type == NBD_CMD_WRITE) {
-			if (h.length > NBD_MAX_PAYLOAD) {
-				/* A WRITE's payload this large is not read: stop. */
-				log_err("forwarder %d: a request of %u bytes", (int)(c - f->c),
-					h.length);
-				f->bad++;
-				free(q);
-				break;
-			}
-			if (!h.length || !(q->buf = malloc(h.length))) {
-				if (h.type == NBD_CMD_WRITE && h.length) {
-					f->bad++;	/* its payload is still unread */
-					free(q);
-					break;
-				}
-				fwd_reply(c, h.cookie, h.length ? -ENOMEM : -EINVAL, NULL, 0);
-				free(q);
-				continue;
-			}
-			if (h.type == NBD_CMD_WRITE && rx_take(c, q->buf, h.length) < 0) {
-				free(q->buf);
-				free(q);
-				break;
-			}
-		}
-		pthread_mutex_lock(&f->lock);
-		f->inflight++;
-		f->requests++;
-		pthread_mutex_unlock(&f->lock);
-		/* The flags the engine takes for each command. */
-		switch (h.type) {
-		case NBD_CMD_WRITE:
-		case NBD_CMD_TRIM:
-			flags = h.flags & NBD_CMD_FLAG_FUA;
-			break;
-		case NBD_CMD_WRITE_ZEROES:
-			flags = h.flags & (NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE);
-			break;
-		default:
-			flags = 0;
-		}
-		fwd_submit(f, q, flags, h.offset);
+	while (r == 0 && rx_fill(c, sizeof(struct nbd_request_wire)) == 0) {
+		/* Every request read so far, then one wake-up per connection. */
+		nbdc_plug(f->e);
+		do
+			r = fwd_one(c);
+		while (r == 0 && c->rx_len >= sizeof(struct nbd_request_wire));
+		nbdc_unplug(f->e);
+		fwd_flush_conn(c);	/* replies of requests refused at once */
 	}
-	/* No more requests: the driver reads no replies either. */
+	/* No more requests (the driver closed its end, or sent NBD_CMD_DISC):
+	 * the driver reads no replies either. */
 	shutdown(c->fd, SHUT_RD);
 	return NULL;
 }
@@ -910,6 +1029,8 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 		.tls_psk_file = o->tls_psk_file,
 		.tls_username = o->tls_username,
 		.tls_no_verify_peer = o->tls_no_verify_peer,
+		.turn_end = fwd_flush,
+		.turn_arg = f,
 	};
 	char msg[512];
 	int sbuf = FWD_SOCKBUF, r, sv[2];
@@ -948,6 +1069,7 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 		c->f = f;
 		c->fd = sv[0];
 		c->kfd = sv[1];
+		c->out_tail = &c->out;
 		pthread_mutex_init(&c->wlock, NULL);
 	}
 	return 0;
@@ -1006,10 +1128,13 @@ static void fwd_close(struct fwd *f)
 		;
 	pthread_mutex_unlock(&f->lock);
 	nbdc_get_stats(f->e, &st);
-	log_info("forwarded %llu request(s), %llu failed, %llu bad; engine: %llu reconnect(s), "
-		 "%llu resent, %llu bytes read, %llu written",
+	log_info("forwarded %llu request(s), %llu failed, %llu bad, read in %llu read(s), "
+		 "replies in %llu write(s); engine: %llu reconnect(s), %llu resent, %llu bytes "
+		 "read, %llu written",
 		 (unsigned long long)f->requests, (unsigned long long)f->errors,
-		 (unsigned long long)f->bad, (unsigned long long)st.reconnects,
+		 (unsigned long long)f->bad, (unsigned long long)f->reads,
+		 (unsigned long long)f->writes,
+		 (unsigned long long)st.reconnects,
 		 (unsigned long long)st.resent, (unsigned long long)st.bytes_read,
 		 (unsigned long long)st.bytes_written);
 	nbdc_close(f->e);
@@ -1185,8 +1310,9 @@ static void usage(FILE *f)
 "                          with reconnect and resend\n"
 "  -E, --exec CMD          with -F, no device: run CMD with the driver's ends\n"
 "                          of the pairs (fds in $SMCR_ATTACH_FDS; tests)\n"
-"  -B, --buffer-size N[K|M]  SO_SNDBUF and SO_RCVBUF of the AF_SMC sockets\n"
-"                          (Linux's SMC-R buffer sizes follow them)\n"
+"  -B, --buffer-size N[K|M]  SO_SNDBUF and SO_RCVBUF of the sockets (default\n"
+"                          256K on AF_SMC: Linux's SMC-R buffers follow them;\n"
+"                          0: the kernel's, net.smc.wmem/rmem)\n"
 "  -b, --block-size N      logical block size (default: the export's, else 4096)\n"
 "  -T, --timeout S         I/O timeout of the driver in seconds (default 30;\n"
 "                          with -F: the dead-timeout + 30)\n"
@@ -1230,7 +1356,7 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .conns = 1, .timeout_s = 30, .dead_s = 30 };
+	struct opts o = { .conns = 1, .timeout_s = 30, .dead_s = 30, .sockbuf = -1 };
 	struct sigaction sa = { .sa_handler = on_signal };
 	bool do_detach = false, timeout_set = false;
 	struct nl n;
@@ -1270,8 +1396,8 @@ int main(int argc, char **argv)
 				v <<= 10, end++;
 			else if (*end == 'M' || *end == 'm')
 				v <<= 20, end++;
-			if (errno || *end || !*optarg || v < 4096 || v > 1u << 30) {
-				fprintf(stderr, "smcr-attach: buffer size: 4K to 1024M\n");
+			if (errno || *end || !*optarg || (v && v < 4096) || v > 1u << 30) {
+				fprintf(stderr, "smcr-attach: buffer size: 0, or 4K to 1024M\n");
 				return EXIT_USAGE;
 			}
 			o.sockbuf = (int)v;

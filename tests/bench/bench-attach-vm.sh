@@ -7,19 +7,24 @@
 #   nbdkit  nbdkit's smcr plugin (SMC-R) behind nbd-client over a unix socket
 #   ksmc    smcr-attach over the kernel's AF_SMC (SMC-Rv2: the patched
 #           rdma_rxe and nbd.ko of the lane, kmod-build.sh; skipped when
-#           they cannot be built), default buffers
-#   ksmc-B  the same with -B BUF (SO_SNDBUF/SO_RCVBUF), 1M seqread only
+#           they cannot be built), smcr-attach's default buffers (-B 256K)
+#   ksmc-B  the same with -B BUF (SO_SNDBUF/SO_RCVBUF; 0: the kernel's
+#           net.smc.wmem/rmem), 1M seqread only, once per size in -b
+#           "SIZE..." (default "0 256K")
 #   ktcp    smcr-attach -t: the kernel's nbd over plain TCP
 # each with 2 connections, fio (libaio, O_DIRECT, -t seconds each):
 # 4k randread qd16, 4k randwrite qd16, 4k randread qd1, 1M seqread qd4.
-# Prints IOPS (MB/s for 1M) and ratios to nbdkit and to ksmc.  TCG
-# guests: one run's ratios only (design.md §4).
-#   tests/bench/bench-attach-vm.sh [-B BUILDDIR] [-t SECONDS] [-b BUF] [-o DIR]
+# Prints IOPS (MB/s for 1M), ratios to nbdkit and to ksmc, and each of
+# issue 31's aims met or not.  TCG guests: one run's ratios only
+# (design.md §4).
+#   tests/bench/bench-attach-vm.sh [-B BUILDDIR] [-t SECONDS] [-b "BUF..."] [-o DIR]
 #                                  [-p "fwd nbdkit ksmc ksmc-B ktcp"]
-#                                  [-j "randwrite 4k 16,read 1M 4"]
+#                                  [-j "randwrite 4k 16,read 1M 4"] [-P "fwd ksmc"]
 # -j: only these jobs (RW BS QD, comma-separated).  Per job it also prints
 # what smcrd's libsmcr counted per I/O (CDCs and RDMA writes received and
 # sent) and the CPU time smcr-attach or nbdkit used in A per I/O.
+# -P: for these paths, a CPU profile of guest A (perf, cpu-clock, 5 s in
+# each 4k qd16 job): the busiest commands and functions.
 # Takes /tmp/smcrbd-vm.lock (SMCR_VM_LOCK; empty: none).  Not in make check.
 set -uo pipefail
 
@@ -27,7 +32,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-secs=15 buf=1M outdir= paths="fwd nbdkit ksmc ksmc-B ktcp" jobsel=
+secs=15 buf="0 256K" outdir= paths="fwd nbdkit ksmc ksmc-B ktcp" jobsel= perfpaths=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -35,8 +40,9 @@ while [ $# -gt 0 ]; do
         -b) buf=$2; shift 2 ;;
         -p) paths=$2; shift 2 ;;
         -j) jobsel=$2; shift 2 ;;
+        -P) perfpaths=$2; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,24p' "$0"; exit 2 ;;
+        *) sed -n '3,28p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -79,6 +85,16 @@ tail -n 20 /tmp/smcrd.log; exit 1" || fail "smcrd did not come up in B"
 vm_run A "modprobe nbd; dd if=/dev/zero bs=1M count=0 2>/dev/null" || fail "modprobe nbd"
 
 jobs=("randread 4k 16" "randwrite 4k 16" "randread 4k 1" "read 1M 4")
+# ksmc-B once per buffer size: ksmc-B:SIZE
+p2=
+for p in $paths; do
+    if [ "$p" = ksmc-B ]; then
+        for b in $buf; do p2+=" ksmc-B:$b"; done
+    else
+        p2+=" $p"
+    fi
+done
+paths=$p2
 if [ -n "$jobsel" ]; then
     IFS=, read -r -a jobs <<<"$jobsel"
 fi
@@ -92,7 +108,7 @@ attach() {
              want='over SMC-R, forwarded' ;;
         ksmc) vm_bg A "exec $ATTACH -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
               want='over AF_SMC' ;;
-        ksmc-B) vm_bg A "exec $ATTACH -C 2 -B $buf $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
+        ksmc-B:*) vm_bg A "exec $ATTACH -C 2 -B ${1#ksmc-B:} $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
                 want='over AF_SMC' ;;
         ktcp) vm_bg A "exec $ATTACH -t -C 2 $B1:10809 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
               want='over TCP' ;;
@@ -138,15 +154,26 @@ print(("%.1f" % (d["bw_bytes"] / 1e6) if sys.argv[1] == "1M" else "%.0f" % d["io
 }
 
 for p in $paths; do
-    case $p in ksmc|ksmc-B) [ "$ksmc" = 1 ] || continue ;; esac
+    case $p in ksmc|ksmc-B:*) [ "$ksmc" = 1 ] || continue ;; esac
     vm_say "path $p"
     attach "$p" || { echo "attach $p failed"; continue; }
     for j in "${jobs[@]}"; do
         read -r rw bs qd <<<"$j"
-        [ "$p" = ksmc-B ] && [ "$bs" != 1M ] && continue
+        case $p in ksmc-B:*) [ "$bs" != 1M ] && continue ;; esac
         c0=$(counters)
+        prof=
+        if [[ " $perfpaths " == *" $p "* ]] && [ "$bs" = 4k ] && [ "$qd" = 16 ]; then
+            prof=$(vm_bg A "sleep 4; perf record -q -e cpu-clock -F 250 -a -g -o /tmp/perf.data -- sleep 5 >/dev/null 2>&1")
+        fi
         read -r val ios <<<"$(fio_run "$rw" "$bs" "$qd")"
         c1=$(counters)
+        if [ -n "$prof" ]; then
+            vm_wait A "$prof" >/dev/null
+            vm_say "$p $j: guest A's CPU profile (perf, cpu-clock, 5 s), by command and object:"
+            vm_run A "perf report -q -i /tmp/perf.data --no-children --stdio --sort comm,dso 2>/dev/null | grep -v '^\$' | grep '%' | head -n 12"
+            vm_say "$p $j: by function (self):"
+            vm_run A "perf report -q -i /tmp/perf.data --no-children --stdio --sort sym -g none 2>/dev/null | grep '%' | head -n 25"
+        fi
         res[$p,$j]=$val
         vm_say "$p $j: $val"
         # per I/O (ramp included in the counters: fio's count is a floor)
@@ -167,10 +194,14 @@ a, b = sys.argv[1:]
 print("%.2fx" % (float(a) / float(b)) if a and b and float(b) > 0 else "-")' "$1" "$2"; }
 echo
 declare -A label=([fwd]="fwd (smcr-attach -F)"
-    [nbdkit]="nbdkit plugin + nbd-client" [ksmc]="kernel AF_SMC" [ksmc-B]="kernel AF_SMC -B $buf"
+    [nbdkit]="nbdkit plugin + nbd-client" [ksmc]="kernel AF_SMC"
     [ktcp]="kernel nbd over TCP")
 hdr="| job |" sep="|---|"
-for p in $paths; do hdr+=" ${label[$p]:-$p} |"; sep+="---|"; done
+for p in $paths; do
+    l=${label[$p]:-$p}
+    case $p in ksmc-B:*) l="kernel AF_SMC -B ${p#ksmc-B:}" ;; esac
+    hdr+=" $l |"; sep+="---|"
+done
 echo "$hdr fwd/nbdkit | fwd/ksmc |"
 echo "$sep---|---|"
 for j in "${jobs[@]}"; do
@@ -192,3 +223,38 @@ for j in "${jobs[@]}"; do
     for p in $paths; do row+=" ${per[$p,$j]:--} |"; done
     echo "$row"
 done
+
+# Issue 31's aims: the forwarder >= 0.8x the kernel AF_SMC path and >= 2x
+# the plugin on 4k qd16, >= 1.0x the plugin on 1M reads; the kernel
+# AF_SMC path (its best buffer size) >= 1.0x the plugin on 1M reads.
+aim() { # NAME VALUE BASE MIN
+    python3 -c 'import sys
+n, a, b, m = sys.argv[1:]
+if not a or not b or float(b) <= 0:
+    print("| %s | - | %sx | not measured |" % (n, m))
+else:
+    r = float(a) / float(b)
+    print("| %s | %.2fx | %sx | %s |" % (n, r, m, "met" if r >= float(m) else "missed"))' "$@"
+}
+best_ksmc() { # JOB: the best of ksmc and ksmc-B:*
+    local j=$1 v best=
+    for p in $paths; do
+        case $p in ksmc|ksmc-B:*) v=${res[$p,$j]:-} ;; *) continue ;; esac
+        [ -n "$v" ] || continue
+        if [ -z "$best" ] || python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)' "$v" "$best"; then
+            best=$v
+        fi
+    done
+    echo "$best"
+}
+echo
+echo "| aim | measured | wanted | |"
+echo "|---|---|---|---|"
+for j in "randread 4k 16" "randwrite 4k 16"; do
+    read -r rw bs qd <<<"$j"
+    aim "fwd / kernel AF_SMC, $bs $rw qd$qd" "${res[fwd,$j]:-}" "${res[ksmc,$j]:-}" 0.8
+    aim "fwd / nbdkit plugin, $bs $rw qd$qd" "${res[fwd,$j]:-}" "${res[nbdkit,$j]:-}" 2
+done
+aim "fwd / nbdkit plugin, 1M read qd4" "${res[fwd,read 1M 4]:-}" "${res[nbdkit,read 1M 4]:-}" 1.0
+aim "kernel AF_SMC (best buffer) / nbdkit plugin, 1M read qd4" "$(best_ksmc "read 1M 4")" \
+    "${res[nbdkit,read 1M 4]:-}" 1.0

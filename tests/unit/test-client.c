@@ -361,6 +361,59 @@ static void test_async(void)
 	memsrv_stop(s);
 }
 
+/* nbdc_plug/unplug and turn_end: a plugged batch is sent and completes
+ * once unplugged; every completion is followed by a turn_end call of its
+ * connection thread (the last call sees them all). */
+struct turns {
+	struct batch *b;
+	unsigned calls, seen;		/* turn_end calls, completions at the last */
+};
+
+static void turns_end(void *arg)
+{
+	struct turns *t = arg;
+	unsigned done;
+
+	pthread_mutex_lock(&t->b->m);
+	done = NBLK - t->b->left;
+	t->calls++;
+	if (done > t->seen)
+		t->seen = done;
+	pthread_mutex_unlock(&t->b->m);
+}
+
+static void test_plug_turn_end(void)
+{
+	struct memsrv *s = server(false, true);
+	uint8_t *bufs = malloc((size_t)NBLK * BLK);
+	struct batch b;
+	struct turns t = { .b = &b };
+	char port[16];
+	struct nbdc_opts o = {
+		.host = "127.0.0.1", .port = port, .export = "disk", .transport = NBDC_TCP,
+		.connections = 2, .turn_end = turns_end, .turn_arg = &t,
+	};
+	struct nbdc *e = NULL;
+
+	snprintf(port, sizeof(port), "%u", memsrv_port(s));
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+	nbdc_plug(e);
+	async_writes(e, bufs, 300, &b);
+	nbdc_unplug(e);
+	CU_ASSERT_EQUAL(batch_wait(&b, 20000), 0);
+	CU_ASSERT_EQUAL(b.errors, 0);
+	nbdc_close(e);		/* joins the threads: their last turn_end ran */
+	CU_ASSERT(t.calls >= 1);
+	CU_ASSERT(t.calls <= NBLK);
+	CU_ASSERT_EQUAL(t.seen, NBLK);
+	for (unsigned i = 0; i < NBLK; i++)
+		CU_ASSERT(memcmp(memsrv_data(s) + (size_t)i * BLK * 3, bufs + (size_t)i * BLK,
+				 BLK) == 0);
+	batch_fini(&b);
+	free(bufs);
+	memsrv_stop(s);
+}
+
 /* --- losing the server ------------------------------------------------------ */
 
 static void wait_up(struct nbdc *e, unsigned want, int timeout_ms)
@@ -921,6 +974,7 @@ static CU_TestInfo client_tests[] = {
 	{ "read-only export", test_read_only },
 	{ "unknown export, no server", test_unknown_export },
 	{ "asynchronous requests", test_async },
+	{ "plugged submissions, turn_end after completions", test_plug_turn_end },
 	{ "server lost and back: resend", test_reconnect },
 	{ "timeout: errors, then back", test_timeout },
 	{ "connect to a full backlog: bounded", test_connect_timeout },
