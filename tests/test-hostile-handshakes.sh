@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Handshakes one address cannot hog (issue 27, defects 3 and 4):
+# Handshakes one address cannot hog, in number or in time:
 #  - max-handshakes 8 (so 4 per address): 4 silent clients from 127.0.0.1,
 #    a 5th from there is closed (refused_handshakes_per_address), a good
 #    client from 127.0.0.2 is served (writes and reads back 1 MiB), and

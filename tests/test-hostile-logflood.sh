@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Log lines a client can cause are rate-limited (issue 27, defect 6):
+# Log lines a client can cause are rate-limited:
 # 1500 connections from 127.0.0.1 that each send an option with a bad
 # magic (two log lines each without limits) write at most the per-client
 # burst plus its rate over the flood's time, and a "suppressed N" line

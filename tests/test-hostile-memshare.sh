@@ -1,7 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# One address cannot fill the request memory (issue 27, defect 2, by
-# address): with 64 MiB on one worker and a long --request-timeout, 8
+# One address cannot fill the request memory: with 64 MiB on one worker and a long --request-timeout, 8
 # clients from 127.0.0.1 ask for four 8 MiB READs each and read nothing.
 # Each may hold a quarter (16 MiB), so 4 of them used to take all 64 MiB;
 # now 127.0.0.1 holds at most --max-memory-per-address (default: half)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Clients that never read their replies (issue 27, defect 2): with 64 MiB
+# Clients that never read their replies: with 64 MiB
 # of request memory on one worker and --request-timeout 2, 4 clients ask
 # for four 8 MiB READs each and read nothing (their receive buffers
 # 4 KiB).  Each is closed within request-timeout and a few ticks ("reply

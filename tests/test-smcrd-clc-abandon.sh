@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# smcrd's SMC-R port against abandoned CLC handshakes (issue 13, defect 1):
+# smcrd's SMC-R port against abandoned CLC handshakes:
 # 1000 connections that send half a Proposal and close, more at once than
 # max-clients lets in; smcrd's descriptors come back to their count before
 # and no socket of its port is left in CLOSE-WAIT.  Then at the fd limit

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Who may use a control socket (issue 13, defect 4): status and stats for
+# Who may use a control socket: status and stats for
 # anybody who can connect, fault injection and section commands only for
 # root, the daemon's user and --ctl-group members (SO_PEERCRED,
 # SO_PEERGROUPS); a control directory that

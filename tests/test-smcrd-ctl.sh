@@ -1,9 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The control socket against a hostile local client (issue 13, defect 4):
-# empty and blank command lines, a line cut short, an over-long line; the
-# daemon must answer the next good command each time.  Issue 27: 15 silent
-# clients (connected, sending nothing) and one that never reads its
+# The control socket against a hostile local client: empty and blank
+# command lines, a line cut short, an over-long line; the daemon must
+# answer the next good command each time.  15 silent clients (connected, sending nothing) and one that never reads its
 # answer do not hold up a real command (one at a time: 30 s).
 # smcr-timeout: 150
 . "${srcdir:-.}/functions.sh"

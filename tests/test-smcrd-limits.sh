@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# smcrd's named limits at their edges (issue 13):
-#  - handshake-timeout holds inside a read (defect 2): slow loris clients
+# smcrd's named limits at their edges:
+#  - handshake-timeout holds inside a read: slow loris clients
 #    that trickle one byte a second into an NBD_OPT_GO payload are closed
 #    when it ends, a good client gets in right after, the closes are
 #    counted and logged once, not per client;

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# max-clients-per-address at its edges (issue 13): with N-1 clients from
+# max-clients-per-address at its edges: with N-1 clients from
 # 127.0.0.1 silent in the handshake a good one is served; with N the next
 # is closed at once, counted and logged once; when they go a good client
 # is served again.  max-link-groups-per-address (its edges: the unit test

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Cheap WRITE announcers against a good client (issue 13, defect 3): with
+# Cheap WRITE announcers against a good client: with
 # 64 MiB of request memory on one worker, 8 clients announce a 16 MiB
 # WRITE each and send 1 byte; they are closed after request-timeout (2 s),
 # counted and logged once; a good client writes 1 MiB and reads it back

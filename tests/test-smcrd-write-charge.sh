@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# WRITE memory charged as the payload arrives (issue 13, defect 3 and
-# "request memory charged as it arrives, fair per client"): with 64 MiB of
+# WRITE memory charged as the payload arrives, fairly per client: with
+# 64 MiB of
 # request memory on one worker and request-timeout far away, 32 clients
 # announce a 32 MiB WRITE each and send 1 byte; a good client still writes
 # 1 MiB and reads it back within 5 s, and nobody is closed for it.  Large
