@@ -16,9 +16,8 @@ python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.2", 0))' 2>/dev/n
     skip "cannot bind 127.0.0.2 (a second loopback source address)"
 
 d=$(scratch_dir)
-truncate -s 1M "$d/disk.img"
 nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
-start_smcrd --export "disk=$d/disk.img"
+start_smcrd_disk 1M
 base=$(nfds)
 t0=$SECONDS
 python3 "$HOSTILE" garbage "$PORT" 1500 >"$d/flood" || fail "garbage clients"

@@ -18,7 +18,6 @@ id nobody >/dev/null 2>&1 || skip "no user nobody"
 
 d=$(scratch_dir)
 chmod 0755 "$d"
-truncate -s 1M "$d/disk.img"
 # Under /tmp: nobody cannot reach into the test's own scratch directory.
 top=$(mktemp -d /tmp/smcrbd-ctl.XXXXXX)
 cleanup_fn "rm -rf '$top'"
@@ -26,7 +25,7 @@ chmod 0755 "$top"
 export SMCR_CTL_DIR=$top/ctl
 as_nobody() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$@"; }
 
-start_smcrd --export "disk=$d/disk.img"
+start_smcrd_disk 1M
 sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
 wait_for 10 test -S "$sock"
 # A member of the socket's group, say: the socket is open to nobody here.

@@ -11,8 +11,7 @@
 requires python3 --version
 
 d=$(scratch_dir)
-truncate -s 1M "$d/disk.img"
-start_smcrd --export "disk=$d/disk.img"
+start_smcrd_disk 1M
 sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
 wait_for 10 test -S "$sock"
 

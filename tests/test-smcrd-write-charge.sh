@@ -15,10 +15,9 @@ requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
-truncate -s 64M "$d/disk.img"
 # All clients come from 127.0.0.1: no per-address share, the charge alone
 # must keep the good one served (test-hostile-memshare.sh: the share).
-start_smcrd --export "disk=$d/disk.img" -t 1 -M 64M --request-timeout 60 --no-fixed-buffers \
+start_smcrd_disk 64M -t 1 -M 64M --request-timeout 60 --no-fixed-buffers \
     --max-memory-per-address 0
 python3 "$HOSTILE" good "$PORT" disk 20 $(( (24 << 20) + 4096 )) ||
     fail "a 24 MiB + 4 KiB WRITE was not served intact"
