@@ -32,6 +32,7 @@
 #include "nbd-server.h"
 #include "nbd-wire.h"
 #include "transport.h"
+#include "monotime.h"
 
 #define ASSERT_BYTES(buf, ...)						\
 	do {								\
@@ -719,14 +720,6 @@ static const struct bd_transport_ops waiting_ops = {
 	.rx_waiting = waiting_rx_waiting,
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void test_read_waiting(void)
 {
 	struct waiting_t *w = calloc(1, sizeof(*w));
@@ -749,9 +742,9 @@ static void test_read_waiting(void)
 	/* Nothing comes: requests at growing intervals, then -ETIMEDOUT
 	 * after the read wait (200 ms) from the last bytes. */
 	w->updates = w->requests = 0;
-	t0 = mono_ms();
+	t0 = now_ms();
 	CU_ASSERT_EQUAL(bd_read_full_by(&w->base, buf, 8, 200, 0, -1), -ETIMEDOUT);
-	CU_ASSERT(mono_ms() - t0 >= 200);
+	CU_ASSERT(now_ms() - t0 >= 200);
 	CU_ASSERT_EQUAL(w->updates, 1);
 	CU_ASSERT(w->requests >= 1 && w->requests <= 3);
 	bd_close(&w->base);
@@ -1659,14 +1652,6 @@ static void test_engine_zero_copy_tx(void)
 	free(got);
 }
 
-static uint64_t now_ms_test(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* --- one wake-up fd for both directions, as an SMC-R socket has ------------
  * The transport's poll fd is an eventfd that means "look again" (libsmcr's
  * smcr_sock_fd); reads (in place, from a ring like ring_t's) and writes
@@ -1684,7 +1669,7 @@ struct evt_t {
 	pthread_mutex_t lock;
 	size_t credit;			/* reply bytes the window takes */
 	bool want_credit;		/* a send ran out of it */
-	uint64_t want_ms;
+	int64_t want_ms;
 	bool stop;
 	pthread_t notifier;
 	unsigned raced;			/* window reopened inside a drain */
@@ -1779,7 +1764,7 @@ static ssize_t evt_writev(struct bd_transport *t, const struct iovec *iov, int c
 		r->credit -= (size_t)n;
 		if (!r->credit && !r->want_credit) {
 			r->want_credit = true;
-			r->want_ms = now_ms_test();
+			r->want_ms = now_ms();
 		}
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -1832,7 +1817,7 @@ static void *evt_notifier(void *arg)
 			pthread_mutex_unlock(&r->lock);
 			break;
 		}
-		if (r->want_credit && now_ms_test() - r->want_ms >= 200)
+		if (r->want_credit && now_ms() - r->want_ms >= 200)
 			evt_grant(r);
 		pthread_mutex_unlock(&r->lock);
 		if (poll(&p, 1, 5) < 0 || ioctl(r->fd, FIONREAD, &avail) < 0)
