@@ -35,6 +35,9 @@ PACKAGES=(
     # the RDMA block peers (tests/vm/rdma-peers.sh): NVMe-oF/RDMA's host tool;
     # RNBD/RTRS are built from linux-source-6.1
     nvme-cli
+    # smcrd's RBD exports (librbd) and test-rbd.sh's single-node Ceph
+    # (one mon, one memstore osd; no mgr)
+    librbd-dev ceph-mon ceph-osd ceph-common
 )
 
 missing=()

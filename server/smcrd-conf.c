@@ -222,6 +222,8 @@ void export_spec_free(struct export_spec *s)
 	free(s->name);
 	free(s->path);
 	free(s->description);
+	free(s->ceph_conf);
+	free(s->ceph_id);
 	free(s->allow);
 	while (s->ntls_allow)
 		free(s->tls_allow[--s->ntls_allow]);
@@ -366,6 +368,17 @@ static int export_set(struct export_spec *s, const char *key, const char *val, c
 		dst = &s->path;
 	} else if (!strcmp(key, "description") || !strcmp(key, "desc")) {
 		dst = &s->description;
+	} else if (!strcmp(key, "ceph-conf")) {
+		dst = &s->ceph_conf;
+	} else if (!strcmp(key, "ceph-id")) {
+		dst = &s->ceph_id;
+	} else if (!strcmp(key, "exclusive")) {
+		bool b = true;
+
+		if (val && parse_bool(val, &b) < 0)
+			goto bad_value;
+		s->rbd_exclusive = b;
+		return 0;
 	} else if (!strcmp(key, "read-only") || !strcmp(key, "readonly") ||
 		   !strcmp(key, "ro")) {
 		if (!val) {

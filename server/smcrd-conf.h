@@ -28,6 +28,11 @@ struct export_spec {
 	char **tls_allow;		/* TLS names (certificate CN/DN, PSK
 					 * identity) allowed; none: every client */
 	unsigned ntls_allow;
+	char *ceph_conf;		/* rbd: exports: the cluster's config
+					 * file, or NULL (Ceph's default) */
+	char *ceph_id;			/* ... and the client id (NULL: admin) */
+	bool rbd_exclusive;		/* hold the image's exclusive lock, fencing
+					 * any other owner at open */
 };
 
 struct export_list {

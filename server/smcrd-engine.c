@@ -24,6 +24,7 @@
 
 #include "smcrd-engine.h"
 #include "smcrd-extents.h"
+#include "smcrd-rbd.h"
 #include "applog.h"
 #include "lograte.h"
 #include "nbd-wire.h"
@@ -126,6 +127,9 @@ struct req {
 	bool linked;
 	unsigned lk_done;		/* LK_READ | LK_SEND: CQEs seen */
 	int lk_rres, lk_sres;
+	/* RBD export: the result of its operation, handed to the worker. */
+	struct req *rbd_next;
+	int rbd_res;
 };
 
 #define LK_READ		1u
@@ -226,6 +230,7 @@ struct worker {
 	uint64_t evbuf;
 	pthread_mutex_t lock;
 	struct conn *incoming;		/* handed over, under lock */
+	struct req *rbd_done;		/* RBD operations over, under lock */
 	bool drain_req;			/* under lock */
 	unsigned nconns;		/* atomic: for placement */
 	struct conn *conns;
@@ -1181,7 +1186,7 @@ static bool write_inline(struct req *q)
 	 * unless io_uring would punt the write to a worker (no RWF_NOWAIT:
 	 * two more context switches per write than the copy done here). */
 	q->phase = PH_WRITE;
-	if (!small || (nw == NOWAIT_YES && link_ok(q->c, q)))
+	if (e->rbd || !small || (nw == NOWAIT_YES && link_ok(q->c, q)))
 		return false;
 	if (nw != NOWAIT_NO) {
 		n = pwritev2(e->fd, iov, cnt, (off_t)q->r.offset, RWF_NOWAIT);
@@ -1211,8 +1216,13 @@ static void block_status(struct req *q)
 	struct nbd_extent ext[NBD_BS_MAX_EXTENTS];
 	unsigned n;
 
-	n = extents_scan(e->fd, !e->blockdev, q->r.offset, q->r.length, q->c->tp.min_block,
-			 q->r.flags & NBD_CMD_FLAG_REQ_ONE, ext, NBD_BS_MAX_EXTENTS);
+	if (e->rbd)
+		n = smcrd_rbd_extents(e->rbd, q->r.offset, q->r.length, q->c->tp.min_block,
+				      q->r.flags & NBD_CMD_FLAG_REQ_ONE, ext, NBD_BS_MAX_EXTENTS);
+	else
+		n = extents_scan(e->fd, !e->blockdev, q->r.offset, q->r.length,
+				 q->c->tp.min_block, q->r.flags & NBD_CMD_FLAG_REQ_ONE, ext,
+				 NBD_BS_MAX_EXTENTS);
 	nbd_extents_encode(ext, n, q->buf);
 	req_reply(q, 0, n * (uint32_t)sizeof(struct nbd_block_descriptor_wire));
 }
@@ -1302,7 +1312,8 @@ static void req_start(struct req *q)
  * the send is cancelled, if the I/O fails or comes short). */
 static bool link_ok(const struct conn *c, const struct req *q)
 {
-	if (!c->ring || c->closing || c->tx_busy || c->tx_head || c->inflight != 1 ||
+	if (!c->ring || c->exp->rbd || c->closing || c->tx_busy || c->tx_head ||
+	    c->inflight != 1 ||
 	    q->done || !q->buf || !q->r.length ||
 	    io_uring_sq_space_left((struct io_uring *)&c->w->ring) < 2)
 		return false;
@@ -1333,16 +1344,100 @@ static void link_send(struct req *q)
 	q->lk_done = 0;
 }
 
+static void worker_wake(struct worker *w);
+
+/* An RBD operation of q is over (in a librbd thread): to q's worker. */
+static void rbd_done(void *arg, int res)
+{
+	struct req *q = arg;
+	struct worker *w = q->c->w;
+
+	q->rbd_res = res;
+	pthread_mutex_lock(&w->lock);
+	q->rbd_next = w->rbd_done;
+	w->rbd_done = q;
+	pthread_mutex_unlock(&w->lock);
+	worker_wake(w);
+}
+
+/* req_submit for an RBD export: the phase as a librbd operation, which
+ * ends in rbd_done (and req_complete on the worker). */
+static void rbd_submit(struct req *q)
+{
+	struct conn *c = q->c;
+	uint64_t off = q->r.offset + q->part + q->done;
+	uint64_t left = (q->phase == PH_WRITE ? chunk_len(q) : q->r.length) - q->done;
+	struct iovec one = { NULL, left };
+	const struct iovec *iov = &one;
+	int cnt = 1;
+	enum rbd_io op;
+
+	if (q->buf && (q->phase == PH_READ || q->phase == PH_WRITE))
+		one.iov_base = (uint8_t *)q->buf + q->done;
+	switch (q->phase) {
+	case PH_READ:
+		op = RBD_IO_READ;
+		if (q->zc_tx) {
+			cnt = win_slice(q->tx_win, q->rb.head_len + q->done, left, q->zc_cur);
+			iov = q->zc_cur;
+		}
+		break;
+	case PH_WRITE:
+		op = RBD_IO_WRITE;
+		if (q->zc) {
+			iov = q->zc_cur;
+			cnt = (int)zc_remaining(q);
+		}
+		break;
+	case PH_SYNC:
+		op = RBD_IO_FLUSH;
+		break;
+	case PH_PUNCH:
+		/* librbd skips partial objects on discard: only TRIM, a
+		 * hint, discards; WRITE_ZEROES writes zeroes. */
+		op = q->r.type == NBD_CMD_TRIM ? RBD_IO_DISCARD : RBD_IO_ZEROES;
+		break;
+	case PH_ZERO_RANGE:
+		op = RBD_IO_ZEROES;
+		break;
+	case PH_ZERO_WRITE:
+		/* Zeroing not supported: zero buffers written, as for files. */
+		op = RBD_IO_WRITE;
+		one.iov_base = c->w->e->zero_buf;
+		one.iov_len = left > ZERO_BUF_SIZE ? ZERO_BUF_SIZE : left;
+		break;
+	case PH_CACHE:
+		req_reply(q, 0, 0);	/* advisory */
+		return;
+	default:
+		abort();
+	}
+	if (op != RBD_IO_READ && op != RBD_IO_WRITE) {
+		off = q->r.offset;
+		left = q->r.length;
+	}
+	c->io_pending++;
+	c->w->io_inflight++;
+	smcrd_rbd_submit(c->exp->rbd, op, off, left, iov, cnt,
+			 (q->r.flags & NBD_CMD_FLAG_FUA) && q->phase == PH_WRITE, rbd_done, q);
+}
+
 static void req_submit(struct req *q)
 {
 	struct conn *c = q->c;
 	struct export *e = c->exp;
-	bool link = link_ok(c, q);
-	struct io_uring_sqe *sqe = get_sqe(c->w);
+	bool link;
+	struct io_uring_sqe *sqe;
 	uint64_t off = q->r.offset + q->part + q->done;
 	uint64_t left = (q->phase == PH_WRITE ? chunk_len(q) : q->r.length) - q->done;
 	uint8_t *p = (uint8_t *)q->buf + q->done;
 
+	if (e->rbd) {
+		rbd_submit(q);
+		return;
+	}
+	link = link_ok(c, q);
+	sqe = get_sqe(c->w);
 	switch (q->phase) {
 	case PH_READ:
 		if (q->zc_tx) {
@@ -1736,6 +1831,7 @@ static bool read_by_send_file(struct conn *c, const struct nbd_request *r)
 	uint64_t first, last;
 
 	if (r->length < SENDFILE_MIN || !c->t->ops->send_file || c->exp->dfd >= 0 ||
+	    c->exp->rbd ||
 	    e->read_reply != RR_SENDFILE ||
 	    __atomic_load_n(&e->no_cachestat, __ATOMIC_RELAXED))
 		return false;
@@ -2278,13 +2374,30 @@ static void stall_check(struct worker *w)
 static void take_incoming(struct worker *w)
 {
 	struct conn *list;
+	struct req *done, *rev = NULL;
 	bool drain;
 
 	pthread_mutex_lock(&w->lock);
 	list = w->incoming;
 	w->incoming = NULL;
+	done = w->rbd_done;
+	w->rbd_done = NULL;
 	drain = w->drain_req;
 	pthread_mutex_unlock(&w->lock);
+	/* RBD completions, oldest first. */
+	while (done) {
+		struct req *q = done;
+
+		done = q->rbd_next;
+		q->rbd_next = rev;
+		rev = q;
+	}
+	while (rev) {
+		struct req *q = rev;
+
+		rev = q->rbd_next;
+		req_complete(q, q->rbd_res);
+	}
 	while (list) {
 		struct conn *c = list;
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "smcrd-export.h"
+#include "smcrd-rbd.h"
 #include "applog.h"
 #include "nbd-proto.h"
 
@@ -24,10 +25,15 @@ static int spec_copy(const struct export_spec *src, struct export_spec *dst)
 	dst->read_only = src->read_only;
 	dst->direct = src->direct;
 	dst->block_size = src->block_size;
+	dst->rbd_exclusive = src->rbd_exclusive;
 	dst->name = strdup(src->name);
 	dst->path = strdup(src->path);
 	if (src->description)
 		dst->description = strdup(src->description);
+	if (src->ceph_conf)
+		dst->ceph_conf = strdup(src->ceph_conf);
+	if (src->ceph_id)
+		dst->ceph_id = strdup(src->ceph_id);
 	if (src->nallow) {
 		dst->allow = malloc(src->nallow * sizeof(*dst->allow));
 		if (dst->allow) {
@@ -45,6 +51,7 @@ static int spec_copy(const struct export_spec *src, struct export_spec *dst)
 		}
 	}
 	if (!dst->name || !dst->path || (src->description && !dst->description) ||
+	    (src->ceph_conf && !dst->ceph_conf) || (src->ceph_id && !dst->ceph_id) ||
 	    (src->nallow && !dst->allow) || dst->ntls_allow != src->ntls_allow) {
 		export_spec_free(dst);
 		return -ENOMEM;
@@ -104,6 +111,21 @@ int export_open(const struct export_spec *spec, bool direct, struct export **out
 	r = spec_copy(spec, &e->spec);
 	if (r < 0)
 		goto out_free;
+	if (rbd_path(spec->path)) {
+		char why[256];
+		bool ro;
+
+		r = smcrd_rbd_open(spec->path, spec->ceph_conf, spec->ceph_id, spec->read_only,
+				   spec->rbd_exclusive, &e->rbd, &e->size, &ro, why, sizeof(why));
+		if (r < 0) {
+			log_err("export '%s': %s: %s", spec->name, spec->path,
+				r == -EPROTONOSUPPORT ? "smcrd was built without librbd" : why);
+			goto out_spec;
+		}
+		e->spec.read_only = ro;
+		e->sector = 1;
+		goto flags;
+	}
 	e->fd = open_export_file(spec->path, flags, &st);
 	if (e->fd < 0) {
 		r = e->fd;
@@ -140,11 +162,12 @@ int export_open(const struct export_spec *spec, bool direct, struct export **out
 		}
 		e->dio_align = dio_alignment(e->dfd, e->blockdev);
 	}
+flags:
 	e->min_block = spec->block_size ? spec->block_size : 1;
 	e->pref_block = e->min_block > 4096 ? e->min_block : 4096;
 	e->tflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
 		    NBD_FLAG_CAN_MULTI_CONN | NBD_FLAG_SEND_CACHE;
-	if (spec->read_only)
+	if (e->spec.read_only)
 		e->tflags |= NBD_FLAG_READ_ONLY;
 	else
 		e->tflags |= NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES |
@@ -172,7 +195,9 @@ void export_put(struct export *e)
 		return;
 	if (e->dfd >= 0)
 		close(e->dfd);
-	close(e->fd);
+	if (e->fd >= 0)
+		close(e->fd);
+	smcrd_rbd_close(e->rbd);
 	export_spec_free(&e->spec);
 	free(e);
 }

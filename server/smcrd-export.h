@@ -12,7 +12,8 @@
 struct export {
 	int refs;			/* atomic */
 	struct export_spec spec;
-	int fd;				/* buffered */
+	int fd;				/* buffered (-1: rbd) */
+	struct smcrd_rbd *rbd;		/* an RBD image (librbd), or NULL */
 	int dfd;			/* O_DIRECT, or -1 */
 	uint32_t dio_align;		/* offset/length/memory alignment for dfd */
 	uint64_t size;

@@ -30,6 +30,7 @@
 #include "smcrd-conf.h"
 #include "smcrd-engine.h"
 #include "smcrd-export.h"
+#include "smcrd-rbd.h"
 #include "applog.h"
 #include "jsonw.h"
 #include "strbuf.h"
@@ -810,12 +811,17 @@ static int absolutize(struct server *s, struct export_list *l)
 	unsigned i;
 
 	for (i = 0; i < l->n; i++) {
-		char *p = abs_path(s->cwd, l->v[i].path);
+		/* rbd:POOL/IMAGE is no path; its ceph-conf is. */
+		char **f = rbd_path(l->v[i].path) ? &l->v[i].ceph_conf : &l->v[i].path;
+		char *p;
 
+		if (!*f)
+			continue;
+		p = abs_path(s->cwd, *f);
 		if (!p)
 			return -ENOMEM;
-		free(l->v[i].path);
-		l->v[i].path = p;
+		free(*f);
+		*f = p;
 	}
 	return 0;
 }
@@ -844,6 +850,24 @@ static int build_table(struct server *s, bool apply_globals, struct export_table
 out_free:
 	export_list_free(&file);
 	return r;
+}
+
+/* After fork: librados's threads stayed with the parent, so RBD images
+ * are opened again.  The parent's handles are dropped, not closed (closing
+ * would wait for those threads); the files it opened are left open. */
+static int reopen_rbd(struct server *s)
+{
+	struct export_table *t;
+	unsigned i;
+
+	for (i = 0; i < s->table->n && !s->table->v[i]->rbd; i++)
+		;
+	if (i == s->table->n)
+		return 0;
+	if (build_table(s, false, &t) < 0)
+		return -EIO;
+	s->table = t;
+	return 0;
 }
 
 static void log_table(const struct export_table *t, const char *config)
@@ -1739,6 +1763,8 @@ int main(int argc, char **argv)
 			log_err("daemonize: %s", strerror(-notify));
 			goto out_listen;
 		}
+		if (reopen_rbd(&s) < 0)
+			goto out_listen;
 	}
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	if (sfd < 0) {

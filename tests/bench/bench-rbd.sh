@@ -1,0 +1,109 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Benchmark: smcrd against qemu-nbd (qemu's rbd driver, qemu-block-extra)
+# serving the same Ceph RBD image of a single-node cluster started here
+# (tests/ceph-lib.sh: one mon, one memstore osd), bench-nbd.sh's jobs with
+# fio's nbd engine over TCP on the host, one after the other (each server
+# alone on the image: they would pass its exclusive lock around).  Both
+# without librbd's cache (smcrd turns it off; qemu-nbd --cache=none):
+# a write is acknowledged once the cluster has it.
+#
+#   tests/bench/bench-rbd.sh [-s MIB] [-r SECONDS] [-j REGEX]
+#
+#   -s MIB      image size (default 256; filled with random data once)
+#   -r SECONDS  runtime of every fio job (default 10)
+#   -j REGEX    only the jobs whose name matches
+#
+# Prints one row per job: IOPS (4 KiB) or MiB/s (1 MiB) of each server and
+# smcrd's ratio to qemu-nbd.  One round: on a shared host the figures move.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+srcdir=$(cd "$here/.." && pwd)
+: "${abs_top_builddir:=$(cd "$here/../.." && pwd)}"
+. "$srcdir/functions.sh"
+. "$srcdir/ceph-lib.sh"
+set +u
+. "$srcdir/test-nbd-lib.sh"
+set -u
+mib=256 runtime=10 only=.
+while getopts "s:r:j:" o; do
+    case $o in
+        s) mib=$OPTARG ;;
+        r) runtime=$OPTARG ;;
+        j) only=$OPTARG ;;
+        *) exit 2 ;;
+    esac
+done
+command -v qemu-nbd >/dev/null || fail "needs qemu-nbd"
+[ -f /usr/lib/x86_64-linux-gnu/qemu/block-rbd.so ] || fail "needs qemu-block-extra (qemu's rbd driver)"
+
+jobs=(
+    "randread-4k-qd1   randread  4k 1  iops"
+    "randread-4k-qd32  randread  4k 32 iops"
+    "randwrite-4k-qd1  randwrite 4k 1  iops"
+    "randwrite-4k-qd32 randwrite 4k 32 iops"
+    "seqread-1m-qd8    read      1M 8  bw"
+    "seqwrite-1m-qd8   write     1M 8  bw"
+)
+d=$(scratch_dir)
+SMCR_CEPH_OSD_MIB=$(( mib + 512 ))
+start_ceph "$d/ceph"
+rbd_admin create --size "${mib}M" rbd/bench
+make_random "$d/fill.img" "$mib"
+rbd_admin import --no-progress "$d/fill.img" rbd/fill >/dev/null
+rbd_admin rm --no-progress rbd/bench >/dev/null
+rbd_admin rename rbd/fill rbd/bench
+rm -f "$d/fill.img"
+
+# run_job SERVER URI RW BS QD KIND: one figure on stdout.
+run_job() {
+    local out=$d/$1.json v
+    fio --name=bench --ioengine=nbd --uri="$2" --rw="$3" --bs="$4" --iodepth="$5" \
+        --size="${mib}M" --runtime="$runtime" --time_based --randrepeat=0 \
+        --output-format=json --output="$out" >/dev/null 2>"$d/fio.err"
+    v=$(python3 - "$out" "$6" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+r, w = j["read"], j["write"]
+if sys.argv[2] == "iops":
+    print(round(r["iops"] + w["iops"]))
+else:
+    print(round((r["bw"] + w["bw"]) / 1024, 1))
+EOF
+)
+    echo "$v"
+}
+
+declare -A res
+for server in smcrd qemu-nbd; do
+    port=$(free_port)
+    if [ "$server" = smcrd ]; then
+        "$SMCRD" -f -l 127.0.0.1 -p "$port" \
+            --export "bench=rbd:rbd/bench,ceph-conf=$CEPH_CONF,ceph-id=$CEPH_ID" \
+            >"$d/$server.log" 2>&1 &
+        u=nbd://127.0.0.1:$port/bench
+    else
+        qemu-nbd -t -b 127.0.0.1 -p "$port" -x bench -f raw --cache=none --aio=threads \
+            "rbd:rbd/bench:id=$CEPH_ID:conf=$CEPH_CONF" >"$d/$server.log" 2>&1 &
+        u=nbd://127.0.0.1:$port/bench
+    fi
+    pid=$!
+    cleanup_fn "kill -KILL $pid 2>/dev/null"
+    wait_for 30 nbdinfo "$u"
+    for j in "${jobs[@]}"; do
+        read -r name rw bs qd kind <<<"$j"
+        [[ $name =~ $only ]] || continue
+        res[$server,$name]=$(run_job "$server" "$u" "$rw" "$bs" "$qd" "$kind")
+    done
+    kill -TERM "$pid"
+    wait "$pid" || true
+done
+printf '| %-18s | %10s | %10s | %6s |\n' job smcrd qemu-nbd ratio
+printf '|%s|%s|%s|%s|\n' -------------------- ------------ ------------ --------
+for j in "${jobs[@]}"; do
+    read -r name rw bs qd kind <<<"$j"
+    [[ $name =~ $only ]] || continue
+    a=${res[smcrd,$name]} b=${res[qemu-nbd,$name]}
+    printf '| %-18s | %10s | %10s | %6s |\n' "$name ($kind)" "$a" "$b" \
+        "$(python3 -c "print(f'{$a/$b:.2f}' if $b else '-')")"
+done
