@@ -12,6 +12,7 @@
 
 #include "applog.h"
 #include "lograte.h"
+#include "monotime.h"
 #include "nbd-server.h"
 
 struct hs {
@@ -28,14 +29,6 @@ struct hs {
 	bool refusal_logged;		/* an unknown export or a policy refusal */
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The wait allowed for one step (TLS setup): the per-step timeout, cut
  * to what is left of the whole handshake. */
 static int hs_timeout(struct hs *h)
@@ -44,7 +37,7 @@ static int hs_timeout(struct hs *h)
 
 	if (!h->deadline)
 		return h->lim->timeout_ms;
-	left = h->deadline - mono_ms();
+	left = h->deadline - now_ms();
 	if (left < 0)
 		left = 0;
 	if (h->lim->timeout_ms >= 0 && left > h->lim->timeout_ms)
@@ -496,7 +489,7 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 	memset(out, 0, sizeof(*out));
 	nbd_greeting_encode(NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES, &gw);
 	if (lim->total_ms > 0)
-		h.deadline = mono_ms() + lim->total_ms;
+		h.deadline = now_ms() + lim->total_ms;
 	{
 		struct iovec iov = { .iov_base = &gw, .iov_len = sizeof(gw) };
 

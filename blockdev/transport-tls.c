@@ -30,6 +30,7 @@
 
 #include "applog.h"
 #include "lograte.h"
+#include "monotime.h"
 #include "transport-tls.h"
 
 #define TLS_CHUNK	16384		/* plaintext per record */
@@ -88,14 +89,6 @@ static ssize_t pull(gnutls_transport_ptr_t p, void *buf, size_t len)
 	return -1;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* What is left of the handshake's time: -1 without a deadline. */
 static int left_ms(const struct tls_state *ts)
 {
@@ -103,7 +96,7 @@ static int left_ms(const struct tls_state *ts)
 
 	if (!ts->deadline)
 		return -1;
-	left = ts->deadline - mono_ms();
+	left = ts->deadline - now_ms();
 	return left > 0 ? (left > INT32_MAX ? INT32_MAX : (int)left) : 0;
 }
 
@@ -497,7 +490,7 @@ static struct tls_state *tls_session_new(struct bd_transport *t, unsigned int fl
 	/* One deadline for the whole handshake: a peer that trickles its
 	 * bytes does not restart the wait. */
 	if (timeout_ms >= 0)
-		ts->deadline = mono_ms() + timeout_ms;
+		ts->deadline = now_ms() + timeout_ms;
 	*r = gnutls_init(&ts->s, flags | GNUTLS_NONBLOCK);
 	if (*r < 0) {
 		free(ts);

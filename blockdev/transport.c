@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "monotime.h"
 #include "transport.h"
 
 int bd_peer_addr(struct bd_transport *t, struct sockaddr_storage *ss, socklen_t *len)
@@ -22,14 +23,6 @@ int bd_shutdown(struct bd_transport *t)
 	if (!t->ops->shutdown)
 		return 0;
 	return t->ops->shutdown(t);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int bd_wait(struct bd_transport *t, unsigned want, int timeout_ms, int cancel_fd)

@@ -2,10 +2,15 @@
 /* smcrbd: the one byte-stream interface the NBD code runs on.
  *
  * A transport is a connected, reliable, ordered byte stream in non-blocking
- * mode: a TCP socket (transport-tcp.c) or an SMC-R connection
- * (transport-smcr.c, on libsmcr).  Code above it (handshake, client, the smcrd engine) never looks
- * at sockets: it moves bytes with readv/writev and sleeps in poll(2) (or an
- * io_uring poll) on poll_fd() until progress may be possible.
+ * mode: a TCP socket (transport-tcp.c), TLS over one (transport-tls.c) or
+ * an SMC-R connection (transport-smcr.c, on libsmcr).  Code above it
+ * (handshake, client, the smcrd engine) moves bytes with readv/writev and
+ * sleeps in poll(2) (or an io_uring poll) on poll_fd() until progress may
+ * be possible.  It reaches past the interface in a few named places only:
+ * bd_tcp_fd() (smcrd's engine receives from a plain TCP socket with
+ * io_uring), bd_smcr_sock() and bd_smcr_abort() (the client engine's
+ * link status and abort), and ops->name (logs; smcrd offers TLS on "tcp"
+ * only and asks the kernel's send queue of "tcp" and "tls").
  *
  * Required ops: readv, writev, poll_fd, poll_events, close.
  *

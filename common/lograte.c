@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "lograte.h"
+#include "monotime.h"
 
 #define CLIENT_SLOTS	256		/* addresses tracked (hashed, replaced) */
 #define ADDR_MAX	48
@@ -34,14 +35,6 @@ static const char *const kind_names[LOGRATE_KINDS] = {
 	[LOGRATE_SESSION] = "session",
 	[LOGRATE_PROTOCOL] = "protocol error",
 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void refill(struct bucket *b, int64_t now, double burst, double rate)
 {
@@ -96,7 +89,7 @@ bool lograte_ok(enum lograte_kind kind, const char *client)
 	struct bucket *k = &kinds[kind];
 	struct client_slot *c = NULL;
 	unsigned long n = 0;
-	int64_t now = mono_ms();
+	int64_t now = now_ms();
 	bool ok;
 
 	pthread_mutex_lock(&lock);

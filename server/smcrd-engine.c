@@ -28,6 +28,7 @@
 #include "applog.h"
 #include "lograte.h"
 #include "nbd-wire.h"
+#include "monotime.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -288,14 +289,6 @@ struct engine {
 		RR_ZC,			/* ring sockets: large sends zero-copy */
 	} read_reply;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static uint64_t ud(void *p, enum tag tag)
 {

@@ -40,6 +40,7 @@
 #include "nbd-server.h"
 #include "transport.h"
 #include "transport-smcr.h"
+#include "monotime.h"
 
 #define EXIT_USAGE		2
 #define HANDSHAKE_TIMEOUT_MS	30000
@@ -59,14 +60,6 @@ struct ratelog {
 };
 
 #define RATELOG_INIT { PTHREAD_MUTEX_INITIALIZER, 0, 0 }
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* True when this event may be logged; *suppressed: how many were not since
  * the last one that was. */

@@ -28,6 +28,7 @@
 #include <sys/un.h>
 
 #include "log.h"
+#include "monotime.h"
 #include "smcr.h"
 
 #define CTL_MAX_SECTIONS	8
@@ -522,14 +523,6 @@ static void command(struct smcr_ctl *ctl, const char *line, bool allowed, uid_t 
 
 /* --- the thread ---------------------------------------------------------- */
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A client of the control socket: its command line coming in, then its
  * answer going out, each against a deadline. */
 struct ctl_client {
@@ -575,7 +568,7 @@ static bool client_command(struct smcr_ctl *ctl, struct ctl_client *c)
 		sb_printf(&c->out, "error: out of memory\n");
 	}
 	c->answering = true;
-	c->deadline = mono_ms() + CTL_ANSWER_MS;
+	c->deadline = now_ms() + CTL_ANSWER_MS;
 	return c->out.len > 0;
 }
 
@@ -620,7 +613,7 @@ static void *ctl_thread(void *arg)
 	for (i = 0; i < CTL_CLIENTS; i++)
 		cl[i].fd = -1;
 	for (;;) {
-		int64_t now = mono_ms(), next = -1;
+		int64_t now = now_ms(), next = -1;
 		int fd, r;
 
 		p[0] = (struct pollfd){ .fd = ctl->stopfd, .events = POLLIN };
@@ -664,7 +657,7 @@ static void *ctl_thread(void *arg)
 			;
 		memset(&cl[i], 0, sizeof(cl[i]));
 		cl[i].fd = fd;
-		cl[i].deadline = mono_ms() + CTL_CLIENT_MS;
+		cl[i].deadline = now_ms() + CTL_CLIENT_MS;
 		n++;
 	}
 	for (i = 0; i < CTL_CLIENTS; i++)

@@ -7,12 +7,23 @@
 #   cleanup_fn FN            run FN at exit, last registered first
 #   fail MSG                 print MSG and exit 1
 #   run_prog PROG ARGS...    run one of our programs, under valgrind when
-#                            SMCR_VALGRIND=1
+#                            SMCR_VALGRIND=1 (see VALGRIND below)
 #   wait_for SECONDS CMD...  poll until CMD succeeds, or fail
 #   free_port                print a free TCP port on 127.0.0.1
 #   grepq ARGS...            grep -q for the end of a pipeline: reads all its
 #                            input, so the writer never dies of SIGPIPE (with
 #                            pipefail that would fail the pipeline)
+#   scratch_dir              print a fresh directory, removed at exit
+#
+# Valgrind and smcrd with a disk (the block at the end):
+#   VALGRIND                 the one valgrind switch: the words that put one
+#                            of our programs under valgrind when
+#                            SMCR_VALGRIND=1, else none.  "${VALGRIND[@]}"
+#                            PROG ARGS & leaves $! the program's own pid
+#   start_smcrd_disk SIZE ARGS...
+#                            a sparse file of SIZE, $DISK ($d/disk.img; $d a
+#                            scratch_dir unless set), served as export "disk"
+#                            by start_smcrd ARGS (test-nbd-lib.sh)
 
 set -u
 set -o pipefail
@@ -21,10 +32,6 @@ set -o pipefail
 : "${abs_top_builddir:=$(cd "$srcdir/.." && pwd)}"
 : "${abs_top_srcdir:=$(cd "$srcdir/.." && pwd)}"
 export srcdir abs_top_builddir abs_top_srcdir
-# Under valgrind libsmcr cannot load its SYN option program: every peer of
-# the test runs without it, so that all of them agree on CLC.
-if [ "${SMCR_VALGRIND:-0}" = 1 ]; then export SMCR_SYN_OPTION=off; fi
-
 skip() { echo "SKIP: $(basename "$0"): $*"; exit 77; }
 fail() { echo "FAIL: $(basename "$0"): $*" >&2; exit 1; }
 
@@ -57,14 +64,7 @@ trap 'exit 130' INT TERM
 
 cleanup_fn() { _cleanup_fns+=("$*"); }
 
-run_prog() {
-    if [ "${SMCR_VALGRIND:-0}" = 1 ]; then
-        valgrind --quiet --error-exitcode=99 --leak-check=full \
-            --errors-for-leak-kinds=definite "$@"
-    else
-        "$@"
-    fi
-}
+run_prog() { "${VALGRIND[@]}" "$@"; }
 
 wait_for() {
     local secs=$1 i; shift
@@ -87,13 +87,11 @@ free_port() {
         echo $(( 20000 + RANDOM % 20000 ))
 }
 
-# Fresh scratch directory, removed at exit.
-scratch_dir() {
-    local d
-    d=$(mktemp -d "${TMPDIR:-/tmp}/smcrbd-test.XXXXXX")
-    cleanup_fn "rm -rf '$d'"
-    echo "$d"
-}
+# Scratch directories live in one per test, removed at exit (scratch_dir
+# runs in a $(...) subshell, where a cleanup_fn would be lost).
+_scratch_top=$(mktemp -d "${TMPDIR:-/tmp}/smcrbd-test.XXXXXX") || fail "mktemp"
+cleanup_fn "rm -rf '$_scratch_top'"
+scratch_dir() { mktemp -d "$_scratch_top/d.XXXXXX"; }
 
 # make_tls_pki DIR: certificates and keys for the TLS tests (certtool,
 # psktool; nbdkit-tls(1)'s recipe), all valid 2 days:
@@ -125,4 +123,22 @@ make_tls_pki() {
         --load-ca-privkey "$pki/ca-key.pem" --load-privkey "$d/client/client-key.pem" \
         --template "$d/client.info" --outfile "$d/client/client-cert.pem" 2>/dev/null || fail "certtool: client"
     psktool -u alice -p "$d/keys.psk" >/dev/null 2>&1 || fail "psktool"
+}
+
+# --- valgrind; smcrd with a disk ---------------------------------------------
+VALGRIND=()
+if [ "${SMCR_VALGRIND:-0}" = 1 ]; then
+    VALGRIND=(valgrind --quiet --error-exitcode=99 --leak-check=full
+              --errors-for-leak-kinds=definite)
+    # Under valgrind libsmcr cannot load its SYN option program: every peer
+    # of the test runs without it, so that all of them agree on CLC.
+    export SMCR_SYN_OPTION=off
+fi
+
+start_smcrd_disk() {
+    local size=$1; shift
+    : "${d:=$(scratch_dir)}"
+    DISK=$d/disk.img
+    truncate -s "$size" "$DISK" || fail "cannot make $DISK"
+    start_smcrd --export "disk=$DISK" "$@"
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Hostile NBD / CLC clients for the issue 13 tests (not a test itself).
+"""Hostile NBD / CLC clients for the smcrd limit tests (not a test itself).
 
   hostile-clients.py abandon PORT N       N connections that send half a
                                           CLC Proposal and go, in waves

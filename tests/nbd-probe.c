@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: a small NBD client for the shell tests, on blockdev's client half.
+/* smcrbd: a small NBD client for the shell tests, on blockdev's client half
+ * and nbd-probe-lib.
  * It prints the exact option replies and error values a server sends.
  *
  *   nbd-probe [-s] HOST PORT list
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "nbd-client.h"
+#include "nbd-probe-lib.h"
 #include "transport.h"
 
 static const char *ename(int r)
@@ -67,7 +69,7 @@ static int refused(struct nbd_client *c, int r)
 	return 2;
 }
 
-static int run_op(struct nbd_client *c, const char *op)
+static int run_op(struct nbdp *p, const char *op)
 {
 	unsigned long long off = 0, len = 0;
 	char kind = op[0];
@@ -90,21 +92,21 @@ static int run_op(struct nbd_client *c, const char *op)
 			buf[i] = (uint8_t)(off + i);
 	}
 	switch (kind) {
-	case 'r': r = nbd_client_pread(c, buf, (uint32_t)len, off, 0); break;
-	case 'w': r = nbd_client_pwrite(c, buf, (uint32_t)len, off, 0); break;
-	case 'W': r = nbd_client_pwrite(c, buf, (uint32_t)len, off, NBD_CMD_FLAG_FUA); break;
-	case 'z': r = nbd_client_zero(c, (uint32_t)len, off, 0); break;
-	case 't': r = nbd_client_trim(c, (uint32_t)len, off, 0); break;
-	case 'c': r = nbd_client_cache(c, (uint32_t)len, off, 0); break;
-	case 'f': r = nbd_client_flush(c, 0); break;
+	case 'r': r = nbdp_pread(p, buf, (uint32_t)len, off, 0); break;
+	case 'w': r = nbdp_pwrite(p, buf, (uint32_t)len, off, 0); break;
+	case 'W': r = nbdp_pwrite(p, buf, (uint32_t)len, off, NBD_CMD_FLAG_FUA); break;
+	case 'z': r = nbdp_cmd(p, NBD_CMD_WRITE_ZEROES, 0, off, (uint32_t)len, NULL); break;
+	case 't': r = nbdp_cmd(p, NBD_CMD_TRIM, 0, off, (uint32_t)len, NULL); break;
+	case 'c': r = nbdp_cmd(p, NBD_CMD_CACHE, 0, off, (uint32_t)len, NULL); break;
+	case 'f': r = nbdp_cmd(p, NBD_CMD_FLUSH, 0, 0, 0, NULL); break;
 	case 'x': {
 		char junk[64];
 
 		memset(junk, 'Z', sizeof(junk));
-		r = bd_write_full(nbd_client_transport(c), junk, sizeof(junk), 10000, -1);
+		r = bd_write_full(nbdp_transport(p), junk, sizeof(junk), 10000, -1);
 		if (r == 0) {
 			/* The server should hang up now. */
-			r = bd_read_full(nbd_client_transport(c), junk, 1, 10000, -1);
+			r = bd_read_full(nbdp_transport(p), junk, 1, 10000, -1);
 			if (r == 0)
 				r = -EPROTO;
 			else if (r == -ECONNRESET)
@@ -126,6 +128,7 @@ int main(int argc, char **argv)
 {
 	struct bd_transport *t;
 	struct nbd_client *c;
+	struct nbdp *p = NULL;
 	struct nbd_export_info info;
 	bool structured = false;
 	const char *cmd;
@@ -181,29 +184,39 @@ int main(int argc, char **argv)
 		}
 		printf("size=%" PRIu64 " flags=0x%x min=%u pref=%u max=%u\n", info.size,
 		       info.flags, info.min_block, info.pref_block, info.max_payload);
-		if (cmd[0] == 'i')
+		if (cmd[0] == 'i') {
 			nbd_client_abort(c);
-		else
-			nbd_client_disconnect(c);
+		} else {
+			r = nbdp_start(c, 30000, NULL, &p);
+			c = NULL;
+			if (r < 0)
+				return 2;
+			nbdp_disconnect(p);
+		}
 	} else if (!strcmp(cmd, "ops") && argc >= 5) {
 		r = nbd_client_go(c, argv[4], &info);
 		if (r < 0) {
 			status = refused(c, r);
 			goto out_close;
 		}
+		r = nbdp_start(c, 30000, NULL, &p);
+		c = NULL;
+		if (r < 0)
+			return 2;
 		for (i = 5; i < argc; i++) {
-			r = run_op(c, argv[i]);
+			r = run_op(p, argv[i]);
 			if (r == -EPIPE || r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO) {
 				status = 2;
 				goto out_close;
 			}
 		}
-		nbd_client_disconnect(c);
+		nbdp_disconnect(p);
 	} else {
 		fprintf(stderr, "nbd-probe: bad command\n");
 		status = 2;
 	}
 out_close:
 	nbd_client_close(c);
+	nbdp_close(p);
 	return status;
 }

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "monotime.h"
 #include "nbd-conn.h"
 
 #define UNKNOWN UINT32_MAX
@@ -79,14 +80,6 @@ static void pattern(uint8_t *p, uint32_t len, uint32_t block, uint32_t gen)
 		x ^= x << 17;
 		memcpy(p + i, &x, 8);
 	}
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void done(void *arg, int result)

@@ -14,9 +14,8 @@ requires nbdkit --version
 requires nbdcopy --version
 
 d=$(scratch_dir)
-truncate -s 32M "$d/disk.img"
 SPORT=$(free_port)
-start_smcrd --smcr-port "$SPORT" --export "disk=$d/disk.img"
+start_smcrd_disk 32M --smcr-port "$SPORT"
 wait_for 10 grep -q 'listening for NBD over SMC-R' "$SMCRD_LOG"
 start_nbdkit server="127.0.0.1:$SPORT" export=disk connections=3
 ctl() { run_prog "$SMCRCTL" "$@"; }

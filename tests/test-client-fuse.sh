@@ -19,9 +19,8 @@ requires_root
 
 d=$(scratch_dir)
 mib=$(scale_mib 64 16)
-truncate -s "${mib}M" "$d/disk.img"
 SPORT=$(free_port)
-start_smcrd --smcr-port "$SPORT" --export "disk=$d/disk.img"
+start_smcrd_disk "${mib}M" --smcr-port "$SPORT"
 wait_for 10 grep -q 'listening for NBD over SMC-R' "$SMCRD_LOG"
 mnt=$d/mnt
 mkdir "$mnt" "$d/ro"

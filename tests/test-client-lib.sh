@@ -29,13 +29,7 @@ export LD_LIBRARY_PATH="$abs_top_builddir/smcr/.libs${LD_LIBRARY_PATH:+:$LD_LIBR
 export SMCR_CTL_DIR=${SMCR_CTL_DIR:-$(scratch_dir)/ctl}
 
 restart_smcrd() {
-    if [ "${SMCR_VALGRIND:-0}" = 1 ]; then
-        valgrind --quiet --error-exitcode=99 --leak-check=full \
-            --errors-for-leak-kinds=definite \
-            "$SMCRD" -f -l 127.0.0.1 -p "$PORT" "$@" >>"$SMCRD_LOG" 2>&1 &
-    else
-        "$SMCRD" -f -l 127.0.0.1 -p "$PORT" "$@" >>"$SMCRD_LOG" 2>&1 &
-    fi
+    "${VALGRIND[@]}" "$SMCRD" -f -l 127.0.0.1 -p "$PORT" "$@" >>"$SMCRD_LOG" 2>&1 &
     SMCRD_PID=$!
     cleanup_fn "kill -KILL $SMCRD_PID 2>/dev/null"
     wait_for "$START_WAIT" served

@@ -1,7 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# BLOCK_STATUS does not stall the worker's other clients (issue 27,
-# defect 7): on a fragmented export (4 KiB of data every 128 KiB,
+# BLOCK_STATUS does not stall the worker's other clients: on a fragmented export (4 KiB of data every 128 KiB,
 # blocksize=65536) and one worker, a client sends 128 BLOCK_STATUS
 # requests over the whole export at once while a second client READs
 # 64 KiB at a time (tests/bs-stall.py).  The scans run in slices between

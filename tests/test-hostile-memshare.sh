@@ -1,7 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# One address cannot fill the request memory (issue 27, defect 2, by
-# address): with 64 MiB on one worker and a long --request-timeout, 8
+# One address cannot fill the request memory: with 64 MiB on one worker and a long --request-timeout, 8
 # clients from 127.0.0.1 ask for four 8 MiB READs each and read nothing.
 # Each may hold a quarter (16 MiB), so 4 of them used to take all 64 MiB;
 # now 127.0.0.1 holds at most --max-memory-per-address (default: half)
@@ -18,10 +17,9 @@ python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.2", 0))' 2>/dev/n
 HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
-truncate -s 256M "$d/disk.img"
 nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$SMCRD_PID/status"; }
-start_smcrd --export "disk=$d/disk.img" -t 1 -M 64M --request-timeout 120 --no-fixed-buffers
+start_smcrd_disk 256M -t 1 -M 64M --request-timeout 120 --no-fixed-buffers
 [ "$(smcrd_limit max_memory_per_address)" = 33554432 ] ||
     fail "max_memory_per_address $(smcrd_limit max_memory_per_address), want half of 64M"
 HOSTILE_SRC=127.0.0.2 python3 "$HOSTILE" good "$PORT" disk 30 >/dev/null ||

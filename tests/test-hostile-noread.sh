@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Clients that never read their replies (issue 27, defect 2): with 64 MiB
+# Clients that never read their replies: with 64 MiB
 # of request memory on one worker and --request-timeout 2, 4 clients ask
 # for four 8 MiB READs each and read nothing (their receive buffers
 # 4 KiB).  Each is closed within request-timeout and a few ticks ("reply
@@ -15,10 +15,9 @@ requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
-truncate -s 64M "$d/disk.img"
 nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$SMCRD_PID/status"; }
-start_smcrd --export "disk=$d/disk.img" -t 1 -M 64M --request-timeout 2 --no-fixed-buffers
+start_smcrd_disk 64M -t 1 -M 64M --request-timeout 2 --no-fixed-buffers
 python3 "$HOSTILE" good "$PORT" disk 8 >/dev/null || fail "good client before the attack"
 base=$(nfds)
 rss0=$(rss_kib)

@@ -3,7 +3,7 @@
 # The floors above libsmcr (common/, blockdev/, server/, client/) use only
 # its public header, smcr.h: none includes one of smcr/'s internal headers
 # (they log through common/applog.h and append with common/strbuf.h); and
-# libsmcr has one JSON string writer, in smcr/ctl.c (issue 15).
+# libsmcr has one JSON string writer, in smcr/ctl.c.
 # smcr-timeout: 60
 . "${srcdir:-.}/functions.sh"
 

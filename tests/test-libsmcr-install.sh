@@ -3,8 +3,9 @@
 # libsmcr as installed: "make install DESTDIR=" of smcr/, then the client of
 # libsmcr(3)'s EXAMPLES (cut from the page) and an echo server are built
 # with only "pkg-config --cflags --libs libsmcr" of that tree and talk to
-# each other over loopback (TCP fallback here: no RDMA); nm -D of the
-# installed library shows exactly the functions of smcr.h.
+# each other over loopback (TCP fallback here: no RDMA); the server finds
+# both ends of its connection with smcr_getsockname and smcr_getpeername;
+# nm -D of the installed library shows exactly the functions of smcr.h.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
 requires pkg-config --version
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
 {
     struct sockaddr_in sin = { .sin_family = AF_INET,
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    struct sockaddr_in me, peer;
+    socklen_t mlen = sizeof(me), plen = sizeof(peer);
     struct smcr_sock *l, *s;
     struct smcr_ctx *ctx;
     char buf[4096];
@@ -58,8 +61,13 @@ int main(int argc, char **argv)
         return 1;
     printf("listening\n");
     fflush(stdout);
-    if (smcr_accept(l, &s) < 0)
+    if (smcr_accept(l, &s) < 0 ||
+        smcr_getsockname(s, (struct sockaddr *)&me, &mlen) < 0 ||
+        smcr_getpeername(s, (struct sockaddr *)&peer, &plen) < 0)
         return 1;
+    printf("sockname %s:%d\n", inet_ntoa(me.sin_addr), ntohs(me.sin_port));
+    printf("peername %s\n", inet_ntoa(peer.sin_addr));
+    fflush(stdout);
     while ((n = smcr_recv(s, buf, sizeof(buf), 0)) > 0)
         if (smcr_send_all(s, buf, n) < 0)
             return 1;
@@ -88,6 +96,9 @@ wait_for 10 grep -q listening "$d/server.out"
 timeout 20 "$d/client" 127.0.0.1 "$port" >"$d/client.out" 2>"$d/client.err" ||
     { cat "$d/client.out" "$d/client.err"; fail "the example client failed"; }
 wait "$srv" || fail "the echo server failed: $(cat "$d/server.err")"
+grep -qx "sockname 127.0.0.1:$port" "$d/server.out" &&
+    grep -qx "peername 127.0.0.1" "$d/server.out" ||
+    { cat "$d/server.out"; fail "smcr_getsockname/smcr_getpeername: wrong ends"; }
 # First line: SMC-R or the fallback reason; then the echo.
 [ "$(sed -n 2p "$d/client.out")" = hello ] || { cat "$d/client.out"; fail "no echo"; }
 echo "PASS: installed libsmcr: $(wc -l <"$d/header") symbols as in smcr.h; the libsmcr(3) example built with pkg-config and ran ($(head -n 1 "$d/client.out"))"

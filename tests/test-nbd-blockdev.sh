@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# A block device as export (issue 27, defect 8): smcrd advertises a
+# A block device as export: smcrd advertises a
 # minimum block size of 1, so unaligned WRITE_ZEROES and TRIM must work
 # on a loop device (fallocate there wants whole sectors): zeroing 6000
 # bytes at 3000 (with and without NO_HOLE) reads back as zeroes with the

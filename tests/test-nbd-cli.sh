@@ -36,7 +36,7 @@ printf 'port = 99999\n[export x]\npath = %s\n' "$d/a.img" >"$d/bad.conf"
 rc=0; timeout 5 "$SMCRD" -f --config "$d/bad.conf" >"$d/out" 2>&1 || rc=$?
 [ $rc = 2 ] || fail "config port 99999: exit $rc, want 2"
 # A NUL byte would cut a line short ("path = X\0,ro" read as "path = X"):
-# refused; so is an export name over 4096 bytes (issue 27).
+# refused; so is an export name over 4096 bytes (NBD's limit).
 printf '[export x]\npath = %s\0junk\n' "$d/a.img" >"$d/nul.conf"
 rc=0; timeout 5 "$SMCRD" -f --config "$d/nul.conf" >"$d/out" 2>&1 || rc=$?
 [ $rc = 2 ] || fail "config with a NUL byte: exit $rc, want 2"

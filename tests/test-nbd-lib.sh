@@ -36,13 +36,7 @@ start_smcrd() {
     PORT=$(free_port)
     SMCRD_LOG=${SMCRD_LOG:-$(scratch_dir)/smcrd.log}
     # Not through run_prog: $! must be smcrd itself (or its valgrind).
-    if [ "${SMCR_VALGRIND:-0}" = 1 ]; then
-        valgrind --quiet --error-exitcode=99 --leak-check=full \
-            --errors-for-leak-kinds=definite \
-            "$SMCRD" -f -l 127.0.0.1 -p "$PORT" "$@" >>"$SMCRD_LOG" 2>&1 &
-    else
-        "$SMCRD" -f -l 127.0.0.1 -p "$PORT" "$@" >>"$SMCRD_LOG" 2>&1 &
-    fi
+    "${VALGRIND[@]}" "$SMCRD" -f -l 127.0.0.1 -p "$PORT" "$@" >>"$SMCRD_LOG" 2>&1 &
     SMCRD_PID=$!
     cleanup_fn "kill -KILL $SMCRD_PID 2>/dev/null"
     for (( i=0; i<START_WAIT*10; i++ )); do

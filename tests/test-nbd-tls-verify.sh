@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Who connects over TLS (issue 27): with a ca-cert.pem in
+# Who connects over TLS: with a ca-cert.pem in
 # --tls-certificates, smcrd requires and verifies the client's certificate
 # (as qemu-nbd does):
 #  - a certificate from the CA: served, its name logged as verified;

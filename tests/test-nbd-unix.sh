@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# NBD on a Unix socket (issue 27):
+# NBD on a Unix socket:
 #  - smcrd -U PATH (no -l/-p): nbdinfo over nbd+unix:// sees the export,
 #    nbdcopy 4 MiB in and out equal, and smcrd listens on no TCP port;
 #    SIGTERM removes the socket;

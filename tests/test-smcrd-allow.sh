@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# An empty allow list (issue 13, defect 5) is an error, never "everybody":
+# An empty allow list is an error, never "everybody":
 # --export NAME=PATH,allow= and the config file's 'allow =' and
 # 'allow = ,' make smcrd exit with status 2 and say why; a real prefix
 # still works both ways (127.0.0.1 sees the export, 10.0.0.0/8 hides it).

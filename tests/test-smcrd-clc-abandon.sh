@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# smcrd's SMC-R port against abandoned CLC handshakes (issue 13, defect 1):
+# smcrd's SMC-R port against abandoned CLC handshakes:
 # 1000 connections that send half a Proposal and close, more at once than
 # max-clients lets in; smcrd's descriptors come back to their count before
 # and no socket of its port is left in CLOSE-WAIT.  Then at the fd limit
@@ -17,9 +17,8 @@ HOSTILE=$srcdir/hostile-clients.py
 export SMCR_SYN_OPTION=off
 
 d=$(scratch_dir)
-truncate -s 1M "$d/disk.img"
 SPORT=$(free_port)
-start_smcrd --smcr-port "$SPORT" --max-clients 8 --export "disk=$d/disk.img"
+start_smcrd_disk 1M --smcr-port "$SPORT" --max-clients 8
 wait_for 10 grep -q 'listening for NBD over SMC-R' "$SMCRD_LOG"
 
 nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }

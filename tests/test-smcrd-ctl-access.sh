@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Who may use a control socket (issue 13, defect 4): status and stats for
+# Who may use a control socket: status and stats for
 # anybody who can connect, fault injection and section commands only for
 # root, the daemon's user and --ctl-group members (SO_PEERCRED,
 # SO_PEERGROUPS); a control directory that
@@ -18,7 +18,6 @@ id nobody >/dev/null 2>&1 || skip "no user nobody"
 
 d=$(scratch_dir)
 chmod 0755 "$d"
-truncate -s 1M "$d/disk.img"
 # Under /tmp: nobody cannot reach into the test's own scratch directory.
 top=$(mktemp -d /tmp/smcrbd-ctl.XXXXXX)
 cleanup_fn "rm -rf '$top'"
@@ -26,7 +25,7 @@ chmod 0755 "$top"
 export SMCR_CTL_DIR=$top/ctl
 as_nobody() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$@"; }
 
-start_smcrd --export "disk=$d/disk.img"
+start_smcrd_disk 1M
 sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
 wait_for 10 test -S "$sock"
 # A member of the socket's group, say: the socket is open to nobody here.

@@ -1,9 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The control socket against a hostile local client (issue 13, defect 4):
-# empty and blank command lines, a line cut short, an over-long line; the
-# daemon must answer the next good command each time.  Issue 27: 15 silent
-# clients (connected, sending nothing) and one that never reads its
+# The control socket against a hostile local client: empty and blank
+# command lines, a line cut short, an over-long line; the daemon must
+# answer the next good command each time.  15 silent clients (connected, sending nothing) and one that never reads its
 # answer do not hold up a real command (one at a time: 30 s).
 # smcr-timeout: 150
 . "${srcdir:-.}/functions.sh"
@@ -12,8 +11,7 @@
 requires python3 --version
 
 d=$(scratch_dir)
-truncate -s 1M "$d/disk.img"
-start_smcrd --export "disk=$d/disk.img"
+start_smcrd_disk 1M
 sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
 wait_for 10 test -S "$sock"
 

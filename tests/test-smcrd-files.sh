@@ -1,11 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# smcrd's pid and log files (issue 13, defect 8): never opened through a
+# smcrd's pid and log files: never opened through a
 # symbolic link (a planted link must not make smcrd write to its target),
 # a pid file only as a regular file, modes 0644 and 0640; a pid file from
 # the config file is kept when --no-fixed-buffers is on the command line
 # (their "set on the command line" bits were once the same).
-# Issue 27: pid and log files with other hard links refused; a FIFO as
+# Pid and log files with other hard links are refused; a FIFO as
 # the log file or as a read-only export refused at start without
 # blocking, and a FIFO export added by SIGHUP is refused while smcrd goes
 # on serving and stops on SIGTERM.  About 5 s.

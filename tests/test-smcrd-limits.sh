@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# smcrd's named limits at their edges (issue 13):
-#  - handshake-timeout holds inside a read (defect 2): slow loris clients
+# smcrd's named limits at their edges:
+#  - handshake-timeout holds inside a read: slow loris clients
 #    that trickle one byte a second into an NBD_OPT_GO payload are closed
 #    when it ends, a good client gets in right after, the closes are
 #    counted and logged once, not per client;
@@ -17,11 +17,10 @@ requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
-truncate -s 1M "$d/disk.img"
 limit() { smcrd_limit "$1"; }
 
 # --- handshake-timeout 3 s, every client slot taken by a loris ---------
-start_smcrd --export "disk=$d/disk.img" --max-clients 10 --handshake-timeout 3
+start_smcrd_disk 1M --max-clients 10 --handshake-timeout 3
 python3 "$HOSTILE" loris "$PORT" 10 1 7 >"$d/loris" &
 loris=$!
 cleanup_fn "kill $loris 2>/dev/null"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Client-chosen export names in smcrd's log (issue 13, defect 6): a name
+# Client-chosen export names in smcrd's log: a name
 # with a newline, a carriage return and an ANSI escape must not start a
 # line of its own (a forged log line); it shows escaped (\x0a).  Verbose,
 # so that every place that logs the name does; about 3 s.

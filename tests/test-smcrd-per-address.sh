@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# max-clients-per-address at its edges (issue 13): with N-1 clients from
+# max-clients-per-address at its edges: with N-1 clients from
 # 127.0.0.1 silent in the handshake a good one is served; with N the next
 # is closed at once, counted and logged once; when they go a good client
 # is served again.  max-link-groups-per-address (its edges: the unit test
@@ -13,9 +13,8 @@
 requires python3 --version
 
 d=$(scratch_dir)
-truncate -s 1M "$d/disk.img"
 refused() { smcrd_limit refused_per_address; }
-start_smcrd --export "disk=$d/disk.img" --max-clients-per-address 3
+start_smcrd_disk 1M --max-clients-per-address 3
 hold_handshakes 2 3
 probe 127.0.0.1 "$PORT" list | grepq -x disk || fail "limit-1: the 3rd client was not served"
 wait "$held"

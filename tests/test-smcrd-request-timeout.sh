@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Cheap WRITE announcers against a good client (issue 13, defect 3): with
+# Cheap WRITE announcers against a good client: with
 # 64 MiB of request memory on one worker, 8 clients announce a 16 MiB
 # WRITE each and send 1 byte; they are closed after request-timeout (2 s),
 # counted and logged once; a good client writes 1 MiB and reads it back
@@ -15,8 +15,7 @@ requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
-truncate -s 64M "$d/disk.img"
-start_smcrd --export "disk=$d/disk.img" -t 1 -M 64M --request-timeout 2 --no-fixed-buffers
+start_smcrd_disk 64M -t 1 -M 64M --request-timeout 2 --no-fixed-buffers
 python3 "$HOSTILE" trickle "$PORT" disk 1 || fail "a payload in two halves 1 s apart was not served"
 python3 "$HOSTILE" announce "$PORT" disk 8 16777216 12 >"$d/announce" &
 a=$!

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# WRITE memory charged as the payload arrives (issue 13, defect 3 and
-# "request memory charged as it arrives, fair per client"): with 64 MiB of
+# WRITE memory charged as the payload arrives, fairly per client: with
+# 64 MiB of
 # request memory on one worker and request-timeout far away, 32 clients
 # announce a 32 MiB WRITE each and send 1 byte; a good client still writes
 # 1 MiB and reads it back within 5 s, and nobody is closed for it.  Large
@@ -15,10 +15,9 @@ requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
-truncate -s 64M "$d/disk.img"
 # All clients come from 127.0.0.1: no per-address share, the charge alone
 # must keep the good one served (test-hostile-memshare.sh: the share).
-start_smcrd --export "disk=$d/disk.img" -t 1 -M 64M --request-timeout 60 --no-fixed-buffers \
+start_smcrd_disk 64M -t 1 -M 64M --request-timeout 60 --no-fixed-buffers \
     --max-memory-per-address 0
 python3 "$HOSTILE" good "$PORT" disk 20 $(( (24 << 20) + 4096 )) ||
     fail "a 24 MiB + 4 KiB WRITE was not served intact"

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "monotime.h"
 #include "smcr.h"
 
 static char dir[80];
@@ -129,14 +130,6 @@ static int64_t starved_ms(const struct delays *then)
 	return (int64_t)(most / 1000000);
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits for fd to be readable: a control socket answers within its own
  * deadline (2 s for the line, 8 s more for the answer), so 15 s is a
  * hang; but time any of our threads spent waiting for a CPU does not
@@ -145,7 +138,7 @@ static int64_t mono_ms(void)
 static bool answered(int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int64_t t0 = mono_ms(), waited;
+	int64_t t0 = now_ms(), waited;
 	struct delays d;
 
 	/* The CPU waits are read only when the answer is slow (they cost a
@@ -155,14 +148,14 @@ static bool answered(int fd)
 	delays_read(&d);
 	for (;;) {
 		if (poll(&p, 1, 1000) == 1) {
-			waited = mono_ms() - t0;
+			waited = now_ms() - t0;
 			if (waited > 15000)
 				fprintf(stderr, "fuzz-ctl: answered after %lld ms, %lld ms of it "
 					"waiting for a CPU\n", (long long)waited,
 					(long long)starved_ms(&d));
 			return true;
 		}
-		waited = mono_ms() - t0;
+		waited = now_ms() - t0;
 		if (waited - starved_ms(&d) > 15000 || waited > 600000) {
 			fprintf(stderr, "fuzz-ctl: no answer in %lld ms (%lld ms of it waiting "
 				"for a CPU)\n", (long long)waited, (long long)starved_ms(&d));

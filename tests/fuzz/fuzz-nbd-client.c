@@ -3,9 +3,11 @@
  * nbd-client.c, whose handshake the nbdkit plugin and smcr-fuse use): the
  * input is the server's byte stream.  The client reads the greeting,
  * negotiates structured replies, lists exports, asks for INFO and GO (or
- * EXPORT_NAME), then pipelines READ, WRITE, FLUSH and TRIM and collects
- * their replies, whatever the server sends.  The first input byte picks
- * the path and how many bytes each read returns. */
+ * EXPORT_NAME), then pipelines READ, WRITE, FLUSH and TRIM on the tests'
+ * probe library (tests/nbd-probe-lib.c) and collects their replies,
+ * whatever the server sends (client/nbd-conn.c's reply reader has
+ * fuzz-nbd-conn).  The first input byte picks the path and how many bytes
+ * each read returns. */
 #include <config.h>
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include "fuzz.h"
 #include "fuzz-transport.h"
 #include "nbd-client.h"
+#include "nbd-probe-lib.h"
 
 static int list_cb(void *arg, const char *name, const char *desc)
 {
@@ -64,22 +67,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else
 		r = nbd_client_go(c, "disk", &info);
 	if (r == 0) {
-		const struct nbd_export_info *e = nbd_client_export(c);
+		struct nbdp *p;
 
-		FUZZ_REQUIRE(e);
-		(void)nbd_client_submit(c, NBD_CMD_READ, 0, 0, sizeof(rbuf[0]), rbuf[0], &cookie);
-		(void)nbd_client_submit(c, NBD_CMD_WRITE, 0, 4096, sizeof(wbuf), wbuf, &cookie);
-		(void)nbd_client_submit(c, NBD_CMD_READ, 0, 512, 1024, rbuf[1], &cookie);
-		(void)nbd_client_submit(c, NBD_CMD_FLUSH, 0, 0, 0, NULL, &cookie);
-		(void)nbd_client_submit(c, NBD_CMD_TRIM, 0, 0, 4096, NULL, &cookie);
-		for (i = 0; i < 8 && nbd_client_inflight(c); i++) {
+		/* The transmission phase on the tests' blocking calls. */
+		r = nbdp_start(c, 0, NULL, &p);
+		c = NULL;
+		if (r < 0) {
+			free(ft);
+			return 0;
+		}
+		(void)nbdp_submit(p, NBD_CMD_READ, 0, 0, sizeof(rbuf[0]), rbuf[0], &cookie);
+		(void)nbdp_submit(p, NBD_CMD_WRITE, 0, 4096, sizeof(wbuf), wbuf, &cookie);
+		(void)nbdp_submit(p, NBD_CMD_READ, 0, 512, 1024, rbuf[1], &cookie);
+		(void)nbdp_submit(p, NBD_CMD_FLUSH, 0, 0, 0, NULL, &cookie);
+		(void)nbdp_submit(p, NBD_CMD_TRIM, 0, 0, 4096, NULL, &cookie);
+		for (i = 0; i < 8 && nbdp_inflight(p); i++) {
 			uint64_t off;
 
-			if (nbd_client_wait(c, &cookie, &result, &off) < 0)
+			if (nbdp_wait(p, &cookie, &result, &off) < 0)
 				break;
 			FUZZ_REQUIRE(result <= 0);
 		}
-		(void)nbd_client_pread(c, rbuf[0], 100, 7, 0);
+		(void)nbdp_pread(p, rbuf[0], 100, 7, 0);
+		nbdp_close(p);
 	}
 	nbd_client_close(c);
 	FUZZ_REQUIRE(ft->closed);

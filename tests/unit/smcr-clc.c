@@ -22,6 +22,7 @@
 #include "smcr-suites.h"
 #include "clc.h"
 #include "log.h"
+#include "monotime.h"
 
 /* ---- plumbing ------------------------------------------------------------ */
 
@@ -50,14 +51,6 @@ static void tcp_pair(int *cfd, int *sfd)
 	setsockopt(*sfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(*cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(*sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int write_all(int fd, const void *buf, size_t len)

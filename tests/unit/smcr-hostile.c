@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: libsmcr against a peer that lies (issue 13 defect 7): link
- * groups are found by peer ID, role, GID, MAC (and the server's QP for a
- * client), not by the peer ID a peer may copy; our peer ID's random part
+/* smcrbd: libsmcr against a peer that lies: link groups are found by
+ * peer ID, role, GID, MAC (and the server's QP for a client), not by the
+ * peer ID a peer may copy; our peer ID's random part
  * comes from getrandom(), not from rand() and the pid; a server keeps
  * at most max_lgrs_per_address link groups for one peer address. */
 #include <config.h>
@@ -113,8 +113,8 @@ static void test_peer_id_random(void)
 	CU_ASSERT(same <= 2);
 }
 
-/* RMB memory per group has a limit by default (issue 13 defect 8); the
- * option and SMCR_MAX_RMB_BYTES set it. */
+/* RMB memory per group has a limit by default; the option and
+ * SMCR_MAX_RMB_BYTES set it. */
 static void test_rmb_limit_default(void)
 {
 	struct smcr_ctx_opts o = { .no_smc = true };

@@ -28,9 +28,11 @@
 #include "smcrd-export.h"
 #include "smcrd-extents.h"
 #include "nbd-client.h"
+#include "nbd-probe-lib.h"
 #include "nbd-server.h"
 #include "nbd-wire.h"
 #include "transport.h"
+#include "monotime.h"
 
 #define ASSERT_BYTES(buf, ...)						\
 	do {								\
@@ -718,14 +720,6 @@ static const struct bd_transport_ops waiting_ops = {
 	.rx_waiting = waiting_rx_waiting,
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void test_read_waiting(void)
 {
 	struct waiting_t *w = calloc(1, sizeof(*w));
@@ -748,9 +742,9 @@ static void test_read_waiting(void)
 	/* Nothing comes: requests at growing intervals, then -ETIMEDOUT
 	 * after the read wait (200 ms) from the last bytes. */
 	w->updates = w->requests = 0;
-	t0 = mono_ms();
+	t0 = now_ms();
 	CU_ASSERT_EQUAL(bd_read_full_by(&w->base, buf, 8, 200, 0, -1), -ETIMEDOUT);
-	CU_ASSERT(mono_ms() - t0 >= 200);
+	CU_ASSERT(now_ms() - t0 >= 200);
 	CU_ASSERT_EQUAL(w->updates, 1);
 	CU_ASSERT(w->requests >= 1 && w->requests <= 3);
 	bd_close(&w->base);
@@ -904,11 +898,12 @@ static void *hand_main(void *arg)
 	return NULL;
 }
 
-static struct nbd_client *connect_engine(struct engine_env *env, bool structured)
+static struct nbdp *connect_engine(struct engine_env *env, bool structured)
 {
 	struct hand h = { .env = env };
 	struct bd_transport *ct;
 	struct nbd_client *c = NULL;
+	struct nbdp *p = NULL;
 	pthread_t th;
 
 	pair(&ct, &h.t);
@@ -917,9 +912,10 @@ static struct nbd_client *connect_engine(struct engine_env *env, bool structured
 	if (structured)
 		CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
 	CU_ASSERT_EQUAL(nbd_client_go(c, "t", NULL), 0);
+	CU_ASSERT_FATAL(nbdp_start(c, 10000, NULL, &p) == 0);
 	pthread_join(th, NULL);
 	CU_ASSERT_EQUAL(h.result, 0);
-	return c;
+	return p;
 }
 
 static void fill(uint8_t *p, size_t n, unsigned seed)
@@ -933,7 +929,7 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 static void test_engine_rw(void)
 {
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	uint8_t *wbuf = malloc(1 << 20), *rbuf = malloc(1 << 20);
 	int mode;
 
@@ -945,37 +941,38 @@ static void test_engine_rw(void)
 		c = connect_engine(&env, structured);
 		CU_ASSERT_FATAL(c != NULL);
 		fill(wbuf, 1 << 20, (unsigned)mode);
-		CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, 1 << 20, 1 << 20, 0), 0);
-		CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, 4096, 0, NBD_CMD_FLAG_FUA), 0);
-		CU_ASSERT_EQUAL(nbd_client_flush(c, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_pwrite(c, wbuf, 1 << 20, 1 << 20, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_pwrite(c, wbuf, 4096, 0, NBD_CMD_FLAG_FUA), 0);
+		CU_ASSERT_EQUAL(nbdp_cmd(c, NBD_CMD_FLUSH, 0, 0, 0, NULL), 0);
 		memset(rbuf, 0, 1 << 20);
-		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 1 << 20, 1 << 20, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_pread(c, rbuf, 1 << 20, 1 << 20, 0), 0);
 		CU_ASSERT_EQUAL(memcmp(rbuf, wbuf, 1 << 20), 0);
-		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 4096, 0, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_pread(c, rbuf, 4096, 0, 0), 0);
 		CU_ASSERT_EQUAL(memcmp(rbuf, wbuf, 4096), 0);
 		/* Odd sizes and offsets (min block 1). */
-		CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf + 3, 777, 12345, 0), 0);
-		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 777, 12345, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_pwrite(c, wbuf + 3, 777, 12345, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_pread(c, rbuf, 777, 12345, 0), 0);
 		CU_ASSERT_EQUAL(memcmp(rbuf, wbuf + 3, 777), 0);
 		/* Zero-length read and write. */
-		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 0, 0, 0), 0);
-		CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, 0, 0, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_pread(c, rbuf, 0, 0, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_pwrite(c, wbuf, 0, 0, 0), 0);
 		/* Write zeroes (punch, then provisioned) and trim. */
-		CU_ASSERT_EQUAL(nbd_client_zero(c, 65536, 1 << 20, 0), 0);
-		CU_ASSERT_EQUAL(nbd_client_zero(c, 4096, (1 << 20) + 65536,
-						NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_FUA), 0);
-		CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, 65536 + 8192, 1 << 20, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_cmd(c, NBD_CMD_WRITE_ZEROES, 0, 1 << 20, 65536, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_cmd(c, NBD_CMD_WRITE_ZEROES,
+					 NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_FUA,
+					 (1 << 20) + 65536, 4096, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_pread(c, rbuf, 65536 + 8192, 1 << 20, 0), 0);
 		{
 			static const uint8_t zero[65536 + 4096];
 
 			CU_ASSERT_EQUAL(memcmp(rbuf, zero, sizeof(zero)), 0);
 		}
 		CU_ASSERT_EQUAL(memcmp(rbuf + 65536 + 4096, wbuf + 65536 + 4096, 4096), 0);
-		CU_ASSERT_EQUAL(nbd_client_trim(c, 8192, 2 << 20, 0), 0);
-		CU_ASSERT_EQUAL(nbd_client_cache(c, 8192, 0, 0), 0);
-		CU_ASSERT_EQUAL(nbd_client_disconnect(c), 0);
+		CU_ASSERT_EQUAL(nbdp_cmd(c, NBD_CMD_TRIM, 0, 2 << 20, 8192, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_cmd(c, NBD_CMD_CACHE, 0, 0, 8192, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_disconnect(c), 0);
 		env_wait_closed(&env, mode + 1);
-		nbd_client_close(c);
+		nbdp_close(c);
 	}
 	env_teardown(&env);
 	free(wbuf);
@@ -1024,7 +1021,7 @@ static void test_engine_alone_large_write(void)
 static void test_engine_errors(void)
 {
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	uint8_t buf[8192];
 	uint64_t cookie, off;
 	int r, res;
@@ -1034,67 +1031,67 @@ static void test_engine_errors(void)
 	c = connect_engine(&env, true);
 	CU_ASSERT_FATAL(c != NULL);
 	/* Past the end: EINVAL, and the connection still works. */
-	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 4096, (1 << 20) - 512, 0), -EINVAL);
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, 4096, (1 << 20) - 512, 0), -ENOSPC);
-	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 512, 0, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pread(c, buf, 4096, (1 << 20) - 512, 0), -EINVAL);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, buf, 4096, (1 << 20) - 512, 0), -ENOSPC);
+	CU_ASSERT_EQUAL(nbdp_pread(c, buf, 512, 0, 0), 0);
 	/* Misaligned for the 512-byte minimum block. */
-	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 100, 0, 0), -EINVAL);
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, 512, 100, 0), -EINVAL);
+	CU_ASSERT_EQUAL(nbdp_pread(c, buf, 100, 0, 0), -EINVAL);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, buf, 512, 100, 0), -EINVAL);
 	/* Unknown command, bad flags. */
-	r = nbd_client_submit(c, 77, 0, 0, 0, NULL, &cookie);
+	r = nbdp_submit(c, 77, 0, 0, 0, NULL, &cookie);
 	CU_ASSERT_EQUAL(r, 0);
-	CU_ASSERT_EQUAL(nbd_client_wait_cookie(c, cookie, &res, &off), 0);
+	CU_ASSERT_EQUAL(nbdp_wait_cookie(c, cookie, &res, &off), 0);
 	CU_ASSERT_EQUAL(res, -EINVAL);
-	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 512, 0, NBD_CMD_FLAG_NO_HOLE), -EINVAL);
-	CU_ASSERT_EQUAL(nbd_client_flush(c, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pread(c, buf, 512, 0, NBD_CMD_FLAG_NO_HOLE), -EINVAL);
+	CU_ASSERT_EQUAL(nbdp_cmd(c, NBD_CMD_FLUSH, 0, 0, 0, NULL), 0);
 	/* Still fine after all that. */
 	memset(buf, 0xa5, sizeof(buf));
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, sizeof(buf), 4096, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, buf, sizeof(buf), 4096, 0), 0);
 	memset(buf, 0, sizeof(buf));
-	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, sizeof(buf), 4096, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pread(c, buf, sizeof(buf), 4096, 0), 0);
 	CU_ASSERT_EQUAL(buf[0], 0xa5);
 	CU_ASSERT_EQUAL(buf[sizeof(buf) - 1], 0xa5);
-	nbd_client_disconnect(c);
+	nbdp_disconnect(c);
 	env_wait_closed(&env, 1);
-	nbd_client_close(c);
+	nbdp_close(c);
 
 	/* Garbage in the transmission phase: only that client is dropped. */
 	c = connect_engine(&env, false);
 	CU_ASSERT_FATAL(c != NULL);
 	{
-		struct nbd_client *good = connect_engine(&env, false);
-		struct bd_transport *t = nbd_client_transport(c);
+		struct nbdp *good = connect_engine(&env, false);
+		struct bd_transport *t = nbdp_transport(c);
 		char junk[64];
 
 		memset(junk, 'Z', sizeof(junk));
 		CU_ASSERT_EQUAL(bd_write_full(t, junk, sizeof(junk), 5000, -1), 0);
 		env_wait_closed(&env, 2);
 		CU_ASSERT_EQUAL(bd_read_full(t, junk, 1, 5000, -1), -ECONNRESET);
-		CU_ASSERT_EQUAL(nbd_client_pread(good, buf, 512, 0, 0), 0);
-		nbd_client_disconnect(good);
+		CU_ASSERT_EQUAL(nbdp_pread(good, buf, 512, 0, 0), 0);
+		nbdp_disconnect(good);
 		env_wait_closed(&env, 3);
-		nbd_client_close(good);
+		nbdp_close(good);
 	}
-	nbd_client_close(c);
+	nbdp_close(c);
 	env_teardown(&env);
 }
 
 static void test_engine_readonly(void)
 {
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	uint8_t buf[4096] = { 0 };
 
 	CU_ASSERT_FATAL(env_setup(&env, 1 << 20, true, 0) == 0);
 	c = connect_engine(&env, false);
 	CU_ASSERT_FATAL(c != NULL);
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, sizeof(buf), 0, 0), -EPERM);
-	CU_ASSERT_EQUAL(nbd_client_trim(c, 4096, 0, 0), -EPERM);
-	CU_ASSERT_EQUAL(nbd_client_zero(c, 4096, 0, 0), -EPERM);
-	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, sizeof(buf), 0, 0), 0);
-	nbd_client_disconnect(c);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, buf, sizeof(buf), 0, 0), -EPERM);
+	CU_ASSERT_EQUAL(nbdp_cmd(c, NBD_CMD_TRIM, 0, 0, 4096, NULL), -EPERM);
+	CU_ASSERT_EQUAL(nbdp_cmd(c, NBD_CMD_WRITE_ZEROES, 0, 0, 4096, NULL), -EPERM);
+	CU_ASSERT_EQUAL(nbdp_pread(c, buf, sizeof(buf), 0, 0), 0);
+	nbdp_disconnect(c);
 	env_wait_closed(&env, 1);
-	nbd_client_close(c);
+	nbdp_close(c);
 	env_teardown(&env);
 }
 
@@ -1103,7 +1100,7 @@ static void test_engine_pipeline(void)
 {
 	enum { N = 64, LEN = 65536 };
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	uint8_t *wbuf = malloc((size_t)N * LEN), *rbuf = calloc(N, LEN);
 	uint64_t cookies[N];
 	int i, done, res;
@@ -1114,27 +1111,27 @@ static void test_engine_pipeline(void)
 	CU_ASSERT_FATAL(c != NULL);
 	fill(wbuf, (size_t)N * LEN, 9);
 	for (i = 0; i < N; i++)
-		CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_WRITE, 0, (uint64_t)i * LEN, LEN,
+		CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_WRITE, 0, (uint64_t)i * LEN, LEN,
 						  wbuf + (size_t)i * LEN, &cookies[i]), 0);
-	CU_ASSERT_EQUAL(nbd_client_inflight(c), N);
+	CU_ASSERT_EQUAL(nbdp_inflight(c), N);
 	for (done = 0; done < N; done++) {
 		uint64_t ck;
 
-		CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_wait(c, &ck, &res, NULL), 0);
 		CU_ASSERT_EQUAL(res, 0);
 	}
 	for (i = 0; i < N; i++)
-		CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_READ, 0, (uint64_t)i * LEN, LEN,
+		CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_READ, 0, (uint64_t)i * LEN, LEN,
 						  rbuf + (size_t)i * LEN, &cookies[i]), 0);
 	/* Collect in reverse order of submission. */
 	for (i = N - 1; i >= 0; i--) {
-		CU_ASSERT_EQUAL(nbd_client_wait_cookie(c, cookies[i], &res, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_wait_cookie(c, cookies[i], &res, NULL), 0);
 		CU_ASSERT_EQUAL(res, 0);
 	}
 	CU_ASSERT_EQUAL(memcmp(wbuf, rbuf, (size_t)N * LEN), 0);
-	nbd_client_disconnect(c);
+	nbdp_disconnect(c);
 	env_wait_closed(&env, 1);
-	nbd_client_close(c);
+	nbdp_close(c);
 	env_teardown(&env);
 	free(wbuf);
 	free(rbuf);
@@ -1146,7 +1143,7 @@ static void test_engine_memory_limit(void)
 {
 	enum { N = 32, LEN = 65536 };
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	uint8_t *wbuf = malloc((size_t)N * LEN), *rbuf = calloc(N, LEN);
 	uint8_t *big = malloc(1 << 20), *bigr = malloc(1 << 20);
 	uint64_t ck;
@@ -1159,29 +1156,29 @@ static void test_engine_memory_limit(void)
 	CU_ASSERT_FATAL(c != NULL);
 	fill(wbuf, (size_t)N * LEN, 3);
 	for (i = 0; i < N; i++)
-		CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_WRITE, 0, (uint64_t)i * LEN, LEN,
+		CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_WRITE, 0, (uint64_t)i * LEN, LEN,
 						  wbuf + (size_t)i * LEN, NULL), 0);
 	for (i = 0; i < N; i++) {
-		CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_wait(c, &ck, &res, NULL), 0);
 		CU_ASSERT_EQUAL(res, 0);
 	}
 	/* Reads of uncached data would take buffers too; these may go out by
 	 * sendfile: either way they must all come back right. */
 	for (i = 0; i < N; i++)
-		CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_READ, 0, (uint64_t)i * LEN, LEN,
+		CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_READ, 0, (uint64_t)i * LEN, LEN,
 						  rbuf + (size_t)i * LEN, NULL), 0);
 	for (i = 0; i < N; i++) {
-		CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_wait(c, &ck, &res, NULL), 0);
 		CU_ASSERT_EQUAL(res, 0);
 	}
 	CU_ASSERT_EQUAL(memcmp(wbuf, rbuf, (size_t)N * LEN), 0);
 	fill(big, 1 << 20, 4);
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, big, 1 << 20, 2u << 20, 0), 0);
-	CU_ASSERT_EQUAL(nbd_client_pread(c, bigr, 1 << 20, 2u << 20, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, big, 1 << 20, 2u << 20, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pread(c, bigr, 1 << 20, 2u << 20, 0), 0);
 	CU_ASSERT_EQUAL(memcmp(big, bigr, 1 << 20), 0);
-	nbd_client_disconnect(c);
+	nbdp_disconnect(c);
 	env_wait_closed(&env, 1);
-	nbd_client_close(c);
+	nbdp_close(c);
 	env_teardown(&env);
 	free(wbuf);
 	free(rbuf);
@@ -1194,7 +1191,7 @@ static void test_engine_disc_drains(void)
 {
 	enum { N = 16 };
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	uint8_t *buf = malloc(N * 4096);
 	uint64_t ck;
 	int i, res;
@@ -1205,15 +1202,15 @@ static void test_engine_disc_drains(void)
 	CU_ASSERT_FATAL(c != NULL);
 	memset(buf, 0x3c, N * 4096);
 	for (i = 0; i < N; i++)
-		CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_WRITE, 0, (uint64_t)i * 4096, 4096,
+		CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_WRITE, 0, (uint64_t)i * 4096, 4096,
 						  buf + i * 4096, NULL), 0);
-	CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_DISC, 0, 0, 0, NULL, NULL), 0);
+	CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_DISC, 0, 0, 0, NULL, NULL), 0);
 	for (i = 0; i < N; i++) {
-		CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_wait(c, &ck, &res, NULL), 0);
 		CU_ASSERT_EQUAL(res, 0);
 	}
 	env_wait_closed(&env, 1);
-	nbd_client_close(c);
+	nbdp_close(c);
 	env_teardown(&env);
 	free(buf);
 }
@@ -1222,7 +1219,7 @@ static void test_engine_disc_drains(void)
 static void test_engine_drain(void)
 {
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	uint8_t buf[4096];
 	uint64_t ck;
 	int res;
@@ -1231,7 +1228,7 @@ static void test_engine_drain(void)
 	CU_ASSERT_FATAL(env_setup(&env, 1 << 20, false, 0) == 0);
 	c = connect_engine(&env, true);
 	CU_ASSERT_FATAL(c != NULL);
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, sizeof(buf), 0, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, buf, sizeof(buf), 0, 0), 0);
 	engine_drain(env.e);
 	/* New connections are refused now. */
 	{
@@ -1243,14 +1240,14 @@ static void test_engine_drain(void)
 		CU_ASSERT_EQUAL(engine_add(env.e, b, export_get(env.exp), &sess, NULL), -ESHUTDOWN);
 		bd_close(a);
 	}
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, sizeof(buf), 4096, 0), -ESHUTDOWN);
-	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, sizeof(buf), 0, 0), -ESHUTDOWN);
-	CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_FLUSH, 0, 0, 0, NULL, &ck), 0);
-	CU_ASSERT_EQUAL(nbd_client_wait_cookie(c, ck, &res, NULL), 0);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, buf, sizeof(buf), 4096, 0), -ESHUTDOWN);
+	CU_ASSERT_EQUAL(nbdp_pread(c, buf, sizeof(buf), 0, 0), -ESHUTDOWN);
+	CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_FLUSH, 0, 0, 0, NULL, &ck), 0);
+	CU_ASSERT_EQUAL(nbdp_wait_cookie(c, ck, &res, NULL), 0);
 	CU_ASSERT_EQUAL(res, -ESHUTDOWN);
-	nbd_client_disconnect(c);
+	nbdp_disconnect(c);
 	env_wait_closed(&env, 1);
-	nbd_client_close(c);
+	nbdp_close(c);
 	env_teardown(&env);
 }
 
@@ -1491,13 +1488,14 @@ static const struct bd_transport_ops ring_tx_ops = {
 	.tx_commit = ring_tx_commit,
 };
 
-static struct nbd_client *connect_engine_ring_tx(struct engine_env *env, bool structured,
-						 size_t ring_size, size_t tx_size)
+static struct nbdp *connect_engine_ring_tx(struct engine_env *env, bool structured,
+					   size_t ring_size, size_t tx_size)
 {
 	struct hand h = { .env = env };
 	struct bd_transport *ct;
 	struct ring_t *r = calloc(1, sizeof(*r));
 	struct nbd_client *c = NULL;
+	struct nbdp *p = NULL;
 	pthread_t th;
 	int sv[2];
 
@@ -1521,13 +1519,14 @@ static struct nbd_client *connect_engine_ring_tx(struct engine_env *env, bool st
 	if (structured)
 		CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
 	CU_ASSERT_EQUAL(nbd_client_go(c, "t", NULL), 0);
+	CU_ASSERT_FATAL(nbdp_start(c, 10000, NULL, &p) == 0);
 	pthread_join(th, NULL);
 	CU_ASSERT_EQUAL(h.result, 0);
-	return c;
+	return p;
 }
 
-static struct nbd_client *connect_engine_ring(struct engine_env *env, bool structured,
-					      size_t ring_size)
+static struct nbdp *connect_engine_ring(struct engine_env *env, bool structured,
+					size_t ring_size)
 {
 	return connect_engine_ring_tx(env, structured, ring_size, 0);
 }
@@ -1540,7 +1539,7 @@ static void test_engine_zero_copy_rx(void)
 	static const uint32_t sizes[] = { 512, 4096, 20000, 40960, 65536, 4096, 777, 131072 };
 	enum { ROUNDS = 24 };
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	struct engine_stats st;
 	size_t total = 0, off = 0;
 	uint8_t *wbuf, *rbuf;
@@ -1565,30 +1564,30 @@ static void test_engine_zero_copy_rx(void)
 			uint32_t len = sizes[i % 8];
 			uint16_t fl = (i % 5 == 4) ? NBD_CMD_FLAG_FUA : 0;
 
-			CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_WRITE, fl, off, len,
+			CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_WRITE, fl, off, len,
 							  wbuf + off, NULL), 0);
 			off += len;
 			/* Keep a few in flight at a time. */
-			if (nbd_client_inflight(c) >= 6) {
-				CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+			if (nbdp_inflight(c) >= 6) {
+				CU_ASSERT_EQUAL(nbdp_wait(c, &ck, &res, NULL), 0);
 				CU_ASSERT_EQUAL(res, 0);
 			}
 		}
-		while (nbd_client_inflight(c)) {
-			CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+		while (nbdp_inflight(c)) {
+			CU_ASSERT_EQUAL(nbdp_wait(c, &ck, &res, NULL), 0);
 			CU_ASSERT_EQUAL(res, 0);
 		}
 		/* Errors in the middle (payload skipped in place). */
-		CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, 4096, (8u << 20) - 100, 0), -ENOSPC);
+		CU_ASSERT_EQUAL(nbdp_pwrite(c, wbuf, 4096, (8u << 20) - 100, 0), -ENOSPC);
 		memset(rbuf, 0, total);
 		for (k = 0, off = 0; k < ROUNDS; k++) {
-			CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf + off, sizes[k % 8], off, 0), 0);
+			CU_ASSERT_EQUAL(nbdp_pread(c, rbuf + off, sizes[k % 8], off, 0), 0);
 			off += sizes[k % 8];
 		}
 		CU_ASSERT_EQUAL(memcmp(wbuf, rbuf, total), 0);
-		nbd_client_disconnect(c);
+		nbdp_disconnect(c);
 		env_wait_closed(&env, mode + 1);
-		nbd_client_close(c);
+		nbdp_close(c);
 		CU_ASSERT(closed_ring_wraps > 0);
 	}
 	engine_get_stats(env.e, &st);
@@ -1619,7 +1618,7 @@ static void test_engine_zero_copy_tx(void)
 	static const uint32_t sizes[] = { 4096, 512, 16384, 20000, 777, 65536, 8192, 131072 };
 	enum { ROUNDS = 40, DEPTH = 6 };
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	struct engine_stats st;
 	size_t total = 0, off;
 	uint8_t *want, *got;
@@ -1645,7 +1644,7 @@ static void test_engine_zero_copy_tx(void)
 		 * 8), and the ring wraps. */
 		memset(got, 0, total);
 		for (i = 0, off = 0; i < ROUNDS; i++) {
-			CU_ASSERT_EQUAL(nbd_client_pread(c, got + off, sizes[i % 8], off, 0), 0);
+			CU_ASSERT_EQUAL(nbdp_pread(c, got + off, sizes[i % 8], off, 0), 0);
 			off += sizes[i % 8];
 		}
 		CU_ASSERT_EQUAL(memcmp(want, got, total), 0);
@@ -1655,31 +1654,31 @@ static void test_engine_zero_copy_tx(void)
 		for (i = 0, off = 0; i < ROUNDS; i++) {
 			uint32_t len = sizes[i % 8];
 
-			CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_READ, 0, off, len,
+			CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_READ, 0, off, len,
 							  got + off, NULL), 0);
 			/* A WRITE now and then: its reply is not reserved. */
 			if (i % 7 == 3)
-				CU_ASSERT_EQUAL(nbd_client_submit(c, NBD_CMD_WRITE, 0,
+				CU_ASSERT_EQUAL(nbdp_submit(c, NBD_CMD_WRITE, 0,
 								  (4u << 20) + off, 512,
 								  want + off, NULL), 0);
 			off += len;
-			while (nbd_client_inflight(c) >= DEPTH) {
-				CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+			while (nbdp_inflight(c) >= DEPTH) {
+				CU_ASSERT_EQUAL(nbdp_wait(c, &ck, &res, NULL), 0);
 				CU_ASSERT_EQUAL(res, 0);
 			}
 		}
-		while (nbd_client_inflight(c)) {
-			CU_ASSERT_EQUAL(nbd_client_wait(c, &ck, &res, NULL), 0);
+		while (nbdp_inflight(c)) {
+			CU_ASSERT_EQUAL(nbdp_wait(c, &ck, &res, NULL), 0);
 			CU_ASSERT_EQUAL(res, 0);
 		}
 		CU_ASSERT_EQUAL(memcmp(want, got, total), 0);
 		/* A read past the end: an error reply, the connection lives. */
-		CU_ASSERT_EQUAL(nbd_client_pread(c, got, 4096, (8u << 20) - 100, 0), -EINVAL);
-		CU_ASSERT_EQUAL(nbd_client_pread(c, got, 4096, 0, 0), 0);
+		CU_ASSERT_EQUAL(nbdp_pread(c, got, 4096, (8u << 20) - 100, 0), -EINVAL);
+		CU_ASSERT_EQUAL(nbdp_pread(c, got, 4096, 0, 0), 0);
 		CU_ASSERT_EQUAL(memcmp(want, got, 4096), 0);
-		nbd_client_disconnect(c);
+		nbdp_disconnect(c);
 		env_wait_closed(&env, (int)mode + 1);
-		nbd_client_close(c);
+		nbdp_close(c);
 		CU_ASSERT(closed_ring_reserves >= ROUNDS * 6 / 8);
 		CU_ASSERT(closed_ring_tx_wraps > 0);
 	}
@@ -1690,14 +1689,6 @@ static void test_engine_zero_copy_tx(void)
 	env_teardown(&env);
 	free(want);
 	free(got);
-}
-
-static uint64_t now_ms_test(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* --- one wake-up fd for both directions, as an SMC-R socket has ------------
@@ -1717,7 +1708,7 @@ struct evt_t {
 	pthread_mutex_t lock;
 	size_t credit;			/* reply bytes the window takes */
 	bool want_credit;		/* a send ran out of it */
-	uint64_t want_ms;
+	int64_t want_ms;
 	bool stop;
 	pthread_t notifier;
 	unsigned raced;			/* window reopened inside a drain */
@@ -1812,7 +1803,7 @@ static ssize_t evt_writev(struct bd_transport *t, const struct iovec *iov, int c
 		r->credit -= (size_t)n;
 		if (!r->credit && !r->want_credit) {
 			r->want_credit = true;
-			r->want_ms = now_ms_test();
+			r->want_ms = now_ms();
 		}
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -1865,7 +1856,7 @@ static void *evt_notifier(void *arg)
 			pthread_mutex_unlock(&r->lock);
 			break;
 		}
-		if (r->want_credit && now_ms_test() - r->want_ms >= 200)
+		if (r->want_credit && now_ms() - r->want_ms >= 200)
 			evt_grant(r);
 		pthread_mutex_unlock(&r->lock);
 		if (poll(&p, 1, 5) < 0 || ioctl(r->fd, FIONREAD, &avail) < 0)
@@ -1940,7 +1931,8 @@ static void test_engine_shared_wakeup_fd(void)
 	struct engine_env env;
 	struct hand h = { .env = &env };
 	struct bd_transport *ct;
-	struct nbd_client *c = NULL;
+	struct nbd_client *nc = NULL;
+	struct nbdp *c = NULL;
 	struct nbd_request_wire w[QD + 1];
 	struct evt_t *r = calloc(1, sizeof(*r));
 	static uint8_t want[QD * LEN], buf[REPLY];
@@ -1971,11 +1963,12 @@ static void test_engine_shared_wakeup_fd(void)
 	CU_ASSERT_FATAL(pthread_create(&r->notifier, NULL, evt_notifier, r) == 0);
 	h.t = &r->ring.base;
 	CU_ASSERT_FATAL(pthread_create(&th, NULL, evt_hand_main, &h) == 0);
-	CU_ASSERT_FATAL(nbd_client_open(ct, 10000, &c) == 0);
-	CU_ASSERT_EQUAL(nbd_client_go(c, "t", NULL), 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 10000, &nc) == 0);
+	CU_ASSERT_EQUAL(nbd_client_go(nc, "t", NULL), 0);
+	CU_ASSERT_FATAL(nbdp_start(nc, 10000, NULL, &c) == 0);
 	pthread_join(th, NULL);
 	CU_ASSERT_EQUAL_FATAL(h.result, 0);
-	cfd = bd_tcp_fd(nbd_client_transport(c));
+	cfd = bd_tcp_fd(nbdp_transport(c));
 	for (i = 0; i <= QD; i++) {
 		struct nbd_request q = { .type = i < QD ? NBD_CMD_READ : NBD_CMD_WRITE,
 					 .cookie = i, .offset = (uint64_t)i * LEN,
@@ -2007,9 +2000,9 @@ static void test_engine_shared_wakeup_fd(void)
 	CU_ASSERT_EQUAL(send(cfd, want, LEN, MSG_NOSIGNAL), LEN);
 	CU_ASSERT(evt_reply(cfd, buf, 16, 5000));
 	CU_ASSERT_EQUAL(buf[7], 0);	/* error 0 */
-	nbd_client_disconnect(c);
+	nbdp_disconnect(c);
 	env_wait_closed(&env, 1);
-	nbd_client_close(c);
+	nbdp_close(c);
 	env_teardown(&env);
 }
 
@@ -2426,28 +2419,31 @@ static void test_bs_handshake(void)
 	bd_close(s.t);
 }
 
-static struct nbd_client *connect_engine_meta(struct engine_env *env)
+static struct nbdp *connect_engine_meta(struct engine_env *env)
 {
 	struct hand h = { .env = env };
 	struct bd_transport *ct;
 	struct nbd_client *c = NULL;
+	struct nbdp *p = NULL;
+	uint32_t id = 0;
 	pthread_t th;
 
 	pair(&ct, &h.t);
 	CU_ASSERT_FATAL(pthread_create(&th, NULL, hand_main, &h) == 0);
 	CU_ASSERT_FATAL(nbd_client_open(ct, 10000, &c) == 0);
 	CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
-	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "t", NBD_META_BASE_ALLOCATION, NULL), 0);
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "t", NBD_META_BASE_ALLOCATION, &id), 0);
 	CU_ASSERT_EQUAL(nbd_client_go(c, "t", NULL), 0);
+	CU_ASSERT_FATAL(nbdp_start(c, 10000, &id, &p) == 0);
 	pthread_join(th, NULL);
 	CU_ASSERT_EQUAL(h.result, 0);
-	return c;
+	return p;
 }
 
 static void test_bs_engine(void)
 {
 	struct engine_env env;
-	struct nbd_client *c;
+	struct nbdp *c;
 	struct nbd_extent e[8];
 	uint8_t *buf = malloc(65536);
 	unsigned n;
@@ -2457,34 +2453,34 @@ static void test_bs_engine(void)
 	CU_ASSERT_FATAL(env_setup(&env, 8 << 20, false, 0) == 0);
 	/* Without the context: EINVAL, and the connection stays. */
 	c = connect_engine(&env, true);
-	CU_ASSERT_EQUAL(nbd_client_block_status(c, 4096, 0, 0, e, 8, &n), -EINVAL);
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, buf, 65536, 1 << 20, 0), 0);
-	CU_ASSERT_EQUAL(nbd_client_disconnect(c), 0);
+	CU_ASSERT_EQUAL(nbdp_block_status(c, 4096, 0, 0, e, 8, &n), -EINVAL);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, buf, 65536, 1 << 20, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_disconnect(c), 0);
 	env_wait_closed(&env, 1);
-	nbd_client_close(c);
+	nbdp_close(c);
 
 	c = connect_engine_meta(&env);
 	CU_ASSERT_FATAL(c != NULL);
-	CU_ASSERT_EQUAL(nbd_client_block_status(c, 8 << 20, 0, 0, e, 8, &n), 0);
+	CU_ASSERT_EQUAL(nbdp_block_status(c, 8 << 20, 0, 0, e, 8, &n), 0);
 	if (lseek(env.exp->fd, 0, SEEK_DATA) == 1 << 20) {
 		CU_ASSERT(ext_is(e, n, 3, 1 << 20, HZ, 65536, 0, (7 << 20) - 65536, HZ));
-		CU_ASSERT_EQUAL(nbd_client_block_status(c, 8 << 20, 0, NBD_CMD_FLAG_REQ_ONE,
+		CU_ASSERT_EQUAL(nbdp_block_status(c, 8 << 20, 0, NBD_CMD_FLAG_REQ_ONE,
 							e, 8, &n), 0);
 		CU_ASSERT(ext_is(e, n, 1, 1 << 20, HZ));
 		/* Punched: one hole. */
-		CU_ASSERT_EQUAL(nbd_client_trim(c, 65536, 1 << 20, 0), 0);
-		CU_ASSERT_EQUAL(nbd_client_block_status(c, 8 << 20, 0, 0, e, 8, &n), 0);
+		CU_ASSERT_EQUAL(nbdp_cmd(c, NBD_CMD_TRIM, 0, 1 << 20, 65536, NULL), 0);
+		CU_ASSERT_EQUAL(nbdp_block_status(c, 8 << 20, 0, 0, e, 8, &n), 0);
 		CU_ASSERT(ext_is(e, n, 1, 8 << 20, HZ));
 	} else {
 		CU_ASSERT(n >= 1);
 	}
-	CU_ASSERT_EQUAL(nbd_client_block_status(c, 4096, 8 << 20, 0, e, 8, &n), -EINVAL);
-	CU_ASSERT_EQUAL(nbd_client_block_status(c, 0, 0, 0, e, 8, &n), -EINVAL);
+	CU_ASSERT_EQUAL(nbdp_block_status(c, 4096, 8 << 20, 0, e, 8, &n), -EINVAL);
+	CU_ASSERT_EQUAL(nbdp_block_status(c, 0, 0, 0, e, 8, &n), -EINVAL);
 	/* Still serving. */
-	CU_ASSERT_EQUAL(nbd_client_pread(c, buf, 4096, 0, 0), 0);
-	CU_ASSERT_EQUAL(nbd_client_disconnect(c), 0);
+	CU_ASSERT_EQUAL(nbdp_pread(c, buf, 4096, 0, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_disconnect(c), 0);
 	env_wait_closed(&env, 2);
-	nbd_client_close(c);
+	nbdp_close(c);
 	env_teardown(&env);
 	free(buf);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd VM tests: a hostile SMC-R client against smcrd (issue 14).
+/* smcrbd VM tests: a hostile SMC-R client against smcrd.
  *
  *   hostile-peer SERVER PORT CASE [options]
  *     --rkey HEX --vaddr HEX   another link group's RMB (foreign-write)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# A hostile SMC-R client against smcrd (issue 14), over rxe.  smcrd serves
+# A hostile SMC-R client against smcrd, over rxe.  smcrd serves
 # a disk on B; on A a well-behaved client (nbdc-io over SMC-R: random
 # 64 KiB reads and writes, every byte checked) runs on its own link group
 # the whole time, while hostile-peer (tests/vm/hostile-peer.c: CLC, its

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Issue 3/6 test 5: Wireshark's SMC dissector reads every message of an
-# SMC-R session between two hosts.  dumpcap captures B's two NICs (eth0 =
+# Wireshark's SMC dissector reads every message of an SMC-R session
+# between two hosts.  dumpcap captures B's two NICs (eth0 =
 # link 1, eth1 = link 2) while A opens 5 SMC-R connections to B, each
 # sending 128 KiB both ways (first contact, ADD LINK of link 2, subsequent
 # contacts, a second RMB announced with CONFIRM RKEY, CDCs, closes), then a

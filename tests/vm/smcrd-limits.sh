@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# smcrd's limits over real SMC-R (rxe), issue 13.  smcrd on B with
+# smcrd's limits over real SMC-R (rxe).  smcrd on B with
 # --max-link-groups-per-address 2; on A three nbdc-io processes (each its
 # own peer ID, so each its own link group), every byte checked:
 #  1. the first two get link groups and write 4 MiB blocks over SMC-R (a

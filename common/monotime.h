@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* smcrbd: CLOCK_MONOTONIC in milliseconds, for deadlines, timeouts and
+ * rates.  Header only: libsmcr, blockdev, the programs and the tests use
+ * this one. */
+#ifndef SMCRBD_MONOTIME_H
+#define SMCRBD_MONOTIME_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#endif
