@@ -988,7 +988,7 @@ static void test_engine_alone_large_write(void)
 	const size_t len = (3u << 20) + 4097, small = 512u << 10;
 	struct engine_env env;
 	struct engine_stats st;
-	struct nbd_client *c;
+	struct nbdp *c;
 	uint8_t *wbuf = malloc(len), *rbuf = malloc(len);
 	uint64_t before;
 
@@ -997,22 +997,22 @@ static void test_engine_alone_large_write(void)
 	c = connect_engine(&env, true);
 	CU_ASSERT_FATAL(c != NULL);
 	fill(wbuf, len, 5);
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, len, 8192, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, wbuf, len, 8192, 0), 0);
 	memset(rbuf, 0, len);
-	CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, len, 8192, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pread(c, rbuf, len, 8192, 0), 0);
 	CU_ASSERT_EQUAL(memcmp(rbuf, wbuf, len), 0);
 	/* Half a MiB, whole in one buffer: written inline. */
 	engine_get_stats(env.e, &st);
 	before = st.inline_writes;
 	fill(wbuf, small, 6);
-	CU_ASSERT_EQUAL(nbd_client_pwrite(c, wbuf, small, 4096, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pwrite(c, wbuf, small, 4096, 0), 0);
 	engine_get_stats(env.e, &st);
 	CU_ASSERT_EQUAL(st.inline_writes, before + 1);
-	CU_ASSERT_EQUAL(nbd_client_pread(c, rbuf, small, 4096, 0), 0);
+	CU_ASSERT_EQUAL(nbdp_pread(c, rbuf, small, 4096, 0), 0);
 	CU_ASSERT_EQUAL(memcmp(rbuf, wbuf, small), 0);
-	CU_ASSERT_EQUAL(nbd_client_disconnect(c), 0);
+	CU_ASSERT_EQUAL(nbdp_disconnect(c), 0);
 	env_wait_closed(&env, 1);
-	nbd_client_close(c);
+	nbdp_close(c);
 	env_teardown(&env);
 	free(wbuf);
 	free(rbuf);
