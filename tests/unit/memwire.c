@@ -286,22 +286,31 @@ static void cq_add(struct memwire_end *e, struct memwire_op *op, int status)
 static uint8_t *remote_mem(struct memwire_end *peer, uint64_t raddr,
 			   uint32_t len, uint32_t rkey);
 
+/* A WRITE reaches the peer's memory (unless place is false).  A remote
+ * access error kills the QP, as in RC: op is freed, the end cut, -EFAULT. */
+static int place_write(struct memwire_end *e, struct memwire_op *op, bool place)
+{
+	uint8_t *dst = remote_mem(e->peer, op->raddr, op->len, op->rkey);
+
+	if (!dst) {
+		e->bad_rkey++;
+		free(op);
+		memwire_fault(e, MEMWIRE_CUT);
+		return -EFAULT;
+	}
+	if (place)
+		memcpy(dst, op->data, op->len);
+	return 0;
+}
+
 /* Scheduled mode: op (taken off e's send queue) reaches the peer. */
 static int deliver_sched(struct memwire_end *e, struct memwire_op *op, bool place)
 {
 	struct memwire_op *c;
 
 	if (op->is_write) {
-		uint8_t *dst = remote_mem(e->peer, op->raddr, op->len, op->rkey);
-
-		if (!dst) {
-			e->bad_rkey++;
-			free(op);
-			memwire_fault(e, MEMWIRE_CUT);
+		if (place_write(e, op, place) < 0)
 			return memwire_step(e) + 1;
-		}
-		if (place)
-			memcpy(dst, op->data, op->len);
 		e->delivered++;
 		if (op->signaled)
 			cq_add(e, op, 0);
@@ -362,17 +371,8 @@ int memwire_step(struct memwire_end *e)
 	if (e->sched)
 		return deliver_sched(e, op, place);
 	if (op->is_write) {
-		uint8_t *dst = remote_mem(e->peer, op->raddr, op->len, op->rkey);
-
-		if (!dst) {
-			/* A remote access error kills the QP, as in RC. */
-			e->bad_rkey++;
-			free(op);
-			memwire_fault(e, MEMWIRE_CUT);
+		if (place_write(e, op, place) < 0)
 			return memwire_step(e) + 1;
-		}
-		if (place)
-			memcpy(dst, op->data, op->len);
 		if (op->signaled && h->write_done)
 			h->write_done(&e->link, op->wr_id, 0);
 	} else {
