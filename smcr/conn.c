@@ -737,12 +737,7 @@ void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status)
 	if (conn->cdc_due || !tx_drained(conn) ||
 	    (conn->move_to && !conn->inflight_n))
 		smcr_conn_flush(conn);
-	/* Only a close waits for its CDCs to complete (smcr_conn_finished);
-	 * room to send comes from the peer's cursor, not from here.  Waking
-	 * every waiter on every completion cost a receiver blocked in a
-	 * round trip one more sleep per message. */
-	if (conn->want_close || conn->closed_sent || conn->error)
-		conn_notify(conn);
+	conn_notify(conn);
 }
 
 int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)

@@ -499,48 +499,6 @@ static void test_failover_autocork(void)
 }
 
 
-static unsigned int notified_a;
-
-static void count_notify(struct smcr_conn *conn, void *arg)
-{
-	(void)conn;
-	(void)arg;
-	notified_a++;
-}
-
-/* The completion of a CDC of ours wakes nobody but a closer: a receiver
- * waiting for the reply is woken by the reply, not by its request's
- * completion as well. */
-static void test_cdc_done_wakes_closer(void)
-{
-	uint8_t buf[100];
-	struct smcr_conn *a, *b;
-
-	EYE = 0;
-	setup(1000, 1000, 64);
-	a = &A.conn[0];
-	b = &B.conn[0];
-	a->notify = count_notify;
-	CU_ASSERT_EQUAL(smcr_conn_send(a, "request", 7), 7);
-	run_wire(0);
-	CU_ASSERT_EQUAL(a->inflight_n, 0);
-	CU_ASSERT_EQUAL(notified_a, 0);
-	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 7);
-	CU_ASSERT_EQUAL(smcr_conn_send(b, "reply", 5), 5);
-	run_wire(0);
-	CU_ASSERT_EQUAL(notified_a, 1);
-	CU_ASSERT_EQUAL(smcr_conn_recv(a, buf, sizeof(buf)), 5);
-	/* A close waits for its C to complete: that completion wakes it. */
-	notified_a = 0;
-	CU_ASSERT_EQUAL(smcr_conn_close(a), 0);
-	CU_ASSERT_EQUAL(a->inflight_n, 1);
-	memwire_step(&wire[0][0]);
-	CU_ASSERT_EQUAL(a->inflight_n, 0);
-	CU_ASSERT_EQUAL(notified_a, 1);
-	a->notify = NULL;
-	teardown();
-}
-
 static void test_close_orders(void)
 {
 	uint8_t buf[100];
@@ -1265,7 +1223,6 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "stream, zero copy, asymmetric RMBEs", test_stream_zero_copy_asym_linux },
 	{ "window update threshold", test_window_update_threshold_linux },
 	{ "close in both orders", test_close_orders_linux },
-	{ "a CDC's completion wakes only a closer", test_cdc_done_wakes_closer },
 	{ "autocork: small sends behind a CDC in flight", test_autocork },
 	{ "autocork: random streams", test_stream_autocork },
 	{ "autocork: failover with sends held", test_failover_autocork },
