@@ -20,7 +20,7 @@
 #define SMCR_BUSY_POLL_US_DEFAULT 0
 /* Small sends behind a CDC in flight wait for its completion and go as
  * one write and one CDC (Linux: net.smc.autocorking_size, 64 KiB). */
-#define SMCR_AUTOCORK_BYTES_DEFAULT (64u << 10)
+#define SMCR_AUTOCORK_BYTES_DEFAULT 0u
 
 struct smcr_sock {
 	struct smcr_ctx *ctx;

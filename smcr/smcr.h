@@ -120,7 +120,7 @@ struct smcr_ctx_opts {
  * SMCR_REBALANCE=0 (do not move connections to a returned link);
  * SMCR_LINK_TX_BYTES (written, unconfirmed bytes per link; default 512 KiB);
  * SMCR_AUTOCORK_BYTES (sends smaller than this wait while a CDC of the
- * connection is in flight and go out together; default 64 KiB, 0: off);
+ * connection is in flight and go out together; default 0: off);
  * SMCR_RMBE_EYECATCHER=1 (only the RFC's RMBE layout with its eye catcher,
  * never CONFIRM LINK flag 0x03: how smcrbd spoke before; Linux declines
  * such a peer with 0x03050000). */
