@@ -14,8 +14,9 @@
 #    one line;
 #  - usage errors: one line, "Try ... --help", exit 2; smcrctl -d with a
 #    missing directory fails.
-# About 25-40 s on a busy 2-core machine (most of it make install).
-# smcr-timeout: 180
+# About 25-40 s on a quiet 2-core machine (most of it make install); 180 s
+# beside a soak in the lane.
+# smcr-timeout: 360
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
 requires nbdkit --version
