@@ -26,7 +26,7 @@
 # timeline.png.
 # Knobs: SMCR_SOAK_SEED (default 42, so that make check replays one
 # schedule; "random" draws one from the clock; printed), SMCR_SOAK_FAULTS
-# (default 100), SMCR_SOAK_TIME (seconds: faults go on until then; the
+# (default 85), SMCR_SOAK_TIME (seconds: faults go on until then; the
 # default's limit below does not cover long runs: see tests/vm/README.md),
 # SMCR_SOAK_KINDS (a comma list: only those fault kinds), SMCR_SOAK_PAUSES=1
 # (pause and sigstop in the draw; off by default until a soak passes them),
@@ -34,7 +34,7 @@
 # fails the soak; by default the report only lists it).
 # About 12 minutes with the defaults on the 2-core TCG machine.
 # smcr-timeout: 1800
-: "${SMCR_SOAK_FAULTS:=100}"
+: "${SMCR_SOAK_FAULTS:=85}"
 : "${SMCR_SOAK_TIME:=0}"
 : "${SMCR_SOAK_SEED:=42}"
 [ "$SMCR_SOAK_SEED" = random ] && SMCR_SOAK_SEED=$(( ${EPOCHREALTIME/./} % 1000000 ))
