@@ -752,6 +752,8 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
 	conn->link = link;
 	link->nconns++;
 	conn->move_to = NULL;
+	/* The old link's QP is in error: what was posted on it is flushed. */
+	conn->inflight_n = 0;
 	if (conn->abort_sent || conn->peer_aborted)
 		return 0;
 	conn->stats.failovers++;
@@ -766,7 +768,6 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
 		conn->stats.bytes_sent -= replay;
 		conn->tx_prod = from;
 	}
-	conn->inflight_n = 0;
 	conn->fo_pending = true;
 	/* The flags already sent go out again with the replayed state. */
 	conn->cdc_due = true;

@@ -66,6 +66,26 @@ void smcr_sock_link(struct smcr_sock *s)
 	s->ctx->socks = s;
 }
 
+/* CDCs (and the writes before them) posted and not completed on a link
+ * that still runs (a failed link's QP flushes them unread). */
+static bool sock_tx_posted(const struct smcr_sock *s)
+{
+	const struct smcr_link *l = s->conn.link;
+
+	return s->conn.inflight_n && l && l->state != SMCR_LINK_FAILED &&
+	       !(s->lgr && s->lgr->terminated);
+}
+
+static void sock_wait(struct smcr_sock *s, unsigned int ms);
+
+/* Before the buffers go back: wait, bounded, for what was posted from
+ * the send buffer to complete (Linux: smc_cdc_wait_pend_tx_wr). */
+static void sock_drain_tx(struct smcr_sock *s, uint64_t until)
+{
+	while (sock_tx_posted(s) && smcr_now_ms() < until)
+		sock_wait(s, 200);
+}
+
 /* Give back everything; ctx->lock held, s unlinked from ctx->socks. */
 static void sock_free_locked(struct smcr_sock *s)
 {
@@ -82,7 +102,14 @@ static void sock_free_locked(struct smcr_sock *s)
 		smcr_lgr_conn_remove(lgr, &s->conn);
 		if (s->conn.rmbe.rmb)
 			smcr_rmbe_free(&lgr->rmbs, &s->conn.rmbe);
-		if (s->conn.sndbuf.rmb)
+		/* A write still posted reads the send buffer when its QP gets
+		 * to it: zeroed or reused, the peer would get wrong bytes
+		 * under a valid cursor.  Such a buffer stays taken (until the
+		 * group goes) rather than handed back. */
+		if (s->conn.sndbuf.rmb && sock_tx_posted(s))
+			smcr_warn("conn %08x: writes still posted at close: send buffer kept",
+				  s->conn.token);
+		else if (s->conn.sndbuf.rmb)
 			smcr_rmbe_free(&lgr->sndbufs, &s->conn.sndbuf);
 		if (s->peer_rmb && s->peer_rmb->refs)
 			s->peer_rmb->refs--;
@@ -405,6 +432,7 @@ int smcr_close(struct smcr_sock *s)
 			sock_wait(s, 200);
 		if (!smcr_conn_finished(&s->conn))
 			smcr_conn_abort(&s->conn, -ETIMEDOUT);
+		sock_drain_tx(s, smcr_now_ms() + SMCR_LINGER_MS);
 	}
 	smcr_sock_destroy_locked(s);
 	pthread_mutex_unlock(&ctx->lock);
@@ -416,9 +444,10 @@ void smcr_abort(struct smcr_sock *s)
 	struct smcr_ctx *ctx = s->ctx;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (s->smc && !s->listener)
+	if (s->smc && !s->listener) {
 		smcr_conn_abort(&s->conn, -ECONNABORTED);
-	else if (s->fd >= 0 && !s->listener) {
+		sock_drain_tx(s, smcr_now_ms() + SMCR_LINGER_MS);
+	} else if (s->fd >= 0 && !s->listener) {
 		struct linger l = { .l_onoff = 1, .l_linger = 0 };
 
 		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
