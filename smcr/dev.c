@@ -17,16 +17,22 @@
 #include "dev.h"
 #include "log.h"
 
-/* 4.096 us * 2^17 = 537 ms per try, 6 retries: a dead path is reported by
- * a completion error in about 3.8 s.  (7 would mean "retry forever" on
- * rxe, so a silent loss would never be reported.)  Shorter is too tight
- * where a host may stall: on rxe under TCG, with 67 ms (14), 134 ms (15,
- * as Linux SMC-R) and 268 ms (16), a guest's kernel stopped acknowledging
- * on its other link for 1 to 2 s while "rdma link delete" or "ip link set
- * down" took one port away, and the group lost its last link and every
- * connection.  SMCR_QP_TIMEOUT changes it. */
+/* 4.096 us * 2^19 = 2.1 s per try, 6 retries: a dead path is reported by
+ * a completion error in about 15 s, so a peer stopped for up to 10 s (a
+ * live migration's blackout, a paused VM) finds its links still there.
+ * A dead peer is found sooner: TEST LINK fails a link after 2 s while
+ * another is left, and the last one too once a connection's TCP socket
+ * shows the peer's process gone (llc.c); only a silent peer (stopped,
+ * crashed or every path cut) takes the long limit.  (7 would mean "retry
+ * forever" on rxe, so a silent loss would never be reported.)  At 17
+ * (537 ms, 3.8 s in all) a 5 s pause ended the group; shorter is too
+ * tight where a host may stall: on rxe under TCG, with 67 ms (14), 134 ms
+ * (15, as Linux SMC-R) and 268 ms (16), a guest's kernel stopped
+ * acknowledging on its other link for 1 to 2 s while "rdma link delete"
+ * or "ip link set down" took one port away, and the group lost its last
+ * link and every connection.  SMCR_QP_TIMEOUT changes it. */
 const struct smcr_qp_timing smcr_qp_timing_default = {
-	.timeout = 17,
+	.timeout = 19,
 	.retry_cnt = 6,
 	.rnr_retry = 7,
 };

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -619,6 +620,29 @@ static uint64_t op_now(struct smcr_lgr *lgr)
 	return smcr_now_ms();
 }
 
+/* A connection of the group whose TCP socket the peer's kernel ended
+ * (FIN or RST) while SMC had no close or abort from the peer: its
+ * process died.  A stopped or cut-off peer leaves TCP silent. */
+static bool op_peer_gone(struct smcr_lgr *lgr)
+{
+	struct smcr_ctx *ctx = lgr_ctx(lgr);
+	struct smcr_sock *s;
+
+	for (s = ctx->socks; s; s = s->next) {
+		struct pollfd p = { .events = POLLRDHUP };
+
+		if (s->lgr != lgr || !s->smc || s->listener || s->fd < 0 ||
+		    s->conn.peer_closed || s->conn.peer_aborted || s->conn.error)
+			continue;
+		p.fd = s->fd;
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			smcr_info("engine: TCP of a connection ended by the peer: its process is gone");
+			return true;
+		}
+	}
+	return false;
+}
+
 const struct smcr_lgr_ops smcr_engine_lgr_ops = {
 	.link_create = op_link_create,
 	.link_connect = op_link_connect,
@@ -626,6 +650,7 @@ const struct smcr_lgr_ops smcr_engine_lgr_ops = {
 	.rmb_reg = op_rmb_reg,
 	.event = op_event,
 	.now_ms = op_now,
+	.peer_gone = op_peer_gone,
 };
 
 /* As Linux's smcr_lgr_match(): the peer ID and our role, and an active

@@ -74,6 +74,11 @@ struct smcr_lgr_ops {
 		      struct smcr_link *link, int status);
 	/* Milliseconds on a monotonic clock. */
 	uint64_t (*now_ms)(struct smcr_lgr *lgr);
+	/* Optional: true when the peer's process is known to be gone (a
+	 * connection's TCP socket ended without an SMC close: its kernel
+	 * closed it).  A silent peer that is only stopped keeps its TCP
+	 * sockets open. */
+	bool (*peer_gone)(struct smcr_lgr *lgr);
 };
 
 enum smcr_link_policy {
@@ -142,6 +147,7 @@ struct smcr_lgr_link {
 	uint64_t last_rx_ms;		/* anything received on it */
 	uint64_t test_sent_ms;		/* TEST LINK outstanding since (0: none) */
 	uint8_t test_data[16];
+	bool test_resent;		/* the probe went again at half its timeout */
 	/* The group has handled this link's failure (connections moved, its
 	 * DELETE LINK started) since; the link layer may have marked it
 	 * FAILED before telling us, so its state alone does not say this. */

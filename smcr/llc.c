@@ -1064,8 +1064,26 @@ int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot)
 	memcpy(m.test_link.user_data, &t, sizeof(t));
 	memcpy(ll->test_data, m.test_link.user_data, sizeof(ll->test_data));
 	ll->test_sent_ms = t ? t : 1;
+	ll->test_resent = false;
 	lgr->stats.test_links++;
 	return llc_send(lgr, slot, &m, NULL);
+}
+
+/* The same probe again, deadline kept: a request or reply lost last on
+ * its QP waits for the RC ACK timeout (2.1 s by default, longer than the
+ * TEST LINK timeout); a later message on the QP makes the receiver NAK
+ * the gap, so the lost one goes again at once. */
+static void test_link_resend(struct smcr_lgr *lgr, uint8_t slot)
+{
+	struct smcr_lgr_link *ll = &lgr->links[slot];
+	struct smcr_llc_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_TEST_LINK;
+	memcpy(m.test_link.user_data, ll->test_data, sizeof(ll->test_data));
+	ll->test_resent = true;
+	lgr->stats.test_links++;
+	llc_send(lgr, slot, &m, NULL);
 }
 
 static void test_link_rx(struct smcr_lgr *lgr, unsigned int slot,
@@ -1462,16 +1480,23 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 			continue;
 		if (ll->test_sent_ms) {
 			/* The last link takes every connection with it: give a
-			 * peer that is only slow (its RC ACKs come, its LLC
-			 * reply does not) longer (cfg.last_link_timeout_ms).  A
-			 * dead path fails by RC retries no later. */
+			 * peer that is only slow or stopped (its RC ACKs come,
+			 * or its QP is still within its retries) longer
+			 * (cfg.last_link_timeout_ms), unless its process is
+			 * known to be gone.  A dead path fails by RC retries
+			 * no later. */
+			uint64_t waited = since(t, ll->test_sent_ms);
 			uint64_t limit = lgr->cfg.test_link_timeout_ms;
 
-			if (smcr_lgr_active_links(lgr) <= 1)
+			if (waited >= limit && smcr_lgr_active_links(lgr) <= 1 &&
+			    !(lgr->ops->peer_gone && lgr->ops->peer_gone(lgr)))
 				limit = lgr->cfg.last_link_timeout_ms ?
 					lgr->cfg.last_link_timeout_ms : 3 * limit;
 
-			if (since(t, ll->test_sent_ms) >= limit) {
+			if (waited < limit && !ll->test_resent &&
+			    waited >= lgr->cfg.test_link_timeout_ms / 2)
+				test_link_resend(lgr, (uint8_t)i);
+			if (waited >= limit) {
 				smcr_warn("link %u: no TEST LINK reply in %llu ms: link down",
 					  ll->link->link_id, (unsigned long long)limit);
 				ll->test_sent_ms = 0;

@@ -196,6 +196,15 @@ static uint64_t op_now(struct smcr_lgr *lgr)
 	return clock_ms;
 }
 
+/* What op_peer_gone answers (the engine: a TCP socket ended). */
+static bool peer_gone;
+
+static bool op_peer_gone(struct smcr_lgr *lgr)
+{
+	(void)lgr;
+	return peer_gone;
+}
+
 static const struct smcr_lgr_ops ops = {
 	.link_create = op_link_create,
 	.link_connect = op_link_connect,
@@ -203,6 +212,7 @@ static const struct smcr_lgr_ops ops = {
 	.rmb_reg = op_rmb_reg,
 	.event = op_event,
 	.now_ms = op_now,
+	.peer_gone = op_peer_gone,
 };
 
 static bool wire_busy(struct memwire_end **all, unsigned int n)
@@ -703,6 +713,63 @@ static void test_link_outstanding(void)
 		run();
 	}
 	CU_ASSERT_FATAL(S.lgr->links[0].test_sent_ms != 0);
+}
+
+/* A peer whose process is known gone does not get the last link's long
+ * limit: the group ends after the plain TEST LINK timeout. */
+static void test_last_link_peer_gone(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	uint64_t cut_at, took;
+
+	cfg.test_link_idle_ms = 300;
+	cfg.test_link_timeout_ms = 600;
+	cfg.last_link_timeout_ms = 5000;
+	group_up(1, 1, &cfg);
+	conns_up();
+	memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_BLACKHOLE);
+	peer_gone = true;
+	cut_at = clock_ms;
+	while (!S.lgr->terminated && clock_ms - cut_at < 10000)
+		wait_ms(SMCR_LGR_TICK_MS);
+	took = clock_ms - cut_at;
+	peer_gone = false;
+	CU_ASSERT_TRUE(S.lgr->terminated);
+	CU_ASSERT(took >= cfg.test_link_timeout_ms);
+	CU_ASSERT(took <= cfg.test_link_idle_ms + cfg.test_link_timeout_ms +
+			  2 * SMCR_LGR_TICK_MS);
+	group_down();
+}
+
+/* Half way through its timeout an unanswered probe goes once more with
+ * the same data and deadline; the reply to either one answers it. */
+static void test_test_link_resent(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	struct smcr_lgr_link *ll;
+	uint8_t data[16];
+	uint64_t sent;
+
+	cfg.test_link_idle_ms = 300;
+	cfg.test_link_timeout_ms = 600;
+	group_up(2, 2, &cfg);
+	conns_up();
+	test_link_outstanding();
+	ll = &S.lgr->links[0];
+	sent = ll->test_sent_ms;
+	memcpy(data, ll->test_data, sizeof(data));
+	clock_ms += cfg.test_link_timeout_ms / 2 - SMCR_LGR_TICK_MS;
+	smcr_lgr_tick(S.lgr);
+	CU_ASSERT_FALSE(ll->test_resent);
+	clock_ms += SMCR_LGR_TICK_MS;
+	smcr_lgr_tick(S.lgr);
+	CU_ASSERT_TRUE(ll->test_resent);
+	CU_ASSERT_EQUAL(ll->test_sent_ms, sent);
+	CU_ASSERT_EQUAL(memcmp(ll->test_data, data, sizeof(data)), 0);
+	run();
+	CU_ASSERT_EQUAL(ll->test_sent_ms, 0);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 0);
+	group_down();
 }
 
 /* Both sides stop running for 3 s (a busy host, a paused VM) while a
@@ -1284,6 +1351,8 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "TEST LINK detects silent loss", test_test_link_silent_loss },
 	{ "the last link's TEST LINK limit", test_last_link_timeout },
 	{ "a TEST LINK stamped after the tick's clock", test_test_link_stamp_after_tick },
+	{ "the last link when the peer's process is gone", test_last_link_peer_gone },
+	{ "an unanswered TEST LINK goes again once", test_test_link_resent },
 	{ "our own stall: no link blamed, a dead one still found", test_local_stall },
 	{ "our own stall: an LLC exchange not timed out", test_local_stall_llc },
 	{ "both links down: connections reset", test_both_links_down },

@@ -172,7 +172,7 @@ def main():
     ap.add_argument("--seed", required=True)
     ap.add_argument("--offset-a", type=int, required=True)
     ap.add_argument("--offset-b", type=int, required=True)
-    ap.add_argument("--qp-timeout", type=int, default=17)
+    ap.add_argument("--qp-timeout", type=int, default=19)
     ap.add_argument("--strict-gaps", action="store_true",
                     help="an unexplained I/O gap over 2 s is an error")
     a = ap.parse_args()

@@ -462,7 +462,7 @@ vm_stop
 
 # ---- the report; the counters --------------------------------------------------------------
 python3 "$_vm_libdir/soak-report.py" --dir "$W" --seed "$SMCR_SOAK_SEED" \
-    --offset-a "$OFF_A" --offset-b "$OFF_B" --qp-timeout "${SMCR_QP_TIMEOUT:-17}" \
+    --offset-a "$OFF_A" --offset-b "$OFF_B" --qp-timeout "${SMCR_QP_TIMEOUT:-19}" \
     ${SMCR_SOAK_STRICT_GAPS:+--strict-gaps} ||
     fail "the counters do not add up (report: $W/report.md)"
 echo "report: $W/report.md, plot: $W/timeline.png"
