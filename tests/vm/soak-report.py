@@ -57,6 +57,17 @@ def load_snap(path):
     return doc.get("pid"), st.get("link_failures", 0), (nbd or {}).get("stats"), len(lgs)
 
 
+FAILED = re.compile(r"link group: link \d+ failed")
+
+
+def snap_time(d, n, side):
+    """The guest time (s) of snapshot N's look in SIDE, None if not kept."""
+    try:
+        return float(open(os.path.join(d, "snap.%d.%s.t" % (n, side))).read())
+    except (OSError, ValueError):
+        return None
+
+
 def a_events(path, pattern=A_EVENT):
     """A's lines that match, at the time the plugin stamped them (A's clock)."""
     out = []
@@ -331,7 +342,8 @@ def main():
                 f["back80"] = (back[0] - f["t0"]) * 1000 if back else None
     # the counters: the log lines add up to them (A: one process; B: every
     # smcrd of the soak, each counted up to its last snapshot)
-    snap_list = [snaps[0]] + [snaps[f["n"]] for f in faults]
+    snap_n = [0] + [f["n"] for f in faults]
+    snap_list = [snaps[n] for n in snap_n]
     cnt_a = snap_list[-1][0][1] - snap_list[0][0][1]
     cnt_b, pid, base, lastv = 0, snap_list[0][1][0], snap_list[0][1][1], snap_list[0][1][1]
     for _, sb in snap_list[1:]:
@@ -340,12 +352,26 @@ def main():
             pid, base = sb[0], 0
         lastv = sb[1]
     cnt_b += lastv - base
-    log_a = len([t for t in a_fail if t >= faults[0]["t0"] - 0.3]) if faults else 0
-    log_b = len([t for t in b_fail if t >= faults[0]["t0"] - 0.3]) if faults else 0
+    # the lines in the counters' window: from snapshot 0 to the last one,
+    # each side on its own clock (the watcher's look), so that neither the
+    # host-clock mapping (off by a paused guest's lag, noisy under load)
+    # nor a failure after the last snapshot (the end's I/O) counts
+    win = [snap_time(d, n, w) for n in (0, snap_n[-1]) for w in ("A", "B")]
+    if None not in win:
+        log_a = len([t for t, _, m in a_events(os.path.join(d, "nbdkit.log"))
+                     if win[0] < t <= win[2] and FAILED.search(m)])
+        log_b = len([t for t, _, m in b_events(os.path.join(d, "smcrd.log"))
+                     if win[1] < t <= win[3] and FAILED.search(m)])
+    else:
+        log_a = len([t for t in a_fail if t >= faults[0]["t0"] - 0.3]) if faults else 0
+        log_b = len([t for t in b_fail if t >= faults[0]["t0"] - 0.3]) if faults else 0
     sums["cnt_A"], sums["cnt_B"], sums["log_A"], sums["log_B"] = cnt_a, cnt_b, log_a, log_b
     if abs(cnt_a - log_a) > 0 or cnt_b > log_b:
-        errors.append("link_failures counted %d in A, %d in B; logged %d and %d"
-                      % (cnt_a, cnt_b, log_a, log_b))
+        errors.append("link_failures counted %d in A, %d in B; logged %d and %d (faults whose "
+                      "counts differ: %s)"
+                      % (cnt_a, cnt_b, log_a, log_b,
+                         ", ".join("%d (%s) A %d/%d" % (f["n"], f["kind"], f["fail_a"], f["log_a"])
+                                   for f in faults if f["fail_a"] != f["log_a"]) or "none"))
     end_a, end_b = load_snap(os.path.join(d, "snap.%d.A" % prev)), load_snap(os.path.join(d, "snap.end.B"))
 
     # ---- the plot ----

@@ -237,6 +237,7 @@ whole() {
                 [ "$(nbd_reconnects <<<"$json")" -ge "$rmin" ] || continue
             fi
             printf '%s\n' "$json" >"$W/snap.$n.$side"
+            echo "$W_T" >"$W/snap.$n.$side.t"	# its guest time (the report's count window)
             printf -v "OFF_$side" %s "$W_OFF"
             printf -v "done_$side" 1
         done
