@@ -37,8 +37,12 @@ COLOURS = {"qp-error": "#1f77b4", "drop": "#d62728", "delay": "#bcbd22", "cable"
            "both-down": "#8c564b", "kill": "#000000", "term": "#7f7f7f", "hup": "#e377c2",
            "pause": "#aec7e8", "sigstop": "#98df8a"}
 
-A_EVENT = re.compile(r"link group: link \d+ failed|link group ended|nbd: connection \d+ .* lost")
-B_EVENT = re.compile(r"link group: link \d+ failed|link group ended")
+# A link failure as counted (lgr.c: "link N failed (ERR), moving ..."), not
+# the info line of a failed link dropped later ("link N failed T ms ago
+# and was not deleted: dropping it"), which counts nothing.
+FAIL_RE = r"link group: link \d+ failed \(-?\d+\)"
+A_EVENT = re.compile(FAIL_RE + r"|link group ended|nbd: connection \d+ .* lost")
+B_EVENT = re.compile(FAIL_RE + r"|link group ended")
 A_BACK = re.compile(r"nbd: connection \d+ .* is back")
 INJECT = re.compile(r"fault injection: (fail|drop|delay) link")
 INJECT_KINDS = ("qp-error", "drop", "delay")
@@ -57,7 +61,7 @@ def load_snap(path):
     return doc.get("pid"), st.get("link_failures", 0), (nbd or {}).get("stats"), len(lgs)
 
 
-FAILED = re.compile(r"link group: link \d+ failed")
+FAILED = re.compile(FAIL_RE)
 
 
 def snap_time(d, n, side):
