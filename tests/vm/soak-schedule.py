@@ -31,9 +31,9 @@ KINDS = {
     # Drawn only with SMCR_SOAK_PAUSES=1 or when named in SMCR_SOAK_KINDS
     # (not yet through a clean soak; make check keeps the older schedule).
     # qemu stop/cont of one guest (a live migration's blackout); up to
-    # SMCR_SOAK_PAUSE_MS (default 3000: with the default QP timing, RC
-    # retries for ~3.8 s, a longer pause ends the link group)
-    "pause":       (PAUSE_W, ("A", "B"), (1000, int(os.environ.get("SMCR_SOAK_PAUSE_MS", "3000")))),
+    # SMCR_SOAK_PAUSE_MS (default 10000: the default QP timing retries for
+    # ~15 s, libsmcr's last link waits ~16 s for a silent peer)
+    "pause":       (PAUSE_W, ("A", "B"), (1000, int(os.environ.get("SMCR_SOAK_PAUSE_MS", "10000")))),
     # SIGSTOP/SIGCONT of nbdkit (A) or smcrd (B)
     "sigstop":     (PAUSE_W, ("A", "B"), (1000, 5000)),
 }

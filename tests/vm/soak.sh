@@ -13,7 +13,7 @@
 #   four NBD connections up) before the next: cable pulls, ifdown/ifup,
 #   rdma link delete/add, forced QP errors, injected drops (silent loss)
 #   and delays, netem 5% loss, both links down, smcrd SIGKILL/SIGTERM and
-#   restart, SIGHUP, a guest paused by qemu (stop/cont, 1-3 s; up to
+#   restart, SIGHUP, a guest paused by qemu (stop/cont, 1-10 s; up to
 #   SMCR_SOAK_PAUSE_MS), nbdkit or smcrd SIGSTOPped (1-5 s), on either side
 #   (the last two only with SMCR_SOAK_PAUSES=1 or named in SMCR_SOAK_KINDS).
 # Pass: fio ends when told to with no verify or I/O error, no I/O error in
