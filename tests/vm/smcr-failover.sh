@@ -26,15 +26,17 @@
 #     connection builds a new link group.
 #  4. Asymmetric group: B's two NICs bridged under one RNIC (rxe0 on br0),
 #     A with two; A's links fail (cable, ifdown) and come back.
-#  5. Pauses: qemu stops B's guest for SMCR_FO_PAUSE s (default 2; a live
-#     migration's blackout), then B's server is SIGSTOPped for SMCR_FO_STOP
-#     s (default 3): no connection reset, no link group ended; the time
-#     until data flows again is measured (aim 2 s).  With the default QP
-#     timing (RC retries end after ~3.8 s) a longer guest pause ends the
-#     group: measured, a 5 s pause reset all 8 connections (link 1 by TEST
-#     LINK after 3 s, link 2 by "transport retry counter exceeded" 3.7 s
-#     in); and a 10 s pause with SMCR_FO_PAUSE_ENV=SMCR_QP_TIMEOUT=19
-#     (15 s of retries) too, by TEST LINK on the last link.
+#  5. Pauses: qemu stops B's guest (SMCR_FO_PAUSE_VM=A: A's) for
+#     SMCR_FO_PAUSE s (default 10; a live migration's blackout), then B's server is SIGSTOPped for SMCR_FO_STOP
+#     s (default 3): no connection reset, no link group ended, data again
+#     within SMCR_FO_PAUSE_BACK_MS (default 2000) of the cont; the SIGSTOP's
+#     time to data is measured.  The default QP timing (ACK timeout 19: RC
+#     retries end after ~15 s) lets a 10 s pause through (at 17, ~3.8 s, a
+#     5 s pause reset all 8 connections).  Then B's server is killed
+#     (SIGKILL) under 2 streams: A must end the group within
+#     SMCR_FO_KILL_MS (default 8000) of the kill, on the guests' clocks
+#     (the dead process's TCP sockets tell A it is gone, so the last link
+#     does not wait out the ~16 s a stopped peer gets).
 # FO_CYCLES (SMCR_FO_CYCLES, default 3: 24 cuts, 3 per link and method,
 # 363 s for the whole test on the 2-core machine; a cut and its heal take
 # 8-15 s under TCG, the link coming back several seconds after its cable;
@@ -416,14 +418,16 @@ fi
 # stopped by SIGSTOP: no connection reset, no link group ended, data flowing
 # again soon after (aim: 2 s).  "I/O back": from the cont to the first of
 # A's ticks (100 ms) whose received bytes grew, on A's clock.  Measured
-# (this part alone, 2-core TCG host at load ~8, 102 s with the boot): a 2 s
-# pause, data 146 ms after the cont, A failed one link; a 3 s SIGSTOP, data
-# 2910 ms after SIGCONT, each end failed one link (TEST LINK unanswered
-# 2 s while the kernel still acknowledged); no reset.
+# (this part alone, 2-core TCG host at load 8-13, 70 s with the boot): a
+# 10 s pause of B, data 57 ms after the cont (of A, SMCR_FO_PAUSE_VM=A:
+# 344 ms), one link failed at each end (TEST LINK), no reset; a 3 s
+# SIGSTOP, data 111 ms (73 ms) after SIGCONT; the killed server's group
+# ended in A 3237 ms (3401 ms) after the kill.  With ACK timeout 17
+# (before) a 2 s pause gave data after 146 ms, a 3 s SIGSTOP after 2910 ms.
 pause_s=-; stop_s=-; pause_back=-; stop_back=-
 if [[ $phases == *" 5 "* ]]; then
-pause_s=${SMCR_FO_PAUSE:-2} stop_s=${SMCR_FO_STOP:-3}
-vm_say "5. pauses: B's guest stopped by qemu for $pause_s s, B's server SIGSTOPped for $stop_s s"
+pause_s=${SMCR_FO_PAUSE:-10} stop_s=${SMCR_FO_STOP:-3} pvm=${SMCR_FO_PAUSE_VM:-B}
+vm_say "5. pauses: $pvm's guest stopped by qemu for $pause_s s, B's server SIGSTOPped for $stop_s s"
 clock_offset B 3 || fail "pause: cannot read B's clock"
 off_b=$OFFSET
 clock_offset A 3 || fail "pause: cannot read A's clock"
@@ -442,13 +446,13 @@ io_back() {
 }
 min_links() { awk -v t="$1" '$1 == "tick" && NF == 9 && $2 >= t && (m == "" || $8 < m) { m = $8 } END { print m }' "$TA"; }
 fa=$(tf $TA 6) fb=$(tf $TB 6)
-read -r tp0 tp1 < <(vm_pause B "$pause_s") && [ -n "$tp1" ] || fail "pause: qemu stop/cont of B failed"
+read -r tp0 tp1 < <(vm_pause "$pvm" "$pause_s") && [ -n "$tp1" ] || fail "pause: qemu stop/cont of $pvm failed"
 ta=$(echo "$tp1 + $off_a" | bc -l)
-until_ok 60 "[ -n \"\$(io_back $ta)\" ]" || fail "pause: no data in A within 60 s after B's guest went on"
+until_ok 60 "[ -n \"\$(io_back $ta)\" ]" || fail "pause: no data in A within 60 s after $pvm's guest went on"
 pause_back=$(io_back "$ta")
 pause_links=$(min_links "$(echo "$tp0 + $off_a" | bc -l)")
 pause_fail="A $(( $(tf $TA 6) - fa )), B $(( $(tf $TB 6) - fb ))"
-vm_say "guest pause of B for $pause_s s (qemu: stop $tp0, cont $tp1): data in A again $pause_back ms after the cont; links active in A at least $pause_links; link failures $pause_fail"
+vm_say "guest pause of $pvm for $pause_s s (qemu: stop $tp0, cont $tp1): data in A again $pause_back ms after the cont; links active in A at least $pause_links; link failures $pause_fail"
 [ "${pause_links:-0}" -ge 1 ] || fail "pause: A had no link left (the link group ended)"
 until_ok 60 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TB 8) = 2 ]" || fail "pause: not two links again after the guest pause"
 sleep 2
@@ -468,7 +472,38 @@ finish pause 8
 for side in CSTATS SSTATS; do
     [ "$(stat_of "${!side}" open_connections)" = 0 ] || fail "pause: $side: connections left open: ${!side}"
 done
-summary+=("pauses: B's guest stopped $pause_s s: data again $pause_back ms after the cont (link failures $pause_fail); B's server SIGSTOPped $stop_s s: data again $stop_back ms after SIGCONT (link failures $stop_fail); 8/8 streams verified, no reset (aim: data within 2000 ms)")
+summary+=("pauses: $pvm's guest stopped $pause_s s: data again $pause_back ms after the cont (link failures $pause_fail); B's server SIGSTOPped $stop_s s: data again $stop_back ms after SIGCONT (link failures $stop_fail); 8/8 streams verified, no reset (aim: data within 2000 ms)")
+[ "$pause_back" -le "${SMCR_FO_PAUSE_BACK_MS:-2000}" ] ||
+    fail "pause: data in A only $pause_back ms after $pvm's guest went on (aim: ${SMCR_FO_PAUSE_BACK_MS:-2000})"
+# A killed peer is not a stopped one: B's kernel ends the connections'
+# TCP, and A ends the group after one TEST LINK timeout instead of the
+# last link's long limit (15 s of RC retries + 1 s).
+TA=$SA/kill.ticks TB=$SB/kill.ticks
+clock_offset B 3 || fail "kill: cannot read B's clock"
+off_b=$OFFSET
+clock_offset A 3 || fail "kill: cannot read A's clock"
+off_a=$OFFSET
+srv=$(vm_bg B "$S server -p 5005 -n 2 --ticks $TB")
+until_ok 30 "grep -qs '^server: listening' $SB/out/$srv.out" || fail "kill: server did not start"
+cli=$(vm_bg A "$S client $(vm_ip B 1) -p 5005 -m verify -b 0 -n 2 -s 16K --ticks $TA")
+until_ok 60 "[ \$(tf $TA 8) = 2 ] && [ \$(tf $TA 3) -gt 500000 ]" || fail "kill: streams did not start"
+out=$(vm_run B "p=\$(pgrep -n -f 'server -p 5005'); echo \$EPOCHREALTIME; kill -KILL \$p") ||
+    fail "kill: SIGKILL of B's server failed: $out"
+tk=$(echo "$out - $off_b + $off_a" | bc -l)
+cout=$(vm_wait -t 60 A "$cli" 2>&1); crc=$?
+echo "$cout" | grep -E '^(client|result|stats)' | sed 's/^/A kill: /'
+[ "$crc" = 1 ] || fail "kill: the client should fail (exit 1), not $crc"
+[ "$(echo "$cout" | grep -c 'smcr-stream: connection .*: Connection reset')" = 2 ] ||
+    fail "kill: not every connection ended with a reset"
+# from the kill (B's clock, moved to A's) to A's "link group ended"
+kill_det=$(awk -v t="$tk" 'match($0, /^smcr\[[0-9.]+\]/) && /link group ended/ {
+    s = substr($0, 6, RLENGTH - 6) + 0; if (s >= t) { printf "%.0f", (s - t) * 1000; exit } }' \
+    "$SA/out/$cli.err")
+[ -n "$kill_det" ] || fail "kill: no 'link group ended' in A's log after the kill"
+vm_say "SIGKILL of B's server: A's 2 connections reset $kill_det ms after the kill"
+[ "$kill_det" -le "${SMCR_FO_KILL_MS:-8000}" ] ||
+    fail "kill: A took $kill_det ms to end the connections of a killed peer (aim: ${SMCR_FO_KILL_MS:-8000})"
+summary+=("killed peer (SIGKILL of B's server): A's connections reset $kill_det ms after the kill")
 fi
 
 vm_stop
