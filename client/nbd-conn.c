@@ -1479,7 +1479,6 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 		snprintf(e->port, sizeof(e->port), "%u",
 			 o->transport == NBDC_TCP ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT);
 	snprintf(e->export_name, sizeof(e->export_name), "%s", o->export ? o->export : "");
-	e->srv[0] = (struct nbdc_server){ 0 };
 	snprintf(e->srv[0].host, sizeof(e->srv[0].host), "%s", e->host);
 	snprintf(e->srv[0].port, sizeof(e->srv[0].port), "%s", e->port);
 	for (i = 0; i < o->nservers; i++) {

@@ -1,15 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The clients given a list of servers (gateways of one export): smcrd A
-# and B over TCP on loopback export the same file.
-#  1. nbdc-io (the client library, every byte checked) on A with B after
-#     it: A is frozen under load (requests out) and SIGKILLed; both
-#     connections go on with B at once (no failed attempt), nothing fails,
-#     what was out is resent;
-#  2. nbdkit smcr server=A,B (a comma list): nbdcopy of random data in
-#     while A is frozen and killed, then out again through B: sha256 of
-#     source, copy and exported file equal; smcrctl lists both servers;
-#  3. smcr-attach -F with a dead first server attaches to the second;
+# and B over TCP on loopback export the same files.
+#  1. Across one SIGKILL of A (frozen first, so that requests are out):
+#     - nbdc-io (the client library, every byte checked) on A with B after
+#       it: both connections go on with B at once (no failed attempt),
+#       nothing fails, what was out is resent;
+#     - nbdkit smcr server=A,B (a comma list) under nbdcopy of random data
+#       in: read back through B, sha256 of source, copy and exported file
+#       equal; smcrctl lists both servers, every connection on B.
+#  2. smcr-attach -F with a dead first server attaches to the second;
 #     usage errors: an empty list element, server= given twice.
 # smcr-timeout: 240
 . "${srcdir:-.}/functions.sh"
@@ -18,32 +18,42 @@
 ATTACH=$abs_top_builddir/client/smcr-attach
 [ -x "$NBDC_IO" ] || fail "nbdc-io not built"
 [ -x "$ATTACH" ] || fail "$ATTACH not built"
+nbdkit=yes
+command -v nbdkit >/dev/null && command -v nbdcopy >/dev/null ||
+    { nbdkit=; echo "nbdkit or nbdcopy missing: the plugin's part not run"; }
 
 d=$(scratch_dir)
-truncate -s 32M "$d/disk.img"
-exports=(--export "disk=$d/disk.img")
-start_gw() {    # NAME: smcrd on a port of its own; sets port_NAME, pid_NAME
-    SMCRD_LOG=$d/$1.log start_smcrd "${exports[@]}"
-    printf -v "port_$1" '%s' "$PORT"
-    printf -v "pid_$1" '%s' "$SMCRD_PID"
-}
-kill_gw() {     # PID: frozen first, so that requests are out when it dies
-    kill -STOP "$1"
-    sleep 1
-    kill -KILL "$1"
-    wait "$1" 2>/dev/null || true
-}
+truncate -s 32M "$d/disk.img" "$d/disk2.img"
+exports=(--export "disk=$d/disk.img" --export "disk2=$d/disk2.img")
+SMCRD_LOG=$d/a.log
+start_smcrd "${exports[@]}"
+port_a=$PORT pid_a=$SMCRD_PID
+SMCRD_LOG=$d/b.log
+start_smcrd "${exports[@]}"
+port_b=$PORT
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
-start_gw a
-start_gw b
 
-# --- 1: the client library ------------------------------------------------------
+# --- 1: A killed under both clients ------------------------------------------------
+if [ -n "$nbdkit" ]; then
+    start_nbdkit server="127.0.0.1:$port_a,127.0.0.1:$port_b" export=disk2 transport=tcp \
+        connections=2 timeout=30
+    head -c 16M /dev/urandom >"$d/src"
+fi
 run_prog "$NBDC_IO" -z -c 2 -t 30 -d 5 -q 32 -b 65536 -S "127.0.0.1:$port_b" \
     "nbd://127.0.0.1:$port_a/disk" >"$d/io.out" 2>"$d/io.err" &
 io=$!
 cleanup_fn "kill -KILL $io 2>/dev/null"
-sleep 2
-kill_gw "$pid_a"
+sleep 1.5
+kill -STOP "$pid_a"
+if [ -n "$nbdkit" ]; then
+    nbdcopy --connections=2 --requests=16 "$d/src" "$(nbdkit_uri)" &
+    cp=$!
+    cleanup_fn "kill -KILL $cp 2>/dev/null"
+fi
+sleep 1
+kill -KILL "$pid_a"
+wait "$pid_a" 2>/dev/null || true
+
 rc=0; wait "$io" || rc=$?
 cat "$d/io.out"
 grep 'is back\|lost' "$d/io.err" || true
@@ -57,21 +67,11 @@ grep 'is back\|lost' "$d/io.err" || true
 [ "$(grep -c "to 127.0.0.1:$port_b is back (server 2 of 2" "$d/io.err")" -ge 2 ] ||
     fail "no reconnect to server 2 logged"
 
-# --- 2: the nbdkit plugin, server=A,B -------------------------------------------------
-if command -v nbdkit >/dev/null && command -v nbdcopy >/dev/null; then
-    start_gw a
-    start_nbdkit server="127.0.0.1:$port_a,127.0.0.1:$port_b" export=disk transport=tcp \
-        connections=2 timeout=30
-    head -c 16M /dev/urandom >"$d/src"
-    nbdcopy --connections=2 --requests=16 "$d/src" "$(nbdkit_uri)" &
-    cp=$!
-    cleanup_fn "kill -KILL $cp 2>/dev/null"
-    sleep 0.5
-    kill_gw "$pid_a"
+if [ -n "$nbdkit" ]; then
     wait "$cp" || fail "nbdcopy failed across the failover"
     nbdcopy "$(nbdkit_uri)" "$d/export" || fail "read back through B failed"
     head -c 16M "$d/export" >"$d/back"
-    head -c 16M "$d/disk.img" >"$d/file"
+    head -c 16M "$d/disk2.img" >"$d/file"
     [ "$(sha "$d/src")" = "$(sha "$d/back")" ] || fail "data read back differs"
     [ "$(sha "$d/src")" = "$(sha "$d/file")" ] || fail "exported file differs"
     json=$("$SMCRCTL" --json status nbdkit-smcr) || fail "smcrctl failed"
@@ -91,11 +91,9 @@ PY
         >"$d/twice.err" 2>&1 || rc=$?
     [ "$rc" != 0 ] && grepq 'given twice' "$d/twice.err" ||
         { cat "$d/twice.err"; fail "server= given twice: want an error"; }
-else
-    echo "nbdkit or nbdcopy missing: the plugin's part not run"
 fi
 
-# --- 3: smcr-attach --------------------------------------------------------------------
+# --- 2: smcr-attach --------------------------------------------------------------------
 dead=$(free_port)
 run_prog "$ATTACH" -F -t -E 'echo "size $SMCR_ATTACH_SIZE"' \
     "127.0.0.1:$dead,127.0.0.1:$port_b" disk >"$d/att.out" 2>"$d/att.err" ||
@@ -104,6 +102,6 @@ grepq "size $((32 << 20))" "$d/att.out" || fail "smcr-attach: no size from serve
 grepq 'trying the next server' "$d/att.err" || fail "smcr-attach: no move to server 2 logged"
 rc=0; "$ATTACH" -F -t -E true "127.0.0.1:$port_b,,127.0.0.1:$dead" disk 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "an empty list element: exit $rc, want 2"
-SMCRD_PID=$pid_b SMCRD_LOG=$d/b.log stop_smcrd
+stop_smcrd
 echo "PASS: failover from a killed server to the next in the list (library, plugin," \
      "smcr-attach): 0 errors, data checked"
