@@ -542,10 +542,11 @@ static void conn_lost(struct nbdc_conn *c, int err)
 	pthread_mutex_lock(&e->lock);
 	if (--e->nup == 0)
 		e->all_down_since = now;
-	/* Only servers reached from now on redirect this connection. */
+	/* Next: where another connection went already, else the next one;
+	 * only servers reached from now on redirect it later. */
+	c->srv = e->good_srv != c->srv ? e->good_srv : (c->srv + 1) % e->nsrv;
 	c->good_gen = e->good_gen;
 	pthread_mutex_unlock(&e->lock);
-	c->srv = (c->srv + 1) % e->nsrv;
 	pthread_mutex_lock(&c->lock);
 	c->down_since = now;
 	pthread_mutex_unlock(&c->lock);

@@ -22,10 +22,11 @@
  *
  * Servers: given more than one (host:port, then servers[]), the first
  * connection goes to the first that answers.  A connection that loses
- * its server reconnects to the next one in the list, and each failed
+ * its server reconnects to the next one in the list (or to the one
+ * another connection reached last, if that is another), and each failed
  * attempt moves on to the next again (round robin, with the backoff); a
  * connection that comes back tells the others, which try that server
- * next.  The servers must serve the same data (e.g. smcrd gateways on
+ * next.  So the connections gather on one server.  The servers must serve the same data (e.g. smcrd gateways on
  * one RBD image).  TLS checks each certificate against tls_hostname,
  * else the first host.
  *

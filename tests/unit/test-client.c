@@ -610,6 +610,68 @@ static void test_servers(void)
 	CU_ASSERT_EQUAL(nbdc_open(&o, &e), -EINVAL);
 }
 
+/* A connection lost after another one moved on follows that one. */
+static void test_servers_gather(void)
+{
+	struct memsrv *dead = server(false, true), *a = server(false, true),
+		      *b = server(false, true);
+	struct nbdc_server more[2];
+	char port[16];
+	struct nbdc_opts o = {
+		.host = "127.0.0.1", .port = port, .export = "disk",
+		.transport = NBDC_TCP, .connections = 2, .timeout_ms = 10000,
+		.backoff_min_ms = 20, .backoff_max_ms = 200,
+		.servers = more, .nservers = 2,
+	};
+	uint8_t buf[4096] = { 0 };
+	struct nbdc_stats st;
+	struct nbdc *e = NULL;
+	int64_t end;
+
+	/* The list: a, a port nobody listens on, b. */
+	snprintf(port, sizeof(port), "%u", memsrv_port(a));
+	snprintf(more[0].host, sizeof(more[0].host), "127.0.0.1");
+	snprintf(more[0].port, sizeof(more[0].port), "%u", memsrv_port(dead));
+	memsrv_stop(dead);
+	snprintf(more[1].host, sizeof(more[1].host), "127.0.0.1");
+	snprintf(more[1].port, sizeof(more[1].port), "%u", memsrv_port(b));
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+
+	/* One connection dropped: it goes round the dead port to b. */
+	memsrv_drop_after(a, 1);
+	CU_ASSERT_EQUAL(nbdc_pwrite(e, buf, sizeof(buf), 0, 0), 0);
+	end = ms() + 5000;
+	do {
+		nbdc_get_stats(e, &st);
+		if (st.reconnects == 1 && st.connections_up == 2)
+			break;
+		usleep(10000);
+	} while (ms() < end);
+	CU_ASSERT_EQUAL(st.reconnects, 1);
+	CU_ASSERT_EQUAL(st.reconnect_failures, 1);
+
+	/* a goes away: the other connection follows to b straight away. */
+	memsrv_pause(a);
+	wait_up(e, 2, 5000);
+	end = ms() + 5000;
+	do {
+		nbdc_get_stats(e, &st);
+		if (st.reconnects == 2 && st.connections_up == 2)
+			break;
+		usleep(10000);
+	} while (ms() < end);
+	CU_ASSERT_EQUAL(st.reconnects, 2);
+	CU_ASSERT_EQUAL(st.reconnect_failures, 1);
+	while (memsrv_accepted(b) < 2 && ms() < end)
+		usleep(10000);
+	CU_ASSERT_EQUAL(memsrv_accepted(b), 2);
+	CU_ASSERT_EQUAL(io_on(e, b, 5, 1u << 20), 0);
+	CU_ASSERT_EQUAL(st.errors, 0);
+	nbdc_close(e);
+	memsrv_stop(a);
+	memsrv_stop(b);
+}
+
 static void test_timeout(void)
 {
 	struct memsrv *s = server(false, true);
@@ -1120,6 +1182,7 @@ static CU_TestInfo client_tests[] = {
 	{ "plugged submissions, turn_end after completions", test_plug_turn_end },
 	{ "server lost and back: resend", test_reconnect },
 	{ "a list of servers: the next one in turn", test_servers },
+	{ "a list of servers: connections gather", test_servers_gather },
 	{ "timeout: errors, then back", test_timeout },
 	{ "connect to a full backlog: bounded", test_connect_timeout },
 	{ "ESHUTDOWN reply: resend", test_eshutdown },
