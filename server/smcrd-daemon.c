@@ -18,17 +18,6 @@
 
 /* --- configuration ------------------------------------------------------ */
 
-char *abs_path(const char *cwd, const char *p)
-{
-	char *r;
-
-	if (p[0] == '/')
-		return strdup(p);
-	if (asprintf(&r, "%s/%s", cwd, p) < 0)
-		return NULL;
-	return r;
-}
-
 /* Relative export paths are relative to the directory smcrd started in. */
 int absolutize(struct server *s, struct export_list *l)
 {

@@ -118,7 +118,6 @@ void unix_remove(struct server *s);
 int listen_activated(struct server *s);
 
 /* smcrd-daemon.c */
-char *abs_path(const char *cwd, const char *p);
 int absolutize(struct server *s, struct export_list *l);
 int build_table(struct server *s, bool apply_globals, struct export_table **out);
 int reopen_rbd(struct server *s);

@@ -107,77 +107,73 @@ static void usage(FILE *f)
 "See smcrd(8).\n");
 }
 
-enum { OPT_SMCR_PORT = 256, OPT_NO_FIXED_BUFFERS, OPT_SYN_OPTION, OPT_EIDS, OPT_TLS,
-       OPT_TLS_CERTIFICATES, OPT_TLS_PSK, OPT_MAX_HANDSHAKES, OPT_HS_TIMEOUT,
-       OPT_MAX_RMB, OPT_REQ_TIMEOUT, OPT_PER_ADDRESS, OPT_CTL_GROUP,
-       OPT_LGRS_PER_ADDRESS, OPT_TLS_VERIFY, OPT_HS_PER_ADDRESS,
-       OPT_MEM_PER_ADDRESS };
-
-static const struct option long_opts[] = {
+/* The options that are no setting (smcrd_settings[] has the others). */
+static const struct option cli_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
 	{ "config", required_argument, NULL, 'c' },
-	{ "listen", required_argument, NULL, 'l' },
-	{ "port", required_argument, NULL, 'p' },
-	{ "unix", required_argument, NULL, 'U' },
-	{ "smcr-port", required_argument, NULL, OPT_SMCR_PORT },
-	{ "queue-depth", required_argument, NULL, 'q' },
-	{ "threads", required_argument, NULL, 't' },
-	{ "max-clients", required_argument, NULL, 'm' },
-	{ "max-memory", required_argument, NULL, 'M' },
-	{ "max-memory-per-address", required_argument, NULL, OPT_MEM_PER_ADDRESS },
-	{ "direct", no_argument, NULL, 'd' },
-	{ "no-fixed-buffers", no_argument, NULL, OPT_NO_FIXED_BUFFERS },
-	{ "max-handshakes", required_argument, NULL, OPT_MAX_HANDSHAKES },
-	{ "handshake-timeout", required_argument, NULL, OPT_HS_TIMEOUT },
-	{ "max-rmb-memory", required_argument, NULL, OPT_MAX_RMB },
-	{ "request-timeout", required_argument, NULL, OPT_REQ_TIMEOUT },
-	{ "max-clients-per-address", required_argument, NULL, OPT_PER_ADDRESS },
-	{ "max-link-groups-per-address", required_argument, NULL, OPT_LGRS_PER_ADDRESS },
-	{ "max-handshakes-per-address", required_argument, NULL, OPT_HS_PER_ADDRESS },
-	{ "syn-option", required_argument, NULL, OPT_SYN_OPTION },
-	{ "eids", required_argument, NULL, OPT_EIDS },
-	{ "tls", required_argument, NULL, OPT_TLS },
-	{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
-	{ "tls-psk", required_argument, NULL, OPT_TLS_PSK },
-	{ "tls-verify-peer", required_argument, NULL, OPT_TLS_VERIFY },
-	{ "ctl-group", required_argument, NULL, OPT_CTL_GROUP },
 	{ "foreground", no_argument, NULL, 'f' },
-	{ "pidfile", required_argument, NULL, 'P' },
-	{ "log-file", required_argument, NULL, 'L' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 },
 };
+#define NCLI_OPTS	(sizeof(cli_opts) / sizeof(cli_opts[0]))
+/* getopt's value of setting i without a short option. */
+#define OPT_SETTING	256
 
-static int set_arg(char **dst, const char *v)
+/* What getopt_long returns for st. */
+static int opt_val(const struct cfg_setting *st)
 {
-	free(*dst);
-	*dst = strdup(v);
-	return *dst ? 0 : -ENOMEM;
+	return st->short_opt ? st->short_opt : OPT_SETTING + (int)(st - smcrd_settings);
 }
 
-static const char *long_name(int c)
+/* getopt_long's tables: cli_opts, then one option per setting. */
+static void build_opts(struct option *lo, char *so)
 {
-	const struct option *o;
+	const struct cfg_setting *st;
+	unsigned n = NCLI_OPTS;
 
-	for (o = long_opts; o->name; o++)
-		if (o->val == c)
-			return o->name;
-	return "?";
+	memcpy(lo, cli_opts, sizeof(cli_opts));
+	strcpy(so, "e:c:fvhV");
+	so += strlen(so);
+	for (st = smcrd_settings; st->name; st++, n++) {
+		lo[n].name = config_option(st);
+		lo[n].has_arg = st->type == CFG_BOOL ? no_argument : required_argument;
+		lo[n].flag = NULL;
+		lo[n].val = opt_val(st);
+		if (st->short_opt) {
+			*so++ = st->short_opt;
+			if (st->type != CFG_BOOL)
+				*so++ = ':';
+		}
+	}
+	memset(&lo[n], 0, sizeof(lo[n]));
+	*so = '\0';
+}
+
+/* The setting of getopt's value c, or NULL. */
+static const struct cfg_setting *setting_of(int c)
+{
+	const struct cfg_setting *st;
+
+	for (st = smcrd_settings; st->name; st++)
+		if (c == opt_val(st))
+			return st;
+	return NULL;
 }
 
 /* 0, 1 (--help or --version done) or -EINVAL (one line printed). */
 static int parse_args(struct server *s, int argc, char **argv)
 {
+	struct option long_opts[NCLI_OPTS + CFG_MAX_SETTINGS + 1];
+	char short_opts[2 * CFG_MAX_SETTINGS + 16];
 	struct smcrd_config *cfg = &s->cfg;
+	const struct cfg_setting *st;
 	char err[256];
-	int c;
+	int c, r;
 
-	while ((c = getopt_long(argc, argv, "e:c:l:p:U:q:t:m:M:dfP:L:vhV", long_opts, NULL)) != -1) {
+	build_opts(long_opts, short_opts);
+	while ((c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1) {
 		struct export_spec spec;
-		unsigned v;
-		uint64_t sz;
 
 		switch (c) {
 		case 'e':
@@ -190,188 +186,38 @@ static int parse_args(struct server *s, int argc, char **argv)
 				export_spec_free(&spec);
 				return -EINVAL;
 			}
-			break;
+			continue;
 		case 'c':
 			free(cfg->config_file);
 			cfg->config_file = abs_path(s->cwd, optarg);
-			break;
-		case 'l':
-			set_arg(&cfg->listen, optarg);
-			cfg->set_mask |= CFG_SET_LISTEN;
-			break;
-		case 'p':
-			if (parse_uint(optarg, 1, 65535, &v) < 0)
-				goto bad;
-			set_arg(&cfg->port, optarg);
-			cfg->set_mask |= CFG_SET_PORT;
-			break;
-		case OPT_SMCR_PORT:
-			if (parse_uint(optarg, 1, 65535, &v) < 0) {
-				fprintf(stderr, "smcrd: bad value '%s' for --smcr-port\n", optarg);
-				return -EINVAL;
-			}
-			set_arg(&cfg->smcr_port, optarg);
-			cfg->set_mask |= CFG_SET_SMCR_PORT;
-			break;
-		case 'q':
-			if (parse_uint(optarg, 1, 4096, &cfg->queue_depth) < 0)
-				goto bad;
-			cfg->set_mask |= CFG_SET_QUEUE_DEPTH;
-			break;
-		case 't':
-			if (parse_uint(optarg, 1, 256, &cfg->threads) < 0)
-				goto bad;
-			cfg->set_mask |= CFG_SET_THREADS;
-			break;
-		case 'm':
-			if (parse_uint(optarg, 1, 65536, &cfg->max_clients) < 0)
-				goto bad;
-			cfg->set_mask |= CFG_SET_MAX_CLIENTS;
-			break;
-		case OPT_MAX_HANDSHAKES:
-			if (parse_uint(optarg, 1, 65536, &cfg->max_handshakes) < 0)
-				goto bad;
-			cfg->set_mask |= CFG_SET_MAX_HANDSHAKES;
-			break;
-		case OPT_MAX_RMB:
-			if (parse_size(optarg, &sz) < 0 || sz < (1u << 20) ||
-			    sz > (UINT64_C(1) << 32) - 1)
-				goto bad;
-			cfg->max_rmb_memory = sz;
-			cfg->set_mask |= CFG_SET_MAX_RMB;
-			break;
-		case OPT_PER_ADDRESS:
-			if (parse_uint(optarg, 0, 65536, &cfg->max_per_address) < 0)
-				goto bad;
-			cfg->set_mask |= CFG_SET_PER_ADDRESS;
-			break;
-		case OPT_HS_PER_ADDRESS: {
-			unsigned n;
-
-			if (parse_uint(optarg, 0, 65536, &n) < 0)
-				goto bad;
-			cfg->max_hs_per_address = (int)n;
-			cfg->set_mask |= CFG_SET_HS_PER_ADDRESS;
-			break;
-		}
-		case OPT_LGRS_PER_ADDRESS:
-			if (parse_uint(optarg, 0, 65536, &cfg->max_lgrs_per_address) < 0)
-				goto bad;
-			cfg->set_mask |= CFG_SET_LGRS_PER_ADDRESS;
-			break;
-		case OPT_REQ_TIMEOUT:
-			if (parse_uint(optarg, 1, 3600, &cfg->request_timeout) < 0)
-				goto bad;
-			cfg->set_mask |= CFG_SET_REQ_TIMEOUT;
-			break;
-		case OPT_HS_TIMEOUT:
-			if (parse_uint(optarg, 1, 3600, &cfg->handshake_timeout) < 0)
-				goto bad;
-			cfg->set_mask |= CFG_SET_HS_TIMEOUT;
-			break;
-		case 'M':
-			if (parse_size(optarg, &sz) < 0 || sz < (64u << 20))
-				goto bad;
-			cfg->max_memory = sz;
-			cfg->set_mask |= CFG_SET_MAX_MEMORY;
-			break;
-		case OPT_MEM_PER_ADDRESS:
-			if (parse_size(optarg, &sz) < 0 || sz == UINT64_MAX)
-				goto bad;
-			cfg->max_mem_per_address = sz;
-			cfg->set_mask |= CFG_SET_MEM_PER_ADDRESS;
-			break;
-		case 'd':
-			cfg->direct = true;
-			cfg->set_mask |= CFG_SET_DIRECT;
-			break;
-		case OPT_NO_FIXED_BUFFERS:
-			cfg->fixed_buffers = false;
-			cfg->set_mask |= CFG_SET_FIXED_BUFFERS;
-			break;
-		case OPT_EIDS:
-			free(cfg->eids);
-			cfg->eids = strdup(optarg);
-			cfg->set_mask |= CFG_SET_EIDS;
-			break;
-		case OPT_SYN_OPTION: {
-			enum smcr_syn_option m;
-
-			if (smcr_syn_option_parse(optarg, &m) < 0) {
-				fprintf(stderr, "smcrd: --syn-option %s: not auto, bpf or off\n",
-					optarg);
-				return -EINVAL;
-			}
-			cfg->syn_option = (int)m;
-			cfg->set_mask |= CFG_SET_SYN_OPTION;
-			break;
-		}
-		case OPT_TLS:
-			cfg->tls = config_parse_tls(optarg);
-			if (cfg->tls < 0) {
-				fprintf(stderr, "smcrd: --tls %s: not off, on or require\n", optarg);
-				return -EINVAL;
-			}
-			cfg->set_mask |= CFG_SET_TLS;
-			break;
-		case OPT_TLS_CERTIFICATES:
-			free(cfg->tls_certificates);
-			cfg->tls_certificates = abs_path(s->cwd, optarg);
-			cfg->set_mask |= CFG_SET_TLS_CERTS;
-			break;
-		case OPT_TLS_PSK:
-			free(cfg->tls_psk);
-			cfg->tls_psk = abs_path(s->cwd, optarg);
-			cfg->set_mask |= CFG_SET_TLS_PSK;
-			break;
-		case OPT_TLS_VERIFY:
-			cfg->tls_verify_peer = config_parse_verify(optarg);
-			if (cfg->tls_verify_peer < 0) {
-				fprintf(stderr, "smcrd: --tls-verify-peer %s: not on or off\n",
-					optarg);
-				return -EINVAL;
-			}
-			cfg->set_mask |= CFG_SET_TLS_VERIFY;
-			break;
-		case OPT_CTL_GROUP:
-			free(cfg->ctl_group);
-			cfg->ctl_group = strdup(optarg);
-			cfg->set_mask |= CFG_SET_CTL_GROUP;
-			break;
+			continue;
 		case 'f':
 			cfg->foreground = true;
-			break;
-		case 'U':
-			free(cfg->unix_path);
-			cfg->unix_path = abs_path(s->cwd, optarg);
-			cfg->set_mask |= CFG_SET_UNIX;
-			break;
-		case 'P':
-			free(cfg->pidfile);
-			cfg->pidfile = abs_path(s->cwd, optarg);
-			cfg->set_mask |= CFG_SET_PIDFILE;
-			break;
-		case 'L':
-			free(cfg->log_file);
-			cfg->log_file = abs_path(s->cwd, optarg);
-			cfg->set_mask |= CFG_SET_LOG_FILE;
-			break;
+			continue;
 		case 'v':
 			cfg->verbose = true;
-			break;
+			continue;
 		case 'h':
 			usage(stdout);
 			return 1;
 		case 'V':
 			printf("smcrd (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
 			return 1;
-		default:
-			return -EINVAL;	/* getopt named the problem */
 		}
-		continue;
-bad:
-		fprintf(stderr, "smcrd: bad value '%s' for --%s\n", optarg, long_name(c));
-		return -EINVAL;
+		st = setting_of(c);
+		if (!st)
+			return -EINVAL;	/* getopt named the problem */
+		r = config_setting_apply(cfg, st, optarg, s->cwd);
+		if (r == -EINVAL && st->values)
+			fprintf(stderr, "smcrd: --%s %s: %s\n", config_option(st), optarg,
+				st->values);
+		else if (r == -EINVAL)
+			fprintf(stderr, "smcrd: bad value '%s' for --%s\n", optarg,
+				config_option(st));
+		else if (r < 0)
+			fprintf(stderr, "smcrd: --%s: %s\n", config_option(st), strerror(-r));
+		if (r < 0)
+			return -EINVAL;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "smcrd: unexpected argument '%s'\n", argv[optind]);
@@ -484,7 +330,9 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 			 const struct smcr_stats *sst, unsigned clients, unsigned conns,
 			 char *buf, size_t len)
 {
-	struct json_object *o = json_object_new_object(), *lim, *exps;
+	struct json_object *o = json_object_new_object(), *lim, *set, *exps;
+	const struct cfg_setting *cs;
+	char v[PATH_MAX + 8];
 	unsigned i;
 
 	if (!o)
@@ -514,6 +362,12 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(o, "zc_reads", st->zc_reads);
 	jsonw_u64(o, "file_reads", st->file_reads);
 	jsonw_u64(o, "inline_writes", st->inline_writes);
+	set = json_object_new_object();
+	for (cs = smcrd_settings; set && cs->name; cs++) {
+		config_setting_format(&s->cfg, cs, v, sizeof(v));
+		jsonw_str(set, cs->name, v);
+	}
+	jsonw_add(o, "settings", set);
 	exps = json_object_new_array();
 	jsonw_add(o, "exports", exps);
 	for (i = 0; exps && s->table && i < s->table->n; i++) {
@@ -538,6 +392,8 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 	struct server *s = arg;
 	struct engine_stats st = { 0 };
 	struct smcr_stats sst = { 0 };
+	const struct cfg_setting *cs;
+	char v[PATH_MAX + 8];
 	size_t off = 0;
 	unsigned i, clients, conns = s->engine ? engine_connections(s->engine) : 0;
 	int r;
@@ -580,6 +436,11 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 		off = strbuf_out(buf, len, off, "export %s: %s, %llu bytes%s\n", e->spec.name,
 				 e->spec.path, (unsigned long long)e->size,
 				 e->spec.read_only ? ", read-only" : "");
+	}
+	off = strbuf_out(buf, len, off, "settings:");
+	for (cs = smcrd_settings; cs->name; cs++) {
+		config_setting_format(&s->cfg, cs, v, sizeof(v));
+		off = strbuf_out(buf, len, off, " %s %s%s", cs->name, v, cs[1].name ? "," : "\n");
 	}
 	pthread_mutex_unlock(&s->lock);
 	return off >= len ? -ENOSPC : (int)off;
