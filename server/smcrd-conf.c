@@ -726,6 +726,26 @@ void config_setting_format(const struct smcrd_config *cfg, const struct cfg_sett
 	}
 }
 
+bool config_setting_number(const struct smcrd_config *cfg, const struct cfg_setting *st,
+			   uint64_t *out)
+{
+	const void *p = (const char *)cfg + st->off;
+
+	switch (st->type) {
+	case CFG_UINT:
+		*out = *(const unsigned *)p;
+		return true;
+	case CFG_INT:
+		*out = (uint64_t)*(const int *)p;
+		return *(const int *)p >= 0;
+	case CFG_SIZE:
+		*out = *(const uint64_t *)p;
+		return *out != UINT64_MAX;
+	default:
+		return false;
+	}
+}
+
 static int global_set(struct smcrd_config *cfg, const char *key, const char *val,
 		      char *err, size_t errlen)
 {

@@ -134,6 +134,10 @@ int config_setting_apply(struct smcrd_config *cfg, const struct cfg_setting *st,
  * later. */
 void config_setting_format(const struct smcrd_config *cfg, const struct cfg_setting *st,
 			   char *buf, size_t len);
+/* st's value as a number; false when it has none (not a number, or
+ * "auto"). */
+bool config_setting_number(const struct smcrd_config *cfg, const struct cfg_setting *st,
+			   uint64_t *out);
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */
 int config_parse_tls(const char *s);

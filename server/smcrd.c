@@ -364,8 +364,15 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(o, "inline_writes", st->inline_writes);
 	set = json_object_new_object();
 	for (cs = smcrd_settings; set && cs->name; cs++) {
+		uint64_t n;
+
 		config_setting_format(&s->cfg, cs, v, sizeof(v));
-		jsonw_str(set, cs->name, v);
+		if (cs->type == CFG_BOOL)
+			jsonw_bool(set, cs->name, !strcmp(v, "yes"));
+		else if (config_setting_number(&s->cfg, cs, &n))
+			jsonw_u64(set, cs->name, n);
+		else
+			jsonw_str(set, cs->name, v);
 	}
 	jsonw_add(o, "settings", set);
 	exps = json_object_new_array();

@@ -2195,6 +2195,7 @@ static void test_settings(void)
 {
 	const struct cfg_setting *st;
 	struct smcrd_config cfg;
+	uint64_t num = 0;
 	char v[64];
 	unsigned n = 0;
 
@@ -2240,6 +2241,11 @@ static void test_settings(void)
 	CU_ASSERT_STRING_EQUAL(v, "auto");
 	config_setting_format(&cfg, config_setting("listen"), v, sizeof(v));
 	CU_ASSERT_STRING_EQUAL(v, "-");
+	CU_ASSERT(config_setting_number(&cfg, config_setting("queue-depth"), &num));
+	CU_ASSERT_EQUAL(num, 64);
+	CU_ASSERT(!config_setting_number(&cfg, config_setting("max-handshakes-per-address"), &num));
+	CU_ASSERT(!config_setting_number(&cfg, config_setting("max-memory-per-address"), &num));
+	CU_ASSERT(!config_setting_number(&cfg, config_setting("port"), &num));
 	config_free(&cfg);
 }
 
