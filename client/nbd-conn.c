@@ -141,11 +141,15 @@ struct nbdc_conn {
 	uint64_t gen;
 	int64_t next_attempt_ms, last_progress_ms;
 	unsigned backoff_ms, spins;
+	unsigned srv;			/* e->srv[]: connected to, or tries next */
+	unsigned good_gen;		/* e->good_gen when it last looked */
 	struct rx rx;
 };
 
 struct nbdc {
-	char host[256], port[16], export_name[NBD_MAX_STRING + 1];
+	char host[256], port[16], export_name[NBD_MAX_STRING + 1];	/* srv[0] */
+	struct nbdc_server srv[NBDC_MAX_SERVERS];
+	unsigned nsrv;
 	enum nbdc_transport transport;
 	unsigned timeout_ms, io_timeout_ms, connect_timeout_ms;
 	unsigned backoff_min_ms, backoff_max_ms;
@@ -168,9 +172,12 @@ struct nbdc {
 	int stopping;
 	int64_t drain_deadline;
 	unsigned rr;
-	pthread_mutex_t lock;		/* nup, all_down_since */
+	pthread_mutex_t lock;		/* nup, all_down_since, good_* */
 	unsigned nup;
 	int64_t all_down_since;
+	/* The server a connection last reached, and how many times one did:
+	 * connections that are down try it next. */
+	unsigned good_srv, good_gen;
 
 	uint64_t st_requests, st_completed, st_errors, st_read, st_written, st_timed_out;
 	unsigned st_inflight;
@@ -382,12 +389,13 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 	struct nbd_export_info info;
 	struct nbd_client *nc;
 	struct smcr_sock_info si;
+	const struct nbdc_server *s = &e->srv[c->srv];
 	int r;
 
 	if (e->transport == NBDC_SMCR)
-		r = bd_smcr_connect(e->ctx, e->host, e->port, (int)e->connect_timeout_ms, &t);
+		r = bd_smcr_connect(e->ctx, s->host, s->port, (int)e->connect_timeout_ms, &t);
 	else
-		r = bd_tcp_connect(e->host, e->port, (int)e->connect_timeout_ms, &t);
+		r = bd_tcp_connect(s->host, s->port, (int)e->connect_timeout_ms, &t);
 	if (r < 0) {
 		set_error(c, "connect: %s", strerror(-r));
 		return r;
@@ -470,7 +478,7 @@ static int conn_connect(struct nbdc_conn *c, bool first)
 	snprintf(c->tname, sizeof(c->tname), "%s",
 		 e->transport == NBDC_SMCR && strcmp(c->t->ops->name, "smcr") ?
 		 "tcp-fallback" : c->t->ops->name);
-	snprintf(c->peer, sizeof(c->peer), "%.63s", c->t->peer[0] ? c->t->peer : e->host);
+	snprintf(c->peer, sizeof(c->peer), "%.63s", c->t->peer[0] ? c->t->peer : s->host);
 	c->last_error[0] = '\0';
 	pthread_mutex_unlock(&c->lock);
 	return 0;
@@ -526,13 +534,18 @@ static void conn_lost(struct nbdc_conn *c, int err)
 	struct nbdc_req *r;
 	unsigned i, n = 0;
 
-	log_warn("nbd: connection %u to %s:%s lost (%s); %u request(s) out, reconnecting",
-		 c->idx, e->host, e->port, strerror(-err), c->inflight + c->txq.n);
+	log_warn("nbd: connection %u to %s:%s lost (%s); %u request(s) out, reconnecting%s",
+		 c->idx, e->srv[c->srv].host, e->srv[c->srv].port, strerror(-err),
+		 c->inflight + c->txq.n, e->nsrv > 1 ? " to the next server" : "");
 	set_error(c, "lost: %s", strerror(-err));
 	ASTORE(&c->state, C_DOWN);
 	pthread_mutex_lock(&e->lock);
 	if (--e->nup == 0)
 		e->all_down_since = now;
+	/* Next: where another connection went already, else the next one;
+	 * only servers reached from now on redirect it later. */
+	c->srv = e->good_srv != c->srv ? e->good_srv : (c->srv + 1) % e->nsrv;
+	c->good_gen = e->good_gen;
 	pthread_mutex_unlock(&e->lock);
 	pthread_mutex_lock(&c->lock);
 	c->down_since = now;
@@ -1035,15 +1048,35 @@ static void down_step(struct nbdc_conn *c)
 	if (ALOAD(&e->stopping))
 		return;
 	if (now >= c->next_attempt_ms) {
+		char which[32] = "";
+
+		/* Another connection reached a server: that one first. */
+		pthread_mutex_lock(&e->lock);
+		if (c->good_gen != e->good_gen) {
+			c->good_gen = e->good_gen;
+			c->srv = e->good_srv;
+		}
+		pthread_mutex_unlock(&e->lock);
 		ret = conn_connect(c, false);
 		if (ret == 0) {
+			pthread_mutex_lock(&e->lock);
+			e->good_srv = c->srv;
+			c->good_gen = ++e->good_gen;
+			pthread_mutex_unlock(&e->lock);
 			mark_up(c);
 			AADD(&c->st_reconnects, 1);
-			log_info("nbd: connection %u to %s:%s is back (%s), resending %u request(s)",
-				 c->idx, e->host, e->port, c->tname, c->waitq.n);
+			if (e->nsrv > 1)
+				snprintf(which, sizeof(which), "server %u of %u, ", c->srv + 1,
+					 e->nsrv);
+			log_info("nbd: connection %u to %s:%s is back (%s%s), resending %u request(s)",
+				 c->idx, e->srv[c->srv].host, e->srv[c->srv].port, which, c->tname,
+				 c->waitq.n);
 			rq_splice(&c->txq, &c->waitq);
 			return;
 		}
+		log_dbg("nbd: connection %u: %s:%s: %s", c->idx, e->srv[c->srv].host,
+			e->srv[c->srv].port, strerror(-ret));
+		c->srv = (c->srv + 1) % e->nsrv;
 		AADD(&c->st_failed, 1);
 		c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : e->backoff_min_ms;
 		if (c->backoff_ms > e->backoff_max_ms)
@@ -1217,6 +1250,14 @@ static void conn_view(struct nbdc_conn *c, int64_t now, struct conn_view *v)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* HOST:PORT, [V6]:PORT. */
+static void server_name(const struct nbdc_server *s, char *buf, size_t len)
+{
+	bool v6 = strchr(s->host, ':') != NULL;
+
+	snprintf(buf, len, "%s%s%s:%s", v6 ? "[" : "", s->host, v6 ? "]" : "", s->port);
+}
+
 static int dump_json(struct nbdc *e, const struct nbdc_stats *st, char *buf, size_t len)
 {
 	struct json_object *o = json_object_new_object(), *s, *conns;
@@ -1233,6 +1274,16 @@ static int dump_json(struct nbdc *e, const struct nbdc_stats *st, char *buf, siz
 	else
 		jsonw_str(o, "port", e->port);
 	jsonw_str(o, "transport", nbdc_transport_name(e->transport));
+	if (e->nsrv > 1) {
+		struct json_object *a = json_object_new_array();
+		char hp[300];
+
+		for (i = 0; a && i < e->nsrv; i++) {
+			server_name(&e->srv[i], hp, sizeof(hp));
+			json_object_array_add(a, json_object_new_string(hp));
+		}
+		jsonw_add(o, "servers", a);
+	}
 	jsonw_u64(o, "size", e->info.size);
 	jsonw_u64(o, "flags", e->info.flags);
 	jsonw_bool(o, "read_only", e->ro);
@@ -1302,6 +1353,13 @@ int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json)
 		  st.completed, st.errors, st.inflight, st.bytes_read,
 		  st.bytes_written, st.reconnects, st.reconnect_failures,
 		  st.connections_lost, st.resent, st.timed_out);
+	for (i = 0; e->nsrv > 1 && i < e->nsrv; i++) {
+		char hp[300];
+
+		server_name(&e->srv[i], hp, sizeof(hp));
+		off = strbuf_out(buf, len, off, "%s%s%s", i ? ", " : "  servers (in turn): ",
+				 hp, i + 1 == e->nsrv ? "\n" : "");
+	}
 	for (i = 0; i < e->nconns; i++) {
 		struct nbdc_conn *c = &e->conns[i];
 		struct conn_view v;
@@ -1406,9 +1464,9 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 {
 	struct nbdc *e;
 	unsigned i, want;
-	int r;
+	int r, r0 = -EHOSTUNREACH;
 
-	if (!o || !o->host)
+	if (!o || !o->host || o->nservers >= NBDC_MAX_SERVERS)
 		return -EINVAL;
 	e = calloc(1, sizeof(*e));
 	if (!e)
@@ -1422,6 +1480,16 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 		snprintf(e->port, sizeof(e->port), "%u",
 			 o->transport == NBDC_TCP ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT);
 	snprintf(e->export_name, sizeof(e->export_name), "%s", o->export ? o->export : "");
+	snprintf(e->srv[0].host, sizeof(e->srv[0].host), "%s", e->host);
+	snprintf(e->srv[0].port, sizeof(e->srv[0].port), "%s", e->port);
+	for (i = 0; i < o->nservers; i++) {
+		struct nbdc_server *sv = &e->srv[i + 1];
+
+		*sv = o->servers[i];
+		if (!sv->port[0])
+			snprintf(sv->port, sizeof(sv->port), "%s", e->port);
+	}
+	e->nsrv = o->nservers + 1;
 	e->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
 	e->io_timeout_ms = o->io_timeout_ms ? o->io_timeout_ms : 60000;
 	e->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 5000;
@@ -1469,20 +1537,37 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 			e->own_ctx = true;
 		}
 	}
-	/* The first connection tells whether more are allowed. */
+	/* The first connection tells whether more are allowed; it takes
+	 * the first server that answers. */
 	r = conn_init(e, 0);
 	e->nconns = 1;
-	if (r == 0)
-		r = conn_connect(&e->conns[0], true);
-	if (r < 0) {
+	for (i = 0; r == 0 && i < e->nsrv; i++) {
+		int ri;
+
+		e->conns[0].srv = i;
+		ri = conn_connect(&e->conns[0], true);
+		if (ri == 0) {
+			r0 = 0;
+			break;
+		}
+		if (i == 0)
+			r0 = ri;
 		/* The caller reports a missing export in one line (nbdc_strerror);
 		 * a TLS failure too, with this line's detail. */
-		applog(r == -ENXIO || r == -EPERM || r == -ENOPROTOOPT || r == -EKEYREJECTED ||
-		       r == -ENOKEY ? SMCR_LOG_DEBUG : SMCR_LOG_ERR, "nbd: %s://%s:%s/%s: %s",
+		applog(e->nsrv == 1 && (ri == -ENXIO || ri == -EPERM || ri == -ENOPROTOOPT ||
+		       ri == -EKEYREJECTED || ri == -ENOKEY) ? SMCR_LOG_DEBUG :
+		       i + 1 < e->nsrv ? SMCR_LOG_WARN : SMCR_LOG_ERR,
+		       "nbd: %s://%s%s%s:%s/%s: %s%s",
 		       e->tls == NBDC_TLS_REQUIRE ? "nbds" : nbdc_transport_name(e->transport),
-		       e->host, e->port, e->export_name, e->conns[0].last_error);
-		goto out_free;
+		       strchr(e->srv[i].host, ':') ? "[" : "", e->srv[i].host,
+		       strchr(e->srv[i].host, ':') ? "]" : "", e->srv[i].port, e->export_name,
+		       e->conns[0].last_error, i + 1 < e->nsrv ? "; trying the next server" : "");
 	}
+	if (r == 0)
+		r = r0;
+	if (r < 0)
+		goto out_free;
+	e->good_srv = e->conns[0].srv;
 	if (!(e->info.flags & NBD_FLAG_CAN_MULTI_CONN) && want > 1) {
 		log_info("nbd: the server does not allow multi-conn: one connection");
 		want = 1;
@@ -1490,6 +1575,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	for (i = 1; i < want; i++) {
 		r = conn_init(e, i);
 		e->nconns = i + 1;
+		e->conns[i].srv = e->good_srv;
 		if (r == 0)
 			r = conn_connect(&e->conns[i], false);
 		if (r < 0) {
@@ -1533,7 +1619,8 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 		}
 	}
 	log_info("nbd: %s://%s:%s/%s: %" PRIu64 " bytes, %u connection(s) (%s)%s",
-		 nbdc_transport_name(e->transport), e->host, e->port, e->export_name,
+		 nbdc_transport_name(e->transport), e->srv[e->good_srv].host,
+		 e->srv[e->good_srv].port, e->export_name,
 		 e->info.size, e->nconns, e->conns[0].tname, e->ro ? ", read-only" : "");
 	*out = e;
 	return 0;
@@ -1570,6 +1657,9 @@ void nbdc_strerror(const struct nbdc_opts *o, int err, char *buf, size_t len)
 	}
 	snprintf(where, sizeof(where), "%s://%s%s%s:%s/%s", scheme, v6 ? "[" : "", host,
 		 v6 ? "]" : "", port, o->export ? o->export : "");
+	if (o->nservers)
+		snprintf(where + strlen(where), sizeof(where) - strlen(where),
+			 " (nor %u other server%s)", o->nservers, o->nservers > 1 ? "s" : "");
 	switch (err) {
 	case -EPERM:
 		why = "the server requires TLS (use nbds://, see tls-certificates)";

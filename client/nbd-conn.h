@@ -20,6 +20,16 @@
  * A connection that has requests out and receives nothing for io_timeout
  * is declared dead as well.
  *
+ * Servers: given more than one (host:port, then servers[]), the first
+ * connection goes to the first that answers.  A connection that loses
+ * its server reconnects to the next one in the list (or to the one
+ * another connection reached last, if that is another), and each failed
+ * attempt moves on to the next again (round robin, with the backoff); a
+ * connection that comes back tells the others, which try that server
+ * next.  So the connections gather on one server.  The servers must serve the same data (e.g. smcrd gateways on
+ * one RBD image).  TLS checks each certificate against tls_hostname,
+ * else the first host.
+ *
  * Errors are -errno. */
 #ifndef SMCRBD_NBD_CONN_H
 #define SMCRBD_NBD_CONN_H
@@ -39,6 +49,10 @@ struct smcr_ctl;
 struct nbdc_opts {
 	const char *host;
 	const char *port;			/* NULL: the transport's default */
+	/* More servers of the same export (gateways in front of one
+	 * storage), after host:port: see "Servers" above. */
+	const struct nbdc_server *servers;
+	unsigned nservers;			/* at most NBDC_MAX_SERVERS - 1 */
 	const char *export;			/* NULL: "" */
 	enum nbdc_transport transport;
 	unsigned connections;			/* 0: 1; 1 if no multi-conn */

@@ -64,6 +64,36 @@ int nbdc_hostport_parse(const char *s, unsigned default_port, char *host,
 	return 0;
 }
 
+int nbdc_servers_parse(const char *list, unsigned default_port, struct nbdc_server *s,
+		       unsigned max, unsigned *n)
+{
+	char one[300];
+	const char *p = list, *comma;
+	size_t len;
+	int r;
+
+	if (!list || !*list)
+		return -EINVAL;
+	for (;;) {
+		comma = strchr(p, ',');
+		len = comma ? (size_t)(comma - p) : strlen(p);
+		if (len >= sizeof(one))
+			return -ENAMETOOLONG;
+		if (*n >= max)
+			return -E2BIG;
+		memcpy(one, p, len);
+		one[len] = '\0';
+		r = nbdc_hostport_parse(one, default_port, s[*n].host, sizeof(s[*n].host),
+					s[*n].port, sizeof(s[*n].port));
+		if (r < 0)
+			return r;
+		(*n)++;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+}
+
 /* Percent-decodes len bytes of src into dst (NUL-terminated). */
 static int decode(const char *src, size_t len, char *dst, size_t dstlen)
 {

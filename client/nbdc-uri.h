@@ -39,6 +39,18 @@ int nbdc_uri_parse(const char *uri, struct nbdc_uri *u);
 /* HOST, HOST:PORT, [V6]:PORT into host and port (default_port if none). */
 int nbdc_hostport_parse(const char *s, unsigned default_port, char *host,
 			size_t hostlen, char *port, size_t portlen);
+/* Servers of one export (gateways in front of the same storage): the
+ * clients fail over from one to the next. */
+#define NBDC_MAX_SERVERS	8
+struct nbdc_server {
+	char host[256];
+	char port[16];
+};
+/* A comma list HOST[:PORT],HOST[:PORT],... (IPv6 as [V6]:PORT) appended
+ * to s[*n], at most max in all: -EINVAL a bad or empty element, -E2BIG
+ * more than max. */
+int nbdc_servers_parse(const char *list, unsigned default_port, struct nbdc_server *s,
+		       unsigned max, unsigned *n);
 const char *nbdc_transport_name(enum nbdc_transport t);
 
 #endif

@@ -5,7 +5,7 @@
  * threads in parallel, reconnect with resend when the server or the link
  * group goes away.
  *
- *   nbdkit smcr server=HOST[:PORT] export=NAME [connections=N] [timeout=S]
+ *   nbdkit smcr server=HOST[:PORT][,HOST[:PORT]]... export=NAME [connections=N] [timeout=S]
  *               [transport=smcr|tcp] [io-timeout=S] [ctl=NAME|off]
  *               [tls=off|on|require] [tls-certificates=DIR] [tls-psk-file=FILE]
  *               [tls-username=NAME] [tls-hostname=NAME] [tls-verify-peer=BOOL]
@@ -78,8 +78,14 @@ static int parse_secs(const char *key, const char *v, double *out)
 
 static int smcr_config(const char *key, const char *value)
 {
-	if (!strcmp(key, "server"))
+	if (!strcmp(key, "server")) {
+		if (cfg_server) {
+			nbdkit_error("server= given twice: list the servers in one, "
+				     "server=HOST[:PORT],HOST[:PORT]");
+			return -1;
+		}
 		return set_str(&cfg_server, value);
+	}
 	if (!strcmp(key, "export"))
 		return set_str(&cfg_export, value);
 	if (!strcmp(key, "uri"))
@@ -182,10 +188,11 @@ static void tls_opts(struct nbdc_opts *o)
 		o->tls_no_verify_peer = !cfg_tls_verify_peer;
 }
 
-/* The connection options from the parameters (host and port in h, p). */
-static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u, char *h, size_t hl,
-		     char *p, size_t pl)
+/* The connection options from the parameters (the servers in sv). */
+static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u,
+		     struct nbdc_server sv[NBDC_MAX_SERVERS])
 {
+	unsigned n = 0;
 	int r;
 
 	if (cfg_uri) {
@@ -206,14 +213,21 @@ static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u, char *h, size_t hl
 	o->transport = cfg_transport == NBDC_TCP || (cfg_transport < 0 && (cfg_tls > 0 || (cfg_tls < 0 &&
 			(cfg_tls_certificates || cfg_tls_psk_file || cfg_tls_username)))) ?
 		       NBDC_TCP : NBDC_SMCR;
-	r = nbdc_hostport_parse(cfg_server, o->transport == NBDC_TCP ? NBD_DEFAULT_PORT :
-				NBDC_SMCR_PORT, h, hl, p, pl);
-	if (r < 0) {
-		nbdkit_error("server=%s: expected HOST, HOST:PORT or [IPV6]:PORT", cfg_server);
+	r = nbdc_servers_parse(cfg_server, o->transport == NBDC_TCP ? NBD_DEFAULT_PORT :
+			       NBDC_SMCR_PORT, sv, NBDC_MAX_SERVERS, &n);
+	if (r == -E2BIG) {
+		nbdkit_error("server=%s: at most %d servers", cfg_server, NBDC_MAX_SERVERS);
 		return -1;
 	}
-	o->host = h;
-	o->port = p;
+	if (r < 0) {
+		nbdkit_error("server=%s: expected HOST, HOST:PORT or [IPV6]:PORT, "
+			     "or a comma list of them", cfg_server);
+		return -1;
+	}
+	o->host = sv[0].host;
+	o->port = sv[0].port;
+	o->servers = sv + 1;
+	o->nservers = n - 1;
 	o->export = cfg_export ? cfg_export : "";
 	tls_opts(o);
 	return 0;
@@ -241,11 +255,11 @@ static int smcr_get_ready(void)
 		.connections = 1,
 		.timeout_ms = (unsigned)(cfg_timeout * 1000),
 	};
-	char host[256], port[16];
+	struct nbdc_server sv[NBDC_MAX_SERVERS];
 	struct nbdc *probe;
 	struct nbdc_uri u;
 
-	if (make_opts(&o, &u, host, sizeof(host), port, sizeof(port)) < 0)
+	if (make_opts(&o, &u, sv) < 0)
 		return -1;
 	if (!o.timeout_ms)
 		o.timeout_ms = 1;
@@ -264,7 +278,7 @@ static int smcr_after_fork(void)
 		.io_timeout_ms = (unsigned)(cfg_io_timeout * 1000),
 		.ctl_name = "nbdkit-smcr",
 	};
-	char host[256], port[16];
+	struct nbdc_server sv[NBDC_MAX_SERVERS];
 	struct nbdc_uri u;
 
 	if (!o.timeout_ms)
@@ -277,7 +291,7 @@ static int smcr_after_fork(void)
 		o.ctl_name = cfg_ctl;
 	/* libsmcr's lines go to nbdkit's debug log: -v shows them. */
 	applog_set_fn(log_to_nbdkit, NULL);
-	if (make_opts(&o, &u, host, sizeof(host), port, sizeof(port)) < 0 ||
+	if (make_opts(&o, &u, sv) < 0 ||
 	    attach(&o, &exp_) < 0)
 		return -1;
 	nbdkit_debug("smcr: %u connection(s), %" PRIu64 " bytes", nbdc_connections(exp_),
@@ -474,7 +488,9 @@ static void smcr_dump_plugin(void)
 }
 
 #define smcr_config_help \
-	"server=HOST[:PORT]     smcrd to attach (port: 10810 smcr, 10809 tcp)\n" \
+	"server=HOST[:PORT]     smcrd to attach (port: 10810 smcr, 10809 tcp); a comma\n" \
+	"                       list HOST[:PORT],HOST[:PORT]: gateways of one export,\n" \
+	"                       the next one taken when one is lost\n" \
 	"export=NAME            export name (default \"\")\n" \
 	"uri=smcr://HOST[:PORT]/NAME, nbd://... or nbds://...  instead of server=, export=\n" \
 	"transport=smcr|tcp     SMC-R with TCP fallback (default), or plain TCP\n" \

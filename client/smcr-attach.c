@@ -12,7 +12,9 @@
  * and handshakes a new socket, with backoff, and gives it to the driver
  * (NBD_CMD_RECONFIGURE), which waits for it up to the dead-connection
  * timeout instead of failing I/O.  It exits when the device is
- * disconnected (smcr-attach -d, nbd-client -d).
+ * disconnected (smcr-attach -d, nbd-client -d).  Given a comma list of
+ * servers, new sockets go to the next server after a dead connection or a
+ * failed attempt (-F: the engine's rotation, nbd-conn.h).
  *
  * Errors are -errno inside; the exit status is 0, 1 (runtime) or 2
  * (usage). */
@@ -62,8 +64,8 @@
 #define SMC_SOCKBUF	(256 << 10)
 
 struct opts {
-	char host[256];
-	char port[16];
+	struct nbdc_server srv[NBDC_MAX_SERVERS];	/* gateways of one export */
+	unsigned nsrv;
 	const char *export;
 	int index;			/* N of /dev/nbdN */
 	unsigned conns;
@@ -83,6 +85,19 @@ struct opts {
 };
 
 static volatile sig_atomic_t stop;
+/* Without -F: the server new sockets go to (o->srv[]); a dead connection
+ * or a failed attempt moves it on to the next. */
+static unsigned srv_cur;
+
+static const struct nbdc_server *cur_srv(const struct opts *o)
+{
+	return &o->srv[srv_cur];
+}
+
+static void next_srv(const struct opts *o)
+{
+	srv_cur = (srv_cur + 1) % o->nsrv;
+}
 
 static void on_signal(int sig)
 {
@@ -114,7 +129,7 @@ static int connect_one(const struct opts *o, int *fdp)
 
 	if (sockbuf < 0)
 		sockbuf = o->tcp ? 0 : SMC_SOCKBUF;
-	r = getaddrinfo(o->host, o->port, &hints, &res);
+	r = getaddrinfo(cur_srv(o)->host, cur_srv(o)->port, &hints, &res);
 	if (r)
 		return r == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
 	r = -ECONNREFUSED;
@@ -447,8 +462,16 @@ static int attach(struct nl *n, const struct opts *o)
 
 	for (;;) {
 		r = open_conn(o, &info, &fds[nfds]);
+		/* The first connection takes the first server that answers. */
+		if (r < 0 && nfds == 0 && srv_cur + 1 < o->nsrv) {
+			log_warn("%s:%s export '%s': %s; trying the next server", cur_srv(o)->host,
+				 cur_srv(o)->port, o->export, strerror(-r));
+			next_srv(o);
+			continue;
+		}
 		if (r < 0) {
-			log_err("%s:%s export '%s': %s", o->host, o->port, o->export, strerror(-r));
+			log_err("%s:%s export '%s': %s", cur_srv(o)->host, cur_srv(o)->port,
+				o->export, strerror(-r));
 			goto close_fds;
 		}
 		nfds++;
@@ -486,7 +509,8 @@ static int attach(struct nl *n, const struct opts *o)
 		goto close_fds;
 	}
 	log_info("/dev/nbd%d: %s:%s export '%s', %llu bytes, %u connection(s) over %s",
-		 o->index, o->host, o->port, o->export, (unsigned long long)info.size, nfds,
+		 o->index, cur_srv(o)->host, cur_srv(o)->port, o->export,
+		 (unsigned long long)info.size, nfds,
 		 o->tcp ? "TCP" : "AF_SMC");
 	r = 0;
 close_fds:
@@ -589,10 +613,13 @@ static int watch(const struct opts *o)
 				pending--;
 				reconnects++;
 				backoff = 100;
-				log_info("/dev/nbd%d: a dead connection was replaced", o->index);
+				log_info("/dev/nbd%d: a dead connection was replaced (%s:%s)",
+					 o->index, cur_srv(o)->host, cur_srv(o)->port);
 			} else {
-				log_warn("/dev/nbd%d: reconnect: %s (again in %d ms)", o->index,
-					 strerror(-r), backoff);
+				log_warn("/dev/nbd%d: reconnect to %s:%s: %s (again in %d ms%s)",
+					 o->index, cur_srv(o)->host, cur_srv(o)->port, strerror(-r),
+					 backoff, o->nsrv > 1 ? ", to the next server" : "");
+				next_srv(o);
 				next_try = t + backoff;
 				backoff = backoff < 4000 ? backoff * 2 : 5000;
 			}
@@ -603,8 +630,12 @@ static int watch(const struct opts *o)
 			unsigned d = read_link_dead(&ev, o->index);
 
 			if (d) {
-				log_warn("/dev/nbd%d: %u connection(s) died: reconnecting",
-					 o->index, d);
+				log_warn("/dev/nbd%d: %u connection(s) died: reconnecting%s",
+					 o->index, d, o->nsrv > 1 && !pending ?
+					 " to the next server" : "");
+				/* Lost its server: the next one (once for a batch). */
+				if (!pending)
+					next_srv(o);
 				pending += d;
 				next_try = 0;
 			}
@@ -1016,8 +1047,10 @@ static void *fwd_thread(void *arg)
 static int fwd_open(const struct opts *o, struct fwd *f)
 {
 	struct nbdc_opts no = {
-		.host = o->host,
-		.port = o->port,
+		.host = o->srv[0].host,
+		.port = o->srv[0].port,
+		.servers = o->srv + 1,
+		.nservers = o->nsrv - 1,
 		.export = o->export,
 		.transport = o->tcp ? NBDC_TCP : NBDC_SMCR,
 		.connections = o->conns,
@@ -1173,7 +1206,7 @@ static int fwd_attach(struct nl *n, const struct opts *o, struct fwd *f)
 		return r;
 	}
 	log_info("/dev/nbd%d: %s:%s export '%s', %llu bytes, %u connection(s) over %s, "
-		 "forwarded", o->index, o->host, o->port, o->export,
+		 "forwarded", o->index, o->srv[0].host, o->srv[0].port, o->export,
 		 (unsigned long long)nbdc_size(f->e), f->n, o->tcp ? "TCP" : "SMC-R");
 	return 0;
 }
@@ -1295,8 +1328,8 @@ enum {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: smcr-attach [OPTION]... HOST[:PORT] EXPORT /dev/nbdN\n"
-"       smcr-attach -F --exec CMD [OPTION]... HOST[:PORT] EXPORT\n"
+"Usage: smcr-attach [OPTION]... HOST[:PORT][,HOST[:PORT]]... EXPORT /dev/nbdN\n"
+"       smcr-attach -F --exec CMD [OPTION]... HOST[:PORT][,...] EXPORT\n"
 "       smcr-attach -d /dev/nbdN\n"
 "Attaches an smcrd export to the kernel's nbd driver over AF_SMC (SMC-R, or\n"
 "TCP when SMC-R is not possible) and replaces connections that die; with\n"
@@ -1329,8 +1362,10 @@ static void usage(FILE *f)
 "  -v, --verbose           debug messages\n"
 "  -h, --help, -V, --version\n"
 "\n"
-"PORT defaults to %d (smcrd's SMC-R port; with --tls %d, NBD/TCP).  It stays\n"
-"in the foreground until the device is disconnected.\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
+"PORT defaults to %d (smcrd's SMC-R port; with --tls %d, NBD/TCP).  A comma\n"
+"list names gateways of one export: a connection that loses its server\n"
+"reconnects to the next one, in turn.  It stays in the foreground until the\n"
+"device is disconnected.\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
 }
 
 int main(int argc, char **argv)
@@ -1469,9 +1504,14 @@ int main(int argc, char **argv)
 	}
 	if (o.forward && !timeout_set)
 		o.timeout_s = o.dead_s + 30;
-	if (nbdc_hostport_parse(argv[optind], o.tls ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT, o.host,
-				sizeof(o.host), o.port, sizeof(o.port)) < 0) {
-		fprintf(stderr, "smcr-attach: bad address '%s'\n", argv[optind]);
+	r = nbdc_servers_parse(argv[optind], o.tls ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT, o.srv,
+			       NBDC_MAX_SERVERS, &o.nsrv);
+	if (r < 0) {
+		if (r == -E2BIG)
+			fprintf(stderr, "smcr-attach: '%s': at most %d servers\n", argv[optind],
+				NBDC_MAX_SERVERS);
+		else
+			fprintf(stderr, "smcr-attach: bad address '%s'\n", argv[optind]);
 		return EXIT_USAGE;
 	}
 	o.export = argv[optind + 1];

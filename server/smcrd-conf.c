@@ -526,188 +526,240 @@ int config_parse_verify(const char *s)
 	return parse_bool(s, &b) < 0 ? -EINVAL : b;
 }
 
+static int parse_syn_option(const char *s)
+{
+	enum smcr_syn_option m;
+
+	return smcr_syn_option_parse(s, &m) < 0 ? -EINVAL : (int)m;
+}
+
+static const char *const tls_names[] = { "off", "on", "require", NULL };
+static const char *const verify_names[] = { "off", "on", NULL };
+static const char *const syn_names[] = { "auto", "bpf", "off", NULL };
+
+/* name (the config key), long option if not name, short option, type,
+ * min, max, the field of struct smcrd_config it lands in. */
+#define SET(name, opt, sopt, type, min, max, field) \
+	{ name, opt, sopt, type, min, max, offsetof(struct smcrd_config, field), NULL, NULL, NULL }
+/* name, field, the parser, what it takes, the values' names. */
+#define ENUM(name, field, parse, values, names) \
+	{ name, NULL, 0, CFG_ENUM, 0, 0, offsetof(struct smcrd_config, field), parse, values, names }
+#define MIB		(UINT64_C(1) << 20)
+
+const struct cfg_setting smcrd_settings[] = {
+	SET("listen", NULL, 'l', CFG_STR, 0, 0, listen),
+	SET("port", NULL, 'p', CFG_PORT, 0, 0, port),
+	SET("unix", NULL, 'U', CFG_PATH, 0, 0, unix_path),
+	SET("smcr-port", NULL, 0, CFG_PORT, 0, 0, smcr_port),
+	SET("queue-depth", NULL, 'q', CFG_UINT, 1, 4096, queue_depth),
+	SET("threads", NULL, 't', CFG_UINT, 1, 256, threads),
+	SET("max-clients", NULL, 'm', CFG_UINT, 1, 65536, max_clients),
+	SET("max-memory", NULL, 'M', CFG_SIZE, 64 * MIB, UINT64_MAX, max_memory),
+	SET("max-memory-per-address", NULL, 0, CFG_SIZE, 0, UINT64_MAX - 1, max_mem_per_address),
+	SET("direct", NULL, 'd', CFG_BOOL, 0, 0, direct),
+	SET("fixed-buffers", "no-fixed-buffers", 0, CFG_BOOL, 0, 0, fixed_buffers),
+	SET("max-handshakes", NULL, 0, CFG_UINT, 1, 65536, max_handshakes),
+	SET("handshake-timeout", NULL, 0, CFG_UINT, 1, 3600, handshake_timeout),
+	SET("max-rmb-memory", NULL, 0, CFG_SIZE, MIB, (UINT64_C(1) << 32) - 1, max_rmb_memory),
+	SET("request-timeout", NULL, 0, CFG_UINT, 1, 3600, request_timeout),
+	SET("max-clients-per-address", NULL, 0, CFG_UINT, 0, 65536, max_per_address),
+	SET("max-link-groups-per-address", NULL, 0, CFG_UINT, 0, 65536, max_lgrs_per_address),
+	SET("max-handshakes-per-address", NULL, 0, CFG_INT, 0, 65536, max_hs_per_address),
+	ENUM("syn-option", syn_option, parse_syn_option, "not auto, bpf or off", syn_names),
+	SET("eids", NULL, 0, CFG_STR, 0, 0, eids),
+	ENUM("tls", tls, config_parse_tls, "not off, on or require", tls_names),
+	SET("tls-certificates", NULL, 0, CFG_PATH, 0, 0, tls_certificates),
+	SET("tls-psk", NULL, 0, CFG_PATH, 0, 0, tls_psk),
+	ENUM("tls-verify-peer", tls_verify_peer, config_parse_verify, "not on or off", verify_names),
+	SET("ctl-group", NULL, 0, CFG_STR, 0, 0, ctl_group),
+	SET("pidfile", NULL, 'P', CFG_PATH, 0, 0, pidfile),
+	SET("log-file", NULL, 'L', CFG_PATH, 0, 0, log_file),
+	{ .name = NULL },
+};
+
+_Static_assert(sizeof(smcrd_settings) / sizeof(smcrd_settings[0]) <= CFG_MAX_SETTINGS + 1,
+	       "more settings than bits in set_mask");
+
+const struct cfg_setting *config_setting(const char *name)
+{
+	const struct cfg_setting *st;
+
+	for (st = smcrd_settings; st->name; st++)
+		if (!strcmp(st->name, name))
+			return st;
+	return NULL;
+}
+
+char *abs_path(const char *cwd, const char *p)
+{
+	char *r;
+
+	if (p[0] == '/')
+		return strdup(p);
+	if (asprintf(&r, "%s/%s", cwd, p) < 0)
+		return NULL;
+	return r;
+}
+
+int config_setting_apply(struct smcrd_config *cfg, const struct cfg_setting *st,
+			 const char *val, const char *cwd)
+{
+	void *p = (char *)cfg + st->off;
+	uint64_t sz = 0;
+	unsigned u = 0;
+	bool b = false;
+	int v = 0;
+	char *str;
+
+	/* The value is checked also where the command line wins. */
+	switch (st->type) {
+	case CFG_PORT:
+		if (parse_uint(val, 1, 65535, &u) < 0)
+			return -EINVAL;
+		break;
+	case CFG_UINT:
+	case CFG_INT:
+		if (parse_uint(val, (unsigned)st->min, (unsigned)st->max, &u) < 0)
+			return -EINVAL;
+		break;
+	case CFG_SIZE:
+		if (parse_size(val, &sz) < 0 || sz < st->min || sz > st->max)
+			return -EINVAL;
+		break;
+	case CFG_BOOL:
+		if (!val)
+			b = strncmp(config_option(st), "no-", 3) != 0;
+		else if (parse_bool(val, &b) < 0)
+			return -EINVAL;
+		break;
+	case CFG_ENUM:
+		v = st->parse(val);
+		if (v < 0)
+			return -EINVAL;
+		break;
+	case CFG_STR:
+	case CFG_PATH:
+		break;
+	}
+	if (!cwd && (cfg->set_mask & config_set_bit(st)))
+		return 0;
+	if (cwd)
+		cfg->set_mask |= config_set_bit(st);
+	switch (st->type) {
+	case CFG_PATH:
+		if (cwd) {
+			str = abs_path(cwd, val);
+			if (!str)
+				return -ENOMEM;
+			free(*(char **)p);
+			*(char **)p = str;
+			return 0;
+		}
+		/* fall through */
+	case CFG_STR:
+	case CFG_PORT:
+		return set_str(p, val);
+	case CFG_UINT:
+		*(unsigned *)p = u;
+		break;
+	case CFG_INT:
+		*(int *)p = (int)u;
+		break;
+	case CFG_SIZE:
+		*(uint64_t *)p = sz;
+		break;
+	case CFG_BOOL:
+		*(bool *)p = b;
+		break;
+	case CFG_ENUM:
+		*(int *)p = v;
+		break;
+	}
+	return 0;
+}
+
+void config_setting_format(const struct smcrd_config *cfg, const struct cfg_setting *st,
+			   char *buf, size_t len)
+{
+	const void *p = (const char *)cfg + st->off;
+	const char *s;
+	int v;
+	unsigned i;
+
+	switch (st->type) {
+	case CFG_STR:
+	case CFG_PATH:
+	case CFG_PORT:
+		s = *(char *const *)p;
+		snprintf(buf, len, "%s", s ? s : "-");
+		return;
+	case CFG_UINT:
+		snprintf(buf, len, "%u", *(const unsigned *)p);
+		return;
+	case CFG_INT:
+		v = *(const int *)p;
+		if (v < 0)
+			snprintf(buf, len, "auto");
+		else
+			snprintf(buf, len, "%d", v);
+		return;
+	case CFG_SIZE:
+		if (*(const uint64_t *)p == UINT64_MAX)
+			snprintf(buf, len, "auto");
+		else
+			snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)p);
+		return;
+	case CFG_BOOL:
+		snprintf(buf, len, "%s", *(const bool *)p ? "yes" : "no");
+		return;
+	case CFG_ENUM:
+		v = *(const int *)p;
+		for (i = 0; st->names[i] && (int)i != v; i++)
+			;
+		if (v < 0)
+			snprintf(buf, len, "auto");
+		else if (st->names[i])
+			snprintf(buf, len, "%s", st->names[i]);
+		else
+			snprintf(buf, len, "%d", v);
+		return;
+	}
+}
+
+bool config_setting_number(const struct smcrd_config *cfg, const struct cfg_setting *st,
+			   uint64_t *out)
+{
+	const void *p = (const char *)cfg + st->off;
+
+	switch (st->type) {
+	case CFG_UINT:
+		*out = *(const unsigned *)p;
+		return true;
+	case CFG_INT:
+		*out = (uint64_t)*(const int *)p;
+		return *(const int *)p >= 0;
+	case CFG_SIZE:
+		*out = *(const uint64_t *)p;
+		return *out != UINT64_MAX;
+	default:
+		return false;
+	}
+}
+
 static int global_set(struct smcrd_config *cfg, const char *key, const char *val,
 		      char *err, size_t errlen)
 {
-#define FROM_CLI(bit) (cfg->set_mask & (bit))
-	uint64_t sz;
-	bool b;
+	const struct cfg_setting *st = config_setting(key);
+	int r;
 
-	if (!strcmp(key, "listen"))
-		return FROM_CLI(CFG_SET_LISTEN) ? 0 : set_str(&cfg->listen, val);
-	if (!strcmp(key, "port") || !strcmp(key, "smcr-port")) {
-		bool smcr = key[0] == 's';
-		unsigned v;
-
-		if (parse_uint(val, 1, 65535, &v) < 0)
-			goto bad;
-		if (FROM_CLI(smcr ? CFG_SET_SMCR_PORT : CFG_SET_PORT))
-			return 0;
-		return set_str(smcr ? &cfg->smcr_port : &cfg->port, val);
+	if (!st) {
+		seterr(err, errlen, "unknown setting '%s'", key);
+		return -EINVAL;
 	}
-	if (!strcmp(key, "unix"))
-		return FROM_CLI(CFG_SET_UNIX) ? 0 : set_str(&cfg->unix_path, val);
-	if (!strcmp(key, "pidfile"))
-		return FROM_CLI(CFG_SET_PIDFILE) ? 0 : set_str(&cfg->pidfile, val);
-	if (!strcmp(key, "log-file"))
-		return FROM_CLI(CFG_SET_LOG_FILE) ? 0 : set_str(&cfg->log_file, val);
-	if (!strcmp(key, "queue-depth")) {
-		unsigned v;
-
-		if (parse_uint(val, 1, 4096, &v) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_QUEUE_DEPTH))
-			cfg->queue_depth = v;
-		return 0;
-	}
-	if (!strcmp(key, "threads")) {
-		unsigned v;
-
-		if (parse_uint(val, 1, 256, &v) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_THREADS))
-			cfg->threads = v;
-		return 0;
-	}
-	if (!strcmp(key, "max-clients")) {
-		unsigned v;
-
-		if (parse_uint(val, 1, 65536, &v) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_MAX_CLIENTS))
-			cfg->max_clients = v;
-		return 0;
-	}
-	if (!strcmp(key, "max-handshakes")) {
-		unsigned v;
-
-		if (parse_uint(val, 1, 65536, &v) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_MAX_HANDSHAKES))
-			cfg->max_handshakes = v;
-		return 0;
-	}
-	if (!strcmp(key, "max-clients-per-address")) {
-		unsigned v;
-
-		if (parse_uint(val, 0, 65536, &v) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_PER_ADDRESS))
-			cfg->max_per_address = v;
-		return 0;
-	}
-	if (!strcmp(key, "max-handshakes-per-address")) {
-		unsigned v;
-
-		if (parse_uint(val, 0, 65536, &v) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_HS_PER_ADDRESS))
-			cfg->max_hs_per_address = (int)v;
-		return 0;
-	}
-	if (!strcmp(key, "max-link-groups-per-address")) {
-		unsigned v;
-
-		if (parse_uint(val, 0, 65536, &v) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_LGRS_PER_ADDRESS))
-			cfg->max_lgrs_per_address = v;
-		return 0;
-	}
-	if (!strcmp(key, "request-timeout")) {
-		unsigned v;
-
-		if (parse_uint(val, 1, 3600, &v) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_REQ_TIMEOUT))
-			cfg->request_timeout = v;
-		return 0;
-	}
-	if (!strcmp(key, "handshake-timeout")) {
-		unsigned v;
-
-		if (parse_uint(val, 1, 3600, &v) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_HS_TIMEOUT))
-			cfg->handshake_timeout = v;
-		return 0;
-	}
-	if (!strcmp(key, "max-rmb-memory")) {
-		if (parse_size(val, &sz) < 0 || sz < (1u << 20) || sz > (UINT64_C(1) << 32) - 1)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_MAX_RMB))
-			cfg->max_rmb_memory = sz;
-		return 0;
-	}
-	if (!strcmp(key, "max-memory")) {
-		if (parse_size(val, &sz) < 0 || sz < (64u << 20))
-			goto bad;
-		if (!FROM_CLI(CFG_SET_MAX_MEMORY))
-			cfg->max_memory = sz;
-		return 0;
-	}
-	if (!strcmp(key, "max-memory-per-address")) {
-		if (parse_size(val, &sz) < 0 || sz == UINT64_MAX)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_MEM_PER_ADDRESS))
-			cfg->max_mem_per_address = sz;
-		return 0;
-	}
-	if (!strcmp(key, "direct")) {
-		if (parse_bool(val, &b) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_DIRECT))
-			cfg->direct = b;
-		return 0;
-	}
-	if (!strcmp(key, "fixed-buffers")) {
-		if (parse_bool(val, &b) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_FIXED_BUFFERS))
-			cfg->fixed_buffers = b;
-		return 0;
-	}
-	if (!strcmp(key, "syn-option")) {
-		enum smcr_syn_option m;
-
-		if (smcr_syn_option_parse(val, &m) < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_SYN_OPTION))
-			cfg->syn_option = (int)m;
-		return 0;
-	}
-	if (!strcmp(key, "tls")) {
-		int m = config_parse_tls(val);
-
-		if (m < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_TLS))
-			cfg->tls = m;
-		return 0;
-	}
-	if (!strcmp(key, "tls-certificates"))
-		return FROM_CLI(CFG_SET_TLS_CERTS) ? 0 : set_str(&cfg->tls_certificates, val);
-	if (!strcmp(key, "tls-verify-peer")) {
-		int v = config_parse_verify(val);
-
-		if (v < 0)
-			goto bad;
-		if (!FROM_CLI(CFG_SET_TLS_VERIFY))
-			cfg->tls_verify_peer = v;
-		return 0;
-	}
-	if (!strcmp(key, "tls-psk"))
-		return FROM_CLI(CFG_SET_TLS_PSK) ? 0 : set_str(&cfg->tls_psk, val);
-	if (!strcmp(key, "ctl-group"))
-		return FROM_CLI(CFG_SET_CTL_GROUP) ? 0 : set_str(&cfg->ctl_group, val);
-	if (!strcmp(key, "eids"))
-		return FROM_CLI(CFG_SET_EIDS) ? 0 : set_str(&cfg->eids, val);
-	seterr(err, errlen, "unknown setting '%s'", key);
-	return -EINVAL;
-bad:
-	seterr(err, errlen, "bad value '%s' for '%s'", val, key);
-	return -EINVAL;
-#undef FROM_CLI
+	r = config_setting_apply(cfg, st, val, NULL);
+	if (r == -EINVAL)
+		seterr(err, errlen, "bad value '%s' for '%s'", val, key);
+	return r;
 }
 
 int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_globals,

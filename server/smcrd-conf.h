@@ -74,42 +74,77 @@ struct smcrd_config {
 	char *log_file;
 	char *config_file;		/* absolute */
 	struct export_list cli_exports;	/* from --export, kept across reloads */
-	/* Which globals the command line set (they win over the file). */
-	unsigned set_mask;
+	/* Which settings the command line gave (they win over the file):
+	 * bit i for smcrd_settings[i]. */
+	uint64_t set_mask;
 };
 
-#define CFG_SET_LISTEN		(1u << 0)
-#define CFG_SET_PORT		(1u << 1)
-#define CFG_SET_SMCR_PORT	(1u << 2)
-#define CFG_SET_QUEUE_DEPTH	(1u << 3)
-#define CFG_SET_THREADS		(1u << 4)
-#define CFG_SET_MAX_CLIENTS	(1u << 5)
-#define CFG_SET_MAX_MEMORY	(1u << 6)
-#define CFG_SET_DIRECT		(1u << 7)
-#define CFG_SET_FIXED_BUFFERS	(1u << 8)
-#define CFG_SET_PIDFILE		(1u << 9)
-#define CFG_SET_LOG_FILE	(1u << 10)
-#define CFG_SET_SYN_OPTION	(1u << 11)
-#define CFG_SET_TLS		(1u << 12)
-#define CFG_SET_TLS_CERTS	(1u << 13)
-#define CFG_SET_TLS_PSK		(1u << 14)
-#define CFG_SET_MAX_HANDSHAKES	(1u << 15)
-#define CFG_SET_HS_TIMEOUT	(1u << 16)
-#define CFG_SET_MAX_RMB		(1u << 17)
-#define CFG_SET_REQ_TIMEOUT	(1u << 18)
-#define CFG_SET_PER_ADDRESS	(1u << 19)
-#define CFG_SET_CTL_GROUP	(1u << 20)
-#define CFG_SET_LGRS_PER_ADDRESS	(1u << 21)
-#define CFG_SET_TLS_VERIFY	(1u << 22)
-#define CFG_SET_HS_PER_ADDRESS	(1u << 23)
-#define CFG_SET_UNIX		(1u << 24)
-#define CFG_SET_MEM_PER_ADDRESS	(1u << 27)
-#define CFG_SET_EIDS		(1u << 28)
+/* A setting of the command line and the config file: its key in the file,
+ * which is its long option too unless option says otherwise, and where its
+ * value lands.  smcrd_settings[] has them all (the ranges are written
+ * there only); the command line, the config file and the status dump
+ * (smcrctl status) go by it. */
+enum cfg_type {
+	CFG_STR,			/* char *: a string */
+	CFG_PATH,			/* char *: a file name (absolute from
+					 * the command line) */
+	CFG_PORT,			/* char *: a port number, 1-65535 */
+	CFG_UINT,			/* unsigned in [min, max] */
+	CFG_INT,			/* int in [min, max] */
+	CFG_SIZE,			/* uint64_t bytes ("64M") in [min, max] */
+	CFG_BOOL,			/* bool; on the command line a flag that
+					 * sets it (clears it: option "no-...") */
+	CFG_ENUM,			/* int, by parse() */
+};
+
+struct cfg_setting {
+	const char *name;
+	const char *option;		/* long option if not name, or NULL */
+	char short_opt;			/* or 0 */
+	enum cfg_type type;
+	uint64_t min, max;		/* CFG_UINT, CFG_INT, CFG_SIZE */
+	size_t off;			/* in struct smcrd_config */
+	int (*parse)(const char *s);	/* CFG_ENUM: the value, or -EINVAL */
+	const char *values;		/* CFG_ENUM: what parse takes */
+	const char *const *names;	/* CFG_ENUM: the values' names */
+};
+
+#define CFG_MAX_SETTINGS	64	/* bits of set_mask */
+
+/* Ends with a NULL name. */
+extern const struct cfg_setting smcrd_settings[];
+
+/* The setting of this config key, or NULL. */
+const struct cfg_setting *config_setting(const char *name);
+static inline const char *config_option(const struct cfg_setting *st)
+{
+	return st->option ? st->option : st->name;
+}
+static inline uint64_t config_set_bit(const struct cfg_setting *st)
+{
+	return UINT64_C(1) << (st - smcrd_settings);
+}
+/* Sets st to val.  From the command line (cwd: the directory relative
+ * paths are from; val NULL: a CFG_BOOL's flag) the setting is marked as
+ * given; from the config file (cwd NULL) it is left alone when the
+ * command line gave it, after val is checked.  -EINVAL: a bad value. */
+int config_setting_apply(struct smcrd_config *cfg, const struct cfg_setting *st,
+			 const char *val, const char *cwd);
+/* st's value as text: "-" when not set, "auto" for a default computed
+ * later. */
+void config_setting_format(const struct smcrd_config *cfg, const struct cfg_setting *st,
+			   char *buf, size_t len);
+/* st's value as a number; false when it has none (not a number, or
+ * "auto"). */
+bool config_setting_number(const struct smcrd_config *cfg, const struct cfg_setting *st,
+			   uint64_t *out);
 
 /* "off", "on", "require" -> 0, 1, 2 (NBD_TLS_*); -EINVAL otherwise. */
 int config_parse_tls(const char *s);
 /* "on"/"yes"/"off"/"no"... -> 1 or 0; -EINVAL otherwise. */
 int config_parse_verify(const char *s);
+/* p if absolute, else cwd/p; NULL: no memory. */
+char *abs_path(const char *cwd, const char *p);
 
 void config_defaults(struct smcrd_config *cfg);
 void config_free(struct smcrd_config *cfg);

@@ -65,6 +65,62 @@ int smcr_lgr_create(enum smcr_role role, const struct smcr_lgr_ops *ops,
 	return 0;
 }
 
+/* Send buffers parked on link whose wait is over: the CDC (token, seq)
+ * completed, or (token 0) the link is going. */
+static void lgr_unpark(struct smcr_lgr *lgr, const struct smcr_link *link, uint32_t token,
+		       uint16_t seq)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LGR_PARKED; i++) {
+		struct smcr_lgr_parked *p = &lgr->parked[i];
+
+		if (!p->buf.rmb || p->link != link)
+			continue;
+		if (token && (p->token != token || smcr_seq_before(seq, p->seq)))
+			continue;
+		smcr_rmbe_free(&lgr->sndbufs, &p->buf);
+	}
+}
+
+void smcr_lgr_sndbuf_release(struct smcr_lgr *lgr, struct smcr_conn *conn)
+{
+	unsigned int i, last;
+
+	if (!conn->sndbuf.rmb)
+		return;
+	if (conn->inflight_n && conn->link) {
+		last = (conn->inflight_head + conn->inflight_n - 1) % SMCR_CONN_INFLIGHT;
+		for (i = 0; i < SMCR_LGR_PARKED; i++) {
+			struct smcr_lgr_parked *p = &lgr->parked[i];
+
+			if (p->buf.rmb)
+				continue;
+			p->buf = conn->sndbuf;
+			p->link = conn->link;
+			p->token = conn->token;
+			p->seq = conn->inflight[last].seq;
+			conn->sndbuf.rmb = NULL;
+			conn->sndbuf.data = NULL;
+			return;
+		}
+		/* No room to park: the buffer stays taken until the group goes. */
+		smcr_warn("conn %08x: send buffer still read by posted writes, kept",
+			  conn->token);
+		conn->sndbuf.rmb = NULL;
+		return;
+	}
+	smcr_rmbe_free(&lgr->sndbufs, &conn->sndbuf);
+}
+
+void smcr_lgr_link_destroy(struct smcr_lgr *lgr, struct smcr_link *link)
+{
+	/* It gets no completion from now on: what waited for one is over
+	 * (the QP is in error or going). */
+	lgr_unpark(lgr, link, 0, 0);
+	lgr->ops->link_destroy(lgr, link);
+}
+
 static void link_release(struct smcr_lgr *lgr, uint8_t slot)
 {
 	struct smcr_lgr_link *ll = &lgr->links[slot];
@@ -73,7 +129,7 @@ static void link_release(struct smcr_lgr *lgr, uint8_t slot)
 	if (!link)
 		return;
 	memset(ll, 0, sizeof(*ll));
-	lgr->ops->link_destroy(lgr, link);
+	smcr_lgr_link_destroy(lgr, link);
 }
 
 void smcr_lgr_destroy(struct smcr_lgr *lgr)
@@ -651,6 +707,8 @@ static void lgr_send_done(struct smcr_link *link, uint64_t wr_id, int status)
 		conn = smcr_lgr_conn_find(lgr, smcr_wr_token(wr_id));
 		if (conn)
 			smcr_conn_cdc_done(conn, smcr_wr_seq(wr_id), status);
+		else
+			lgr_unpark(lgr, link, smcr_wr_token(wr_id), smcr_wr_seq(wr_id));
 	}
 	if (status == 0)
 		smcr_lgr_kick(lgr, link);

@@ -128,6 +128,16 @@ struct smcr_lgr_config {
 
 extern const struct smcr_lgr_config smcr_lgr_config_default;
 
+/* A closed connection's send buffer that writes posted on a link may still
+ * read: kept until its last CDC completes there (or the link goes). */
+#define SMCR_LGR_PARKED 32
+struct smcr_lgr_parked {
+	struct smcr_rmbe buf;		/* buf.rmb NULL: slot free */
+	struct smcr_link *link;
+	uint32_t token;
+	uint16_t seq;			/* the last CDC posted */
+};
+
 /* A peer's RMB, as its RKeys on our links. */
 struct smcr_lgr_peer_rmb {
 	bool used;
@@ -238,6 +248,7 @@ struct smcr_lgr {
 	struct smcr_lgr_link links[SMCR_LINK_SLOTS];
 	struct smcr_rmb_pool rmbs;	/* ours, announced to the peer */
 	struct smcr_rmb_pool sndbufs;	/* ours, local only */
+	struct smcr_lgr_parked parked[SMCR_LGR_PARKED];
 	/* The owner's protection domains, one per device the group has had
 	 * links on (NULL for the test double): the group's QPs and buffers
 	 * live there and nowhere else.  Put by smcr_lgr_destroy(). */
@@ -305,6 +316,8 @@ unsigned int smcr_lgr_active_links(const struct smcr_lgr *lgr);
 struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr);
 /* The active link with the fewest connections, or NULL. */
 struct smcr_link *smcr_lgr_least_loaded(struct smcr_lgr *lgr);
+/* Hands a link the group let go to the owner (ops->link_destroy). */
+void smcr_lgr_link_destroy(struct smcr_lgr *lgr, struct smcr_link *link);
 /* Slot of a link of this group, or -1. */
 int smcr_lgr_slot(const struct smcr_lgr *lgr, const struct smcr_link *link);
 
@@ -313,6 +326,11 @@ uint32_t smcr_lgr_conn_token(struct smcr_lgr *lgr);
 int smcr_lgr_conn_add(struct smcr_lgr *lgr, struct smcr_conn *conn);
 void smcr_lgr_conn_remove(struct smcr_lgr *lgr, struct smcr_conn *conn);
 struct smcr_conn *smcr_lgr_conn_find(struct smcr_lgr *lgr, uint32_t token);
+/* Frees a leaving connection's send buffer, or, while CDCs it posted (and
+ * the RDMA writes before them) are still on their link, parks it until
+ * they complete: the QP reads a write's source when it gets to it.  Call
+ * before smcr_lgr_conn_remove(). */
+void smcr_lgr_sndbuf_release(struct smcr_lgr *lgr, struct smcr_conn *conn);
 
 /* Our RMBE for a new connection.  When it comes from a new RMB, that RMB
  * is registered on every link and announced with CONFIRM RKEY: *pending is

@@ -207,7 +207,7 @@ static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
 	if (lgr->ops->event)
 		lgr->ops->event(lgr, SMCR_LGR_LINK_DELETED, link, 0);
 	memset(ll, 0, sizeof(*ll));
-	lgr->ops->link_destroy(lgr, link);
+	smcr_lgr_link_destroy(lgr, link);
 }
 
 /* ---- ADD LINK ------------------------------------------------------------ */
@@ -473,7 +473,7 @@ static void add_link_fail_as(struct smcr_lgr *lgr, const char *why, bool peer)
 	if (lgr->links[f->slot].link &&
 	    lgr->links[f->slot].link->state != SMCR_LINK_ACTIVE) {
 		memset(&lgr->links[f->slot].peer, 0, sizeof(lgr->links[f->slot].peer));
-		lgr->ops->link_destroy(lgr, lgr->links[f->slot].link);
+		smcr_lgr_link_destroy(lgr, lgr->links[f->slot].link);
 		memset(&lgr->links[f->slot], 0, sizeof(lgr->links[f->slot]));
 	}
 	flow_end(lgr);
@@ -505,7 +505,7 @@ static int add_link_start(struct smcr_lgr *lgr)
 		lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
 		ret = add_link_send_v2(lgr, (unsigned int)via, (unsigned int)slot, false);
 		if (ret) {
-			lgr->ops->link_destroy(lgr, lgr->links[slot].link);
+			smcr_lgr_link_destroy(lgr, lgr->links[slot].link);
 			memset(&lgr->links[slot], 0, sizeof(lgr->links[slot]));
 		}
 		return ret;
@@ -619,7 +619,7 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 		    lgr->links[f->slot].link->state != SMCR_LINK_ACTIVE) {
 			smcr_info("link group: ADD LINK %u abandoned by the server",
 				  lgr->links[f->slot].link->link_id);
-			lgr->ops->link_destroy(lgr, lgr->links[f->slot].link);
+			smcr_lgr_link_destroy(lgr, lgr->links[f->slot].link);
 			memset(&lgr->links[f->slot], 0, sizeof(lgr->links[f->slot]));
 		}
 		memset(f, 0, sizeof(*f));
@@ -632,7 +632,7 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 		smcr_info("link group: rejecting ADD LINK %u (%d)", a->link_num, ret);
 		if (ret != -EEXIST && ret != -ENOSPC && slot_of_id(lgr, a->link_num) >= 0) {
 			slot = slot_of_id(lgr, a->link_num);
-			lgr->ops->link_destroy(lgr, lgr->links[slot].link);
+			smcr_lgr_link_destroy(lgr, lgr->links[slot].link);
 			memset(&lgr->links[slot], 0, sizeof(lgr->links[slot]));
 		}
 		add_link_reject(lgr, via, a->link_num);

@@ -66,26 +66,6 @@ void smcr_sock_link(struct smcr_sock *s)
 	s->ctx->socks = s;
 }
 
-/* CDCs (and the writes before them) posted and not completed on a link
- * that still runs (a failed link's QP flushes them unread). */
-static bool sock_tx_posted(const struct smcr_sock *s)
-{
-	const struct smcr_link *l = s->conn.link;
-
-	return s->conn.inflight_n && l && l->state != SMCR_LINK_FAILED &&
-	       !(s->lgr && s->lgr->terminated);
-}
-
-static void sock_wait(struct smcr_sock *s, unsigned int ms);
-
-/* Before the buffers go back: wait, bounded, for what was posted from
- * the send buffer to complete (Linux: smc_cdc_wait_pend_tx_wr). */
-static void sock_drain_tx(struct smcr_sock *s, uint64_t until)
-{
-	while (sock_tx_posted(s) && smcr_now_ms() < until)
-		sock_wait(s, 200);
-}
-
 /* Give back everything; ctx->lock held, s unlinked from ctx->socks. */
 static void sock_free_locked(struct smcr_sock *s)
 {
@@ -99,18 +79,12 @@ static void sock_free_locked(struct smcr_sock *s)
 		ctx->stats.rdma_writes += s->conn.stats.writes;
 		ctx->stats.bytes_sent += s->conn.stats.bytes_sent;
 		ctx->stats.bytes_recv += s->conn.stats.bytes_recv;
+		/* Freed, or parked while posted writes may still read it (an
+		 * abort does not wait for them). */
+		smcr_lgr_sndbuf_release(lgr, &s->conn);
 		smcr_lgr_conn_remove(lgr, &s->conn);
 		if (s->conn.rmbe.rmb)
 			smcr_rmbe_free(&lgr->rmbs, &s->conn.rmbe);
-		/* A write still posted reads the send buffer when its QP gets
-		 * to it: zeroed or reused, the peer would get wrong bytes
-		 * under a valid cursor.  Such a buffer stays taken (until the
-		 * group goes) rather than handed back. */
-		if (s->conn.sndbuf.rmb && sock_tx_posted(s))
-			smcr_warn("conn %08x: writes still posted at close: send buffer kept",
-				  s->conn.token);
-		else if (s->conn.sndbuf.rmb)
-			smcr_rmbe_free(&lgr->sndbufs, &s->conn.sndbuf);
 		if (s->peer_rmb && s->peer_rmb->refs)
 			s->peer_rmb->refs--;
 	}
@@ -432,7 +406,6 @@ int smcr_close(struct smcr_sock *s)
 			sock_wait(s, 200);
 		if (!smcr_conn_finished(&s->conn))
 			smcr_conn_abort(&s->conn, -ETIMEDOUT);
-		sock_drain_tx(s, smcr_now_ms() + SMCR_LINGER_MS);
 	}
 	smcr_sock_destroy_locked(s);
 	pthread_mutex_unlock(&ctx->lock);
@@ -444,10 +417,9 @@ void smcr_abort(struct smcr_sock *s)
 	struct smcr_ctx *ctx = s->ctx;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (s->smc && !s->listener) {
+	if (s->smc && !s->listener)
 		smcr_conn_abort(&s->conn, -ECONNABORTED);
-		sock_drain_tx(s, smcr_now_ms() + SMCR_LINGER_MS);
-	} else if (s->fd >= 0 && !s->listener) {
+	else if (s->fd >= 0 && !s->listener) {
 		struct linger l = { .l_onoff = 1, .l_linger = 0 };
 
 		setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
@@ -545,6 +517,7 @@ int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
 	const struct smcr_lgr *lgr;
 	const struct smcr_sock *s;
 	uint64_t sndbuf_rmbs = 0;
+	unsigned int i;
 
 	pthread_mutex_lock(&ctx->lock);
 	smcr_engine_collect(ctx, st);
@@ -555,6 +528,10 @@ int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
 		pool_usage(&lgr->rmbs, &st->rmbes_in_use, &st->rmbs);
 		pool_usage(&lgr->sndbufs, &st->sndbufs_in_use, &sndbuf_rmbs);
+		/* Not those parked for their last writes (no connection's). */
+		for (i = 0; i < SMCR_LGR_PARKED; i++)
+			if (lgr->parked[i].buf.rmb && st->sndbufs_in_use)
+				st->sndbufs_in_use--;
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	return 0;

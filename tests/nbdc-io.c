@@ -18,6 +18,7 @@
  *     -w PCT    percentage of writes (default 60); with 0 the final pass
  *               is skipped (nothing was written)
  *     -s        blocks in order (wrapping) instead of at random
+ *     -S LIST   more servers of the export, HOST:PORT,... (failover)
  *
  * Each block has at most one request out at a time; a write fills it with
  * a pattern of (block, generation) and a read must see the generation of
@@ -166,9 +167,10 @@ int main(int argc, char **argv)
 	struct nbdc *e;
 	int64_t end, next_report;
 	uint64_t size;
+	struct nbdc_server more[NBDC_MAX_SERVERS - 1];
 	int c, r;
 
-	while ((c = getopt(argc, argv, "c:t:i:d:q:b:n:ezw:s")) != -1) {
+	while ((c = getopt(argc, argv, "c:t:i:d:q:b:n:ezw:sS:")) != -1) {
 		switch (c) {
 		case 'c': o.connections = (unsigned)atoi(optarg); break;
 		case 't': o.timeout_ms = (unsigned)(atof(optarg) * 1000); break;
@@ -181,8 +183,16 @@ int main(int argc, char **argv)
 		case 'z': zeroed = true; break;
 		case 'w': wpct = (unsigned)atoi(optarg); break;
 		case 's': seq = true; break;
+		case 'S':
+			if (nbdc_servers_parse(optarg, NBD_DEFAULT_PORT, more, NBDC_MAX_SERVERS - 1,
+					       &o.nservers) < 0) {
+				fprintf(stderr, "nbdc-io: -S %s: bad server list\n", optarg);
+				return 2;
+			}
+			o.servers = more;
+			break;
 		default:
-			fprintf(stderr, "usage: nbdc-io [-c N] [-t SECS] [-i SECS] [-d SECS] [-q N] [-b BYTES] [-n NAME] [-e] [-z] [-w PCT] [-s] URI\n");
+			fprintf(stderr, "usage: nbdc-io [-c N] [-t SECS] [-i SECS] [-d SECS] [-q N] [-b BYTES] [-n NAME] [-e] [-z] [-w PCT] [-s] [-S LIST] URI\n");
 			return 2;
 		}
 	}

@@ -3,7 +3,7 @@
 # The manual: every public function of smcr.h has a page name (a link to
 # libsmcr(3), man/Makefile.am's LIBSMCR_FUNCS) and is in libsmcr(3)'s
 # synopsis; every page renders without warnings; every page a page refers
-# to exists.
+# to exists; every smcrd setting is in smcrd(8) and smcrd --help.
 # smcr-timeout: 60
 . "${srcdir:-.}/functions.sh"
 requires man --version
@@ -35,4 +35,22 @@ for page in "$mandir"/*.[0-9]; do
     done
     n=$((n + 1))
 done
-echo "PASS: $(wc -l <"$d/header") functions of smcr.h have pages; $n pages render cleanly"
+# smcrd's settings (server/smcrd-conf.c smcrd_settings[]): each is an option
+# in smcrd(8)'s OPTIONS and in --help, and a key of its CONFIG FILE list,
+# which names no other global key.
+conf=$abs_top_srcdir/server/smcrd-conf.c
+sed -n '/^const struct cfg_setting smcrd_settings\[\]/,/^};/p' "$conf" |
+    sed -E -n 's/^\t(SET|ENUM)\("([a-z-]+)", (NULL|"([a-z-]+)"|[a-z_]+),.*/\2 \4/p' >"$d/settings"
+[ "$(wc -l <"$d/settings")" -ge 27 ] || fail "found only $(wc -l <"$d/settings") smcrd settings"
+sed -n '/^\.SH OPTIONS/,/^\.SH /p' "$mandir/smcrd.8" >"$d/options"
+sed -n '/^\.SH CONFIG FILE/,/^Each export/p' "$mandir/smcrd.8" |
+    sed -E -n 's/^\.BR? ([a-z\\-]+).*/\1/p' | sed 's/\\-/-/g' | sort >"$d/keys"
+help=$(sed -n '/^static void usage/,/^}/p' "$abs_top_srcdir/server/smcrd.c")
+while read -r key opt; do
+    opt=${opt:-$key}
+    grep -qF -- "\-\-${opt//-/\\-}\fR" "$d/options" || fail "smcrd(8) OPTIONS lacks --$opt"
+    grep -qE -- "--$opt([^a-z-]|$)" <<<"$help" || fail "smcrd --help (usage()) lacks --$opt"
+done <"$d/settings"
+cut -d' ' -f1 "$d/settings" | sort | diff -u - "$d/keys" >"$d/diff" ||
+    { cat "$d/diff"; fail "smcrd(8)'s CONFIG FILE keys and smcrd_settings[] differ (+ page only)"; }
+echo "PASS: $(wc -l <"$d/header") functions of smcr.h have pages; $n pages render cleanly; $(wc -l <"$d/settings") smcrd settings in smcrd(8) and --help"

@@ -5,10 +5,12 @@
 # Ceph blocklists), over NBD/TCP on the host:
 #  1. a second gateway fences a live first one: the first one's writes
 #     fail from then on, the second one's work;
-#  2. under the client library's I/O (nbdc-io: every byte checked, requests
-#     resent after a reconnect) the gateway is SIGKILLed SMCR_RBD_KILLS
-#     times (default 3) and a new one takes the image over on the same
-#     port: no error, no bad byte, each takeover within 10 s.
+#  2. under the client library's I/O (nbdc-io: every byte checked, given
+#     both gateway addresses, requests resent after a reconnect) the
+#     gateway is SIGKILLed SMCR_RBD_KILLS times (default 3) and a new one
+#     takes the image over on the other address, as a standby would: no
+#     error, no bad byte, each takeover within 10 s; the client follows
+#     to the next server in its list (figures: kill to I/O back).
 # smcr-timeout: 900
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-nbd-lib.sh"
@@ -50,22 +52,27 @@ kill -KILL "$pid_a" 2>/dev/null; wait "$pid_a" 2>/dev/null || true
 SMCRD_LOG=$log_a
 
 # --- 2: SIGKILL the gateway, a new one takes over ----------------------------------
+# Two gateway addresses (ports here), used in turn; the client has both.
 start_smcrd --export "ha=rbd:rbd/ha,$opts"
+ports=("$PORT" "$(free_port)")
 dur=$(( kills * 8 + 6 ))
-run_prog "$NBDC_IO" -z -c 2 -t 30 -d "$dur" -q 32 -b 65536 "$(uri ha)" \
-    >"$d/io.out" 2>"$d/io.err" &
+run_prog "$NBDC_IO" -z -c 2 -t 30 -d "$dur" -q 32 -b 65536 -S "127.0.0.1:${ports[1]}" \
+    "$(uri ha)" >"$d/io.out" 2>"$d/io.err" &
 io=$!
 cleanup_fn "kill -KILL $io 2>/dev/null"
 worst=0
+: >"$d/kills"
 for (( k=1; k<=kills; k++ )); do
     sleep 3
     kill -0 "$io" 2>/dev/null || break
     kill_smcrd
     t0=$(date +%s%N)
+    echo "$t0" >>"$d/kills"
+    PORT=${ports[k % 2]}
     restart_smcrd --export "ha=rbd:rbd/ha,$opts"
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     [ "$ms" -gt "$worst" ] && worst=$ms
-    echo "kill $k: new gateway serving after $ms ms"
+    echo "kill $k: new gateway serving on port $PORT after $ms ms"
 done
 [ "$k" -gt "$kills" ] || fail "nbdc-io ended before kill $k"
 rc=0; wait "$io" || rc=$?
@@ -77,6 +84,28 @@ cat "$d/io.out"
 n=$(grep -c 'broke the exclusive lock' "$SMCRD_LOG" || true)
 [ "$n" -ge "$kills" ] || fail "only $n of $kills takeovers broke the old gateway's lock"
 [ "$worst" -le 10000 ] || fail "a takeover took $worst ms (over 10 s)"
+# Kill to the first connection back, from nbdc-io's log (local time stamps).
+back=$(python3 - "$d/kills" "$d/io.err" <<'PY'
+import sys, time, datetime
+kills = [int(l) / 1e9 for l in open(sys.argv[1]) if l.strip()]
+backs = []
+for l in open(sys.argv[2]):
+    if " is back (server " in l:
+        t = datetime.datetime.strptime(l[:23], "%Y-%m-%d %H:%M:%S.%f")
+        backs.append(time.mktime(t.timetuple()) + t.microsecond / 1e6)
+out = []
+for t in kills:
+    after = [b for b in backs if b >= t - 0.01]
+    out.append(str(int((min(after) - t) * 1000)) if after else "none")
+print(" ".join(out))
+PY
+) || fail "reading the reconnect times"
+echo "kill to I/O back on the next gateway (ms): $back"
+case " $back " in *" none "*) fail "a kill with no reconnect to the next server logged";; esac
+for p in "${ports[@]}"; do
+    grepq "127.0.0.1:$p is back (server" "$d/io.err" || fail "the client never went to port $p"
+done
 stop_smcrd
-echo "PASS: a live gateway fenced by a second; $kills SIGKILLs under verified I/O: 0 errors," \
-     "0 bad bytes, slowest takeover $worst ms"
+echo "PASS: a live gateway fenced by a second; $kills SIGKILLs under verified I/O, the" \
+     "client following its list of 2 gateways: 0 errors, 0 bad bytes, slowest takeover" \
+     "$worst ms, I/O back after $back ms"

@@ -44,6 +44,11 @@ for line in '\n' '\r\n' '   \n' '\r\r \n' '' ' ' '\r'; do
     [ -z "$out" ] || fail "an answer to a blank line '$line': $out"
     alive "blank line '$line'"
 done
+# The settings as in effect (smcrd_settings[]): given and defaults.
+send 'status\n' | grepq "^settings: listen 127.0.0.1, port $PORT, .*queue-depth 128, .*fixed-buffers yes, .*max-handshakes-per-address auto, .*log-file -$" ||
+    fail "status: no settings line"
+send 'status-json\n' | grepq '"settings": *{ *"listen": *"127\.0\.0\.1", *"port": *"'"$PORT"'", *"unix": *"-", *"smcr-port": *"-", *"queue-depth": *128,.*"direct": *false,' ||
+    fail "status-json: no settings"
 # A line longer than the daemon reads, and bytes that are not text.
 send "$(printf 'x%.0s' $(seq 1 2000))\\n" >/dev/null || true
 alive "an over-long line"

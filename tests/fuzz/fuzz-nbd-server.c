@@ -122,7 +122,7 @@ static struct nbd_server_ops ops = {
 	.starttls = f_starttls,
 };
 
-/* The transmission phase as smcrd-engine.c's rx_parse_hdr sees it. */
+/* The transmission phase as smcrd-engine-rx.c's rx_parse_hdr sees it. */
 static void transmission(struct fuzz_transport *ft, const struct nbd_server_session *s)
 {
 	struct nbd_tx_params p;

@@ -564,6 +564,28 @@ static void test_abort_mid_transfer(void)
 	teardown();
 }
 
+/* An abort leaves its posted CDCs (and the writes before them) in flight:
+ * a close waits for them before the send buffer goes back.  If the link
+ * fails instead, its QP flushed them: the failover must count none left,
+ * or the close would wait out its linger. */
+static void test_abort_then_link_cut(void)
+{
+	uint8_t buf[4096];
+
+	setup(1000, 1000, 64);
+	memset(buf, 2, sizeof(buf));
+	CU_ASSERT_EQUAL(smcr_conn_send(&A.conn[0], buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	smcr_conn_abort(&A.conn[0], -ECONNABORTED);
+	CU_ASSERT(A.conn[0].inflight_n > 0);
+	memwire_fault(&wire[0][0], MEMWIRE_CUT);
+	run_wire(0);
+	CU_ASSERT_EQUAL(A.downs, 1);
+	CU_ASSERT_PTR_EQUAL(A.conn[0].link, &wire[1][0].link);
+	CU_ASSERT_EQUAL(A.conn[0].inflight_n, 0);
+	CU_ASSERT(smcr_conn_finished(&A.conn[0]));
+	teardown();
+}
+
 static void test_bad_cdc(void)
 {
 	uint8_t buf[100];
@@ -841,6 +863,7 @@ BOTH(test_stream_zero_copy_asym)
 BOTH(test_window_update_threshold)
 BOTH(test_close_orders)
 BOTH(test_abort_mid_transfer)
+BOTH(test_abort_then_link_cut)
 BOTH(test_bad_cdc)
 BOTH(test_failover_cut)
 BOTH(test_failover_lost_data)
@@ -1227,6 +1250,7 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "autocork: random streams", test_stream_autocork },
 	{ "autocork: failover with sends held", test_failover_autocork },
 	{ "abort mid-transfer", test_abort_mid_transfer_linux },
+	{ "abort, then the link cut", test_abort_then_link_cut_linux },
 	{ "bad CDC aborts one connection", test_bad_cdc_linux },
 	{ "failover: cut link, replay", test_failover_cut_linux },
 	{ "failover: acked but lost data resets", test_failover_lost_data_linux },
@@ -1239,6 +1263,7 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "RFC layout: window update threshold", test_window_update_threshold_rfc },
 	{ "RFC layout: close in both orders", test_close_orders_rfc },
 	{ "RFC layout: abort mid-transfer", test_abort_mid_transfer_rfc },
+	{ "RFC layout: abort, then the link cut", test_abort_then_link_cut_rfc },
 	{ "RFC layout: bad CDC aborts one connection", test_bad_cdc_rfc },
 	{ "RFC layout: failover: cut link, replay", test_failover_cut_rfc },
 	{ "RFC layout: failover: acked but lost data resets", test_failover_lost_data_rfc },

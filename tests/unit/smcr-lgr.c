@@ -614,6 +614,67 @@ static void test_failover_and_readd(void)
 	group_down();
 }
 
+static bool sndbuf_taken(const struct smcr_rmbe *b)
+{
+	return (b->rmb->used >> (b->index - 1u)) & 1u;
+}
+
+/* An aborted connection's send buffer stays taken while the RDMA writes it
+ * posted may still read it (a QP reads a write's source when it gets to
+ * it; rxe does), and goes back when its last CDC completes, or when the
+ * link goes. */
+static void test_sndbuf_parked(void)
+{
+	struct smcr_link *l0, *l1;
+	struct smcr_conn *c0 = NULL, *c1 = NULL;
+	struct smcr_rmbe b0, b1;
+	uint8_t buf[4096];
+	unsigned int k;
+
+	group_up(2, 2, NULL);
+	conns_up();
+	l0 = C.lgr->links[0].link;
+	l1 = C.lgr->links[1].link;
+	for (k = 0; k < NCONN; k++) {
+		if (C.conn[k].link == l0 && !c0)
+			c0 = &C.conn[k];
+		if (C.conn[k].link == l1 && !c1)
+			c1 = &C.conn[k];
+	}
+	CU_ASSERT_PTR_NOT_NULL_FATAL(c0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(c1);
+	memset(buf, 0x5a, sizeof(buf));
+	/* Link 1 loses what is posted on it from now on, silently. */
+	memwire_fault(end_of(l1), MEMWIRE_BLACKHOLE);
+	CU_ASSERT_EQUAL(smcr_conn_send(c0, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	CU_ASSERT_EQUAL(smcr_conn_send(c1, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	CU_ASSERT(c0->inflight_n > 0 && c1->inflight_n > 0);
+	b0 = c0->sndbuf;
+	b1 = c1->sndbuf;
+	smcr_conn_abort(c0, -ECONNABORTED);
+	smcr_conn_abort(c1, -ECONNABORTED);
+	smcr_lgr_sndbuf_release(C.lgr, c0);
+	smcr_lgr_conn_remove(C.lgr, c0);
+	smcr_lgr_sndbuf_release(C.lgr, c1);
+	smcr_lgr_conn_remove(C.lgr, c1);
+	CU_ASSERT(sndbuf_taken(&b0));
+	CU_ASSERT(sndbuf_taken(&b1));
+	/* c0's CDC completes: its buffer goes back; c1's never does. */
+	run();
+	CU_ASSERT_FALSE(sndbuf_taken(&b0));
+	CU_ASSERT(sndbuf_taken(&b1));
+	/* Link 1 is found dead and deleted: c1's buffer goes back with it. */
+	smcr_lgr_link_fail(C.lgr, l1, -ETIMEDOUT, true);
+	for (k = 0; k < 20; k++) {
+		clock_ms += 5000;
+		smcr_lgr_tick(C.lgr);
+		smcr_lgr_tick(S.lgr);
+		run();
+	}
+	CU_ASSERT_FALSE(sndbuf_taken(&b1));
+	group_down();
+}
+
 /* SMC-Rv2 between two of ours: ADD LINK carries the RKeys (no ADD LINK
  * CONTINUATION), the second link comes up and carries a failover. */
 static void test_v2_add_link(void)
@@ -1346,6 +1407,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "asymmetric and single-RNIC groups", test_asymmetric },
 	{ "CONFIRM RKEY and DELETE RKEY", test_confirm_delete_rkey },
 	{ "failover under load, DELETE LINK, re-add", test_failover_and_readd },
+	{ "an aborted connection's send buffer waits for its writes", test_sndbuf_parked },
 	{ "SMC-Rv2: ADD LINK with its RKeys", test_v2_add_link },
 	{ "SMC-Rv2: failover under load, re-add", test_v2_failover_and_readd },
 	{ "TEST LINK detects silent loss", test_test_link_silent_loss },

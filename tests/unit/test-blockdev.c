@@ -2118,7 +2118,7 @@ static void test_config_file(void)
 		   "[export b]\npath=/tmp/b\ndescription = the b disk\n");
 	fclose(f);
 	config_defaults(&cfg);
-	cfg.set_mask = CFG_SET_QUEUE_DEPTH;	/* given on the command line */
+	cfg.set_mask = config_set_bit(config_setting("queue-depth"));	/* given on the command line */
 	cfg.queue_depth = 7;
 	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), 0);
 	CU_ASSERT_STRING_EQUAL(cfg.port, "10900");
@@ -2153,7 +2153,7 @@ static void test_config_file(void)
 	fprintf(f, "syn-option = off\npidfile = /tmp/x.pid\n");
 	fclose(f);
 	config_defaults(&cfg);
-	cfg.set_mask = CFG_SET_FIXED_BUFFERS;
+	cfg.set_mask = config_set_bit(config_setting("fixed-buffers"));
 	CU_ASSERT_EQUAL(cfg.syn_option, SMCR_SYN_OPTION_AUTO);
 	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(cfg.syn_option, SMCR_SYN_OPTION_OFF);
@@ -2162,7 +2162,7 @@ static void test_config_file(void)
 	export_list_free(&l);
 	config_free(&cfg);
 	config_defaults(&cfg);
-	cfg.set_mask = CFG_SET_SYN_OPTION;
+	cfg.set_mask = config_set_bit(config_setting("syn-option"));
 	cfg.syn_option = SMCR_SYN_OPTION_BPF;
 	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(cfg.syn_option, SMCR_SYN_OPTION_BPF);
@@ -2188,11 +2188,73 @@ static void test_config_file(void)
 	unlink(path);
 }
 
+/* smcrd_settings[]: each range's ends are taken, one step past them is
+ * not; a config file value is kept out where the command line gave one;
+ * the status text of each setting. */
+static void test_settings(void)
+{
+	const struct cfg_setting *st;
+	struct smcrd_config cfg;
+	uint64_t num = 0;
+	char v[64];
+	unsigned n = 0;
+
+	config_defaults(&cfg);
+	for (st = smcrd_settings; st->name; st++, n++) {
+		CU_ASSERT_PTR_EQUAL(config_setting(st->name), st);
+		config_setting_format(&cfg, st, v, sizeof(v));
+		CU_ASSERT(v[0] != '\0');
+		if (st->type != CFG_UINT && st->type != CFG_INT && st->type != CFG_SIZE)
+			continue;
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)st->min);
+		CU_ASSERT_EQUAL(config_setting_apply(&cfg, st, v, NULL), 0);
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)st->max);
+		CU_ASSERT_EQUAL(config_setting_apply(&cfg, st, v, NULL), 0);
+		if (st->min) {
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)st->min - 1);
+			CU_ASSERT_EQUAL(config_setting_apply(&cfg, st, v, NULL), -EINVAL);
+		}
+		if (st->max < UINT64_MAX) {
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)st->max + 1);
+			CU_ASSERT_EQUAL(config_setting_apply(&cfg, st, v, NULL), -EINVAL);
+		}
+	}
+	CU_ASSERT(n >= 27 && n <= CFG_MAX_SETTINGS);
+	CU_ASSERT_PTR_NULL(config_setting("no-fixed-buffers"));
+	config_free(&cfg);
+
+	config_defaults(&cfg);
+	st = config_setting("queue-depth");
+	CU_ASSERT_EQUAL(config_setting_apply(&cfg, st, "64", "/"), 0);
+	CU_ASSERT_EQUAL(config_setting_apply(&cfg, st, "32", NULL), 0);
+	CU_ASSERT_EQUAL(cfg.queue_depth, 64);
+	CU_ASSERT_EQUAL(config_setting_apply(&cfg, st, "0", NULL), -EINVAL);
+	st = config_setting("fixed-buffers");
+	CU_ASSERT_EQUAL(config_setting_apply(&cfg, st, NULL, "/"), 0);
+	CU_ASSERT(!cfg.fixed_buffers);
+	st = config_setting("pidfile");
+	CU_ASSERT_EQUAL(config_setting_apply(&cfg, st, "x.pid", "/run"), 0);
+	CU_ASSERT_STRING_EQUAL(cfg.pidfile, "/run/x.pid");
+	config_setting_format(&cfg, config_setting("tls"), v, sizeof(v));
+	CU_ASSERT_STRING_EQUAL(v, "off");
+	config_setting_format(&cfg, config_setting("max-handshakes-per-address"), v, sizeof(v));
+	CU_ASSERT_STRING_EQUAL(v, "auto");
+	config_setting_format(&cfg, config_setting("listen"), v, sizeof(v));
+	CU_ASSERT_STRING_EQUAL(v, "-");
+	CU_ASSERT(config_setting_number(&cfg, config_setting("queue-depth"), &num));
+	CU_ASSERT_EQUAL(num, 64);
+	CU_ASSERT(!config_setting_number(&cfg, config_setting("max-handshakes-per-address"), &num));
+	CU_ASSERT(!config_setting_number(&cfg, config_setting("max-memory-per-address"), &num));
+	CU_ASSERT(!config_setting_number(&cfg, config_setting("port"), &num));
+	config_free(&cfg);
+}
+
 static CU_TestInfo config_tests[] = {
 	{ "--export argument", test_export_arg },
 	{ "address prefixes", test_acl },
 	{ "numbers", test_sizes },
 	{ "config file", test_config_file },
+	{ "settings table", test_settings },
 	CU_TEST_INFO_NULL,
 };
 
@@ -2606,7 +2668,7 @@ static void test_tls_config(void)
 	config_free(&cfg);
 	config_defaults(&cfg);
 	cfg.tls = NBD_TLS_ON;
-	cfg.set_mask = CFG_SET_TLS;
+	cfg.set_mask = config_set_bit(config_setting("tls"));
 	CU_ASSERT_EQUAL(config_load_file(path, &cfg, true, &l, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(cfg.tls, NBD_TLS_ON);
 	config_free(&cfg);

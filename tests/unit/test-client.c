@@ -149,6 +149,52 @@ static void test_uri(void)
 	CU_ASSERT_EQUAL(nbdc_hostport_parse("x:", 5, h, sizeof(h), p, sizeof(p)), -EINVAL);
 }
 
+static void test_servers_parse(void)
+{
+	struct nbdc_server sv[NBDC_MAX_SERVERS];
+	unsigned n = 0;
+	char many[200] = "h";
+
+	CU_ASSERT_EQUAL(nbdc_servers_parse("a:1,[::1]:2,b", 9, sv, NBDC_MAX_SERVERS, &n), 0);
+	CU_ASSERT_EQUAL(n, 3);
+	CU_ASSERT_STRING_EQUAL(sv[0].host, "a");
+	CU_ASSERT_STRING_EQUAL(sv[0].port, "1");
+	CU_ASSERT_STRING_EQUAL(sv[1].host, "::1");
+	CU_ASSERT_STRING_EQUAL(sv[1].port, "2");
+	CU_ASSERT_STRING_EQUAL(sv[2].host, "b");
+	CU_ASSERT_STRING_EQUAL(sv[2].port, "9");
+	/* appended to what is there, within max */
+	CU_ASSERT_EQUAL(nbdc_servers_parse("c:3", 9, sv, NBDC_MAX_SERVERS, &n), 0);
+	CU_ASSERT_EQUAL(n, 4);
+	CU_ASSERT_STRING_EQUAL(sv[3].host, "c");
+	n = 0;
+	CU_ASSERT_EQUAL(nbdc_servers_parse("solo", 7, sv, NBDC_MAX_SERVERS, &n), 0);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_STRING_EQUAL(sv[0].port, "7");
+	n = 0;
+	CU_ASSERT_EQUAL(nbdc_servers_parse("", 7, sv, NBDC_MAX_SERVERS, &n), -EINVAL);
+	n = 0;
+	CU_ASSERT_EQUAL(nbdc_servers_parse("a,,b", 7, sv, NBDC_MAX_SERVERS, &n), -EINVAL);
+	n = 0;
+	CU_ASSERT_EQUAL(nbdc_servers_parse("a,", 7, sv, NBDC_MAX_SERVERS, &n), -EINVAL);
+	n = 0;
+	CU_ASSERT_EQUAL(nbdc_servers_parse(",a", 7, sv, NBDC_MAX_SERVERS, &n), -EINVAL);
+	n = 0;
+	CU_ASSERT_EQUAL(nbdc_servers_parse("a:0,b", 7, sv, NBDC_MAX_SERVERS, &n), -EINVAL);
+	n = 0;
+	CU_ASSERT_EQUAL(nbdc_servers_parse("a,fe80::1", 7, sv, NBDC_MAX_SERVERS, &n), 0);
+	CU_ASSERT_STRING_EQUAL(sv[1].host, "fe80::1");	/* bare IPv6: no port */
+	CU_ASSERT_STRING_EQUAL(sv[1].port, "7");
+	while (strlen(many) < 2 * NBDC_MAX_SERVERS + 1)
+		strcat(many, ",h");
+	n = 0;
+	CU_ASSERT_EQUAL(nbdc_servers_parse(many, 7, sv, NBDC_MAX_SERVERS, &n), -E2BIG);
+	many[2 * NBDC_MAX_SERVERS - 1] = '\0';		/* exactly max */
+	n = 0;
+	CU_ASSERT_EQUAL(nbdc_servers_parse(many, 7, sv, NBDC_MAX_SERVERS, &n), 0);
+	CU_ASSERT_EQUAL(n, NBDC_MAX_SERVERS);
+}
+
 /* --- I/O -------------------------------------------------------------------- */
 
 static void check_io(struct memsrv *s, struct nbdc *e)
@@ -466,6 +512,164 @@ static void test_reconnect(void)
 	free(bufs);
 	nbdc_close(e);
 	memsrv_stop(s);
+}
+
+/* Writes 1 MiB of pattern seed at offset, reads it back; 0 if the data is
+ * in s's memory. */
+static int io_on(struct nbdc *e, struct memsrv *s, uint64_t seed, uint64_t offset)
+{
+	size_t len = 1u << 20;
+	uint8_t *a = malloc(len), *b = malloc(len);
+	int r;
+
+	fill(a, len, seed);
+	r = nbdc_pwrite(e, a, len, offset, 0);
+	if (r == 0)
+		r = nbdc_pread(e, b, len, offset, 0);
+	if (r == 0 && (memcmp(a, b, len) || memcmp(a, memsrv_data(s) + offset, len)))
+		r = -EILSEQ;
+	free(a);
+	free(b);
+	return r;
+}
+
+static void test_servers(void)
+{
+	struct memsrv *dead = server(false, true), *a = server(false, true),
+		      *b = server(false, true);
+	struct nbdc_server more[2];
+	char port[16], msg[2048];
+	struct nbdc_opts o = {
+		.host = "127.0.0.1", .port = port, .export = "disk",
+		.transport = NBDC_TCP, .connections = 2, .timeout_ms = 10000,
+		.backoff_min_ms = 20, .backoff_max_ms = 200,
+		.servers = more, .nservers = 2,
+	};
+	struct nbdc_stats st;
+	struct nbdc *e = NULL;
+	unsigned fails;
+	int64_t end;
+	int len;
+
+	/* The list: a port nobody listens on, then a, then b. */
+	snprintf(port, sizeof(port), "%u", memsrv_port(dead));
+	memsrv_stop(dead);
+	snprintf(more[0].host, sizeof(more[0].host), "127.0.0.1");
+	snprintf(more[0].port, sizeof(more[0].port), "%u", memsrv_port(a));
+	snprintf(more[1].host, sizeof(more[1].host), "127.0.0.1");
+	snprintf(more[1].port, sizeof(more[1].port), "%u", memsrv_port(b));
+
+	/* Open: the first server that answers, every connection on it. */
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+	end = ms() + 5000;		/* counted by the server's threads */
+	while (memsrv_accepted(a) < 2 && ms() < end)
+		usleep(10000);
+	CU_ASSERT_EQUAL(memsrv_accepted(a), 2);
+	CU_ASSERT_EQUAL(memsrv_accepted(b), 0);
+	CU_ASSERT_EQUAL(io_on(e, a, 1, 0), 0);
+	len = nbdc_dump(e, msg, sizeof(msg), false);
+	CU_ASSERT(len > 0 && strstr(msg, "servers (in turn): 127.0.0.1:"));
+
+	/* a goes away: the next one, b, at the first attempt. */
+	memsrv_pause(a);
+	CU_ASSERT_EQUAL(io_on(e, b, 2, 1u << 20), 0);
+	wait_up(e, 2, 5000);
+	nbdc_get_stats(e, &st);
+	while (memsrv_accepted(b) < 2 && ms() < end + 5000)
+		usleep(10000);
+	CU_ASSERT_EQUAL(memsrv_accepted(b), 2);
+	CU_ASSERT_EQUAL(st.reconnects, 2);
+	CU_ASSERT_EQUAL(st.reconnect_failures, 0);
+
+	/* b goes away with a back: round the list (the dead port fails)
+	 * to a. */
+	CU_ASSERT_EQUAL(memsrv_resume(a), 0);
+	memsrv_pause(b);
+	CU_ASSERT_EQUAL(io_on(e, a, 3, 2u << 20), 0);
+	wait_up(e, 2, 5000);
+	nbdc_get_stats(e, &st);
+	fails = (unsigned)st.reconnect_failures;
+	CU_ASSERT(fails >= 1 && fails <= 2);
+	CU_ASSERT_EQUAL(st.reconnects, 4);
+	while (memsrv_accepted(a) < 4 && ms() < end + 10000)
+		usleep(10000);
+	CU_ASSERT_EQUAL(memsrv_accepted(a), 4);
+	CU_ASSERT_EQUAL(st.errors, 0);
+	nbdc_close(e);
+	memsrv_stop(a);
+	memsrv_stop(b);
+
+	/* None answers: the first one's error, the message says so. */
+	o.nservers = 0;
+	CU_ASSERT_EQUAL(nbdc_open(&o, &e), -ECONNREFUSED);
+	o.nservers = 2;
+	CU_ASSERT_EQUAL(nbdc_open(&o, &e), -ECONNREFUSED);
+	nbdc_strerror(&o, -ECONNREFUSED, msg, sizeof(msg));
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "(nor 2 other servers)"));
+	o.nservers = NBDC_MAX_SERVERS;
+	CU_ASSERT_EQUAL(nbdc_open(&o, &e), -EINVAL);
+}
+
+/* A connection lost after another one moved on follows that one. */
+static void test_servers_gather(void)
+{
+	struct memsrv *dead = server(false, true), *a = server(false, true),
+		      *b = server(false, true);
+	struct nbdc_server more[2];
+	char port[16];
+	struct nbdc_opts o = {
+		.host = "127.0.0.1", .port = port, .export = "disk",
+		.transport = NBDC_TCP, .connections = 2, .timeout_ms = 10000,
+		.backoff_min_ms = 20, .backoff_max_ms = 200,
+		.servers = more, .nservers = 2,
+	};
+	uint8_t buf[4096] = { 0 };
+	struct nbdc_stats st;
+	struct nbdc *e = NULL;
+	int64_t end;
+
+	/* The list: a, a port nobody listens on, b. */
+	snprintf(port, sizeof(port), "%u", memsrv_port(a));
+	snprintf(more[0].host, sizeof(more[0].host), "127.0.0.1");
+	snprintf(more[0].port, sizeof(more[0].port), "%u", memsrv_port(dead));
+	memsrv_stop(dead);
+	snprintf(more[1].host, sizeof(more[1].host), "127.0.0.1");
+	snprintf(more[1].port, sizeof(more[1].port), "%u", memsrv_port(b));
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+
+	/* One connection dropped: it goes round the dead port to b. */
+	memsrv_drop_after(a, 1);
+	CU_ASSERT_EQUAL(nbdc_pwrite(e, buf, sizeof(buf), 0, 0), 0);
+	end = ms() + 5000;
+	do {
+		nbdc_get_stats(e, &st);
+		if (st.reconnects == 1 && st.connections_up == 2)
+			break;
+		usleep(10000);
+	} while (ms() < end);
+	CU_ASSERT_EQUAL(st.reconnects, 1);
+	CU_ASSERT_EQUAL(st.reconnect_failures, 1);
+
+	/* a goes away: the other connection follows to b straight away. */
+	memsrv_pause(a);
+	wait_up(e, 2, 5000);
+	end = ms() + 5000;
+	do {
+		nbdc_get_stats(e, &st);
+		if (st.reconnects == 2 && st.connections_up == 2)
+			break;
+		usleep(10000);
+	} while (ms() < end);
+	CU_ASSERT_EQUAL(st.reconnects, 2);
+	CU_ASSERT_EQUAL(st.reconnect_failures, 1);
+	while (memsrv_accepted(b) < 2 && ms() < end)
+		usleep(10000);
+	CU_ASSERT_EQUAL(memsrv_accepted(b), 2);
+	CU_ASSERT_EQUAL(io_on(e, b, 5, 1u << 20), 0);
+	CU_ASSERT_EQUAL(st.errors, 0);
+	nbdc_close(e);
+	memsrv_stop(a);
+	memsrv_stop(b);
 }
 
 static void test_timeout(void)
@@ -969,6 +1173,7 @@ static void test_strbuf(void)
 
 static CU_TestInfo client_tests[] = {
 	{ "URIs", test_uri },
+	{ "server lists", test_servers_parse },
 	{ "I/O over TCP, 4 connections", test_io_tcp },
 	{ "no multi-conn: one connection", test_no_multi_conn },
 	{ "read-only export", test_read_only },
@@ -976,6 +1181,8 @@ static CU_TestInfo client_tests[] = {
 	{ "asynchronous requests", test_async },
 	{ "plugged submissions, turn_end after completions", test_plug_turn_end },
 	{ "server lost and back: resend", test_reconnect },
+	{ "a list of servers: the next one in turn", test_servers },
+	{ "a list of servers: connections gather", test_servers_gather },
 	{ "timeout: errors, then back", test_timeout },
 	{ "connect to a full backlog: bounded", test_connect_timeout },
 	{ "ESHUTDOWN reply: resend", test_eshutdown },

@@ -8,7 +8,10 @@
 # with crc32c verification while the link's cable is pulled for a few
 # seconds; smcrd killed and restarted under I/O.  After each fault the
 # driver reports the dead connections, smcr-attach gives it new ones and
-# the I/O goes on: no fio error, no I/O error in A's kernel log.  Then
+# the I/O goes on: no fio error, no I/O error in A's kernel log.
+# smcr-attach has a list of two servers, the second a port of B nobody
+# listens on: after the restart it tries that one first (the next in
+# turn), fails, and goes round to the first again.  Then
 # smcr-attach -d detaches and the watcher exits 0.
 # SMCR_ATTACH_SMCR (auto, 1 or 0) picks the sockets' transport:
 #   1     SMC-Rv2: both guests load the patched rdma_rxe (SMCR_VM_RXE=smc,
@@ -82,7 +85,7 @@ vm_run A "modprobe nbd && modprobe smc" || fail "modprobe nbd smc"
 # -T 10: requests in flight on a connection that dies are sent again when
 # they time out (the driver's way); -D 60: new requests wait that long for a
 # replaced connection.
-att=$(vm_bg A "exec $ATTACH -C 2 -T 10 -D 60 $B1:10810 disk /dev/nbd0 2>/tmp/attach.log")
+att=$(vm_bg A "exec $ATTACH -C 2 -T 10 -D 60 $B1:10810,$B1:10812 disk /dev/nbd0 2>/tmp/attach.log")
 vm_run A "for i in \$(seq 300); do grep -q 'connection(s) over AF_SMC' /tmp/attach.log && exit 0; sleep 0.1; done
 cat /tmp/attach.log; dmesg | grep nbd; exit 1" || fail "smcr-attach did not attach"
 vm_run A "cat /tmp/attach.log"
@@ -176,6 +179,9 @@ start_smcrd 2
 out=$(vm_wait -t 100 A "$io") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 20"; vm_run B "tail -n 30 /tmp/smcrd.log"; fail "I/O failed across the smcrd restart"; }
 echo "$out"
 replaced "smcrd restart"
+vm_run A "grep -q 'reconnect to $B1:10812: ' /tmp/attach.log && grep -q 'replaced ($B1:10810)' /tmp/attach.log" ||
+    { vm_run A "cat /tmp/attach.log"; fail "smcr-attach did not go round its list of servers"; }
+echo "smcrd restart: smcr-attach tried the next server ($B1:10812, nobody there), then the first again"
 
 vm_run A "$ATTACH -d /dev/nbd0" || fail "smcr-attach -d"
 vm_wait -t 30 A "$att" >/dev/null || { vm_run A "cat /tmp/attach.log"; fail "the watcher did not exit 0 after -d"; }

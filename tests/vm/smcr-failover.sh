@@ -124,7 +124,8 @@ finish() {
     echo "$cout" | grep -E '^(client|stats|result)' | sed "s/^/A $name: /"
     echo "$sout" | grep -E '^stats' | sed "s/^/B $name: /"
     echo "$cout" | grepq "^result verify smcr $n 0 ok$" ||
-        { echo "$cout" | tail -n 30; fail "$name: the client did not verify all $n streams"; }
+        { echo "$cout" | tail -n 30; echo "$sout" | grep -E 'warning|error|reset|abort' | sed "s/^/B $name: /" | tail -n 30
+          fail "$name: the client did not verify all $n streams"; }
     echo "$cout" | grepq "^client: $n of $n connection(s) verified" || fail "$name: client: not $n of $n verified"
     [ "$(echo "$sout" | grep -c 'verify ok')" = "$n" ] ||
         { echo "$sout" | grep -v 'verify ok' | tail -n 30; fail "$name: the server did not verify all $n streams"; }

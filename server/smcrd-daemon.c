@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* smcrd: the daemon's chores.  Exports built from the command line and
+ * the config file and reloaded on SIGHUP; the pid file, the fork into the
+ * background, syslog (smcrd-int.h). */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "smcrd-int.h"
+#include "smcrd-rbd.h"
+
+/* --- configuration ------------------------------------------------------ */
+
+/* Relative export paths are relative to the directory smcrd started in. */
+int absolutize(struct server *s, struct export_list *l)
+{
+	unsigned i;
+
+	for (i = 0; i < l->n; i++) {
+		/* rbd:POOL/IMAGE is no path; its ceph-conf is. */
+		char **f = rbd_path(l->v[i].path) ? &l->v[i].ceph_conf : &l->v[i].path;
+		char *p;
+
+		if (!*f)
+			continue;
+		p = abs_path(s->cwd, *f);
+		if (!p)
+			return -ENOMEM;
+		free(*f);
+		*f = p;
+	}
+	return 0;
+}
+
+int build_table(struct server *s, bool apply_globals, struct export_table **out)
+{
+	struct export_list file = { NULL, 0 };
+	char err[512] = "";
+	int r;
+
+	if (s->cfg.config_file) {
+		r = config_load_file(s->cfg.config_file, &s->cfg, apply_globals, &file, err,
+				     sizeof(err));
+		if (r < 0) {
+			log_err("%s", err);
+			goto out_free;
+		}
+		r = absolutize(s, &file);
+		if (r < 0)
+			goto out_free;
+	}
+	r = export_table_open(&s->cfg.cli_exports, &file, s->cfg.direct, out, err,
+			      sizeof(err));
+	if (r < 0)
+		log_err("%s", err);
+out_free:
+	export_list_free(&file);
+	return r;
+}
+
+/* After fork: librados's threads stayed with the parent, so RBD images
+ * are opened again.  The parent's handles are dropped, not closed (closing
+ * would wait for those threads); the files it opened are left open. */
+int reopen_rbd(struct server *s)
+{
+	struct export_table *t;
+	unsigned i;
+
+	for (i = 0; i < s->table->n && !s->table->v[i]->rbd; i++)
+		;
+	if (i == s->table->n)
+		return 0;
+	if (build_table(s, false, &t) < 0)
+		return -EIO;
+	s->table = t;
+	return 0;
+}
+
+void log_table(const struct export_table *t, const char *config)
+{
+	unsigned i;
+
+	for (i = 0; i < t->n; i++) {
+		const struct export *e = t->v[i];
+
+		log_info("export '%s': %s, %llu bytes%s%s%s", e->spec.name, e->spec.path,
+			 (unsigned long long)e->size, e->spec.read_only ? ", read-only" : "",
+			 e->dfd >= 0 ? ", O_DIRECT" : "",
+			 e->spec.nallow ? ", address-restricted" : "");
+	}
+	if (!t->n)
+		log_warn("no exports configured: add an [export NAME] section to %s and "
+			 "reload (SIGHUP)", config ? config : "a config file (--config)");
+}
+
+void reload(struct server *s)
+{
+	struct export_table *t, *old;
+
+	if (!s->cfg.config_file) {
+		log_info("SIGHUP: no config file: nothing to reload");
+		return;
+	}
+	log_info("SIGHUP: reloading exports from %s", s->cfg.config_file);
+	if (build_table(s, false, &t) < 0) {
+		log_err("reload failed: keeping the current exports");
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	old = s->table;
+	s->table = t;
+	pthread_mutex_unlock(&s->lock);
+	/* Connected clients keep their own references. */
+	export_table_free(old);
+	log_table(t, s->cfg.config_file);
+}
+
+/* --- daemon ----------------------------------------------------------------- */
+
+/* Not through a symbolic link (a local user could point it at a file of
+ * root's), and only a regular file; mode 0644. */
+int write_pidfile(const char *path)
+{
+	struct stat st;
+	char buf[32];
+	int fd, n, r;
+
+	/* O_NONBLOCK: a FIFO without a reader fails (ENXIO), never blocks. */
+	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+		  0644);
+	if (fd < 0) {
+		r = -errno;
+		log_err("pid file %s: %s", path, r == -ELOOP ? "is a symbolic link" :
+			r == -ENXIO ? "not a regular file" : strerror(-r));
+		return r;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		log_err("pid file %s: not a regular file", path);
+		r = -EINVAL;
+		goto out_close;
+	}
+	if (st.st_nlink > 1) {
+		/* A hard link to another file (of root's, say) is no pid file. */
+		log_err("pid file %s: has %lu hard links (another file's name)", path,
+			(unsigned long)st.st_nlink);
+		r = -EMLINK;
+		goto out_close;
+	}
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || write(fd, buf, (size_t)n) != n) {
+		r = -EIO;
+		log_err("pid file %s: %s", path, strerror(-r));
+		goto out_close;
+	}
+	r = 0;
+out_close:
+	if (close(fd) < 0 && !r)
+		r = -EIO;
+	return r;
+}
+
+/* Forks; the parent waits until the child reports readiness and exits
+ * with its status.  Returns the pipe to report on (child). */
+int daemonize(void)
+{
+	int p[2];
+	pid_t pid;
+	char st = 1;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(p[1]);
+		if (read(p[0], &st, 1) != 1)
+			st = 1;
+		_exit(st);
+	}
+	close(p[0]);
+	if (setsid() < 0)
+		return -errno;
+	return p[1];
+}
+
+void log_to_syslog(void *opaque, enum smcr_log_level level, const char *msg)
+{
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+
+	syslog(prio[level], "%s", msg);
+}
+
+void detach_stdio(const char *log_file)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		if (!log_file)
+			dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+}

@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* smcrd engine: receive.  Request headers and WRITE payloads read from
+ * the transport: copied, in place (rx_peek) or by recv on the ring
+ * (smcrd-engine-int.h). */
+#include <config.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "smcrd-engine-int.h"
+
+#ifndef SYS_CACHESTAT
+#define SYS_CACHESTAT 451		/* Linux 6.5, all architectures */
+#endif
+
+enum { RX_AGAIN, RX_STOP, RX_RETRY, RX_ZC };
+
+static void rx_eof(struct conn *c)
+{
+	c->rx_stop = true;
+	if (c->rx_req) {
+		req_free(c->rx_req);
+		c->rx_req = NULL;
+	}
+	if (c->skip_req) {
+		req_free(c->skip_req);
+		c->skip_req = NULL;
+	}
+	log_dbg("client %s: end of stream", c->t->peer);
+	conn_maybe_finish(c);
+}
+
+/* buf holds the current chunk of q's payload: the last one starts the
+ * request; an earlier one is written while receiving waits. */
+static void chunk_received(struct conn *c, struct req *q)
+{
+	c->rx_req = NULL;
+	q->done = 0;
+	if (q->part + chunk_len(q) == q->r.length) {
+		req_start(q);
+		return;
+	}
+	c->rx_chunk = q;
+	q->phase = PH_WRITE;
+	req_submit(q);
+}
+
+/* Reads into up to two places; handles EOF and errors. */
+static ssize_t rx_read(struct conn *c, struct iovec *iov, int cnt)
+{
+	size_t want = 0;
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < cnt; i++)
+		want += iov[i].iov_len;
+	n = bd_readv(c->t, iov, cnt);
+	if (n == -EAGAIN) {
+		c->rx_short = true;
+		return 0;
+	}
+	if (n == 0) {
+		rx_eof(c);
+		return -1;
+	}
+	if (n < 0) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "receive failed: %s", strerror((int)-n));
+		conn_close(c, n == -ECONNRESET ? "connection reset by client" : why);
+		return -1;
+	}
+	if ((size_t)n < want)
+		c->rx_short = true;
+	c->last_rx_ms = c->drain ? now_ms() : 0;
+	c->rx_progress_ms = now_ms();
+	return n;
+}
+
+/* Large READs of cached data on a transport that can send file data
+ * directly: no buffer, no copy.  Uncached data goes through io_uring (a
+ * sendfile would block this thread on the disk). */
+static bool read_by_send_file(struct conn *c, const struct nbd_request *r)
+{
+	struct {
+		uint64_t off, len;
+	} range;
+	struct {
+		uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+	} cs;
+	struct engine *e = c->w->e;
+	uint64_t first, last;
+
+	if (r->length < SENDFILE_MIN || !c->t->ops->send_file || c->exp->dfd >= 0 ||
+	    c->exp->rbd ||
+	    e->read_reply != RR_SENDFILE ||
+	    __atomic_load_n(&e->no_cachestat, __ATOMIC_RELAXED))
+		return false;
+	range.off = r->offset;
+	range.len = r->length;
+	if (syscall(SYS_CACHESTAT, c->exp->fd, &range, &cs, 0) < 0) {
+		if (errno == ENOSYS || errno == EPERM)
+			__atomic_store_n(&e->no_cachestat, true, __ATOMIC_RELAXED);
+		return false;
+	}
+	first = r->offset / 4096;
+	last = (r->offset + r->length - 1) / 4096;
+	return cs.nr_cache >= last - first + 1;
+}
+
+/* Handles one request header.  zc_ready: the transport holds the whole
+ * WRITE payload in place (rx_peek) and it can be written from there.
+ * Returns RX_AGAIN (header used, go on), RX_STOP (header used, stop),
+ * RX_RETRY (header not used: try again later) or RX_ZC (header used, *zq
+ * is a WRITE to be started from the transport's memory). */
+static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool zc_ready,
+			struct req **zq)
+{
+	struct nbd_request r;
+	const char *msg = NULL;
+	uint32_t err;
+	struct req *q;
+
+	if (nbd_request_decode(w, &r) < 0) {
+		log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
+			  "client %s: bad request magic: dropping the connection", c->t->peer);
+		conn_close(c, NULL);
+		return RX_STOP;
+	}
+	err = nbd_request_check(&c->tp, &r, &msg);
+	if (r.type == NBD_CMD_DISC) {
+		c->rx_stop = true;
+		log_dbg("client %s: NBD_CMD_DISC", c->t->peer);
+		conn_maybe_finish(c);
+		return RX_STOP;
+	}
+	if (c->drain && !err) {
+		err = NBD_ESHUTDOWN;
+		msg = "server is shutting down";
+	}
+	if (c->w->io_inflight >= IO_LIMIT) {
+		mem_wait(c, "I/O");
+		return RX_RETRY;
+	}
+	q = req_new(c);
+	if (!q) {
+		conn_close(c, "out of memory");
+		return RX_STOP;
+	}
+	q->r = r;
+	if (!err && r.type == NBD_CMD_READ && read_by_send_file(c, &r)) {
+		q->from_file = true;
+		__atomic_add_fetch(&c->w->stats.file_reads, 1, __ATOMIC_RELAXED);
+	} else if (!err && r.type == NBD_CMD_READ && tx_reserve_read(c, q)) {
+		__atomic_add_fetch(&c->w->stats.zc_reads, 1, __ATOMIC_RELAXED);
+	} else if (!err && r.type == NBD_CMD_WRITE && r.length && zc_ready) {
+		q->zc = true;
+	} else if (!err && ((r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) ||
+			    r.type == NBD_CMD_BLOCK_STATUS)) {
+		uint64_t need = r.type == NBD_CMD_BLOCK_STATUS ? BS_BUF_SIZE :
+				r.type == NBD_CMD_WRITE && r.length > WRITE_CHUNK ? WRITE_CHUNK :
+				r.length;
+		uint64_t size = (uint64_t)1 << (size_class(need) + POOL_MIN_SHIFT);
+		bool blocked;
+
+		/* One client may hold a quarter of the worker's memory: a client
+		 * that does not read its replies stalls only itself. */
+		if (c->mem_used && c->mem_used + size > c->w->mem_limit / 4) {
+			req_free(q);
+			c->nreq--;
+			c->rx_blocked = true;
+			return RX_RETRY;
+		}
+		/* One address may hold its share of the worker's memory, however
+		 * many connections it opens: the others keep the rest.  Its
+		 * buffers come back on this worker, which then wakes it. */
+		bool by_addr = c->as->used && c->w->addr_limit &&
+			       c->as->used + size > c->w->addr_limit;
+
+		blocked = by_addr;
+		q->buf = blocked ? NULL :
+			 buf_get(c->w, need, &q->buf_class, &q->buf_slot, &blocked);
+		if (q->buf) {
+			c->mem_used += size;
+			c->as->used += size;
+		}
+		if (!q->buf) {
+			req_free(q);
+			c->nreq--;
+			if (blocked) {
+				if (by_addr)
+					addr_limit_log(c);
+				mem_wait(c, by_addr ? "per-address memory" : "memory");
+				return RX_RETRY;
+			}
+			err = NBD_ENOMEM;
+			msg = "out of memory";
+			q = req_new(c);
+			if (!q) {
+				conn_close(c, "out of memory");
+				return RX_STOP;
+			}
+			q->r = r;
+		}
+	}
+	if (err) {
+		log_dbg("client %s: %s off=%llu len=%u flags=0x%x: error %u: %s",
+			c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.offset,
+			r.length, r.flags, err, msg);
+		q->msg = msg;
+		if (r.type == NBD_CMD_WRITE && r.length) {
+			c->skip = r.length;
+			c->skip_req = q;
+			q->error = err;
+			return RX_AGAIN;
+		}
+		req_reply(q, err, 0);
+		return RX_AGAIN;
+	}
+	if (q->zc) {
+		__atomic_add_fetch(&c->w->stats.zc_writes, 1, __ATOMIC_RELAXED);
+		*zq = q;
+		return RX_ZC;
+	}
+	if (r.type == NBD_CMD_WRITE && r.length) {
+		c->rx_req = q;
+		return RX_AGAIN;
+	}
+	req_start(q);
+	return RX_AGAIN;
+}
+
+static int rx_parse(struct conn *c)
+{
+	int r = rx_parse_hdr(c, (const struct nbd_request_wire *)(c->rbuf + c->rstart), false,
+			     NULL);
+
+	if (r != RX_RETRY)
+		c->rstart += sizeof(struct nbd_request_wire);
+	return r == RX_AGAIN ? RX_AGAIN : RX_STOP;
+}
+
+/* Receiving in place (see struct conn).  One peek, then as many requests
+ * as the window holds, then the parsed bytes go back; again while that
+ * made progress. */
+static void rx_pump_zc(struct conn *c)
+{
+	unsigned qd = c->w->e->p.queue_depth;
+
+	while (!c->closing && !c->rx_stop && !c->mem_blocked && !c->rx_chunk) {
+		struct iovec win[2];
+		uint64_t start = c->rx_pos, base = c->rx_cons, avail, off;
+		ssize_t n = c->t->ops->rx_peek(c->t, win);
+
+		if (n == -EAGAIN)
+			return;
+		if (n < 0) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "receive failed: %s", strerror((int)-n));
+			conn_close(c, n == -ECONNRESET ? "connection reset by client" : why);
+			return;
+		}
+		if (n == 0) {
+			rx_eof(c);
+			return;
+		}
+		c->last_rx_ms = c->drain ? now_ms() : 0;
+		c->rx_progress_ms = now_ms();
+		while (!c->closing && !c->rx_stop && !c->mem_blocked && !c->rx_chunk) {
+			/* win[] starts where consumption stood at the peek
+			 * (a completed write may consume meanwhile). */
+			off = c->rx_pos - base;
+			avail = (uint64_t)n - off;
+			if (c->rx_req) {
+				struct req *q = c->rx_req;
+				uint64_t need = chunk_len(q) - q->done;
+				uint64_t take = avail < need ? avail : need;
+
+				win_copy(win, off, (uint8_t *)q->buf + q->done, take);
+				q->done += take;
+				c->rx_pos += take;
+				if (take < need)
+					break;
+				chunk_received(c, q);
+				continue;
+			}
+			if (c->skip) {
+				uint64_t take = avail < c->skip ? avail : c->skip;
+
+				c->rx_pos += take;
+				c->skip -= take;
+				if (c->skip)
+					break;
+				if (c->skip_req) {
+					struct req *q = c->skip_req;
+
+					c->skip_req = NULL;
+					req_reply(q, q->error, 0);
+				}
+				continue;
+			}
+			if (avail < sizeof(struct nbd_request_wire))
+				break;
+			if (c->inflight >= qd) {
+				c->rx_blocked = true;
+				break;
+			}
+			{
+				struct nbd_request_wire w;
+				struct nbd_request peek;
+				struct req *q = NULL;
+				bool ready = false;
+				int r;
+
+				win_copy(win, off, &w, sizeof(w));
+				if (nbd_request_decode(&w, &peek) == 0 &&
+				    peek.type == NBD_CMD_WRITE &&
+				    avail - sizeof(w) >= peek.length &&
+				    c->pin_cnt < qd)
+					ready = true;
+				r = rx_parse_hdr(c, &w, ready, &q);
+				if (r == RX_RETRY)
+					break;
+				c->rx_pos += sizeof(w);
+				if (r == RX_STOP)
+					break;
+				if (r == RX_ZC) {
+					unsigned slot = (c->pin_head + c->pin_cnt) % qd;
+
+					win_slice(win, off + sizeof(w), q->r.length, q->zc_iov);
+					c->pins[slot].start = c->rx_pos;
+					c->pins[slot].done = false;
+					c->pin_cnt++;
+					q->pin = slot;
+					c->rx_pos += q->r.length;
+					req_start(q);
+				}
+			}
+		}
+		zc_release(c);
+		if (c->rx_pos == start)
+			return;		/* nothing new: wait for the poll */
+	}
+}
+
+/* Nothing more to read now; need bytes must come before anything can be
+ * done with them.  For the rest of a large WRITE payload the transport
+ * wakes us every 256 KiB instead of once per segment (64 KiB over
+ * loopback); not only at its end, so that copying what came overlaps the
+ * arrival of the rest. */
+static void rx_wait(struct conn *c, uint64_t need)
+{
+	if (!c->t->ops->rx_lowat)
+		return;
+	if (need < LOWAT_MIN)
+		need = 1;
+	else if (need > LOWAT_MAX)
+		need = LOWAT_MAX;
+	c->t->ops->rx_lowat(c->t, (size_t)need);
+}
+
+/* Ring socket: one recv of up to len bytes into p (rx_req's buffer or
+ * rbuf); rx_done takes its result. */
+static void rx_arm(struct conn *c, void *p, size_t len, bool into_req)
+{
+	struct io_uring_sqe *sqe = get_sqe(c->w);
+
+	io_uring_prep_recv(sqe, c->pfd, p, len, 0);
+	/* A large payload: wait for the low-water mark (rx_wait) instead of
+	 * taking the first segments now. */
+	if (into_req && len >= LOWAT_MIN)
+		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+	io_uring_sqe_set_data64(sqe, ud(c, TAG_RECV));
+	c->rx_armed = true;
+	c->rx_into_req = into_req;
+	c->io_pending++;
+}
+
+void rx_done(struct conn *c, int res)
+{
+	if (res == -EINTR || res == -EAGAIN) {
+		conn_kick(c);
+		return;
+	}
+	if (c->rx_stop)
+		return;		/* after DISC: dropped */
+	if (res == 0) {
+		rx_eof(c);
+		return;
+	}
+	if (res < 0) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "receive failed: %s", strerror(-res));
+		conn_close(c, res == -ECONNRESET ? "connection reset by client" : why);
+		return;
+	}
+	if (c->rx_into_req)
+		c->rx_req->done += (uint64_t)res;
+	else
+		c->rend += (uint32_t)res;
+	c->last_rx_ms = c->drain ? now_ms() : 0;
+	c->rx_progress_ms = now_ms();
+	conn_kick(c);
+}
+
+void rx_pump(struct conn *c)
+{
+	struct worker *w = c->w;
+	unsigned qd = w->e->p.queue_depth;
+
+	if (c->zc) {
+		rx_pump_zc(c);
+		return;
+	}
+	while (!c->closing && !c->rx_stop && !c->mem_blocked && !c->rx_chunk) {
+		uint32_t avail = c->rend - c->rstart;
+		struct iovec iov[2];
+		ssize_t n;
+
+		if (c->rx_req) {
+			struct req *q = c->rx_req;
+			uint64_t need = chunk_len(q) - q->done;
+			uint32_t take = avail < need ? avail : (uint32_t)need;
+
+			memcpy((uint8_t *)q->buf + q->done, c->rbuf + c->rstart, take);
+			c->rstart += take;
+			q->done += take;
+			need -= take;
+			if (need && c->ring) {
+				/* rbuf is empty: the payload goes straight in. */
+				if (!c->rx_armed) {
+					rx_wait(c, need);
+					rx_arm(c, (uint8_t *)q->buf + q->done, need, true);
+				}
+				return;
+			}
+			if (need) {
+				if (c->rx_short) {
+					rx_wait(c, need);
+					return;
+				}
+				/* The rest of the payload, and what follows. */
+				c->rstart = c->rend = 0;
+				iov[0].iov_base = (uint8_t *)q->buf + q->done;
+				iov[0].iov_len = need;
+				iov[1].iov_base = c->rbuf;
+				iov[1].iov_len = RBUF_SIZE;
+				n = rx_read(c, iov, 2);
+				if (n <= 0)
+					return;
+				if ((uint64_t)n <= need) {
+					q->done += (uint64_t)n;
+					continue;
+				}
+				q->done += need;
+				c->rend = (uint32_t)((uint64_t)n - need);
+			}
+			chunk_received(c, q);
+			continue;
+		}
+		if (c->skip) {
+			uint32_t take = avail < c->skip ? avail : (uint32_t)c->skip;
+
+			c->rstart += take;
+			c->skip -= take;
+			if (!c->skip) {
+				struct req *q = c->skip_req;
+
+				c->skip_req = NULL;
+				if (q)
+					req_reply(q, q->error, 0);
+				continue;
+			}
+		} else if (avail >= sizeof(struct nbd_request_wire)) {
+			if (c->inflight >= qd) {
+				c->rx_blocked = true;
+				return;
+			}
+			if (rx_parse(c) == RX_STOP)
+				return;
+			continue;
+		}
+		/* Need more bytes. */
+		if (c->ring && c->rx_armed)
+			return;
+		if (c->rx_short && !c->ring) {
+			rx_wait(c, 1);
+			return;
+		}
+		if (c->rstart == c->rend) {
+			c->rstart = c->rend = 0;
+		} else if (c->rstart > RBUF_SIZE / 2) {
+			memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
+			c->rend -= c->rstart;
+			c->rstart = 0;
+		}
+		if (c->ring) {
+			rx_wait(c, 1);
+			rx_arm(c, c->rbuf + c->rend, RBUF_SIZE - c->rend, false);
+			return;
+		}
+		iov[0].iov_base = c->rbuf + c->rend;
+		iov[0].iov_len = RBUF_SIZE - c->rend;
+		n = rx_read(c, iov, 1);
+		if (n <= 0)
+			return;
+		c->rend += (uint32_t)n;
+	}
+}

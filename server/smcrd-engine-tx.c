@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* smcrd engine: replies.  Queued per connection in completion order and
+ * sent by writev, send_file, a reserved send buffer or a sendmsg on the
+ * ring (smcrd-engine-int.h). */
+#include <config.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "smcrd-engine-int.h"
+
+/* Reserves the whole reply of READ q in the transport's send buffer, for
+ * the file data to be read straight into it (SMC-R: registered memory the
+ * RDMA writes go from).  Only behind other reserved replies: bytes given
+ * to writev may not pass a reservation.  False: take the copy path. */
+bool tx_reserve_read(struct conn *c, struct req *q)
+{
+	const struct req *p;
+
+	if (!c->t->ops->tx_reserve || c->closing || !q->r.length)
+		return false;
+	for (p = c->tx_head; p; p = p->next)
+		if (!p->zc_tx)
+			return false;
+	nbd_reply_build_read_stream(&c->tp, &q->r, &q->rb);
+	if (c->t->ops->tx_reserve(c->t, q->rb.head_len + q->r.length + q->rb.tail_len,
+				  q->tx_win) < 0)
+		return false;
+	win_put(q->tx_win, 0, q->rb.head, q->rb.head_len);
+	q->zc_tx = true;
+	q->next = NULL;
+	if (c->tx_tail)
+		c->tx_tail->next = q;
+	else
+		c->tx_head = q;
+	c->tx_tail = q;
+	return true;
+}
+
+/* Queues the reply of q (data_len bytes of q->buf for READ). */
+void req_reply(struct req *q, uint32_t error, uint32_t data_len)
+{
+	struct conn *c = q->c;
+
+	if (c->closing) {
+		req_free(q);
+		return;
+	}
+	zc_unpin(q);
+	q->error = error;
+	nbd_reply_build(&c->tp, &q->r, error, data_len, q->err_off, q->msg, &q->rb);
+	if (q->r.type == NBD_CMD_READ)
+		c->rbytes += q->rb.data_len;
+	else if (q->r.type == NBD_CMD_WRITE && !error)
+		c->wbytes += q->r.length;
+	q->next = NULL;
+	if (c->tx_tail)
+		c->tx_tail->next = q;
+	else
+		c->tx_head = q;
+	c->tx_tail = q;
+	conn_dirty(c);
+}
+
+/* n bytes of the tx queue went out: frees the replies sent completely. */
+void tx_retire(struct conn *c, size_t n)
+{
+	struct req *q;
+
+	c->tx_off += n;
+	c->tx_bytes += n;
+	while ((q = c->tx_head) && !q->zc_tx) {
+		size_t len = q->rb.head_len + q->rb.data_len + q->rb.tail_len;
+
+		if (c->tx_off < len)
+			break;
+		c->tx_off -= len;
+		c->tx_head = q->next;
+		if (!c->tx_head)
+			c->tx_tail = NULL;
+		req_free(q);
+	}
+}
+
+/* Ring socket: sendmsg of iov[cnt] (copied) as one SQE; zero-copy (the
+ * buffers are held until the kernel's notification) if zc. */
+void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc)
+{
+	struct io_uring_sqe *sqe = get_sqe(c->w);
+
+	memcpy(c->tx_iov, iov, (size_t)cnt * sizeof(*iov));
+	memset(&c->tx_msg, 0, sizeof(c->tx_msg));
+	c->tx_msg.msg_iov = c->tx_iov;
+	c->tx_msg.msg_iovlen = (size_t)cnt;
+	if (zc)
+		io_uring_prep_sendmsg_zc(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
+	else
+		io_uring_prep_sendmsg(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
+	c->tx_zc = zc;
+	c->tx_zc_res = 0;
+	io_uring_sqe_set_data64(sqe, ud(c, TAG_SEND));
+	c->tx_busy = true;
+	c->io_pending++;
+}
+
+void conn_flush(struct conn *c)
+{
+	if (c->tx_busy)
+		return;		/* its completion flushes again */
+	while (c->tx_head && !c->closing) {
+		struct iovec iov[IOV_BATCH];
+		size_t skip = c->tx_off, total = 0, flen = 0;
+		struct req *q;
+		ssize_t n;
+		int cnt = 0;
+		unsigned nq = 0;
+		bool file_next = false;
+		off_t foff = 0;
+
+		if ((q = c->tx_head)->zc_tx) {
+			/* Reserved replies go in order, once filled. */
+			int r;
+
+			if (!q->tx_ready)
+				break;
+			r = c->t->ops->tx_commit(c->t, q->rb.head_len + q->r.length +
+						 q->rb.tail_len);
+			if (r < 0) {
+				char why[96];
+
+				snprintf(why, sizeof(why), "send failed: %s", strerror(-r));
+				conn_close(c, why);
+				return;
+			}
+			c->tx_bytes += q->rb.head_len + q->r.length + q->rb.tail_len;
+			c->tx_head = q->next;
+			if (!c->tx_head)
+				c->tx_tail = NULL;
+			req_free(q);
+			continue;
+		}
+		for (q = c->tx_head; q && !q->zc_tx && cnt <= IOV_BATCH - 3 && !file_next;
+		     q = q->next, nq++) {
+			struct iovec parts[3] = {
+				{ q->rb.head, q->rb.head_len },
+				{ q->buf, q->rb.data_len },
+				{ q->rb.tail, q->rb.tail_len },
+			};
+			int i;
+
+			for (i = 0; i < 3; i++) {
+				if (!parts[i].iov_len)
+					continue;
+				if (skip >= parts[i].iov_len) {
+					skip -= parts[i].iov_len;
+					continue;
+				}
+				if (i == 1 && q->from_file) {
+					/* File data: after what is gathered. */
+					foff = (off_t)(q->r.offset + skip);
+					flen = parts[i].iov_len - skip;
+					file_next = true;
+					break;
+				}
+				iov[cnt].iov_base = (uint8_t *)parts[i].iov_base + skip;
+				iov[cnt].iov_len = parts[i].iov_len - skip;
+				skip = 0;
+				total += iov[cnt].iov_len;
+				cnt++;
+			}
+		}
+		if (!file_next && c->ring) {
+			tx_submit(c, iov, cnt, c->w->e->read_reply == RR_ZC &&
+				  total >= SENDFILE_MIN);
+			/* All the connection owes: its CQE is bookkeeping.
+			 * Small sends only: a large one waits for socket
+			 * space, and with DEFER_TASKRUN its retry runs only
+			 * once the wait ends. */
+			if (!q && nq == c->inflight && total < LAZY_MAX)
+				c->w->lazy++;
+			return;
+		}
+		if (!file_next) {
+			n = bd_writev(c->t, iov, cnt);
+		} else {
+			total += flen;
+			n = c->t->ops->send_file(c->t, iov, cnt, c->exp->fd, &foff, flen);
+			if (n == 0)
+				n = -EIO;	/* the file shrank under us */
+		}
+		if (n == -EAGAIN) {
+			arm_poll_out(c);
+			return;
+		}
+		if (n < 0) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "send failed: %s", strerror((int)-n));
+			conn_close(c, n == -EPIPE || n == -ECONNRESET ? "client went away" : why);
+			return;
+		}
+		tx_retire(c, (size_t)n);
+		if ((size_t)n < total) {
+			arm_poll_out(c);
+			return;
+		}
+	}
+	conn_maybe_finish(c);
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* smcrd: the daemon's private header.  Its files call one way:
+ *   smcrd.c            options, main, the serve loop, status (smcrctl)
+ *   smcrd-listen.c     listeners and accept (limits at accept)
+ *   smcrd-handshake.c  the handshake thread, per-address accounting
+ *   smcrd-daemon.c     exports (re)loaded, pid file, fork, syslog */
+#ifndef SMCRD_SMCRD_INT_H
+#define SMCRD_SMCRD_INT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <arpa/inet.h>
+
+#include "smcrd-conf.h"
+#include "smcrd-engine.h"
+#include "smcrd-export.h"
+#include "applog.h"
+#include "transport.h"
+#include "transport-tls.h"
+#include "smcr.h"
+
+#define EXIT_USAGE		2
+#define HANDSHAKE_TIMEOUT_MS	30000
+#define HANDSHAKE_MAX_OPTIONS	128
+#define MAX_REFUSING		16
+#define LISTEN_MAX		8
+/* Out of descriptors: stop accepting this long, then try again. */
+#define ACCEPT_PAUSE_MS		100
+/* A refusal at a limit is logged once per this interval, with a count. */
+#define LIMIT_LOG_MS		10000
+
+/* Rate-limited logging of one kind of refusal. */
+struct ratelog {
+	pthread_mutex_t lock;
+	int64_t next_ms;
+	unsigned long suppressed;
+};
+
+#define RATELOG_INIT { PTHREAD_MUTEX_INITIALIZER, 0, 0 }
+
+#define limit_warn(rl, fmt, ...) do {						\
+		unsigned long sup_;						\
+		if (ratelog_ok(rl, &sup_))					\
+			log_warn(fmt " (%lu more like this not logged)",	\
+				 ##__VA_ARGS__, sup_);				\
+	} while (0)
+
+struct server {
+	struct smcrd_config cfg;
+	pthread_mutex_t lock;		/* table, counters */
+	pthread_cond_t cond;
+	struct export_table *table;
+	struct engine *engine;
+	unsigned clients;		/* handshaking + connected */
+	unsigned handshakes;		/* threads running */
+	unsigned refusing;
+	/* Limits reached (smcrctl status smcrd). */
+	uint64_t refused_max_clients, refused_handshakes, handshake_timeouts, accept_paused;
+	uint64_t refused_per_address, refused_hs_per_address;
+	/* Clients per peer address (max-clients-per-address). */
+	struct addr_count *addrs;
+	unsigned naddrs, caddrs;
+	bool stopping;
+	int cancel_fd;			/* pipe read end: readable when stopping */
+	int cancel_wr;
+	int lfd[LISTEN_MAX];
+	unsigned nlfd;
+	char *unix_made;		/* the Unix socket smcrd created, or NULL */
+	ino_t unix_ino;
+	struct smcr_ctx *smcr;		/* SMC-R: the stack, NULL if off */
+	struct smcr_sock *smcr_ls;	/* its listener */
+	struct smcr_ctl *ctl;		/* control socket (smcrctl), or NULL */
+	gid_t ctl_gid;			/* --ctl-group, or (gid_t)-1 */
+	char cwd[PATH_MAX];
+	int tls_mode;			/* NBD_TLS_*, from cfg.tls */
+	struct bd_tls *tls;		/* TLS credentials on NBD/TCP */
+};
+
+struct addr_count {
+	char addr[INET6_ADDRSTRLEN];
+	unsigned n;			/* clients */
+	unsigned hs;			/* of them in the handshake (<= n) */
+};
+
+struct hs_ctx {
+	char addr[INET6_ADDRSTRLEN];	/* the peer's address, counted if set */
+	bool hs_counted;		/* in its address's handshakes */
+	int64_t accepted;		/* now_ms() at accept */
+	struct server *srv;
+	struct bd_transport *t;
+	int smcr_fd;			/* SMC-R: TCP socket before CLC, else -1 */
+	struct sockaddr_storage peer;
+	char refusal[96];
+};
+
+/* smcrd-handshake.c */
+bool ratelog_ok(struct ratelog *rl, unsigned long *suppressed);
+void addr_key(const struct sockaddr_storage *ss, char *out, size_t len);
+struct addr_count *addr_find(struct server *s, const char *addr);
+uint64_t mem_per_address(const struct server *s);
+unsigned hs_per_address(const struct server *s);
+int addr_get(struct server *s, const char *addr);
+void addr_hs_done(struct server *s, const char *addr);
+void addr_put(struct server *s, const char *addr);
+void client_gone(void *arg, void *owner);
+void *handshake_main(void *arg);
+void hs_free(struct hs_ctx *h);
+
+/* smcrd-listen.c */
+int accept_one(struct server *s, int lfd, bool smcr);
+int listen_on(struct server *s, const char *host, const char *port);
+int listen_unix(struct server *s, const char *path);
+void unix_remove(struct server *s);
+int listen_activated(struct server *s);
+
+/* smcrd-daemon.c */
+int absolutize(struct server *s, struct export_list *l);
+int build_table(struct server *s, bool apply_globals, struct export_table **out);
+int reopen_rbd(struct server *s);
+void log_table(const struct export_table *t, const char *config);
+void reload(struct server *s);
+int write_pidfile(const char *path);
+int daemonize(void);
+void log_to_syslog(void *opaque, enum smcr_log_level level, const char *msg);
+void detach_stdio(const char *log_file);
+
+#endif
