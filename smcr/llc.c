@@ -1053,20 +1053,29 @@ static void delete_rkey_rx(struct smcr_lgr *lgr, unsigned int via,
 
 /* ---- TEST LINK -------------------------------------------------------------- */
 
-int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot)
+/* The probe in ll->test_data, to be echoed back. */
+static int test_link_send(struct smcr_lgr *lgr, uint8_t slot)
 {
-	struct smcr_lgr_link *ll = &lgr->links[slot];
 	struct smcr_llc_msg m;
-	uint64_t t = now(lgr);
 
 	memset(&m, 0, sizeof(m));
 	m.type = SMCR_LLC_TEST_LINK;
-	memcpy(m.test_link.user_data, &t, sizeof(t));
-	memcpy(ll->test_data, m.test_link.user_data, sizeof(ll->test_data));
-	ll->test_sent_ms = t ? t : 1;
-	ll->test_resent = false;
+	memcpy(m.test_link.user_data, lgr->links[slot].test_data,
+	       sizeof(m.test_link.user_data));
 	lgr->stats.test_links++;
 	return llc_send(lgr, slot, &m, NULL);
+}
+
+int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot)
+{
+	struct smcr_lgr_link *ll = &lgr->links[slot];
+	uint64_t t = now(lgr);
+
+	memset(ll->test_data, 0, sizeof(ll->test_data));
+	memcpy(ll->test_data, &t, sizeof(t));
+	ll->test_sent_ms = t ? t : 1;
+	ll->test_resent = false;
+	return test_link_send(lgr, slot);
 }
 
 /* The same probe again, deadline kept: a request or reply lost last on
@@ -1075,15 +1084,8 @@ int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot)
  * the gap, so the lost one goes again at once. */
 static void test_link_resend(struct smcr_lgr *lgr, uint8_t slot)
 {
-	struct smcr_lgr_link *ll = &lgr->links[slot];
-	struct smcr_llc_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.type = SMCR_LLC_TEST_LINK;
-	memcpy(m.test_link.user_data, ll->test_data, sizeof(ll->test_data));
-	ll->test_resent = true;
-	lgr->stats.test_links++;
-	llc_send(lgr, slot, &m, NULL);
+	lgr->links[slot].test_resent = true;
+	test_link_send(lgr, slot);
 }
 
 static void test_link_rx(struct smcr_lgr *lgr, unsigned int slot,
