@@ -476,6 +476,22 @@ static void wait_up(struct nbdc *e, unsigned want, int timeout_ms)
 	CU_FAIL("connections did not come back");
 }
 
+/* Until reconnects reach n with up connections; the stats then. */
+static struct nbdc_stats wait_reconnects(struct nbdc *e, uint64_t n, unsigned up,
+					 int timeout_ms)
+{
+	int64_t end = ms() + timeout_ms;
+	struct nbdc_stats st;
+
+	do {
+		nbdc_get_stats(e, &st);
+		if (st.reconnects == n && st.connections_up == up)
+			break;
+		usleep(10000);
+	} while (ms() < end);
+	return st;
+}
+
 static void test_reconnect(void)
 {
 	struct memsrv *s = server(false, true);
@@ -640,13 +656,7 @@ static void test_servers_gather(void)
 	/* One connection dropped: it goes round the dead port to b. */
 	memsrv_drop_after(a, 1);
 	CU_ASSERT_EQUAL(nbdc_pwrite(e, buf, sizeof(buf), 0, 0), 0);
-	end = ms() + 5000;
-	do {
-		nbdc_get_stats(e, &st);
-		if (st.reconnects == 1 && st.connections_up == 2)
-			break;
-		usleep(10000);
-	} while (ms() < end);
+	st = wait_reconnects(e, 1, 2, 5000);
 	CU_ASSERT_EQUAL(st.reconnects, 1);
 	CU_ASSERT_EQUAL(st.reconnect_failures, 1);
 
@@ -654,12 +664,7 @@ static void test_servers_gather(void)
 	memsrv_pause(a);
 	wait_up(e, 2, 5000);
 	end = ms() + 5000;
-	do {
-		nbdc_get_stats(e, &st);
-		if (st.reconnects == 2 && st.connections_up == 2)
-			break;
-		usleep(10000);
-	} while (ms() < end);
+	st = wait_reconnects(e, 2, 2, 5000);
 	CU_ASSERT_EQUAL(st.reconnects, 2);
 	CU_ASSERT_EQUAL(st.reconnect_failures, 1);
 	while (memsrv_accepted(b) < 2 && ms() < end)
