@@ -9,6 +9,9 @@
 #                           NBDKIT_PID and NBDKIT_LOG
 #   stop_nbdkit             SIGTERM and wait
 #   nbdkit_uri              nbd+unix:///?socket=$NBDKIT_SOCK
+#   nbdkit_wait_up N [SECS] wait until N of nbdkit's NBD connections are up
+#                           (a lost one comes back after its backoff, up
+#                           to 5 s; longer on a busy machine)
 #   SMCRCTL, SMCR_FUSE, NBDC_IO, MEMSERVER   our programs
 
 SMCRCTL=$abs_top_builddir/client/smcrctl
@@ -95,6 +98,14 @@ stop_nbdkit() {
 }
 
 nbdkit_uri() { echo "nbd+unix:///?socket=$NBDKIT_SOCK"; }
+
+_nbdkit_up() {
+    "$SMCRCTL" --json status nbdkit-smcr 2>/dev/null | python3 -c '
+import json, sys
+n = json.load(sys.stdin)[0]["sections"]["nbd"]
+sys.exit(0 if n["connections_up"] >= int(sys.argv[1]) else 1)' "$1"
+}
+nbdkit_wait_up() { wait_for "${2:-60}" _nbdkit_up "$1"; }
 
 # A field of nbdc-io's "result" line:  result_field FILE NAME
 result_field() {

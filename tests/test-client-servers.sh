@@ -78,6 +78,7 @@ if [ -n "$nbdkit" ]; then
     head -c 16M "$d/disk2.img" >"$d/file"
     [ "$(sha "$d/src")" = "$(sha "$d/back")" ] || fail "data read back differs"
     [ "$(sha "$d/src")" = "$(sha "$d/file")" ] || fail "exported file differs"
+    nbdkit_wait_up 2
     json=$("$SMCRCTL" --json status nbdkit-smcr) || fail "smcrctl failed"
     python3 - "$json" "127.0.0.1:$port_a" "127.0.0.1:$port_b" <<'PY' || fail "status: $json"
 import json, sys
