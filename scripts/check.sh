@@ -36,8 +36,13 @@ summary() {
         sed 's| [^ ]*tests/| |; s| \./| |' | sort -rn | head -n 25
 }
 
+# make check builds the test programs (and fuzz targets) one at a time:
+# build them first on every core, then run the tests as before.
+prebuild() { make -C "$1" -j"$(nproc)" check TESTS= FUZZ_CHECK=no; }
+
 step "build"
 bash scripts/build.sh build
+prebuild build
 step "make check (unit, host integration, rxe VM lane)"
 if ! make -C build check; then show_logs build; exit 1; fi
 summary build
@@ -53,6 +58,7 @@ fi
 
 step "ASan + UBSan: unit and host tests"
 bash scripts/build.sh build-san --enable-sanitizers
+prebuild build-san
 # (FUZZ_CHECK=no: the fuzz targets are ASan+UBSan builds already, replayed above)
 if ! make -C build-san check VM_TESTS= FUZZ_CHECK=no; then show_logs build-san; exit 1; fi
 summary build-san
