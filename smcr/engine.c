@@ -1528,6 +1528,42 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 	}
 }
 
+/* How long an exiting context waits for its DELETE LINK (all) sends. */
+#define SMCR_BYE_WAIT_MS 1000
+
+static bool byes_sent(void *arg)
+{
+	struct smcr_ctx *ctx = arg;
+	struct smcr_lgr *lgr;
+
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
+		if (lgr->bye_link)
+			return false;
+	return true;
+}
+
+/* Every live group tells its peer that it ends (as Linux does when it
+ * ends a group on purpose): the peer's group goes at once instead of
+ * lingering for its last link's TEST LINK limit.  The progress thread
+ * reaps the completions; the QPs must not go before them. */
+static void lgrs_delete_all(struct smcr_ctx *ctx)
+{
+	struct smcr_lgr *lgr;
+	uint64_t until;
+
+	pthread_mutex_lock(&ctx->lock);
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
+		smcr_llc_delete_all(lgr, SMCR_LLC_DEL_PROG_INIT_TERM);
+	until = smcr_now_ms() + SMCR_BYE_WAIT_MS;
+	/* Nothing signals a send completion: look every 10 ms. */
+	while (!byes_sent(ctx) && smcr_now_ms() < until)
+		smcr_engine_wait(ctx, byes_sent, ctx, 10);
+	if (!byes_sent(ctx))
+		smcr_warn("engine: DELETE LINK (all) not completed in %u ms",
+			  SMCR_BYE_WAIT_MS);
+	pthread_mutex_unlock(&ctx->lock);
+}
+
 void smcr_ctx_destroy(struct smcr_ctx *ctx)
 {
 	struct smcr_lgr *lgr;
@@ -1537,6 +1573,8 @@ void smcr_ctx_destroy(struct smcr_ctx *ctx)
 		return;
 	while (ctx->socks)
 		smcr_abort(ctx->socks);
+	if (ctx->thread_running)
+		lgrs_delete_all(ctx);
 	pthread_mutex_lock(&ctx->lock);
 	ctx->stop = true;
 	wake_thread(ctx);

@@ -128,6 +128,8 @@ static void link_release(struct smcr_lgr *lgr, uint8_t slot)
 
 	if (!link)
 		return;
+	if (lgr->bye_link == link)
+		lgr->bye_link = NULL;
 	memset(ll, 0, sizeof(*ll));
 	smcr_lgr_link_destroy(lgr, link);
 }
@@ -703,6 +705,10 @@ static void lgr_send_done(struct smcr_link *link, uint64_t wr_id, int status)
 	struct smcr_lgr *lgr = link_lgr(link);
 	struct smcr_conn *conn;
 
+	/* Our DELETE LINK (all) is out, or will never be. */
+	if (link == lgr->bye_link && smcr_wr_tag(wr_id) == SMCR_WR_TAG_LLC &&
+	    smcr_wr_seq(wr_id) == SMCR_LLC_DELETE_LINK)
+		lgr->bye_link = NULL;
 	if (smcr_wr_tag(wr_id) == SMCR_WR_TAG_CDC) {
 		conn = smcr_lgr_conn_find(lgr, smcr_wr_token(wr_id));
 		if (conn)
@@ -774,7 +780,11 @@ static void lgr_recv_long(struct smcr_link *link, const uint8_t *msg, uint32_t l
 
 static void lgr_down(struct smcr_link *link, int reason)
 {
-	smcr_lgr_link_down(link_lgr(link), link, reason);
+	struct smcr_lgr *lgr = link_lgr(link);
+
+	if (lgr->bye_link == link)
+		lgr->bye_link = NULL;
+	smcr_lgr_link_down(lgr, link, reason);
 }
 
 const struct smcr_link_handler smcr_lgr_link_handler = {

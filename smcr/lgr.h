@@ -245,6 +245,9 @@ struct smcr_lgr {
 	uint8_t rmbe_eye;		/* RMBE eye catcher bytes: 0 (Linux) or 4 (RFC) */
 	bool layout_fixed;		/* by the first CONFIRM LINK */
 	bool terminated;
+	/* The link our DELETE LINK (all) went on, until its send completes
+	 * (smcr_llc_delete_all). */
+	struct smcr_link *bye_link;
 	struct smcr_lgr_link links[SMCR_LINK_SLOTS];
 	struct smcr_rmb_pool rmbs;	/* ours, announced to the peer */
 	struct smcr_rmb_pool sndbufs;	/* ours, local only */
@@ -379,5 +382,11 @@ void smcr_llc_rx_long(struct smcr_lgr *lgr, struct smcr_link *link,
 void smcr_llc_link_gone(struct smcr_lgr *lgr, uint8_t slot);
 /* Send a TEST LINK request on slot. */
 int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot);
+/* Our side ends the group on purpose (its process exits): DELETE LINK
+ * with the all and orderly flags on the first link that takes it, so
+ * that the peer ends its side at once, not after its TEST LINK limit.
+ * No reply comes; lgr->bye_link is set until the send completes.
+ * 0, or -ENOTCONN: no link took it. */
+int smcr_llc_delete_all(struct smcr_lgr *lgr, uint32_t reason);
 
 #endif

@@ -854,6 +854,29 @@ static void delete_link_rx(struct smcr_lgr *lgr, unsigned int via,
 		llc_send(lgr, via, &r, NULL);
 }
 
+int smcr_llc_delete_all(struct smcr_lgr *lgr, uint32_t reason)
+{
+	struct smcr_llc_msg m;
+	unsigned int i;
+
+	if (lgr->terminated)
+		return -ENOTCONN;
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_DELETE_LINK;
+	m.delete_link.all = true;
+	m.delete_link.orderly = true;
+	m.delete_link.reason = reason;
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		if (!slot_usable(lgr, i) || llc_send(lgr, i, &m, NULL))
+			continue;
+		lgr->bye_link = lgr->links[i].link;
+		smcr_info("link group: DELETE LINK (all) sent on link %u",
+			  lgr->bye_link->link_id);
+		return 0;
+	}
+	return -ENOTCONN;
+}
+
 /* ---- CONFIRM RKEY / DELETE RKEY ------------------------------------------- */
 
 static int confirm_rkey_start(struct smcr_lgr *lgr, struct smcr_rmb *rmb)
@@ -1485,12 +1508,15 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 			 * peer that is only slow or stopped (its RC ACKs come,
 			 * or its QP is still within its retries) longer
 			 * (cfg.last_link_timeout_ms), unless its process is
-			 * known to be gone.  A dead path fails by RC retries
-			 * no later. */
+			 * known to be gone.  A group that carries nothing (no
+			 * connection, no CLC handshake) loses nothing: it
+			 * gets the plain limit.  A dead path fails by RC
+			 * retries no later. */
 			uint64_t waited = since(t, ll->test_sent_ms);
 			uint64_t limit = lgr->cfg.test_link_timeout_ms;
 
 			if (waited >= limit && smcr_lgr_active_links(lgr) <= 1 &&
+			    (lgr->nconns > 0 || lgr->setups > 0) &&
 			    !(lgr->ops->peer_gone && lgr->ops->peer_gone(lgr)))
 				limit = lgr->cfg.last_link_timeout_ms ?
 					lgr->cfg.last_link_timeout_ms : 3 * limit;

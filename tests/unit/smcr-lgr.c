@@ -802,6 +802,75 @@ static void test_last_link_peer_gone(void)
 	group_down();
 }
 
+/* A group with no connection and no CLC handshake (the peer's daemon
+ * ended them all and went) gets the plain TEST LINK limit on its last
+ * link; a handshake still holding it, the long one. */
+static void test_last_link_empty_group(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	uint64_t cut_at, took;
+	unsigned int setups;
+
+	for (setups = 0; setups < 2; setups++) {
+		cfg.test_link_idle_ms = 300;
+		cfg.test_link_timeout_ms = 600;
+		cfg.last_link_timeout_ms = 5000;
+		group_up(1, 1, &cfg);
+		CU_ASSERT_EQUAL(S.lgr->nconns, 0);
+		S.lgr->setups = setups;
+		memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_BLACKHOLE);
+		cut_at = clock_ms;
+		while (!S.lgr->terminated && clock_ms - cut_at < 10000)
+			wait_ms(SMCR_LGR_TICK_MS);
+		took = clock_ms - cut_at;
+		CU_ASSERT_TRUE(S.lgr->terminated);
+		CU_ASSERT(took >= (setups ? cfg.last_link_timeout_ms : cfg.test_link_timeout_ms));
+		CU_ASSERT(took <= cfg.test_link_idle_ms +
+				  (setups ? cfg.last_link_timeout_ms : cfg.test_link_timeout_ms) +
+				  2 * SMCR_LGR_TICK_MS);
+		S.lgr->setups = 0;
+		group_down();
+	}
+}
+
+/* A side that ends on purpose sends DELETE LINK (all, orderly): the
+ * peer's group ends at once, with or without connections (they are
+ * reset), not after its TEST LINK limit; the sender sees the send
+ * complete.  Either role may send it. */
+static void test_delete_all_on_exit(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	unsigned int k, i;
+
+	cfg.test_link_idle_ms = 300;
+	cfg.test_link_timeout_ms = 600;
+	cfg.last_link_timeout_ms = 5000;
+	for (k = 0; k < 4; k++) {
+		struct host *from = k & 1 ? &S : &C, *to = k & 1 ? &C : &S;
+		uint64_t t0;
+
+		group_up(2, 2, &cfg);
+		if (k & 2)
+			conns_up();
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(to->lgr), 2);
+		t0 = clock_ms;
+		CU_ASSERT_EQUAL(smcr_llc_delete_all(from->lgr, SMCR_LLC_DEL_PROG_INIT_TERM), 0);
+		CU_ASSERT_PTR_NOT_NULL(from->lgr->bye_link);
+		run();
+		CU_ASSERT_PTR_NULL(from->lgr->bye_link);
+		CU_ASSERT_TRUE(to->lgr->terminated);
+		CU_ASSERT_EQUAL(to->events[SMCR_LGR_TERMINATED], 1);
+		CU_ASSERT_EQUAL(clock_ms, t0);
+		for (i = 0; k & 2 && i < NCONN; i++)
+			CU_ASSERT_EQUAL(to->conn[i].error, -ECONNRESET);
+		CU_ASSERT_EQUAL(to->lgr->stats.llc_bad, 0);
+		/* An ended group sends nothing. */
+		CU_ASSERT_EQUAL(smcr_llc_delete_all(to->lgr, SMCR_LLC_DEL_PROG_INIT_TERM),
+				-ENOTCONN);
+		group_down();
+	}
+}
+
 /* Half way through its timeout an unanswered probe goes once more with
  * the same data and deadline; the reply to either one answers it. */
 static void test_test_link_resent(void)
@@ -1414,6 +1483,8 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "the last link's TEST LINK limit", test_last_link_timeout },
 	{ "a TEST LINK stamped after the tick's clock", test_test_link_stamp_after_tick },
 	{ "the last link when the peer's process is gone", test_last_link_peer_gone },
+	{ "the last link of a group that carries nothing", test_last_link_empty_group },
+	{ "DELETE LINK (all) when a side ends on purpose", test_delete_all_on_exit },
 	{ "an unanswered TEST LINK goes again once", test_test_link_resent },
 	{ "our own stall: no link blamed, a dead one still found", test_local_stall },
 	{ "our own stall: an LLC exchange not timed out", test_local_stall_llc },
