@@ -24,7 +24,7 @@ so=$(find "$root" -name 'libsmcr.so.*' -type f | head -n 1)
 [ -n "$so" ] || fail "no libsmcr.so installed"
 
 # The exported symbols are exactly the functions of smcr.h.
-sed -E -n 's/^[A-Za-z].*[ *](smcr_[a-z_]+)\(.*/\1/p' "$abs_top_srcdir/smcr/smcr.h" | sort -u >"$d/header"
+sed -E -n 's/^[A-Za-z].*[ *](smcr_[a-z_]+)\(.*/\1/p' "$abs_top_srcdir/smcr/include/smcr.h" | sort -u >"$d/header"
 nm -D --defined-only "$so" | awk '$2 ~ /^[TtWiDdBbRr]$/ { sub(/@.*/, "", $3); print $3 }' |
     sort -u >"$d/exported"
 diff -u "$d/header" "$d/exported" >"$d/diff" ||
