@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "clc.h"
 #include "engine.h"
 #include "log.h"
@@ -114,7 +115,8 @@ enum smcr_syn_option smcr_ctx_syn_option(struct smcr_ctx *ctx)
 	return ctx->synopt ? SMCR_SYN_OPTION_BPF : SMCR_SYN_OPTION_OFF;
 }
 
-int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
+int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
+			 struct smcr_ctx **ctxp)
 {
 	struct smcr_ctx *ctx;
 	const char *env;
@@ -124,7 +126,7 @@ int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
 	if (!ctx)
 		return -ENOMEM;
 	if (opts)
-		ctx->opts = *opts;
+		smcr_abi_in(&ctx->opts, sizeof(ctx->opts), opts, opts_size);
 	if (ctx->opts.log_fn)
 		smcr_log_set_fn(ctx->opts.log_fn, ctx->opts.log_opaque);
 	env = getenv("SMCR_DEVICES");
@@ -256,7 +258,7 @@ static void pool_usage(const struct smcr_rmb_pool *pool, uint64_t *used, uint64_
 	}
 }
 
-int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
+static void ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
 {
 	const struct smcr_lgr *lgr;
 	const struct smcr_sock *s;
@@ -278,6 +280,14 @@ int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
 				st->sndbufs_in_use--;
 	}
 	pthread_mutex_unlock(&ctx->lock);
+}
+
+int smcr_ctx_stats_size(struct smcr_ctx *ctx, struct smcr_stats *st, size_t size)
+{
+	struct smcr_stats ours;
+
+	ctx_stats(ctx, &ours);
+	smcr_abi_out(st, size, &ours, sizeof(ours));
 	return 0;
 }
 

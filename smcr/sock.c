@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include "abi.h"
 #include "clc.h"
 #include "engine.h"
 #include "log.h"
@@ -477,8 +478,10 @@ int smcr_getsockname(struct smcr_sock *s, struct sockaddr *addr, socklen_t *len)
 	return getsockname(s->fd, addr, len) ? -errno : 0;
 }
 
-int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
+int smcr_sock_info_size(struct smcr_sock *s, struct smcr_sock_info *theirs, size_t size)
 {
+	struct smcr_sock_info ours, *info = &ours;
+
 	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&s->ctx->lock);
 	info->smc = s->smc;
@@ -498,5 +501,6 @@ int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
 		info->failovers = s->conn.stats.failovers;
 	}
 	pthread_mutex_unlock(&s->ctx->lock);
+	smcr_abi_out(theirs, size, &ours, sizeof(ours));
 	return 0;
 }

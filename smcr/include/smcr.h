@@ -11,6 +11,16 @@
  * Conventions (like liburing): functions return 0 or a non-negative count
  * on success and -errno on failure; errno is not used.
  *
+ * Structs that grow (smcr_ctx_opts, smcr_stats, smcr_sock_info; as
+ * rdma-core's verbs.h): the calls that take one are inlines that pass
+ * sizeof of the program's struct to a *_size call.  New fields only ever
+ * go at the end.  A library newer than the program reads only the bytes
+ * the program knows (the rest as zero: defaults) and writes only those; an
+ * older library zeroes the fields it does not know.  Zero-initialise the
+ * opts (= { 0 } or designated fields) and never pass a size of your own.
+ * Each release's new calls get their own node in the symbol map
+ * (LIBSMCR_0.2: the *_size calls); LIBSMCR_0.1's calls stay.
+ *
  * Thread safety: all functions may be called from any thread.  A context
  * serialises its state with one lock; calls on one socket from several
  * threads at once are safe but their data interleaves arbitrarily (as with
@@ -124,7 +134,12 @@ struct smcr_ctx_opts {
  * SMCR_RMBE_EYECATCHER=1 (only the RFC's RMBE layout with its eye catcher,
  * never CONFIRM LINK flag 0x03: how smcrbd spoke before; Linux declines
  * such a peer with 0x03050000). */
-int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp);
+int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
+			 struct smcr_ctx **ctxp);
+static inline int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
+{
+	return smcr_ctx_create_size(opts, sizeof(*opts), ctxp);
+}
 /* The SYN option mode in effect (SMCR_SYN_OPTION_BPF or _OFF), and its
  * name ("auto", "bpf", "off"). */
 enum smcr_syn_option smcr_ctx_syn_option(struct smcr_ctx *ctx);
@@ -224,7 +239,11 @@ struct smcr_sock_info {
 	bool rmbe_eyecatcher;
 	uint32_t peer_rmbe_data;
 };
-int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info);
+int smcr_sock_info_size(struct smcr_sock *s, struct smcr_sock_info *info, size_t size);
+static inline int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
+{
+	return smcr_sock_info_size(s, info, sizeof(*info));
+}
 
 /* Context-wide counters. */
 #define SMCR_STATS_REASONS 32
@@ -259,7 +278,11 @@ struct smcr_stats {
 	/* CDCs sent by smcr_cursor_update(): the cursor moved; requests. */
 	uint64_t cursor_updates, cursor_requests;
 };
-int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
+int smcr_ctx_stats_size(struct smcr_ctx *ctx, struct smcr_stats *st, size_t size);
+static inline int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
+{
+	return smcr_ctx_stats_size(ctx, st, sizeof(*st));
+}
 /* The decline code counted in fallback_by_reason[i] (0: other), and its
  * description. */
 uint32_t smcr_stats_reason(unsigned int i);
