@@ -5,6 +5,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,18 +17,250 @@
 #include "synopt.h"
 #include "strbuf.h"
 
+/* ---- settings -------------------------------------------------------------- */
+
+/* libsmcr's knobs, listed once (as Linux net/smc/smc_sysctl.c smc_table[]):
+ * the name in smcr_ctx_opts.settings, the environment variable, the type,
+ * the range, the default (KEEP: the engine's, smcr_lgr_config_default or
+ * smcr_qp_timing_default, already in the field), the field of struct
+ * smcr_ctx it lands in, and the field of smcr_ctx_opts that wins when it
+ * is not zero.  The order: that field, then opts.settings, then the
+ * environment, then the default.  smcr(3) ENVIRONMENT says what each does. */
+enum knob_type {
+	KNOB_UINT,	/* a number (strtoull base 0) in min..max */
+	KNOB_BOOL,	/* a number: 0 false, else true */
+	KNOB_STR,	/* a string (not ""), kept as given */
+	KNOB_ENUM,	/* a word, parse() gives its value */
+};
+
+struct knob {
+	const char *name, *env;
+	enum knob_type type;
+	uint64_t min, max, dflt;
+	size_t off, size;		/* where it lands in struct smcr_ctx */
+	size_t opt_off, opt_size;	/* the smcr_ctx_opts field; size 0: none */
+	int (*parse)(const char *s, uint64_t *v);
+	const char *what;		/* KNOB_ENUM: the words it takes */
+};
+
+#define KEEP UINT64_MAX
+#define FIELD(f) offsetof(struct smcr_ctx, f), sizeof(((struct smcr_ctx *)0)->f)
+#define OPT(f) offsetof(struct smcr_ctx_opts, f), sizeof(((struct smcr_ctx_opts *)0)->f)
+#define NOOPT 0, 0
+#define UINT(n, env, min, max, dflt, f, opt) { n, env, KNOB_UINT, min, max, dflt, FIELD(f), opt, NULL, NULL }
+#define BOOL(n, env, dflt, f) { n, env, KNOB_BOOL, 0, UINT32_MAX, dflt, FIELD(f), NOOPT, NULL, NULL }
+#define STR(n, env, f, opt) { n, env, KNOB_STR, 0, 0, 0, FIELD(f), opt, NULL, NULL }
+#define ENUM(n, env, f, opt, parse, what) { n, env, KNOB_ENUM, 0, 0, KEEP, FIELD(f), opt, parse, what }
+
+/* Anything but "round-robin" is the default, least-loaded (as always). */
+static int parse_link_policy(const char *s, uint64_t *v)
+{
+	*v = strcmp(s, "round-robin") ? SMCR_LINKS_LEAST_LOADED : SMCR_LINKS_ROUND_ROBIN;
+	return 0;
+}
+
+static int parse_syn_option(const char *s, uint64_t *v)
+{
+	enum smcr_syn_option m;
+	int ret = smcr_syn_option_parse(s, &m);
+
+	*v = m;
+	return ret;
+}
+
+static const struct knob knobs[] = {
+	STR("devices", "SMCR_DEVICES", opts.devices, OPT(devices)),
+	STR("eids", "SMCR_EIDS", opts.eids, OPT(eids)),
+	UINT("rmbe_size", "SMCR_RMBE_SIZE", 0, UINT32_MAX, 0, opts.rmbe_size, OPT(rmbe_size)),
+	UINT("max_rmb_bytes", "SMCR_MAX_RMB_BYTES", 0, UINT32_MAX, KEEP, lgr_cfg.max_rmb_bytes,
+	     OPT(max_rmb_bytes)),
+	UINT("max_lgrs_per_address", "SMCR_MAX_LGRS_PER_ADDRESS", 0, UINT32_MAX, 0,
+	     max_lgrs_per_address, OPT(max_lgrs_per_address)),
+	UINT("llc_timeout_ms", "SMCR_LLC_TIMEOUT_MS", 0, UINT32_MAX, KEEP, lgr_cfg.llc_timeout_ms,
+	     OPT(llc_timeout_ms)),
+	UINT("test_link_ms", "SMCR_TEST_LINK_MS", 0, UINT32_MAX, KEEP, lgr_cfg.test_link_idle_ms,
+	     OPT(test_link_ms)),
+	UINT("test_link_timeout_ms", "SMCR_TEST_LINK_TIMEOUT_MS", 0, UINT32_MAX, KEEP,
+	     lgr_cfg.test_link_timeout_ms, OPT(test_link_timeout_ms)),
+	UINT("last_link_timeout_ms", "SMCR_LAST_LINK_TIMEOUT_MS", 0, UINT32_MAX, KEEP,
+	     lgr_cfg.last_link_timeout_ms, NOOPT),
+	UINT("stall_ms", "SMCR_STALL_MS", 0, UINT32_MAX, KEEP, lgr_cfg.stall_ms, NOOPT),
+	UINT("qp_timeout", "SMCR_QP_TIMEOUT", 1, 31, KEEP, qp_timing.timeout, NOOPT),
+	UINT("qp_retry", "SMCR_QP_RETRY", 0, UINT8_MAX, KEEP, qp_timing.retry_cnt, NOOPT),
+	ENUM("link_policy", "SMCR_LINK_POLICY", lgr_cfg.link_policy, NOOPT, parse_link_policy,
+	     "least-loaded or round-robin"),
+	BOOL("rebalance", "SMCR_REBALANCE", KEEP, lgr_cfg.rebalance),
+	UINT("link_tx_bytes", "SMCR_LINK_TX_BYTES", 0, UINT32_MAX, KEEP, lgr_cfg.link_tx_bytes,
+	     NOOPT),
+	UINT("busy_poll_us", "SMCR_BUSY_POLL_US", 0, UINT32_MAX, SMCR_BUSY_POLL_US_DEFAULT,
+	     busy_poll_us, NOOPT),
+	UINT("autocork_bytes", "SMCR_AUTOCORK_BYTES", 0, UINT32_MAX, SMCR_AUTOCORK_BYTES_DEFAULT,
+	     autocork_bytes, NOOPT),
+	BOOL("rmbe_eyecatcher", "SMCR_RMBE_EYECATCHER", KEEP, lgr_cfg.rmbe_eyecatcher),
+	STR("fault", "SMCR_FAULT", fault_spec, NOOPT),
+	ENUM("syn_option", "SMCR_SYN_OPTION", opts.syn_option, OPT(syn_option), parse_syn_option,
+	     "auto, bpf or off"),
+};
+
+_Static_assert(sizeof(knobs) / sizeof(knobs[0]) <= 32, "more knobs than bits in knobs_set");
+
+static uint64_t get_uint(const void *p, size_t size)
+{
+	switch (size) {
+	case 1: return *(const uint8_t *)p;
+	case 2: return *(const uint16_t *)p;
+	case 4: return *(const uint32_t *)p;
+	default: return *(const uint64_t *)p;
+	}
+}
+
+static void put_uint(void *p, size_t size, uint64_t v)
+{
+	switch (size) {
+	case 1: *(uint8_t *)p = (uint8_t)v; break;
+	case 2: *(uint16_t *)p = (uint16_t)v; break;
+	case 4: *(uint32_t *)p = (uint32_t)v; break;
+	default: *(uint64_t *)p = v; break;
+	}
+}
+
+/* s into k's field; a string is copied (a program's may not live as
+ * long as the context; the environment's does).  -EINVAL if it is not
+ * one of k's values, -ENOMEM. */
+static int knob_set(struct smcr_ctx *ctx, const struct knob *k, const char *s, bool copy)
+{
+	void *f = (char *)ctx + k->off;
+	uint64_t v;
+	char *end;
+
+	switch (k->type) {
+	case KNOB_STR:
+		if (copy) {
+			unsigned int n = ctx->nknob_strs;
+
+			if (n >= sizeof(ctx->knob_strs) / sizeof(ctx->knob_strs[0]) ||
+			    !(ctx->knob_strs[n] = strdup(s)))
+				return -ENOMEM;
+			ctx->nknob_strs++;
+			s = ctx->knob_strs[n];
+		}
+		*(const char **)f = s;
+		return 0;
+	case KNOB_ENUM:
+		if (k->parse(s, &v))
+			return -EINVAL;
+		break;
+	default:
+		errno = 0;
+		v = strtoull(s, &end, 0);
+		if (errno || *end || end == s || *s == '-' || v < k->min || v > k->max)
+			return -EINVAL;
+		if (k->type == KNOB_BOOL)
+			v = v != 0;
+	}
+	put_uint(f, k->size, v);
+	return 0;
+}
+
+static const struct smcr_setting *setting_of(const struct smcr_setting *set, const char *name)
+{
+	for (; set && set->name; set++)
+		if (!strcmp(set->name, name))
+			return set;
+	return NULL;
+}
+
+/* Every knob into its field (the order above); which were given goes
+ * into ctx->knobs_set.  -EINVAL for an unknown name in opts.settings, a
+ * value out of its range there, or a word a KNOB_ENUM does not know. */
+static int knobs_apply(struct smcr_ctx *ctx)
+{
+	const struct smcr_setting *set = ctx->opts.settings, *st;
+	unsigned int i;
+
+	for (st = set; st && st->name; st++) {
+		for (i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+			if (!strcmp(knobs[i].name, st->name))
+				break;
+		if (i == sizeof(knobs) / sizeof(knobs[0]) || !st->value) {
+			smcr_err("engine: setting '%s': %s", st->name,
+				 st->value ? "no such setting" : "no value");
+			return -EINVAL;
+		}
+	}
+	for (i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+		const struct knob *k = &knobs[i];
+		void *f = (char *)ctx + k->off;
+		const char *opt = (const char *)&ctx->opts + k->opt_off, *s;
+		size_t j;
+
+		for (j = 0; j < k->opt_size && !opt[j]; j++)
+			;
+		if (j < k->opt_size) {
+			/* The opts field wins (it may be the field itself). */
+			if (k->off != offsetof(struct smcr_ctx, opts) + k->opt_off)
+				put_uint(f, k->size, get_uint(opt, k->opt_size));
+			ctx->knobs_set |= 1u << i;
+			continue;
+		}
+		st = setting_of(set, k->name);
+		if (st) {
+			int ret = knob_set(ctx, k, st->value, true);
+
+			if (ret == -ENOMEM)
+				return ret;
+			if (ret && k->what) {
+				smcr_err("engine: setting %s: '%s' is not %s", k->name, st->value,
+					 k->what);
+				return -EINVAL;
+			}
+			if (ret) {
+				smcr_err("engine: setting %s: '%s' is not a number in %llu..%llu",
+					 k->name, st->value, (unsigned long long)k->min,
+					 (unsigned long long)k->max);
+				return -EINVAL;
+			}
+			ctx->knobs_set |= 1u << i;
+			continue;
+		}
+		s = getenv(k->env);
+		if (s && *s) {
+			if (!knob_set(ctx, k, s, false)) {
+				ctx->knobs_set |= 1u << i;
+				continue;
+			}
+			if (k->type == KNOB_ENUM) {
+				smcr_err("engine: %s: '%s' is not %s", k->env, s, k->what);
+				return -EINVAL;
+			}
+			/* As before the table: a number that is not one is
+			 * the default. */
+			smcr_warn("engine: %s: '%s' is not a number in %llu..%llu, using the default",
+				  k->env, s, (unsigned long long)k->min, (unsigned long long)k->max);
+		}
+		if (k->dflt != KEEP)
+			put_uint(f, k->size, k->dflt);
+	}
+	return 0;
+}
+
+/* Whether the knob of that name was given (opts, settings or environment). */
+static bool knob_given(const struct smcr_ctx *ctx, const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+		if (!strcmp(knobs[i].name, name))
+			return ctx->knobs_set & (1u << i);
+	return false;
+}
+
 /* ---- create and destroy ---------------------------------------------------- */
 
-static unsigned int env_uint(const char *name, unsigned int dflt)
+static void knob_strs_free(struct smcr_ctx *ctx)
 {
-	const char *v = getenv(name);
-	char *end;
-	unsigned long x;
-
-	if (!v || !*v)
-		return dflt;
-	x = strtoul(v, &end, 0);
-	return *end ? dflt : (unsigned int)x;
+	while (ctx->nknob_strs)
+		free(ctx->knob_strs[--ctx->nknob_strs]);
 }
 
 /* User EIDs (smcr.h): checked as Linux checks them, blank-padded. */
@@ -76,12 +309,6 @@ static int synopt_start(struct smcr_ctx *ctx)
 	char *c;
 	int ret;
 
-	if (mode == SMCR_SYN_OPTION_AUTO &&
-	    smcr_syn_option_parse(getenv("SMCR_SYN_OPTION"), &mode)) {
-		smcr_err("engine: SMCR_SYN_OPTION: '%s' is not auto, bpf or off",
-			 getenv("SMCR_SYN_OPTION"));
-		return -EINVAL;
-	}
 	if (mode == SMCR_SYN_OPTION_OFF) {
 		snprintf(ctx->synopt_why, sizeof(ctx->synopt_why), "syn-option=off");
 		return 0;
@@ -129,65 +356,31 @@ int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
 		smcr_abi_in(&ctx->opts, sizeof(ctx->opts), opts, opts_size);
 	if (ctx->opts.log_fn)
 		smcr_log_set_fn(ctx->opts.log_fn, ctx->opts.log_opaque);
-	env = getenv("SMCR_DEVICES");
-	if (!ctx->opts.devices && env && *env)
-		ctx->opts.devices = env;
-	env = ctx->opts.eids ? ctx->opts.eids : getenv("SMCR_EIDS");
-	ret = eids_from_spec(ctx, env ? env : "");
+	ctx->lgr_cfg = smcr_lgr_config_default;
+	ctx->qp_timing = smcr_qp_timing_default;
+	ret = knobs_apply(ctx);
+	if (!ret)
+		ret = eids_from_spec(ctx, ctx->opts.eids ? ctx->opts.eids : "");
 	if (ret) {
+		knob_strs_free(ctx);
 		free(ctx);
 		return ret;
 	}
-	/* SMCR_RMBE_SIZE if set, else 0: sized per connection (rmbe_auto_size) */
-	if (!ctx->opts.rmbe_size)
-		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 0);
 	if (!ctx->opts.clc_timeout_ms)
 		ctx->opts.clc_timeout_ms = 2000;
 	if (!ctx->opts.link_wait_ms)
 		ctx->opts.link_wait_ms = 5000;
-	ctx->lgr_cfg = smcr_lgr_config_default;
-	ctx->max_lgrs_per_address = ctx->opts.max_lgrs_per_address ?
-		ctx->opts.max_lgrs_per_address : env_uint("SMCR_MAX_LGRS_PER_ADDRESS", 0);
-	ctx->lgr_cfg.max_rmb_bytes = ctx->opts.max_rmb_bytes ? ctx->opts.max_rmb_bytes :
-		env_uint("SMCR_MAX_RMB_BYTES", (unsigned int)smcr_lgr_config_default.max_rmb_bytes);
 	if (ctx->opts.max_links)
 		ctx->lgr_cfg.max_links = (uint8_t)ctx->opts.max_links;
-	ctx->lgr_cfg.llc_timeout_ms = ctx->opts.llc_timeout_ms ? ctx->opts.llc_timeout_ms :
-		env_uint("SMCR_LLC_TIMEOUT_MS", ctx->lgr_cfg.llc_timeout_ms);
-	ctx->busy_poll_us = env_uint("SMCR_BUSY_POLL_US", SMCR_BUSY_POLL_US_DEFAULT);
-	ctx->autocork_bytes = env_uint("SMCR_AUTOCORK_BYTES", SMCR_AUTOCORK_BYTES_DEFAULT);
-	ctx->lgr_cfg.test_link_idle_ms = ctx->opts.test_link_ms ? ctx->opts.test_link_ms :
-		env_uint("SMCR_TEST_LINK_MS", ctx->lgr_cfg.test_link_idle_ms);
-	ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms ?
-		ctx->opts.test_link_timeout_ms :
-		env_uint("SMCR_TEST_LINK_TIMEOUT_MS", ctx->lgr_cfg.test_link_timeout_ms);
-	ctx->lgr_cfg.stall_ms = env_uint("SMCR_STALL_MS", ctx->lgr_cfg.stall_ms);
-	{
-		const char *pol = getenv("SMCR_LINK_POLICY");
-
-		if (pol && !strcmp(pol, "round-robin"))
-			ctx->lgr_cfg.link_policy = SMCR_LINKS_ROUND_ROBIN;
-		ctx->lgr_cfg.rebalance = env_uint("SMCR_REBALANCE", 1) != 0;
-		ctx->lgr_cfg.link_tx_bytes = env_uint("SMCR_LINK_TX_BYTES",
-						      ctx->lgr_cfg.link_tx_bytes);
-		/* 1: the RFC's RMBE layout only, as older smcrbd spoke. */
-		ctx->lgr_cfg.rmbe_eyecatcher = env_uint("SMCR_RMBE_EYECATCHER", 0) != 0;
-	}
-	/* The QPs' ACK timeout (4.096 us << SMCR_QP_TIMEOUT) and retries
-	 * bound how soon a dead path shows as a completion error. */
-	ctx->qp_timing = smcr_qp_timing_default;
-	ctx->qp_timing.timeout = (uint8_t)env_uint("SMCR_QP_TIMEOUT", ctx->qp_timing.timeout);
-	ctx->qp_timing.retry_cnt = (uint8_t)env_uint("SMCR_QP_RETRY", ctx->qp_timing.retry_cnt);
-	if (ctx->qp_timing.timeout < 1 || ctx->qp_timing.timeout > 31)
-		ctx->qp_timing.timeout = smcr_qp_timing_default.timeout;
-	/* The last link's TEST LINK limit: SMCR_LAST_LINK_TIMEOUT_MS, else
+	/* The last link's TEST LINK limit: last_link_timeout_ms, else
 	 * three TEST LINK timeouts; never below the RC retry budget (a
 	 * peer whose QP still retries may only be stopped). */
 	{
 		uint64_t budget = ((4096ull << ctx->qp_timing.timeout) / 1000000u + 1) *
 				  (1u + (ctx->qp_timing.retry_cnt > 6 ? 6 : ctx->qp_timing.retry_cnt));
-		uint64_t last = env_uint("SMCR_LAST_LINK_TIMEOUT_MS",
-					 3 * ctx->lgr_cfg.test_link_timeout_ms);
+		uint64_t last = knob_given(ctx, "last_link_timeout_ms") ?
+				ctx->lgr_cfg.last_link_timeout_ms :
+				3ull * ctx->lgr_cfg.test_link_timeout_ms;
 
 		if (last < budget + 1000)
 			last = budget + 1000;
@@ -195,11 +388,12 @@ int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
 	}
 	ret = smcr_engine_open(ctx);
 	if (ret) {
+		knob_strs_free(ctx);
 		free(ctx);
 		return ret;
 	}
-	env = getenv("SMCR_FAULT");
-	if (env && *env) {
+	env = ctx->fault_spec;
+	if (env) {
 		/* "SPEC[;SPEC...]": a fault without a time waits for its link. */
 		char buf[256], *tok, *save = NULL;
 
@@ -227,6 +421,7 @@ out_put_synopt:
 		smcr_synopt_put();
 out_close:
 	smcr_engine_close(ctx);
+	knob_strs_free(ctx);
 	free(ctx);
 	return ret;
 }
@@ -241,6 +436,7 @@ void smcr_ctx_destroy(struct smcr_ctx *ctx)
 	if (ctx->synopt)
 		smcr_synopt_put();
 	smcr_engine_close(ctx);
+	knob_strs_free(ctx);
 	free(ctx);
 }
 

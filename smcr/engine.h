@@ -100,6 +100,12 @@ struct smcr_ctx {
 	unsigned int max_lgrs_per_address;
 	uint64_t lgr_limit_logged_ms;
 	unsigned long lgr_limit_unlogged;
+	/* ctx.c's settings table: which were given (a bit per row), the
+	 * SMCR_FAULT specs, and copies of strings from opts.settings. */
+	uint32_t knobs_set;
+	const char *fault_spec;
+	char *knob_strs[4];
+	unsigned int nknob_strs;
 };
 
 extern const struct smcr_lgr_ops smcr_engine_lgr_ops;
