@@ -624,22 +624,12 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 					 s->fallback_reason, s->fallback_by_peer ? ", by peer" : "");
 			continue;
 		}
-		off = json ? strbuf_out(buf, len, off,
-				 "%s{\"smc\":true,\"token\":%u,\"link\":%u,\"rmbe\":%u,\"peer_rmbe\":%u,\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],\"tx_prod\":[%u,%u],\"tx_peer_cons\":[%u,%u],\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"failovers\":%llu}",
-				 g++ ? "," : "", s->conn.token,
+		/* The same values either way: JSON, or a line of text. */
+		off = strbuf_out(buf, len, off, json ?
+				 "%s{\"smc\":true,\"token\":%u,\"link\":%u,\"rmbe\":%u,\"peer_rmbe\":%u,\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],\"tx_prod\":[%u,%u],\"tx_peer_cons\":[%u,%u],\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"failovers\":%llu}" :
+				 "%sconnection %08x: link %u, RMBE %u, peer RMBE %u, rx prod %u:%u cons %u:%u, tx prod %u:%u peer cons %u:%u, sent %llu, received %llu, failovers %llu\n",
+				 json && g++ ? "," : "", s->conn.token,
 				 s->conn.link ? s->conn.link->link_id : 0,
-				 s->conn.rmbe.data_len + s->conn.rx_eye,
-				 s->conn.tx_len + s->conn.tx_eye,
-				 s->conn.rx_prod.wrap, s->conn.rx_prod.count,
-				 s->conn.rx_cons.wrap, s->conn.rx_cons.count,
-				 s->conn.tx_prod.wrap, s->conn.tx_prod.count,
-				 s->conn.tx_peer_cons.wrap, s->conn.tx_peer_cons.count,
-				 (unsigned long long)s->conn.stats.bytes_sent,
-				 (unsigned long long)s->conn.stats.bytes_recv,
-				 (unsigned long long)s->conn.stats.failovers) :
-			     strbuf_out(buf, len, off,
-				 "connection %08x: link %u, RMBE %u, peer RMBE %u, rx prod %u:%u cons %u:%u, tx prod %u:%u peer cons %u:%u, sent %llu, received %llu, failovers %llu\n",
-				 s->conn.token, s->conn.link ? s->conn.link->link_id : 0,
 				 s->conn.rmbe.data_len + s->conn.rx_eye,
 				 s->conn.tx_len + s->conn.tx_eye,
 				 s->conn.rx_prod.wrap, s->conn.rx_prod.count,
