@@ -18,8 +18,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
+#include "monotime.h"
 #include "nbd-conn.h"
 #include "nbd-wire.h"
 
@@ -169,14 +169,6 @@ struct nbdc {
 	void (*turn_end)(void *arg);
 	void *turn_arg;
 };
-
-static inline int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 #define ALOAD(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define ASTORE(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
