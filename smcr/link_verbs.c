@@ -533,8 +533,9 @@ static void complete(struct smcr_vlink *vl, const struct ibv_wc *wc)
 	vl->stats.completions++;
 	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
 		vl->stats.flushed++;
-	} else if (vl->acker && (wc->wr_id & VL_RECV_BIT)) {
-		/* a new SEND on a late acker: refused, the QP is in error */
+	} else if (vl->acker && (wc->wr_id & VL_RECV_BIT) && wc->status != IBV_WC_SUCCESS) {
+		/* a new SEND on a late acker: refused, the QP is in error (a
+		 * success is a message received before, delivered below) */
 		vl->stats.acker_refused++;
 		vl->set->acker_refused++;
 		smcr_info("link %u (%s): refused a late request of the peer (%s)",
