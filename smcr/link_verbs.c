@@ -100,6 +100,7 @@ struct smcr_vlink {
 	 * (acker_arm()): ack_wait until the send queue has flushed, then
 	 * acker until it is destroyed. */
 	bool ack_wait, acker;
+	uint8_t ack_fails;		/* re-arming failed (3: given up) */
 	bool down;
 	bool released;			/* QP, CQ, MR let go of (res) */
 	bool drained;			/* CQ polled once more before that */
@@ -620,11 +621,11 @@ static void acker_arm(struct smcr_vlink *vl)
 		ret = ibv_post_recv(vl->qp, &wr, &bad);
 	}
 	if (ret) {
-		/* tried again later */
+		/* tried again later, twice at most (each try may block) */
 		smcr_info("link %u (%s): no late acker now (%s: %s)", vl->link.link_id,
 			  vl->devname, step, strerror(ret));
 		smcr_qp_to_err(vl->qp);
-		vl->ack_wait = true;
+		vl->ack_wait = ++vl->ack_fails < 3;
 		return;
 	}
 	vl->acker = true;
