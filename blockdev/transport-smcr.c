@@ -198,6 +198,18 @@ static int smcr_t_rx_waiting(struct bd_transport *t, bool request)
 	return smcr_cursor_update(st_of(t)->s, request ? SMCR_CURSOR_REQUEST : 0);
 }
 
+static void smcr_t_info(struct bd_transport *t, struct bd_transport_info *info)
+{
+	info->smcr = st_of(t)->s;
+}
+
+/* A connection given up as lost: no waiting for the peer's close. */
+static void smcr_t_abort(struct bd_transport *t)
+{
+	smcr_abort(st_of(t)->s);
+	free(t);
+}
+
 static const struct bd_transport_ops smcr_ops = {
 	.name = "smcr",
 	.readv = smcr_t_readv,
@@ -212,6 +224,8 @@ static const struct bd_transport_ops smcr_ops = {
 	.tx_reserve = smcr_t_tx_reserve,
 	.tx_commit = smcr_t_tx_commit,
 	.rx_waiting = smcr_t_rx_waiting,
+	.info = smcr_t_info,
+	.abort = smcr_t_abort,
 };
 
 int bd_smcr_transport_new(struct smcr_sock *s, struct bd_transport **out)
@@ -273,19 +287,4 @@ int bd_smcr_connect(struct smcr_ctx *ctx, const char *host, const char *port,
 	if (ret)
 		smcr_close(s);
 	return ret;
-}
-
-struct smcr_sock *bd_smcr_sock(struct bd_transport *t)
-{
-	return t->ops == &smcr_ops ? st_of(t)->s : NULL;
-}
-
-void bd_smcr_abort(struct bd_transport *t)
-{
-	if (!t || t->ops != &smcr_ops) {
-		bd_close(t);
-		return;
-	}
-	smcr_abort(st_of(t)->s);
-	free(t);
 }

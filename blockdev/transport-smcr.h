@@ -13,12 +13,16 @@ int bd_smcr_transport_new(struct smcr_sock *s, struct bd_transport **out);
  * each address's TCP connect gives up after timeout_ms (< 0: never). */
 int bd_smcr_connect(struct smcr_ctx *ctx, const char *host, const char *port,
 		    int timeout_ms, struct bd_transport **out);
-/* The libsmcr socket under an SMC-R transport, or NULL for others
- * (TCP fallback included). */
-struct smcr_sock *bd_smcr_sock(struct bd_transport *t);
-/* Resets the connection (smcr_abort: no waiting for the peer's close, as
- * smcr_close does) and frees the transport; for a connection given up as
- * lost.  Other transports are closed as usual. */
-void bd_smcr_abort(struct bd_transport *t);
+/* Old names of bd_info(t).smcr and bd_abort(t), until client/nbd-conn.c
+ * calls those. */
+static inline struct smcr_sock *bd_smcr_sock(struct bd_transport *t)
+{
+	return bd_info(t).smcr;
+}
+
+static inline void bd_smcr_abort(struct bd_transport *t)
+{
+	bd_abort(t);
+}
 
 #endif

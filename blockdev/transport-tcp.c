@@ -147,6 +147,12 @@ static void tcp_close(struct bd_transport *t)
 	free(t);
 }
 
+static void tcp_info(struct bd_transport *t, struct bd_transport_info *info)
+{
+	info->kernel_tcp = true;
+	info->tcp_fd = tcp_of(t)->fd;
+}
+
 static const struct bd_transport_ops tcp_ops = {
 	.name = "tcp",
 	.readv = tcp_readv,
@@ -158,6 +164,7 @@ static const struct bd_transport_ops tcp_ops = {
 	.close = tcp_close,
 	.send_file = tcp_send_file,
 	.rx_lowat = tcp_rx_lowat,
+	.info = tcp_info,
 };
 
 void bd_format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
@@ -209,11 +216,6 @@ int bd_tcp_transport_new(int fd, struct bd_transport **out)
 	}
 	*out = &tt->base;
 	return 0;
-}
-
-int bd_tcp_fd(struct bd_transport *t)
-{
-	return t->ops == &tcp_ops ? tcp_of(t)->fd : -1;
 }
 
 static int connect_one(const struct addrinfo *ai, int timeout_ms)

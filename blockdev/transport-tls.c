@@ -270,6 +270,12 @@ static void tls_close(struct bd_transport *t)
 	t->ops->close(t);
 }
 
+/* Over a kernel TCP socket; its bytes are not plain (no tcp_fd). */
+static void tls_info(struct bd_transport *t, struct bd_transport_info *info)
+{
+	info->kernel_tcp = true;
+}
+
 static const struct bd_transport_ops tls_ops = {
 	.name = "tls",
 	.readv = tls_readv,
@@ -279,6 +285,7 @@ static const struct bd_transport_ops tls_ops = {
 	.peer_addr = tls_peer_addr,
 	.shutdown = tls_shutdown,
 	.close = tls_close,
+	.info = tls_info,
 };
 
 /* --- credentials and the handshake ------------------------------------------ */

@@ -25,6 +25,23 @@ int bd_shutdown(struct bd_transport *t)
 	return t->ops->shutdown(t);
 }
 
+struct bd_transport_info bd_info(struct bd_transport *t)
+{
+	struct bd_transport_info info = { .name = t->ops->name, .tcp_fd = -1 };
+
+	if (t->ops->info)
+		t->ops->info(t, &info);
+	return info;
+}
+
+void bd_abort(struct bd_transport *t)
+{
+	if (t && t->ops->abort)
+		t->ops->abort(t);
+	else
+		bd_close(t);
+}
+
 int bd_wait(struct bd_transport *t, unsigned want, int timeout_ms, int cancel_fd)
 {
 	struct pollfd pfd[2];
@@ -110,8 +127,7 @@ int bd_read_full_by(struct bd_transport *t, void *buf, size_t len, int timeout_m
 			if (!idle_since) {
 				idle_since = now_ms();
 				/* What we read so far is acknowledged at once. */
-				if (t->ops->rx_waiting)
-					t->ops->rx_waiting(t, false);
+				bd_rx_waiting(t, false);
 			}
 			if (w >= 0) {
 				/* timeout_ms counts from the last bytes. */
@@ -120,13 +136,13 @@ int bd_read_full_by(struct bd_transport *t, void *buf, size_t len, int timeout_m
 				w = left > 0 ? (int)left : 0;
 			}
 			w = wait_ms(w, deadline);
-			if (w != -ETIMEDOUT && t->ops->rx_waiting && (w < 0 || w > nudge)) {
+			if (w != -ETIMEDOUT && bd_has(t, BD_HAS_RX_WAITING) && (w < 0 || w > nudge)) {
 				w = nudge;
 				nudging = true;
 			}
 			r = w == -ETIMEDOUT ? w : bd_wait(t, BD_WANT_READ, w, cancel_fd);
 			if (r == -ETIMEDOUT && nudging) {
-				int u = t->ops->rx_waiting(t, true);
+				int u = bd_rx_waiting(t, true);
 
 				if (u < 0)
 					return u;

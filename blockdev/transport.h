@@ -6,11 +6,14 @@
  * an SMC-R connection (transport-smcr.c, on libsmcr).  Code above it
  * (handshake, client, the smcrd engine) moves bytes with readv/writev and
  * sleeps in poll(2) (or an io_uring poll) on poll_fd() until progress may
- * be possible.  It reaches past the interface in a few named places only:
- * bd_tcp_fd() (smcrd's engine receives from a plain TCP socket with
- * io_uring), bd_smcr_sock() and bd_smcr_abort() (the client engine's
- * link status and abort), and ops->name (logs; smcrd offers TLS on "tcp"
- * only and asks the kernel's send queue of "tcp" and "tls").
+ * be possible.  It calls the ops through the bd_* wrappers below only (an
+ * optional op that is absent gives -EOPNOTSUPP; bd_has() says which are
+ * there), and asks what lies underneath in one way, bd_info(): the name
+ * (logs; smcrd offers TLS on plain TCP only), the kernel TCP socket of a
+ * plain TCP transport (smcrd's engine receives from it with io_uring) and
+ * the libsmcr socket of an SMC-R one (the client engine's link status).
+ * (client/nbd-conn.c still reads ops->name and calls bd_smcr_sock() and
+ * bd_smcr_abort(), the old names in transport-smcr.h, until its split.)
  *
  * Required ops: readv, writev, poll_fd, poll_events, close.
  *
@@ -36,6 +39,7 @@
 #ifndef SMCRBD_TRANSPORT_H
 #define SMCRBD_TRANSPORT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -43,6 +47,8 @@
 #include <sys/uio.h>
 
 struct bd_transport;
+struct bd_transport_info;
+struct smcr_sock;
 
 /* What the caller waits for; poll_events maps it to poll(2) events. */
 #define BD_WANT_READ	1u
@@ -110,6 +116,22 @@ struct bd_transport_ops {
 	 * Linux's AF_SMC, sends them on either).  Returns 1 if something
 	 * went out, 0 if nothing was due, or -errno. */
 	int (*rx_waiting)(struct bd_transport *t, bool request);
+
+	/* --- optional: what lies underneath (bd_info() fills the rest) --- */
+	void (*info)(struct bd_transport *t, struct bd_transport_info *info);
+	/* --- optional: reset instead of an orderly close ----------------
+	 * Frees the transport like close, without waiting for the peer
+	 * (SMC-R: smcr_abort()).  Absent: bd_abort() closes. */
+	void (*abort)(struct bd_transport *t);
+};
+
+/* What a transport is (bd_info()); the one way the code above asks. */
+struct bd_transport_info {
+	const char *name;		/* "tcp", "tls", "smcr" */
+	/* poll_fd() is a kernel TCP socket (tcp, tls): SIOCOUTQ works. */
+	bool kernel_tcp;
+	int tcp_fd;			/* plain TCP's socket, else -1 */
+	struct smcr_sock *smcr;		/* SMC-R's libsmcr socket, else NULL */
 };
 
 struct bd_transport {
@@ -146,6 +168,66 @@ static inline void bd_close(struct bd_transport *t)
 
 int bd_peer_addr(struct bd_transport *t, struct sockaddr_storage *ss, socklen_t *len);
 int bd_shutdown(struct bd_transport *t);
+struct bd_transport_info bd_info(struct bd_transport *t);
+/* Resets and frees t (the abort op), or closes it; NULL is allowed. */
+void bd_abort(struct bd_transport *t);
+
+/* --- the optional ops: -EOPNOTSUPP when absent -------------------------- */
+#define BD_HAS_ZC_RX		0x1u	/* rx_peek and rx_consume */
+#define BD_HAS_ZC_TX		0x2u	/* tx_reserve and tx_commit */
+#define BD_HAS_SEND_FILE	0x4u
+#define BD_HAS_RX_LOWAT		0x8u
+#define BD_HAS_RX_WAITING	0x10u
+
+/* True when t has every op of what (BD_HAS_*). */
+static inline bool bd_has(struct bd_transport *t, unsigned what)
+{
+	const struct bd_transport_ops *o = t->ops;
+	unsigned has = (o->rx_peek && o->rx_consume ? BD_HAS_ZC_RX : 0) |
+		       (o->tx_reserve && o->tx_commit ? BD_HAS_ZC_TX : 0) |
+		       (o->send_file ? BD_HAS_SEND_FILE : 0) |
+		       (o->rx_lowat ? BD_HAS_RX_LOWAT : 0) |
+		       (o->rx_waiting ? BD_HAS_RX_WAITING : 0);
+
+	return (has & what) == what;
+}
+
+static inline ssize_t bd_rx_peek(struct bd_transport *t, struct iovec iov[2])
+{
+	return t->ops->rx_peek ? t->ops->rx_peek(t, iov) : -EOPNOTSUPP;
+}
+
+static inline int bd_rx_consume(struct bd_transport *t, size_t len)
+{
+	return t->ops->rx_consume ? t->ops->rx_consume(t, len) : -EOPNOTSUPP;
+}
+
+static inline int bd_tx_reserve(struct bd_transport *t, size_t len, struct iovec iov[2])
+{
+	return t->ops->tx_reserve ? t->ops->tx_reserve(t, len, iov) : -EOPNOTSUPP;
+}
+
+static inline int bd_tx_commit(struct bd_transport *t, size_t len)
+{
+	return t->ops->tx_commit ? t->ops->tx_commit(t, len) : -EOPNOTSUPP;
+}
+
+static inline ssize_t bd_send_file(struct bd_transport *t, const struct iovec *hdr,
+				   int hdr_cnt, int fd, off_t *off, size_t len)
+{
+	return t->ops->send_file ? t->ops->send_file(t, hdr, hdr_cnt, fd, off, len)
+				 : -EOPNOTSUPP;
+}
+
+static inline int bd_rx_lowat(struct bd_transport *t, size_t len)
+{
+	return t->ops->rx_lowat ? t->ops->rx_lowat(t, len) : -EOPNOTSUPP;
+}
+
+static inline int bd_rx_waiting(struct bd_transport *t, bool request)
+{
+	return t->ops->rx_waiting ? t->ops->rx_waiting(t, request) : -EOPNOTSUPP;
+}
 
 /* --- blocking helpers (handshakes, the client half) ---------------------
  * timeout_ms < 0 waits forever; cancel_fd >= 0 aborts the wait with
@@ -178,8 +260,6 @@ int bd_tcp_transport_new(int fd, struct bd_transport **out);
 /* Connects to host:port (numeric or name) and wraps the socket. */
 int bd_tcp_connect(const char *host, const char *port, int timeout_ms,
 		   struct bd_transport **out);
-/* The socket of a TCP transport, or -1 for other transports. */
-int bd_tcp_fd(struct bd_transport *t);
 
 /* Formats a socket address as "1.2.3.4:5" / "[::1]:5". */
 void bd_format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);

@@ -64,6 +64,7 @@ void config_free(struct smcrd_config *cfg)
 	free(cfg->tls_psk);
 	free(cfg->ctl_group);
 	free(cfg->eids);
+	free(cfg->rdma_devices);
 	free(cfg->config_file);
 	export_list_free(&cfg->cli_exports);
 	memset(cfg, 0, sizeof(*cfg));
@@ -567,6 +568,8 @@ const struct cfg_setting smcrd_settings[] = {
 	SET("max-handshakes-per-address", NULL, 0, CFG_INT, 0, 65536, max_hs_per_address),
 	ENUM("syn-option", syn_option, parse_syn_option, "not auto, bpf or off", syn_names),
 	SET("eids", NULL, 0, CFG_STR, 0, 0, eids),
+	SET("rdma-devices", NULL, 0, CFG_STR, 0, 0, rdma_devices),
+	SET("rmbe-size", NULL, 0, CFG_SIZE, 0, 512 * 1024, rmbe_size),
 	ENUM("tls", tls, config_parse_tls, "not off, on or require", tls_names),
 	SET("tls-certificates", NULL, 0, CFG_PATH, 0, 0, tls_certificates),
 	SET("tls-psk", NULL, 0, CFG_PATH, 0, 0, tls_psk),

@@ -68,6 +68,8 @@ struct smcrd_config {
 	int tls_verify_peer;		/* BD_TLS_VERIFY_* (-1: on with a CA) */
 	char *ctl_group;		/* control group (name or number), or NULL */
 	char *eids;			/* SMC-Rv2 user EIDs, comma-separated, or NULL */
+	char *rdma_devices;		/* libsmcr's devices ("dev[:port],..."), or NULL */
+	uint64_t rmbe_size;		/* SMC-R receive buffer per connection; 0: libsmcr's */
 	bool foreground;
 	bool verbose;
 	char *pidfile;

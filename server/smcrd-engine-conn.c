@@ -435,7 +435,7 @@ void zc_release(struct conn *c)
 	target = c->pin_cnt ? c->pins[c->pin_head].start : c->rx_pos;
 	if (target <= c->rx_cons || c->closing)
 		return;
-	r = c->t->ops->rx_consume(c->t, (size_t)(target - c->rx_cons));
+	r = bd_rx_consume(c->t, (size_t)(target - c->rx_cons));
 	if (r < 0) {
 		char why[96];
 

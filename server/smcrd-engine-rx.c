@@ -94,7 +94,7 @@ static bool read_by_send_file(struct conn *c, const struct nbd_request *r)
 	struct engine *e = c->w->e;
 	uint64_t first, last;
 
-	if (r->length < SENDFILE_MIN || !c->t->ops->send_file || c->exp->dfd >= 0 ||
+	if (r->length < SENDFILE_MIN || !bd_has(c->t, BD_HAS_SEND_FILE) || c->exp->dfd >= 0 ||
 	    c->exp->rbd ||
 	    e->read_reply != RR_SENDFILE ||
 	    __atomic_load_n(&e->no_cachestat, __ATOMIC_RELAXED))
@@ -253,7 +253,7 @@ static void rx_pump_zc(struct conn *c)
 	while (!c->closing && !c->rx_stop && !c->mem_blocked && !c->rx_chunk) {
 		struct iovec win[2];
 		uint64_t start = c->rx_pos, base = c->rx_cons, avail, off;
-		ssize_t n = c->t->ops->rx_peek(c->t, win);
+		ssize_t n = bd_rx_peek(c->t, win);
 
 		if (n == -EAGAIN)
 			return;
@@ -354,13 +354,13 @@ static void rx_pump_zc(struct conn *c)
  * arrival of the rest. */
 static void rx_wait(struct conn *c, uint64_t need)
 {
-	if (!c->t->ops->rx_lowat)
+	if (!bd_has(c->t, BD_HAS_RX_LOWAT))
 		return;
 	if (need < LOWAT_MIN)
 		need = 1;
 	else if (need > LOWAT_MAX)
 		need = LOWAT_MAX;
-	c->t->ops->rx_lowat(c->t, (size_t)need);
+	bd_rx_lowat(c->t, (size_t)need);
 }
 
 /* Ring socket: one recv of up to len bytes into p (rx_req's buffer or

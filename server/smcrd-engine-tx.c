@@ -18,13 +18,13 @@ bool tx_reserve_read(struct conn *c, struct req *q)
 {
 	const struct req *p;
 
-	if (!c->t->ops->tx_reserve || c->closing || !q->r.length)
+	if (!bd_has(c->t, BD_HAS_ZC_TX) || c->closing || !q->r.length)
 		return false;
 	for (p = c->tx_head; p; p = p->next)
 		if (!p->zc_tx)
 			return false;
 	nbd_reply_build_read_stream(&c->tp, &q->r, &q->rb);
-	if (c->t->ops->tx_reserve(c->t, q->rb.head_len + q->r.length + q->rb.tail_len,
+	if (bd_tx_reserve(c->t, q->rb.head_len + q->r.length + q->rb.tail_len,
 				  q->tx_win) < 0)
 		return false;
 	win_put(q->tx_win, 0, q->rb.head, q->rb.head_len);
@@ -124,8 +124,7 @@ void conn_flush(struct conn *c)
 
 			if (!q->tx_ready)
 				break;
-			r = c->t->ops->tx_commit(c->t, q->rb.head_len + q->r.length +
-						 q->rb.tail_len);
+			r = bd_tx_commit(c->t, q->rb.head_len + q->r.length + q->rb.tail_len);
 			if (r < 0) {
 				char why[96];
 
@@ -185,7 +184,7 @@ void conn_flush(struct conn *c)
 			n = bd_writev(c->t, iov, cnt);
 		} else {
 			total += flen;
-			n = c->t->ops->send_file(c->t, iov, cnt, c->exp->fd, &foff, flen);
+			n = bd_send_file(c->t, iov, cnt, c->exp->fd, &foff, flen);
 			if (n == 0)
 				n = -EIO;	/* the file shrank under us */
 		}

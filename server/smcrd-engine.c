@@ -106,7 +106,7 @@ static bool tx_stalled(struct conn *c, uint64_t now, uint64_t limit)
 		c->tx_seen_ms = now;
 		return false;
 	}
-	if (c->ring || !strcmp(c->t->ops->name, "tcp") || !strcmp(c->t->ops->name, "tls"))
+	if (c->ring || bd_info(c->t).kernel_tcp)
 		if (ioctl(c->pfd, SIOCOUTQ, &outq) < 0)
 			outq = -1;
 	if (c->tx_bytes != c->tx_seen || outq != c->tx_seen_outq) {
@@ -647,7 +647,7 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	peer_key(t, c->akey, sizeof(c->akey));
 	c->pfd = bd_poll_fd(t);
 	c->exp = exp;
-	if (t->ops->rx_peek && t->ops->rx_consume) {
+	if (bd_has(t, BD_HAS_ZC_RX)) {
 		c->pins = calloc(e->p.queue_depth, sizeof(*c->pins));
 		if (!c->pins) {
 			free(c->rbuf);
@@ -656,7 +656,7 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 		}
 		c->zc = true;
 	}
-	c->ring = e->ring_sock && !c->zc && bd_tcp_fd(t) >= 0;
+	c->ring = e->ring_sock && !c->zc && bd_info(t).tcp_fd >= 0;
 	nbd_tx_params_from_session(s, &c->tp);
 	for (i = 0; i < e->nw; i++) {
 		unsigned n = __atomic_load_n(&e->w[i].nconns, __ATOMIC_RELAXED);

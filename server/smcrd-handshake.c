@@ -145,7 +145,7 @@ static int cb_tls_mode(void *arg)
 {
 	struct hs_ctx *h = arg;
 
-	return h->smcr_fd >= 0 || strcmp(h->t->ops->name, "tcp") ? NBD_TLS_OFF
+	return h->smcr_fd >= 0 || bd_info(h->t).tcp_fd < 0 ? NBD_TLS_OFF
 								   : h->srv->tls_mode;
 }
 

@@ -85,6 +85,12 @@ static void usage(FILE *f)
 "      --eids LIST          user EIDs for SMC-Rv2 (Linux AF_SMC peers over RoCE\n"
 "                             v2), comma-separated (default: $SMCR_EIDS; none:\n"
 "                             SMC-R v1 only)\n"
+"      --rdma-devices LIST  RDMA ports for SMC-R, dev[:port],... (default:\n"
+"                             $SMCR_DEVICES, else every active RoCE port with\n"
+"                             an IP address)\n"
+"      --rmbe-size SIZE     SMC-R receive buffer per connection, up to 512K\n"
+"                             (default: $SMCR_RMBE_SIZE, else 512K shrinking\n"
+"                             to 64K as a link group fills)\n"
 "  -f, --foreground         stay in the foreground, log to stderr\n"
 "  -P, --pidfile FILE       write the process id to FILE\n"
 "  -L, --log-file FILE      append log lines to FILE\n"
@@ -290,6 +296,8 @@ static int smcr_start(struct server *s)
 	struct smcr_ctx_opts o = { .syn_option = (enum smcr_syn_option)s->cfg.syn_option,
 				   .max_rmb_bytes = (size_t)s->cfg.max_rmb_memory,
 				   .eids = s->cfg.eids,
+				   .devices = s->cfg.rdma_devices,
+				   .rmbe_size = (uint32_t)s->cfg.rmbe_size,
 				   /* libsmcr's 0 is "from the environment" */
 				   .max_lgrs_per_address = s->cfg.max_lgrs_per_address ?
 							   s->cfg.max_lgrs_per_address : UINT_MAX };

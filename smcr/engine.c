@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: the context: devices, link groups over verbs links, the progress
- * thread (completion channels, async events, timers). */
+/* smcrbd: the engine under the context (ctx.c): devices, link groups over
+ * verbs links, the progress thread (completion channels, async events,
+ * timers). */
 #include <config.h>
 
 #include <errno.h>
@@ -1126,322 +1127,6 @@ static void *progress(void *arg)
 	return NULL;
 }
 
-/* ---- context ----------------------------------------------------------- */
-
-static unsigned int env_uint(const char *name, unsigned int dflt)
-{
-	const char *v = getenv(name);
-	char *end;
-	unsigned long x;
-
-	if (!v || !*v)
-		return dflt;
-	x = strtoul(v, &end, 0);
-	return *end ? dflt : (unsigned int)x;
-}
-
-static int ports_from_spec(struct smcr_ctx *ctx, const char *spec)
-{
-	char buf[256], *tok, *save = NULL;
-	int ret;
-
-	snprintf(buf, sizeof(buf), "%s", spec);
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		struct smcr_port_ref ref;
-
-		ret = smcr_dev_resolve_name(&ctx->devs, tok, &ref);
-		if (ret) {
-			smcr_err("engine: RDMA port %s: %s", tok, strerror(-ret));
-			return ret;
-		}
-		ret = port_add(ctx, &ref, NULL);
-		if (ret) {
-			smcr_dev_put(&ctx->devs, &ref);
-			return ret;
-		}
-	}
-	return 0;
-}
-
-/* User EIDs (smcr.h): checked as Linux checks them, blank-padded. */
-static int eids_from_spec(struct smcr_ctx *ctx, const char *spec)
-{
-	const char *p = spec;
-
-	ctx->eid_count = 0;
-	while (*p) {
-		size_t n = strcspn(p, ","), i;
-		uint8_t *e;
-
-		if (n == 0 || n > SMCR_EID_LEN) {
-			smcr_err("engine: EID '%.*s': 1 to %d characters", (int)n, p, SMCR_EID_LEN);
-			return -EINVAL;
-		}
-		if (ctx->eid_count >= SMCR_CLC_MAX_EIDS) {
-			smcr_err("engine: more than %d EIDs", SMCR_CLC_MAX_EIDS);
-			return -EINVAL;
-		}
-		for (i = 0; i < n; i++) {
-			char c = p[i];
-			bool alnum = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-
-			if (!alnum && (i == 0 || (c != '.' && c != '-'))) {
-				smcr_err("engine: EID '%.*s': A-Z, 0-9, '.' and '-' only, "
-					 "starting with a letter or digit", (int)n, p);
-				return -EINVAL;
-			}
-		}
-		e = ctx->eids[ctx->eid_count++];
-		memset(e, ' ', SMCR_EID_LEN);
-		memcpy(e, p, n);
-		p += n;
-		if (*p == ',')
-			p++;
-	}
-	return 0;
-}
-
-/* The SYN option (smcr.h): the BPF program, or why not. */
-static int synopt_start(struct smcr_ctx *ctx)
-{
-	static bool warned;
-	enum smcr_syn_option mode = ctx->opts.syn_option;
-	char *c;
-	int ret;
-
-	if (mode == SMCR_SYN_OPTION_AUTO &&
-	    smcr_syn_option_parse(getenv("SMCR_SYN_OPTION"), &mode)) {
-		smcr_err("engine: SMCR_SYN_OPTION: '%s' is not auto, bpf or off",
-			 getenv("SMCR_SYN_OPTION"));
-		return -EINVAL;
-	}
-	if (mode == SMCR_SYN_OPTION_OFF) {
-		snprintf(ctx->synopt_why, sizeof(ctx->synopt_why), "syn-option=off");
-		return 0;
-	}
-	if (ctx->opts.no_smc) {
-		snprintf(ctx->synopt_why, sizeof(ctx->synopt_why), "no SMC-R (TCP only)");
-		return 0;
-	}
-	ret = smcr_synopt_get(ctx->synopt_why, sizeof(ctx->synopt_why));
-	if (ret == 0) {
-		ctx->synopt = true;
-		return 0;
-	}
-	/* It goes into smcr_ctx_dump()'s JSON as is (a cgroup path may
-	 * hold anything). */
-	for (c = ctx->synopt_why; *c; c++)
-		if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
-			*c = '?';
-	if (mode == SMCR_SYN_OPTION_BPF) {
-		smcr_err("engine: syn-option=bpf: %s", ctx->synopt_why);
-		return ret;
-	}
-	if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
-		smcr_warn("engine: no SMC TCP option on SYNs (%s): CLC on every "
-			  "connection, as with syn-option=off", ctx->synopt_why);
-	return 0;
-}
-
-enum smcr_syn_option smcr_ctx_syn_option(struct smcr_ctx *ctx)
-{
-	return ctx->synopt ? SMCR_SYN_OPTION_BPF : SMCR_SYN_OPTION_OFF;
-}
-
-int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
-{
-	struct itimerspec its = {
-		.it_interval = { .tv_nsec = SMCR_LGR_TICK_MS * 1000000L },
-		.it_value = { .tv_nsec = SMCR_LGR_TICK_MS * 1000000L },
-	};
-	pthread_condattr_t ca;
-	struct smcr_ctx *ctx;
-	const char *env;
-	int ret, i;
-
-	ctx = calloc(1, sizeof(*ctx));
-	if (!ctx)
-		return -ENOMEM;
-	if (opts)
-		ctx->opts = *opts;
-	if (ctx->opts.log_fn)
-		smcr_log_set_fn(ctx->opts.log_fn, ctx->opts.log_opaque);
-	env = getenv("SMCR_DEVICES");
-	if (!ctx->opts.devices && env && *env)
-		ctx->opts.devices = env;
-	env = ctx->opts.eids ? ctx->opts.eids : getenv("SMCR_EIDS");
-	ret = eids_from_spec(ctx, env ? env : "");
-	if (ret) {
-		free(ctx);
-		return ret;
-	}
-	/* SMCR_RMBE_SIZE if set, else 0: sized per connection (rmbe_auto_size) */
-	if (!ctx->opts.rmbe_size)
-		ctx->opts.rmbe_size = env_uint("SMCR_RMBE_SIZE", 0);
-	if (!ctx->opts.clc_timeout_ms)
-		ctx->opts.clc_timeout_ms = 2000;
-	if (!ctx->opts.link_wait_ms)
-		ctx->opts.link_wait_ms = 5000;
-	ctx->lgr_cfg = smcr_lgr_config_default;
-	ctx->max_lgrs_per_address = ctx->opts.max_lgrs_per_address ?
-		ctx->opts.max_lgrs_per_address : env_uint("SMCR_MAX_LGRS_PER_ADDRESS", 0);
-	ctx->lgr_cfg.max_rmb_bytes = ctx->opts.max_rmb_bytes ? ctx->opts.max_rmb_bytes :
-		env_uint("SMCR_MAX_RMB_BYTES", (unsigned int)smcr_lgr_config_default.max_rmb_bytes);
-	if (ctx->opts.max_links)
-		ctx->lgr_cfg.max_links = (uint8_t)ctx->opts.max_links;
-	ctx->lgr_cfg.llc_timeout_ms = ctx->opts.llc_timeout_ms ? ctx->opts.llc_timeout_ms :
-		env_uint("SMCR_LLC_TIMEOUT_MS", ctx->lgr_cfg.llc_timeout_ms);
-	ctx->busy_poll_us = env_uint("SMCR_BUSY_POLL_US", SMCR_BUSY_POLL_US_DEFAULT);
-	ctx->autocork_bytes = env_uint("SMCR_AUTOCORK_BYTES", SMCR_AUTOCORK_BYTES_DEFAULT);
-	ctx->lgr_cfg.test_link_idle_ms = ctx->opts.test_link_ms ? ctx->opts.test_link_ms :
-		env_uint("SMCR_TEST_LINK_MS", ctx->lgr_cfg.test_link_idle_ms);
-	ctx->lgr_cfg.test_link_timeout_ms = ctx->opts.test_link_timeout_ms ?
-		ctx->opts.test_link_timeout_ms :
-		env_uint("SMCR_TEST_LINK_TIMEOUT_MS", ctx->lgr_cfg.test_link_timeout_ms);
-	ctx->lgr_cfg.stall_ms = env_uint("SMCR_STALL_MS", ctx->lgr_cfg.stall_ms);
-	{
-		const char *pol = getenv("SMCR_LINK_POLICY");
-
-		if (pol && !strcmp(pol, "round-robin"))
-			ctx->lgr_cfg.link_policy = SMCR_LINKS_ROUND_ROBIN;
-		ctx->lgr_cfg.rebalance = env_uint("SMCR_REBALANCE", 1) != 0;
-		ctx->lgr_cfg.link_tx_bytes = env_uint("SMCR_LINK_TX_BYTES",
-						      ctx->lgr_cfg.link_tx_bytes);
-		/* 1: the RFC's RMBE layout only, as older smcrbd spoke. */
-		ctx->lgr_cfg.rmbe_eyecatcher = env_uint("SMCR_RMBE_EYECATCHER", 0) != 0;
-	}
-	/* The QPs' ACK timeout (4.096 us << SMCR_QP_TIMEOUT) and retries
-	 * bound how soon a dead path shows as a completion error. */
-	ctx->qp_timing = smcr_qp_timing_default;
-	ctx->qp_timing.timeout = (uint8_t)env_uint("SMCR_QP_TIMEOUT", ctx->qp_timing.timeout);
-	ctx->qp_timing.retry_cnt = (uint8_t)env_uint("SMCR_QP_RETRY", ctx->qp_timing.retry_cnt);
-	if (ctx->qp_timing.timeout < 1 || ctx->qp_timing.timeout > 31)
-		ctx->qp_timing.timeout = smcr_qp_timing_default.timeout;
-	/* The last link's TEST LINK limit: SMCR_LAST_LINK_TIMEOUT_MS, else
-	 * three TEST LINK timeouts; never below the RC retry budget (a
-	 * peer whose QP still retries may only be stopped). */
-	{
-		uint64_t budget = ((4096ull << ctx->qp_timing.timeout) / 1000000u + 1) *
-				  (1u + (ctx->qp_timing.retry_cnt > 6 ? 6 : ctx->qp_timing.retry_cnt));
-		uint64_t last = env_uint("SMCR_LAST_LINK_TIMEOUT_MS",
-					 3 * ctx->lgr_cfg.test_link_timeout_ms);
-
-		if (last < budget + 1000)
-			last = budget + 1000;
-		ctx->lgr_cfg.last_link_timeout_ms = (uint32_t)(last > UINT32_MAX ? UINT32_MAX : last);
-	}
-	pthread_mutex_init(&ctx->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&ctx->lgr_cond, &ca);
-	pthread_cond_init(&ctx->reap_cond, &ca);
-	pthread_condattr_destroy(&ca);
-	smcr_devs_init(&ctx->devs);
-	smcr_vlink_set_init(&ctx->vlinks);
-	ctx->vlinks.port_event = port_event;
-	ctx->vlinks.port_event_arg = ctx;
-	ctx->vlinks.reaper = vlink_reaper;
-	ctx->vlinks.reaper_arg = ctx;
-	ctx->wakefd = ctx->timerfd = -1;
-	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ctx->epfd < 0) {
-		ret = -errno;
-		goto out_free;
-	}
-	ctx->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	ctx->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (ctx->wakefd < 0 || ctx->timerfd < 0 ||
-	    timerfd_settime(ctx->timerfd, 0, &its, NULL)) {
-		ret = -errno;
-		goto out_close_fds;
-	}
-	ctx->tick_ms = SMCR_LGR_TICK_MS;
-	ret = ep_add(ctx, ctx->wakefd, SRC_WAKE, NULL);
-	if (!ret)
-		ret = ep_add(ctx, ctx->timerfd, SRC_TIMER, NULL);
-	if (ret)
-		goto out_close_fds;
-	if (!ctx->opts.no_smc) {
-		if (ctx->opts.devices) {
-			ret = ports_from_spec(ctx, ctx->opts.devices);
-			if (ret)
-				goto out_put_ports;
-		} else {
-			ports_rescan(ctx);
-		}
-	}
-	/* Peer ID (A.2.1): a random instance and the first RNIC's MAC (or
-	 * random bytes); from getrandom(), not guessable from the pid. */
-	if (getrandom(ctx->peer_id, sizeof(ctx->peer_id), 0) != sizeof(ctx->peer_id)) {
-		ret = -EIO;
-		goto out_put_ports;
-	}
-	if (ctx->nports)
-		memcpy(ctx->peer_id + 2, ctx->ports[0].mac, SMCR_MAC_LEN);
-	ctx->last_rescan_ms = smcr_now_ms();
-	env = getenv("SMCR_FAULT");
-	if (env && *env) {
-		/* "SPEC[;SPEC...]": a fault without a time waits for its link. */
-		char buf[256], *tok, *save = NULL;
-
-		snprintf(buf, sizeof(buf), "%s", env);
-		for (tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
-			char spec[160];
-
-			snprintf(spec, sizeof(spec), "%s%s", tok,
-				 strstr(tok, "after=") || strstr(tok, "every=") ? "" : ",after=0");
-			if (smcr_engine_fault(ctx, spec) < 0)
-				smcr_warn("engine: SMCR_FAULT: cannot use '%s'", tok);
-		}
-	}
-	ret = synopt_start(ctx);
-	if (ret)
-		goto out_put_ports;
-	ret = pthread_create(&ctx->reaper, NULL, reaper, ctx);
-	if (ret) {
-		ret = -ret;
-		goto out_put_synopt;
-	}
-	ctx->reaper_running = true;
-	ret = pthread_create(&ctx->thread, NULL, progress, ctx);
-	if (ret) {
-		ret = -ret;
-		goto out_stop_reaper;
-	}
-	ctx->thread_running = true;
-	/* Names for top and perf (best effort). */
-	pthread_setname_np(ctx->reaper, "smcr-reaper");
-	pthread_setname_np(ctx->thread, "smcr-progress");
-	*ctxp = ctx;
-	return 0;
-
-out_stop_reaper:
-	pthread_mutex_lock(&ctx->lock);
-	ctx->reaper_stop = true;
-	pthread_cond_signal(&ctx->reap_cond);
-	pthread_mutex_unlock(&ctx->lock);
-	pthread_join(ctx->reaper, NULL);
-out_put_synopt:
-	if (ctx->synopt)
-		smcr_synopt_put();
-out_put_ports:
-	for (i = 0; i < ctx->nports; i++)
-		smcr_dev_put(&ctx->devs, &ctx->ports[i]);
-	smcr_devs_fini(&ctx->devs);
-out_close_fds:
-	if (ctx->timerfd >= 0)
-		close(ctx->timerfd);
-	if (ctx->wakefd >= 0)
-		close(ctx->wakefd);
-	close(ctx->epfd);
-out_free:
-	pthread_cond_destroy(&ctx->reap_cond);
-	pthread_cond_destroy(&ctx->lgr_cond);
-	pthread_mutex_destroy(&ctx->lock);
-	free(ctx);
-	return ret;
-}
-
 void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 {
 	struct smcr_lgr *lgr;
@@ -1469,21 +1154,127 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 	}
 }
 
-void smcr_ctx_destroy(struct smcr_ctx *ctx)
+/* ---- start and stop ------------------------------------------------------ */
+
+static int ports_from_spec(struct smcr_ctx *ctx, const char *spec)
+{
+	char buf[256], *tok, *save = NULL;
+	int ret;
+
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		struct smcr_port_ref ref;
+
+		ret = smcr_dev_resolve_name(&ctx->devs, tok, &ref);
+		if (ret) {
+			smcr_err("engine: RDMA port %s: %s", tok, strerror(-ret));
+			return ret;
+		}
+		ret = port_add(ctx, &ref, NULL);
+		if (ret) {
+			smcr_dev_put(&ctx->devs, &ref);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int smcr_engine_open(struct smcr_ctx *ctx)
+{
+	struct itimerspec its = {
+		.it_interval = { .tv_nsec = SMCR_LGR_TICK_MS * 1000000L },
+		.it_value = { .tv_nsec = SMCR_LGR_TICK_MS * 1000000L },
+	};
+	pthread_condattr_t ca;
+	int ret;
+
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ctx->lgr_cond, &ca);
+	pthread_cond_init(&ctx->reap_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	smcr_devs_init(&ctx->devs);
+	smcr_vlink_set_init(&ctx->vlinks);
+	ctx->vlinks.port_event = port_event;
+	ctx->vlinks.port_event_arg = ctx;
+	ctx->vlinks.reaper = vlink_reaper;
+	ctx->vlinks.reaper_arg = ctx;
+	ctx->wakefd = ctx->timerfd = -1;
+	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ctx->epfd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	ctx->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	ctx->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (ctx->wakefd < 0 || ctx->timerfd < 0 ||
+	    timerfd_settime(ctx->timerfd, 0, &its, NULL)) {
+		ret = -errno;
+		goto out;
+	}
+	ctx->tick_ms = SMCR_LGR_TICK_MS;
+	ret = ep_add(ctx, ctx->wakefd, SRC_WAKE, NULL);
+	if (!ret)
+		ret = ep_add(ctx, ctx->timerfd, SRC_TIMER, NULL);
+	if (ret)
+		goto out;
+	if (!ctx->opts.no_smc) {
+		if (ctx->opts.devices) {
+			ret = ports_from_spec(ctx, ctx->opts.devices);
+			if (ret)
+				goto out;
+		} else {
+			ports_rescan(ctx);
+		}
+	}
+	/* Peer ID (A.2.1): a random instance and the first RNIC's MAC (or
+	 * random bytes); from getrandom(), not guessable from the pid. */
+	if (getrandom(ctx->peer_id, sizeof(ctx->peer_id), 0) != sizeof(ctx->peer_id)) {
+		ret = -EIO;
+		goto out;
+	}
+	if (ctx->nports)
+		memcpy(ctx->peer_id + 2, ctx->ports[0].mac, SMCR_MAC_LEN);
+	ctx->last_rescan_ms = smcr_now_ms();
+	return 0;
+
+out:
+	smcr_engine_close(ctx);
+	return ret;
+}
+
+int smcr_engine_start(struct smcr_ctx *ctx)
+{
+	int ret;
+
+	ret = pthread_create(&ctx->reaper, NULL, reaper, ctx);
+	if (ret)
+		return -ret;
+	ctx->reaper_running = true;
+	ret = pthread_create(&ctx->thread, NULL, progress, ctx);
+	if (ret) {
+		smcr_engine_stop(ctx);
+		return -ret;
+	}
+	ctx->thread_running = true;
+	/* Names for top and perf (best effort). */
+	pthread_setname_np(ctx->reaper, "smcr-reaper");
+	pthread_setname_np(ctx->thread, "smcr-progress");
+	return 0;
+}
+
+void smcr_engine_stop(struct smcr_ctx *ctx)
 {
 	struct smcr_lgr *lgr;
-	int i;
 
-	if (!ctx)
-		return;
-	while (ctx->socks)
-		smcr_abort(ctx->socks);
 	pthread_mutex_lock(&ctx->lock);
 	ctx->stop = true;
 	wake_thread(ctx);
 	pthread_mutex_unlock(&ctx->lock);
 	if (ctx->thread_running)
 		pthread_join(ctx->thread, NULL);
+	ctx->thread_running = false;
 	/* The reaper thread still runs: its queue is ctx->lock's. */
 	pthread_mutex_lock(&ctx->lock);
 	while ((lgr = ctx->lgrs)) {
@@ -1501,16 +1292,25 @@ void smcr_ctx_destroy(struct smcr_ctx *ctx)
 		pthread_mutex_unlock(&ctx->lock);
 		pthread_join(ctx->reaper, NULL);
 	}
-	if (ctx->synopt)
-		smcr_synopt_put();
+	ctx->reaper_running = false;
+}
+
+void smcr_engine_close(struct smcr_ctx *ctx)
+{
+	int i;
+
 	for (i = 0; i < ctx->nports; i++)
 		smcr_dev_put(&ctx->devs, &ctx->ports[i]);
+	ctx->nports = 0;
 	smcr_devs_fini(&ctx->devs);
-	close(ctx->timerfd);
-	close(ctx->wakefd);
-	close(ctx->epfd);
+	if (ctx->timerfd >= 0)
+		close(ctx->timerfd);
+	if (ctx->wakefd >= 0)
+		close(ctx->wakefd);
+	if (ctx->epfd >= 0)
+		close(ctx->epfd);
+	ctx->timerfd = ctx->wakefd = ctx->epfd = -1;
 	pthread_cond_destroy(&ctx->reap_cond);
 	pthread_cond_destroy(&ctx->lgr_cond);
 	pthread_mutex_destroy(&ctx->lock);
-	free(ctx);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: the context behind the public API: devices, link groups over
- * verbs links, the progress thread and its timers.  Internal. */
+/* smcrbd: the engine behind the public API: devices, link groups over
+ * verbs links, the progress thread and its timers.  Internal; the context
+ * calls of smcr.h are in ctx.c. */
 #ifndef SMCR_ENGINE_H
 #define SMCR_ENGINE_H
 
@@ -99,6 +100,12 @@ struct smcr_ctx {
 	unsigned int max_lgrs_per_address;
 	uint64_t lgr_limit_logged_ms;
 	unsigned long lgr_limit_unlogged;
+	/* ctx.c's settings table: which were given (a bit per row), the
+	 * SMCR_FAULT specs, and copies of strings from opts.settings. */
+	uint32_t knobs_set;
+	const char *fault_spec;
+	char *knob_strs[4];
+	unsigned int nknob_strs;
 };
 
 extern const struct smcr_lgr_ops smcr_engine_lgr_ops;
@@ -132,5 +139,15 @@ int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
 int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec);
 /* Sum the counters of every group and connection into ctx->stats. */
 void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st);
+
+/* The context's life (ctx.c), with ctx->opts settled: open sets up the
+ * lock, the devices and ports, the progress thread's fds and the peer ID
+ * (on failure it undoes itself); start runs the reaper and progress
+ * threads; stop ends them and destroys every group (sockets gone);
+ * close releases what open set up. */
+int smcr_engine_open(struct smcr_ctx *ctx);
+int smcr_engine_start(struct smcr_ctx *ctx);
+void smcr_engine_stop(struct smcr_ctx *ctx);
+void smcr_engine_close(struct smcr_ctx *ctx);
 
 #endif

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the socket half of the public API: data calls, close, events,
- * status.  Connection setup (CLC) is in sock_clc.c. */
+ * status.  Connection setup (CLC) is in sock_clc.c, the context calls in
+ * ctx.c. */
 #include <config.h>
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include "abi.h"
 #include "clc.h"
 #include "engine.h"
 #include "log.h"
@@ -476,8 +478,10 @@ int smcr_getsockname(struct smcr_sock *s, struct sockaddr *addr, socklen_t *len)
 	return getsockname(s->fd, addr, len) ? -errno : 0;
 }
 
-int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
+int smcr_sock_info_size(struct smcr_sock *s, struct smcr_sock_info *theirs, size_t size)
 {
+	struct smcr_sock_info ours, *info = &ours;
+
 	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&s->ctx->lock);
 	info->smc = s->smc;
@@ -497,210 +501,6 @@ int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
 		info->failovers = s->conn.stats.failovers;
 	}
 	pthread_mutex_unlock(&s->ctx->lock);
+	smcr_abi_out(theirs, size, &ours, sizeof(ours));
 	return 0;
-}
-
-/* Elements in use and RMBs of one pool. */
-static void pool_usage(const struct smcr_rmb_pool *pool, uint64_t *used, uint64_t *rmbs)
-{
-	const struct smcr_rmb *rmb;
-	unsigned int code;
-
-	smcr_rmb_pool_for_each(pool, code, rmb) {
-		*used += (uint64_t)__builtin_popcountll(rmb->used);
-		(*rmbs)++;
-	}
-}
-
-int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
-{
-	const struct smcr_lgr *lgr;
-	const struct smcr_sock *s;
-	uint64_t sndbuf_rmbs = 0;
-	unsigned int i;
-
-	pthread_mutex_lock(&ctx->lock);
-	smcr_engine_collect(ctx, st);
-	st->open_connections = st->rmbes_in_use = st->sndbufs_in_use = st->rmbs = 0;
-	for (s = ctx->socks; s; s = s->next)
-		if (!s->listener)
-			st->open_connections++;
-	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
-		pool_usage(&lgr->rmbs, &st->rmbes_in_use, &st->rmbs);
-		pool_usage(&lgr->sndbufs, &st->sndbufs_in_use, &sndbuf_rmbs);
-		/* Not those parked for their last writes (no connection's). */
-		for (i = 0; i < SMCR_LGR_PARKED; i++)
-			if (lgr->parked[i].buf.rmb && st->sndbufs_in_use)
-				st->sndbufs_in_use--;
-	}
-	pthread_mutex_unlock(&ctx->lock);
-	return 0;
-}
-
-uint32_t smcr_stats_reason(unsigned int i)
-{
-	return smcr_clc_reason_code(i);
-}
-
-const char *smcr_reason_str(uint32_t code)
-{
-	return smcr_clc_decline_str(code);
-}
-
-int smcr_fault(struct smcr_ctx *ctx, const char *spec)
-{
-	int ret;
-
-	pthread_mutex_lock(&ctx->lock);
-	ret = smcr_engine_fault(ctx, spec);
-	pthread_mutex_unlock(&ctx->lock);
-	return ret;
-}
-
-static const char *link_state_str(enum smcr_link_state st)
-{
-	switch (st) {
-	case SMCR_LINK_INACTIVE: return "inactive";
-	case SMCR_LINK_ACTIVE: return "active";
-	case SMCR_LINK_DELETING: return "deleting";
-	case SMCR_LINK_FAILED: return "failed";
-	}
-	return "?";
-}
-
-static void gid_str(const uint8_t *gid, char *out, size_t len)
-{
-	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
-
-	if (memcmp(gid, v4, 12) == 0)
-		snprintf(out, len, "%u.%u.%u.%u", gid[12], gid[13], gid[14], gid[15]);
-	else
-		snprintf(out, len, "%02x%02x:%02x%02x:...:%02x%02x", gid[0], gid[1],
-			 gid[2], gid[3], gid[14], gid[15]);
-}
-
-int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
-{
-	struct smcr_lgr *lgr;
-	struct smcr_sock *s;
-	size_t off = 0;
-	unsigned int i, g = 0;
-
-	pthread_mutex_lock(&ctx->lock);
-	off = json ? strbuf_out(buf, len, off, "{\"syn_option\":\"%s\",\"syn_option_off_why\":\"%s\",",
-			 ctx->synopt ? "bpf" : "off", ctx->synopt ? "" : ctx->synopt_why) :
-		     ctx->synopt ? strbuf_out(buf, len, off, "SYN option: bpf (CLC only when both SYNs carry it)\n") :
-		     strbuf_out(buf, len, off, "SYN option: off, CLC always (%s)\n", ctx->synopt_why);
-	/* SMC-Rv2 user EIDs (A-Z, 0-9, '.', '-': nothing to escape) */
-	off = strbuf_out(buf, len, off, json ? "\"eids\":[" : "SMC-Rv2 EIDs:");
-	for (i = 0; i < ctx->eid_count; i++) {
-		int n = SMCR_EID_LEN;
-
-		while (n > 0 && ctx->eids[i][n - 1] == ' ')
-			n--;
-		off = strbuf_out(buf, len, off, json ? "%s\"%.*s\"" : "%s %.*s",
-			       json ? (i ? "," : "") : (i ? "," : ""), n, (const char *)ctx->eids[i]);
-	}
-	off = strbuf_out(buf, len, off, json ? "],\"link_groups\":[" :
-		       ctx->eid_count ? "\n" : " none (SMC-R v1 only)\n");
-	for (lgr = ctx->lgrs; lgr; lgr = lgr->next, g++) {
-		uint64_t rmbes, rmbs, sndbufs, sndbuf_rmbs;
-		unsigned int nl = 0;
-
-		/* RMBE layout: "linux" (no eye catcher), "rfc", or "pending"
-		 * until the first CONFIRM LINK. */
-		const char *layout = !lgr->layout_fixed ? "pending" :
-				     lgr->rmbe_eye ? "rfc" : "linux";
-
-		off = json ? strbuf_out(buf, len, off, "%s{\"role\":\"%s\",\"version\":%u,\"terminated\":%s,\"connections\":%u,\"rmbe_layout\":\"%s\",\"links\":[",
-				 g ? "," : "", lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
-				 lgr->version, lgr->terminated ? "true" : "false", lgr->nconns, layout) :
-			     strbuf_out(buf, len, off, "link group %u: %s, %u connection(s)%s, RMBE layout %s, SMC-R%s\n", g,
-				 lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
-				 lgr->nconns, lgr->terminated ? ", terminated" : "", layout,
-				 lgr->version == 2 ? "v2" : "v1");
-		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
-			struct smcr_lgr_link *ll = &lgr->links[i];
-			char lg[48], pg[48];
-
-			if (!ll->link)
-				continue;
-			gid_str(ll->local.gid, lg, sizeof(lg));
-			gid_str(ll->peer.gid, pg, sizeof(pg));
-			off = json ? strbuf_out(buf, len, off,
-					 "%s{\"id\":%u,\"state\":\"%s\",\"device\":\"%s\",\"local_gid\":\"%s\",\"peer_gid\":\"%s\",\"qpn\":%u,\"peer_qpn\":%u,\"asym\":%s,\"connections\":%u,\"writes\":%llu,\"sends\":%llu,\"recvs\":%llu}",
-					 nl++ ? "," : "", ll->link->link_id,
-					 link_state_str(ll->link->state),
-					 ll->link->dev ? ll->link->dev->name : "-", lg, pg,
-					 ll->local.qpn, ll->peer.qpn, ll->asym ? "true" : "false",
-					 ll->link->nconns,
-					 (unsigned long long)ll->link->writes,
-					 (unsigned long long)ll->link->sends,
-					 (unsigned long long)ll->link->recvs) :
-				     strbuf_out(buf, len, off,
-					 "  link %u %-8s %s %s -> %s qpn %u -> %u%s, %u conn(s), %llu writes, %llu sends, %llu recvs\n",
-					 ll->link->link_id, link_state_str(ll->link->state),
-					 ll->link->dev ? ll->link->dev->name : "-", lg, pg,
-					 ll->local.qpn, ll->peer.qpn, ll->asym ? " (asym)" : "",
-					 ll->link->nconns,
-					 (unsigned long long)ll->link->writes,
-					 (unsigned long long)ll->link->sends,
-					 (unsigned long long)ll->link->recvs);
-		}
-		rmbes = rmbs = sndbufs = sndbuf_rmbs = 0;
-		pool_usage(&lgr->rmbs, &rmbes, &rmbs);
-		pool_usage(&lgr->sndbufs, &sndbufs, &sndbuf_rmbs);
-		off = strbuf_out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,\"rmbs\":%llu,\"rmbes_in_use\":%llu,\"sndbufs_in_use\":%llu}}" :
-			  "  failovers %llu, links added %llu, deleted %llu, failed %llu, LLC sent %llu, received %llu\n"
-			  "  %llu RMB(s), %llu RMB element(s) and %llu send buffer(s) in use\n",
-			  (unsigned long long)lgr->stats.failovers,
-			  (unsigned long long)lgr->stats.links_added,
-			  (unsigned long long)lgr->stats.links_deleted,
-			  (unsigned long long)lgr->stats.link_failures,
-			  (unsigned long long)lgr->stats.llc_sent,
-			  (unsigned long long)lgr->stats.llc_recv,
-			  (unsigned long long)rmbs, (unsigned long long)rmbes,
-			  (unsigned long long)sndbufs);
-	}
-	off = strbuf_out(buf, len, off, json ? "],\"connections\":[" : "");
-	g = 0;
-	for (s = ctx->socks; s; s = s->next) {
-		if (s->listener)
-			continue;
-		if (!s->smc) {
-			off = json ? strbuf_out(buf, len, off, "%s{\"smc\":false,\"fallback_reason\":%u}",
-					 g++ ? "," : "", s->fallback_reason) :
-				     strbuf_out(buf, len, off, "connection: TCP fallback (reason 0x%08x%s)\n",
-					 s->fallback_reason, s->fallback_by_peer ? ", by peer" : "");
-			continue;
-		}
-		off = json ? strbuf_out(buf, len, off,
-				 "%s{\"smc\":true,\"token\":%u,\"link\":%u,\"rmbe\":%u,\"peer_rmbe\":%u,\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],\"tx_prod\":[%u,%u],\"tx_peer_cons\":[%u,%u],\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"failovers\":%llu}",
-				 g++ ? "," : "", s->conn.token,
-				 s->conn.link ? s->conn.link->link_id : 0,
-				 s->conn.rmbe.data_len + s->conn.rx_eye,
-				 s->conn.tx_len + s->conn.tx_eye,
-				 s->conn.rx_prod.wrap, s->conn.rx_prod.count,
-				 s->conn.rx_cons.wrap, s->conn.rx_cons.count,
-				 s->conn.tx_prod.wrap, s->conn.tx_prod.count,
-				 s->conn.tx_peer_cons.wrap, s->conn.tx_peer_cons.count,
-				 (unsigned long long)s->conn.stats.bytes_sent,
-				 (unsigned long long)s->conn.stats.bytes_recv,
-				 (unsigned long long)s->conn.stats.failovers) :
-			     strbuf_out(buf, len, off,
-				 "connection %08x: link %u, RMBE %u, peer RMBE %u, rx prod %u:%u cons %u:%u, tx prod %u:%u peer cons %u:%u, sent %llu, received %llu, failovers %llu\n",
-				 s->conn.token, s->conn.link ? s->conn.link->link_id : 0,
-				 s->conn.rmbe.data_len + s->conn.rx_eye,
-				 s->conn.tx_len + s->conn.tx_eye,
-				 s->conn.rx_prod.wrap, s->conn.rx_prod.count,
-				 s->conn.rx_cons.wrap, s->conn.rx_cons.count,
-				 s->conn.tx_prod.wrap, s->conn.tx_prod.count,
-				 s->conn.tx_peer_cons.wrap, s->conn.tx_peer_cons.count,
-				 (unsigned long long)s->conn.stats.bytes_sent,
-				 (unsigned long long)s->conn.stats.bytes_recv,
-				 (unsigned long long)s->conn.stats.failovers);
-	}
-	off = strbuf_out(buf, len, off, json ? "]}\n" : "");
-	pthread_mutex_unlock(&ctx->lock);
-	return off >= len ? -ENOSPC : (int)off;
 }

@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The floors above libsmcr (common/, blockdev/, server/, client/) use only
-# its public header, smcr.h: none includes one of smcr/'s internal headers
+# its public header, smcr/include/smcr.h: their Makefile.am's -I reach
+# smcr/include, not smcr/, and none includes one of smcr/'s internal headers
 # (they log through common/applog.h and append with common/strbuf.h); and
 # libsmcr has one JSON string writer, in smcr/ctl.c; smcrd's rooms call
 # one way (down the lists of smcrd-engine-int.h and smcrd-int.h).
@@ -9,7 +10,13 @@
 . "${srcdir:-.}/functions.sh"
 
 top=$abs_top_srcdir
-internal=$(cd "$top/smcr" && ls -- *.h | grep -vx 'smcr.h')
+[ -f "$top/smcr/include/smcr.h" ] || fail "no smcr/include/smcr.h"
+[ ! -e "$top/smcr/smcr.h" ] || fail "smcr.h is back among smcr/'s internal headers"
+# -I onto smcr/ itself (not smcr/include) from a floor above.
+bad_i=$(grep -nE -- '-I[[:space:]]*\$\(top_(src|build)dir\)/smcr/?([[:space:]]|$)' \
+            "$top"/{common,blockdev,server,client}/Makefile.am) &&
+    fail "-I onto smcr/'s internal headers: ${bad_i//$top\//}"
+internal=$(cd "$top/smcr" && ls -- *.h)
 [ -n "$internal" ] || fail "no internal headers found in $top/smcr"
 # One grep over every file (a grep per file and header took over 60 s on a
 # loaded machine); then drop a hit whose header sits beside the file (the
@@ -59,4 +66,4 @@ one_way smcrd-engine-int.h smcrd-engine.c smcrd-engine-rx.c smcrd-engine-req.c \
     smcrd-engine-tx.c smcrd-engine-conn.c
 one_way smcrd-int.h smcrd.c smcrd-listen.c smcrd-handshake.c smcrd-daemon.c
 
-echo "PASS: $n source files above smcr/ include none of its $(wc -w <<<"$internal") internal headers; one JSON escaper (smcr/ctl.c); smcrd's rooms call one way"
+echo "PASS: the floors above smcr/ get -I onto smcr/include only; $n source files above smcr/ include none of its $(wc -w <<<"$internal") internal headers; one JSON escaper (smcr/ctl.c); smcrd's rooms call one way"

@@ -5,7 +5,10 @@
 # with only "pkg-config --cflags --libs libsmcr" of that tree and talk to
 # each other over loopback (TCP fallback here: no RDMA); the server finds
 # both ends of its connection with smcr_getsockname and smcr_getpeername;
-# nm -D of the installed library shows exactly the functions of smcr.h.
+# nm -D of the installed library shows exactly the functions of smcr.h;
+# a program linked against LIBSMCR_0.1 (the calls that took a struct
+# without its size) still finds them, and they read and write only the
+# bytes 0.1's structs had.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
 requires pkg-config --version
@@ -24,11 +27,18 @@ so=$(find "$root" -name 'libsmcr.so.*' -type f | head -n 1)
 [ -n "$so" ] || fail "no libsmcr.so installed"
 
 # The exported symbols are exactly the functions of smcr.h.
-sed -E -n 's/^[A-Za-z].*[ *](smcr_[a-z_]+)\(.*/\1/p' "$abs_top_srcdir/smcr/smcr.h" | sort -u >"$d/header"
+sed -E -n 's/^[A-Za-z].*[ *](smcr_[a-z_]+)\(.*/\1/p' "$abs_top_srcdir/smcr/include/smcr.h" | sort -u >"$d/header"
 nm -D --defined-only "$so" | awk '$2 ~ /^[TtWiDdBbRr]$/ { sub(/@.*/, "", $3); print $3 }' |
     sort -u >"$d/exported"
 diff -u "$d/header" "$d/exported" >"$d/diff" ||
     { cat "$d/diff"; fail "libsmcr.so exports differ from smcr.h (- header, + exported)"; }
+# A node per release (smcr/libsmcr.syms).
+nm -D --defined-only "$so" | awk '{ print $3 }' >"$d/versioned"
+for v in smcr_abort@@LIBSMCR_0.1 smcr_ctx_create@LIBSMCR_0.1 smcr_ctx_stats@LIBSMCR_0.1 \
+         smcr_sock_info@LIBSMCR_0.1 smcr_ctx_create_size@@LIBSMCR_0.2 \
+         smcr_ctx_stats_size@@LIBSMCR_0.2 smcr_sock_info_size@@LIBSMCR_0.2; do
+    grep -qxF "$v" "$d/versioned" || fail "libsmcr.so has no $v"
+done
 
 # The page's client, as a user would copy it.
 sed -n '/^\.SH EXAMPLES/,/^\.SH NOTES/p' "$abs_top_srcdir/man/libsmcr.3" |
@@ -78,15 +88,56 @@ int main(int argc, char **argv)
     return n < 0;
 }
 C
+# A program of LIBSMCR_0.1's time: its structs ended where 0.1's did (what
+# lies after them is the program's, here 0xa5 bytes).
+cat >"$d/old.c" <<'C'
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <smcr.h>
+
+int old_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp);
+int old_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
+__asm__(".symver old_create, smcr_ctx_create@LIBSMCR_0.1");
+__asm__(".symver old_stats, smcr_ctx_stats@LIBSMCR_0.1");
+
+#define OPTS_0_1 (offsetof(struct smcr_ctx_opts, eids) + sizeof(const char *))
+#define STATS_0_1 (offsetof(struct smcr_stats, cursor_requests) + sizeof(uint64_t))
+
+int main(void)
+{
+    union { struct smcr_ctx_opts o; unsigned char b[sizeof(struct smcr_ctx_opts) + 64]; } opts;
+    union { struct smcr_stats st; unsigned char b[sizeof(struct smcr_stats) + 64]; } st;
+    struct smcr_ctx *ctx;
+    size_t i;
+
+    memset(opts.b, 0xa5, sizeof(opts.b));
+    memset(&opts.o, 0, OPTS_0_1);
+    opts.o.no_smc = true;
+    if (old_create(&opts.o, &ctx) < 0)
+        return 1;
+    memset(st.b, 0xa5, sizeof(st.b));
+    if (old_stats(ctx, &st.st) < 0 || st.st.connections != 0)
+        return 1;
+    for (i = STATS_0_1; i < sizeof(st.b); i++)
+        if (st.b[i] != 0xa5)
+            return 3;
+    smcr_ctx_destroy(ctx);
+    printf("old program ok\n");
+    return 0;
+}
+C
 # A library built with --enable-sanitizers needs its runtime in the program.
 san=
 readelf -d "$so" | grepq 'NEEDED.*libasan' && san="-fsanitize=address,undefined"
-for p in client server; do
+for p in client server old; do
     cc -Wall -Wextra -Werror $san -o "$d/$p" "$d/$p.c" $flags >"$d/$p.cc" 2>&1 ||
         { cat "$d/$p.cc"; fail "the $p does not build against the installed libsmcr"; }
 done
 export LD_LIBRARY_PATH=${so%/*}
 ldd "$d/client" | grepq "$root" || fail "the client does not load the installed libsmcr.so"
+SMCR_CTL=0 timeout 20 "$d/old" >"$d/old.out" 2>&1 ||
+    { rc=$?; cat "$d/old.out"; fail "a program of LIBSMCR_0.1 failed (exit $rc)"; }
 
 port=$(free_port)
 "$d/server" "$port" >"$d/server.out" 2>"$d/server.err" &
@@ -101,4 +152,4 @@ grep -qx "sockname 127.0.0.1:$port" "$d/server.out" &&
     { cat "$d/server.out"; fail "smcr_getsockname/smcr_getpeername: wrong ends"; }
 # First line: SMC-R or the fallback reason; then the echo.
 [ "$(sed -n 2p "$d/client.out")" = hello ] || { cat "$d/client.out"; fail "no echo"; }
-echo "PASS: installed libsmcr: $(wc -l <"$d/header") symbols as in smcr.h; the libsmcr(3) example built with pkg-config and ran ($(head -n 1 "$d/client.out"))"
+echo "PASS: installed libsmcr: $(wc -l <"$d/header") symbols as in smcr.h, LIBSMCR_0.1's sizeless calls kept; the libsmcr(3) example built with pkg-config and ran ($(head -n 1 "$d/client.out"))"

@@ -8,7 +8,7 @@
 . "${srcdir:-.}/functions.sh"
 requires man --version
 
-hdr=$abs_top_srcdir/smcr/smcr.h
+hdr=$abs_top_srcdir/smcr/include/smcr.h
 mandir=$abs_top_srcdir/man
 d=$(scratch_dir)
 

@@ -1968,7 +1968,7 @@ static void test_engine_shared_wakeup_fd(void)
 	CU_ASSERT_FATAL(nbdp_start(nc, 10000, NULL, &c) == 0);
 	pthread_join(th, NULL);
 	CU_ASSERT_EQUAL_FATAL(h.result, 0);
-	cfd = bd_tcp_fd(nbdp_transport(c));
+	cfd = bd_info(nbdp_transport(c)).tcp_fd;
 	for (i = 0; i <= QD; i++) {
 		struct nbd_request q = { .type = i < QD ? NBD_CMD_READ : NBD_CMD_WRITE,
 					 .cookie = i, .offset = (uint64_t)i * LEN,

@@ -8,6 +8,8 @@
 
 #include "unit.h"
 #include "smcr-suites.h"
+#include "abi.h"
+#include "engine.h"
 #include "log.h"
 #include "smcr.h"
 #include "synopt.h"
@@ -113,9 +115,124 @@ static CU_TestInfo synopt_tests[] = {
 	CU_TEST_INFO_NULL,
 };
 
+/* ctx.c's settings table: a field of the opts wins, then opts.settings,
+ * then the environment, then the default. */
+static void test_settings_order(void)
+{
+	struct smcr_setting set[] = {
+		{ "qp_timeout", "14" }, { "llc_timeout_ms", "4000" },
+		{ "link_policy", "round-robin" }, { "rebalance", "0" },
+		{ "devices", "nosuchdev" }, { NULL, NULL },
+	};
+	struct smcr_ctx_opts o = { .no_smc = true, .settings = set };
+	struct smcr_ctx *ctx;
+
+	setenv("SMCR_QP_TIMEOUT", "12", 1);
+	setenv("SMCR_LINK_TX_BYTES", "65536", 1);
+	setenv("SMCR_LLC_TIMEOUT_MS", "5000", 1);
+	o.llc_timeout_ms = 3000;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->qp_timing.timeout, 14);		/* settings over env */
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.link_tx_bytes, 65536);	/* env */
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.llc_timeout_ms, 3000);	/* the opts field */
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.link_policy, SMCR_LINKS_ROUND_ROBIN);
+	CU_ASSERT_FALSE(ctx->lgr_cfg.rebalance);
+	CU_ASSERT_EQUAL(ctx->qp_timing.retry_cnt, smcr_qp_timing_default.retry_cnt);
+	/* A copy: the program's array may go. */
+	CU_ASSERT_STRING_EQUAL(ctx->opts.devices, "nosuchdev");
+	CU_ASSERT_PTR_NOT_EQUAL(ctx->opts.devices, set[4].value);
+	smcr_ctx_destroy(ctx);
+	o.llc_timeout_ms = 0;
+	o.settings = NULL;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->qp_timing.timeout, 12);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.llc_timeout_ms, 5000);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.link_policy, SMCR_LINKS_LEAST_LOADED);
+	CU_ASSERT_TRUE(ctx->lgr_cfg.rebalance);
+	smcr_ctx_destroy(ctx);
+	/* An environment value out of range is the default, as before. */
+	setenv("SMCR_QP_TIMEOUT", "40", 1);
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->qp_timing.timeout, smcr_qp_timing_default.timeout);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.llc_timeout_ms, 5000);
+	smcr_ctx_destroy(ctx);
+	unsetenv("SMCR_QP_TIMEOUT");
+	unsetenv("SMCR_LINK_TX_BYTES");
+	unsetenv("SMCR_LLC_TIMEOUT_MS");
+}
+
+static void test_settings_bad(void)
+{
+	struct smcr_setting unknown[] = { { "qp_timeoutt", "14" }, { NULL, NULL } };
+	struct smcr_setting range[] = { { "qp_timeout", "40" }, { NULL, NULL } };
+	struct smcr_setting word[] = { { "syn_option", "yes" }, { NULL, NULL } };
+	struct smcr_setting num[] = { { "link_tx_bytes", "64k" }, { NULL, NULL } };
+	struct smcr_ctx_opts o = { .no_smc = true };
+	struct smcr_ctx *ctx = NULL;
+
+	o.settings = unknown;
+	CU_ASSERT_EQUAL(smcr_ctx_create(&o, &ctx), -EINVAL);
+	o.settings = range;
+	CU_ASSERT_EQUAL(smcr_ctx_create(&o, &ctx), -EINVAL);
+	o.settings = word;
+	CU_ASSERT_EQUAL(smcr_ctx_create(&o, &ctx), -EINVAL);
+	o.settings = num;
+	CU_ASSERT_EQUAL(smcr_ctx_create(&o, &ctx), -EINVAL);
+	CU_ASSERT_PTR_NULL(ctx);
+}
+
+/* The last link's limit: 3 TEST LINK timeouts unless given, never below
+ * the RC retry budget (19, 6 retries: 7 * 2148 ms + 1 s). */
+static void test_settings_last_link(void)
+{
+	struct smcr_setting set[] = { { "last_link_timeout_ms", "0" }, { NULL, NULL } };
+	struct smcr_setting big[] = { { "last_link_timeout_ms", "60000" }, { NULL, NULL } };
+	struct smcr_ctx_opts o = { .no_smc = true, .test_link_timeout_ms = 9000 };
+	struct smcr_ctx *ctx;
+
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.last_link_timeout_ms, 27000);
+	smcr_ctx_destroy(ctx);
+	o.settings = set;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.last_link_timeout_ms, 7 * 2148 + 1000);
+	smcr_ctx_destroy(ctx);
+	o.settings = big;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.last_link_timeout_ms, 60000);
+	smcr_ctx_destroy(ctx);
+}
+
+/* A program of LIBSMCR_0.1 passes the smaller opts: what follows them in
+ * its memory is not read as settings. */
+static void test_settings_old_size(void)
+{
+	union {
+		struct smcr_ctx_opts o;
+		unsigned char b[sizeof(struct smcr_ctx_opts)];
+	} u;
+	struct smcr_ctx *ctx;
+
+	memset(u.b, 0xa5, sizeof(u.b));
+	memset(&u.o, 0, SMCR_CTX_OPTS_SIZE_0_1);
+	u.o.no_smc = true;
+	CU_ASSERT_FATAL(smcr_ctx_create_size(&u.o, SMCR_CTX_OPTS_SIZE_0_1, &ctx) == 0);
+	CU_ASSERT_PTR_NULL(ctx->opts.settings);
+	smcr_ctx_destroy(ctx);
+}
+
+static CU_TestInfo settings_tests[] = {
+	{ "order", test_settings_order },
+	{ "bad values", test_settings_bad },
+	{ "last link", test_settings_last_link },
+	{ "old opts size", test_settings_old_size },
+	CU_TEST_INFO_NULL,
+};
+
 static const struct unit_suite suites[] = {
 	{ "log", log_tests },
 	{ "synopt", synopt_tests },
+	{ "settings", settings_tests },
 	{ "rmb", smcr_rmb_tests },
 	{ "conn", smcr_conn_tests },
 	{ "lgr", smcr_lgr_tests },

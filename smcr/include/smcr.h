@@ -11,6 +11,16 @@
  * Conventions (like liburing): functions return 0 or a non-negative count
  * on success and -errno on failure; errno is not used.
  *
+ * Structs that grow (smcr_ctx_opts, smcr_stats, smcr_sock_info; as
+ * rdma-core's verbs.h): the calls that take one are inlines that pass
+ * sizeof of the program's struct to a *_size call.  New fields only ever
+ * go at the end.  A library newer than the program reads only the bytes
+ * the program knows (the rest as zero: defaults) and writes only those; an
+ * older library zeroes the fields it does not know.  Zero-initialise the
+ * opts (= { 0 } or designated fields) and never pass a size of your own.
+ * Each release's new calls get their own node in the symbol map
+ * (LIBSMCR_0.2: the *_size calls); LIBSMCR_0.1's calls stay.
+ *
  * Thread safety: all functions may be called from any thread.  A context
  * serialises its state with one lock; calls on one socket from several
  * threads at once are safe but their data interleaves arbitrarily (as with
@@ -64,6 +74,12 @@ enum smcr_syn_option {
 					 * Proposal in its stream) */
 };
 
+/* One setting by name, its value as the environment would give it. */
+struct smcr_setting {
+	const char *name;
+	const char *value;
+};
+
 struct smcr_ctx_opts {
 	/* RDMA ports to use, "dev[:port],dev[:port]"; NULL: every active
 	 * port with a RoCE v2 GID that carries an IP address. */
@@ -107,24 +123,32 @@ struct smcr_ctx_opts {
 	 * proposed and accepted when the peer names one of them, v1
 	 * otherwise.  NULL: SMCR_EIDS from the environment; "": v1 only. */
 	const char *eids;
+	/* (LIBSMCR_0.2) Settings by name, ending at a NULL name: any
+	 * variable of smcr(3) ENVIRONMENT that smcr_ctx_create() reads, by
+	 * its name without SMCR_ in lower case ("qp_timeout", "devices"),
+	 * with a value as that variable takes.  Order: a field above that is
+	 * not 0 or NULL, then this, then the environment, then the default.
+	 * An unknown name or a value the setting does not take (a number
+	 * out of its range) fails smcr_ctx_create() with -EINVAL; strings
+	 * are copied. */
+	const struct smcr_setting *settings;
 };
 
-/* Defaults come from the environment as well: SMCR_DEVICES, SMCR_RMBE_SIZE,
- * SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS, SMCR_LLC_TIMEOUT_MS,
- * SMCR_FAULT (see smcr_fault()), SMCR_SYN_OPTION; and without an option
- * here:
- * SMCR_QP_TIMEOUT (RC ACK timeout, 4.096 us << N; default 17: 537 ms)
- * and SMCR_QP_RETRY (retries, at most 6), which bound how soon a dead path
- * shows as a completion error (~3.8 s by default); SMCR_LINK_POLICY
- * ("least-loaded" or "round-robin": the link for a new connection);
- * SMCR_REBALANCE=0 (do not move connections to a returned link);
- * SMCR_LINK_TX_BYTES (written, unconfirmed bytes per link; default 512 KiB);
- * SMCR_AUTOCORK_BYTES (sends smaller than this wait while a CDC of the
- * connection is in flight and go out together; default 0: off);
- * SMCR_RMBE_EYECATCHER=1 (only the RFC's RMBE layout with its eye catcher,
- * never CONFIRM LINK flag 0x03: how smcrbd spoke before; Linux declines
- * such a peer with 0x03050000). */
-int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp);
+/* Where a field above is 0 or NULL, the setting comes from opts->settings,
+ * else from the environment (smcr(3) ENVIRONMENT says what each does;
+ * smcr/ctx.c lists them once, with their ranges): SMCR_DEVICES,
+ * SMCR_EIDS, SMCR_RMBE_SIZE, SMCR_MAX_RMB_BYTES, SMCR_MAX_LGRS_PER_ADDRESS,
+ * SMCR_LLC_TIMEOUT_MS, SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS,
+ * SMCR_LAST_LINK_TIMEOUT_MS, SMCR_STALL_MS, SMCR_QP_TIMEOUT, SMCR_QP_RETRY,
+ * SMCR_LINK_POLICY, SMCR_REBALANCE, SMCR_LINK_TX_BYTES, SMCR_BUSY_POLL_US,
+ * SMCR_AUTOCORK_BYTES, SMCR_RMBE_EYECATCHER, SMCR_FAULT (see smcr_fault())
+ * and SMCR_SYN_OPTION. */
+int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
+			 struct smcr_ctx **ctxp);
+static inline int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)
+{
+	return smcr_ctx_create_size(opts, sizeof(*opts), ctxp);
+}
 /* The SYN option mode in effect (SMCR_SYN_OPTION_BPF or _OFF), and its
  * name ("auto", "bpf", "off"). */
 enum smcr_syn_option smcr_ctx_syn_option(struct smcr_ctx *ctx);
@@ -224,7 +248,11 @@ struct smcr_sock_info {
 	bool rmbe_eyecatcher;
 	uint32_t peer_rmbe_data;
 };
-int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info);
+int smcr_sock_info_size(struct smcr_sock *s, struct smcr_sock_info *info, size_t size);
+static inline int smcr_sock_info(struct smcr_sock *s, struct smcr_sock_info *info)
+{
+	return smcr_sock_info_size(s, info, sizeof(*info));
+}
 
 /* Context-wide counters. */
 #define SMCR_STATS_REASONS 32
@@ -259,7 +287,11 @@ struct smcr_stats {
 	/* CDCs sent by smcr_cursor_update(): the cursor moved; requests. */
 	uint64_t cursor_updates, cursor_requests;
 };
-int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st);
+int smcr_ctx_stats_size(struct smcr_ctx *ctx, struct smcr_stats *st, size_t size);
+static inline int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
+{
+	return smcr_ctx_stats_size(ctx, st, sizeof(*st));
+}
 /* The decline code counted in fallback_by_reason[i] (0: other), and its
  * description. */
 uint32_t smcr_stats_reason(unsigned int i);
