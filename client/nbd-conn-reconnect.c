@@ -43,6 +43,7 @@ int nbdc_conn_connect(struct nbdc_conn *c, bool first)
 	struct nbd_export_info info;
 	struct nbd_client *nc;
 	struct smcr_sock_info si;
+	struct bd_transport_info ti;
 	const struct nbdc_server *s = &e->srv[c->srv];
 	int r;
 
@@ -124,14 +125,15 @@ int nbdc_conn_connect(struct nbdc_conn *c, bool first)
 	}
 	c->structured = nbd_client_is_structured(nc);
 	c->t = nbd_client_detach(nc);
-	c->smc = bd_smcr_sock(c->t);
+	ti = bd_info(c->t);
+	c->smc = ti.smcr;
 	if (c->smc && (smcr_sock_info(c->smc, &si) || !si.smc))
 		c->smc = NULL;
 	pthread_mutex_lock(&c->lock);
 	/* Over smcr:// a connection that fell back to TCP says so. */
 	snprintf(c->tname, sizeof(c->tname), "%s",
-		 e->transport == NBDC_SMCR && strcmp(c->t->ops->name, "smcr") ?
-		 "tcp-fallback" : c->t->ops->name);
+		 e->transport == NBDC_SMCR && strcmp(ti.name, "smcr") ?
+		 "tcp-fallback" : ti.name);
 	snprintf(c->peer, sizeof(c->peer), "%.63s", c->t->peer[0] ? c->t->peer : s->host);
 	c->last_error[0] = '\0';
 	pthread_mutex_unlock(&c->lock);
@@ -184,7 +186,7 @@ void nbdc_conn_lost(struct nbdc_conn *c, int err)
 	pthread_mutex_unlock(&c->lock);
 	AADD(&c->st_lost, 1);
 	/* No lingering for a peer that is gone. */
-	bd_smcr_abort(c->t);
+	bd_abort(c->t);
 	c->t = NULL;
 	c->smc = NULL;
 
