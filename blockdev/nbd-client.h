@@ -3,7 +3,7 @@
  *
  * Blocking calls (each waits on the transport with the client's timeout).
  * After NBD_OPT_GO the caller takes the transport (nbd_client_detach())
- * and runs the transmission phase itself: client/nbd-conn.c does (the
+ * and runs the transmission phase itself: client/nbd-conn*.c do (the
  * tests' blocking calls for it are in tests/nbd-probe-lib.h).
  *
  * Errors are -errno.  A failed option gives -ENOENT

@@ -13,16 +13,4 @@ int bd_smcr_transport_new(struct smcr_sock *s, struct bd_transport **out);
  * each address's TCP connect gives up after timeout_ms (< 0: never). */
 int bd_smcr_connect(struct smcr_ctx *ctx, const char *host, const char *port,
 		    int timeout_ms, struct bd_transport **out);
-/* Old names of bd_info(t).smcr and bd_abort(t), until client/nbd-conn.c
- * calls those. */
-static inline struct smcr_sock *bd_smcr_sock(struct bd_transport *t)
-{
-	return bd_info(t).smcr;
-}
-
-static inline void bd_smcr_abort(struct bd_transport *t)
-{
-	bd_abort(t);
-}
-
 #endif

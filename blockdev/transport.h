@@ -12,8 +12,6 @@
  * (logs; smcrd offers TLS on plain TCP only), the kernel TCP socket of a
  * plain TCP transport (smcrd's engine receives from it with io_uring) and
  * the libsmcr socket of an SMC-R one (the client engine's link status).
- * (client/nbd-conn.c still reads ops->name and calls bd_smcr_sock() and
- * bd_smcr_abort(), the old names in transport-smcr.h, until its split.)
  *
  * Required ops: readv, writev, poll_fd, poll_events, close.
  *

@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 
 #include "applog.h"
+#include "monotime.h"
 #include "nbd-client.h"
 #include "nbd-conn.h"
 #include "nbdc-uri.h"
@@ -536,14 +537,6 @@ static int reconnect(struct nl *n, const struct opts *o)
 		r = msg_send(n, NULL, NULL);
 	close(fd);
 	return r;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Dead-connection reports for our device since the last call. */

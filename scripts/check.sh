@@ -52,7 +52,7 @@ summary build
 # the fuzz replay too).
 step "make distcheck (the tarball builds, installs and passes the unit tests and the install/man/export tests)"
 if ! make -C build distcheck VM_TESTS= FUZZ_CHECK=no \
-        CHECK_SHELL_TESTS='test-man.sh test-libsmcr-install.sh test-spdx.sh test-nbd-info.sh test-smcrd-files.sh'; then
+        CHECK_SHELL_TESTS='test-man.sh test-libsmcr-install.sh test-spdx.sh test-smcrd-info.sh test-smcrd-files.sh'; then
     show_logs build; exit 1
 fi
 

@@ -12,6 +12,10 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/neighbour.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <sys/stat.h>
 
 #include "dev.h"
@@ -635,4 +639,97 @@ int smcr_qp_to_err(struct ibv_qp *qp)
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
 
 	return -ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+}
+
+int smcr_neigh_resolved(int family, const void *addr)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct ndmsg nd;
+	} req = {
+		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETNEIGH,
+			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.nd = { .ndm_family = (unsigned char)family },
+	};
+	const size_t alen = family == AF_INET ? 4 : 16;
+	const uint16_t ok = NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE |
+			    NUD_PERMANENT | NUD_NOARP;
+	char buf[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
+	int fd, found = 0, ret = -EIO;
+
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	if (send(fd, &req, sizeof(req), 0) < 0) {
+		ret = -errno;
+		goto out_close;
+	}
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		struct nlmsghdr *nh;
+
+		if (n < 0) {
+			ret = -errno;
+			goto out_close;
+		}
+		for (nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, (size_t)n);
+		     nh = NLMSG_NEXT(nh, n)) {
+			struct ndmsg *nd = NLMSG_DATA(nh);
+			struct rtattr *a;
+			int len;
+
+			if (nh->nlmsg_type == NLMSG_DONE) {
+				ret = found;
+				goto out_close;
+			}
+			if (nh->nlmsg_type == NLMSG_ERROR)
+				goto out_close;
+			if (nh->nlmsg_type != RTM_NEWNEIGH || !(nd->ndm_state & ok))
+				continue;
+			len = (int)RTM_PAYLOAD(nh);
+			for (a = RTM_RTA(nd); RTA_OK(a, len); a = RTA_NEXT(a, len))
+				if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == alen &&
+				    !memcmp(RTA_DATA(a), addr, alen))
+					found = 1;
+		}
+	}
+out_close:
+	close(fd);
+	return ret;
+}
+
+int smcr_gid_resolved(const uint8_t gid[SMCR_GID_LEN], bool prod)
+{
+	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	socklen_t sl;
+	int fd, r;
+
+	if (!memcmp(gid, v4, sizeof(v4))) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(9);
+		memcpy(&sin->sin_addr, gid + 12, 4);
+		sl = sizeof(*sin);
+		r = smcr_neigh_resolved(AF_INET, &sin->sin_addr);
+	} else {
+		if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80)
+			return 1;
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(9);
+		memcpy(&sin6->sin6_addr, gid, 16);
+		sl = sizeof(*sin6);
+		r = smcr_neigh_resolved(AF_INET6, &sin6->sin6_addr);
+	}
+	if (r != 0)
+		return 1;
+	if (prod) {
+		fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd >= 0) {
+			(void)sendto(fd, "", 1, 0, (struct sockaddr *)&ss, sl);
+			close(fd);
+		}
+	}
+	return 0;
 }

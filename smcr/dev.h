@@ -163,4 +163,12 @@ int smcr_qp_to_err(struct ibv_qp *qp);
 /* Fill gid with the IPv4-mapped or IPv6 RoCE v2 GID of addr. */
 int smcr_gid_from_addr(const struct sockaddr *addr, uint8_t gid[SMCR_GID_LEN]);
 
+/* Is addr (family AF_INET or AF_INET6) in the kernel's neighbour table with
+ * a link-layer address?  1, 0, or -errno (no netlink). */
+int smcr_neigh_resolved(int family, const void *addr);
+/* The same for the address in a RoCE v2 GID: 1 when resolved or when it
+ * cannot tell (link-local IPv6, no netlink), else 0, and with prod a
+ * datagram to it starts the resolution.  It does not wait. */
+int smcr_gid_resolved(const uint8_t gid[SMCR_GID_LEN], bool prod);
+
 #endif

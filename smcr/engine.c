@@ -418,65 +418,6 @@ again:
 	return smcr_engine_link_on(ctx, lgr, pick, linkp, local);
 }
 
-/* Is addr (family AF_INET or AF_INET6) in the kernel's neighbour table with
- * a link-layer address?  1, 0, or -errno (no netlink). */
-static int neigh_resolved(int family, const void *addr)
-{
-	struct {
-		struct nlmsghdr nh;
-		struct ndmsg nd;
-	} req = {
-		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETNEIGH,
-			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
-		.nd = { .ndm_family = (unsigned char)family },
-	};
-	const size_t alen = family == AF_INET ? 4 : 16;
-	const uint16_t ok = NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE |
-			    NUD_PERMANENT | NUD_NOARP;
-	char buf[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
-	int fd, found = 0, ret = -EIO;
-
-	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-	if (fd < 0)
-		return -errno;
-	if (send(fd, &req, sizeof(req), 0) < 0) {
-		ret = -errno;
-		goto out_close;
-	}
-	for (;;) {
-		ssize_t n = recv(fd, buf, sizeof(buf), 0);
-		struct nlmsghdr *nh;
-
-		if (n < 0) {
-			ret = -errno;
-			goto out_close;
-		}
-		for (nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, (size_t)n);
-		     nh = NLMSG_NEXT(nh, n)) {
-			struct ndmsg *nd = NLMSG_DATA(nh);
-			struct rtattr *a;
-			int len;
-
-			if (nh->nlmsg_type == NLMSG_DONE) {
-				ret = found;
-				goto out_close;
-			}
-			if (nh->nlmsg_type == NLMSG_ERROR)
-				goto out_close;
-			if (nh->nlmsg_type != RTM_NEWNEIGH || !(nd->ndm_state & ok))
-				continue;
-			len = (int)RTM_PAYLOAD(nh);
-			for (a = RTM_RTA(nd); RTA_OK(a, len); a = RTA_NEXT(a, len))
-				if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == alen &&
-				    !memcmp(RTA_DATA(a), addr, alen))
-					found = 1;
-		}
-	}
-out_close:
-	close(fd);
-	return ret;
-}
-
 /* Is the peer's address in gid (IPv4-mapped or IPv6) a resolved
  * neighbour?  If not, a datagram to it starts the resolution.  (modify_qp
  * to RTR resolves the peer's MAC itself, waiting up to a second, under our
@@ -502,7 +443,7 @@ static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 		sin->sin_port = htons(9);
 		memcpy(&sin->sin_addr, gid + 12, 4);
 		sl = sizeof(*sin);
-		r = neigh_resolved(AF_INET, &sin->sin_addr);
+		r = smcr_neigh_resolved(AF_INET, &sin->sin_addr);
 		inet_ntop(AF_INET, &sin->sin_addr, want, sizeof(want));
 	} else {
 		if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80)
@@ -511,7 +452,7 @@ static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 		sin6->sin6_port = htons(9);
 		memcpy(&sin6->sin6_addr, gid, 16);
 		sl = sizeof(*sin6);
-		r = neigh_resolved(AF_INET6, &sin6->sin6_addr);
+		r = smcr_neigh_resolved(AF_INET6, &sin6->sin6_addr);
 		inet_ntop(AF_INET6, &sin6->sin6_addr, want, sizeof(want));
 	}
 	if (r != 0)
@@ -524,7 +465,7 @@ static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 	}
 	for (i = 0; i < NEIGH_WAIT_MS / 5; i++) {
 		usleep(5000);
-		if (neigh_resolved(ss.ss_family, ss.ss_family == AF_INET ?
+		if (smcr_neigh_resolved(ss.ss_family, ss.ss_family == AF_INET ?
 				   (const void *)&sin->sin_addr : (const void *)&sin6->sin6_addr)) {
 			smcr_dbg("engine: %s resolved after %d ms", want, 5 * (i + 1));
 			return true;

@@ -19,6 +19,7 @@ const struct smcr_lgr_config smcr_lgr_config_default = {
 	.test_link_idle_ms = 1000,
 	.test_link_timeout_ms = 2000,
 	.stall_ms = 500,
+	.acking_keep_ms = 60000,
 	.max_rmb_bytes = SMCR_LGR_MAX_RMB_BYTES,
 	.link_tx_bytes = SMCR_LGR_LINK_TX_BYTES,
 };

@@ -105,6 +105,11 @@ struct smcr_lgr_config {
 	 * stall of our own (host busy, VM paused): the reply deadlines move
 	 * by it and links are probed again.  0: off. */
 	uint32_t stall_ms;
+	/* A client's failed link that still acknowledges the peer (link
+	 * ops->acking) waits this long, not the LLC timeouts, for the
+	 * server's DELETE LINK: Linux 6.1's server deletes it only once its
+	 * sends on it have completed, after the path is back. */
+	uint32_t acking_keep_ms;
 	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
 	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say

@@ -59,6 +59,10 @@ struct smcr_link_ops {
 	 * time: -EAGAIN while the last is in flight). */
 	int (*post_send_long)(struct smcr_link *link, const void *msg, uint32_t len,
 			      uint64_t wr_id);
+	/* Optional, asked at every tick while the link is down: its QP
+	 * still acknowledges the peer's retries, or will (a peer may wait
+	 * for them before it deletes the link). */
+	bool (*acking)(struct smcr_link *link);
 };
 
 /* Completion and receive upcalls, driven by whoever owns the link. */

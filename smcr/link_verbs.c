@@ -21,6 +21,7 @@
  * one at a time, and only the first 44 bytes are read). */
 #define VL_OVERFLOW	(SMCR_LLC_V2_MAX_LEN - SMCR_MSG_LEN)
 #define VL_RECV_BIT	(1ull << 63)	/* in a receive's wr_id */
+#define VL_ACK_RECVS	4u		/* zero-length receives of a late acker */
 #define VL_DEF_SQ	128u
 #define VL_DEF_RQ	64u
 
@@ -93,6 +94,13 @@ struct smcr_vlink {
 	bool long_busy;
 	uint64_t long_seq;
 	uint32_t psn;
+	struct smcr_qp_peer peer;	/* as connected (connected true) */
+	bool connected;
+	/* After the link went down, its QP acknowledges the peer's retries
+	 * (acker_arm()): ack_wait until the send queue has flushed, then
+	 * acker until it is destroyed. */
+	bool ack_wait, acker;
+	uint8_t ack_fails;		/* re-arming failed (3: given up) */
 	bool down;
 	bool released;			/* QP, CQ, MR let go of (res) */
 	bool drained;			/* CQ polled once more before that */
@@ -212,6 +220,7 @@ static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
 			  vl->devname, strerror(-ret));
 	/* Not while the QP may still send: the owner replays elsewhere. */
 	unposted = flush_held(vl, vl->qp && ret == 0);
+	vl->ack_wait = vl->qp && ret == 0 && vl->connected;
 	smcr_info("link %u (%s, QP 0x%06x) down: %s", vl->link.link_id,
 		  vl->devname, vl->qpn, strerror(-reason));
 	if (vl->link.handler && vl->link.handler->down)
@@ -374,6 +383,25 @@ static void vl_fail(struct smcr_link *link)
 	link_down(vl_of(link), -ECONNABORTED, IBV_WC_SUCCESS);
 }
 
+static void acker_arm(struct smcr_vlink *vl);
+
+/* Armed, or to be (tried now); an acker that refused a request is in
+ * error. */
+static bool vl_acking(struct smcr_link *link)
+{
+	struct smcr_vlink *vl = vl_of(link);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+
+	if (vl->released || !vl->qp)
+		return false;
+	acker_arm(vl);
+	if (vl->ack_wait)
+		return true;
+	return vl->acker && !ibv_query_qp(vl->qp, &qa, IBV_QP_STATE, &ia) &&
+	       qa.qp_state == IBV_QPS_RTS;
+}
+
 static unsigned int vl_sq_free(struct smcr_link *link)
 {
 	struct smcr_vlink *vl = vl_of(link);
@@ -390,6 +418,7 @@ const struct smcr_link_ops smcr_vlink_ops = {
 	.sq_free = vl_sq_free,
 	.poll = smcr_vlink_poll,
 	.post_send_long = vl_post_send_long,
+	.acking = vl_acking,
 };
 
 static int post_recv(struct smcr_vlink *vl, unsigned int idx)
@@ -505,6 +534,14 @@ static void complete(struct smcr_vlink *vl, const struct ibv_wc *wc)
 	vl->stats.completions++;
 	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
 		vl->stats.flushed++;
+	} else if (vl->acker && (wc->wr_id & VL_RECV_BIT) && wc->status != IBV_WC_SUCCESS) {
+		/* a new SEND on a late acker: refused, the QP is in error (a
+		 * success is a message received before, delivered below) */
+		vl->stats.acker_refused++;
+		vl->set->acker_refused++;
+		smcr_info("link %u (%s): refused a late request of the peer (%s)",
+			  vl->link.link_id, vl->devname, ibv_wc_status_str(wc->status));
+		return;
 	} else if (wc->status != IBV_WC_SUCCESS) {
 		const struct sq_ent *e = &vl->sq[wc->wr_id % vl->sq_depth];
 		bool rq = wc->wr_id & VL_RECV_BIT;
@@ -520,6 +557,82 @@ static void complete(struct smcr_vlink *vl, const struct ibv_wc *wc)
 		recv_done(vl, wc);
 	else
 		send_done(vl, wc, status);
+}
+
+/* A link that went down keeps its QP, back in RTS, as a late acker: a
+ * peer whose requests on this path are unacknowledged may wait for them
+ * with no bound (Linux 6.1's server, on a client's DELETE LINK for a link
+ * it still thinks active, waits for the link's pending sends; rxe retries
+ * forever at its retry count 7).  Re-armed with the receive PSN it had,
+ * the QP acknowledges what it received before (duplicates) and refuses
+ * anything new: no remote access for RDMA WRITEs, zero-length receives
+ * for SENDs, so nothing is placed and the peer's QP gets an error
+ * completion.  Our own requests flushed before (the send queue is empty):
+ * none of them is resent.  The QP stays so until the link is destroyed. */
+static void acker_arm(struct smcr_vlink *vl)
+{
+	struct ibv_qp_attr qa, reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_qp_attr init = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = vl->ref.port,
+		.qp_access_flags = 0,
+	};
+	struct ibv_qp_init_attr ia;
+	struct ibv_port_attr pa;
+	struct smcr_qp_peer p = vl->peer;
+	const char *step;
+	unsigned int i;
+	int ret;
+
+	/* modify_qp to RTR resolves the peer's MAC and waits up to a second
+	 * for it: not on a port that is down, nor before the peer's address
+	 * is resolved (prodded here; tried again on the port's PORT_ACTIVE
+	 * and at the owner's ticks, smcr_link_ops.acking). */
+	if (!vl->ack_wait || vl->released || vl->sq_tail != vl->sq_head)
+		return;
+	if (ibv_query_port(vl->ref.dev->ctx, vl->ref.port, &pa) ||
+	    pa.state != IBV_PORT_ACTIVE || !smcr_gid_resolved(vl->peer.gid, true))
+		return;
+	vl->ack_wait = false;
+	step = "query";
+	ret = ibv_query_qp(vl->qp, &qa, IBV_QP_RQ_PSN | IBV_QP_SQ_PSN, &ia);
+	if (!ret) {
+		step = "reset";
+		ret = ibv_modify_qp(vl->qp, &reset, IBV_QP_STATE);
+	}
+	if (!ret) {
+		step = "init";
+		ret = ibv_modify_qp(vl->qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	}
+	if (!ret) {
+		step = "rtr";
+		p.psn = qa.rq_psn;
+		ret = -smcr_qp_to_rtr(vl->qp, &vl->ref, &p);
+	}
+	if (!ret) {
+		step = "rts";
+		ret = -smcr_qp_to_rts(vl->qp, qa.sq_psn, &vl->timing);
+	}
+	for (i = 0; !ret && i < VL_ACK_RECVS; i++) {
+		struct ibv_recv_wr wr = { .wr_id = VL_RECV_BIT | i }, *bad;
+
+		step = "recv";
+		ret = ibv_post_recv(vl->qp, &wr, &bad);
+	}
+	if (ret) {
+		/* tried again later, twice at most (each try may block) */
+		smcr_info("link %u (%s): no late acker now (%s: %s)", vl->link.link_id,
+			  vl->devname, step, strerror(ret));
+		smcr_qp_to_err(vl->qp);
+		vl->ack_wait = ++vl->ack_fails < 3;
+		return;
+	}
+	vl->acker = true;
+	vl->stats.acker = true;
+	vl->set->ackers++;
+	smcr_info("link %u (%s, QP 0x%06x): acknowledging the peer's retries (receive PSN 0x%06x)",
+		  vl->link.link_id, vl->devname, vl->qpn, qa.rq_psn);
 }
 
 static int poll_cq(struct smcr_vlink *vl)
@@ -547,6 +660,7 @@ static int poll_cq(struct smcr_vlink *vl)
 		total += n;
 	}
 	vl->polling = false;
+	acker_arm(vl);
 	return total;
 }
 
@@ -692,6 +806,16 @@ static void down_matching(struct smcr_vlink_set *set, struct smcr_dev *dev,
 			link_down(vl, reason, IBV_WC_SUCCESS);
 }
 
+/* Down links on a port that came back whose late ackers wait for it. */
+static void ackers_arm(struct smcr_vlink_set *set, struct smcr_dev *dev, int port)
+{
+	struct smcr_vlink *vl;
+
+	for (vl = set->head; vl; vl = vl->next)
+		if (!vl->released && vl->ref.dev == dev && vl->ref.port == port)
+			acker_arm(vl);
+}
+
 int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev)
 {
 	struct ibv_async_event ev;
@@ -764,8 +888,10 @@ int smcr_vlink_async_event(struct smcr_vlink_set *set, struct smcr_dev *dev)
 		case IBV_EVENT_GID_CHANGE:
 		case IBV_EVENT_SM_CHANGE:
 		case IBV_EVENT_CLIENT_REREGISTER:
-			if (type == IBV_EVENT_PORT_ACTIVE)
+			if (type == IBV_EVENT_PORT_ACTIVE) {
 				smcr_info("%s port %d: active", dev->name, port);
+				ackers_arm(set, dev, port);
+			}
 			if (set->port_event)
 				set->port_event(dev, (uint8_t)port, type,
 						set->port_event_arg);
@@ -978,6 +1104,8 @@ int smcr_vlink_connect(struct smcr_link *link, const struct smcr_qp_peer *peer)
 			 vl->qpn, strerror(-ret));
 		return ret;
 	}
+	vl->peer = *peer;
+	vl->connected = true;
 	return 0;
 }
 

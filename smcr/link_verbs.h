@@ -63,6 +63,8 @@ struct smcr_vlink_set {
 	void *reaper_arg;
 	/* Totals of every link's fault_* counters (struct smcr_vlink_stats). */
 	uint64_t fault_held, fault_discarded, fault_held_recvs;
+	/* Links kept as late ackers, the peer's requests they refused. */
+	uint64_t ackers, acker_refused;
 };
 
 /* The verbs objects of one link (QP, CQ, buffers), see set->reaper. */
@@ -88,6 +90,10 @@ struct smcr_vlink_stats {
 	 * held ones never sent because the link went down (they complete
 	 * with a flush error), messages received and delivered late. */
 	uint64_t fault_held, fault_discarded, fault_held_recvs;
+	/* Down, its QP back in RTS to acknowledge the peer's retries
+	 * (refusing what is new: acker_refused SENDs seen). */
+	bool acker;
+	uint64_t acker_refused;
 	int down_reason;		/* -errno given to handler->down, or 0 */
 	enum ibv_wc_status down_wc_status;	/* when a completion took it down */
 };

@@ -1484,14 +1484,22 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 		flow_next(lgr);
 	/* A failed link the DELETE LINK exchange did not take away in time
 	 * (the client's request or the server's lost, its queue full): drop
-	 * it here, so that its port can carry a new link. */
+	 * it here, so that its port can carry a new link.  A client's link
+	 * that still acknowledges the server waits longer for it. */
 	for (i = 0; i < SMCR_LINK_SLOTS && !lgr->terminated; i++) {
 		struct smcr_lgr_link *ll = &lgr->links[i];
 		uint64_t limit = (uint64_t)lgr->cfg.llc_timeout_ms *
 				 (lgr->cfg.llc_retries + 2);
 
-		if (!ll->link || !ll->down || since(t, ll->down_ms) < limit ||
+		bool acking;
+
+		if (!ll->link || !ll->down ||
 		    (lgr->flow.kind == SMCR_FLOW_DELETE_LINK && lgr->flow.slot == i))
+			continue;
+		acking = ll->link->ops->acking && ll->link->ops->acking(ll->link);
+		if (since(t, ll->down_ms) < limit ||
+		    (acking && lgr->role == SMCR_ROLE_CLIENT &&
+		     since(t, ll->down_ms) < lgr->cfg.acking_keep_ms))
 			continue;
 		smcr_info("link group: link %u failed %llu ms ago and was not deleted: dropping it",
 			  ll->link->link_id, (unsigned long long)since(t, ll->down_ms));

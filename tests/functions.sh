@@ -23,7 +23,7 @@
 #   start_smcrd_disk SIZE ARGS...
 #                            a sparse file of SIZE, $DISK ($d/disk.img; $d a
 #                            scratch_dir unless set), served as export "disk"
-#                            by start_smcrd ARGS (test-nbd-lib.sh)
+#                            by start_smcrd ARGS (test-smcrd-lib.sh)
 
 set -u
 set -o pipefail

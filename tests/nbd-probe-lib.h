@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd tests: NBD's transmission phase as blocking calls, for the unit
  * tests, nbd-probe and the fuzz target of blockdev's client half.  The
- * product's one reply reader is client/nbd-conn.c; this one takes a
+ * product's one reply reader is client/nbd-conn-rx.c; this one takes a
  * connection that blockdev/nbd-client.c brought through the handshake.
  *
  * Commands run one at a time (nbdp_cmd(), nbdp_pread() ...) or pipelined:

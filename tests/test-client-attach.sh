@@ -11,7 +11,7 @@
 #  3. usage: --exec without --forward, a bad --buffer-size (exit 2).
 # smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
 ATTACH=$abs_top_builddir/client/smcr-attach

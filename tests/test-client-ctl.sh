@@ -8,7 +8,7 @@
 # reset zeroes smcrd's totals (not its gauges), and they count again.
 # smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires nbdkit --version
 requires nbdcopy --version

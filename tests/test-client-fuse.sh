@@ -11,7 +11,7 @@
 #    with status 0 and unmounts.
 # smcr-timeout: 300
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires fusermount3 --version
 [ -c /dev/fuse ] && [ -w /dev/fuse ] || skip "no usable /dev/fuse"

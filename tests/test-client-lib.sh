@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Shared helpers of the client shell tests (test-client-*.sh).  Source it
-# after functions.sh and test-nbd-lib.sh.  Not a test itself.
+# after functions.sh and test-smcrd-lib.sh.  Not a test itself.
 #
 #   restart_smcrd ARGS...   starts smcrd again on the same $PORT
 #   kill_smcrd              SIGKILL (a crash), and reaps it

@@ -10,7 +10,7 @@
 #  - smcrd killed and restarted under nbdcopy: no error, data intact.
 # smcr-timeout: 300
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires nbdkit --version
 requires nbdcopy --version

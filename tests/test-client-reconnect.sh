@@ -9,7 +9,7 @@
 #     once it is back, I/O works again with the data intact.
 # smcr-timeout: 240
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 
 d=$(scratch_dir)

@@ -13,7 +13,7 @@
 #     usage errors: an empty list element, server= given twice.
 # smcr-timeout: 240
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 ATTACH=$abs_top_builddir/client/smcr-attach
 [ -x "$NBDC_IO" ] || fail "nbdc-io not built"

@@ -15,7 +15,7 @@
 #    client ("requires TLS"), TLS asked for on smcr:// (plugin).
 # smcr-timeout: 240
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires certtool --version
 requires psktool --version

@@ -11,7 +11,7 @@
 # step bound), and smcrd's descriptors come back.  About 10 s.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires_nbd_python
 
 d=$(scratch_dir)

@@ -14,7 +14,7 @@
 # About 12 s (most of it the two 3 s waits and start-up).
 # smcr-timeout: 90
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
 requires certtool --version

@@ -9,7 +9,7 @@
 # serves a good client and its descriptors come back.  About 8 s.
 # smcr-timeout: 90
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py
 python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.2", 0))' 2>/dev/null ||

@@ -9,7 +9,7 @@
 # About 10 s (30 s on a loaded machine).
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
 python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.2", 0))' 2>/dev/null ||

@@ -4,8 +4,9 @@
 # its public header, smcr/include/smcr.h: their Makefile.am's -I reach
 # smcr/include, not smcr/, and none includes one of smcr/'s internal headers
 # (they log through common/applog.h and append with common/strbuf.h); and
-# libsmcr has one JSON string writer, in smcr/ctl.c; smcrd's rooms call
-# one way (down the lists of smcrd-engine-int.h and smcrd-int.h).
+# libsmcr has one JSON string writer, in smcr/ctl.c; smcrd's rooms and the
+# client engine's call one way (down the lists of smcrd-engine-int.h,
+# smcrd-int.h and nbd-conn-int.h).
 # smcr-timeout: 60
 . "${srcdir:-.}/functions.sh"
 
@@ -40,11 +41,12 @@ done < <(grep -HE "^#[[:space:]]*include[[:space:]]+\"(\\.\\./smcr/)?($alt)\"" "
 esc=$(grep -rlE '\\\\u%04x' "$top/smcr" "$top/common" "$top/blockdev" "$top/server" \
           "$top/client" --include='*.[ch]' | sed "s|^$top/||" | sort)
 [ "$esc" = "smcr/ctl.c" ] || fail "JSON escapers in: ${esc:-none} (want smcr/ctl.c only)"
-# smcrd's rooms call one way: no file calls a function that its private
-# header lists under a file above it (smcrd-engine-int.h, smcrd-int.h).
-# one_way HEADER FILE...: the files from the top down.
+# The rooms call one way: no file calls a function that its private
+# header lists under a file above it (smcrd-engine-int.h, smcrd-int.h,
+# client/nbd-conn-int.h).
+# one_way DIR HEADER FILE...: the files from the top down.
 one_way() {
-    local hdr=$top/server/$1 i j f names; shift
+    local dir=$top/$1 hdr=$top/$1/$2 i j f names; shift 2
     local files=("$@")
     for (( i=1; i<${#files[@]}; i++ )); do
         names=()
@@ -55,15 +57,17 @@ one_way() {
                 on && match($0, /[a-z_0-9]+\(/) { print substr($0, RSTART, RLENGTH - 1) }' "$hdr"))
         done
         [ ${#names[@]} = 0 ] && continue
-        f=$top/server/${files[i]}
+        f=$dir/${files[i]}
         if grep -nwE "($(IFS='|'; echo "${names[*]}"))" "$f" | grep -vE '^[0-9]+:\s*(/\*|\*)' >"$d/up"; then
             fail "${files[i]} calls up: $(head -n 3 "$d/up")"
         fi
     done
 }
 d=$(scratch_dir)
-one_way smcrd-engine-int.h smcrd-engine.c smcrd-engine-rx.c smcrd-engine-req.c \
+one_way server smcrd-engine-int.h smcrd-engine.c smcrd-engine-rx.c smcrd-engine-req.c \
     smcrd-engine-tx.c smcrd-engine-conn.c
-one_way smcrd-int.h smcrd.c smcrd-listen.c smcrd-handshake.c smcrd-daemon.c
+one_way server smcrd-int.h smcrd.c smcrd-listen.c smcrd-handshake.c smcrd-daemon.c
+one_way client nbd-conn-int.h nbd-conn.c nbd-conn-status.c nbd-conn-reconnect.c \
+    nbd-conn-tx.c nbd-conn-rx.c nbd-conn-core.c
 
-echo "PASS: the floors above smcr/ get -I onto smcr/include only; $n source files above smcr/ include none of its $(wc -w <<<"$internal") internal headers; one JSON escaper (smcr/ctl.c); smcrd's rooms call one way"
+echo "PASS: the floors above smcr/ get -I onto smcr/include only; $n source files above smcr/ include none of its $(wc -w <<<"$internal") internal headers; one JSON escaper (smcr/ctl.c); smcrd's and the client engine's rooms call one way"

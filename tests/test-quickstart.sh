@@ -18,7 +18,7 @@
 # beside a soak in the lane.
 # smcr-timeout: 360
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires nbdkit --version
 requires nbdinfo --version
 requires nbdcopy --version

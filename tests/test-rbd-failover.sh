@@ -13,7 +13,7 @@
 #     to the next server in its list (figures: kill to I/O back).
 # smcr-timeout: 900
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 . "$srcdir/ceph-lib.sh"
 grepq -x '#define HAVE_LIBRBD 1' "$abs_top_builddir/config.h" </dev/null ||

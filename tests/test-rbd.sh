@@ -8,7 +8,7 @@
 # snapshot's time.
 # smcr-timeout: 600
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/ceph-lib.sh"
 grepq -x '#define HAVE_LIBRBD 1' "$abs_top_builddir/config.h" </dev/null ||
     skip "smcrd built without librbd (librbd-dev missing at configure)"

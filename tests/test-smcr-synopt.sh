@@ -21,7 +21,7 @@
 # Needs root and cgroup v2 (the program's attach point).  About 20 s.
 # smcr-timeout: 300
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires tshark --version
 requires nbdkit --version

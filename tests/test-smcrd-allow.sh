@@ -7,7 +7,7 @@
 # About 3 s.
 # smcr-timeout: 60
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 
 d=$(scratch_dir)
 truncate -s 1M "$d/disk.img"

@@ -9,7 +9,7 @@
 # About 15 s.
 # smcr-timeout: 90
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
 requires ss -V
 HOSTILE=$srcdir/hostile-clients.py

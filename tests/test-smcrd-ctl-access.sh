@@ -10,7 +10,7 @@
 # run is a process start), twice that under load.
 # smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires_root
 requires setpriv --version

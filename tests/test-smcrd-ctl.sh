@@ -6,7 +6,7 @@
 # answer do not hold up a real command (one at a time: 30 s).
 # smcr-timeout: 150
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
 

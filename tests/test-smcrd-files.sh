@@ -11,7 +11,7 @@
 # on serving and stops on SIGTERM.  About 5 s.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 
 d=$(scratch_dir)
 truncate -s 1M "$d/disk.img"

@@ -6,7 +6,7 @@
 # so that every place that logs the name does; about 3 s.
 # smcr-timeout: 60
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py
 

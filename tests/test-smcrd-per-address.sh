@@ -8,7 +8,7 @@
 # file, shown with its counter.  About 6 s.
 # smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
 

@@ -9,7 +9,7 @@
 # is served.  About 10 s.
 # smcr-timeout: 90
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py

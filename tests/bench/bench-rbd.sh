@@ -23,7 +23,7 @@ srcdir=$(cd "$here/.." && pwd)
 . "$srcdir/functions.sh"
 . "$srcdir/ceph-lib.sh"
 set +u
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 set -u
 mib=256 runtime=10 only=.
 while getopts "s:r:j:" o; do

@@ -5,7 +5,7 @@
  * negotiates structured replies, lists exports, asks for INFO and GO (or
  * EXPORT_NAME), then pipelines READ, WRITE, FLUSH and TRIM on the tests'
  * probe library (tests/nbd-probe-lib.c) and collects their replies,
- * whatever the server sends (client/nbd-conn.c's reply reader has
+ * whatever the server sends (client/nbd-conn-rx.c's reply reader has
  * fuzz-nbd-conn).  The first input byte picks the path and how many bytes
  * each read returns. */
 #include <config.h>

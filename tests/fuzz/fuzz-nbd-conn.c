@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: libFuzzer target for the reply parser of the NBD clients the
- * nbdkit plugin and smcr-fuse run on (client/nbd-conn.c: rx_step, simple
+ * nbdkit plugin and smcr-fuse run on (client/nbd-conn-rx.c: rx_step, simple
  * replies and structured chunks, offsets, holes, errors, block status
  * descriptors), with requests
- * in flight as a connection thread would have them.  The file is compiled
- * into this target to reach its connection state; the input is the
+ * in flight as a connection thread would have them.  The engine's private
+ * header (nbd-conn-int.h) gives its connection state; the input is the
  * server's stream after the handshake.  First byte: structured replies,
  * which requests are out, how the stream is split. */
-#include "nbd-conn.c"
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nbd-conn-int.h"
 
 #include "fuzz.h"
 #include "fuzz-transport.h"
@@ -69,8 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c->shut = false;
 	c->gen = 0;
 	c->txq = (struct rq){ 0 };
-	slots_reset(c);
-	rx_reset(&c->rx);
+	nbdc_slots_reset(c);
+	nbdc_rx_reset(&c->rx);
 	completed = 0;
 	/* Requests out, as the sending side leaves them (tx_fill). */
 	for (i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
@@ -98,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (rounds = 0; rounds < 1000 && ret == 0; rounds++) {
 		bool progress = false;
 
-		ret = rx(c, &progress);
+		ret = nbdc_rx(c, &progress);
 		if (!ret && !progress)
 			break;
 	}

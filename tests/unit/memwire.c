@@ -179,7 +179,16 @@ static int mw_poll(struct smcr_link *link)
 	return n;
 }
 
+/* A failed end whose QP would still acknowledge the peer (e->acking). */
+static bool mw_acking(struct smcr_link *link)
+{
+	struct memwire_end *e = end_of(link);
+
+	return e->acking && e->failed;
+}
+
 static const struct smcr_link_ops memwire_ops = {
+	.acking = mw_acking,
 	.poll = mw_poll,
 	.post_write = mw_post_write,
 	.post_send = mw_post_send,

@@ -45,6 +45,7 @@ struct memwire_end {
 	unsigned int sq_depth;
 	enum memwire_fault fault;
 	bool failed;			/* down already reported */
+	bool acking;			/* failed, it says it still acknowledges */
 	/* Memory the peer may write into (our RMBs). */
 	struct memwire_mr mrs[64];
 	unsigned int nmrs;

@@ -1141,6 +1141,90 @@ static void test_lost_link_both_sides(void)
 	group_down();
 }
 
+/* The client's link 1 fails on its side alone and its request to delete
+ * it goes nowhere (as with a server that waits for its sends on the link
+ * first: Linux 6.1); acking says whether its QP still acknowledges the
+ * server.  The server never notices by itself (no TEST LINK, no data). */
+static struct memwire_end *client_link1_fails(bool acking)
+{
+	struct memwire_end *ce = end_of(C.lgr->links[0].link);
+
+	ce->failed = true;
+	ce->acking = acking;
+	ce->link.state = SMCR_LINK_FAILED;
+	ce->fault = MEMWIRE_BLACKHOLE;	/* this end only */
+	smcr_lgr_link_fail(C.lgr, &ce->link, -ENETDOWN, false);
+	return ce;
+}
+
+/* A client's failed link that still acknowledges the server waits for the
+ * server's DELETE LINK up to cfg.acking_keep_ms, not the LLC timeouts; one
+ * that does not (or no longer) is dropped after them as before. */
+static void test_acking_link_kept(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	uint64_t llc_limit = (uint64_t)cfg.llc_timeout_ms * (cfg.llc_retries + 2);
+	struct memwire_end *ce;
+	uint64_t t0;
+
+	cfg.test_link_idle_ms = 0;
+	cfg.acking_keep_ms = 20000;
+	/* not acking: dropped after the LLC timeouts */
+	group_up(2, 2, &cfg);
+	conns_up();
+	client_link1_fails(false);
+	t0 = clock_ms;
+	while (C.lgr->links[0].link && clock_ms - t0 < 30000)
+		wait_ms(SMCR_LGR_TICK_MS);
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	CU_ASSERT(clock_ms - t0 >= llc_limit && clock_ms - t0 <= llc_limit + 2 * SMCR_LGR_TICK_MS);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	group_down();
+
+	/* acking: kept past them; the server's DELETE LINK takes it */
+	group_up(2, 2, &cfg);
+	conns_up();
+	client_link1_fails(true);
+	wait_ms((unsigned int)llc_limit + 2000);
+	CU_ASSERT_PTR_NOT_NULL(C.lgr->links[0].link);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 0);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_delete_link(S.lgr, 0, SMCR_LLC_DEL_LOST_PATH), 0);
+	run();
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.link_failures, 1);
+	/* nothing was reset */
+	for (unsigned int c = 0; c < NCONN; c++)
+		CU_ASSERT_EQUAL(C.conn[c].error, 0);
+	group_down();
+
+	/* acking, no DELETE LINK: dropped at cfg.acking_keep_ms */
+	group_up(2, 2, &cfg);
+	conns_up();
+	client_link1_fails(true);
+	t0 = clock_ms;
+	while (C.lgr->links[0].link && clock_ms - t0 < 40000)
+		wait_ms(SMCR_LGR_TICK_MS);
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	CU_ASSERT(clock_ms - t0 >= cfg.acking_keep_ms &&
+		  clock_ms - t0 <= cfg.acking_keep_ms + 2 * SMCR_LGR_TICK_MS);
+	group_down();
+
+	/* acking until its QP refused a request: dropped at the next tick */
+	group_up(2, 2, &cfg);
+	conns_up();
+	ce = client_link1_fails(true);
+	wait_ms((unsigned int)llc_limit + 1000);
+	CU_ASSERT_PTR_NOT_NULL(C.lgr->links[0].link);
+	ce->acking = false;
+	wait_ms(2 * SMCR_LGR_TICK_MS);
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	group_down();
+}
+
 /* Active links that carry connections. */
 static unsigned int links_in_use(struct smcr_lgr *lgr)
 {
@@ -1494,6 +1578,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "collision: both start ADD LINK", test_collision_add_link_both },
 	{ "collision: both DELETE LINK", test_collision_delete_link_both },
 	{ "lost link seen by both sides at once", test_lost_link_both_sides },
+	{ "a failed link that still acknowledges waits for DELETE LINK", test_acking_link_kept },
 	{ "rebalancing onto a returned link", test_rebalance },
 	{ "rebalancing connections that are busy", test_rebalance_busy },
 	{ "unconfirmed bytes per link at their limit", test_link_tx_cap },

@@ -25,17 +25,10 @@
 #include "log.h"
 #include "strbuf.h"
 #include "memserver.h"
+#include "monotime.h"
 #include "nbd-conn.h"
 #include "smcr.h"
 #include "unit.h"
-
-static int64_t ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void fill(uint8_t *p, size_t len, uint64_t seed)
 {
@@ -464,7 +457,7 @@ static void test_plug_turn_end(void)
 
 static void wait_up(struct nbdc *e, unsigned want, int timeout_ms)
 {
-	int64_t end = ms() + timeout_ms;
+	int64_t end = now_ms() + timeout_ms;
 	struct nbdc_stats st;
 
 	do {
@@ -472,7 +465,7 @@ static void wait_up(struct nbdc *e, unsigned want, int timeout_ms)
 		if (st.connections_up >= want)
 			return;
 		usleep(10000);
-	} while (ms() < end);
+	} while (now_ms() < end);
 	CU_FAIL("connections did not come back");
 }
 
@@ -480,7 +473,7 @@ static void wait_up(struct nbdc *e, unsigned want, int timeout_ms)
 static struct nbdc_stats wait_reconnects(struct nbdc *e, uint64_t n, unsigned up,
 					 int timeout_ms)
 {
-	int64_t end = ms() + timeout_ms;
+	int64_t end = now_ms() + timeout_ms;
 	struct nbdc_stats st;
 
 	do {
@@ -488,7 +481,7 @@ static struct nbdc_stats wait_reconnects(struct nbdc *e, uint64_t n, unsigned up
 		if (st.reconnects == n && st.connections_up == up)
 			break;
 		usleep(10000);
-	} while (ms() < end);
+	} while (now_ms() < end);
 	return st;
 }
 
@@ -577,8 +570,8 @@ static void test_servers(void)
 
 	/* Open: the first server that answers, every connection on it. */
 	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
-	end = ms() + 5000;		/* counted by the server's threads */
-	while (memsrv_accepted(a) < 2 && ms() < end)
+	end = now_ms() + 5000;		/* counted by the server's threads */
+	while (memsrv_accepted(a) < 2 && now_ms() < end)
 		usleep(10000);
 	CU_ASSERT_EQUAL(memsrv_accepted(a), 2);
 	CU_ASSERT_EQUAL(memsrv_accepted(b), 0);
@@ -591,7 +584,7 @@ static void test_servers(void)
 	CU_ASSERT_EQUAL(io_on(e, b, 2, 1u << 20), 0);
 	wait_up(e, 2, 5000);
 	nbdc_get_stats(e, &st);
-	while (memsrv_accepted(b) < 2 && ms() < end + 5000)
+	while (memsrv_accepted(b) < 2 && now_ms() < end + 5000)
 		usleep(10000);
 	CU_ASSERT_EQUAL(memsrv_accepted(b), 2);
 	CU_ASSERT_EQUAL(st.reconnects, 2);
@@ -607,7 +600,7 @@ static void test_servers(void)
 	fails = (unsigned)st.reconnect_failures;
 	CU_ASSERT(fails >= 1 && fails <= 2);
 	CU_ASSERT_EQUAL(st.reconnects, 4);
-	while (memsrv_accepted(a) < 4 && ms() < end + 10000)
+	while (memsrv_accepted(a) < 4 && now_ms() < end + 10000)
 		usleep(10000);
 	CU_ASSERT_EQUAL(memsrv_accepted(a), 4);
 	CU_ASSERT_EQUAL(st.errors, 0);
@@ -663,11 +656,11 @@ static void test_servers_gather(void)
 	/* a goes away: the other connection follows to b straight away. */
 	memsrv_pause(a);
 	wait_up(e, 2, 5000);
-	end = ms() + 5000;
+	end = now_ms() + 5000;
 	st = wait_reconnects(e, 2, 2, 5000);
 	CU_ASSERT_EQUAL(st.reconnects, 2);
 	CU_ASSERT_EQUAL(st.reconnect_failures, 1);
-	while (memsrv_accepted(b) < 2 && ms() < end)
+	while (memsrv_accepted(b) < 2 && now_ms() < end)
 		usleep(10000);
 	CU_ASSERT_EQUAL(memsrv_accepted(b), 2);
 	CU_ASSERT_EQUAL(io_on(e, b, 5, 1u << 20), 0);
@@ -688,17 +681,17 @@ static void test_timeout(void)
 
 	memsrv_pause(s);
 	usleep(50000);
-	t0 = ms();
+	t0 = now_ms();
 	batch_init(&b, 1);
 	CU_ASSERT_EQUAL(nbdc_submit(e, NBD_CMD_READ, 0, 0, sizeof(buf), buf, batch_done, &b), 0);
 	CU_ASSERT_EQUAL(batch_wait(&b, 5000), 0);
 	CU_ASSERT_EQUAL(b.last_error, -EIO);
-	CU_ASSERT(ms() - t0 >= 300);
+	CU_ASSERT(now_ms() - t0 >= 300);
 	batch_fini(&b);
 	/* Down for longer than the timeout: fail at once. */
-	t0 = ms();
+	t0 = now_ms();
 	CU_ASSERT_EQUAL(nbdc_pread(e, buf, sizeof(buf), 0, 0), -EIO);
-	CU_ASSERT(ms() - t0 < 100);
+	CU_ASSERT(now_ms() - t0 < 100);
 	nbdc_get_stats(e, &st);
 	CU_ASSERT(st.timed_out >= 2);
 	/* Back: works again. */
@@ -776,9 +769,9 @@ static void test_connect_timeout(void)
 	snprintf(p, sizeof(p), "%u", port);
 	for (t = 0; t < 2; t++) {
 		o.transport = t ? NBDC_SMCR : NBDC_TCP;
-		t0 = ms();
+		t0 = now_ms();
 		CU_ASSERT_EQUAL(nbdc_open(&o, &e), -ETIMEDOUT);
-		CU_ASSERT(ms() - t0 >= 250 && ms() - t0 < 2000);
+		CU_ASSERT(now_ms() - t0 >= 250 && now_ms() - t0 < 2000);
 	}
 	close_full_listener(lfd, queued);
 
@@ -791,11 +784,11 @@ static void test_connect_timeout(void)
 	memsrv_pause(s);
 	port = memsrv_port(s);
 	lfd = full_listener(&port, queued);
-	t0 = ms();
+	t0 = now_ms();
 	r = nbdc_pread(e, b, sizeof(b), 4096, 0);
 	CU_ASSERT_EQUAL(r, -EIO);
-	CU_ASSERT(ms() - t0 >= 1000);
-	CU_ASSERT(ms() - t0 < 1500 + 300 + 1500);
+	CU_ASSERT(now_ms() - t0 >= 1000);
+	CU_ASSERT(now_ms() - t0 < 1500 + 300 + 1500);
 	nbdc_get_stats(e, &st);
 	CU_ASSERT(st.reconnect_failures >= 2);
 	close_full_listener(lfd, queued);

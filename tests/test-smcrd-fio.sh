@@ -4,7 +4,7 @@
 # on a buffered and an O_DIRECT export: no errors.
 # smcr-timeout: 600
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires fio --version
 fio --enghelp=nbd >/dev/null 2>&1 || skip "fio has no nbd engine"
 

@@ -4,7 +4,7 @@
 # many requests in flight; checksums verified through NBD and on the file.
 # smcr-timeout: 300
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires_nbd_python
 requires sha256sum --version
 

@@ -4,7 +4,7 @@
 # SIGTERM drains in-flight requests and exits 0; daemon mode with a pid file.
 # smcr-timeout: 300
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires_nbd_python
 
 d=$(scratch_dir)

@@ -3,7 +3,7 @@
 # qemu-img convert into an smcrd export, then qemu-img compare: identical.
 # smcr-timeout: 600
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires qemu-img --version
 
 d=$(scratch_dir)

@@ -15,7 +15,7 @@
 # About 4 s.
 # smcr-timeout: 60
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires systemd-socket-activate --version
 requires systemd-analyze --version
 requires nbdinfo --version

@@ -13,7 +13,7 @@
 # About 5 s.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires certtool --version
 requires psktool --version
 requires nbdinfo --version

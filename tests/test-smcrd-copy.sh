@@ -4,7 +4,7 @@
 # identical (and identical in the exported file).
 # smcr-timeout: 600
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires nbdcopy --version
 
 d=$(scratch_dir)

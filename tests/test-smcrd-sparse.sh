@@ -12,7 +12,7 @@
 # fallback on this host).  About 5 s.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires nbdinfo --version
 requires nbdcopy --version

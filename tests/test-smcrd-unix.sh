@@ -12,7 +12,7 @@
 # About 4 s.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires nbdinfo --version
 requires nbdcopy --version
 requires ss -V

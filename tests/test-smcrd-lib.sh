@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# Shared helpers of the smcrd shell tests (test-nbd-*.sh).  Source it after
+# Shared helpers of the smcrd shell tests (test-smcrd-*.sh).  Source it after
 # functions.sh.  Not a test itself.
 #
 #   start_smcrd ARGS...   starts smcrd in the foreground (under valgrind with

@@ -9,7 +9,7 @@
 # and a loop device (exit 77 without).  About 2 s.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires_root
 requires losetup --version
 requires_nbd_python

@@ -6,7 +6,7 @@
 # others keep working.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires_nbd_python
 
 d=$(scratch_dir)

@@ -5,7 +5,7 @@
 # errors (NBD_REP_ERR_UNKNOWN, NBD_REP_ERR_POLICY).
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires nbdinfo --version
 
 d=$(scratch_dir)

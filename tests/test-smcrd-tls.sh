@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # TLS on NBD/TCP (NBD_OPT_STARTTLS, GnuTLS), with a CA, a server
 # certificate, a client certificate and a PSK file made here (certtool,
-# psktool; client certificates: test-nbd-tls-verify.sh):
+# psktool; client certificates: test-smcrd-tls-verify.sh):
 #  - --tls=require --tls-certificates: nbdinfo over nbds:// says "with
 #    TLS"; nbdcopy 8 MiB in and out (multi-conn) equal; base:allocation
 #    works inside TLS; a plain nbd:// client is refused (ERR_TLS_REQD) and
@@ -15,7 +15,7 @@
 # About 6 s.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires certtool --version
 requires psktool --version
 requires nbdinfo --version

@@ -7,7 +7,7 @@
 # keeps working; the daemon survives all of it.
 # smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
-. "$srcdir/test-nbd-lib.sh"
+. "$srcdir/test-smcrd-lib.sh"
 requires_nbd_python
 
 d=$(scratch_dir)

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* smcrbd client engine: connecting.  One attempt with its handshake, a
+ * connection that comes up or is lost, and a connection that is down:
+ * its requests handed over or expired, reconnect with backoff over the
+ * server list (nbd-conn-int.h). */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "applog.h"
+#include "nbd-client.h"
+#include "nbd-conn-int.h"
+#include "smcr.h"
+#include "transport-smcr.h"
+#include "transport-tls.h"
+#include "transport.h"
+
+static void set_error(struct nbdc_conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void set_error(struct nbdc_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&c->lock);
+	va_start(ap, fmt);
+	vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* One connection attempt, handshake included: 0 and c->t set, or -errno
+ * (with c->last_error).  first: learn the export's info. */
+int nbdc_conn_connect(struct nbdc_conn *c, bool first)
+{
+	struct nbdc *e = c->e;
+	struct bd_transport *t = NULL;
+	struct nbd_export_info info;
+	struct nbd_client *nc;
+	struct smcr_sock_info si;
+	struct bd_transport_info ti;
+	const struct nbdc_server *s = &e->srv[c->srv];
+	int r;
+
+	if (e->transport == NBDC_SMCR)
+		r = bd_smcr_connect(e->ctx, s->host, s->port, (int)e->connect_timeout_ms, &t);
+	else
+		r = bd_tcp_connect(s->host, s->port, (int)e->connect_timeout_ms, &t);
+	if (r < 0) {
+		set_error(c, "connect: %s", strerror(-r));
+		return r;
+	}
+	r = nbd_client_open(t, (int)e->connect_timeout_ms, &nc);
+	if (r < 0) {
+		set_error(c, "handshake: %s", strerror(-r));
+		return r;
+	}
+	if (e->tls != NBDC_TLS_OFF) {
+		char why[200];
+		bool refused;
+
+		r = nbd_client_starttls(nc);
+		/* An error reply (the stream goes on), not a broken stream. */
+		refused = r == -ENOTSUP || r == -EINVAL || r == -EACCES || r == -EPERM ||
+			  r == -ENOENT || r == -EIO;
+		if (refused && e->tls == NBDC_TLS_ALLOW) {
+			r = 0;		/* no TLS offered: in the clear */
+		} else if (r < 0) {
+			set_error(c, "STARTTLS: %s", strerror(-r));
+			if (refused)
+				r = -ENOPROTOOPT;
+			goto out_close;
+		} else {
+			r = bd_tls_client_upgrade(nbd_client_transport(nc), e->tls_cred,
+						  (int)e->connect_timeout_ms, -1, why, sizeof(why));
+			if (r < 0) {
+				set_error(c, "%s", why);
+				goto out_close;
+			}
+		}
+	}
+	r = nbd_client_structured(nc);
+	if (r < 0 && r != -ENOTSUP && r != -EINVAL && r != -EPERM && r != -EIO) {
+		set_error(c, "structured replies: %s", strerror(-r));
+		goto out_close;
+	}
+	c->meta_alloc = false;
+	if (nbd_client_is_structured(nc)) {
+		r = nbd_client_set_meta_context(nc, e->export_name, NBD_META_BASE_ALLOCATION,
+						&c->meta_id);
+		if (r < 0 && r != -ENOTSUP && r != -EINVAL && r != -EPERM && r != -EIO) {
+			set_error(c, "metadata context: %s", strerror(-r));
+			if (r == -ENOENT)
+				r = -ENXIO;	/* NBD_REP_ERR_UNKNOWN: no such export */
+			goto out_close;
+		}
+		if (r == -EPERM) {	/* NBD_REP_ERR_TLS_REQD */
+			set_error(c, "the server requires TLS");
+			goto out_close;
+		}
+		c->meta_alloc = r == 0;
+	}
+	r = nbd_client_go(nc, e->export_name, &info);
+	if (r < 0) {
+		const char *msg = NULL;
+
+		nbd_client_last_reply(nc, &msg);
+		set_error(c, "export '%s': %s%s%s", e->export_name, strerror(-r),
+			  msg && *msg ? ": " : "", msg ? msg : "");
+		if (r == -ENOENT)
+			r = -ENXIO;
+		goto out_close;
+	}
+	if (first) {
+		e->info = info;
+		e->block_status = c->meta_alloc;
+	} else if (info.size != e->info.size) {
+		log_warn("nbd: export '%s' is now %" PRIu64 " bytes (was %" PRIu64 ")",
+			 e->export_name, info.size, e->info.size);
+	}
+	c->structured = nbd_client_is_structured(nc);
+	c->t = nbd_client_detach(nc);
+	ti = bd_info(c->t);
+	c->smc = ti.smcr;
+	if (c->smc && (smcr_sock_info(c->smc, &si) || !si.smc))
+		c->smc = NULL;
+	pthread_mutex_lock(&c->lock);
+	/* Over smcr:// a connection that fell back to TCP says so. */
+	snprintf(c->tname, sizeof(c->tname), "%s",
+		 e->transport == NBDC_SMCR && strcmp(ti.name, "smcr") ?
+		 "tcp-fallback" : ti.name);
+	snprintf(c->peer, sizeof(c->peer), "%.63s", c->t->peer[0] ? c->t->peer : s->host);
+	c->last_error[0] = '\0';
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+out_close:
+	nbd_client_close(nc);
+	return r;
+}
+
+void nbdc_mark_up(struct nbdc_conn *c)
+{
+	struct nbdc *e = c->e;
+
+	nbdc_rx_reset(&c->rx);
+	nbdc_slots_reset(c);
+	c->shut = false;
+	c->spins = 0;
+	c->backoff_ms = e->backoff_min_ms;
+	c->last_progress_ms = now_ms();
+	pthread_mutex_lock(&e->lock);
+	e->nup++;
+	pthread_mutex_unlock(&e->lock);
+	ASTORE(&c->state, C_UP);
+}
+
+/* Takes back every request of a lost connection. */
+void nbdc_conn_lost(struct nbdc_conn *c, int err)
+{
+	struct nbdc *e = c->e;
+	int64_t now = now_ms();
+	struct rq all = { 0 };
+	struct nbdc_req *r;
+	unsigned i, n = 0;
+
+	log_warn("nbd: connection %u to %s:%s lost (%s); %u request(s) out, reconnecting%s",
+		 c->idx, e->srv[c->srv].host, e->srv[c->srv].port, strerror(-err),
+		 c->inflight + c->txq.n, e->nsrv > 1 ? " to the next server" : "");
+	set_error(c, "lost: %s", strerror(-err));
+	ASTORE(&c->state, C_DOWN);
+	pthread_mutex_lock(&e->lock);
+	if (--e->nup == 0)
+		e->all_down_since = now;
+	/* Next: where another connection went already, else the next one;
+	 * only servers reached from now on redirect it later. */
+	c->srv = e->good_srv != c->srv ? e->good_srv : (c->srv + 1) % e->nsrv;
+	c->good_gen = e->good_gen;
+	pthread_mutex_unlock(&e->lock);
+	pthread_mutex_lock(&c->lock);
+	c->down_since = now;
+	pthread_mutex_unlock(&c->lock);
+	AADD(&c->st_lost, 1);
+	/* No lingering for a peer that is gone. */
+	bd_abort(c->t);
+	c->t = NULL;
+	c->smc = NULL;
+
+	/* Unsent first (they keep their order), then what was out. */
+	for (r = c->txq.head; r; r = r->next)
+		if (r->slot >= 0)
+			c->slots[r->slot] = NULL;
+	rq_splice(&all, &c->txq);
+	for (i = 0; i < NBDC_SLOTS; i++) {
+		if (!c->slots[i])
+			continue;
+		rq_push(&all, c->slots[i]);
+		c->slots[i] = NULL;
+	}
+	nbdc_slots_reset(c);
+	nbdc_rx_reset(&c->rx);
+	for (r = all.head; r; r = r->next) {
+		if (r->sent) {
+			r->was_sent = true;
+			r->resends++;
+		}
+		r->sent = 0;
+		r->slot = -1;
+		nbdc_req_rewind(r);
+		if (!r->lost_ms)
+			r->lost_ms = now;
+		n++;
+	}
+	rq_splice(&c->waitq, &all);
+	c->next_attempt_ms = now;
+	c->backoff_ms = e->backoff_min_ms;
+	(void)n;
+}
+
+/* A connection that is down: hand its requests over, expire them, and
+ * reconnect when the backoff allows. */
+void nbdc_down_step(struct nbdc_conn *c)
+{
+	struct nbdc *e = c->e;
+	int64_t now = now_ms(), wake;
+	struct nbdc_conn *o;
+	struct nbdc_req *r, **pp;
+	struct rq expired = { 0 };
+	int ret;
+
+	if (c->waitq.n && !ALOAD(&e->stopping) && (o = nbdc_pick_up(e, c))) {
+		unsigned n = c->waitq.n;
+
+		nbdc_conn_give(o, &c->waitq, true);
+		ASUB(&c->load, n);
+	}
+	for (pp = &c->waitq.head; (r = *pp);) {
+		if (now - r->lost_ms >= (int64_t)e->timeout_ms || r->resends > NBDC_MAX_RESENDS) {
+			*pp = r->next;
+			c->waitq.n--;
+			rq_push(&expired, r);
+			continue;
+		}
+		pp = &r->next;
+	}
+	c->waitq.tail = NULL;
+	for (r = c->waitq.head; r; r = r->next)
+		c->waitq.tail = r;
+	if (expired.n)
+		log_warn("nbd: connection %u: %u request(s) failed after %u ms without a connection",
+			 c->idx, expired.n, e->timeout_ms);
+	while ((r = rq_pop(&expired))) {
+		AADD(&e->st_timed_out, 1);
+		nbdc_req_complete(c, r, -EIO);
+	}
+	if (ALOAD(&e->stopping))
+		return;
+	if (now >= c->next_attempt_ms) {
+		char which[32] = "";
+
+		/* Another connection reached a server: that one first. */
+		pthread_mutex_lock(&e->lock);
+		if (c->good_gen != e->good_gen) {
+			c->good_gen = e->good_gen;
+			c->srv = e->good_srv;
+		}
+		pthread_mutex_unlock(&e->lock);
+		ret = nbdc_conn_connect(c, false);
+		if (ret == 0) {
+			pthread_mutex_lock(&e->lock);
+			e->good_srv = c->srv;
+			c->good_gen = ++e->good_gen;
+			pthread_mutex_unlock(&e->lock);
+			nbdc_mark_up(c);
+			AADD(&c->st_reconnects, 1);
+			if (e->nsrv > 1)
+				snprintf(which, sizeof(which), "server %u of %u, ", c->srv + 1,
+					 e->nsrv);
+			log_info("nbd: connection %u to %s:%s is back (%s%s), resending %u request(s)",
+				 c->idx, e->srv[c->srv].host, e->srv[c->srv].port, which, c->tname,
+				 c->waitq.n);
+			rq_splice(&c->txq, &c->waitq);
+			return;
+		}
+		log_dbg("nbd: connection %u: %s:%s: %s", c->idx, e->srv[c->srv].host,
+			e->srv[c->srv].port, strerror(-ret));
+		c->srv = (c->srv + 1) % e->nsrv;
+		AADD(&c->st_failed, 1);
+		c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : e->backoff_min_ms;
+		if (c->backoff_ms > e->backoff_max_ms)
+			c->backoff_ms = e->backoff_max_ms;
+		/* Jitter: 75..100% of the backoff, so connections spread out. */
+		c->next_attempt_ms = now_ms() + c->backoff_ms - (rand() % (c->backoff_ms / 4 + 1));
+		log_dbg("nbd: connection %u: reconnect failed (%s), next in %u ms", c->idx,
+			strerror(-ret), c->backoff_ms);
+		return;
+	}
+	wake = c->next_attempt_ms;
+	for (r = c->waitq.head; r; r = r->next)
+		if (r->lost_ms + (int64_t)e->timeout_ms < wake)
+			wake = r->lost_ms + (int64_t)e->timeout_ms;
+	if (c->waitq.n && wake > now + 100)
+		wake = now + 100;	/* look for a connection that came up */
+	nbdc_sleep_on(c, NULL, wake > now ? (int)(wake - now) : 0);
+}
