@@ -431,42 +431,18 @@ again:
 static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 {
 	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
-	struct sockaddr_storage ss = { 0 };
-	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
 	char want[INET6_ADDRSTRLEN];
-	socklen_t sl;
-	int fd, r, i;
+	int i;
 
-	if (!memcmp(gid, v4, sizeof(v4))) {
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(9);
-		memcpy(&sin->sin_addr, gid + 12, 4);
-		sl = sizeof(*sin);
-		r = smcr_neigh_resolved(AF_INET, &sin->sin_addr);
-		inet_ntop(AF_INET, &sin->sin_addr, want, sizeof(want));
-	} else {
-		if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80)
-			return true;
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(9);
-		memcpy(&sin6->sin6_addr, gid, 16);
-		sl = sizeof(*sin6);
-		r = smcr_neigh_resolved(AF_INET6, &sin6->sin6_addr);
-		inet_ntop(AF_INET6, &sin6->sin6_addr, want, sizeof(want));
-	}
-	if (r != 0)
+	if (smcr_gid_resolved(gid, true))
 		return true;
-	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd >= 0) {
-		if (sendto(fd, "", 1, 0, (struct sockaddr *)&ss, sl) < 0)
-			smcr_dbg("engine: cannot prod %s: %s", want, strerror(errno));
-		close(fd);
-	}
+	if (!memcmp(gid, v4, sizeof(v4)))
+		inet_ntop(AF_INET, gid + 12, want, sizeof(want));
+	else
+		inet_ntop(AF_INET6, gid, want, sizeof(want));
 	for (i = 0; i < NEIGH_WAIT_MS / 5; i++) {
 		usleep(5000);
-		if (smcr_neigh_resolved(ss.ss_family, ss.ss_family == AF_INET ?
-				   (const void *)&sin->sin_addr : (const void *)&sin6->sin6_addr)) {
+		if (smcr_gid_resolved(gid, false)) {
 			smcr_dbg("engine: %s resolved after %d ms", want, 5 * (i + 1));
 			return true;
 		}

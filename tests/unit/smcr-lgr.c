@@ -1157,6 +1157,23 @@ static struct memwire_end *client_link1_fails(bool acking)
 	return ce;
 }
 
+/* A group up with connections, the client's link 1 failed (acking or
+ * not): how long, up to limit ms, until the client dropped that link. */
+static uint64_t client_link1_gone_after(bool acking, const struct smcr_lgr_config *cfg,
+					uint64_t limit)
+{
+	uint64_t t0;
+
+	group_up(2, 2, cfg);
+	conns_up();
+	client_link1_fails(acking);
+	t0 = clock_ms;
+	while (C.lgr->links[0].link && clock_ms - t0 < limit)
+		wait_ms(SMCR_LGR_TICK_MS);
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	return clock_ms - t0;
+}
+
 /* A client's failed link that still acknowledges the server waits for the
  * server's DELETE LINK up to cfg.acking_keep_ms, not the LLC timeouts; one
  * that does not (or no longer) is dropped after them as before. */
@@ -1165,19 +1182,13 @@ static void test_acking_link_kept(void)
 	struct smcr_lgr_config cfg = smcr_lgr_config_default;
 	uint64_t llc_limit = (uint64_t)cfg.llc_timeout_ms * (cfg.llc_retries + 2);
 	struct memwire_end *ce;
-	uint64_t t0;
+	uint64_t t;
 
 	cfg.test_link_idle_ms = 0;
 	cfg.acking_keep_ms = 20000;
 	/* not acking: dropped after the LLC timeouts */
-	group_up(2, 2, &cfg);
-	conns_up();
-	client_link1_fails(false);
-	t0 = clock_ms;
-	while (C.lgr->links[0].link && clock_ms - t0 < 30000)
-		wait_ms(SMCR_LGR_TICK_MS);
-	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
-	CU_ASSERT(clock_ms - t0 >= llc_limit && clock_ms - t0 <= llc_limit + 2 * SMCR_LGR_TICK_MS);
+	t = client_link1_gone_after(false, &cfg, 30000);
+	CU_ASSERT(t >= llc_limit && t <= llc_limit + 2 * SMCR_LGR_TICK_MS);
 	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
 	group_down();
 
@@ -1202,15 +1213,8 @@ static void test_acking_link_kept(void)
 	group_down();
 
 	/* acking, no DELETE LINK: dropped at cfg.acking_keep_ms */
-	group_up(2, 2, &cfg);
-	conns_up();
-	client_link1_fails(true);
-	t0 = clock_ms;
-	while (C.lgr->links[0].link && clock_ms - t0 < 40000)
-		wait_ms(SMCR_LGR_TICK_MS);
-	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
-	CU_ASSERT(clock_ms - t0 >= cfg.acking_keep_ms &&
-		  clock_ms - t0 <= cfg.acking_keep_ms + 2 * SMCR_LGR_TICK_MS);
+	t = client_link1_gone_after(true, &cfg, 40000);
+	CU_ASSERT(t >= cfg.acking_keep_ms && t <= cfg.acking_keep_ms + 2 * SMCR_LGR_TICK_MS);
 	group_down();
 
 	/* acking until its QP refused a request: dropped at the next tick */
