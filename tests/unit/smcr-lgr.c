@@ -715,6 +715,19 @@ static void test_test_link_silent_loss(void)
 	group_down();
 }
 
+/* The server's only link blackholed: ms until its group ended (10 s at
+ * the most). */
+static uint64_t server_link_cut_until_end(void)
+{
+	uint64_t cut_at = clock_ms;
+
+	memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_BLACKHOLE);
+	while (!S.lgr->terminated && clock_ms - cut_at < 10000)
+		wait_ms(SMCR_LGR_TICK_MS);
+	CU_ASSERT_TRUE(S.lgr->terminated);
+	return clock_ms - cut_at;
+}
+
 /* The last link waits cfg.last_link_timeout_ms for its TEST LINK reply
  * (0: three reply timeouts), then the group ends. */
 static void test_last_link_timeout(void)
@@ -722,7 +735,7 @@ static void test_last_link_timeout(void)
 	struct smcr_lgr_config cfg = smcr_lgr_config_default;
 	uint32_t last[] = { 0, 2400 };
 	unsigned int i;
-	uint64_t cut_at, took;
+	uint64_t took;
 
 	for (i = 0; i < 2; i++) {
 		cfg.test_link_idle_ms = 300;
@@ -730,12 +743,7 @@ static void test_last_link_timeout(void)
 		cfg.last_link_timeout_ms = last[i];
 		group_up(1, 1, &cfg);
 		conns_up();
-		memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_BLACKHOLE);
-		cut_at = clock_ms;
-		while (!S.lgr->terminated && clock_ms - cut_at < 10000)
-			wait_ms(SMCR_LGR_TICK_MS);
-		took = clock_ms - cut_at;
-		CU_ASSERT_TRUE(S.lgr->terminated);
+		took = server_link_cut_until_end();
 		CU_ASSERT(took >= (last[i] ? last[i] : 3 * cfg.test_link_timeout_ms));
 		CU_ASSERT(took <= cfg.test_link_idle_ms + (last[i] ? last[i] : 1800) +
 				  2 * SMCR_LGR_TICK_MS);
@@ -808,7 +816,7 @@ static void test_last_link_peer_gone(void)
 static void test_last_link_empty_group(void)
 {
 	struct smcr_lgr_config cfg = smcr_lgr_config_default;
-	uint64_t cut_at, took;
+	uint64_t took;
 	unsigned int setups;
 
 	for (setups = 0; setups < 2; setups++) {
@@ -818,12 +826,7 @@ static void test_last_link_empty_group(void)
 		group_up(1, 1, &cfg);
 		CU_ASSERT_EQUAL(S.lgr->nconns, 0);
 		S.lgr->setups = setups;
-		memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_BLACKHOLE);
-		cut_at = clock_ms;
-		while (!S.lgr->terminated && clock_ms - cut_at < 10000)
-			wait_ms(SMCR_LGR_TICK_MS);
-		took = clock_ms - cut_at;
-		CU_ASSERT_TRUE(S.lgr->terminated);
+		took = server_link_cut_until_end();
 		CU_ASSERT(took >= (setups ? cfg.last_link_timeout_ms : cfg.test_link_timeout_ms));
 		CU_ASSERT(took <= cfg.test_link_idle_ms +
 				  (setups ? cfg.last_link_timeout_ms : cfg.test_link_timeout_ms) +
