@@ -64,9 +64,9 @@ if ! make -C build-san check VM_TESTS= FUZZ_CHECK=no; then show_logs build-san; 
 summary build-san
 
 step "valgrind: unit tests"
-# test-blockdev drives io_uring: memcheck cannot see the kernel filling its
-# read buffers (false "uninitialised" reports) and crawls through it; it
-# runs under ASan+UBSan above instead.
+# test-smcrd drives io_uring (smcrd's engine): memcheck cannot see the
+# kernel filling its read buffers (false "uninitialised" reports) and crawls
+# through it; it runs under ASan+UBSan above instead.
 if ! make -C build check-valgrind SHELL_TESTS= FUZZ_CHECK=no \
         UNIT_TESTS='unit/test-smcr unit/test-wire unit/test-client'; then
     show_logs build; exit 1
