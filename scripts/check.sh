@@ -68,7 +68,7 @@ step "valgrind: unit tests"
 # kernel filling its read buffers (false "uninitialised" reports) and crawls
 # through it; it runs under ASan+UBSan above instead.
 if ! make -C build check-valgrind SHELL_TESTS= FUZZ_CHECK=no \
-        UNIT_TESTS='unit/test-smcr unit/test-wire unit/test-client'; then
+        UNIT_TESTS='unit/test-smcr unit/test-wire unit/test-client unit/test-blockdev'; then
     show_logs build; exit 1
 fi
 
