@@ -19,6 +19,8 @@
  *               is skipped (nothing was written)
  *     -s        blocks in order (wrapping) instead of at random
  *     -S LIST   more servers of the export, HOST:PORT,... (failover)
+ *     -x FILE   end the timed phase early once FILE exists (checked every
+ *               second), e.g. a test's victim that runs until told
  *
  * Each block has at most one request out at a time; a write fills it with
  * a pattern of (block, generation) and a read must see the generation of
@@ -158,6 +160,7 @@ int main(int argc, char **argv)
 {
 	struct nbdc_opts o = { .connections = 2, .timeout_ms = 30000 };
 	unsigned depth = 32, secs = 10, wpct = 60, i;
+	const char *stop_file = NULL;
 	bool expect_errors = false, zeroed = false, seq = false;
 	uint32_t next_block = 0;
 	int64_t t0;
@@ -170,7 +173,7 @@ int main(int argc, char **argv)
 	struct nbdc_server more[NBDC_MAX_SERVERS - 1];
 	int c, r;
 
-	while ((c = getopt(argc, argv, "c:t:i:d:q:b:n:ezw:sS:")) != -1) {
+	while ((c = getopt(argc, argv, "c:t:i:d:q:b:n:ezw:sS:x:")) != -1) {
 		switch (c) {
 		case 'c': o.connections = (unsigned)atoi(optarg); break;
 		case 't': o.timeout_ms = (unsigned)(atof(optarg) * 1000); break;
@@ -183,6 +186,7 @@ int main(int argc, char **argv)
 		case 'z': zeroed = true; break;
 		case 'w': wpct = (unsigned)atoi(optarg); break;
 		case 's': seq = true; break;
+		case 'x': stop_file = optarg; break;
 		case 'S':
 			if (nbdc_servers_parse(optarg, NBD_DEFAULT_PORT, more, NBDC_MAX_SERVERS - 1,
 					       &o.nservers) < 0) {
@@ -192,7 +196,7 @@ int main(int argc, char **argv)
 			o.servers = more;
 			break;
 		default:
-			fprintf(stderr, "usage: nbdc-io [-c N] [-t SECS] [-i SECS] [-d SECS] [-q N] [-b BYTES] [-n NAME] [-e] [-z] [-w PCT] [-s] [-S LIST] URI\n");
+			fprintf(stderr, "usage: nbdc-io [-c N] [-t SECS] [-i SECS] [-d SECS] [-q N] [-b BYTES] [-n NAME] [-e] [-z] [-w PCT] [-s] [-S LIST] [-x FILE] URI\n");
 			return 2;
 		}
 	}
@@ -247,6 +251,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "nbdc-io: reads %" PRIu64 " writes %" PRIu64 " errors %" PRIu64
 				" up %u reconnects %" PRIu64 " resent %" PRIu64 "\n", st.reads,
 				st.writes, st.errors, ns.connections_up, ns.reconnects, ns.resent);
+			if (stop_file && access(stop_file, F_OK) == 0)
+				break;
 		}
 	}
 	while (st.inflight)
