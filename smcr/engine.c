@@ -23,6 +23,7 @@
 #include <sys/timerfd.h>
 
 #include "engine.h"
+#include "monotime.h"
 #include "synopt.h"
 #include "log.h"
 
@@ -30,10 +31,7 @@ enum { SRC_WAKE = 1, SRC_TIMER, SRC_CHAN, SRC_ASYNC };
 
 uint64_t smcr_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return (uint64_t)now_ms();
 }
 
 static struct smcr_ctx *lgr_ctx(struct smcr_lgr *lgr)

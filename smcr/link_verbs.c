@@ -13,6 +13,7 @@
 #include <sys/random.h>
 
 #include "link_verbs.h"
+#include "monotime.h"
 #include "log.h"
 
 #define VL_SLOT		64u		/* bytes per message buffer */
@@ -111,14 +112,6 @@ struct smcr_vlink {
 static struct smcr_vlink *vl_of(const struct smcr_link *link)
 {
 	return (struct smcr_vlink *)link->priv;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* How long RC retries last before a completion error (the QP's ACK
