@@ -25,7 +25,9 @@
 #   -k          keep the scratch directory
 #   -O          a fourth server, smcrd-old: smcrd with SMCRD_RING_SOCKET=0
 #               (plain TCP by poll + recv/sendmsg instead of on its
-#               io_uring), for a before/after in the same run
+#               io_uring), for a before/after in the same run;
+#               with SMCRD_OLD=PATH, smcrd-old is that binary (e.g. an
+#               older build) with its defaults instead
 #   -y          count the system calls of smcrd (perf stat, all its threads)
 #               and report them per I/O
 #   -P          profile every run of the first round: perf record -a -g
@@ -41,7 +43,7 @@
 # --direct, nbdkit cache=default, qemu-nbd --cache=writeback), and every
 # job starts with the whole file cached.
 # Environment: SMCRD (path of smcrd), BENCH_DIR (scratch location),
-# SMCRD_ARGS (extra smcrd options).
+# SMCRD_ARGS (extra smcrd options), SMCRD_OLD (see -O).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,7 +63,7 @@ while getopts "s:r:n:j:ckSOyPo:" o; do
         y) sysc=1 ;;
         P) prof=1 ;;
         o) outdir=$OPTARG ;;
-        *) sed -n '3,44p' "$0"; exit 2 ;;
+        *) sed -n '3,46p' "$0"; exit 2 ;;
     esac
 done
 
@@ -151,8 +153,13 @@ declare -A uri=(
 declare -A spid=([smcrd]=${pids[0]} [nbdkit]=${pids[1]} [qemu-nbd]=${pids[2]})
 if [ "$old" = 1 ]; then
     p_old=$(port)
-    SMCRD_RING_SOCKET=0 "${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_old" \
-        "${smcrd_opts[@]}" ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
+    if [ -n "${SMCRD_OLD:-}" ]; then
+        "${srv_cpus[@]}" "$SMCRD_OLD" -f -l 127.0.0.1 -p "$p_old" \
+            "${smcrd_opts[@]}" ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
+    else
+        SMCRD_RING_SOCKET=0 "${srv_cpus[@]}" "$smcrd" -f -l 127.0.0.1 -p "$p_old" \
+            "${smcrd_opts[@]}" ${SMCRD_ARGS:-} 2>"$dir/smcrd-old.log" & pids+=($!)
+    fi
     servers=(smcrd smcrd-old nbdkit qemu-nbd)
     uri[smcrd-old]="nbd://127.0.0.1:$p_old/bench"
     spid[smcrd-old]=${pids[3]}
