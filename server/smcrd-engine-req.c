@@ -471,6 +471,9 @@ static void req_finish(struct req *q, int res)
 	struct conn *c = q->c;
 	struct export *e = c->exp;
 
+	if (res == -ENOLCK && e->rbd && !c->closing)
+		/* Fenced: not answered; the client resends elsewhere. */
+		conn_close(c, "the image was taken over by another gateway (fenced): closing");
 	if (c->closing) {
 		if (c->rx_chunk == q)
 			c->rx_chunk = NULL;
