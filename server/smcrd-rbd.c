@@ -77,8 +77,10 @@ static void op_complete(rbd_completion_t c, void *arg)
 	rbd_aio_release(c);
 	if (v < 0 && o->r->exclusive && fence_err(v)) {
 		/* Blocklisted, or the lock is gone: another gateway took the
-		 * image over.  Nothing more is written through this handle. */
-		if (!__atomic_exchange_n(&o->r->fenced, true, __ATOMIC_ACQ_REL))
+		 * image over.  Nothing more is written through this handle
+		 * (an older handle's late failures leave the current one be). */
+		if (o->img == __atomic_load_n(&o->r->cur, __ATOMIC_ACQUIRE)->img &&
+		    !__atomic_exchange_n(&o->r->fenced, true, __ATOMIC_ACQ_REL))
 			log_warn("%s: fenced (%s): another gateway took the image; closing its "
 				 "connections", o->r->path, strerror((int)-v));
 		op_end(o, -ENOLCK);
