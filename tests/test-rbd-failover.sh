@@ -173,6 +173,8 @@ done
 for p in "${ports[@]}"; do
     grepq "127.0.0.1:$p is back (server" "$d/io.err" || fail "the client never went to port $p"
 done
+san=$(grep -l 'AddressSanitizer\|runtime error:' "$d"/*.log || true)
+[ -z "$san" ] || { cat $san >&2; fail "sanitizer reports in $san"; }
 fenced=$(grep -c 'fenced' "$d/$act.log" || true)
 echo "PASS: a live gateway cut off wrote nothing more; $kills SIGKILLs and a freeze under" \
      "verified I/O, both gateways up from the start: 0 errors, 0 bad bytes, kill to" \
