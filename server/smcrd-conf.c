@@ -380,6 +380,20 @@ static int export_set(struct export_spec *s, const char *key, const char *val, c
 			goto bad_value;
 		s->rbd_exclusive = b;
 		return 0;
+	} else if (!strcmp(key, "lock-timeout")) {
+		unsigned long v;
+		char *end;
+
+		if (!val || !*val)
+			goto bad_value;
+		errno = 0;
+		v = strtoul(val, &end, 10);
+		if (*end || errno || v < 1 || v > 3600) {
+			seterr(err, errlen, "lock-timeout must be 1..3600 seconds");
+			return -EINVAL;
+		}
+		s->lock_timeout_ms = (unsigned)v * 1000;
+		return 0;
 	} else if (!strcmp(key, "read-only") || !strcmp(key, "readonly") ||
 		   !strcmp(key, "ro")) {
 		if (!val) {

@@ -33,6 +33,8 @@ struct export_spec {
 	char *ceph_id;			/* ... and the client id (NULL: admin) */
 	bool rbd_exclusive;		/* hold the image's exclusive lock once a
 					 * client comes, fencing any other owner */
+	unsigned lock_timeout_ms;	/* ... and wait at most this for it
+					 * (0: the default) */
 };
 
 struct export_list {

@@ -26,6 +26,7 @@ static int spec_copy(const struct export_spec *src, struct export_spec *dst)
 	dst->direct = src->direct;
 	dst->block_size = src->block_size;
 	dst->rbd_exclusive = src->rbd_exclusive;
+	dst->lock_timeout_ms = src->lock_timeout_ms;
 	dst->name = strdup(src->name);
 	dst->path = strdup(src->path);
 	if (src->description)

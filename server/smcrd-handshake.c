@@ -321,9 +321,22 @@ void *handshake_main(void *arg)
 		 * client's arrival (it fences the old owner); if it cannot,
 		 * the client is closed and tries its next server. */
 		struct export *e = sess.handle;
+		unsigned wait_ms = e->spec.lock_timeout_ms ? e->spec.lock_timeout_ms :
+				   RBD_LOCK_TIMEOUT_MS;
+		int64_t left = (int64_t)s->cfg.handshake_timeout * 1000 - (now_ms() - h->accepted);
 
-		r = smcrd_rbd_activate(e->rbd);
-		if (r < 0) {
+		/* Within the handshake's own limit too. */
+		if (s->cfg.handshake_timeout && left < (int64_t)wait_ms)
+			wait_ms = left > 0 ? (unsigned)left : 1;
+		r = smcrd_rbd_activate(e->rbd, wait_ms);
+		if (r == -ETIMEDOUT) {
+			log_warn("client %s: export '%s' not served: the cluster did not hand "
+				 "this gateway the image's lock within %u ms (lock-timeout): "
+				 "closed, the gateway stays passive", h->t->peer, e->spec.name,
+				 wait_ms);
+			export_put(e);
+			r = -ENOLCK;
+		} else if (r < 0) {
 			log_warn("client %s: export '%s' not served: %s", h->t->peer,
 				 e->spec.name, strerror(-r));
 			export_put(e);

@@ -9,7 +9,10 @@
  * blocklisting) the old owner.  A gateway whose operations fail because it
  * was blocklisted is fenced: its connections close unanswered, and the
  * next client to arrive makes it reconnect to the cluster (a new client
- * instance, not blocklisted) and take the lock again. */
+ * instance, not blocklisted) and take the lock again.  Taking the lock
+ * runs in a thread of its own that arriving clients wait for with a time
+ * limit: a cluster that does not answer holds that one thread, never the
+ * handshake threads. */
 #include <config.h>
 
 #include <errno.h>
@@ -18,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 
@@ -35,11 +39,20 @@ struct rbd_conn {
 
 struct smcrd_rbd {
 	struct rbd_conn *cur;		/* read atomically by the workers */
-	pthread_mutex_t lock;		/* activation */
 	char *path, *conf, *id;		/* to reconnect */
 	bool exclusive;			/* read-write with the 'exclusive' option */
-	bool active;			/* took the lock through cur */
 	bool fenced;			/* an operation of cur's was refused */
+	/* Activation: one attempt at a time, by the attempt thread (which
+	 * alone changes cur and active); under lock, the rest. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;		/* an attempt ended */
+	bool active;			/* took the lock through cur */
+	bool busy;			/* the attempt thread runs */
+	bool again;			/* a client came during the attempt */
+	bool orphan;			/* closed while busy: the thread frees r */
+	unsigned waiters;		/* clients waiting for an attempt */
+	uint64_t started, finished;	/* attempts */
+	int result;			/* the last attempt's */
 };
 
 /* Ceph's EBLOCKLISTED is ESHUTDOWN. */
@@ -298,6 +311,7 @@ out_free:
 
 static void rbd_free(struct smcrd_rbd *r)
 {
+	pthread_cond_destroy(&r->cond);
 	pthread_mutex_destroy(&r->lock);
 	free(r->path);
 	free(r->conf);
@@ -325,6 +339,12 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&r->lock, NULL);
 	r->path = strdup(path);
 	r->conf = conf ? strdup(conf) : NULL;
@@ -351,21 +371,22 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 	return 0;
 }
 
-int smcrd_rbd_activate(struct smcrd_rbd *r)
+/* One attempt at making this gateway the active one (the attempt thread:
+ * may block as long as the cluster does not answer).  *took: the lock was
+ * taken now (not held already). */
+static int attempt(struct smcrd_rbd *r, bool *took)
 {
 	struct rbd_conn *k;
 	char err[256];
-	int owner = 0, ret = 0;
+	int owner = 0, ret;
 
-	if (!r->exclusive)
-		return 0;
-	pthread_mutex_lock(&r->lock);
+	*took = false;
 	if (__atomic_load_n(&r->fenced, __ATOMIC_ACQUIRE)) {
 		/* This client instance is blocklisted: a new one. */
 		ret = conn_open(r, false, &k, err, sizeof(err));
 		if (ret < 0) {
 			log_warn("%s: reconnecting after the fence: %s", r->path, err);
-			goto out;
+			return ret;
 		}
 		k->older = r->cur;
 		__atomic_store_n(&r->cur, k, __ATOMIC_RELEASE);
@@ -374,16 +395,106 @@ int smcrd_rbd_activate(struct smcrd_rbd *r)
 		log_info("%s: reconnected to the cluster after the fence", r->path);
 	}
 	if (r->active && rbd_is_exclusive_lock_owner(r->cur->img, &owner) == 0 && owner)
-		goto out;
+		return 0;
 	r->active = false;
 	ret = take_lock(r->cur->img, r->path);
 	if (ret < 0) {
 		log_warn("%s: taking the exclusive lock: %s", r->path, strerror(-ret));
-		goto out;
+		return ret;
 	}
 	r->active = true;
-	log_info("%s: took the exclusive lock: this gateway is the active one", r->path);
-out:
+	*took = true;
+	return 0;
+}
+
+static void *attempt_main(void *arg)
+{
+	struct smcrd_rbd *r = arg;
+	bool took, orphan;
+	int ret;
+
+	for (;;) {
+		ret = attempt(r, &took);
+		pthread_mutex_lock(&r->lock);
+		if (took && !r->waiters && !r->orphan) {
+			/* Every client gave up (their time limit): the lock
+			 * goes back, and the gateway stays passive. */
+			pthread_mutex_unlock(&r->lock);
+			log_warn("%s: the exclusive lock came after its clients gave up: "
+				 "released it, still passive", r->path);
+			rbd_lock_release(r->cur->img);
+			r->active = false;
+			ret = -ETIMEDOUT;
+			pthread_mutex_lock(&r->lock);
+		} else if (took) {
+			log_info("%s: took the exclusive lock: this gateway is the active one",
+				 r->path);
+		}
+		r->result = ret;
+		r->finished = r->started;
+		pthread_cond_broadcast(&r->cond);
+		if (!r->again || !r->waiters || r->orphan)
+			break;
+		r->again = false;
+		r->started++;
+		pthread_mutex_unlock(&r->lock);
+	}
+	r->busy = false;
+	r->again = false;
+	orphan = r->orphan;
+	pthread_mutex_unlock(&r->lock);
+	if (orphan) {
+		r->orphan = false;
+		smcrd_rbd_close(r);
+	}
+	return NULL;
+}
+
+int smcrd_rbd_activate(struct smcrd_rbd *r, unsigned timeout_ms)
+{
+	struct timespec until;
+	sigset_t all, old;
+	pthread_t t;
+	pthread_attr_t ta;
+	uint64_t mine;
+	int ret = 0;
+
+	if (!r->exclusive)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&r->lock);
+	if (r->busy) {
+		/* The attempt under way may have begun before what this
+		 * client comes after (a fence): the next one. */
+		r->again = true;
+		mine = r->started + 1;
+	} else {
+		pthread_attr_init(&ta);
+		pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		ret = pthread_create(&t, &ta, attempt_main, r);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&ta);
+		if (ret) {
+			pthread_mutex_unlock(&r->lock);
+			return -ret;
+		}
+		r->busy = true;
+		mine = ++r->started;
+	}
+	r->waiters++;
+	ret = 0;
+	while (r->finished < mine && ret != ETIMEDOUT)
+		ret = pthread_cond_timedwait(&r->cond, &r->lock, &until);
+	r->waiters--;
+	ret = r->finished >= mine ? r->result : -ETIMEDOUT;
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
@@ -394,6 +505,14 @@ void smcrd_rbd_close(struct smcrd_rbd *r)
 
 	if (!r)
 		return;
+	pthread_mutex_lock(&r->lock);
+	if (r->busy) {
+		/* An attempt waits on the cluster: it closes r when done. */
+		r->orphan = true;
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	pthread_mutex_unlock(&r->lock);
 	for (k = r->cur; k; k = older) {
 		older = k->older;
 		conn_free(k);

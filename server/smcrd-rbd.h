@@ -12,6 +12,8 @@
 #include "nbd-wire.h"
 
 #define RBD_PATH_PREFIX "rbd:"
+/* How long a client waits for an exclusive export's lock (lock-timeout). */
+#define RBD_LOCK_TIMEOUT_MS 15000
 
 struct smcrd_rbd;
 
@@ -41,11 +43,13 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 		   bool exclusive, struct smcrd_rbd **out, uint64_t *size, bool *ro_out, char *err,
 		   size_t errlen);
 void smcrd_rbd_close(struct smcrd_rbd *r);
-/* A client arrived (blocks): for an exclusive export, takes the image's
- * exclusive lock and keeps it, breaking (and blocklisting) any other
- * owner, after reconnecting to the cluster if this gateway was fenced.
- * 0 when this gateway may serve the image, or -errno. */
-int smcrd_rbd_activate(struct smcrd_rbd *r);
+/* A client arrived (blocks, at most timeout_ms): for an exclusive export,
+ * takes the image's exclusive lock and keeps it, breaking (and
+ * blocklisting) any other owner, after reconnecting to the cluster if this
+ * gateway was fenced.  0 when this gateway may serve the image, or -errno
+ * (-ETIMEDOUT: no answer in time; the attempt goes on without the client,
+ * and a lock it takes late is released: the gateway stays passive). */
+int smcrd_rbd_activate(struct smcrd_rbd *r, unsigned timeout_ms);
 /* Starts one operation (iov for READ/WRITE, len for the others); done
  * runs once when it is over, also when this fails (then with -errno;
  * -ENOLCK: an exclusive export was fenced, the request is not to be
@@ -68,7 +72,11 @@ static inline int smcrd_rbd_open(const char *path, const char *conf, const char 
 	return -EPROTONOSUPPORT;
 }
 static inline void smcrd_rbd_close(struct smcrd_rbd *r) { (void)r; }
-static inline int smcrd_rbd_activate(struct smcrd_rbd *r) { (void)r; return 0; }
+static inline int smcrd_rbd_activate(struct smcrd_rbd *r, unsigned timeout_ms)
+{
+	(void)r; (void)timeout_ms;
+	return 0;
+}
 static inline void smcrd_rbd_submit(struct smcrd_rbd *r, enum rbd_io op, uint64_t off,
 				    uint64_t len, const struct iovec *iov, int iovcnt,
 				    bool fua, rbd_done_fn *done, void *arg)

@@ -19,7 +19,10 @@
 #     of each kill;
 #  3. the active gateway is frozen (SIGSTOP) under the same I/O: the client
 #     times out, moves to the other, which fences the frozen one; resumed,
-#     the frozen one writes nothing more (nbdc-io reads every block back).
+#     the frozen one writes nothing more (nbdc-io reads every block back);
+#  4. (after 1) the cluster does not answer (the mon frozen): the clients of
+#     a gateway that cannot take the lock are closed after its lock-timeout,
+#     and its handshake threads stay free.
 # smcr-timeout: 900
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
@@ -43,14 +46,15 @@ rbdc create --size 64M rbd/ha || fail "rbd create"
 rbdc create --size 16M rbd/fence || fail "rbd create"
 opts="ceph-conf=$CEPH_CONF,ceph-id=$CEPH_ID,exclusive"
 
-# gateway NAME PORT EXPORT: smcrd under a restart loop, its pid in
-# $d/NAME.pid, its log $d/NAME.log; up when the port answers.
+# gateway NAME PORT EXPORT [SMCRD-ARG...]: smcrd under a restart loop, its
+# pid in $d/NAME.pid, its log $d/NAME.log; up when the port answers.
 gateway() {
     local name=$1 port=$2 ex=$3
+    shift 3
     (
         trap - EXIT
         while [ ! -e "$d/stop" ]; do
-            "$SMCRD" -f -l 127.0.0.1 -p "$port" --export "$ex" >>"$d/$name.log" 2>&1 &
+            "$SMCRD" -f -l 127.0.0.1 -p "$port" --export "$ex" "$@" >>"$d/$name.log" 2>&1 &
             echo $! >"$d/$name.pid"
             { wait $!; } 2>/dev/null
             sleep 0.2
@@ -98,6 +102,49 @@ grepq 'reconnected to the cluster after the fence' "$d/fa.log" || fail "A did no
 qemu-io -f raw -r -c 'read -P 0x44 0 64k' "nbd://127.0.0.1:$pa/fence" >"$d/q.txt" 2>&1 &&
     ! grepq -i 'verification failed\|error' "$d/q.txt" || { cat "$d/q.txt" >&2; fail "data via A again"; }
 echo "1: gateway A, cut off by B's takeover, failed its next write; A took the image back"
+
+# --- 4 (here, on the same image): the cluster does not answer ----------------------
+# The mon frozen, so breaking A's lock (a blocklist) gets no answer: four
+# clients of a third gateway (lock-timeout=2, four handshakes at most) are
+# closed after 2 s, all of them, and a file export of that gateway still
+# serves while the mon is frozen (the stuck attempt holds no handshake
+# thread); the mon resumed, the late lock is released (no client waits),
+# and a new client of it takes the image.
+pc=$(free_port)
+truncate -s 1M "$d/plain.img"
+gateway fc "$pc" "fence=rbd:rbd/fence,$opts,lock-timeout=2" --max-handshakes 4 \
+    --max-handshakes-per-address 0 --export "plain=$d/plain.img"
+mon=${_ceph_pids[0]}
+kill -STOP "$mon"
+cleanup_fn "kill -CONT $mon 2>/dev/null"
+t0=$(date +%s%N) qc=()
+for i in 1 2 3 4; do
+    timeout 60 qemu-io -f raw -c 'write -P 0x55 0 64k' "nbd://127.0.0.1:$pc/fence" \
+        >"$d/qc$i.txt" 2>&1 &
+    qc+=($!)
+done
+wait "${qc[@]}" || true
+stuck_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+for i in 1 2 3 4; do
+    ! grepq 'wrote 65536/65536' "$d/qc$i.txt" || fail "a client wrote with the mon frozen"
+done
+n=$(grep -c 'within 2000 ms (lock-timeout): closed, the gateway stays passive' "$d/fc.log" ||
+    true)
+[ "$n" = 4 ] || { cat "$d/fc.log" >&2; fail "$n of 4 clients closed on the lock-timeout"; }
+[ "$stuck_ms" -lt 30000 ] || fail "the clients waited $stuck_ms ms for a 2 s lock-timeout"
+qemu-io -f raw -c 'write -P 0x66 0 64k' -c 'read -P 0x66 0 64k' "nbd://127.0.0.1:$pc/plain" \
+    >"$d/q.txt" 2>&1 && ! grepq -i 'verification failed\|error' "$d/q.txt" ||
+    { cat "$d/q.txt" "$d/fc.log" >&2; fail "file export with the mon frozen"; }
+[ "$(took fc)" = 0 ] || fail "gateway C took the lock with the mon frozen"
+kill -CONT "$mon"
+# The attempt still under way ends once the mon answers; with no client
+# left waiting, the lock it took goes back.
+wait_for 120 grepq 'released it, still passive' "$d/fc.log"
+[ "$(took fc)" = 0 ] || fail "gateway C kept the lock its clients gave up on"
+wait_for 120 qwrite "$pc" 0x77 || { cat "$d/q.txt" "$d/fc.log" >&2; fail "gateway C after the mon resumed"; }
+grep 'lock\|passive' "$d/fc.log" | sed 's/^/4: gateway C: /'
+echo "4: mon frozen: 4 clients closed after ${stuck_ms} ms (lock-timeout 2 s), a file" \
+     "export served meanwhile; mon resumed: a client of C took the image"
 
 # --- 2: SIGKILL the active gateway; the other takes over by itself -------------------
 ports=("$(free_port)" "$(free_port)")
