@@ -278,8 +278,8 @@ for s in "${sys[@]}"; do
             # fio's log_unix_epoch), a mark once both run, then fio; after
             # fio its per-I/O log and A's new kernel lines go to the share.
             job=$(vm_bg A "rm -f /tmp/fo_*.log; dA=\$(dmesg | wc -l); echo \$dA >$SA/$tag.dA
-exec 7< <(exec ip monitor link); m=\$!
-while read -r -u 7 x; do echo \"\$EPOCHREALTIME \$x\"; done >$SA/$tag.mon & w=\$!
+rm -f /tmp/fo_mon; mkfifo /tmp/fo_mon; ip monitor link >/tmp/fo_mon & m=\$!
+while read -r x; do echo \"\$EPOCHREALTIME \$x\"; done </tmp/fo_mon >$SA/$tag.mon & w=\$!
 sleep 0.3; echo \$EPOCHREALTIME >$SA/$tag.started
 fio --name=fo --filename=$dev --direct=1 --ioengine=libaio --rw=randrw --rwmixread=70 \
 --bs=4k --iodepth=4 --verify=crc32c --verify_backlog=64 --verify_fatal=0 --continue_on_error=all \
