@@ -20,8 +20,9 @@
 #            set_link off on both ends at once (the guests see carrier
 #            loss, addresses and routes stay), timed by A's carrier loss
 #            (ip monitor link in A, each event stamped with A's clock)
-#   loss     netem loss 100% on one link's NIC in A, then in B, for HOLD s
-#            (every frame dropped both ways, the port stays up), timed
+#   loss     netem loss 100% on one link's NIC in A and in B for HOLD s
+#            (every frame dropped both ways, the port stays up): one job
+#            in each guest, started together, timing its own hold; timed
 #            from A's clock just before A's tc command
 #   both     both cables pulled for 10 s, then back (timed as cable)
 # fio runs 5 s before the fault and 12 s after the heal.  Fault times and
@@ -291,15 +292,17 @@ kill \$m \$w; cp /tmp/fo_clat.1.log $SA/$tag.clat.log; dmesg | tail -n +\$((dA +
             sleep "$pre"
             # Fault and heal times: cable and both from A's link monitor
             # (the first carrier change after the command), loss from A's
-            # clock just before its tc command (A's NIC first, then B's).
+            # clock just before its tc commands.
             tf_= th_=
             case $f in
                 cable) cables off "$l"; sleep "$h"; cables on "$l" ;;
-                loss) tf_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc add dev $e root netem loss 100%")
-                      vm_run B "tc qdisc add dev $e root netem loss 100%" >/dev/null
-                      sleep "$h"
-                      th_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc del dev $e root")
-                      vm_run B "tc qdisc del dev $e root" >/dev/null ;;
+                loss) # One job per guest, started together, each timing
+                      # its own hold (host-side vm_runs between the steps
+                      # made it 12 s plus seconds of agent round trips).
+                      jA=$(vm_bg A "echo \$EPOCHREALTIME; tc qdisc add dev $e root netem loss 100%; sleep $h; echo \$EPOCHREALTIME; tc qdisc del dev $e root")
+                      jB=$(vm_bg B "tc qdisc add dev $e root netem loss 100%; sleep $h; tc qdisc del dev $e root")
+                      x=$(vm_wait -t $((h + 120)) A "$jA"); vm_wait -t $((h + 120)) B "$jB" >/dev/null
+                      tf_=${x%%$'\n'*} th_=${x#*$'\n'} ;;
                 both) cables off 1 2; sleep 10; cables on 1 2 ;;
             esac
             # fio ends at rt s unless an I/O never completes: then (HUNG_SECS
