@@ -122,11 +122,12 @@ for f in faults:
         worst[(s, f)] = max(gaps) if gaps else None
         errs[(s, f)] = sum(e) + bad_rc
         mb = med(back)
-        print("| %s | %s | %d | %d | %s | %s | %s | %s | %d | %d | %d | %.0f | %s%s |" % (
+        bi = [num(x["base_iops"]) for x in r if num(x["base_iops"]) is not None]
+        print("| %s | %s | %d | %d | %s | %s | %s | %s | %d | %d | %d | %s | %s%s |" % (
             f, s, len(r), hung, ("hung" if max(gaps) == float("inf") else "%.0f" % max(gaps)) if gaps else "-",
             ("hung" if med(gaps) == float("inf") else "%.0f" % med(gaps)) if gaps else "-",
             mb[1] if mb else "-", max(back)[1] if back else "-", e[0], e[1], e[2],
-            med([num(x["base_iops"]) or 0 for x in r if num(x["base_iops"]) is not None] or [0]),
+            "%.0f" % med(bi) if bi else "-",
             max(skew) if skew else "-", " (fio exit != 0 or hung in %d)" % bad_rc if bad_rc else ""))
 print("\n## Aim: smcrbd's longest gap at most the better peer's on every fault kind, 0 errors in every run\n")
 for f in faults:
