@@ -324,14 +324,15 @@ kill \$m \$w; cp /tmp/fo_clat.1.log $SA/$tag.clat.log; dmesg | tail -n +\$((dA +
             fi
             out=$(vm_wait A "$job" 2>&1); frc=$?
             printf '%s\n' "$out" >"$outdir/runs/$tag.fio.out"
-            for x in json clat.log mon; do cp "$SA/$tag.$x" "$outdir/runs/" 2>/dev/null; done
+            for x in json clat.log mon started; do cp "$SA/$tag.$x" "$outdir/runs/" 2>/dev/null; done
             sed 's/^/A: /' "$SA/$tag.dmesgA" >"$outdir/runs/$tag.dmesg"
             vm_run B "dmesg | tail -n +$((dB + 1))" | sed 's/^/B: /' >>"$outdir/runs/$tag.dmesg"
             ke=$(grep -cE "$kerr_re" "$outdir/runs/$tag.dmesg")
             python3 - "$outdir/runs/$tag.clat.log" "$outdir/runs/$tag.json" "$outdir/runs/$tag.fio.out" \
-                "$outdir/runs/$tag.mon" "$f" "$l" "${tf_%%$'\n'*}" "${th_%%$'\n'*}" $pre "$s" "$r" "$ke" "$frc" >>"$res" <<'EOF'
+                "$outdir/runs/$tag.mon" "$f" "$l" "${tf_%%$'\n'*}" "${th_%%$'\n'*}" $pre "$s" "$r" "$ke" "$frc" \
+                "$outdir/runs/$tag.started" "$rt" >>"$res" <<'EOF'
 import json, re, sys
-log, js, fout, mon, f, l, tf, th, pre, s, r, ke, frc = sys.argv[1:]
+log, js, fout, mon, f, l, tf, th, pre, s, r, ke, frc, started, rt = sys.argv[1:]
 pre = float(pre) * 1000
 # cable/both: the first carrier loss of a faulted link in A's monitor, and
 # the first carrier back after it.
@@ -355,6 +356,16 @@ gap, at = 0, 0
 for a, b in zip(t, t[1:]):
     if b - a > gap:
         gap, at = b - a, a
+# The log has successful completions only: from the last one to the end of
+# fio's runtime (started just before fio, plus its runtime) is a gap too
+# (I/O that failed, or never completed, until the end).
+end = None
+try:
+    end = float(open(started).read()) * 1000 + float(rt) * 1000
+    if t and end - t[-1] > gap:
+        gap, at = int(end - t[-1]), t[-1]
+except (OSError, ValueError):
+    pass
 fe = ve = 0
 skew = "-"
 try:
@@ -380,7 +391,7 @@ base = sum(1 for x in t if t0 <= x < tf) / ((tf - t0) / 1000) if tf > t0 else 0
 # >= 80% after it ends it; not back before fio's last I/O: ">N".
 import bisect
 rate = lambda w: bisect.bisect_left(t, w + 1000) - bisect.bisect_left(t, w)
-back, w, dip = ">%.0f" % (t[-1] - tf), tf, None
+back, w, dip = ">%.0f" % (max(t[-1], end or 0) - tf), tf, None
 while w + 1000 <= t[-1]:
     if dip is None:
         if w > tf + 5000:
