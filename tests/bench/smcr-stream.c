@@ -46,6 +46,8 @@
  * first bytes arrive.
  * Output ends with one line per result that scripts grep:
  *   "result bw <transport> <MB/s>", "result lat <transport> <usec>",
+ *   (lat also latcpu, latcsw: sleeps per round trip, latp50, latp99; the
+ *   server "result srvcsw <sleeps per round trip>"),
  *   "result verify <transport> <conns> <bytes> ok|FAIL".
  * The server handles CONNS connections (default 1), then prints its stack
  * counters ("stats ...") and exits.
@@ -652,13 +654,20 @@ static int serve_one(struct conn *c, unsigned int idx)
 		if (ret == 0)
 			ret = c_send_all(c, &got, sizeof(got));
 	} else if (h.mode == M_LAT) {
+		struct rusage ru0, ru1;
 		uint64_t i;
 
+		getrusage(RUSAGE_SELF, &ru0);
 		for (i = 0; i < h.bytes_or_iters && ret == 0; i++) {
 			ret = c_recv_all(c, buf, h.size);
 			if (ret == 0)
 				ret = c_send_all(c, buf, h.size);
 		}
+		getrusage(RUSAGE_SELF, &ru1);
+		/* Sleeps per round trip at this end (all threads). */
+		if (ret == 0 && h.bytes_or_iters)
+			printf("result srvcsw %.2f\n", (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) /
+			       (double)h.bytes_or_iters);
 	} else if (h.mode == M_VERIFY) {
 		struct verify_job j = { .c = *c, .k = h.conn, .dir = 1,
 					.bytes = h.bytes_or_iters, .size = h.size };
@@ -822,16 +831,29 @@ static double tv_s(const struct timeval *tv)
 	return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static int run_lat(void)
 {
 	struct rusage ru0, ru1;
 	struct conn c;
 	struct hdr h = { .mode = M_LAT, .size = o.size, .bytes_or_iters = o.iters };
 	uint8_t *buf = calloc(1, o.size);
-	double t0, dt;
+	double *rt = calloc(o.iters ? o.iters : 1, sizeof(*rt));
+	double t0, t1, dt;
 	unsigned int i;
 	int ret;
 
+	if (!buf || !rt) {
+		free(buf);
+		free(rt);
+		return 1;
+	}
 	ret = do_connect(&c);
 	if (ret) {
 		fprintf(stderr, "smcr-stream: connect: %s\n", strerror(-ret));
@@ -841,10 +863,16 @@ static int run_lat(void)
 	ret = c_send_all(&c, &h, sizeof(h));
 	getrusage(RUSAGE_SELF, &ru0);
 	t0 = now_s();
+	t1 = t0;
 	for (i = 0; i < o.iters && ret == 0; i++) {
+		double t2;
+
 		ret = c_send_all(&c, buf, o.size);
 		if (ret == 0)
 			ret = c_recv_all(&c, buf, o.size);
+		t2 = now_s();
+		rt[i] = t2 - t1;
+		t1 = t2;
 	}
 	dt = now_s() - t0;
 	getrusage(RUSAGE_SELF, &ru1);
@@ -861,8 +889,17 @@ static int run_lat(void)
 		 * trip: the wake-ups a round trip costs. */
 		printf("result latcsw %s %.2f\n", tnames[o.t],
 		       (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / o.iters);
+		/* Round trips' median and 99th percentile (usec). */
+		if (o.iters) {
+			qsort(rt, o.iters, sizeof(*rt), cmp_double);
+			printf("result latp50 %s %.1f\n", tnames[o.t], rt[o.iters / 2] * 1e6);
+			printf("result latp99 %s %.1f\n", tnames[o.t],
+			       rt[(size_t)o.iters * 99 / 100 < o.iters ?
+				  (size_t)o.iters * 99 / 100 : o.iters - 1] * 1e6);
+		}
 	}
 	c_close(&c);
+	free(rt);
 	free(buf);
 	return ret ? 1 : 0;
 }
