@@ -219,6 +219,9 @@ if [ "$cp" = 1 ]; then
         for c in 0 1; do
             for b in 64 4096; do
                 out=$(stream_run smcr lat "-s $b -i $iters" "SMCR_CALLER_POLL=$c")
+                # where the sleeps are: per thread, both ends (first round)
+                [ "$r" = 1 ] && echo "$out" | grep -E '^result (lat|srv)csw_thread|^stats client' |
+                    sed "s/^/  $b B, caller poll $c: /"
                 for f in lat latp50 latp99 latcsw srvcsw; do
                     v=$(field -v f=$f '$1 == "result" && $2 == f { print $NF }')
                     complain "smcr $f -s $b (caller poll $c)" "$v"

@@ -54,6 +54,7 @@
  */
 #include <config.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -628,6 +629,64 @@ static void *monitor(void *arg)
 	return NULL;
 }
 
+/* Sleeps (voluntary context switches) of each thread of this process,
+ * by name (/proc/self/task); returns how many threads. */
+#define CSW_MAX 16
+struct csw {
+	char name[32];
+	unsigned long long n;
+};
+
+static unsigned int csw_read(struct csw *t)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned int k = 0;
+
+	while (d && (e = readdir(d)) && k < CSW_MAX) {
+		char path[300], line[128];
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		memset(&t[k], 0, sizeof(t[k]));
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		if ((f = fopen(path, "r"))) {
+			if (fgets(t[k].name, sizeof(t[k].name), f))
+				t[k].name[strcspn(t[k].name, "\n")] = 0;
+			fclose(f);
+		}
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		if ((f = fopen(path, "r"))) {
+			while (fgets(line, sizeof(line), f))
+				if (sscanf(line, "voluntary_ctxt_switches: %llu", &t[k].n) == 1)
+					break;
+			fclose(f);
+		}
+		k++;
+	}
+	if (d)
+		closedir(d);
+	return k;
+}
+
+/* "result WHAT NAME PER-ITER" for each thread's sleeps between a and b. */
+static void csw_print(const char *what, const struct csw *a, unsigned int na,
+		      const struct csw *b, unsigned int nb, uint64_t iters)
+{
+	unsigned int i, j;
+
+	for (j = 0; j < nb && iters; j++) {
+		unsigned long long n0 = 0;
+
+		for (i = 0; i < na; i++)
+			if (!strcmp(a[i].name, b[j].name))
+				n0 = a[i].n;
+		printf("result %s %s %.2f\n", what, b[j].name,
+		       (double)(b[j].n - n0) / (double)iters);
+	}
+}
+
 /* ---- server ------------------------------------------------------------- */
 
 static int serve_one(struct conn *c, unsigned int idx)
@@ -655,6 +714,8 @@ static int serve_one(struct conn *c, unsigned int idx)
 			ret = c_send_all(c, &got, sizeof(got));
 	} else if (h.mode == M_LAT) {
 		struct rusage ru0, ru1;
+		struct csw t0[CSW_MAX], t1[CSW_MAX];
+		unsigned int n0 = csw_read(t0), n1;
 		uint64_t i;
 
 		getrusage(RUSAGE_SELF, &ru0);
@@ -664,6 +725,9 @@ static int serve_one(struct conn *c, unsigned int idx)
 				ret = c_send_all(c, buf, h.size);
 		}
 		getrusage(RUSAGE_SELF, &ru1);
+		n1 = csw_read(t1);
+		if (ret == 0)
+			csw_print("srvcsw_thread", t0, n0, t1, n1, h.bytes_or_iters);
 		/* Sleeps per round trip at this end (all threads). */
 		if (ret == 0 && h.bytes_or_iters)
 			printf("result srvcsw %.2f\n", (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) /
@@ -845,6 +909,8 @@ static int run_lat(void)
 	struct hdr h = { .mode = M_LAT, .size = o.size, .bytes_or_iters = o.iters };
 	uint8_t *buf = calloc(1, o.size);
 	double *rt = calloc(o.iters ? o.iters : 1, sizeof(*rt));
+	struct csw th0[CSW_MAX], th1[CSW_MAX];
+	unsigned int nt0, nt1;
 	double t0, t1, dt;
 	unsigned int i;
 	int ret;
@@ -861,6 +927,7 @@ static int run_lat(void)
 	}
 	print_info(&c, "client");
 	ret = c_send_all(&c, &h, sizeof(h));
+	nt0 = csw_read(th0);
 	getrusage(RUSAGE_SELF, &ru0);
 	t0 = now_s();
 	t1 = t0;
@@ -876,6 +943,7 @@ static int run_lat(void)
 	}
 	dt = now_s() - t0;
 	getrusage(RUSAGE_SELF, &ru1);
+	nt1 = csw_read(th1);
 	if (ret) {
 		fprintf(stderr, "smcr-stream: lat: %s\n", strerror(-ret));
 	} else {
@@ -889,6 +957,7 @@ static int run_lat(void)
 		 * trip: the wake-ups a round trip costs. */
 		printf("result latcsw %s %.2f\n", tnames[o.t],
 		       (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / o.iters);
+		csw_print("latcsw_thread", th0, nt0, th1, nt1, o.iters);
 		/* Round trips' median and 99th percentile (usec). */
 		if (o.iters) {
 			qsort(rt, o.iters, sizeof(*rt), cmp_double);
@@ -898,6 +967,7 @@ static int run_lat(void)
 				  (size_t)o.iters * 99 / 100 : o.iters - 1] * 1e6);
 		}
 	}
+	print_stats("client");
 	c_close(&c);
 	free(rt);
 	free(buf);
