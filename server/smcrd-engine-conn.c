@@ -460,13 +460,15 @@ void zc_unpin(struct req *q)
 	conn_kick(c);
 }
 
-/* Copies len bytes at off of a two-piece window. */
-void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len)
+/* Copies len bytes between buf and a two-piece window at off: into the
+ * window when put, out of it otherwise. */
+static void win_xfer(const struct iovec win[2], uint64_t off, uint8_t *buf, size_t len,
+		     bool put)
 {
-	uint8_t *d = dst;
 	int i;
 
 	for (i = 0; i < 2 && len; i++) {
+		uint8_t *w;
 		size_t n;
 
 		if (off >= win[i].iov_len) {
@@ -476,34 +478,24 @@ void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len)
 		n = win[i].iov_len - off;
 		if (n > len)
 			n = len;
-		memcpy(d, (uint8_t *)win[i].iov_base + off, n);
-		d += n;
+		w = (uint8_t *)win[i].iov_base + off;
+		memcpy(put ? w : buf, put ? buf : w, n);
+		buf += n;
 		len -= n;
 		off = 0;
 	}
 }
 
+/* Copies len bytes at off of a two-piece window. */
+void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len)
+{
+	win_xfer(win, off, dst, len, false);
+}
+
 /* Copies len bytes into a two-piece window at off. */
 void win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len)
 {
-	const uint8_t *p = src;
-	int i;
-
-	for (i = 0; i < 2 && len; i++) {
-		size_t n;
-
-		if (off >= win[i].iov_len) {
-			off -= win[i].iov_len;
-			continue;
-		}
-		n = win[i].iov_len - off;
-		if (n > len)
-			n = len;
-		memcpy((uint8_t *)win[i].iov_base + off, p, n);
-		p += n;
-		len -= n;
-		off = 0;
-	}
+	win_xfer(win, off, (uint8_t *)src, len, true);
 }
 
 /* The window pieces covering [off, off + len). */

@@ -297,6 +297,17 @@ void conn_close(struct conn *c, const char *why);
 void conn_maybe_finish(struct conn *c);
 void zc_release(struct conn *c);
 void zc_unpin(struct req *q);
+/* Appends q to c's reply queue. */
+static inline void tx_push(struct conn *c, struct req *q)
+{
+	q->next = NULL;
+	if (c->tx_tail)
+		c->tx_tail->next = q;
+	else
+		c->tx_head = q;
+	c->tx_tail = q;
+}
+
 void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len);
 void win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len);
 int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2]);

@@ -165,12 +165,7 @@ void req_start(struct req *q)
 
 			nbd_reply_build_read_stream(&c->tp, &q->r, &q->rb);
 			c->rbytes += q->r.length;
-			q->next = NULL;
-			if (c->tx_tail)
-				c->tx_tail->next = q;
-			else
-				c->tx_head = q;
-			c->tx_tail = q;
+			tx_push(c, q);
 			conn_dirty(c);
 			return;
 		}

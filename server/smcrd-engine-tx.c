@@ -29,12 +29,7 @@ bool tx_reserve_read(struct conn *c, struct req *q)
 		return false;
 	win_put(q->tx_win, 0, q->rb.head, q->rb.head_len);
 	q->zc_tx = true;
-	q->next = NULL;
-	if (c->tx_tail)
-		c->tx_tail->next = q;
-	else
-		c->tx_head = q;
-	c->tx_tail = q;
+	tx_push(c, q);
 	return true;
 }
 
@@ -54,12 +49,7 @@ void req_reply(struct req *q, uint32_t error, uint32_t data_len)
 		c->rbytes += q->rb.data_len;
 	else if (q->r.type == NBD_CMD_WRITE && !error)
 		c->wbytes += q->r.length;
-	q->next = NULL;
-	if (c->tx_tail)
-		c->tx_tail->next = q;
-	else
-		c->tx_head = q;
-	c->tx_tail = q;
+	tx_push(c, q);
 	conn_dirty(c);
 }
 
