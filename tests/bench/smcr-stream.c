@@ -629,11 +629,12 @@ static void *monitor(void *arg)
 	return NULL;
 }
 
-/* Sleeps (voluntary context switches) of each thread of this process,
- * by name (/proc/self/task); returns how many threads. */
+/* Sleeps (voluntary context switches) of each thread of this process
+ * (/proc/self/task); returns how many threads. */
 #define CSW_MAX 16
 struct csw {
 	char name[32];
+	long tid;
 	unsigned long long n;
 };
 
@@ -650,6 +651,7 @@ static unsigned int csw_read(struct csw *t)
 		if (e->d_name[0] == '.')
 			continue;
 		memset(&t[k], 0, sizeof(t[k]));
+		t[k].tid = atol(e->d_name);
 		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
 		if ((f = fopen(path, "r"))) {
 			if (fgets(t[k].name, sizeof(t[k].name), f))
@@ -680,7 +682,7 @@ static void csw_print(const char *what, const struct csw *a, unsigned int na,
 		unsigned long long n0 = 0;
 
 		for (i = 0; i < na; i++)
-			if (!strcmp(a[i].name, b[j].name))
+			if (a[i].tid == b[j].tid)
 				n0 = a[i].n;
 		printf("result %s %s %.2f\n", what, b[j].name,
 		       (double)(b[j].n - n0) / (double)iters);
