@@ -32,6 +32,7 @@ struct smcr_sock;
 #define NBDC_RBUF		65536
 #define NBDC_DRAIN_MS		5000
 #define NBDC_MAX_RESENDS	64
+#define NBDC_REFUSED_RETRY_MS	250		/* a refused reconnect: again in */
 #define NBDC_TX_IOV		64
 #define REQ_HDR			sizeof(struct nbd_request_wire)
 

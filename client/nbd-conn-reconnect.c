@@ -230,6 +230,7 @@ void nbdc_down_step(struct nbdc_conn *c)
 	struct nbdc_conn *o;
 	struct nbdc_req *r, **pp;
 	struct rq expired = { 0 };
+	unsigned wait_ms;
 	int ret;
 
 	if (c->waitq.n && !ALOAD(&e->stopping) && (o = nbdc_pick_up(e, c))) {
@@ -290,13 +291,22 @@ void nbdc_down_step(struct nbdc_conn *c)
 			e->srv[c->srv].port, strerror(-ret));
 		c->srv = (c->srv + 1) % e->nsrv;
 		AADD(&c->st_failed, 1);
-		c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : e->backoff_min_ms;
-		if (c->backoff_ms > e->backoff_max_ms)
-			c->backoff_ms = e->backoff_max_ms;
-		/* Jitter: 75..100% of the backoff, so connections spread out. */
-		c->next_attempt_ms = now_ms() + c->backoff_ms - (rand() % (c->backoff_ms / 4 + 1));
+		/* Refused: the host answered with no listener (a server that
+		 * restarts); a refused connect costs it a RST, so try again
+		 * soon, without growing the backoff.  Timeouts and failed
+		 * handshakes back off. */
+		if (ret == -ECONNREFUSED) {
+			wait_ms = NBDC_REFUSED_RETRY_MS;
+		} else {
+			c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : e->backoff_min_ms;
+			if (c->backoff_ms > e->backoff_max_ms)
+				c->backoff_ms = e->backoff_max_ms;
+			wait_ms = c->backoff_ms;
+		}
+		/* Jitter: 75..100% of the wait, so connections spread out. */
+		c->next_attempt_ms = now_ms() + wait_ms - (rand() % (wait_ms / 4 + 1));
 		log_dbg("nbd: connection %u: reconnect failed (%s), next in %u ms", c->idx,
-			strerror(-ret), c->backoff_ms);
+			strerror(-ret), wait_ms);
 		return;
 	}
 	wake = c->next_attempt_ms;

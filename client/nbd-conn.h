@@ -11,7 +11,8 @@
  * Losing a connection (or the whole link group, or the server) does not
  * fail the requests on it (the RTRS model): they move to another
  * connection that is up, or wait while their connection reconnects with
- * exponential backoff, and are sent again (reads and writes at the same
+ * exponential backoff (a refused connect, a server restarting, is tried
+ * again within 250 ms instead), and are sent again (reads and writes at the same
  * offset are idempotent; so are FLUSH, TRIM and WRITE_ZEROES).  A request
  * fails with -EIO only when it has waited longer than the timeout for a
  * connection; while no connection has been up for longer than that, new
@@ -59,6 +60,7 @@ struct nbdc_opts {
 	unsigned timeout_ms;			/* 0: 30 s (see above) */
 	unsigned io_timeout_ms;			/* 0: 60 s; UINT32_MAX: never */
 	unsigned connect_timeout_ms;		/* each attempt; 0: 5 s */
+	/* Between failed reconnects, doubling; not for refused ones. */
 	unsigned backoff_min_ms, backoff_max_ms;	/* 0: 100 ms, 5 s */
 	bool read_only;				/* refuse writes here */
 	/* SMC-R context to use; NULL: nbdc creates its own for SMC-R. */

@@ -63,6 +63,7 @@
  * gets 256 KiB buffers (64 KiB by net.smc.wmem/rmem; 512 KiB at most,
  * not faster on 1 MiB reads in the lane). */
 #define SMC_SOCKBUF	(256 << 10)
+#define REFUSED_RETRY_MS 250		/* a refused reconnect: again in */
 
 struct opts {
 	struct nbdc_server srv[NBDC_MAX_SERVERS];	/* gateways of one export */
@@ -574,6 +575,7 @@ static int watch(const struct opts *o)
 	unsigned pending = 0, reconnects = 0;
 	int64_t next_try = 0, next_status = 0;
 	int backoff = 100, r;
+	bool refused = false;
 
 	r = nl_open(&ctl);
 	if (r < 0)
@@ -606,15 +608,25 @@ static int watch(const struct opts *o)
 				pending--;
 				reconnects++;
 				backoff = 100;
+				refused = false;
 				log_info("/dev/nbd%d: a dead connection was replaced (%s:%s)",
 					 o->index, cur_srv(o)->host, cur_srv(o)->port);
 			} else {
-				log_warn("/dev/nbd%d: reconnect to %s:%s: %s (again in %d ms%s)",
-					 o->index, cur_srv(o)->host, cur_srv(o)->port, strerror(-r),
-					 backoff, o->nsrv > 1 ? ", to the next server" : "");
+				/* Refused (no listener: smcrd restarting) is cheap
+				 * for the server: again soon, without growing the
+				 * backoff, and logged once in a row. */
+				int wait = r == -ECONNREFUSED ? REFUSED_RETRY_MS : backoff;
+
+				if (r != -ECONNREFUSED || !refused)
+					log_warn("/dev/nbd%d: reconnect to %s:%s: %s (again in %d ms%s)",
+						 o->index, cur_srv(o)->host, cur_srv(o)->port,
+						 strerror(-r), wait,
+						 o->nsrv > 1 ? ", to the next server" : "");
+				refused = r == -ECONNREFUSED;
 				next_srv(o);
-				next_try = t + backoff;
-				backoff = backoff < 4000 ? backoff * 2 : 5000;
+				next_try = t + wait;
+				if (r != -ECONNREFUSED)
+					backoff = backoff < 4000 ? backoff * 2 : 5000;
 			}
 			continue;
 		}

@@ -37,6 +37,7 @@
 
 struct options {
 	char *uri;
+	char *servers;
 	char *name;
 	char *ctl;
 	unsigned connections;
@@ -52,6 +53,7 @@ static struct options opt = { .connections = 4 };
 static struct nbdc *exp_;
 static char fname[NAME_MAX + 2];	/* "/" + name */
 static struct nbdc_opts nopts;
+static struct nbdc_server more[NBDC_MAX_SERVERS - 1];
 static time_t mount_time;
 static uid_t uid;
 static gid_t gid;
@@ -62,6 +64,8 @@ static const struct fuse_opt option_spec[] = {
 	OPT("--connections=%u", connections),
 	OPT("-t %s", timeout),
 	OPT("--timeout=%s", timeout),
+	OPT("-S %s", servers),
+	OPT("--servers=%s", servers),
 	OPT("-n %s", name),
 	OPT("--name=%s", name),
 	OPT("--ctl=%s", ctl),
@@ -105,6 +109,9 @@ static void usage(const char *prog)
 	       "\n"
 	       "  -C, --connections=N   connections if the server allows multi-conn (4)\n"
 	       "  -t, --timeout=S       requests wait S seconds for a lost server (30)\n"
+	       "  -S, --servers=HOST[:PORT],...  more servers of the same export (gateways\n"
+	       "                        in front of one image), tried in turn after the\n"
+	       "                        URI's when a server is lost (same transport)\n"
 	       "  -r, --read-only       refuse writes (mount read-only)\n"
 	       "  -n, --name=FILE       name of the file in the mount (the export name)\n"
 	       "      --ctl=NAME|off    control socket name for smcrctl (smcr-fuse)\n"
@@ -312,6 +319,7 @@ static int connect_export(void)
 
 	if (r == 0) {
 		nbdc_opts_from_uri(&o, &u);
+		o.servers = more;
 		r = nbdc_open(&o, &exp_);
 	}
 	if (r < 0) {
@@ -361,6 +369,19 @@ int main(int argc, char **argv)
 		fputs(TRY_HELP, stderr);
 		ret = 2;
 		goto out_args;
+	}
+	if (opt.servers) {
+		unsigned def = u.transport == NBDC_SMCR ? NBDC_SMCR_PORT : NBD_DEFAULT_PORT;
+
+		r = nbdc_servers_parse(opt.servers, def, more, NBDC_MAX_SERVERS - 1,
+				       &nopts.nservers);
+		if (r < 0) {
+			fprintf(stderr, "smcr-fuse: --servers=%s: %s\n%s", opt.servers,
+				r == -E2BIG ? "too many servers (the URI's and 7 more at most)" :
+				"expected HOST[:PORT],HOST[:PORT],...", TRY_HELP);
+			ret = 2;
+			goto out_args;
+		}
 	}
 	if (opt.connections < 1 || opt.connections > 16) {
 		fprintf(stderr, "smcr-fuse: connections must be 1..16\n%s", TRY_HELP);
@@ -464,6 +485,7 @@ out_args:
 	free(cl.mountpoint);
 	fuse_opt_free_args(&args);
 	free(opt.uri);
+	free(opt.servers);
 	free(opt.name);
 	free(opt.ctl);
 	free(opt.timeout);

@@ -31,8 +31,8 @@ struct export_spec {
 	char *ceph_conf;		/* rbd: exports: the cluster's config
 					 * file, or NULL (Ceph's default) */
 	char *ceph_id;			/* ... and the client id (NULL: admin) */
-	bool rbd_exclusive;		/* hold the image's exclusive lock, fencing
-					 * any other owner at open */
+	bool rbd_exclusive;		/* hold the image's exclusive lock once a
+					 * client comes, fencing any other owner */
 };
 
 struct export_list {

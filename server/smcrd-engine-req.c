@@ -259,13 +259,17 @@ static void rbd_done(void *arg, int res)
 {
 	struct req *q = arg;
 	struct worker *w = q->c->w;
+	bool first;
 
 	q->rbd_res = res;
 	pthread_mutex_lock(&w->lock);
+	first = !w->rbd_done;
 	q->rbd_next = w->rbd_done;
 	w->rbd_done = q;
 	pthread_mutex_unlock(&w->lock);
-	worker_wake(w);
+	/* One wake-up for the list: the worker takes it whole. */
+	if (first)
+		worker_wake(w);
 }
 
 /* req_submit for an RBD export: the phase as a librbd operation, which
@@ -466,6 +470,9 @@ static void req_finish(struct req *q, int res)
 	struct conn *c = q->c;
 	struct export *e = c->exp;
 
+	if (res == -ENOLCK && e->rbd && !c->closing)
+		/* Fenced: not answered; the client resends elsewhere. */
+		conn_close(c, "the image was taken over by another gateway (fenced): closing");
 	if (c->closing) {
 		if (c->rx_chunk == q)
 			c->rx_chunk = NULL;

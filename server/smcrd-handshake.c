@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "smcrd-int.h"
+#include "smcrd-rbd.h"
 #include "lograte.h"
 #include "nbd-server.h"
 #include "transport-smcr.h"
@@ -315,6 +316,20 @@ void *handshake_main(void *arg)
 	}
 	if (r == 0)
 		r = nbd_server_handshake(h->t, &hs_ops, h, &lim, &sess);
+	if (r == 0 && ((struct export *)sess.handle)->rbd) {
+		/* An exclusive RBD export becomes this gateway's on a
+		 * client's arrival (it fences the old owner); if it cannot,
+		 * the client is closed and tries its next server. */
+		struct export *e = sess.handle;
+
+		r = smcrd_rbd_activate(e->rbd);
+		if (r < 0) {
+			log_warn("client %s: export '%s' not served: %s", h->t->peer,
+				 e->spec.name, strerror(-r));
+			export_put(e);
+			r = -ENOLCK;
+		}
+	}
 	if (h->hs_counted) {
 		pthread_mutex_lock(&s->lock);
 		addr_hs_done(s, h->addr);
@@ -339,6 +354,8 @@ void *handshake_main(void *arg)
 		h->t = NULL;
 	} else if (!h->t) {
 		/* The SMC-R rendezvous failed: logged above. */
+	} else if (r == -ENOLCK) {
+		/* Logged above. */
 	} else if (r == -ECONNABORTED) {
 		log_dbg("client %s: left during the handshake", h->t->peer);
 	} else if (r == -ETIMEDOUT) {

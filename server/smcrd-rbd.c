@@ -2,7 +2,14 @@
 /* smcrd: exports backed by a Ceph RBD image, through librbd's AIO API.
  * One image handle per export, shared by the workers: librbd's calls are
  * thread-safe, and one handle is one owner of the image's exclusive lock
- * (one handle per worker would pass the lock around on every write). */
+ * (one handle per worker would pass the lock around on every write).
+ *
+ * exclusive: the image opens without the lock (a passive gateway), and
+ * the first client to arrive makes this gateway take it, breaking (and so
+ * blocklisting) the old owner.  A gateway whose operations fail because it
+ * was blocklisted is fenced: its connections close unanswered, and the
+ * next client to arrive makes it reconnect to the cluster (a new client
+ * instance, not blocklisted) and take the lock again. */
 #include <config.h>
 
 #include <errno.h>
@@ -18,15 +25,33 @@
 #include "nbd-proto.h"
 #include "applog.h"
 
-struct smcrd_rbd {
+/* One connection to the cluster and the image opened through it. */
+struct rbd_conn {
 	rados_t cluster;
 	rados_ioctx_t io;
 	rbd_image_t img;
+	struct rbd_conn *older;		/* fenced ones, closed with the export */
 };
+
+struct smcrd_rbd {
+	struct rbd_conn *cur;		/* read atomically by the workers */
+	pthread_mutex_t lock;		/* activation */
+	char *path, *conf, *id;		/* to reconnect */
+	bool exclusive;			/* read-write with the 'exclusive' option */
+	bool active;			/* took the lock through cur */
+	bool fenced;			/* an operation of cur's was refused */
+};
+
+/* Ceph's EBLOCKLISTED is ESHUTDOWN. */
+static bool fence_err(ssize_t v)
+{
+	return v == -ESHUTDOWN || v == -EROFS;
+}
 
 /* An operation in flight. */
 struct rbd_op {
 	struct smcrd_rbd *r;
+	rbd_image_t img;
 	enum rbd_io op;
 	bool fua;			/* a WRITE whose flush is still to come */
 	uint64_t len;
@@ -50,6 +75,17 @@ static void op_complete(rbd_completion_t c, void *arg)
 	int r;
 
 	rbd_aio_release(c);
+	if (v < 0 && o->r->exclusive && fence_err(v)) {
+		/* Blocklisted, or the lock is gone: another gateway took the
+		 * image over.  Nothing more is written through this handle
+		 * (an older handle's late failures leave the current one be). */
+		if (o->img == __atomic_load_n(&o->r->cur, __ATOMIC_ACQUIRE)->img &&
+		    !__atomic_exchange_n(&o->r->fenced, true, __ATOMIC_ACQ_REL))
+			log_warn("%s: fenced (%s): another gateway took the image; closing its "
+				 "connections", o->r->path, strerror((int)-v));
+		op_end(o, -ENOLCK);
+		return;
+	}
 	if (v < 0) {
 		op_end(o, v < -4095 ? -EIO : (int)v);
 		return;
@@ -60,7 +96,7 @@ static void op_complete(rbd_completion_t c, void *arg)
 		o->fua = false;
 		r = rbd_aio_create_completion(o, op_complete, &c);
 		if (r == 0) {
-			r = rbd_aio_flush(o->r->img, c);
+			r = rbd_aio_flush(o->img, c);
 			if (r < 0)
 				rbd_aio_release(c);
 		}
@@ -84,6 +120,7 @@ void smcrd_rbd_submit(struct smcrd_rbd *r, enum rbd_io op, uint64_t off, uint64_
 		return;
 	}
 	o->r = r;
+	o->img = __atomic_load_n(&r->cur, __ATOMIC_ACQUIRE)->img;
 	o->op = op;
 	o->fua = op == RBD_IO_WRITE && fua;
 	o->done = done;
@@ -99,19 +136,19 @@ void smcrd_rbd_submit(struct smcrd_rbd *r, enum rbd_io op, uint64_t off, uint64_
 	}
 	switch (op) {
 	case RBD_IO_READ:
-		ret = rbd_aio_readv(r->img, iov, iovcnt, off, c);
+		ret = rbd_aio_readv(o->img, iov, iovcnt, off, c);
 		break;
 	case RBD_IO_WRITE:
-		ret = rbd_aio_writev(r->img, iov, iovcnt, off, c);
+		ret = rbd_aio_writev(o->img, iov, iovcnt, off, c);
 		break;
 	case RBD_IO_FLUSH:
-		ret = rbd_aio_flush(r->img, c);
+		ret = rbd_aio_flush(o->img, c);
 		break;
 	case RBD_IO_DISCARD:
-		ret = rbd_aio_discard(r->img, off, len, c);
+		ret = rbd_aio_discard(o->img, off, len, c);
 		break;
 	case RBD_IO_ZEROES:
-		ret = rbd_aio_write_zeroes(r->img, off, len, c, 0, 0);
+		ret = rbd_aio_write_zeroes(o->img, off, len, c, 0, 0);
 		break;
 	default:
 		ret = -EINVAL;
@@ -153,11 +190,11 @@ static int parse_path(const char *path, char **copy, char **pool, char **image, 
 	return 0;
 }
 
-/* Takes image's exclusive lock for good (librbd hands it to no other
+/* Takes the image's exclusive lock for good (librbd hands it to no other
  * client on request), first breaking any other owner's: Ceph blocklists
  * that client, so a gateway that lost the image can write to it no more,
  * whether it died or not. */
-static int take_lock(rbd_image_t img, const char *image)
+static int take_lock(rbd_image_t img, const char *path)
 {
 	char *owners[8];
 	size_t n = 8, i;
@@ -171,7 +208,7 @@ static int take_lock(rbd_image_t img, const char *image)
 		return ret;
 	for (i = 0; i < n; i++) {
 		ret = rbd_lock_break(img, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
-		log_warn("image %s: broke the exclusive lock of %s (blocklisted)%s%s", image,
+		log_warn("%s: broke the exclusive lock of %s (blocklisted)%s%s", path,
 			 owners[i], ret < 0 ? ": " : "", ret < 0 ? strerror(-ret) : "");
 	}
 	if (n)
@@ -179,25 +216,34 @@ static int take_lock(rbd_image_t img, const char *image)
 	return rbd_lock_acquire(img, RBD_LOCK_MODE_EXCLUSIVE);
 }
 
-int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read_only,
-		   bool exclusive, struct smcrd_rbd **out, uint64_t *size, bool *ro_out, char *err,
-		   size_t errlen)
+static void conn_free(struct rbd_conn *k)
 {
-	struct smcrd_rbd *r;
+	rbd_close(k->img);
+	rados_ioctx_destroy(k->io);
+	rados_shutdown(k->cluster);
+	free(k);
+}
+
+/* Connects to the cluster and opens r's image (read-only: ro). */
+static int conn_open(struct smcrd_rbd *r, bool ro, struct rbd_conn **out, char *err,
+		     size_t errlen)
+{
+	struct rbd_conn *k;
 	char *copy, *pool, *image, *snap;
 	sigset_t all, old;
 	const char *what;
 	int ret;
 
-	ret = parse_path(path, &copy, &pool, &image, &snap);
+	ret = parse_path(r->path, &copy, &pool, &image, &snap);
 	if (ret < 0) {
 		snprintf(err, errlen, "%s", ret == -EINVAL ? "expected rbd:POOL/IMAGE[@SNAP]" :
 			 strerror(-ret));
 		return ret;
 	}
-	r = calloc(1, sizeof(*r));
-	if (!r) {
+	k = calloc(1, sizeof(*k));
+	if (!k) {
 		free(copy);
+		snprintf(err, errlen, "%s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
 	/* librados's and librbd's threads start here: with every signal
@@ -206,11 +252,11 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	what = "rados_create";
-	ret = rados_create(&r->cluster, id);
+	ret = rados_create(&k->cluster, r->id);
 	if (ret < 0)
 		goto out_free;
-	what = conf ? conf : "the Ceph config file";
-	ret = rados_conf_read_file(r->cluster, conf);
+	what = r->conf ? r->conf : "the Ceph config file";
+	ret = rados_conf_read_file(k->cluster, r->conf);
 	if (ret < 0)
 		goto out_shutdown;
 	/* No librbd cache: a write is acknowledged once the cluster has it,
@@ -218,61 +264,141 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 	 * what was not acknowledged (with a write-back cache, what a killed
 	 * gateway had acknowledged but not flushed would be lost; Ceph's
 	 * iSCSI gateway turns the cache off too). */
-	rados_conf_set(r->cluster, "rbd_cache", "false");
+	rados_conf_set(k->cluster, "rbd_cache", "false");
 	what = "connecting to the cluster";
-	ret = rados_connect(r->cluster);
+	ret = rados_connect(k->cluster);
 	if (ret < 0)
 		goto out_shutdown;
 	what = pool;
-	ret = rados_ioctx_create(r->cluster, pool, &r->io);
+	ret = rados_ioctx_create(k->cluster, pool, &k->io);
 	if (ret < 0)
 		goto out_shutdown;
 	what = image;
-	if (read_only || snap)
-		ret = rbd_open_read_only(r->io, image, &r->img, snap);
+	if (ro || snap)
+		ret = rbd_open_read_only(k->io, image, &k->img, snap);
 	else
-		ret = rbd_open(r->io, image, &r->img, NULL);
+		ret = rbd_open(k->io, image, &k->img, NULL);
 	if (ret < 0)
 		goto out_ioctx;
-	if (exclusive && !(read_only || snap)) {
-		what = "taking the exclusive lock";
-		ret = take_lock(r->img, image);
-		if (ret < 0) {
-			rbd_close(r->img);
-			goto out_ioctx;
-		}
-	}
-	ret = rbd_get_size(r->img, size);
-	if (ret < 0) {
-		what = "image size";
-		rbd_close(r->img);
-		goto out_ioctx;
-	}
-	*ro_out = read_only || snap;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	free(copy);
-	*out = r;
+	*out = k;
 	return 0;
 out_ioctx:
-	rados_ioctx_destroy(r->io);
+	rados_ioctx_destroy(k->io);
 out_shutdown:
-	rados_shutdown(r->cluster);
+	rados_shutdown(k->cluster);
 out_free:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	snprintf(err, errlen, "%s: %s", what, strerror(-ret));
 	free(copy);
+	free(k);
+	return ret;
+}
+
+static void rbd_free(struct smcrd_rbd *r)
+{
+	pthread_mutex_destroy(&r->lock);
+	free(r->path);
+	free(r->conf);
+	free(r->id);
 	free(r);
+}
+
+int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read_only,
+		   bool exclusive, struct smcrd_rbd **out, uint64_t *size, bool *ro_out, char *err,
+		   size_t errlen)
+{
+	struct smcrd_rbd *r;
+	char *copy, *pool, *image, *snap_name;
+	bool snap;
+	int ret;
+
+	ret = parse_path(path, &copy, &pool, &image, &snap_name);
+	if (ret < 0) {
+		snprintf(err, errlen, "%s", ret == -EINVAL ? "expected rbd:POOL/IMAGE[@SNAP]" :
+			 strerror(-ret));
+		return ret;
+	}
+	snap = snap_name != NULL;
+	free(copy);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	pthread_mutex_init(&r->lock, NULL);
+	r->path = strdup(path);
+	r->conf = conf ? strdup(conf) : NULL;
+	r->id = id ? strdup(id) : NULL;
+	if (!r->path || (conf && !r->conf) || (id && !r->id)) {
+		rbd_free(r);
+		return -ENOMEM;
+	}
+	r->exclusive = exclusive && !read_only && !snap;
+	ret = conn_open(r, read_only, &r->cur, err, errlen);
+	if (ret < 0) {
+		rbd_free(r);
+		return ret;
+	}
+	ret = rbd_get_size(r->cur->img, size);
+	if (ret < 0) {
+		snprintf(err, errlen, "image size: %s", strerror(-ret));
+		conn_free(r->cur);
+		rbd_free(r);
+		return ret;
+	}
+	*ro_out = read_only || snap;
+	*out = r;
+	return 0;
+}
+
+int smcrd_rbd_activate(struct smcrd_rbd *r)
+{
+	struct rbd_conn *k;
+	char err[256];
+	int owner = 0, ret = 0;
+
+	if (!r->exclusive)
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	if (__atomic_load_n(&r->fenced, __ATOMIC_ACQUIRE)) {
+		/* This client instance is blocklisted: a new one. */
+		ret = conn_open(r, false, &k, err, sizeof(err));
+		if (ret < 0) {
+			log_warn("%s: reconnecting after the fence: %s", r->path, err);
+			goto out;
+		}
+		k->older = r->cur;
+		__atomic_store_n(&r->cur, k, __ATOMIC_RELEASE);
+		__atomic_store_n(&r->fenced, false, __ATOMIC_RELEASE);
+		r->active = false;
+		log_info("%s: reconnected to the cluster after the fence", r->path);
+	}
+	if (r->active && rbd_is_exclusive_lock_owner(r->cur->img, &owner) == 0 && owner)
+		goto out;
+	r->active = false;
+	ret = take_lock(r->cur->img, r->path);
+	if (ret < 0) {
+		log_warn("%s: taking the exclusive lock: %s", r->path, strerror(-ret));
+		goto out;
+	}
+	r->active = true;
+	log_info("%s: took the exclusive lock: this gateway is the active one", r->path);
+out:
+	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
 
 void smcrd_rbd_close(struct smcrd_rbd *r)
 {
+	struct rbd_conn *k, *older;
+
 	if (!r)
 		return;
-	rbd_close(r->img);
-	rados_ioctx_destroy(r->io);
-	rados_shutdown(r->cluster);
-	free(r);
+	for (k = r->cur; k; k = older) {
+		older = k->older;
+		conn_free(k);
+	}
+	rbd_free(r);
 }
 
 /* --- base:allocation --------------------------------------------------------- */
@@ -354,7 +480,7 @@ unsigned smcrd_rbd_extents(struct smcrd_rbd *r, uint64_t offset, uint32_t length
 
 	if (!length)
 		return 0;
-	ret = rbd_diff_iterate2(r->img, NULL, offset, length, 1, 0, ext_cb, &st);
+	ret = rbd_diff_iterate2(__atomic_load_n(&r->cur, __ATOMIC_ACQUIRE)->img, NULL, offset, length, 1, 0, ext_cb, &st);
 	if (ret < 0 && !st.full) {
 		/* Unknown: all data. */
 		out[0].length = length;

@@ -36,14 +36,20 @@ static inline bool rbd_path(const char *path)
 #ifdef HAVE_LIBRBD
 /* Connects as client id (NULL: admin) with config file conf (NULL: Ceph's
  * default search) and opens the image; a snapshot opens read-only.
- * exclusive (read-write only): takes the image's exclusive lock now and
- * keeps it, breaking (and blocklisting) any other owner. */
+ * exclusive (read-write only): the lock is taken by smcrd_rbd_activate(). */
 int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read_only,
 		   bool exclusive, struct smcrd_rbd **out, uint64_t *size, bool *ro_out, char *err,
 		   size_t errlen);
 void smcrd_rbd_close(struct smcrd_rbd *r);
+/* A client arrived (blocks): for an exclusive export, takes the image's
+ * exclusive lock and keeps it, breaking (and blocklisting) any other
+ * owner, after reconnecting to the cluster if this gateway was fenced.
+ * 0 when this gateway may serve the image, or -errno. */
+int smcrd_rbd_activate(struct smcrd_rbd *r);
 /* Starts one operation (iov for READ/WRITE, len for the others); done
- * runs once when it is over, also when this fails (then with -errno). */
+ * runs once when it is over, also when this fails (then with -errno;
+ * -ENOLCK: an exclusive export was fenced, the request is not to be
+ * answered). */
 void smcrd_rbd_submit(struct smcrd_rbd *r, enum rbd_io op, uint64_t off, uint64_t len,
 		      const struct iovec *iov, int iovcnt, bool fua, rbd_done_fn *done,
 		      void *arg);
@@ -62,6 +68,7 @@ static inline int smcrd_rbd_open(const char *path, const char *conf, const char 
 	return -EPROTONOSUPPORT;
 }
 static inline void smcrd_rbd_close(struct smcrd_rbd *r) { (void)r; }
+static inline int smcrd_rbd_activate(struct smcrd_rbd *r) { (void)r; return 0; }
 static inline void smcrd_rbd_submit(struct smcrd_rbd *r, enum rbd_io op, uint64_t off,
 				    uint64_t len, const struct iovec *iov, int iovcnt,
 				    bool fua, rbd_done_fn *done, void *arg)

@@ -11,7 +11,8 @@
 #   nbdkit_uri              nbd+unix:///?socket=$NBDKIT_SOCK
 #   nbdkit_wait_up N [SECS] wait until N of nbdkit's NBD connections are up
 #                           (a lost one comes back after its backoff, up
-#                           to 5 s; longer on a busy machine)
+#                           to 5 s, or 250 ms if refused; longer on a
+#                           busy machine)
 #   SMCRCTL, SMCR_FUSE, NBDC_IO, MEMSERVER   our programs
 
 SMCRCTL=$abs_top_builddir/client/smcrctl

@@ -4,7 +4,8 @@
 # every byte checked by nbdc-io:
 #  1. smcrd is killed (SIGKILL) under load and restarted on the same port
 #     within the timeout: no I/O error, requests resent, both connections
-#     reconnected;
+#     reconnected, within 2 s of smcrd answering again (a refused
+#     reconnect is tried again within 250 ms, not after the backoff);
 #  2. smcrd stays away longer than the timeout: requests fail (EIO), and
 #     once it is back, I/O works again with the data intact.
 # smcr-timeout: 240
@@ -27,8 +28,20 @@ sleep 3
 kill_smcrd
 sleep 2
 restart_smcrd "${exports[@]}"
+t0=$(date +%s%N)
+# Both connections back: two 'is back' lines (the log is nbdc-io's).
+back=
+for (( i=0; i<300; i++ )); do
+    if [ "$(grep -c 'is back' "$d/io1.err")" -ge 2 ]; then
+        back=$(( ($(date +%s%N) - t0) / 1000000 )); break
+    fi
+    sleep 0.05
+done
 rc=0; wait "$io" || rc=$?
 cat "$d/io1.out"
+[ -n "$back" ] || fail "the connections were not back 15 s after smcrd answered"
+echo "connections back ${back} ms after smcrd answered again"
+[ "$back" -lt 2000 ] || fail "connections back only ${back} ms after smcrd answered (backoff?)"
 [ "$rc" = 0 ] || { tail -n 20 "$d/io1.err"; fail "I/O failed across a server restart (rc $rc)"; }
 [ "$(result_field "$d/io1.out" errors)" = 0 ] || fail "errors reported"
 [ "$(result_field "$d/io1.out" bad)" = 0 ] || fail "bad data"

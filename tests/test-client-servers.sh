@@ -11,6 +11,8 @@
 #       equal; smcrctl lists both servers, every connection on B.
 #  2. smcr-attach -F with a dead first server attaches to the second;
 #     usage errors: an empty list element, server= given twice.
+#  3. smcr-fuse -S with a dead server in its URI mounts through the
+#     second (root and /dev/fuse); an empty list element is refused.
 # smcr-timeout: 240
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
@@ -110,6 +112,27 @@ grepq "size $((32 << 20))" "$d/att.out" || fail "smcr-attach: no size from serve
 grepq 'trying the next server' "$d/att.err" || fail "smcr-attach: no move to server 2 logged"
 rc=0; "$ATTACH" -F -t -E true "127.0.0.1:$port_b,,127.0.0.1:$dead" disk 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "an empty list element: exit $rc, want 2"
+
+# --- 3: smcr-fuse -S -------------------------------------------------------------------
+rc=0; "$SMCR_FUSE" -S "127.0.0.1:$port_b,," "nbd://127.0.0.1:$dead/disk" "$d" 2>"$d/fuse.err" ||
+    rc=$?
+[ "$rc" = 2 ] && grepq 'expected HOST' "$d/fuse.err" ||
+    fail "smcr-fuse -S with an empty element: exit $rc, want 2: $(cat "$d/fuse.err")"
+fuse=
+if [ "$(id -u)" = 0 ] && [ -w /dev/fuse ] && command -v fusermount3 >/dev/null; then
+    mkdir "$d/mnt"
+    cleanup_fn "fusermount3 -u -z '$d/mnt' 2>/dev/null"
+    run_prog "$SMCR_FUSE" -f -C 2 --ctl=off -S "127.0.0.1:$port_b" \
+        "nbd://127.0.0.1:$dead/disk" "$d/mnt" 2>"$d/fuse.err" &
+    fz=$!
+    wait_for 30 mountpoint -q "$d/mnt"
+    [ "$(sha "$d/mnt/disk")" = "$(sha "$d/disk.img")" ] || fail "smcr-fuse: data via server 2"
+    fusermount3 -u "$d/mnt" || fail "fusermount3 -u"
+    wait "$fz" || fail "smcr-fuse exited with an error"
+    fuse=", smcr-fuse"
+else
+    echo "no root, /dev/fuse or fusermount3: smcr-fuse's mount not run"
+fi
 stop_smcrd
 echo "PASS: failover from a killed server to the next in the list (library, plugin," \
-     "smcr-attach): 0 errors, data checked"
+     "smcr-attach$fuse): 0 errors, data checked"

@@ -5,10 +5,13 @@
 # in and out (and the image as Ceph holds it), qemu-img compare, WRITE
 # ZEROES / TRIM / FLUSH / FUA by qemu-io, base:allocation of a sparse image,
 # fio randrw with verify, a snapshot served read-only with the data of the
-# snapshot's time.
+# snapshot's time; ext4 on an export (smcr-fuse, a loop mount: root and
+# /dev/fuse) with a tree of files, fsck clean, and the image as Ceph holds
+# it (rbd export) fsck clean with the files' checksums.
 # smcr-timeout: 600
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
+. "$srcdir/test-client-lib.sh"
 . "$srcdir/ceph-lib.sh"
 grepq -x '#define HAVE_LIBRBD 1' "$abs_top_builddir/config.h" </dev/null ||
     skip "smcrd built without librbd (librbd-dev missing at configure)"
@@ -26,9 +29,10 @@ mib=$(scale_mib 64 16)
 rbdc create --size "${mib}M" rbd/disk || fail "rbd create"
 rbdc create --size 64M rbd/sparse || fail "rbd create"
 rbdc create --size 32M rbd/fio || fail "rbd create"
+rbdc create --size 64M rbd/ext4 || fail "rbd create"
 opts="ceph-conf=$CEPH_CONF,ceph-id=$CEPH_ID"
 exports=(--export "disk=rbd:rbd/disk,$opts" --export "sparse=rbd:rbd/sparse,$opts"
-         --export "fio=rbd:rbd/fio,$opts")
+         --export "fio=rbd:rbd/fio,$opts" --export "ext4=rbd:rbd/ext4,$opts")
 
 start_smcrd --queue-depth 64 "${exports[@]}"
 nbdinfo "$(uri disk)" | grepq "export-size: $(( mib << 20 ))" || fail "export size"
@@ -69,6 +73,43 @@ fio --name=verify-rbd --ioengine=nbd --uri="$(uri fio)" --rw=randrw --rwmixread=
     --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0 >"$d/fio.txt" 2>&1 ||
     { cat "$d/fio.txt" >&2; fail "fio failed"; }
 grepq "err= 0" "$d/fio.txt" || { cat "$d/fio.txt" >&2; fail "fio reported errors"; }
+
+# ext4: made and filled through the export, by the kernel (a loop mount
+# of smcr-fuse's file); fsck clean there and on the image in Ceph.
+ext4=
+src=/usr/include/linux
+if [ "$(id -u)" != 0 ] || [ ! -w /dev/fuse ] || ! command -v fusermount3 >/dev/null ||
+   ! command -v mkfs.ext4 >/dev/null || [ ! -d "$src" ] || [ ! -x "$SMCR_FUSE" ]; then
+    echo "ext4 part not run: needs root, /dev/fuse, fusermount3, mkfs.ext4, smcr-fuse and $src"
+else
+    mkdir "$d/fm" "$d/mnt"
+    cleanup_fn "umount -l '$d/mnt' 2>/dev/null; fusermount3 -u -z '$d/fm' 2>/dev/null"
+    run_prog "$SMCR_FUSE" -f -C 2 --ctl=off "$(uri ext4)" "$d/fm" 2>"$d/fuse.err" &
+    fz=$!
+    wait_for 30 mountpoint -q "$d/fm"
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$d/fm/ext4" ||
+        fail "mkfs.ext4 on the export"
+    if mount -o loop "$d/fm/ext4" "$d/mnt" 2>"$d/mount.err"; then
+        cp -a "$src" "$d/mnt/tree" || fail "cp into ext4 on the export"
+        (cd "$src" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$d/want"
+        umount "$d/mnt" || fail "umount"
+        e2fsck -fn "$d/fm/ext4" >"$d/fsck.txt" 2>&1 || { cat "$d/fsck.txt" >&2; fail "fsck via the export"; }
+        fusermount3 -u "$d/fm" || fail "fusermount3 -u"
+        wait "$fz" || fail "smcr-fuse exited with an error"
+        rbdc export rbd/ext4 "$d/ext4.img" >/dev/null 2>&1 || fail "rbd export"
+        e2fsck -fn "$d/ext4.img" >"$d/fsck.txt" 2>&1 || { cat "$d/fsck.txt" >&2; fail "fsck of the image in Ceph"; }
+        mount -o loop,ro "$d/ext4.img" "$d/mnt" || fail "mount of the image in Ceph"
+        (cd "$d/mnt/tree" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$d/got"
+        umount "$d/mnt"
+        cmp -s "$d/want" "$d/got" || fail "ext4: checksums differ in the image in Ceph"
+        ext4=", ext4 ($(wc -l <"$d/want") files) fsck clean with equal checksums in Ceph"
+        echo "ext4: $(wc -l <"$d/want") files copied in through the export; fsck clean via the" \
+             "export and on the image in Ceph, sha256 of every file equal"
+    else
+        echo "ext4 part not run: no loop mount here ($(head -n 1 "$d/mount.err"))"
+        fusermount3 -u "$d/fm"; wait "$fz" || true
+    fi
+fi
 stop_smcrd
 
 # A snapshot, then the image changes: the snapshot, served read-only,
@@ -87,4 +128,4 @@ if qemu-io -f raw -c 'write -P 1 0 4k' "$(uri snap)" >"$d/qio.txt" 2>&1 &&
 fi
 stop_smcrd
 echo "PASS: rbd exports: nbdcopy ${mib} MiB in/out and in Ceph identical, qemu-img compare," \
-     "zeroes/trim/FUA, base:allocation map, fio verify, snapshot read-only with its data"
+     "zeroes/trim/FUA, base:allocation map, fio verify, snapshot read-only with its data$ext4"

@@ -27,7 +27,7 @@
 #
 #   tests/bench/bench-block-vm.sh [-B BUILDDIR] [-r ROUNDS] [-t SECS]
 #                                 [-s "smcr fwd tcp nvmeof rnbd"] [-p JOBS]
-#                                 [-P SYSTEMS] [-o DIR]
+#                                 [-P SYSTEMS] [-j JOBS] [-o DIR]
 #   -B BUILDDIR  the build tree (default ./build, or $abs_top_builddir)
 #   -r ROUNDS    rounds (default 1); -t SECS per job (default 10)
 #   -s SYSTEMS   which systems (default "smcr fwd tcp nvmeof rnbd")
@@ -36,7 +36,11 @@
 #                (cpu-clock, 499 Hz) in both guests while fio runs in A: DIR/profile/SYSTEM.JOB.{A,B}.txt
 #                (by process and DSO, and the top symbols) and context
 #                switches per I/O of each guest (/proc/stat ctxt)
-#   -P SYSTEMS   profile only these systems (default: all)
+#   -P SYSTEMS   profile only these systems (default: all); the guests'
+#                perf.data and kallsyms are kept beside the summaries
+#                (DIR/profile/SYSTEM.JOB.{A,B}.perf.data, .kallsyms) for
+#                perf report on the host (--kallsyms)
+#   -j JOBS      run only these jobs (default: all six)
 #   -o DIR       report dir (default BUILDDIR/bench-block-report):
 #                results.tsv (one line per round, system and job), report.md,
 #                cdf.tsv and the plots (bench-block-plots.sh): lat-cdf-4k-qd1.png,
@@ -48,7 +52,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=1 secs=10 systems="smcr fwd tcp nvmeof rnbd" outdir= profile= psys=
+rounds=1 secs=10 systems="smcr fwd tcp nvmeof rnbd" outdir= profile= psys= only=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -58,7 +62,8 @@ while [ $# -gt 0 ]; do
         -o) outdir=$2; shift 2 ;;
         -p) profile=$2; shift 2 ;;
         -P) psys=$2; shift 2 ;;
-        *) sed -n '3,44p' "$0"; exit 2 ;;
+        -j) only=$2; shift 2 ;;
+        *) sed -n '3,49p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -158,7 +163,8 @@ profile_job() {
     local rec="perf record -a -g -e cpu-clock -F 499 -o /tmp/perf.data >/dev/null 2>&1 &
 echo \$! >/tmp/perf.pid; wait
 { echo '## by process and DSO'; perf report -i /tmp/perf.data --no-children -g none --sort comm,dso --percent-limit 1 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$'
-echo '## top symbols'; perf report -i /tmp/perf.data --no-children -g none --sort comm,sym --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$' | head -n 40; } >SHARE/prof.txt; rm -f /tmp/perf.data /tmp/perf.pid"
+echo '## top symbols'; perf report -i /tmp/perf.data --no-children -g none --sort comm,sym --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$' | head -n 40; } >SHARE/prof.txt
+cp /tmp/perf.data SHARE/prof.data; cat /proc/kallsyms >SHARE/prof.kallsyms; rm -f /tmp/perf.data /tmp/perf.pid"
     mkdir -p "$outdir/profile"
     for v in A B; do
         pj+=("$(vm_bg "$v" "${rec//SHARE/$(vm_share "$v")}")")
@@ -182,6 +188,8 @@ print("%d I/Os under perf; context switches per I/O: A %.1f, B %.1f" % (ios, int
 EOF
     for v in A B; do
         mv "$(vm_share "$v")/prof.txt" "$outdir/profile/$s.$name.$v.txt"
+        mv "$(vm_share "$v")/prof.data" "$outdir/profile/$s.$name.$v.perf.data"
+        mv "$(vm_share "$v")/prof.kallsyms" "$outdir/profile/$s.$name.$v.kallsyms"
     done
     vm_say "profile $s $name: $(cat "$outdir/profile/$s.$name.ctx")"
 }
@@ -200,6 +208,7 @@ for (( r=1; r<=rounds; r++ )); do
         for j in "${JOBS[@]}"; do
             read -r name rw bs qd extra <<<"$j"
             [ "$s" = fuse ] && [[ $name != s?1m-* ]] && continue
+            [ -z "$only" ] || [[ " $only " == *" $name "* ]] || continue
             b0=$(vm_run B "$stat_sh")
             vm_run -t $((secs + 120)) A "a0=\$($stat_sh)
 fio --name=$name --filename=$dev --direct=1 --ioengine=libaio --rw=$rw --bs=$bs --iodepth=$qd $extra \

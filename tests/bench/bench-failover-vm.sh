@@ -18,20 +18,26 @@
 # these faults, all in the guests:
 #   cable    one link's cable pulled for HOLD s, then back: qemu's
 #            set_link off on both ends at once (the guests see carrier
-#            loss, addresses and routes stay), timed from the guest clock
-#            just before the QMP commands
+#            loss, addresses and routes stay), timed by A's carrier loss
+#            (ip monitor link in A, each event stamped with A's clock)
 #   loss     netem loss 100% on one link's NIC in A and in B for HOLD s
-#            (every frame dropped both ways, the port stays up)
-#   both     both cables pulled for 10 s, then back
-# The link alternates between runs.  Per run: the longest time with no
+#            (every frame dropped both ways, the port stays up): one job
+#            in each guest, started together, timing its own hold; timed
+#            from A's clock just before A's tc command
+#   both     both cables pulled for 10 s, then back (timed as cable)
+# fio runs 5 s before the fault and 12 s after the heal.  Fault times and
+# fio's log share A's CLOCK_REALTIME; each run checks that by fio's report
+# time less its last logged I/O ("clock check", ms; a few hundred ms at
+# most when they agree).  The link alternates between runs.  Per run: the longest time with no
 # completed I/O over the whole fio run (from the per-I/O log), fio's errors
 # (I/O errors and verify failures), the kernel's lines in A's and B's dmesg
 # that tell of failed I/O ("I/O error", "critical", "error -5"), and the
-# time from the fault until throughput is back to 80% of the 6 s before the
+# time from the fault until throughput is back to 80% of the 5 s before the
 # fault (1 s windows 100 ms apart: 0 when none within 5 s of the fault is
 # below 80%, else the end of the first window at >= 80% after the first one
-# below; "never" if none before fio ends).  Gaps after the heal (a path
-# coming back) count in the longest gap, not in this time.
+# below; ">N" if none before fio's last I/O, N ms after the fault).  Gaps
+# after the heal (a path coming back) count in the longest gap, not in
+# this time.
 # Not in make check: "make bench-failover-vm" in the build tree.
 #
 #   tests/bench/bench-failover-vm.sh [-B BUILDDIR] [-r REPS] [-s SYSTEMS]
@@ -45,8 +51,8 @@
 #                report.md, per-run fio output and dmesg excerpts in runs/
 #   -R           only print the report of DIR's failover.tsv (no VMs)
 # Holds the VM lock (SMCR_VM_LOCK, default /tmp/smcrbd-vm.lock) throughout:
-# keep one invocation under ~15 minutes (one system, 2 reps x 3 faults is
-# about 8 minutes under TCG).
+# keep one invocation under ~15 minutes (one system, 5 reps x 3 faults
+# took 10.5 minutes under TCG, boot included).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -63,7 +69,7 @@ while [ $# -gt 0 ]; do
         -H) hold=$2; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
         -R) report_only=1; shift ;;
-        *) sed -n '3,40p' "$0"; exit 2 ;;
+        *) sed -n '3,54p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -72,7 +78,7 @@ mkdir -p "$outdir/runs" || exit 1
 outdir=$(cd "$outdir" && pwd)
 res=$outdir/failover.tsv
 [ -s "$res" ] ||
-    printf 'system\tfault\trep\tlink\tmax_gap_ms\tgap_at_ms\tback80_ms\tbase_iops\tios\tfio_errors\tverify_errors\tkernel_errors\tfio_rc\tfault_ms\theal_ms\n' >"$res"
+    printf 'system\tfault\trep\tlink\tmax_gap_ms\tgap_at_ms\tback80_ms\tbase_iops\tios\tfio_errors\tverify_errors\tkernel_errors\tfio_rc\tfault_ms\theal_ms\tskew_ms\n' >"$res"
 
 report() {
 python3 - "$res" <<'EOF'
@@ -92,9 +98,9 @@ def num(v):
         return float(v)
     except ValueError:
         return None
-print("\n## Failover (per system and fault: runs; longest gap without a completed I/O, ms: max and median over runs; time back to 80%, ms: median; errors summed over runs)\n")
-print("| fault | system | runs | max gap ms (worst) | max gap ms (median) | back to 80% ms (median) | fio I/O errors | verify errors | kernel error lines | base IOPS |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("\n## Failover (per system and fault: runs; longest gap without a completed I/O, ms: max and median over runs; time back to 80%, ms: median and max; errors summed over runs; fio clock check: largest |report time - last logged I/O|, ms)\n")
+print("| fault | system | runs | hung | max gap ms (worst) | max gap ms (median) | back to 80% ms (median) | back to 80% ms (worst) | fio I/O errors | verify errors | kernel error lines | base IOPS | clock check ms |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 def med(v):
     v = sorted(v)
     return v[len(v) // 2] if v else None
@@ -106,18 +112,23 @@ for f in faults:
         if not r:
             continue
         gaps = [num(x["max_gap_ms"]) if x["max_gap_ms"] != "hung" else float("inf") for x in r if num(x["max_gap_ms"]) is not None or x["max_gap_ms"] == "hung"]
-        back = [num(x["back80_ms"]) if num(x["back80_ms"]) is not None else float("inf") for x in r]
+        # ">N": not back before fio's last I/O, N ms after the fault.
+        back = [(num(x["back80_ms"]), x["back80_ms"]) if num(x["back80_ms"]) is not None else
+                (float("inf"), x["back80_ms"]) for x in r if x["back80_ms"] not in ("-", "never")]
+        hung = sum(1 for x in r if x["max_gap_ms"] == "hung")
+        skew = [abs(int(x["skew_ms"])) for x in r if x.get("skew_ms", "-").lstrip("-").isdigit()]
         e = [sum(int(x[k]) for x in r if x[k].isdigit()) for k in ("fio_errors", "verify_errors", "kernel_errors")]
         bad_rc = sum(1 for x in r if x["fio_rc"] != "0")
         worst[(s, f)] = max(gaps) if gaps else None
         errs[(s, f)] = sum(e) + bad_rc
         mb = med(back)
-        print("| %s | %s | %d | %s | %s | %s | %d | %d | %d | %.0f%s |" % (
-            f, s, len(r), ("hung" if max(gaps) == float("inf") else "%.0f" % max(gaps)) if gaps else "-",
+        bi = [num(x["base_iops"]) for x in r if num(x["base_iops"]) is not None]
+        print("| %s | %s | %d | %d | %s | %s | %s | %s | %d | %d | %d | %s | %s%s |" % (
+            f, s, len(r), hung, ("hung" if max(gaps) == float("inf") else "%.0f" % max(gaps)) if gaps else "-",
             ("hung" if med(gaps) == float("inf") else "%.0f" % med(gaps)) if gaps else "-",
-            "never" if mb == float("inf") else "%.0f" % mb, e[0], e[1], e[2],
-            med([num(x["base_iops"]) or 0 for x in r if num(x["base_iops"]) is not None] or [0]),
-            " (fio exit != 0 or hung in %d)" % bad_rc if bad_rc else ""))
+            mb[1] if mb else "-", max(back)[1] if back else "-", e[0], e[1], e[2],
+            "%.0f" % med(bi) if bi else "-",
+            max(skew) if skew else "-", " (fio exit != 0 or hung in %d)" % bad_rc if bad_rc else ""))
 print("\n## Aim: smcrbd's longest gap at most the better peer's on every fault kind, 0 errors in every run\n")
 for f in faults:
     peers = [worst[(p, f)] for p in ("nvmeof", "rnbd") if worst.get((p, f)) is not None]
@@ -241,7 +252,7 @@ for l in links:
 EOF
 }
 
-pre=6 post=16
+pre=5 post=12
 kerr_re='I/O error|critical|error -5|blk_update_request|Buffer I/O'
 read -r -a sys <<<"$systems"
 read -r -a flt <<<"$faults"
@@ -262,24 +273,38 @@ for s in "${sys[@]}"; do
             fi
             tag=$s.$f.$r
             rt=$((pre + h + post))
-            dA=$(vm_run A "dmesg | wc -l") dB=$(vm_run B "dmesg | wc -l")
-            job=$(vm_bg A "rm -f /tmp/fo_*.log; exec fio --name=fo --filename=$dev --direct=1 --ioengine=libaio --rw=randrw --rwmixread=70 \
+            rm -f "$SA/$tag".*
+            dB=$(vm_run B "dmesg | wc -l")
+            # The job in A: its dmesg line count, a link monitor stamping each
+            # carrier change with A's clock ($EPOCHREALTIME, the clock of
+            # fio's log_unix_epoch), a mark once both run, then fio; after
+            # fio its per-I/O log and A's new kernel lines go to the share.
+            job=$(vm_bg A "rm -f /tmp/fo_*.log; dA=\$(dmesg | wc -l); echo \$dA >$SA/$tag.dA
+rm -f /tmp/fo_mon; mkfifo /tmp/fo_mon; ip monitor link >/tmp/fo_mon & m=\$!
+while read -r x; do echo \"\$EPOCHREALTIME \$x\"; done </tmp/fo_mon >$SA/$tag.mon & w=\$!
+sleep 0.3; echo \$EPOCHREALTIME >$SA/$tag.started
+fio --name=fo --filename=$dev --direct=1 --ioengine=libaio --rw=randrw --rwmixread=70 \
 --bs=4k --iodepth=4 --verify=crc32c --verify_backlog=64 --verify_fatal=0 --continue_on_error=all \
 --runtime=$rt --time_based=1 --clocksource=clock_gettime --write_lat_log=/tmp/fo --log_avg_msec=0 --log_unix_epoch=1 \
---output-format=json --output=$SA/$tag.json")
-            # fio has started once its job is running (the json is written at the end).
-            until_ok 60 "vm_run A 'pgrep -x fio >/dev/null'" || echo "bench: fio not seen running"
+--output-format=json --output=$SA/$tag.json; rc=\$?
+kill \$m \$w; cp /tmp/fo_clat.1.log $SA/$tag.clat.log; dmesg | tail -n +\$((dA + 1)) >$SA/$tag.dmesgA; exit \$rc")
+            for (( i=0; i<600; i++ )); do [ -e "$SA/$tag.started" ] && break; sleep 0.1; done
+            [ -e "$SA/$tag.started" ] || echo "bench: fio not started in A after 60 s"
             sleep "$pre"
+            # Fault and heal times: cable and both from A's link monitor
+            # (the first carrier change after the command), loss from A's
+            # clock just before its tc commands.
+            tf_= th_=
             case $f in
-                cable) tf_=$(vm_run A "echo \$EPOCHREALTIME"); cables off "$l"
-                       sleep "$h"; th_=$(vm_run A "echo \$EPOCHREALTIME"); cables on "$l" ;;
-                loss) vm_run B "tc qdisc add dev $e root netem loss 100%" >/dev/null
-                      tf_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc add dev $e root netem loss 100%")
-                      sleep "$h"
-                      th_=$(vm_run A "echo \$EPOCHREALTIME; tc qdisc del dev $e root")
-                      vm_run B "tc qdisc del dev $e root" >/dev/null ;;
-                both) tf_=$(vm_run A "echo \$EPOCHREALTIME"); cables off 1 2
-                      sleep 10; th_=$(vm_run A "echo \$EPOCHREALTIME"); cables on 1 2 ;;
+                cable) cables off "$l"; sleep "$h"; cables on "$l" ;;
+                loss) # One job per guest, started together, each timing
+                      # its own hold (host-side vm_runs between the steps
+                      # made it 12 s plus seconds of agent round trips).
+                      jA=$(vm_bg A "echo \$EPOCHREALTIME; tc qdisc add dev $e root netem loss 100%; sleep $h; echo \$EPOCHREALTIME; tc qdisc del dev $e root")
+                      jB=$(vm_bg B "tc qdisc add dev $e root netem loss 100%; sleep $h; tc qdisc del dev $e root")
+                      x=$(vm_wait -t $((h + 120)) A "$jA"); vm_wait -t $((h + 120)) B "$jB" >/dev/null
+                      tf_=${x%%$'\n'*} th_=${x#*$'\n'} ;;
+                both) cables off 1 2; sleep 10; cables on 1 2 ;;
             esac
             # fio ends at rt s unless an I/O never completes: then (HUNG_SECS
             # after its end, default 120) the run counts as hung, with the
@@ -288,11 +313,10 @@ for s in "${sys[@]}"; do
             end=$((SECONDS + rt + ${HUNG_SECS:-120}))
             while [ ! -e "$SA/out/$job.rc" ] && [ $SECONDS -lt $end ]; do sleep 1; done
             if [ ! -e "$SA/out/$job.rc" ]; then
-                vm_run A "echo \"in flight (read write): \$(cat /sys/block/${dev#/dev/}/inflight)\"; ps -eo pid,stat,wchan:24,etime,comm | grep -w fio; dmesg | tail -n +$((dA + 1))" \
+                vm_run A "echo \"in flight (read write): \$(cat /sys/block/${dev#/dev/}/inflight)\"; ps -eo pid,stat,wchan:24,etime,comm | grep -w fio; dmesg | tail -n +\$((\$(cat $SA/$tag.dA) + 1))" \
                     >"$outdir/runs/$tag.hung.txt" 2>&1
-                printf '%s\t%s\t%s\t%s\thung\t-\tnever\t-\t-\t-\t-\t%s\ttimeout\t%s\t%s\n' "$s" "$f" "$r" "$l" \
-                    "$(grep -cE "$kerr_re" "$outdir/runs/$tag.hung.txt")" \
-                    "$(awk "BEGIN { printf \"%.0f\", ${tf_%%$'\n'*} * 1000 }")" "$(awk "BEGIN { printf \"%.0f\", ${th_%%$'\n'*} * 1000 }")" >>"$res"
+                printf '%s\t%s\t%s\t%s\thung\t-\tnever\t-\t-\t-\t-\t%s\ttimeout\t-\t-\t-\n' "$s" "$f" "$r" "$l" \
+                    "$(grep -cE "$kerr_re" "$outdir/runs/$tag.hung.txt")" >>"$res"
                 vm_say "$(tail -n 1 "$res"): fio not done ${HUNG_SECS:-120} s after its runtime (runs/$tag.hung.txt)"
                 printf '%s\t%s\t%s\tI/O hung\n' "$s" "$f" "$r" >>"$outdir/skipped.tsv"
                 hung=1
@@ -300,29 +324,75 @@ for s in "${sys[@]}"; do
             fi
             out=$(vm_wait A "$job" 2>&1); frc=$?
             printf '%s\n' "$out" >"$outdir/runs/$tag.fio.out"
-            cp "$SA/$tag.json" "$outdir/runs/" 2>/dev/null
-            vm_run A "cat /tmp/fo_clat.1.log" >"$outdir/runs/$tag.clat.log"
-            vm_run A "dmesg | tail -n +$((dA + 1))" | sed 's/^/A: /' >"$outdir/runs/$tag.dmesg"
+            for x in json clat.log mon started; do cp "$SA/$tag.$x" "$outdir/runs/" 2>/dev/null; done
+            sed 's/^/A: /' "$SA/$tag.dmesgA" >"$outdir/runs/$tag.dmesg"
             vm_run B "dmesg | tail -n +$((dB + 1))" | sed 's/^/B: /' >>"$outdir/runs/$tag.dmesg"
             ke=$(grep -cE "$kerr_re" "$outdir/runs/$tag.dmesg")
             python3 - "$outdir/runs/$tag.clat.log" "$outdir/runs/$tag.json" "$outdir/runs/$tag.fio.out" \
-                "${tf_%%$'\n'*}" "${th_%%$'\n'*}" $pre "$s" "$f" "$r" "$l" "$ke" "$frc" >>"$res" <<'EOF'
+                "$outdir/runs/$tag.mon" "$f" "$l" "${tf_%%$'\n'*}" "${th_%%$'\n'*}" $pre "$s" "$r" "$ke" "$frc" \
+                "$outdir/runs/$tag.started" "$rt" >>"$res" <<'EOF'
 import json, re, sys
-log, js, fout, tf, th, pre, s, f, r, l, ke, frc = sys.argv[1:]
-tf = float(tf) * 1000; th = float(th) * 1000; pre = float(pre) * 1000
+log, js, fout, mon, f, l, tf, th, pre, s, r, ke, frc, started, rt = sys.argv[1:]
+pre = float(pre) * 1000
+# cable/both: the first carrier loss of a faulted link in A's monitor, and
+# the first carrier back after it.
+if f in ("cable", "both"):
+    eths = ["eth0", "eth1"] if f == "both" else ["eth%d" % (int(l) - 1)]
+    tf = th = ""
+    try:
+        for x in open(mon):
+            m = re.match(r"([0-9.]+) \d+: (eth\d+): <([^>]*)>", x)
+            if not m or m.group(2) not in eths:
+                continue
+            down = "NO-CARRIER" in m.group(3).split(",")
+            if not tf and down:
+                tf = m.group(1)
+            elif tf and not th and not down:
+                th = m.group(1)
+    except OSError:
+        pass
 t = sorted(int(x.split(",")[0]) for x in open(log) if x.strip())
 gap, at = 0, 0
 for a, b in zip(t, t[1:]):
     if b - a > gap:
         gap, at = b - a, a
-base = sum(1 for x in t if tf - pre <= x < tf) / (pre / 1000)
+# The log has successful completions only: from the last one to the end of
+# fio's runtime (started just before fio, plus its runtime) is a gap too
+# (I/O that failed, or never completed, until the end).
+end = None
+try:
+    end = float(open(started).read()) * 1000 + float(rt) * 1000
+    if t and end - t[-1] > gap:
+        gap, at = int(end - t[-1]), t[-1]
+except (OSError, ValueError):
+    pass
+fe = ve = 0
+skew = "-"
+try:
+    jj = json.load(open(js))
+    j = jj["jobs"][0]
+    fe = j.get("total_err", 0)
+    # fio's clock check: its report time (CLOCK_REALTIME) less its last
+    # logged completion (its epoch plus its own clock's elapsed time).
+    if t:
+        skew = "%d" % (jj["timestamp_ms"] - t[-1])
+except Exception:
+    fe = -1
+ve = len(re.findall(r"verify: bad|bad magic|crc32c: verify failed|verify failed", open(fout).read()))
+if not tf or not t:
+    print("\t".join(map(str, [s, f, r, l, gap, "-", "-", "-", len(t), fe, ve, ke, frc, "-", "-", skew])))
+    sys.exit(0)
+tf = float(tf) * 1000
+th = float(th) * 1000 if th else None
+t0 = max(tf - pre, t[0])
+base = sum(1 for x in t if t0 <= x < tf) / ((tf - t0) / 1000) if tf > t0 else 0
 # 1 s windows, 100 ms apart, from the fault: the first below 80% of the
 # base rate within 5 s of the fault starts the dip (none: 0), the first at
-# >= 80% after it ends it.
+# >= 80% after it ends it; not back before fio's last I/O: ">N".
 import bisect
 rate = lambda w: bisect.bisect_left(t, w + 1000) - bisect.bisect_left(t, w)
-back, w, dip = "never", tf, None
-while t and w + 1000 <= t[-1]:
+back, w, dip = ">%.0f" % (max(t[-1], end or 0) - tf), tf, None
+while w + 1000 <= t[-1]:
     if dip is None:
         if w > tf + 5000:
             back = "0"
@@ -333,14 +403,8 @@ while t and w + 1000 <= t[-1]:
         back = "%.0f" % (w + 1000 - tf)
         break
     w += 100
-fe = ve = 0
-try:
-    j = json.load(open(js))["jobs"][0]
-    fe = j.get("total_err", 0)
-except Exception:
-    fe = -1
-ve = len(re.findall(r"verify: bad|bad magic|crc32c: verify failed|verify failed", open(fout).read()))
-print("\t".join(map(str, [s, f, r, l, gap, "%.0f" % (at - tf), back, "%.0f" % base, len(t), fe, ve, ke, frc, "%.0f" % tf, "%.0f" % th])))
+print("\t".join(map(str, [s, f, r, l, gap, "%.0f" % (at - tf), back, "%.0f" % base, len(t), fe, ve, ke, frc,
+                          "%.0f" % tf, "%.0f" % th if th else "-", skew])))
 EOF
             vm_say "$(tail -n 1 "$res")"
         done

@@ -8,14 +8,20 @@
 # without librbd's cache (smcrd turns it off; qemu-nbd --cache=none):
 # a write is acknowledged once the cluster has it.
 #
-#   tests/bench/bench-rbd.sh [-s MIB] [-r SECONDS] [-j REGEX]
+#   tests/bench/bench-rbd.sh [-s MIB] [-r SECONDS] [-j REGEX] [-n ROUNDS]
 #
 #   -s MIB      image size (default 256; filled with random data once)
 #   -r SECONDS  runtime of every fio job (default 10)
 #   -j REGEX    only the jobs whose name matches
+#   -n ROUNDS   rounds (default 1); the server that goes first alternates
+#   -x KEY=VAL  also smcrd with this librbd setting (a copy of the cluster's
+#               config file with it), column smcrd-x
+#   -b          also fio's rbd engine on the image (librbd with no NBD hop:
+#               the ceiling of both servers), column librbd
 #
-# Prints one row per job: IOPS (4 KiB) or MiB/s (1 MiB) of each server and
-# smcrd's ratio to qemu-nbd.  One round: on a shared host the figures move.
+# Prints one row per job: IOPS (4 KiB) or MiB/s (1 MiB) of each server (the
+# mean of the rounds) and smcrd's ratio to qemu-nbd; with more rounds, each
+# round's figures on stderr.  On a shared host the figures move.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 srcdir=$(cd "$here/.." && pwd)
@@ -25,9 +31,12 @@ srcdir=$(cd "$here/.." && pwd)
 set +u
 . "$srcdir/test-smcrd-lib.sh"
 set -u
-mib=256 runtime=10 only=.
-while getopts "s:r:j:" o; do
+mib=256 runtime=10 only=. rounds=1 base= extra=
+while getopts "s:r:j:n:bx:" o; do
     case $o in
+        x) extra=$OPTARG ;;
+        b) base=librbd ;;
+        n) rounds=$OPTARG ;;
         s) mib=$OPTARG ;;
         r) runtime=$OPTARG ;;
         j) only=$OPTARG ;;
@@ -57,8 +66,12 @@ rm -f "$d/fill.img"
 
 # run_job SERVER URI RW BS QD KIND: one figure on stdout.
 run_job() {
-    local out=$d/$1.json v
-    fio --name=bench --ioengine=nbd --uri="$2" --rw="$3" --bs="$4" --iodepth="$5" \
+    local out=$d/$1.json v eng=(--ioengine=nbd --uri="$2")
+    local conf=$CEPH_CONF
+    [ "$1" = librbd ] && eng=(--ioengine=rbd --clientname="$CEPH_ID" --pool=rbd --rbdname=bench)
+    # fio's rbd engine as the servers run librbd: without its cache.
+    [ "$1" = librbd ] && conf=$d/ceph-nocache.conf
+    CEPH_CONF=$conf fio --name=bench "${eng[@]}" --rw="$3" --bs="$4" --iodepth="$5" \
         --size="${mib}M" --runtime="$runtime" --time_based --randrepeat=0 \
         --output-format=json --output="$out" >/dev/null 2>"$d/fio.err"
     v=$(python3 - "$out" "$6" <<'EOF'
@@ -74,12 +87,25 @@ EOF
     echo "$v"
 }
 
+{ cat "$CEPH_CONF"; echo "[client]"; echo "rbd cache = false"; } >"$d/ceph-nocache.conf"
+xs=
+if [ -n "$extra" ]; then
+    xs=smcrd-x
+    { cat "$CEPH_CONF"; echo "[client]"; echo "${extra%%=*} = ${extra#*=}"; } >"$d/ceph-x.conf"
+fi
 declare -A res
-for server in smcrd qemu-nbd; do
-    port=$(free_port)
-    if [ "$server" = smcrd ]; then
+for (( round=1; round<=rounds; round++ )); do
+order="smcrd $xs qemu-nbd"
+[ $(( round % 2 )) = 0 ] && order="qemu-nbd $xs smcrd"
+for server in $order $base; do
+    port=$(free_port) pid=
+    if [ "$server" = librbd ]; then
+        u=
+    elif [ "$server" != qemu-nbd ]; then
+        conf=$CEPH_CONF
+        [ "$server" = smcrd-x ] && conf=$d/ceph-x.conf
         "$SMCRD" -f -l 127.0.0.1 -p "$port" \
-            --export "bench=rbd:rbd/bench,ceph-conf=$CEPH_CONF,ceph-id=$CEPH_ID" \
+            --export "bench=rbd:rbd/bench,ceph-conf=$conf,ceph-id=$CEPH_ID" \
             >"$d/$server.log" 2>&1 &
         u=nbd://127.0.0.1:$port/bench
     else
@@ -87,23 +113,36 @@ for server in smcrd qemu-nbd; do
             "rbd:rbd/bench:id=$CEPH_ID:conf=$CEPH_CONF" >"$d/$server.log" 2>&1 &
         u=nbd://127.0.0.1:$port/bench
     fi
-    pid=$!
-    cleanup_fn "kill -KILL $pid 2>/dev/null"
-    wait_for 30 nbdinfo "$u"
+    if [ -n "$u" ]; then
+        pid=$!
+        cleanup_fn "kill -KILL $pid 2>/dev/null"
+        wait_for 30 nbdinfo "$u"
+    fi
     for j in "${jobs[@]}"; do
         read -r name rw bs qd kind <<<"$j"
         [[ $name =~ $only ]] || continue
-        res[$server,$name]=$(run_job "$server" "$u" "$rw" "$bs" "$qd" "$kind")
+        v=$(run_job "$server" "$u" "$rw" "$bs" "$qd" "$kind")
+        [ "$rounds" -gt 1 ] && echo "round $round: $server $name $v" >&2
+        res[$server,$name]=$(python3 -c "print(round(${res[$server,$name]:-0} + $v / $rounds, 1))")
     done
-    kill -TERM "$pid"
-    wait "$pid" || true
+    [ -z "$pid" ] || { kill -TERM "$pid"; wait "$pid" || true; }
 done
-printf '| %-18s | %10s | %10s | %6s |\n' job smcrd qemu-nbd ratio
-printf '|%s|%s|%s|%s|\n' -------------------- ------------ ------------ --------
+done
+hdr="| $(printf '%-18s' job) | $(printf '%10s' smcrd) | $(printf '%10s' qemu-nbd) | ratio  |"
+sep="|--------------------|------------|------------|--------|"
+[ -n "$xs" ] && hdr+="    smcrd-x | ratio  |" sep+="------------|--------|"
+[ -n "$base" ] && hdr+="     librbd |" sep+="------------|"
+[ -n "$xs" ] && echo "smcrd-x: smcrd with $extra"
+echo "$hdr"
+echo "$sep"
 for j in "${jobs[@]}"; do
     read -r name rw bs qd kind <<<"$j"
     [[ $name =~ $only ]] || continue
     a=${res[smcrd,$name]} b=${res[qemu-nbd,$name]}
-    printf '| %-18s | %10s | %10s | %6s |\n' "$name ($kind)" "$a" "$b" \
-        "$(python3 -c "print(f'{$a/$b:.2f}' if $b else '-')")"
+    row=$(printf '| %-18s | %10s | %10s | %6s |' "$name ($kind)" "$a" "$b" \
+        "$(python3 -c "print(f'{$a/$b:.2f}' if $b else '-')")")
+    [ -n "$xs" ] && row+=$(printf ' %10s | %6s |' "${res[smcrd-x,$name]}" \
+        "$(python3 -c "print(f'{${res[smcrd-x,$name]}/$b:.2f}' if $b else '-')")")
+    [ -n "$base" ] && row+=$(printf ' %10s |' "${res[librbd,$name]}")
+    echo "$row"
 done

@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -800,6 +801,84 @@ static void test_connect_timeout(void)
 	memsrv_stop(s);
 }
 
+/* A server that restarts refuses connections until it listens again: a
+ * refused reconnect is tried again within NBDC_REFUSED_RETRY_MS (250),
+ * not after the backoff (doubling to 5 s), so the connection is back soon
+ * after the server; a connect that times out still backs off. */
+static void test_reconnect_refused(void)
+{
+	struct memsrv *s = server(true, true);
+	unsigned port;
+	int queued[NFILL], lfd;
+	char p[16];
+	struct nbdc_opts o = { .host = "127.0.0.1", .port = p, .export = "disk",
+			       .transport = NBDC_SMCR, .connections = 2, .timeout_ms = 20000 };
+	struct nbdc *e = NULL;
+	struct nbdc_stats st;
+	uint8_t a[4096], b[4096];
+	uint64_t fails;
+	int64_t t0, back;
+
+	snprintf(p, sizeof(p), "%u", memsrv_port(s));
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+	fill(a, sizeof(a), 12);
+	CU_ASSERT_EQUAL(nbdc_pwrite(e, a, sizeof(a), 8192, 0), 0);
+
+	/* Away for 2.5 s (the first attempts may meet the listener still
+	 * open, and back off): from 0.5 s on about 8 refused attempts each;
+	 * the backoff (100 ms doubling) would make at most 3. */
+	memsrv_pause(s);
+	t0 = now_ms();
+	do {
+		nbdc_get_stats(e, &st);
+		if (st.connections_up == 0)
+			break;
+		usleep(10000);
+	} while (now_ms() - t0 < 5000);
+	CU_ASSERT_EQUAL(st.connections_up, 0);
+	usleep(500000);
+	nbdc_get_stats(e, &st);
+	fails = st.reconnect_failures;
+	usleep(2000000);
+	nbdc_get_stats(e, &st);
+	printf("(%" PRIu64 " refused attempts in 2 s) ", st.reconnect_failures - fails);
+	CU_ASSERT(st.reconnect_failures - fails >= 8);
+
+	/* Back: both connections within 250 ms and a handshake (the
+	 * backoff would be at 1.6-3.2 s now); 2 s allows a busy host. */
+	CU_ASSERT_EQUAL_FATAL(memsrv_resume(s), 0);
+	t0 = now_ms();
+	wait_up(e, 2, 10000);
+	back = now_ms() - t0;
+	printf("(back %" PRId64 " ms after the server) ", back);
+	CU_ASSERT(back < 2000);
+	CU_ASSERT_EQUAL(nbdc_pread(e, b, sizeof(b), 8192, 0), 0);
+	CU_ASSERT(memcmp(a, b, sizeof(a)) == 0);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT_EQUAL(st.errors, 0);
+	nbdc_close(e);
+
+	/* A port that takes no connection: an attempt times out (100 ms)
+	 * and the next waits for the backoff (5 s here), so from the bind
+	 * on, at most one refused attempt (before it) and one timeout. */
+	o.connections = 1;
+	o.connect_timeout_ms = 100;
+	o.backoff_min_ms = o.backoff_max_ms = 5000;
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+	memsrv_pause(s);
+	port = memsrv_port(s);
+	lfd = full_listener(&port, queued);
+	nbdc_get_stats(e, &st);
+	fails = st.reconnect_failures;
+	usleep(1500000);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT_EQUAL(st.connections_up, 0);
+	CU_ASSERT(st.reconnect_failures - fails <= 2);
+	nbdc_close(e);
+	close_full_listener(lfd, queued);
+	memsrv_stop(s);
+}
+
 static void test_eshutdown(void)
 {
 	struct memsrv *s = server(false, true);
@@ -1183,6 +1262,7 @@ static CU_TestInfo client_tests[] = {
 	{ "a list of servers: connections gather", test_servers_gather },
 	{ "timeout: errors, then back", test_timeout },
 	{ "connect to a full backlog: bounded", test_connect_timeout },
+	{ "refused reconnects: back soon after the server", test_reconnect_refused },
 	{ "ESHUTDOWN reply: resend", test_eshutdown },
 	{ "connections dropped mid-stream", test_drop_mid_stream },
 	{ "dead connection (io timeout)", test_io_timeout },

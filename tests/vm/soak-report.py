@@ -198,16 +198,32 @@ def main():
         faults.append(dict(n=int(n), kind=kind, side=side, link=int(link),
                            t0=int(t0) / 1e6, t1=int(t1) / 1e6, t2=int(t2) / 1e6,
                            off_a=int(oa), off_b=int(ob)))
-    # guest clock (s) -> host clock: the offset measured at the fault before
-    # (one round trip each, noisy under load: the median of 9 neighbours)
-    def smooth(key):
-        v = [f[key] / 1e6 for f in faults]
-        return [(f["t0"], statistics.median(v[max(0, i - 4):i + 5])) for i, f in enumerate(faults)]
-    offs = {"A": smooth("off_a"), "B": smooth("off_b")}
+    # guest clock (s) -> host clock.  A fault's offsets are sampled as the
+    # group is whole again (its end); they drift slowly (one round trip
+    # each, noisy under load: the median of 9 neighbours) but jump when a
+    # guest is paused, as its clock stops with it: a pause of that side
+    # starts a stretch of its own, smoothed apart, from the guest time the
+    # pause began (the pause fault's own sample is from after it).
+    def stretches(side, key):
+        out = []
+        for f in faults:
+            if not out or (f["kind"] == "pause" and f["side"] == side):
+                g0 = f["t0"] + out[-1][1][-1][1] if out else float("-inf")
+                out.append((g0, []))
+            out[-1][1].append((f["t0"], f[key] / 1e6))
+        for _, seg in out:
+            v = [off for _, off in seg]
+            seg[:] = [(t, statistics.median(v[max(0, i - 4):i + 5]))
+                      for i, (t, _) in enumerate(seg)]
+        return out
+    offs = {"A": stretches("A", "off_a"), "B": stretches("B", "off_b")}
 
     def host(side, g):
-        o = offs[side][0][1] if offs[side] else 0.0
-        for t, off in offs[side]:
+        if not offs[side]:
+            return g
+        seg = [s for g0, s in offs[side] if g >= g0][-1]
+        o = seg[0][1]
+        for t, off in seg:
             if g - off < t - 0.5:
                 break
             o = off
@@ -241,7 +257,13 @@ def main():
         fl = [f for f in faults if f["t0"] - 1 <= t and p <= f["t2"] + 1]
         fault = fl[0] if fl else None
         cause = None
-        for rx, what in CAUSES:
+        # a stop the fault makes (pause, SIGSTOP) is its gap's cause; the
+        # link failures it brings are its consequences
+        stop = [f for f in fl if f["kind"] in PAUSE_KINDS and f["t0"] - 1 <= p <= f["t1"]]
+        if stop:
+            cause = "%s (I/O back %+.0f ms after it was undone, host's view)" % (
+                SELF_KINDS[stop[0]["kind"]], (t - stop[0]["t1"]) * 1000)
+        for rx, what in CAUSES if cause is None else []:
             hit = [(lt, side, m) for lt, side, m in lines if p - 1 <= lt <= t and rx.search(m)]
             if hit:
                 cause = "%s (%s: %s)" % (what, hit[0][1], hit[0][2][:70])
@@ -454,7 +476,9 @@ def main():
                "qp-error": "I/O moving within 1000 ms; 80% within 2000 ms",
                "delay": "no link fails, no error", "hup": "no link fails, no error",
                "netem": "no error", "both-down": "group lost: client reconnects, no error",
-               "kill": "client reconnects, no error", "term": "drained, client reconnects, no error"}
+               "kill": "client reconnects, no error", "term": "drained, client reconnects, no error",
+               "pause": "no reset; I/O back within 2 s after the cont",
+               "sigstop": "no reset; I/O back within 2 s after SIGCONT"}
     for k in sorted({f["kind"] for f in faults}):
         fs = [f for f in faults if f["kind"] == k]
         dips = [f["dip"] for f in fs if f["dip"] is not None]
