@@ -320,7 +320,7 @@ static int smcr_start(struct server *s)
 		log_err("SMC-R listens on IPv4 addresses only: %s", s->cfg.listen);
 		return -EINVAL;
 	}
-	r = smcr_listen(s->smcr, (struct sockaddr *)&sin, sizeof(sin), 128, &s->smcr_ls);
+	r = smcr_listen(s->smcr, (struct sockaddr *)&sin, sizeof(sin), SOMAXCONN, &s->smcr_ls);
 	if (r < 0) {
 		log_err("SMC-R: listen on port %lu: %s", port, strerror(-r));
 		return r;

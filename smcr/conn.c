@@ -229,6 +229,12 @@ bool smcr_conn_tx_pending(const struct smcr_conn *conn)
 	       (conn->want_close && !conn->closed_sent);
 }
 
+bool smcr_conn_wants_tx_done(const struct smcr_conn *conn)
+{
+	return conn->inflight_n && (smcr_conn_tx_pending(conn) || conn->move_to ||
+				    conn->want_close || conn->want_done);
+}
+
 uint64_t smcr_conn_unacked(const struct smcr_conn *conn)
 {
 	uint64_t n = conn->tx_unannounced;

@@ -186,6 +186,10 @@ int smcr_conn_flush(struct smcr_conn *conn);
 /* Something is waiting to be posted (data, a CDC, failover validation):
  * the link group calls smcr_conn_flush() again when its link has room. */
 bool smcr_conn_tx_pending(const struct smcr_conn *conn);
+/* A CDC of ours is in flight and its completion would move something on
+ * (data or a close waiting to go, a move): the link's send completions
+ * matter (struct smcr_link_ops' want_send_done). */
+bool smcr_conn_wants_tx_done(const struct smcr_conn *conn);
 /* A CDC for this connection arrived.  A message that fails validation
  * aborts the connection (and only it) and returns -EPROTO. */
 int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m);

@@ -96,6 +96,7 @@ static const struct knob knobs[] = {
 	     busy_poll_us, NOOPT),
 	UINT("autocork_bytes", "SMCR_AUTOCORK_BYTES", 0, UINT32_MAX, SMCR_AUTOCORK_BYTES_DEFAULT,
 	     autocork_bytes, NOOPT),
+	BOOL("caller_poll", "SMCR_CALLER_POLL", SMCR_CALLER_POLL_DEFAULT, caller_poll),
 	BOOL("rmbe_eyecatcher", "SMCR_RMBE_EYECATCHER", KEEP, lgr_cfg.rmbe_eyecatcher),
 	STR("fault", "SMCR_FAULT", fault_spec, NOOPT),
 	ENUM("syn_option", "SMCR_SYN_OPTION", opts.syn_option, OPT(syn_option), parse_syn_option,

@@ -27,7 +27,7 @@
 #include "synopt.h"
 #include "log.h"
 
-enum { SRC_WAKE = 1, SRC_TIMER, SRC_CHAN, SRC_ASYNC };
+enum { SRC_WAKE = 1, SRC_TIMER, SRC_CHAN, SRC_ASYNC, SRC_LINK };
 
 uint64_t smcr_now_ms(void)
 {
@@ -65,6 +65,40 @@ static void ep_del(struct smcr_ctx *ctx, int fd)
 {
 	if (epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL) && errno != ENOENT)
 		smcr_dbg("engine: epoll_ctl DEL: %s", strerror(errno));
+}
+
+/* A verbs link's own completion channel (caller-driven progress). */
+static void link_chan_watch(int fd, uint64_t id, int op, void *arg)
+{
+	struct smcr_ctx *ctx = arg;
+	struct epoll_event ev = { .events = op == SMCR_CHAN_OFF ? 0 : EPOLLIN,
+				  .data.u64 = id << 3 | SRC_LINK };
+	int ret;
+
+	if (op == SMCR_CHAN_DEL)
+		ret = epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, fd, NULL);
+	else
+		ret = epoll_ctl(ctx->epfd, op == SMCR_CHAN_ADD ? EPOLL_CTL_ADD :
+				EPOLL_CTL_MOD, fd, &ev);
+	if (ret)
+		smcr_warn("engine: epoll_ctl on a link's channel: %s", strerror(errno));
+}
+
+/* Caller-driven progress: send completions raise events only when asked
+ * for; ask for the links whose connections wait for one. */
+static void links_want_send_done(struct smcr_ctx *ctx)
+{
+	struct smcr_lgr *lgr;
+	unsigned int i;
+
+	for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
+		for (i = 0; i < lgr->conns_end; i++) {
+			struct smcr_conn *c = lgr->conns[i];
+
+			if (c && c->link && c->link->ops->want_send_done &&
+			    smcr_conn_wants_tx_done(c))
+				c->link->ops->want_send_done(c->link);
+		}
 }
 
 static int ep_add(struct smcr_ctx *ctx, int fd, uint32_t kind, void *ptr)
@@ -980,6 +1014,7 @@ static void tick(struct smcr_ctx *ctx)
 	struct smcr_lgr *lgr;
 	uint64_t now = smcr_now_ms();
 	bool short_of_links = false;
+	unsigned int i;
 
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
 		if (lgr->terminated)
@@ -1002,10 +1037,16 @@ static void tick(struct smcr_ctx *ctx)
 	}
 	if (ctx->nfaults)
 		faults_tick(ctx, now);
+	/* Caller-driven progress: send completions nobody asked an event
+	 * for are taken at least this often. */
+	if (ctx->caller_poll)
+		for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
+			for (i = 0; i < SMCR_LINK_SLOTS; i++)
+				if (lgr->links[i].link && lgr->links[i].link->dev)
+					smcr_vlink_poll(lgr->links[i].link);
 	/* Links under a drop or delay fault post what is due. */
 	if (ctx->tick_ms != SMCR_LGR_TICK_MS) {
 		bool held = false;
-		unsigned int i;
 
 		for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
 			for (i = 0; i < SMCR_LINK_SLOTS; i++)
@@ -1070,6 +1111,9 @@ static void *progress(void *arg)
 			case SRC_ASYNC:
 				smcr_vlink_async_event(&ctx->vlinks, dev);
 				break;
+			case SRC_LINK:
+				smcr_vlink_chan_event(&ctx->vlinks, v >> 3);
+				break;
 			}
 			spent[v & 3] += smcr_now_ms() - t1;
 		}
@@ -1086,6 +1130,8 @@ static void *progress(void *arg)
 			devs_check(ctx);
 		}
 		reap(ctx);
+		if (ctx->caller_poll)
+			links_want_send_done(ctx);
 		spent[4] = smcr_now_ms() - t1;
 		t1 = smcr_now_ms();
 		if (t1 - t0 >= 500)
@@ -1174,6 +1220,11 @@ int smcr_engine_open(struct smcr_ctx *ctx)
 	ctx->vlinks.port_event_arg = ctx;
 	ctx->vlinks.reaper = vlink_reaper;
 	ctx->vlinks.reaper_arg = ctx;
+	ctx->vlinks.own_chan = ctx->caller_poll;
+	if (ctx->caller_poll)
+		smcr_info("engine: caller-driven progress (SMCR_CALLER_POLL=1)");
+	ctx->vlinks.chan_watch = link_chan_watch;
+	ctx->vlinks.chan_watch_arg = ctx;
 	ctx->wakefd = ctx->timerfd = -1;
 	ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ctx->epfd < 0) {

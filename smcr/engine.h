@@ -22,11 +22,18 @@
 /* Small sends behind a CDC in flight wait for its completion and go as
  * one write and one CDC (Linux: net.smc.autocorking_size, 64 KiB). */
 #define SMCR_AUTOCORK_BYTES_DEFAULT 0u
+/* Default of SMCR_CALLER_POLL: off (see smcr/link_verbs.c's caller-driven
+ * progress and sock.c's sock_wait_link()). */
+#define SMCR_CALLER_POLL_DEFAULT 0
 
 struct smcr_sock {
 	struct smcr_ctx *ctx;
 	int fd;				/* the TCP socket */
 	int evfd;			/* eventfd for smcr_sock_fd() */
+	/* Caller-driven progress: an eventfd (made at the first wait) that
+	 * notify writes while a thread sleeps on the link's channel. */
+	int cpfd;
+	bool cp_sleeping;
 	bool listener;
 	uint16_t synopt_port;		/* listener: in the SYN option's port map */
 	bool smc;			/* false: plain TCP (fallback) */
@@ -67,6 +74,9 @@ struct smcr_ctx {
 	unsigned int busy_poll_us;
 	/* Autocork limit of new connections (SMCR_AUTOCORK_BYTES; 0: off). */
 	uint32_t autocork_bytes;
+	/* Caller-driven progress (SMCR_CALLER_POLL): a thread blocked in a
+	 * data call polls and waits on its link's CQ itself. */
+	bool caller_poll;
 	struct smcr_stats stats;
 	uint64_t last_rescan_ms;
 	pthread_cond_t lgr_cond;	/* link or RKEY state changed */

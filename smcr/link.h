@@ -22,6 +22,7 @@
 #define SMCR_LINK_SLOTS 9
 
 struct smcr_link;
+struct smcr_link_waiter;
 struct smcr_dev;
 struct smcr_pd;
 
@@ -63,6 +64,32 @@ struct smcr_link_ops {
 	 * still acknowledges the peer's retries, or will (a peer may wait
 	 * for them before it deletes the link). */
 	bool (*acking)(struct smcr_link *link);
+	/* Optional, caller-driven progress (the owner's lock held): a thread
+	 * about to sleep for this link takes its completion channel from the
+	 * owner's loop.  wait_begin arms the receive CQ (and the send CQ
+	 * when want_send), then polls (arm, then poll: nothing completes
+	 * unseen) and returns what completed (> 0: do not sleep), or
+	 * -EBUSY/-EOPNOTSUPP (another thread has it; sleep as before).
+	 * After it, the thread sleeps on w->fd without the lock and calls
+	 * wait_end, which takes the channel's events, arms again, polls, and
+	 * gives the channel back.  want_send_done arms the send CQ once: a
+	 * send completion matters to someone (send completions raise no
+	 * event otherwise). */
+	int (*wait_begin)(struct smcr_link *link, struct smcr_link_waiter *w,
+			  bool want_send);
+	void (*wait_end)(struct smcr_link_waiter *w);
+	void (*want_send_done)(struct smcr_link *link);
+};
+
+/* A thread sleeping for a link (ops->wait_begin).  link turns NULL when
+ * the link lets go of its verbs objects meanwhile; the thread then closes
+ * fd if fd_owned (wait_end does).  wake_fd (an eventfd, or -1) is written
+ * then. */
+struct smcr_link_waiter {
+	struct smcr_link *link;
+	int fd;
+	bool fd_owned;
+	int wake_fd;
 };
 
 /* Completion and receive upcalls, driven by whoever owns the link. */

@@ -44,7 +44,8 @@ struct sq_ent {
 struct smcr_vlink_res {
 	struct smcr_vlink *vl;		/* NULL once the link let go */
 	struct ibv_qp *qp;
-	struct ibv_cq *cq;
+	struct ibv_cq *cq, *scq;	/* scq: NULL when it is cq */
+	struct ibv_comp_channel *chan;	/* the link's own, or NULL */
 	struct ibv_mr *mr;
 	uint8_t *bufs;
 	struct smcr_dev *dev;
@@ -68,7 +69,14 @@ struct smcr_vlink {
 	char devname[IBV_SYSFS_NAME_MAX];
 	uint32_t qpn;
 	struct smcr_qp_timing timing;
-	struct ibv_cq *cq;
+	struct ibv_cq *cq;		/* receive completions (all without own_chan) */
+	struct ibv_cq *scq;		/* send completions: cq without own_chan */
+	/* set->own_chan: the link's channel, a dup of its fd to sleep on
+	 * (it outlives the channel for a waiter), the thread sleeping on it. */
+	struct ibv_comp_channel *chan;
+	int wait_fd;
+	struct smcr_link_waiter *waiter;
+	uint64_t id;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	uint8_t *bufs;			/* rq_depth receive slots, then sq_depth send slots */
@@ -106,6 +114,7 @@ struct smcr_vlink {
 	bool released;			/* QP, CQ, MR let go of (res) */
 	bool drained;			/* CQ polled once more before that */
 	bool polling;			/* inside poll_cq(): no nesting */
+	bool rcq_armed, scq_armed;	/* own_chan: no event taken since */
 	struct smcr_vlink_stats stats;
 };
 
@@ -186,6 +195,35 @@ static void flush_held_sw(struct smcr_vlink *vl)
 	}
 }
 
+/* own_chan: the send CQ raises an event at its next completion (once). */
+static void scq_arm(struct smcr_vlink *vl)
+{
+	if (!vl->chan || vl->released || vl->scq_armed)
+		return;
+	if (ibv_req_notify_cq(vl->scq, 0))
+		smcr_warn("link %u: cannot arm the send CQ", vl->link.link_id);
+	else
+		vl->scq_armed = true;
+}
+
+static void rcq_arm(struct smcr_vlink *vl)
+{
+	if (!vl->chan || vl->released || vl->rcq_armed)
+		return;
+	if (ibv_req_notify_cq(vl->cq, 0))
+		smcr_warn("link %u: cannot arm the CQ", vl->link.link_id);
+	else
+		vl->rcq_armed = true;
+}
+
+/* Send completions matter while the send queue is half full (slots come
+ * back with them) and once the link is down (its flushes); otherwise only
+ * when someone asks (ops->want_send_done). */
+static bool scq_needed(const struct smcr_vlink *vl)
+{
+	return vl->down || vl->sq_head - vl->sq_tail >= vl->sq_depth / 2;
+}
+
 /* The link is unusable: QP to error (nothing it still carries may be
  * placed once the owner has replayed it elsewhere), tell the owner once. */
 static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
@@ -216,6 +254,7 @@ static void link_down(struct smcr_vlink *vl, int reason, enum ibv_wc_status st)
 	vl->ack_wait = vl->qp && ret == 0 && vl->connected;
 	smcr_info("link %u (%s, QP 0x%06x) down: %s", vl->link.link_id,
 		  vl->devname, vl->qpn, strerror(-reason));
+	scq_arm(vl);
 	if (vl->link.handler && vl->link.handler->down)
 		vl->link.handler->down(&vl->link, reason);
 	if (unposted)
@@ -264,6 +303,8 @@ static int sq_post(struct smcr_vlink *vl, struct ibv_send_wr *wr, uint8_t kind,
 	e->kind = kind;
 	e->user_signaled = user_signaled;
 	vl->sq_head++;
+	if (scq_needed(vl))
+		scq_arm(vl);
 	if (sig) {
 		vl->since_signal = 0;
 		if (!user_signaled)
@@ -404,6 +445,11 @@ static unsigned int vl_sq_free(struct smcr_link *link)
 	return vl->sq_depth - sq_used(vl);
 }
 
+static int vl_wait_begin(struct smcr_link *link, struct smcr_link_waiter *w,
+			 bool want_send);
+static void vl_wait_end(struct smcr_link_waiter *w);
+static void vl_want_send_done(struct smcr_link *link);
+
 const struct smcr_link_ops smcr_vlink_ops = {
 	.post_write = vl_post_write,
 	.post_send = vl_post_send,
@@ -412,6 +458,9 @@ const struct smcr_link_ops smcr_vlink_ops = {
 	.poll = smcr_vlink_poll,
 	.post_send_long = vl_post_send_long,
 	.acking = vl_acking,
+	.wait_begin = vl_wait_begin,
+	.wait_end = vl_wait_end,
+	.want_send_done = vl_want_send_done,
 };
 
 static int post_recv(struct smcr_vlink *vl, unsigned int idx)
@@ -628,23 +677,19 @@ static void acker_arm(struct smcr_vlink *vl)
 		  vl->link.link_id, vl->devname, vl->qpn, qa.rq_psn);
 }
 
-static int poll_cq(struct smcr_vlink *vl)
+static int poll_one(struct smcr_vlink *vl, struct ibv_cq *cq)
 {
 	struct ibv_wc wc[16];
 	int n, i, total = 0;
 
-	/* An upcall may drain other links (smcr_vlink_poll); polling this
-	 * CQ again from inside would hand out completions out of order. */
-	if (vl->polling || vl->released)
-		return 0;
-	vl->polling = true;
-	for (;;) {
-		n = ibv_poll_cq(vl->cq, 16, wc);
+	/* released by an upcall (smcr_vlink_dev_gone is not one, but a
+	 * down upcall may end the group's use of it) */
+	while (cq && !vl->released) {
+		n = ibv_poll_cq(cq, 16, wc);
 		if (n < 0) {
 			smcr_warn("link %u: polling the CQ failed", vl->link.link_id);
 			link_down(vl, -EIO, IBV_WC_GENERAL_ERR);
-			total = -EIO;
-			break;
+			return -EIO;
 		}
 		if (n == 0)
 			break;
@@ -652,6 +697,28 @@ static int poll_cq(struct smcr_vlink *vl)
 			complete(vl, &wc[i]);
 		total += n;
 	}
+	return total;
+}
+
+/* The send CQ first (when it is apart): a send's error comes before the
+ * flushes of the receives it causes. */
+static int poll_cq(struct smcr_vlink *vl)
+{
+	int total = 0, n;
+
+	/* An upcall may drain other links (smcr_vlink_poll); polling this
+	 * CQ again from inside would hand out completions out of order. */
+	if (vl->polling || vl->released)
+		return 0;
+	vl->polling = true;
+	if (vl->scq != vl->cq) {
+		total = poll_one(vl, vl->scq);
+		if (total < 0)
+			goto out;
+	}
+	n = poll_one(vl, vl->cq);
+	total = n < 0 ? n : total + n;
+out:
 	vl->polling = false;
 	acker_arm(vl);
 	return total;
@@ -773,6 +840,104 @@ int smcr_vlink_cq_event(struct smcr_dev *dev)
 	return total;
 }
 
+/* ---- caller-driven progress (set->own_chan) ------------------------------- *
+ *
+ * Each link has a completion channel of its own with two CQs on it:
+ * receives (always armed) and sends (armed only while completions matter:
+ * scq_needed(), ops->want_send_done, a waiter's want_send).  The owner's
+ * loop watches the channel (smcr_vlink_chan_event) except while a thread
+ * blocked for this link has it (wait_begin .. wait_end, one thread at a
+ * time; others sleep as before and are woken by the upcalls' notify).
+ * Both hand-overs happen under the owner's lock with the CQs armed and
+ * then polled, so a completion either is polled or raises an event that
+ * the new holder sees; the loop also skips a link that a waiter holds.
+ * LLC messages, failover validations and other connections' traffic on
+ * the link are dispatched by whichever thread polls. */
+
+static void chan_drain(struct smcr_vlink *vl)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	while (vl->chan && ibv_get_cq_event(vl->chan, &cq, &ctx) == 0) {
+		ibv_ack_cq_events(cq, 1);
+		vl->stats.cq_events++;
+		if (cq == vl->scq)
+			vl->scq_armed = false;
+		else
+			vl->rcq_armed = false;
+	}
+}
+
+static void chan_watch(struct smcr_vlink *vl, int op)
+{
+	if (vl->chan && vl->set->chan_watch)
+		vl->set->chan_watch(vl->chan->fd, vl->id, op, vl->set->chan_watch_arg);
+}
+
+/* Take the events, arm, then poll. */
+static int chan_serve(struct smcr_vlink *vl, bool want_send)
+{
+	chan_drain(vl);
+	rcq_arm(vl);
+	if (want_send || scq_needed(vl))
+		scq_arm(vl);
+	return poll_cq(vl);
+}
+
+int smcr_vlink_chan_event(struct smcr_vlink_set *set, uint64_t id)
+{
+	struct smcr_vlink *vl;
+
+	for (vl = set->head; vl; vl = vl->next)
+		if (vl->id == id && vl->chan && !vl->released)
+			break;
+	/* gone, or a waiter has it (it will see the fd readable) */
+	if (!vl || vl->waiter)
+		return 0;
+	return chan_serve(vl, false);
+}
+
+static int vl_wait_begin(struct smcr_link *link, struct smcr_link_waiter *w,
+			 bool want_send)
+{
+	struct smcr_vlink *vl = vl_of(link);
+
+	if (!vl->chan || vl->released)
+		return -EOPNOTSUPP;
+	if (vl->waiter)
+		return -EBUSY;
+	vl->waiter = w;
+	w->link = link;
+	w->fd = vl->wait_fd;
+	w->fd_owned = false;
+	chan_watch(vl, SMCR_CHAN_OFF);
+	return chan_serve(vl, want_send);
+}
+
+static void vl_wait_end(struct smcr_link_waiter *w)
+{
+	struct smcr_vlink *vl;
+
+	if (!w->link) {
+		/* the link let go of its channel meanwhile */
+		if (w->fd_owned && w->fd >= 0)
+			close(w->fd);
+		w->fd = -1;
+		return;
+	}
+	vl = vl_of(w->link);
+	w->link = NULL;
+	vl->waiter = NULL;
+	chan_serve(vl, false);
+	chan_watch(vl, SMCR_CHAN_ON);
+}
+
+static void vl_want_send_done(struct smcr_link *link)
+{
+	scq_arm(vl_of(link));
+}
+
 /* ---- async events ------------------------------------------------------- */
 
 /* The link of set whose QP or CQ this is (events may name QPs and CQs of
@@ -783,7 +948,7 @@ static struct smcr_vlink *find_link(struct smcr_vlink_set *set,
 	struct smcr_vlink *vl;
 
 	for (vl = set->head; vl; vl = vl->next)
-		if ((qp && vl->qp == qp) || (cq && vl->cq == cq))
+		if ((qp && vl->qp == qp) || (cq && (vl->cq == cq || vl->scq == cq)))
 			return vl;
 	return NULL;
 }
@@ -950,6 +1115,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	vl = calloc(1, sizeof(*vl));
 	if (!vl)
 		return -ENOMEM;
+	vl->wait_fd = -1;
 	vl->set = set;
 	vl->ref = *ref;
 	snprintf(vl->devname, sizeof(vl->devname), "%s", dev->name);
@@ -1003,17 +1169,45 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 			 strerror(-ret));
 		goto err_free_bufs;
 	}
+	if (set->own_chan) {
+		vl->chan = ibv_create_comp_channel(dev->ctx);
+		if (!vl->chan) {
+			ret = errno ? -errno : -ENOMEM;
+			smcr_err("%s: cannot create a completion channel: %s",
+				 dev->name, strerror(-ret));
+			goto err_dereg_mr;
+		}
+		ret = set_nonblock(vl->chan->fd);
+		if (!ret) {
+			vl->wait_fd = fcntl(vl->chan->fd, F_DUPFD_CLOEXEC, 0);
+			if (vl->wait_fd < 0)
+				ret = -errno;
+		}
+		if (ret)
+			goto err_destroy_chan;
+	}
 	vl->cq = ibv_create_cq(dev->ctx, (int)(vl->sq_depth + vl->rq_depth), vl->res,
-			       dev->chan, 0);
+			       vl->chan ? vl->chan : dev->chan, 0);
 	if (!vl->cq) {
 		ret = errno ? -errno : -ENOMEM;
 		smcr_err("%s: cannot create a CQ: %s", dev->name, strerror(-ret));
-		goto err_dereg_mr;
+		goto err_destroy_chan;
+	}
+	vl->scq = vl->cq;
+	if (vl->chan) {
+		vl->scq = ibv_create_cq(dev->ctx, (int)vl->sq_depth, vl->res, vl->chan, 0);
+		if (!vl->scq) {
+			ret = errno ? -errno : -ENOMEM;
+			vl->scq = vl->cq;
+			smcr_err("%s: cannot create a CQ: %s", dev->name, strerror(-ret));
+			goto err_destroy_cq;
+		}
 	}
 	ret = -ibv_req_notify_cq(vl->cq, 0);
 	if (ret)
 		goto err_destroy_cq;
-	ret = smcr_qp_create(&vl->ref, pd, vl->cq, vl->cq, vl->sq_depth, vl->rq_depth,
+	vl->rcq_armed = true;
+	ret = smcr_qp_create(&vl->ref, pd, vl->scq, vl->cq, vl->sq_depth, vl->rq_depth,
 			     &vl->qp);
 	if (ret)
 		goto err_destroy_cq;
@@ -1035,6 +1229,8 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 
 	vl->res->qp = vl->qp;
 	vl->res->cq = vl->cq;
+	vl->res->scq = vl->scq != vl->cq ? vl->scq : NULL;
+	vl->res->chan = vl->chan;
 	vl->res->mr = vl->mr;
 	vl->res->bufs = vl->bufs;
 	vl->link.ops = &smcr_vlink_ops;
@@ -1046,13 +1242,24 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	vl->link.state = SMCR_LINK_INACTIVE;
 	vl->next = set->head;
 	set->head = vl;
+	if (vl->chan) {
+		vl->id = ++set->next_id;
+		chan_watch(vl, SMCR_CHAN_ADD);
+	}
 	*linkp = &vl->link;
 	return 0;
 
 err_destroy_qp:
 	ibv_destroy_qp(vl->qp);
 err_destroy_cq:
+	if (vl->scq != vl->cq)
+		ibv_destroy_cq(vl->scq);
 	ibv_destroy_cq(vl->cq);
+err_destroy_chan:
+	if (vl->wait_fd >= 0)
+		close(vl->wait_fd);
+	if (vl->chan)
+		ibv_destroy_comp_channel(vl->chan);
 err_dereg_mr:
 	ibv_dereg_mr(vl->mr);
 err_free_bufs:
@@ -1113,10 +1320,31 @@ void smcr_vlink_res_free(struct smcr_vlink_res *res)
 		if (ret)
 			smcr_warn("%s: destroying QP: %s", res->devname, strerror(ret));
 	}
+	if (res->chan) {
+		/* Nobody watches the channel now, and a CQ's destroy waits
+		 * until its events are acknowledged: take them (no new ones
+		 * once the QP is gone). */
+		struct ibv_cq *cq;
+		void *c;
+
+		while (ibv_get_cq_event(res->chan, &cq, &c) == 0)
+			ibv_ack_cq_events(cq, 1);
+	}
+	if (res->scq) {
+		ret = ibv_destroy_cq(res->scq);
+		if (ret)
+			smcr_warn("%s: destroying CQ: %s", res->devname, strerror(ret));
+	}
 	if (res->cq) {
 		ret = ibv_destroy_cq(res->cq);
 		if (ret)
 			smcr_warn("%s: destroying CQ: %s", res->devname, strerror(ret));
+	}
+	if (res->chan) {
+		ret = ibv_destroy_comp_channel(res->chan);
+		if (ret)
+			smcr_warn("%s: destroying a completion channel: %s",
+				  res->devname, strerror(ret));
 	}
 	if (res->mr)
 		ibv_dereg_mr(res->mr);
@@ -1138,12 +1366,33 @@ static void release(struct smcr_vlink *vl)
 
 	if (vl->released)
 		return;
+	if (vl->chan) {
+		chan_watch(vl, SMCR_CHAN_DEL);
+		chan_drain(vl);
+		if (vl->waiter) {
+			/* it sleeps on wait_fd: the fd is its to close */
+			struct smcr_link_waiter *w = vl->waiter;
+			uint64_t one = 1;
+
+			w->link = NULL;
+			w->fd_owned = true;
+			if (w->wake_fd >= 0 && write(w->wake_fd, &one, sizeof(one)) < 0)
+				smcr_dbg("link %u: waking a waiter: %s",
+					 vl->link.link_id, strerror(errno));
+			vl->waiter = NULL;
+		} else {
+			close(vl->wait_fd);
+		}
+		vl->wait_fd = -1;
+		vl->chan = NULL;
+	}
 	vl->released = true;
 	vl->down = true;
 	vl->link.state = SMCR_LINK_FAILED;
 	vl->res = NULL;
 	vl->qp = NULL;
 	vl->cq = NULL;
+	vl->scq = NULL;
 	vl->mr = NULL;
 	vl->bufs = NULL;
 	vl->ref.dev = NULL;

@@ -65,7 +65,19 @@ struct smcr_vlink_set {
 	uint64_t fault_held, fault_discarded, fault_held_recvs;
 	/* Links kept as late ackers, the peer's requests they refused. */
 	uint64_t ackers, acker_refused;
+	/* Caller-driven progress (set before the first link): every link
+	 * gets a completion channel of its own and a send CQ apart from its
+	 * receive CQ (struct smcr_link_ops' wait_begin).  chan_watch tells
+	 * the owner's loop to add a link's channel fd (tagged with id for
+	 * smcr_vlink_chan_event()), to stop or resume watching it while a
+	 * caller has it, and to forget it. */
+	bool own_chan;
+	void (*chan_watch)(int fd, uint64_t id, int op, void *arg);
+	void *chan_watch_arg;
+	uint64_t next_id;
 };
+
+enum { SMCR_CHAN_ADD, SMCR_CHAN_ON, SMCR_CHAN_OFF, SMCR_CHAN_DEL };
 
 /* The verbs objects of one link (QP, CQ, buffers), see set->reaper. */
 void smcr_vlink_res_free(struct smcr_vlink_res *res);
@@ -138,6 +150,10 @@ int smcr_vlink_dev_gone(struct smcr_vlink_set *set, struct smcr_dev *dev);
  * is readable.  Every CQ on dev->chan must be a link's (smcr_vlink_create).
  * Returns the number of completions processed. */
 int smcr_vlink_cq_event(struct smcr_dev *dev);
+
+/* set->own_chan: the channel of link id is readable (the owner's loop);
+ * as smcr_vlink_cq_event() for that link.  An id no longer there: 0. */
+int smcr_vlink_chan_event(struct smcr_vlink_set *set, uint64_t id);
 
 /* Drain the device's async events (dev->ctx->async_fd readable): QP and CQ
  * errors take their link down, IBV_EVENT_PORT_ERR every link of set on that

@@ -870,6 +870,10 @@ int smcr_llc_delete_all(struct smcr_lgr *lgr, uint32_t reason)
 		if (!slot_usable(lgr, i) || llc_send(lgr, i, &m, NULL))
 			continue;
 		lgr->bye_link = lgr->links[i].link;
+		/* its completion is waited for (send completions may raise
+		 * no event otherwise) */
+		if (lgr->bye_link->ops->want_send_done)
+			lgr->bye_link->ops->want_send_done(lgr->bye_link);
 		smcr_info("link group: DELETE LINK (all) sent on link %u",
 			  lgr->bye_link->link_id);
 		return 0;

@@ -34,6 +34,8 @@ static void sock_notify(struct smcr_conn *conn, void *arg)
 
 	(void)conn;
 	pthread_cond_broadcast(&s->cond);
+	if (s->cp_sleeping && write(s->cpfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		smcr_dbg("sock: eventfd: %s", strerror(errno));
 	if (s->evfd >= 0 && write(s->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		smcr_dbg("sock: eventfd: %s", strerror(errno));
 }
@@ -47,6 +49,7 @@ struct smcr_sock *smcr_sock_new(struct smcr_ctx *ctx, int fd)
 		return NULL;
 	s->ctx = ctx;
 	s->fd = fd;
+	s->cpfd = -1;
 	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->evfd < 0) {
 		free(s);
@@ -96,6 +99,8 @@ static void sock_free_locked(struct smcr_sock *s)
 		close(s->fd);
 	if (s->evfd >= 0)
 		close(s->evfd);
+	if (s->cpfd >= 0)
+		close(s->cpfd);
 	pthread_cond_destroy(&s->cond);
 	free(s);
 }
@@ -123,6 +128,67 @@ static void sock_wait(struct smcr_sock *s, unsigned int ms)
 	ts.tv_sec += ts.tv_nsec / 1000000000L;
 	ts.tv_nsec %= 1000000000L;
 	pthread_cond_timedwait(&s->cond, &s->ctx->lock, &ts);
+}
+
+/* Caller-driven progress: send completions raise events only when asked
+ * for; ask when ours matter (ctx->lock held, after a data call). */
+static void sock_want_tx_done(struct smcr_sock *s)
+{
+	struct smcr_link *l = s->conn.link;
+
+	if (s->ctx->caller_poll && s->smc && l && l->ops->want_send_done &&
+	    smcr_conn_wants_tx_done(&s->conn))
+		l->ops->want_send_done(l);
+}
+
+/* Wait for s's state to change, up to ms (ctx->lock held, dropped while
+ * asleep).  With caller-driven progress (ctx->caller_poll) this thread
+ * polls its link's CQs and sleeps on the link's completion channel and on
+ * s->cpfd (notify writes it while we sleep), so what arrives for s is
+ * taken here instead of by the progress thread, which then had to wake
+ * us.  Send completions wake us only with want_send (room to send, a
+ * close).  Another thread on the same link, or a link without it, sleeps
+ * on s->cond as before (woken by notify). */
+static void sock_wait_link(struct smcr_sock *s, unsigned int ms, bool want_send)
+{
+	struct smcr_link *l = s->conn.link;
+	const struct smcr_link_ops *ops;
+	struct smcr_link_waiter w = { .fd = -1, .wake_fd = -1 };
+	struct pollfd p[2];
+	uint64_t junk;
+	int n;
+
+	if (!s->ctx->caller_poll || !l || !l->ops->wait_begin || s->conn.error) {
+		sock_wait(s, ms);
+		return;
+	}
+	if (s->cpfd < 0)
+		s->cpfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->cpfd < 0) {
+		sock_wait(s, ms);
+		return;
+	}
+	ops = l->ops;		/* l may be gone when we wake */
+	w.wake_fd = s->cpfd;
+	n = ops->wait_begin(l, &w, want_send || smcr_conn_wants_tx_done(&s->conn));
+	if (n < 0) {
+		sock_wait(s, ms);
+		return;
+	}
+	if (n == 0) {
+		/* Nothing completed since the caller looked: sleep. */
+		p[0] = (struct pollfd){ .fd = w.fd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = s->cpfd, .events = POLLIN };
+		s->cp_sleeping = true;
+		pthread_mutex_unlock(&s->ctx->lock);
+		n = poll(p, 2, (int)ms);
+		pthread_mutex_lock(&s->ctx->lock);
+		s->cp_sleeping = false;
+		if (n > 0 && (p[1].revents & POLLIN) &&
+		    read(s->cpfd, &junk, sizeof(junk)) < 0)
+			junk = 0;
+	}
+	ops->wait_end(&w);
 }
 
 static uint64_t now_us(void)
@@ -185,8 +251,9 @@ ssize_t smcr_send(struct smcr_sock *s, const void *buf, size_t len, int flags)
 		n = smcr_conn_send(&s->conn, buf, len);
 		if (n != -EAGAIN || (flags & SMCR_DONTWAIT))
 			break;
-		sock_wait(s, 1000);
+		sock_wait_link(s, 1000, true);
 	}
+	sock_want_tx_done(s);
 	pthread_mutex_unlock(&s->ctx->lock);
 	return n;
 }
@@ -203,7 +270,7 @@ ssize_t smcr_recv(struct smcr_sock *s, void *buf, size_t len, int flags)
 		if (n != -EAGAIN || (flags & SMCR_DONTWAIT))
 			break;
 		if (!sock_busy_poll(s))
-			sock_wait(s, 1000);
+			sock_wait_link(s, 1000, false);
 	}
 	pthread_mutex_unlock(&s->ctx->lock);
 	return n;
@@ -256,7 +323,7 @@ ssize_t smcr_reserve(struct smcr_sock *s, struct iovec iov[2], int flags)
 		n = smcr_conn_reserve(&s->conn, iov);
 		if (n != 0 || (flags & SMCR_DONTWAIT))
 			break;
-		sock_wait(s, 1000);
+		sock_wait_link(s, 1000, true);
 	}
 	pthread_mutex_unlock(&s->ctx->lock);
 	return n == 0 ? -EAGAIN : n;
@@ -283,7 +350,7 @@ int smcr_reserve_len(struct smcr_sock *s, size_t len, struct iovec iov[2], int f
 			n = -EAGAIN;
 			break;
 		}
-		sock_wait(s, 1000);
+		sock_wait_link(s, 1000, true);
 	}
 	if (n < 0) {
 		pthread_mutex_unlock(&s->ctx->lock);
@@ -325,6 +392,7 @@ int smcr_commit(struct smcr_sock *s, size_t n)
 		if (ret == 0)
 			s->tx_reserved -= s->tx_reserved ? n : 0;
 	}
+	sock_want_tx_done(s);
 	pthread_mutex_unlock(&s->ctx->lock);
 	return ret;
 }
@@ -341,7 +409,7 @@ ssize_t smcr_peek(struct smcr_sock *s, struct iovec iov[2], int flags)
 		if (n != -EAGAIN || (flags & SMCR_DONTWAIT))
 			break;
 		if (!sock_busy_poll(s))
-			sock_wait(s, 1000);
+			sock_wait_link(s, 1000, false);
 	}
 	pthread_mutex_unlock(&s->ctx->lock);
 	return n;
@@ -389,6 +457,7 @@ int smcr_shutdown(struct smcr_sock *s, int how)
 		return 0;
 	pthread_mutex_lock(&s->ctx->lock);
 	ret = smcr_conn_shutdown(&s->conn);
+	sock_want_tx_done(s);
 	pthread_mutex_unlock(&s->ctx->lock);
 	return ret;
 }
@@ -405,7 +474,7 @@ int smcr_close(struct smcr_sock *s)
 		 * them (§4.4.2): wait for the peer's close, bounded. */
 		while (!smcr_conn_finished(&s->conn) && smcr_now_ms() < until &&
 		       !(s->lgr && s->lgr->terminated))
-			sock_wait(s, 200);
+			sock_wait_link(s, 200, true);
 		if (!smcr_conn_finished(&s->conn))
 			smcr_conn_abort(&s->conn, -ETIMEDOUT);
 	}

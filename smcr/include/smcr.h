@@ -141,8 +141,8 @@ struct smcr_ctx_opts {
  * SMCR_LLC_TIMEOUT_MS, SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS,
  * SMCR_LAST_LINK_TIMEOUT_MS, SMCR_STALL_MS, SMCR_QP_TIMEOUT, SMCR_QP_RETRY,
  * SMCR_LINK_POLICY, SMCR_REBALANCE, SMCR_LINK_TX_BYTES, SMCR_BUSY_POLL_US,
- * SMCR_AUTOCORK_BYTES, SMCR_RMBE_EYECATCHER, SMCR_FAULT (see smcr_fault())
- * and SMCR_SYN_OPTION. */
+ * SMCR_AUTOCORK_BYTES, SMCR_CALLER_POLL, SMCR_RMBE_EYECATCHER, SMCR_FAULT
+ * (see smcr_fault()) and SMCR_SYN_OPTION. */
 int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
 			 struct smcr_ctx **ctxp);
 static inline int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)

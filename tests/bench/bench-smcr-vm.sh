@@ -23,7 +23,7 @@
 #
 #   tests/bench/bench-smcr-vm.sh [-B BUILDDIR] [-r ROUNDS] [-b BYTES] [-i ITERS]
 #                                [--smc-v2-probe] [--v2] [--sizes "4K 64K ..."]
-#                                [--profile] [-o DIR]
+#                                [--profile] [--caller-poll] [-o DIR]
 #
 #   -B BUILDDIR  the build tree (default: ./build next to the sources, or
 #                $abs_top_builddir)
@@ -47,6 +47,12 @@
 #                client for ib_write_lat, libsmcr and TCP, and where
 #                libsmcr's client and server spend their time (perf record
 #                -g, both ends); needs perf (Debian package linux-perf)
+#   --caller-poll
+#                only issue 25's rows, interleaved in each round:
+#                ib_write_lat (64 B, 4 KiB), ib_write_bw (4 KiB), and
+#                libsmcr with SMCR_CALLER_POLL=0 and =1: round trips of
+#                64 B and 4 KiB (mean, p50, p99, sleeps per round trip at
+#                the client and at the server), 4 KiB stream
 #   -o DIR       where the report goes (default: bench-smcr-report in the
 #                build tree): report.md (what this prints) and, with
 #                --sizes, bw-size.dat and bw-size.png
@@ -65,7 +71,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir= profile=0
+rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir= profile=0 cp=0
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -76,6 +82,7 @@ while [ $# -gt 0 ]; do
         --v2) v2=1; shift ;;
         --sizes) sizes=$2; shift 2 ;;
         --profile) profile=1; shift ;;
+        --caller-poll) cp=1; shift ;;
         -o) outdir=$2; shift 2 ;;
         *) sed -n '3,50p' "$0"; exit 2 ;;
     esac
@@ -168,8 +175,8 @@ stream_run() {
     vm_run B "for i in \$(seq 100); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.1; done; exit 1" >/dev/null ||
         { echo "bench: $t server did not listen" >&2; return 1; }
     out=$(vm_run -t 300 A "$env $pre_c $S client $B1 -t $ct -p $port -m $m $args 2>&1")
-    vm_wait -t 60 B "$srv" >/dev/null 2>&1
     echo "$out"
+    vm_wait -t 60 B "$srv" 2>&1 | grep '^result srvcsw'
 }
 
 # nbdc-io reading the export in order: URI BLOCK DEPTH.
@@ -183,7 +190,74 @@ val() { res[$1,$2]=$3; }
 field() { echo "$out" | awk "$@" | tail -n 1; }
 complain() { [ -n "$2" ] || { echo "$out" | tail -n 5 | sed 's/^/    /'; echo "bench: $1 gave no result" >&2; }; }
 
-for (( r=1; r<=rounds; r++ )); do
+median() { grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
+# all KEY: every round's value; med KEY: their median; mratio KEY REF: the
+# median over rounds of KEY/REF measured in the same round (the host's load
+# changes from round to round; a ratio within one round is what counts).
+all() { local r; for (( r=1; r<=rounds; r++ )); do printf '%s ' "${res[$1,$r]:--}"; done; }
+med() { local r; for (( r=1; r<=rounds; r++ )); do echo "${res[$1,$r]:-}"; done | median; }
+mratio() {
+    local r
+    for (( r=1; r<=rounds; r++ )); do
+        awk -v a="${res[$1,$r]:-}" -v b="${res[$2,$r]:-}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f\n", a / b }'
+    done | median
+}
+
+# --caller-poll: issue 25's rows only, then the table, and nothing else.
+if [ "$cp" = 1 ]; then
+    unset SMCR_CALLER_POLL
+    for (( r=1; r<=rounds; r++ )); do
+        vm_say "caller-poll round $r of $rounds"
+        for b in 64 4096; do
+            out=$(perf_run ib_write_lat "-s $b -n $iters")
+            val iblat$b $r "$(field -v b=$b '$1 == b && NF >= 6 { printf "%.1f\n", $6 * 2 }')"
+            val iblat${b}_typ $r "$(field -v b=$b '$1 == b && NF >= 6 { printf "%.1f\n", $5 * 2 }')"
+            val iblat${b}_p99 $r "$(field -v b=$b '$1 == b && NF >= 8 { printf "%.1f\n", $8 * 2 }')"
+        done
+        out=$(perf_run ib_write_bw "-s 4096 -n $(( (nbytes + 4095) / 4096 ))")
+        val ibbw4k $r "$(field '$1 == 4096 && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }')"
+        for c in 0 1; do
+            for b in 64 4096; do
+                out=$(stream_run smcr lat "-s $b -i $iters" "SMCR_CALLER_POLL=$c")
+                # where the sleeps are: per thread, both ends (first round)
+                [ "$r" = 1 ] && echo "$out" | grep -E '^result (lat|srv)csw_thread|^stats client' |
+                    sed "s/^/  $b B, caller poll $c: /"
+                for f in lat latp50 latp99 latcsw srvcsw; do
+                    v=$(field -v f=$f '$1 == "result" && $2 == f { print $NF }')
+                    complain "smcr $f -s $b (caller poll $c)" "$v"
+                    val cp${c}_${f}_$b $r "$v"
+                done
+            done
+            out=$(stream_run smcr bw "-s 4096 -b $bytes" "SMCR_CALLER_POLL=$c")
+            v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "smcr bw 4K (caller poll $c)" "$v"
+            val cp${c}_bw4k $r "$v"
+        done
+    done
+    echo
+    echo "issue 25: caller-driven progress (SMCR_CALLER_POLL), rxe link 1 between two TCG guests; $rounds round(s), $iters round trips per run, 4 KiB stream of $bytes; medians over the rounds, ratios: median of per-round ratios"
+    printf '%-30s %9s %9s %9s %8s %8s %8s\n' "round trip (usec)" mean p50 p99 /ib_lat "cli csw" "srv csw"
+    for b in 64 4096; do
+        printf '%-30s %9s %9s %9s %8s %8s %8s\n' "ib_write_lat $b B (x 2)" "$(med iblat$b)" "$(med iblat${b}_typ)" "$(med iblat${b}_p99)" 1.00 0 0
+        for c in 0 1; do
+            printf '%-30s %9s %9s %9s %8s %8s %8s\n' "libsmcr $b B, caller poll $c" "$(med cp${c}_lat_$b)" \
+                "$(med cp${c}_latp50_$b)" "$(med cp${c}_latp99_$b)" "$(mratio cp${c}_lat_$b iblat$b)" \
+                "$(med cp${c}_latcsw_$b)" "$(med cp${c}_srvcsw_$b)"
+        done
+    done
+    echo "(ib_write_lat: p50 is its t_typical, p99 its 99% percentile, both x 2; csw: sleeps, voluntary context switches of all threads, per round trip)"
+    printf '%-30s %9s %8s\n' "4 KiB stream" "MB/s" /ib_bw
+    printf '%-30s %9s %8s\n' "ib_write_bw 4 KiB" "$(med ibbw4k)" 1.00
+    for c in 0 1; do
+        printf '%-30s %9s %8s\n' "libsmcr, caller poll $c" "$(med cp${c}_bw4k)" "$(mratio cp${c}_bw4k ibbw4k)"
+    done
+    echo "per round:"
+    for k in iblat64 iblat4096 ibbw4k cp0_lat_64 cp1_lat_64 cp0_lat_4096 cp1_lat_4096 cp0_latcsw_64 cp1_latcsw_64 cp0_srvcsw_64 cp1_srvcsw_64 cp0_bw4k cp1_bw4k; do
+        printf '  %-14s %s\n' "$k" "$(all $k)"
+    done
+    exit 0
+fi
+
+for (( r=1; r<=rounds && !cp; r++ )); do
     vm_say "round $r of $rounds"
     # "#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate" (MiB/s)
     out=$(perf_run ib_write_bw "-s 65536 -n $niters_bw")
@@ -267,18 +341,6 @@ smc_v2=$(echo "$smc_stats" | awk '$1 == "smcr_client_v2_ok" { s += $2 } END { pr
 smc_v2b=$(vm_run B "$N stats" 2>&1 | awk '$1 == "smcr_server_v2_ok" { s += $2 } END { print s + 0 }')
 smc_fb=$(echo "$smc_stats" | awk '$1 == "fallback" && $2 == "client" { printf "%s%s x%s", sep, $3, $4; sep = ", " }')
 
-median() { grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "-" }'; }
-# all KEY: every round's value; med KEY: their median; mratio KEY REF: the
-# median over rounds of KEY/REF measured in the same round (the host's load
-# changes from round to round; a ratio within one round is what counts).
-all() { local r; for (( r=1; r<=rounds; r++ )); do printf '%s ' "${res[$1,$r]:--}"; done; }
-med() { local r; for (( r=1; r<=rounds; r++ )); do echo "${res[$1,$r]:-}"; done | median; }
-mratio() {
-    local r
-    for (( r=1; r<=rounds; r++ )); do
-        awk -v a="${res[$1,$r]:-}" -v b="${res[$2,$r]:-}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f\n", a / b }'
-    done | median
-}
 
 echo
 echo "rxe link 1 between two TCG guests; $rounds round(s); bw: 64 KiB messages, $bytes per run; lat: round trip of 64-byte ping-pong, $iters iterations"

@@ -46,12 +46,15 @@
  * first bytes arrive.
  * Output ends with one line per result that scripts grep:
  *   "result bw <transport> <MB/s>", "result lat <transport> <usec>",
+ *   (lat also latcpu, latcsw: sleeps per round trip, latp50, latp99; the
+ *   server "result srvcsw <sleeps per round trip>"),
  *   "result verify <transport> <conns> <bytes> ok|FAIL".
  * The server handles CONNS connections (default 1), then prints its stack
  * counters ("stats ...") and exits.
  */
 #include <config.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -626,6 +629,66 @@ static void *monitor(void *arg)
 	return NULL;
 }
 
+/* Sleeps (voluntary context switches) of each thread of this process
+ * (/proc/self/task); returns how many threads. */
+#define CSW_MAX 16
+struct csw {
+	char name[32];
+	long tid;
+	unsigned long long n;
+};
+
+static unsigned int csw_read(struct csw *t)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned int k = 0;
+
+	while (d && (e = readdir(d)) && k < CSW_MAX) {
+		char path[300], line[128];
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		memset(&t[k], 0, sizeof(t[k]));
+		t[k].tid = atol(e->d_name);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		if ((f = fopen(path, "r"))) {
+			if (fgets(t[k].name, sizeof(t[k].name), f))
+				t[k].name[strcspn(t[k].name, "\n")] = 0;
+			fclose(f);
+		}
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		if ((f = fopen(path, "r"))) {
+			while (fgets(line, sizeof(line), f))
+				if (sscanf(line, "voluntary_ctxt_switches: %llu", &t[k].n) == 1)
+					break;
+			fclose(f);
+		}
+		k++;
+	}
+	if (d)
+		closedir(d);
+	return k;
+}
+
+/* "result WHAT NAME PER-ITER" for each thread's sleeps between a and b. */
+static void csw_print(const char *what, const struct csw *a, unsigned int na,
+		      const struct csw *b, unsigned int nb, uint64_t iters)
+{
+	unsigned int i, j;
+
+	for (j = 0; j < nb && iters; j++) {
+		unsigned long long n0 = 0;
+
+		for (i = 0; i < na; i++)
+			if (a[i].tid == b[j].tid)
+				n0 = a[i].n;
+		printf("result %s %s %.2f\n", what, b[j].name,
+		       (double)(b[j].n - n0) / (double)iters);
+	}
+}
+
 /* ---- server ------------------------------------------------------------- */
 
 static int serve_one(struct conn *c, unsigned int idx)
@@ -652,13 +715,25 @@ static int serve_one(struct conn *c, unsigned int idx)
 		if (ret == 0)
 			ret = c_send_all(c, &got, sizeof(got));
 	} else if (h.mode == M_LAT) {
+		struct rusage ru0, ru1;
+		struct csw t0[CSW_MAX], t1[CSW_MAX];
+		unsigned int n0 = csw_read(t0), n1;
 		uint64_t i;
 
+		getrusage(RUSAGE_SELF, &ru0);
 		for (i = 0; i < h.bytes_or_iters && ret == 0; i++) {
 			ret = c_recv_all(c, buf, h.size);
 			if (ret == 0)
 				ret = c_send_all(c, buf, h.size);
 		}
+		getrusage(RUSAGE_SELF, &ru1);
+		n1 = csw_read(t1);
+		if (ret == 0)
+			csw_print("srvcsw_thread", t0, n0, t1, n1, h.bytes_or_iters);
+		/* Sleeps per round trip at this end (all threads). */
+		if (ret == 0 && h.bytes_or_iters)
+			printf("result srvcsw %.2f\n", (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) /
+			       (double)h.bytes_or_iters);
 	} else if (h.mode == M_VERIFY) {
 		struct verify_job j = { .c = *c, .k = h.conn, .dir = 1,
 					.bytes = h.bytes_or_iters, .size = h.size };
@@ -822,16 +897,31 @@ static double tv_s(const struct timeval *tv)
 	return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static int run_lat(void)
 {
 	struct rusage ru0, ru1;
 	struct conn c;
 	struct hdr h = { .mode = M_LAT, .size = o.size, .bytes_or_iters = o.iters };
 	uint8_t *buf = calloc(1, o.size);
-	double t0, dt;
+	double *rt = calloc(o.iters ? o.iters : 1, sizeof(*rt));
+	struct csw th0[CSW_MAX], th1[CSW_MAX];
+	unsigned int nt0, nt1;
+	double t0, t1, dt;
 	unsigned int i;
 	int ret;
 
+	if (!buf || !rt) {
+		free(buf);
+		free(rt);
+		return 1;
+	}
 	ret = do_connect(&c);
 	if (ret) {
 		fprintf(stderr, "smcr-stream: connect: %s\n", strerror(-ret));
@@ -839,15 +929,23 @@ static int run_lat(void)
 	}
 	print_info(&c, "client");
 	ret = c_send_all(&c, &h, sizeof(h));
+	nt0 = csw_read(th0);
 	getrusage(RUSAGE_SELF, &ru0);
 	t0 = now_s();
+	t1 = t0;
 	for (i = 0; i < o.iters && ret == 0; i++) {
+		double t2;
+
 		ret = c_send_all(&c, buf, o.size);
 		if (ret == 0)
 			ret = c_recv_all(&c, buf, o.size);
+		t2 = now_s();
+		rt[i] = t2 - t1;
+		t1 = t2;
 	}
 	dt = now_s() - t0;
 	getrusage(RUSAGE_SELF, &ru1);
+	nt1 = csw_read(th1);
 	if (ret) {
 		fprintf(stderr, "smcr-stream: lat: %s\n", strerror(-ret));
 	} else {
@@ -861,8 +959,19 @@ static int run_lat(void)
 		 * trip: the wake-ups a round trip costs. */
 		printf("result latcsw %s %.2f\n", tnames[o.t],
 		       (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / o.iters);
+		csw_print("latcsw_thread", th0, nt0, th1, nt1, o.iters);
+		/* Round trips' median and 99th percentile (usec). */
+		if (o.iters) {
+			qsort(rt, o.iters, sizeof(*rt), cmp_double);
+			printf("result latp50 %s %.1f\n", tnames[o.t], rt[o.iters / 2] * 1e6);
+			printf("result latp99 %s %.1f\n", tnames[o.t],
+			       rt[(size_t)o.iters * 99 / 100 < o.iters ?
+				  (size_t)o.iters * 99 / 100 : o.iters - 1] * 1e6);
+		}
 	}
+	print_stats("client");
 	c_close(&c);
+	free(rt);
 	free(buf);
 	return ret ? 1 : 0;
 }

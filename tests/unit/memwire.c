@@ -187,7 +187,13 @@ static bool mw_acking(struct smcr_link *link)
 	return e->acking && e->failed;
 }
 
+static void mw_want_send_done(struct smcr_link *link)
+{
+	end_of(link)->cq_armed = true;
+}
+
 static const struct smcr_link_ops memwire_ops = {
+	.want_send_done = mw_want_send_done,
 	.acking = mw_acking,
 	.poll = mw_poll,
 	.post_write = mw_post_write,
@@ -506,7 +512,8 @@ static bool has(const struct memwire_end *e, int kind)
 	switch (kind) {
 	case MEMWIRE_EV_DELIVER: return e->head != NULL;
 	case MEMWIRE_EV_RX: return e->rx_head != NULL;
-	case MEMWIRE_EV_CQ: return e->cq_head != NULL;
+	case MEMWIRE_EV_CQ:
+		return e->cq_head != NULL && (!e->lazy_cq || e->cq_armed || e->failed);
 	}
 	return false;
 }
@@ -554,12 +561,18 @@ static void sched_run(struct memwire_sched *ms, int kind)
 
 		if (!has(e, kind) || pick--)
 			continue;
-		if (kind == MEMWIRE_EV_DELIVER)
+		if (kind == MEMWIRE_EV_DELIVER) {
 			memwire_step(e);
-		else if (kind == MEMWIRE_EV_RX)
+		} else if (kind == MEMWIRE_EV_RX) {
+			/* a lazy end's poller takes the send CQ first */
+			while (e->lazy_cq && e->cq_head)
+				poll_cq(e);
 			poll_rx(e);
-		else
+		} else {
 			poll_cq(e);
+			if (!e->cq_head)
+				e->cq_armed = false;
+		}
 		return;
 	}
 }

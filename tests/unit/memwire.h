@@ -42,6 +42,11 @@ struct memwire_end {
 	struct memwire_op *cq_head, *cq_tail;	/* completed, not yet polled */
 	unsigned int nrx, ncq;
 	bool polling;			/* inside its link's poll op */
+	/* Scheduled mode, as libsmcr's caller-driven progress: completions
+	 * are polled only when armed (ops->want_send_done, until the queue
+	 * is empty), with a received message (a poll takes both CQs), or
+	 * once the link failed. */
+	bool lazy_cq, cq_armed;
 	unsigned int sq_depth;
 	enum memwire_fault fault;
 	bool failed;			/* down already reported */

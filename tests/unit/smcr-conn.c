@@ -1100,7 +1100,25 @@ struct rpc_cfg {
 	int64_t cut_at;		/* step to cut link 0 at, -1: never */
 	unsigned int move_every;
 	uint32_t cork;
+	bool lazy;	/* completions polled as with SMCR_CALLER_POLL */
 };
+
+/* As the engine after each batch (and a socket after a data call) with
+ * caller-driven progress: arm the send CQ of links whose connections wait
+ * for a send completion. */
+static void want_send_done_all(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < NCONN; i++) {
+		struct smcr_conn *c[2] = { &A.conn[i], &B.conn[i] };
+		unsigned int k;
+
+		for (k = 0; k < 2; k++)
+			if (c[k]->link && smcr_conn_wants_tx_done(c[k]))
+				c[k]->link->ops->want_send_done(c[k]->link);
+	}
+}
 
 /* One run; returns 0, or the step it stalled at (+1). */
 static uint64_t rpc_run(const struct rpc_cfg *cfg, bool verbose)
@@ -1115,6 +1133,7 @@ static uint64_t rpc_run(const struct rpc_cfg *cfg, bool verbose)
 		wire[s][0].link.tx_cap = wire[s][1].link.tx_cap = cfg->tx_cap;
 		ends[2 * s] = &wire[s][0];
 		ends[2 * s + 1] = &wire[s][1];
+		wire[s][0].lazy_cq = wire[s][1].lazy_cq = cfg->lazy;
 	}
 	cork(cfg->cork);
 	memset(apps, 0, sizeof(apps));
@@ -1140,6 +1159,8 @@ static uint64_t rpc_run(const struct rpc_cfg *cfg, bool verbose)
 	while (!rpc_done() && ms.steps < 20000000) {
 		if (cfg->cut_at >= 0 && ms.steps == (uint64_t)cfg->cut_at)
 			memwire_fault(&wire[0][0], MEMWIRE_CUT);
+		if (cfg->lazy)
+			want_send_done_all();
 		if (memwire_sched_step(&ms) < 0) {
 			stalled = ms.steps + 1;
 			break;
@@ -1201,7 +1222,7 @@ static unsigned int sched_seeds(void)
 	return vg && !strcmp(vg, "1") ? 3 : 16;
 }
 
-static void sched_rpc(uint32_t cork, bool cut, unsigned int move_every)
+static void sched_rpc_lazy(uint32_t cork, bool cut, unsigned int move_every, bool lazy)
 {
 	unsigned int n = sched_seeds(), i, stalls = 0;
 
@@ -1218,6 +1239,7 @@ static void sched_rpc(uint32_t cork, bool cut, unsigned int move_every)
 			.cut_at = cut ? 2000 + (int64_t)(i * 997) % 20000 : -1,
 			.move_every = move_every,
 			.cork = cork,
+			.lazy = lazy,
 		};
 
 		if (rpc_run(&cfg, stalls == 0))
@@ -1234,12 +1256,23 @@ static void sched_rpc(uint32_t cork, bool cut, unsigned int move_every)
 	CU_ASSERT_EQUAL(rpc_resets, 0);
 }
 
+static void sched_rpc(uint32_t cork, bool cut, unsigned int move_every)
+{
+	sched_rpc_lazy(cork, cut, move_every, false);
+}
+
 static void test_sched_rpc(void) { sched_rpc(0, false, 0); }
 static void test_sched_rpc_cut(void) { sched_rpc(0, true, 0); }
 static void test_sched_rpc_moves(void) { sched_rpc(0, false, 300); }
 static void test_sched_rpc_cork(void) { sched_rpc(65536, false, 0); }
 static void test_sched_rpc_cork_cut(void) { sched_rpc(65536, true, 0); }
 static void test_sched_rpc_cork_moves(void) { sched_rpc(65536, false, 300); }
+/* Caller-driven progress: send completions are polled only with a
+ * received message or when smcr_conn_wants_tx_done() armed them; a case
+ * it misses stalls (the product's 100 ms tick would hide it). */
+static void test_sched_rpc_lazy(void) { sched_rpc_lazy(0, false, 0, true); }
+static void test_sched_rpc_lazy_cut(void) { sched_rpc_lazy(0, true, 0, true); }
+static void test_sched_rpc_lazy_cork_moves(void) { sched_rpc_lazy(65536, false, 300, true); }
 
 CU_TestInfo smcr_conn_tests[] = {
 	{ "stream, small windows, wrap", test_stream_small_window_linux },
@@ -1277,5 +1310,9 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "scheduled wire: request/reply, autocork", test_sched_rpc_cork },
 	{ "scheduled wire: request/reply, autocork, link cut", test_sched_rpc_cork_cut },
 	{ "scheduled wire: request/reply, autocork, moves", test_sched_rpc_cork_moves },
+	{ "scheduled wire: send completions on demand", test_sched_rpc_lazy },
+	{ "scheduled wire: send completions on demand, link cut", test_sched_rpc_lazy_cut },
+	{ "scheduled wire: send completions on demand, autocork, moves",
+	  test_sched_rpc_lazy_cork_moves },
 	CU_TEST_INFO_NULL,
 };

@@ -428,7 +428,9 @@ vm_bg() {
     {
         echo "# vm_bg $name: ${what:0:120}"
         local v
-        for v in srcdir abs_srcdir abs_top_srcdir abs_top_builddir abs_builddir SMCR_VALGRIND; do
+        # SMCR_CALLER_POLL from the host: a VM test or bench run with it on
+        for v in srcdir abs_srcdir abs_top_srcdir abs_top_builddir abs_builddir SMCR_VALGRIND \
+                 SMCR_CALLER_POLL; do
             [ -n "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${!v}"
         done
         printf 'export SMCR_VM_NAME=%q\n' "$name"
