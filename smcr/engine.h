@@ -21,7 +21,7 @@
 #define SMCR_BUSY_POLL_US_DEFAULT 0
 /* Small sends behind a CDC in flight wait for its completion and go as
  * one write and one CDC (Linux: net.smc.autocorking_size, 64 KiB). */
-#define SMCR_AUTOCORK_BYTES_DEFAULT 0u
+#define SMCR_AUTOCORK_BYTES_DEFAULT (64u << 10)
 /* Default of SMCR_CALLER_POLL: off (see smcr/link_verbs.c's caller-driven
  * progress and sock.c's sock_wait_link()). */
 #define SMCR_CALLER_POLL_DEFAULT 0

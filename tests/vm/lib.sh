@@ -428,9 +428,10 @@ vm_bg() {
     {
         echo "# vm_bg $name: ${what:0:120}"
         local v
-        # SMCR_CALLER_POLL from the host: a VM test or bench run with it on
+        # libsmcr knobs from the host (SMCR_CALLER_POLL=1, SMCR_AUTOCORK_BYTES=0):
+        # a VM test or bench run with them reaches every guest process
         for v in srcdir abs_srcdir abs_top_srcdir abs_top_builddir abs_builddir SMCR_VALGRIND \
-                 SMCR_CALLER_POLL; do
+                 SMCR_CALLER_POLL SMCR_AUTOCORK_BYTES; do
             [ -n "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${!v}"
         done
         printf 'export SMCR_VM_NAME=%q\n' "$name"
