@@ -12,6 +12,9 @@
 #           net.smc.wmem/rmem), 1M seqread only, once per size in -b
 #           "SIZE..." (default "0 256K")
 #   ktcp    smcr-attach -t: the kernel's nbd over plain TCP
+#   PATH-acN  PATH with SMCR_AUTOCORK_BYTES=N for libsmcr in smcrd and
+#           in A (fwd-ac0: the forwarder, both ends not autocorking;
+#           smcrd is restarted when the value changes)
 # each with 2 connections, fio (libaio, O_DIRECT, -t seconds each):
 # 4k randread qd16, 4k randwrite qd16, 4k randread qd1, 1M seqread qd4.
 # Prints IOPS (MB/s for 1M), ratios to nbdkit and to ksmc, and each of
@@ -20,11 +23,13 @@
 #   tests/bench/bench-attach-vm.sh [-B BUILDDIR] [-t SECONDS] [-b "BUF..."] [-o DIR]
 #                                  [-p "fwd nbdkit ksmc ksmc-B ktcp"]
 #                                  [-j "randwrite 4k 16,read 1M 4"] [-P "fwd ksmc"]
+#                                  [-S "fwd"]
 # -j: only these jobs (RW BS QD, comma-separated).  Per job it also prints
 # what smcrd's libsmcr counted per I/O (CDCs and RDMA writes received and
 # sent) and the CPU time smcr-attach or nbdkit used in A per I/O.
 # -P: for these paths, a CPU profile of guest A (perf, cpu-clock, 5 s in
-# each 4k qd16 job): the busiest commands and functions.
+# each 4k qd16 job): the busiest commands and functions.  -S: the same
+# in guest B (smcrd's side), also by thread and with callees (children).
 # Takes /tmp/smcrbd-vm.lock (SMCR_VM_LOCK; empty: none).  Not in make check.
 set -uo pipefail
 
@@ -32,7 +37,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-secs=15 buf="0 256K" outdir= paths="fwd nbdkit ksmc ksmc-B ktcp" jobsel= perfpaths=
+secs=15 buf="0 256K" outdir= paths="fwd nbdkit ksmc ksmc-B ktcp" jobsel= perfpaths= perfbpaths=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -42,7 +47,8 @@ while [ $# -gt 0 ]; do
         -j) jobsel=$2; shift 2 ;;
         -P) perfpaths=$2; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,28p' "$0"; exit 2 ;;
+        -S) perfbpaths=$2; shift 2 ;;
+        *) sed -n '3,33p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -79,9 +85,19 @@ B1=$(vm_ip B 1)
 eids=
 [ "$ksmc" = 1 ] && eids="--eids SMCRBD.KPEER"
 vm_run B "truncate -s 256M /tmp/disk.img" || fail "disk"
-vm_bg B "exec $SMCRD -f -p 10809 --smcr-port 10810 $eids -e disk=/tmp/disk.img >>/tmp/smcrd.log 2>&1" >/dev/null
-vm_run B "for i in \$(seq 300); do grep -q 'listening for NBD over SMC-R' /tmp/smcrd.log && exit 0; sleep 0.1; done
+# start_srv AC: smcrd (again) with SMCR_AUTOCORK_BYTES=AC ('': libsmcr's
+# default).
+srv_ac=none
+start_srv() {
+    [ "$1" = "$srv_ac" ] && return 0
+    vm_run B "p=\$(pidof smcrd) && { kill \$p; for i in \$(seq 100); do pidof smcrd >/dev/null || break; sleep 0.1; done; }
+: >/tmp/smcrd.log" >/dev/null
+    vm_bg B "${1:+SMCR_AUTOCORK_BYTES=$1 }exec $SMCRD -f -p 10809 --smcr-port 10810 $eids -e disk=/tmp/disk.img >>/tmp/smcrd.log 2>&1" >/dev/null
+    vm_run B "for i in \$(seq 300); do grep -q 'listening for NBD over SMC-R' /tmp/smcrd.log && exit 0; sleep 0.1; done
 tail -n 20 /tmp/smcrd.log; exit 1" || fail "smcrd did not come up in B"
+    srv_ac=$1
+}
+start_srv ""
 vm_run A "modprobe nbd; dd if=/dev/zero bs=1M count=0 2>/dev/null" || fail "modprobe nbd"
 
 jobs=("randread 4k 16" "randwrite 4k 16" "randread 4k 1" "read 1M 4")
@@ -103,8 +119,11 @@ declare -A res per
 
 # attach PATH: /dev/nbd0 on PATH; detach PATH.
 attach() {
-    case $1 in
-        fwd) vm_bg A "exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
+    local ac=
+    case $1 in *-ac[0-9]*) ac=${1##*-ac} ;; esac
+    start_srv "$ac"
+    case ${1%-ac[0-9]*} in
+        fwd) vm_bg A "${ac:+SMCR_AUTOCORK_BYTES=$ac }exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
              want='over SMC-R, forwarded' ;;
         ksmc) vm_bg A "exec $ATTACH -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
               want='over AF_SMC' ;;
@@ -112,7 +131,7 @@ attach() {
                 want='over AF_SMC' ;;
         ktcp) vm_bg A "exec $ATTACH -t -C 2 $B1:10809 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
               want='over TCP' ;;
-        nbdkit) vm_bg A "exec nbdkit -f -U /tmp/kit.sock -P /tmp/kit.pid $PLUGIN server=$B1 export=disk connections=2 2>/tmp/att.log" >/dev/null
+        nbdkit) vm_bg A "${ac:+SMCR_AUTOCORK_BYTES=$ac }exec nbdkit -f -U /tmp/kit.sock -P /tmp/kit.pid $PLUGIN server=$B1 export=disk connections=2 2>/tmp/att.log" >/dev/null
                 vm_run A "for i in \$(seq 600); do [ -S /tmp/kit.sock ] && exit 0; sleep 0.1; done; exit 1" || return 1
                 vm_run A "nbd-client -N '' -b 4096 -C 2 -u /tmp/kit.sock /dev/nbd0 >/tmp/nc.log 2>&1" || { vm_run A "cat /tmp/nc.log /tmp/att.log"; return 1; }
                 return 0 ;;
@@ -120,7 +139,7 @@ attach() {
     vm_run A "for i in \$(seq 600); do grep -q '$want' /tmp/att.log && exit 0; sleep 0.1; done; cat /tmp/att.log; exit 1"
 }
 detach() {
-    if [ "$1" = nbdkit ]; then
+    if [ "${1%-ac[0-9]*}" = nbdkit ]; then
         vm_run A "nbd-client -d /dev/nbd0 >/dev/null 2>&1; kill \$(cat /tmp/kit.pid); sleep 1" >/dev/null
     else
         vm_run A "$ATTACH -d /dev/nbd0; for i in \$(seq 100); do pidof smcr-attach >/dev/null || exit 0; sleep 0.1; done" >/dev/null
@@ -154,16 +173,19 @@ print(("%.1f" % (d["bw_bytes"] / 1e6) if sys.argv[1] == "1M" else "%.0f" % d["io
 }
 
 for p in $paths; do
-    case $p in ksmc|ksmc-B:*) [ "$ksmc" = 1 ] || continue ;; esac
+    case ${p%-ac[0-9]*} in ksmc|ksmc-B:*) [ "$ksmc" = 1 ] || continue ;; esac
     vm_say "path $p"
     attach "$p" || { echo "attach $p failed"; continue; }
     for j in "${jobs[@]}"; do
         read -r rw bs qd <<<"$j"
         case $p in ksmc-B:*) [ "$bs" != 1M ] && continue ;; esac
         c0=$(counters)
-        prof=
+        prof= profb=
         if [[ " $perfpaths " == *" $p "* ]] && [ "$bs" = 4k ] && [ "$qd" = 16 ]; then
             prof=$(vm_bg A "sleep 4; perf record -q -e cpu-clock -F 250 -a -g -o /tmp/perf.data -- sleep 5 >/dev/null 2>&1")
+        fi
+        if [[ " $perfbpaths " == *" $p "* ]] && [ "$bs" = 4k ] && [ "$qd" = 16 ]; then
+            profb=$(vm_bg B "sleep 4; perf record -q -e cpu-clock -F 250 -a -g -o /tmp/perf.data -- sleep 5 >/dev/null 2>&1")
         fi
         read -r val ios <<<"$(fio_run "$rw" "$bs" "$qd")"
         c1=$(counters)
@@ -173,6 +195,17 @@ for p in $paths; do
             vm_run A "perf report -q -i /tmp/perf.data --no-children --stdio --sort comm,dso 2>/dev/null | grep -v '^\$' | grep '%' | head -n 12"
             vm_say "$p $j: by function (self):"
             vm_run A "perf report -q -i /tmp/perf.data --no-children --stdio --sort sym -g none 2>/dev/null | grep '%' | head -n 25"
+        fi
+        if [ -n "$profb" ]; then
+            vm_wait B "$profb" >/dev/null
+            vm_say "$p $j: guest B's CPU profile (perf, cpu-clock, 5 s), by command and object:"
+            vm_run B "perf report -q -i /tmp/perf.data --no-children --stdio --sort comm,dso 2>/dev/null | grep -v '^\$' | grep '%' | head -n 12"
+            vm_say "$p $j: guest B by function (self):"
+            vm_run B "perf report -q -i /tmp/perf.data --no-children --stdio --sort sym -g none 2>/dev/null | grep '%' | head -n 30"
+            vm_say "$p $j: guest B by thread and function (self):"
+            vm_run B "perf report -q -i /tmp/perf.data --no-children --stdio --sort comm,sym -g none 2>/dev/null | grep '%' | head -n 30"
+            vm_say "$p $j: guest B by function with what it calls (children):"
+            vm_run B "perf report -q -i /tmp/perf.data --children --stdio --sort sym -g none 2>/dev/null | grep '%' | head -n 40"
         fi
         res[$p,$j]=$val
         vm_say "$p $j: $val"
@@ -195,7 +228,7 @@ print("%.2fx" % (float(a) / float(b)) if a and b and float(b) > 0 else "-")' "$1
 echo
 declare -A label=([fwd]="fwd (smcr-attach -F)"
     [nbdkit]="nbdkit plugin + nbd-client" [ksmc]="kernel AF_SMC"
-    [ktcp]="kernel nbd over TCP")
+    [ktcp]="kernel nbd over TCP" [fwd-ac0]="fwd, autocork off")
 hdr="| job |" sep="|---|"
 for p in $paths; do
     l=${label[$p]:-$p}

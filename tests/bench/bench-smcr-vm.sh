@@ -23,7 +23,7 @@
 #
 #   tests/bench/bench-smcr-vm.sh [-B BUILDDIR] [-r ROUNDS] [-b BYTES] [-i ITERS]
 #                                [--smc-v2-probe] [--v2] [--sizes "4K 64K ..."]
-#                                [--profile] [--caller-poll] [-o DIR]
+#                                [--profile] [--caller-poll] [--autocork] [-o DIR]
 #
 #   -B BUILDDIR  the build tree (default: ./build next to the sources, or
 #                $abs_top_builddir)
@@ -53,6 +53,8 @@
 #                libsmcr with SMCR_CALLER_POLL=0 and =1: round trips of
 #                64 B and 4 KiB (mean, p50, p99, sleeps per round trip at
 #                the client and at the server), 4 KiB stream
+#   --autocork   the same rows with SMCR_AUTOCORK_BYTES=0 and =65536
+#                instead of SMCR_CALLER_POLL (default caller poll)
 #   -o DIR       where the report goes (default: bench-smcr-report in the
 #                build tree): report.md (what this prints) and, with
 #                --sizes, bw-size.dat and bw-size.png
@@ -72,6 +74,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
 rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir= profile=0 cp=0
+cpknob=SMCR_CALLER_POLL cpvals="0 1" cpname="caller poll"
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -83,8 +86,9 @@ while [ $# -gt 0 ]; do
         --sizes) sizes=$2; shift 2 ;;
         --profile) profile=1; shift ;;
         --caller-poll) cp=1; shift ;;
+        --autocork) cp=1 cpknob=SMCR_AUTOCORK_BYTES cpvals="0 65536" cpname=autocork; shift ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,50p' "$0"; exit 2 ;;
+        *) sed -n '3,52p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -205,7 +209,7 @@ mratio() {
 
 # --caller-poll: issue 25's rows only, then the table, and nothing else.
 if [ "$cp" = 1 ]; then
-    unset SMCR_CALLER_POLL
+    unset "$cpknob"
     for (( r=1; r<=rounds; r++ )); do
         vm_say "caller-poll round $r of $rounds"
         for b in 64 4096; do
@@ -216,30 +220,30 @@ if [ "$cp" = 1 ]; then
         done
         out=$(perf_run ib_write_bw "-s 4096 -n $(( (nbytes + 4095) / 4096 ))")
         val ibbw4k $r "$(field '$1 == 4096 && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }')"
-        for c in 0 1; do
+        for c in $cpvals; do
             for b in 64 4096; do
-                out=$(stream_run smcr lat "-s $b -i $iters" "SMCR_CALLER_POLL=$c")
+                out=$(stream_run smcr lat "-s $b -i $iters" "$cpknob=$c")
                 # where the sleeps are: per thread, both ends (first round)
                 [ "$r" = 1 ] && echo "$out" | grep -E '^result (lat|srv)csw_thread|^stats client' |
-                    sed "s/^/  $b B, caller poll $c: /"
+                    sed "s/^/  $b B, $cpname $c: /"
                 for f in lat latp50 latp99 latcsw srvcsw; do
                     v=$(field -v f=$f '$1 == "result" && $2 == f { print $NF }')
-                    complain "smcr $f -s $b (caller poll $c)" "$v"
+                    complain "smcr $f -s $b ($cpname $c)" "$v"
                     val cp${c}_${f}_$b $r "$v"
                 done
             done
-            out=$(stream_run smcr bw "-s 4096 -b $bytes" "SMCR_CALLER_POLL=$c")
-            v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "smcr bw 4K (caller poll $c)" "$v"
+            out=$(stream_run smcr bw "-s 4096 -b $bytes" "$cpknob=$c")
+            v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "smcr bw 4K ($cpname $c)" "$v"
             val cp${c}_bw4k $r "$v"
         done
     done
     echo
-    echo "issue 25: caller-driven progress (SMCR_CALLER_POLL), rxe link 1 between two TCG guests; $rounds round(s), $iters round trips per run, 4 KiB stream of $bytes; medians over the rounds, ratios: median of per-round ratios"
+    echo "issue 25: $cpname ($cpknob), rxe link 1 between two TCG guests; $rounds round(s), $iters round trips per run, 4 KiB stream of $bytes; medians over the rounds, ratios: median of per-round ratios"
     printf '%-30s %9s %9s %9s %8s %8s %8s\n' "round trip (usec)" mean p50 p99 /ib_lat "cli csw" "srv csw"
     for b in 64 4096; do
         printf '%-30s %9s %9s %9s %8s %8s %8s\n' "ib_write_lat $b B (x 2)" "$(med iblat$b)" "$(med iblat${b}_typ)" "$(med iblat${b}_p99)" 1.00 0 0
-        for c in 0 1; do
-            printf '%-30s %9s %9s %9s %8s %8s %8s\n' "libsmcr $b B, caller poll $c" "$(med cp${c}_lat_$b)" \
+        for c in $cpvals; do
+            printf '%-30s %9s %9s %9s %8s %8s %8s\n' "libsmcr $b B, $cpname $c" "$(med cp${c}_lat_$b)" \
                 "$(med cp${c}_latp50_$b)" "$(med cp${c}_latp99_$b)" "$(mratio cp${c}_lat_$b iblat$b)" \
                 "$(med cp${c}_latcsw_$b)" "$(med cp${c}_srvcsw_$b)"
         done
@@ -247,12 +251,16 @@ if [ "$cp" = 1 ]; then
     echo "(ib_write_lat: p50 is its t_typical, p99 its 99% percentile, both x 2; csw: sleeps, voluntary context switches of all threads, per round trip)"
     printf '%-30s %9s %8s\n' "4 KiB stream" "MB/s" /ib_bw
     printf '%-30s %9s %8s\n' "ib_write_bw 4 KiB" "$(med ibbw4k)" 1.00
-    for c in 0 1; do
-        printf '%-30s %9s %8s\n' "libsmcr, caller poll $c" "$(med cp${c}_bw4k)" "$(mratio cp${c}_bw4k ibbw4k)"
+    for c in $cpvals; do
+        printf '%-30s %9s %8s\n' "libsmcr, $cpname $c" "$(med cp${c}_bw4k)" "$(mratio cp${c}_bw4k ibbw4k)"
     done
     echo "per round:"
-    for k in iblat64 iblat4096 ibbw4k cp0_lat_64 cp1_lat_64 cp0_lat_4096 cp1_lat_4096 cp0_latcsw_64 cp1_latcsw_64 cp0_srvcsw_64 cp1_srvcsw_64 cp0_bw4k cp1_bw4k; do
-        printf '  %-14s %s\n' "$k" "$(all $k)"
+    ks="iblat64 iblat4096 ibbw4k"
+    for f in lat_64 lat_4096 latcsw_64 latcsw_4096 srvcsw_64 srvcsw_4096 bw4k; do
+        for c in $cpvals; do ks+=" cp${c}_$f"; done
+    done
+    for k in $ks; do
+        printf '  %-18s %s\n' "$k" "$(all $k)"
     done
     exit 0
 fi
