@@ -201,7 +201,7 @@ static const struct {
 	STAT(rmbs), STAT(links_active), STAT(rebalanced), STAT(devices_lost),
 	STAT(fault_held), STAT(fault_discarded), STAT(fault_held_recvs),
 	STAT(lgrs_refused_per_address), STAT(local_stalls), STAT(local_stall_ms),
-	STAT(clc_retries), STAT(cursor_updates), STAT(cursor_requests),
+	STAT(clc_retries), STAT(cursor_updates), STAT(cursor_requests), STAT(corked),
 };
 #undef STAT
 

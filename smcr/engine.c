@@ -1171,6 +1171,7 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 		st->rdma_writes += s->conn.stats.writes;
 		st->bytes_sent += s->conn.stats.bytes_sent;
 		st->bytes_recv += s->conn.stats.bytes_recv;
+		st->corked += s->conn.stats.corked;
 	}
 }
 

@@ -286,6 +286,8 @@ struct smcr_stats {
 	uint64_t clc_retries;
 	/* CDCs sent by smcr_cursor_update(): the cursor moved; requests. */
 	uint64_t cursor_updates, cursor_requests;
+	/* Sends held by autocork (SMCR_AUTOCORK_BYTES) for a CDC in flight. */
+	uint64_t corked;
 };
 int smcr_ctx_stats_size(struct smcr_ctx *ctx, struct smcr_stats *st, size_t size);
 static inline int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)

@@ -495,7 +495,7 @@ static void print_stats(const char *who)
 	       "cdc_sent %llu rdma_writes %llu bytes_sent %llu bytes_recv %llu "
 	       "links_deleted %llu rebalanced %llu devices_lost %llu test_links %llu "
 	       "open_connections %llu rmbes_in_use %llu sndbufs_in_use %llu "
-	       "fault_held %llu fault_discarded %llu fault_held_recvs %llu\n", who,
+	       "fault_held %llu fault_discarded %llu fault_held_recvs %llu corked %llu\n", who,
 	       (unsigned long long)st.connections, (unsigned long long)st.smc_connections,
 	       (unsigned long long)st.fallbacks, (unsigned long long)st.link_groups,
 	       (unsigned long long)st.links_added, (unsigned long long)st.link_failures,
@@ -507,7 +507,7 @@ static void print_stats(const char *who)
 	       (unsigned long long)st.open_connections, (unsigned long long)st.rmbes_in_use,
 	       (unsigned long long)st.sndbufs_in_use, (unsigned long long)st.fault_held,
 	       (unsigned long long)st.fault_discarded,
-	       (unsigned long long)st.fault_held_recvs);
+	       (unsigned long long)st.fault_held_recvs, (unsigned long long)st.corked);
 	for (i = 0; i < SMCR_STATS_REASONS; i++)
 		if (st.fallback_by_reason[i])
 			printf("stats %s: fallback reason 0x%08x (%s): %llu\n", who,
