@@ -155,15 +155,17 @@ JOBS=(
 pcts=1:5:10:20:30:40:50:60:70:80:90:95:97:99:99.5:99.9:99.99
 stat_sh='read -r _ u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st))'
 # profile_job SYSTEM DEV NAME RW BS QD [EXTRA]: the job again under perf in
-# both guests; summaries in $outdir/profile.
+# both guests; perf.data, kallsyms and summaries in $outdir/profile.
 profile_job() {
-    local s=$1 dev=$2 name=$3 rw=$4 bs=$5 qd=$6 extra=${7:-} v pj=() cA cB
+    local s=$1 dev=$2 name=$3 rw=$4 bs=$5 qd=$6 extra=${7:-} v pj=() cA cB p t1 win
     # perf runs in both guests until fio has ended in A (SIGTERM: perf
-    # record stops and writes its file), so both cover the same window.
+    # record stops and writes its file).  Under TCG its start takes tens of
+    # seconds, so the summaries (made on the host, which has the guests'
+    # binaries) keep the samples of the $secs s up to A's last fio sample
+    # only.  perf's clock counts from boot and the guests boot together
+    # (checked: B's target threads ran within a second of A's fio).
     local rec="perf record -a -g -e cpu-clock -F 499 -o /tmp/perf.data >/dev/null 2>&1 &
 echo \$! >/tmp/perf.pid; wait
-{ echo '## by process and DSO'; perf report -i /tmp/perf.data --no-children -g none --sort comm,dso --percent-limit 1 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$'
-echo '## top symbols'; perf report -i /tmp/perf.data --no-children -g none --sort comm,sym --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$' | head -n 40; } >SHARE/prof.txt
 cp /tmp/perf.data SHARE/prof.data; cat /proc/kallsyms >SHARE/prof.kallsyms; rm -f /tmp/perf.data /tmp/perf.pid"
     mkdir -p "$outdir/profile"
     for v in A B; do
@@ -187,9 +189,22 @@ ios = j["read"]["total_ios"] + j["write"]["total_ios"]
 print("%d I/Os under perf; context switches per I/O: A %.1f, B %.1f" % (ios, int(sys.argv[2]) / max(ios, 1), int(sys.argv[3]) / max(ios, 1)))
 EOF
     for v in A B; do
-        mv "$(vm_share "$v")/prof.txt" "$outdir/profile/$s.$name.$v.txt"
         mv "$(vm_share "$v")/prof.data" "$outdir/profile/$s.$name.$v.perf.data"
         mv "$(vm_share "$v")/prof.kallsyms" "$outdir/profile/$s.$name.$v.kallsyms"
+    done
+    p=$outdir/profile/$s.$name
+    t1=$(perf script -i "$p.A.perf.data" --kallsyms "$p.A.kallsyms" -F comm,time 2>/dev/null |
+             awk '$1 == "fio" { t = $NF } END { sub(":", "", t); print t }')
+    win=
+    [ -n "$t1" ] && win=$(awk -v t="$t1" -v s="$secs" 'BEGIN { printf "%.6f,%.6f", t - s, t }')
+    for v in A B; do
+        local pr=(perf report -i "$p.$v.perf.data" --kallsyms "$p.$v.kallsyms" --no-children -g none --stdio ${win:+--time "$win"})
+        { echo "## perf time ${win:-all (no fio sample in A)}"
+          echo '## by process and DSO'
+          "${pr[@]}" --sort comm,dso --percent-limit 1 2>/dev/null | grep -v '^#' | grep -v '^$'
+          echo '## top symbols'
+          "${pr[@]}" --sort comm,sym --percent-limit 0.7 2>/dev/null | grep -v '^#' | grep -v '^$' | head -n 40
+        } >"$p.$v.txt"
     done
     vm_say "profile $s $name: $(cat "$outdir/profile/$s.$name.ctx")"
 }
