@@ -227,19 +227,6 @@ static bool sock_busy_poll(struct smcr_sock *s)
 	}
 }
 
-/* A send was corked (autocork) behind a CDC whose completion may already
- * sit in the CQ unread: take what completed now (ctx->lock held), so
- * that only a CDC still on the wire holds data, as in Linux, where the
- * completion is handled when it comes.  Else a ping-pong's next request
- * waits for the progress thread to read its last one's completion. */
-static void sock_corked_poll(struct smcr_sock *s, uint64_t corked)
-{
-	struct smcr_link *l = s->conn.link;
-
-	if (s->conn.stats.corked != corked && l && l->ops->poll && !s->conn.error)
-		l->ops->poll(l);
-}
-
 static ssize_t tcp_io(struct smcr_sock *s, void *buf, size_t len, int flags,
 		      bool out)
 {
@@ -262,10 +249,7 @@ ssize_t smcr_send(struct smcr_sock *s, const void *buf, size_t len, int flags)
 		return tcp_io(s, (void *)buf, len, flags, true);
 	pthread_mutex_lock(&s->ctx->lock);
 	for (;;) {
-		uint64_t corked = s->conn.stats.corked;
-
 		n = smcr_conn_send(&s->conn, buf, len);
-		sock_corked_poll(s, corked);
 		if (n != -EAGAIN || (flags & SMCR_DONTWAIT))
 			break;
 		sock_wait_link(s, 1000, true);
@@ -405,12 +389,9 @@ int smcr_commit(struct smcr_sock *s, size_t n)
 	if (s->tx_reserved && n > s->tx_reserved) {
 		ret = -EINVAL;		/* more than smcr_reserve_len() gave */
 	} else {
-		uint64_t corked = s->conn.stats.corked;
-
 		ret = smcr_conn_commit(&s->conn, n);
 		if (ret == 0)
 			s->tx_reserved -= s->tx_reserved ? n : 0;
-		sock_corked_poll(s, corked);
 	}
 	sock_want_tx_done(s);
 	pthread_mutex_unlock(&s->ctx->lock);
