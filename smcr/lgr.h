@@ -110,6 +110,15 @@ struct smcr_lgr_config {
 	 * server's DELETE LINK: Linux 6.1's server deletes it only once its
 	 * sends on it have completed, after the path is back. */
 	uint32_t acking_keep_ms;
+	/* A failed link whose QP still acknowledges the peer (ops->acking)
+	 * gets our DELETE LINK this long after the failure, not at once: a
+	 * Linux 6.1 peer that takes a DELETE LINK for a link it still thinks
+	 * active switches its connections, then waits for the link's sends,
+	 * and completions that come after the switch (our late acker's ACKs
+	 * of its retries) rewind its cursors and corrupt its stream.  Held,
+	 * the acker answers first: the peer's QP fails, the peer deletes the
+	 * link itself.  0: at once. */
+	uint32_t delete_hold_ms;
 	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
 	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
@@ -168,6 +177,7 @@ struct smcr_lgr_link {
 	 * FAILED before telling us, so its state alone does not say this. */
 	bool down;
 	uint64_t down_ms;
+	bool delete_held;		/* our DELETE LINK waits (cfg.delete_hold_ms) */
 };
 
 /* Counters, as smcrctl shows them. */

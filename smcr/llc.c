@@ -1486,6 +1486,17 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 	 * queue (a collision, a start that failed) go now. */
 	if (lgr->flow.kind == SMCR_FLOW_NONE && lgr->nqueue)
 		flow_next(lgr);
+	/* DELETE LINKs held while the failed link acknowledged the peer. */
+	for (i = 0; i < SMCR_LINK_SLOTS && !lgr->terminated; i++) {
+		struct smcr_lgr_link *ll = &lgr->links[i];
+
+		if (!ll->link || !ll->delete_held ||
+		    since(t, ll->down_ms) < lgr->cfg.delete_hold_ms)
+			continue;
+		ll->delete_held = false;
+		smcr_llc_start(lgr, SMCR_FLOW_DELETE_LINK, (uint8_t)i,
+			       SMCR_LLC_DEL_LOST_PATH, NULL);
+	}
 	/* A failed link the DELETE LINK exchange did not take away in time
 	 * (the client's request or the server's lost, its queue full): drop
 	 * it here, so that its port can carry a new link.  A client's link
