@@ -444,9 +444,10 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 	 * (smcr_llc_link_gone above). */
 	if (!was_active || !lgr->links[slot].link || !start_delete)
 		return;
-	/* The server deletes the link; the client asks it to (disorderly).
-	 * Not yet while our QP acknowledges the peer (cfg.delete_hold_ms). */
-	if (lgr->cfg.delete_hold_ms && link->ops->acking && link->ops->acking(link)) {
+	/* The server deletes the link; the client asks it to (disorderly),
+	 * not yet while its QP acknowledges the server (cfg.delete_hold_ms). */
+	if (lgr->role == SMCR_ROLE_CLIENT && lgr->cfg.delete_hold_ms &&
+	    link->ops->acking && link->ops->acking(link)) {
 		lgr->links[slot].delete_held = true;
 		return;
 	}

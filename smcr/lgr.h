@@ -110,14 +110,14 @@ struct smcr_lgr_config {
 	 * server's DELETE LINK: Linux 6.1's server deletes it only once its
 	 * sends on it have completed, after the path is back. */
 	uint32_t acking_keep_ms;
-	/* A failed link whose QP still acknowledges the peer (ops->acking)
-	 * gets our DELETE LINK this long after the failure, not at once: a
-	 * Linux 6.1 peer that takes a DELETE LINK for a link it still thinks
-	 * active switches its connections, then waits for the link's sends,
-	 * and completions that come after the switch (our late acker's ACKs
-	 * of its retries) rewind its cursors and corrupt its stream.  Held,
-	 * the acker answers first: the peer's QP fails, the peer deletes the
-	 * link itself.  0: at once. */
+	/* A client's failed link whose QP still acknowledges the server
+	 * (ops->acking) gets its DELETE LINK request this long after the
+	 * failure, not at once: Linux 6.1's server, taking one for a link it
+	 * still thinks active, switches its connections, then waits for the
+	 * link's sends, and completions that come after the switch (our late
+	 * acker's ACKs of its retries) set its cursors back and corrupt its
+	 * stream.  Held, the acker answers first: the server's QP fails and
+	 * the server deletes the link itself.  0: at once. */
 	uint32_t delete_hold_ms;
 	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
 	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */

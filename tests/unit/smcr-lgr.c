@@ -1245,11 +1245,13 @@ static void test_acking_link_kept(void)
  * ACKs of its retries complete them after the switch (its cursors go
  * back, its stream is corrupted).  Held, the server sees the failure
  * first; one that does not gets the request after the hold.  A link that
- * does not acknowledge asks at once, as before. */
+ * does not acknowledge asks at once, as before, and a server deletes at
+ * once. */
 static void test_acking_link_holds_delete(void)
 {
 	struct smcr_lgr_config cfg = smcr_lgr_config_default;
 	const uint64_t total = 128 * 1024;
+	struct memwire_end *se;
 	unsigned int c;
 	uint64_t t0;
 
@@ -1302,6 +1304,20 @@ static void test_acking_link_holds_delete(void)
 	run();
 	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
 	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	group_down();
+
+	/* the server's failed link, acking or not: it deletes at once */
+	group_up(2, 2, &cfg);
+	conns_up();
+	se = end_of(S.lgr->links[0].link);
+	se->failed = true;
+	se->acking = true;
+	se->link.state = SMCR_LINK_FAILED;
+	se->fault = MEMWIRE_BLACKHOLE;
+	smcr_lgr_link_fail(S.lgr, &se->link, -ENETDOWN, true);
+	run();
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
 	group_down();
 }
 
