@@ -63,6 +63,12 @@ took() { vm_run B "grep -c 'took the exclusive lock' /tmp/g$1.log || true"; }
 io=$(vm_bg A "$IO -z -c 2 -t 120 -i 20 -d 3600 -q 16 -b 65536 -x /tmp/io.stop \
 -S $B1:10812 smcr://$B1:10810/ha")
 wait_for 300 vm_run B "grep -q 'took the exclusive lock' /tmp/g0.log /tmp/g1.log"
+# Kill times on A's clock (B's clock moved by the offsets).
+vm_clock_offset B 3 || fail "cannot read B's clock"
+off_b=$OFFSET
+vm_clock_offset A 3 || fail "cannot read A's clock"
+off_a=$OFFSET
+kill_at=()
 sleep 10
 for k in $(seq "$kills"); do
     t0=$(took 0) t1=$(took 1)
@@ -72,7 +78,8 @@ sed 's|^/tmp/g\\(.\\)\\.log:\\(.*\\)|\\2 \\1|' | sort | tail -n 1 | awk '{print 
     oth=$(( 1 - act ))
     n=$([ "$oth" = 0 ] && echo "$t0" || echo "$t1")
     ks=$SECONDS
-    vm_run B "kill -KILL \$(cat /tmp/g$act.pid)" || fail "kill $k"
+    out=$(vm_run B "echo \$EPOCHREALTIME; kill -KILL \$(cat /tmp/g$act.pid)") || fail "kill $k"
+    kill_at+=("$(echo "$out - $off_b + $off_a" | bc -l)")
     for i in $(seq 120); do [ "$(took "$oth")" -gt "$n" ] && break; sleep 1; done
     [ "$(took "$oth")" -gt "$n" ] || { vm_run B "tail -n 20 /tmp/g$oth.log"; fail "kill $k: g$oth did not take over"; }
     echo "kill $k: g$act SIGKILLed, g$oth took the lock within $(( SECONDS - ks )) s"
@@ -90,6 +97,28 @@ r=$(echo "$out" | grep '^result ' | head -n 1)
 [[ $r =~ \ errors\ 0\ bad\ 0\  ]] || fail "I/O errors or bad data: $r"
 [[ $r =~ reconnects\ ([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -ge "$kills" ] || fail "fewer reconnects than kills: $r"
 echo "$out" | grepq "is back (server .*, smcr)" || fail "the reconnects were not over SMC-R"
+# Per kill, on A's clock: the first connection reset for the dead peer's
+# ended TCP, the first connection lost and the last back after it.
+worst=0
+for k in "${!kill_at[@]}"; do
+    t=${kill_at[k]} next=${kill_at[k+1]:-1e12}
+    d=$(echo "$out" | awk -v t="$t" -v u="$next" '
+        function ms(s) { return sprintf("%.0f", (s - t) * 1000) }
+        match($0, /^[a-z-]+\[[0-9.]+\]/) {
+            s = substr($0, index($0, "[") + 1) + 0
+            if (s < t || s >= u) next
+            if (rst == "" && /its process is gone, connection reset/) rst = ms(s)
+            if (lost == "" && / lost \(/) lost = ms(s)
+            if (/is back \(/) back = ms(s)
+        }
+        END { print (rst == "" ? "-" : rst), (lost == "" ? "-" : lost), (back == "" ? "-" : back) }')
+    read -r rst lost back <<<"$d"
+    echo "kill $(( k + 1 )): connection reset $rst ms, lost $lost ms, back $back ms after the kill"
+    [ "$back" != - ] || fail "kill $(( k + 1 )): no connection back after it"
+    [ "$back" -gt "$worst" ] && worst=$back
+done
+[ "$worst" -le "${SMCR_VM_RBD_BACK_MS:-10000}" ] ||
+    fail "I/O back only $worst ms after a kill (aim: ${SMCR_VM_RBD_BACK_MS:-10000})"
 vm_run B "touch /tmp/stop; kill \$(cat /tmp/g0.pid) \$(cat /tmp/g1.pid)" >/dev/null || true
 vm_stop
-echo "PASS: Ceph in guest B, two gateways over SMC-R: $kills SIGKILLs of the active one under verified I/O from A, 0 errors, 0 bad bytes"
+echo "PASS: Ceph in guest B, two gateways over SMC-R: $kills SIGKILLs of the active one under verified I/O from A, 0 errors, 0 bad bytes, I/O back within $worst ms of each kill"
