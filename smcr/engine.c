@@ -576,7 +576,7 @@ static uint64_t op_now(struct smcr_lgr *lgr)
 static bool tcp_watched(const struct smcr_sock *s)
 {
 	return s->smc && !s->listener && s->fd >= 0 && s->lgr && !s->lgr->terminated &&
-	       !s->conn.peer_done && !s->conn.peer_closed && !s->conn.peer_aborted &&
+	       s->conn.link && !s->conn.peer_done && !s->conn.peer_closed && !s->conn.peer_aborted &&
 	       !s->conn.error;
 }
 
