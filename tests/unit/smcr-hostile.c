@@ -334,6 +334,19 @@ static void te_unrig(struct te_rig *r)
 		close(r->peer);
 }
 
+/* The peer's TCP ends on a socket that is not watched: nothing. */
+static void te_not_watched(struct te_rig *r)
+{
+	close(r->peer);
+	r->peer = -1;
+	smcr_engine_tcp_ends(&r->ctx, 1000);
+	smcr_engine_tcp_ends(&r->ctx, 1000 + 2 * SMCR_TCP_END_GRACE_MS);
+	CU_ASSERT_EQUAL(r->s.tcp_end_ms, 0);
+	CU_ASSERT_EQUAL(r->s.conn.error, 0);
+	CU_ASSERT_EQUAL(te_sends, 0);
+	te_unrig(r);
+}
+
 static void test_tcp_end(void)
 {
 	struct te_rig r;
@@ -401,25 +414,12 @@ static void test_tcp_end(void)
 	/* Linux's order: its close (or shutdown) CDC, then its FIN. */
 	te_rig(&r);
 	r.s.conn.peer_done = true;
-	close(r.peer);
-	r.peer = -1;
-	smcr_engine_tcp_ends(&r.ctx, 1000);
-	smcr_engine_tcp_ends(&r.ctx, 1000 + 2 * SMCR_TCP_END_GRACE_MS);
-	CU_ASSERT_EQUAL(r.s.tcp_end_ms, 0);
-	CU_ASSERT_EQUAL(r.s.conn.error, 0);
-	CU_ASSERT_EQUAL(te_sends, 0);
-	te_unrig(&r);
+	te_not_watched(&r);
 
 	/* A plain TCP (fallback) socket is not ours to judge. */
 	te_rig(&r);
 	r.s.smc = false;
-	close(r.peer);
-	r.peer = -1;
-	smcr_engine_tcp_ends(&r.ctx, 1000);
-	smcr_engine_tcp_ends(&r.ctx, 1000 + 2 * SMCR_TCP_END_GRACE_MS);
-	CU_ASSERT_EQUAL(r.s.tcp_end_ms, 0);
-	CU_ASSERT_EQUAL(r.s.conn.error, 0);
-	te_unrig(&r);
+	te_not_watched(&r);
 }
 
 CU_TestInfo smcr_hostile_tests[] = {
