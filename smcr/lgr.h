@@ -397,6 +397,10 @@ void smcr_llc_rx_long(struct smcr_lgr *lgr, struct smcr_link *link,
 void smcr_llc_link_gone(struct smcr_lgr *lgr, uint8_t slot);
 /* Send a TEST LINK request on slot. */
 int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot);
+/* TEST LINK now on every active link without one outstanding. */
+void smcr_llc_probe_links(struct smcr_lgr *lgr);
+/* Whether anything came on an active link of the group after ms. */
+bool smcr_lgr_heard_since(const struct smcr_lgr *lgr, uint64_t ms);
 /* Our side ends the group on purpose (its process exits): DELETE LINK
  * with the all and orderly flags on the first link that takes it, so
  * that the peer ends its side at once, not after its TEST LINK limit.

@@ -1105,6 +1105,33 @@ int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot)
 	return test_link_send(lgr, slot);
 }
 
+void smcr_llc_probe_links(struct smcr_lgr *lgr)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		struct smcr_lgr_link *ll = &lgr->links[i];
+
+		if (ll->link && ll->link->state == SMCR_LINK_ACTIVE && !ll->down &&
+		    !ll->test_sent_ms)
+			smcr_llc_test_link(lgr, (uint8_t)i);
+	}
+}
+
+bool smcr_lgr_heard_since(const struct smcr_lgr *lgr, uint64_t ms)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		const struct smcr_lgr_link *ll = &lgr->links[i];
+
+		if (ll->link && ll->link->state == SMCR_LINK_ACTIVE && !ll->down &&
+		    ll->last_rx_ms > ms)
+			return true;
+	}
+	return false;
+}
+
 /* The same probe again, deadline kept: a request or reply lost last on
  * its QP waits for the RC ACK timeout (2.1 s by default, longer than the
  * TEST LINK timeout); a later message on the QP makes the receiver NAK

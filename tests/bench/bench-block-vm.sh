@@ -154,16 +154,21 @@ JOBS=(
 # fio's completion-latency percentiles (at most 20): the 4k qd1 CDF plot.
 pcts=1:5:10:20:30:40:50:60:70:80:90:95:97:99:99.5:99.9:99.99
 stat_sh='read -r _ u n s i w q sq st _ </proc/stat; echo $((u + n + s + q + sq + st))'
+# Frames the guest sent on its links (every NIC is a link): with CPU per
+# I/O, what each system puts on the wire per I/O.
+net_sh='t=0; for f in /sys/class/net/*/statistics/tx_packets; do case $f in */lo/*) continue ;; esac; read -r x <$f; t=$((t + x)); done; echo $t'
 # profile_job SYSTEM DEV NAME RW BS QD [EXTRA]: the job again under perf in
-# both guests; summaries in $outdir/profile.
+# both guests; perf.data, kallsyms and summaries in $outdir/profile.
 profile_job() {
-    local s=$1 dev=$2 name=$3 rw=$4 bs=$5 qd=$6 extra=${7:-} v pj=() cA cB
+    local s=$1 dev=$2 name=$3 rw=$4 bs=$5 qd=$6 extra=${7:-} v pj=() cA cB p t1 win
     # perf runs in both guests until fio has ended in A (SIGTERM: perf
-    # record stops and writes its file), so both cover the same window.
+    # record stops and writes its file).  Under TCG its start takes tens of
+    # seconds, so the summaries (made on the host, which has the guests'
+    # binaries) keep the samples of the $secs s up to A's last fio sample
+    # only.  perf's clock counts from boot and the guests boot together
+    # (checked: B's target threads ran within a second of A's fio).
     local rec="perf record -a -g -e cpu-clock -F 499 -o /tmp/perf.data >/dev/null 2>&1 &
 echo \$! >/tmp/perf.pid; wait
-{ echo '## by process and DSO'; perf report -i /tmp/perf.data --no-children -g none --sort comm,dso --percent-limit 1 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$'
-echo '## top symbols'; perf report -i /tmp/perf.data --no-children -g none --sort comm,sym --percent-limit 0.7 --stdio 2>/dev/null | grep -v '^#' | grep -v '^\$' | head -n 40; } >SHARE/prof.txt
 cp /tmp/perf.data SHARE/prof.data; cat /proc/kallsyms >SHARE/prof.kallsyms; rm -f /tmp/perf.data /tmp/perf.pid"
     mkdir -p "$outdir/profile"
     for v in A B; do
@@ -187,16 +192,29 @@ ios = j["read"]["total_ios"] + j["write"]["total_ios"]
 print("%d I/Os under perf; context switches per I/O: A %.1f, B %.1f" % (ios, int(sys.argv[2]) / max(ios, 1), int(sys.argv[3]) / max(ios, 1)))
 EOF
     for v in A B; do
-        mv "$(vm_share "$v")/prof.txt" "$outdir/profile/$s.$name.$v.txt"
         mv "$(vm_share "$v")/prof.data" "$outdir/profile/$s.$name.$v.perf.data"
         mv "$(vm_share "$v")/prof.kallsyms" "$outdir/profile/$s.$name.$v.kallsyms"
+    done
+    p=$outdir/profile/$s.$name
+    t1=$(perf script -i "$p.A.perf.data" --kallsyms "$p.A.kallsyms" -F comm,time 2>/dev/null |
+             awk '$1 == "fio" { t = $NF } END { sub(":", "", t); print t }')
+    win=
+    [ -n "$t1" ] && win=$(awk -v t="$t1" -v s="$secs" 'BEGIN { printf "%.6f,%.6f", t - s, t }')
+    for v in A B; do
+        local pr=(perf report -i "$p.$v.perf.data" --kallsyms "$p.$v.kallsyms" --no-children -g none --stdio ${win:+--time "$win"})
+        { echo "## perf time ${win:-all (no fio sample in A)}"
+          echo '## by process and DSO'
+          "${pr[@]}" --sort comm,dso --percent-limit 1 2>/dev/null | grep -v '^#' | grep -v '^$'
+          echo '## top symbols'
+          "${pr[@]}" --sort comm,sym --percent-limit 0.7 2>/dev/null | grep -v '^#' | grep -v '^$' | head -n 40
+        } >"$p.$v.txt"
     done
     vm_say "profile $s $name: $(cat "$outdir/profile/$s.$name.ctx")"
 }
 
 res=$outdir/results.tsv
 rm -f "$outdir/cdf.tsv"
-printf 'round\tsystem\tjob\tiops\tMBps\tlat_mean_us\tp50_us\tp99_us\tp999_us\tcpuA_us_per_io\tcpuB_us_per_io\n' >"$res"
+printf 'round\tsystem\tjob\tiops\tMBps\tlat_mean_us\tp50_us\tp99_us\tp999_us\tcpuA_us_per_io\tcpuB_us_per_io\tframesA_per_io\tframesB_per_io\n' >"$res"
 read -r -a sys <<<"$systems"
 hz=$(getconf CLK_TCK)
 for (( r=1; r<=rounds; r++ )); do
@@ -209,16 +227,17 @@ for (( r=1; r<=rounds; r++ )); do
             read -r name rw bs qd extra <<<"$j"
             [ "$s" = fuse ] && [[ $name != s?1m-* ]] && continue
             [ -z "$only" ] || [[ " $only " == *" $name "* ]] || continue
-            b0=$(vm_run B "$stat_sh")
-            vm_run -t $((secs + 120)) A "a0=\$($stat_sh)
+            read -r b0 n0 <<<"$(vm_run B "echo \$($stat_sh) \$($net_sh)")"
+            vm_run -t $((secs + 120)) A "a0=\$($stat_sh) f0=\$($net_sh)
 fio --name=$name --filename=$dev --direct=1 --ioengine=libaio --rw=$rw --bs=$bs --iodepth=$qd $extra \
     --runtime=$secs --time_based=1 --percentile_list=$pcts --output-format=json --output=$SA/$s.$name.$r.json >/dev/null
-rc=\$?; a1=\$($stat_sh); echo \$((a1 - a0)) >$SA/$s.$name.$r.cpuA; exit \$rc" ||
+rc=\$?; a1=\$($stat_sh) f1=\$($net_sh); echo \$((a1 - a0)) \$((f1 - f0)) >$SA/$s.$name.$r.cpuA; exit \$rc" ||
                 { echo "bench: $s $name failed"; continue; }
-            b1=$(vm_run B "$stat_sh")
-            python3 - "$SA/$s.$name.$r.json" "$(cat "$SA/$s.$name.$r.cpuA")" $((b1 - b0)) "$hz" "$r" "$s" "$name" "$outdir/cdf.tsv" >>"$res" <<'EOF'
+            read -r b1 n1 <<<"$(vm_run B "echo \$($stat_sh) \$($net_sh)")"
+            read -r ja na <"$SA/$s.$name.$r.cpuA"
+            python3 - "$SA/$s.$name.$r.json" "$ja" $((b1 - b0)) "$hz" "$r" "$s" "$name" "$outdir/cdf.tsv" "$na" $((n1 - n0)) >>"$res" <<'EOF'
 import json, sys
-f, ja, jb, hz, r, s, name, cdf = sys.argv[1:]
+f, ja, jb, hz, r, s, name, cdf, na, nb = sys.argv[1:]
 j = json.load(open(f))["jobs"][0]
 if name == "rr4k-qd1":
     with open(cdf, "a") as o:
@@ -231,9 +250,10 @@ d = j["read"] if j["read"]["total_ios"] else j["write"]
 c = d["clat_ns"]; p = c.get("percentile", {})
 us = lambda v: "%.0f" % (v / 1000)
 cpu = lambda t: "%.0f" % (int(t) / int(hz) * 1e6 / ios) if ios else "-"
+fr = lambda n: "%.1f" % (int(n) / ios) if ios else "-"
 print("\t".join([r, s, name, "%.0f" % iops, "%.2f" % mbps, us(c["mean"]),
                  us(p.get("50.000000", 0)), us(p.get("99.000000", 0)),
-                 us(p.get("99.900000", 0)), cpu(ja), cpu(jb)]))
+                 us(p.get("99.900000", 0)), cpu(ja), cpu(jb), fr(na), fr(nb)]))
 EOF
             tail -n 1 "$res"
             [[ " $profile " == *" $name "* ]] && [[ -z $psys || " $psys " == *" $s "* ]] && profile_job "$s" "$dev" "$name" "$rw" "$bs" "$qd" $extra
@@ -258,19 +278,19 @@ def best_peer(job, k, low):
     v = [mean(p, job, k) for p in ("nvmeof", "rnbd") if mean(p, job, k) is not None]
     return (min(v) if low else max(v)) if v else None
 print("\n## Results (mean of %d round(s); ratio: to the better of nvmeof and rnbd)\n" % max(int(x["round"]) for x in rows))
-print("| job | system | IOPS | MB/s | mean us | p50 us | p99 us | p99.9 us | A us/IO | B us/IO | IOPS ratio |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| job | system | IOPS | MB/s | mean us | p50 us | p99 us | p99.9 us | A us/IO | B us/IO | A frames/IO | B frames/IO | IOPS ratio |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for job in jobs:
     bp = best_peer(job, "iops", False)
     for s in systems:
-        m = {k: mean(s, job, k) for k in ("iops", "MBps", "lat_mean_us", "p50_us", "p99_us", "p999_us", "cpuA_us_per_io", "cpuB_us_per_io")}
+        m = {k: mean(s, job, k) for k in ("iops", "MBps", "lat_mean_us", "p50_us", "p99_us", "p999_us", "cpuA_us_per_io", "cpuB_us_per_io", "framesA_per_io", "framesB_per_io")}
         if m["iops"] is None:
             continue
         f = lambda v, d=0: "-" if v is None else ("%.*f" % (d, v))
         ratio = "%.2fx" % (m["iops"] / bp) if bp else "-"
-        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (job, s, f(m["iops"]), f(m["MBps"], 2),
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (job, s, f(m["iops"]), f(m["MBps"], 2),
               f(m["lat_mean_us"]), f(m["p50_us"]), f(m["p99_us"]), f(m["p999_us"]),
-              f(m["cpuA_us_per_io"]), f(m["cpuB_us_per_io"]), ratio))
+              f(m["cpuA_us_per_io"]), f(m["cpuB_us_per_io"]), f(m["framesA_per_io"], 1), f(m["framesB_per_io"], 1), ratio))
 print("\n## Aims (smcrbd's best attach path, smcr, fwd, attach or fuse, against the better peer)\n")
 def aim(label, job, k, low, limit):
     bp = best_peer(job, k, low)
