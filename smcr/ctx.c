@@ -85,6 +85,8 @@ static const struct knob knobs[] = {
 	UINT("last_link_timeout_ms", "SMCR_LAST_LINK_TIMEOUT_MS", 0, UINT32_MAX, KEEP,
 	     lgr_cfg.last_link_timeout_ms, NOOPT),
 	UINT("stall_ms", "SMCR_STALL_MS", 0, UINT32_MAX, KEEP, lgr_cfg.stall_ms, NOOPT),
+	UINT("delete_hold_ms", "SMCR_DELETE_HOLD_MS", 0, UINT32_MAX, KEEP, lgr_cfg.delete_hold_ms,
+	     NOOPT),
 	UINT("qp_timeout", "SMCR_QP_TIMEOUT", 1, 31, KEEP, qp_timing.timeout, NOOPT),
 	UINT("qp_retry", "SMCR_QP_RETRY", 0, UINT8_MAX, KEEP, qp_timing.retry_cnt, NOOPT),
 	ENUM("link_policy", "SMCR_LINK_POLICY", lgr_cfg.link_policy, NOOPT, parse_link_policy,

@@ -570,6 +570,16 @@ static uint64_t op_now(struct smcr_lgr *lgr)
 	return smcr_now_ms();
 }
 
+/* An SMC connection whose TCP socket the peer could end without telling
+ * SMC first: Linux shuts its CLC socket down only after its close, abort
+ * or shutdown CDC; libsmcr closes it after the close exchange. */
+static bool tcp_watched(const struct smcr_sock *s)
+{
+	return s->smc && !s->listener && s->fd >= 0 && s->lgr && !s->lgr->terminated &&
+	       s->conn.link && !s->conn.peer_done && !s->conn.peer_closed && !s->conn.peer_aborted &&
+	       !s->conn.error;
+}
+
 /* A connection of the group whose TCP socket the peer's kernel ended
  * (FIN or RST) while SMC had no close or abort from the peer: its
  * process died.  A stopped or cut-off peer leaves TCP silent. */
@@ -581,9 +591,14 @@ static bool op_peer_gone(struct smcr_lgr *lgr)
 	for (s = ctx->socks; s; s = s->next) {
 		struct pollfd p = { .events = POLLRDHUP };
 
-		if (s->lgr != lgr || !s->smc || s->listener || s->fd < 0 ||
-		    s->conn.peer_closed || s->conn.peer_aborted || s->conn.error)
+		if (s->lgr != lgr)
 			continue;
+		if (s->peer_gone)
+			return true;
+		if (s->tcp_end_judged || !tcp_watched(s))
+			continue;
+		if (s->tcp_end_ms)
+			return true;
 		p.fd = s->fd;
 		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
 			smcr_info("engine: TCP of a connection ended by the peer: its process is gone");
@@ -591,6 +606,71 @@ static bool op_peer_gone(struct smcr_lgr *lgr)
 		}
 	}
 	return false;
+}
+
+/* A watched connection whose TCP ended at s->tcp_end_ms: kept once the
+ * peer is heard on the group's links after it (a second probe at half
+ * the grace, in case the first one's reply came within that ms), reset
+ * when the grace is over with nothing heard. */
+static void tcp_end_judge(struct smcr_sock *s, uint64_t now)
+{
+	uint64_t waited = now > s->tcp_end_ms ? now - s->tcp_end_ms : 0;
+
+	if (smcr_lgr_heard_since(s->lgr, s->tcp_end_ms)) {
+		s->tcp_end_judged = true;
+		smcr_info("connection %u: the peer ended its TCP connection, but answers on its links: kept",
+			  s->conn.token);
+		return;
+	}
+	if (waited >= SMCR_TCP_END_GRACE_MS) {
+		s->tcp_end_judged = true;
+		s->peer_gone = true;
+		smcr_warn("connection %u: the peer ended its TCP connection %llu ms ago with no SMC close and has sent nothing since: its process is gone, connection reset",
+			  s->conn.token, (unsigned long long)waited);
+		smcr_conn_abort(&s->conn, -ECONNRESET);
+		return;
+	}
+	if (!s->tcp_end_reprobed && waited >= SMCR_TCP_END_GRACE_MS / 2) {
+		s->tcp_end_reprobed = true;
+		smcr_llc_probe_links(s->lgr);
+	}
+}
+
+#define TCP_ENDS_BATCH 32
+
+void smcr_engine_tcp_ends(struct smcr_ctx *ctx, uint64_t now)
+{
+	struct smcr_sock *s, *batch[TCP_ENDS_BATCH];
+	struct pollfd p[TCP_ENDS_BATCH];
+	unsigned int n = 0, i;
+
+	if (!now)
+		now = 1;
+	for (s = ctx->socks; s || n; s = s ? s->next : NULL) {
+		if (s && !s->tcp_end_judged && tcp_watched(s)) {
+			if (s->tcp_end_ms) {
+				tcp_end_judge(s, now);
+				continue;
+			}
+			batch[n] = s;
+			p[n] = (struct pollfd){ .fd = s->fd, .events = POLLRDHUP };
+			n++;
+		}
+		if (n < TCP_ENDS_BATCH && s)
+			continue;
+		if (n && poll(p, n, 0) > 0)
+			for (i = 0; i < n; i++) {
+				if (!(p[i].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+					continue;
+				batch[i]->tcp_end_ms = now;
+				smcr_info("connection %u: the peer ended its TCP connection with no SMC close: probing its links",
+					  batch[i]->conn.token);
+				smcr_llc_probe_links(batch[i]->lgr);
+			}
+		n = 0;
+		if (!s)
+			break;
+	}
 }
 
 const struct smcr_lgr_ops smcr_engine_lgr_ops = {
@@ -1035,6 +1115,7 @@ static void tick(struct smcr_ctx *ctx)
 			    now >= lgr->add_link_after_ms)
 				smcr_lgr_add_link(lgr);
 	}
+	smcr_engine_tcp_ends(ctx, now);
 	if (ctx->nfaults)
 		faults_tick(ctx, now);
 	/* Caller-driven progress: send completions nobody asked an event

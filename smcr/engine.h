@@ -45,6 +45,13 @@ struct smcr_sock {
 	struct smcr_lgr_peer_rmb *peer_rmb;
 	size_t tx_reserved;		/* smcr_reserve_len(), not yet committed */
 	pthread_cond_t cond;		/* state changed (ctx->lock) */
+	/* The peer ended fd (FIN, RST) with no SMC close or abort: when we
+	 * saw it (0: not seen); judged: kept, or reset as its process is
+	 * gone (peer_gone).  smcr_engine_tcp_ends(). */
+	uint64_t tcp_end_ms;
+	bool tcp_end_reprobed;
+	bool tcp_end_judged;
+	bool peer_gone;
 	struct smcr_sock *next;
 };
 
@@ -155,6 +162,13 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st);
  * (on failure it undoes itself); start runs the reaper and progress
  * threads; stop ends them and destroys every group (sockets gone);
  * close releases what open set up. */
+/* A connection whose TCP socket the peer's kernel ended (FIN or RST)
+ * with no SMC close or abort from the peer gets its group's links probed
+ * at once; with nothing heard on them within SMCR_TCP_END_GRACE_MS, the
+ * peer's process is gone and the connection is reset.  Every tick. */
+#define SMCR_TCP_END_GRACE_MS 1000
+void smcr_engine_tcp_ends(struct smcr_ctx *ctx, uint64_t now);
+
 int smcr_engine_open(struct smcr_ctx *ctx);
 int smcr_engine_start(struct smcr_ctx *ctx);
 void smcr_engine_stop(struct smcr_ctx *ctx);

@@ -20,6 +20,7 @@ const struct smcr_lgr_config smcr_lgr_config_default = {
 	.test_link_timeout_ms = 2000,
 	.stall_ms = 500,
 	.acking_keep_ms = 60000,
+	.delete_hold_ms = 2000,
 	.max_rmb_bytes = SMCR_LGR_MAX_RMB_BYTES,
 	.link_tx_bytes = SMCR_LGR_LINK_TX_BYTES,
 };
@@ -443,7 +444,13 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 	 * (smcr_llc_link_gone above). */
 	if (!was_active || !lgr->links[slot].link || !start_delete)
 		return;
-	/* The server deletes the link; the client asks it to (disorderly). */
+	/* The server deletes the link; the client asks it to (disorderly),
+	 * not yet while its QP acknowledges the server (cfg.delete_hold_ms). */
+	if (lgr->role == SMCR_ROLE_CLIENT && lgr->cfg.delete_hold_ms &&
+	    link->ops->acking && link->ops->acking(link)) {
+		lgr->links[slot].delete_held = true;
+		return;
+	}
 	smcr_llc_start(lgr, SMCR_FLOW_DELETE_LINK, (uint8_t)slot,
 		       SMCR_LLC_DEL_LOST_PATH, NULL);
 }

@@ -110,6 +110,15 @@ struct smcr_lgr_config {
 	 * server's DELETE LINK: Linux 6.1's server deletes it only once its
 	 * sends on it have completed, after the path is back. */
 	uint32_t acking_keep_ms;
+	/* A client's failed link whose QP still acknowledges the server
+	 * (ops->acking) gets its DELETE LINK request this long after the
+	 * failure, not at once: Linux 6.1's server, taking one for a link it
+	 * still thinks active, switches its connections, then waits for the
+	 * link's sends, and completions that come after the switch (our late
+	 * acker's ACKs of its retries) set its cursors back and corrupt its
+	 * stream.  Held, the acker answers first: the server's QP fails and
+	 * the server deletes the link itself.  0: at once. */
+	uint32_t delete_hold_ms;
 	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
 	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
@@ -168,6 +177,7 @@ struct smcr_lgr_link {
 	 * FAILED before telling us, so its state alone does not say this. */
 	bool down;
 	uint64_t down_ms;
+	bool delete_held;		/* our DELETE LINK waits (cfg.delete_hold_ms) */
 };
 
 /* Counters, as smcrctl shows them. */
@@ -387,6 +397,10 @@ void smcr_llc_rx_long(struct smcr_lgr *lgr, struct smcr_link *link,
 void smcr_llc_link_gone(struct smcr_lgr *lgr, uint8_t slot);
 /* Send a TEST LINK request on slot. */
 int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot);
+/* TEST LINK now on every active link without one outstanding. */
+void smcr_llc_probe_links(struct smcr_lgr *lgr);
+/* Whether anything came on an active link of the group after ms. */
+bool smcr_lgr_heard_since(const struct smcr_lgr *lgr, uint64_t ms);
 /* Our side ends the group on purpose (its process exits): DELETE LINK
  * with the all and orderly flags on the first link that takes it, so
  * that the peer ends its side at once, not after its TEST LINK limit.

@@ -1105,6 +1105,33 @@ int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot)
 	return test_link_send(lgr, slot);
 }
 
+void smcr_llc_probe_links(struct smcr_lgr *lgr)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		struct smcr_lgr_link *ll = &lgr->links[i];
+
+		if (ll->link && ll->link->state == SMCR_LINK_ACTIVE && !ll->down &&
+		    !ll->test_sent_ms)
+			smcr_llc_test_link(lgr, (uint8_t)i);
+	}
+}
+
+bool smcr_lgr_heard_since(const struct smcr_lgr *lgr, uint64_t ms)
+{
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+		const struct smcr_lgr_link *ll = &lgr->links[i];
+
+		if (ll->link && ll->link->state == SMCR_LINK_ACTIVE && !ll->down &&
+		    ll->last_rx_ms > ms)
+			return true;
+	}
+	return false;
+}
+
 /* The same probe again, deadline kept: a request or reply lost last on
  * its QP waits for the RC ACK timeout (2.1 s by default, longer than the
  * TEST LINK timeout); a later message on the QP makes the receiver NAK
@@ -1486,6 +1513,17 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 	 * queue (a collision, a start that failed) go now. */
 	if (lgr->flow.kind == SMCR_FLOW_NONE && lgr->nqueue)
 		flow_next(lgr);
+	/* DELETE LINKs held while the failed link acknowledged the peer. */
+	for (i = 0; i < SMCR_LINK_SLOTS && !lgr->terminated; i++) {
+		struct smcr_lgr_link *ll = &lgr->links[i];
+
+		if (!ll->link || !ll->delete_held ||
+		    since(t, ll->down_ms) < lgr->cfg.delete_hold_ms)
+			continue;
+		ll->delete_held = false;
+		smcr_llc_start(lgr, SMCR_FLOW_DELETE_LINK, (uint8_t)i,
+			       SMCR_LLC_DEL_LOST_PATH, NULL);
+	}
 	/* A failed link the DELETE LINK exchange did not take away in time
 	 * (the client's request or the server's lost, its queue full): drop
 	 * it here, so that its port can carry a new link.  A client's link

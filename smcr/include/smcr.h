@@ -139,10 +139,11 @@ struct smcr_ctx_opts {
  * smcr/ctx.c lists them once, with their ranges): SMCR_DEVICES,
  * SMCR_EIDS, SMCR_RMBE_SIZE, SMCR_MAX_RMB_BYTES, SMCR_MAX_LGRS_PER_ADDRESS,
  * SMCR_LLC_TIMEOUT_MS, SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS,
- * SMCR_LAST_LINK_TIMEOUT_MS, SMCR_STALL_MS, SMCR_QP_TIMEOUT, SMCR_QP_RETRY,
- * SMCR_LINK_POLICY, SMCR_REBALANCE, SMCR_LINK_TX_BYTES, SMCR_BUSY_POLL_US,
- * SMCR_AUTOCORK_BYTES, SMCR_CALLER_POLL, SMCR_RMBE_EYECATCHER, SMCR_FAULT
- * (see smcr_fault()) and SMCR_SYN_OPTION. */
+ * SMCR_LAST_LINK_TIMEOUT_MS, SMCR_STALL_MS, SMCR_DELETE_HOLD_MS,
+ * SMCR_QP_TIMEOUT, SMCR_QP_RETRY, SMCR_LINK_POLICY, SMCR_REBALANCE,
+ * SMCR_LINK_TX_BYTES, SMCR_BUSY_POLL_US, SMCR_AUTOCORK_BYTES,
+ * SMCR_CALLER_POLL, SMCR_RMBE_EYECATCHER, SMCR_FAULT (see smcr_fault())
+ * and SMCR_SYN_OPTION. */
 int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
 			 struct smcr_ctx **ctxp);
 static inline int smcr_ctx_create(const struct smcr_ctx_opts *opts, struct smcr_ctx **ctxp)

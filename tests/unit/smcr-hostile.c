@@ -270,11 +270,164 @@ static void test_lgrs_per_address_opt(void)
 	unsetenv("SMCR_MAX_LGRS_PER_ADDRESS");
 }
 
+/* A peer whose TCP socket ends (its process killed: the kernel sends
+ * FIN and destroys the QPs).  A fake link counts what is sent on it. */
+static unsigned int te_sends, te_tests;
+
+static int te_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
+{
+	(void)link;
+	te_sends++;
+	if (((const uint8_t *)msg)[0] == SMCR_LLC_TEST_LINK)
+		te_tests++;
+	(void)wr_id;
+	return 0;
+}
+
+static const struct smcr_link_ops te_link_ops = { .post_send = te_post_send };
+static uint64_t te_clock;
+
+static uint64_t te_now(struct smcr_lgr *lgr)
+{
+	(void)lgr;
+	return te_clock;
+}
+
+static const struct smcr_lgr_ops te_lgr_ops = { .now_ms = te_now };
+
+struct te_rig {
+	struct smcr_ctx ctx;
+	struct smcr_lgr lgr;
+	struct smcr_link link;
+	struct smcr_sock s;
+	int peer;		/* the peer's end of our "TCP" socket */
+};
+
+static void te_rig(struct te_rig *r)
+{
+	static const uint8_t pid[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	int sv[2];
+
+	one_group(&r->ctx, &r->lgr, &r->link, SMCR_ROLE_CLIENT, pid);
+	r->link.ops = &te_link_ops;
+	r->lgr.ops = &te_lgr_ops;
+	r->lgr.owner = &r->ctx;
+	r->lgr.links[0].last_rx_ms = 5;
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	memset(&r->s, 0, sizeof(r->s));
+	r->s.ctx = &r->ctx;
+	r->s.fd = sv[0];
+	r->s.smc = true;
+	r->s.lgr = &r->lgr;
+	r->s.conn.link = &r->link;
+	r->s.conn.token = 7;
+	r->ctx.socks = &r->s;
+	r->peer = sv[1];
+	te_sends = te_tests = 0;
+	te_clock = 10;
+}
+
+static void te_unrig(struct te_rig *r)
+{
+	close(r->s.fd);
+	if (r->peer >= 0)
+		close(r->peer);
+}
+
+/* The peer's TCP ends on a socket that is not watched: nothing. */
+static void te_not_watched(struct te_rig *r)
+{
+	close(r->peer);
+	r->peer = -1;
+	smcr_engine_tcp_ends(&r->ctx, 1000);
+	smcr_engine_tcp_ends(&r->ctx, 1000 + 2 * SMCR_TCP_END_GRACE_MS);
+	CU_ASSERT_EQUAL(r->s.tcp_end_ms, 0);
+	CU_ASSERT_EQUAL(r->s.conn.error, 0);
+	CU_ASSERT_EQUAL(te_sends, 0);
+	te_unrig(r);
+}
+
+static void test_tcp_end(void)
+{
+	struct te_rig r;
+
+	/* TCP open: nothing happens, however long. */
+	te_rig(&r);
+	smcr_engine_tcp_ends(&r.ctx, 1000);
+	smcr_engine_tcp_ends(&r.ctx, 5000);
+	CU_ASSERT_EQUAL(r.s.tcp_end_ms, 0);
+	CU_ASSERT_EQUAL(r.s.conn.error, 0);
+	CU_ASSERT_EQUAL(te_sends, 0);
+
+	/* Killed: FIN, nothing more on the link.  Probed at once and at
+	 * half the grace, reset at the grace, and the group's last link
+	 * is no longer given the long limit. */
+	close(r.peer);
+	r.peer = -1;
+	te_clock = 1000;
+	smcr_engine_tcp_ends(&r.ctx, 1000);
+	CU_ASSERT_EQUAL(r.s.tcp_end_ms, 1000);
+	CU_ASSERT_EQUAL(te_tests, 1);
+	CU_ASSERT_EQUAL(r.s.conn.error, 0);
+	/* The first probe unanswered: no second one while it is out. */
+	smcr_engine_tcp_ends(&r.ctx, 1000 + SMCR_TCP_END_GRACE_MS / 2);
+	CU_ASSERT_EQUAL(te_tests, 1);
+	CU_ASSERT_EQUAL(r.s.conn.error, 0);
+	smcr_engine_tcp_ends(&r.ctx, 1000 + SMCR_TCP_END_GRACE_MS - 1);
+	CU_ASSERT_EQUAL(r.s.conn.error, 0);
+	smcr_engine_tcp_ends(&r.ctx, 1000 + SMCR_TCP_END_GRACE_MS);
+	CU_ASSERT_EQUAL(r.s.conn.error, -ECONNRESET);
+	CU_ASSERT_TRUE(r.s.peer_gone);
+	CU_ASSERT_TRUE(r.s.conn.abort_sent);
+	CU_ASSERT_TRUE(smcr_engine_lgr_ops.peer_gone(&r.lgr));
+	te_unrig(&r);
+
+	/* A peer that ends TCP but lives (it answers the probe): kept. */
+	te_rig(&r);
+	shutdown(r.peer, SHUT_WR);
+	smcr_engine_tcp_ends(&r.ctx, 1000);
+	CU_ASSERT_EQUAL(te_tests, 1);
+	r.lgr.links[0].last_rx_ms = 1003;	/* the reply */
+	r.lgr.links[0].test_sent_ms = 0;
+	smcr_engine_tcp_ends(&r.ctx, 1100);
+	smcr_engine_tcp_ends(&r.ctx, 1000 + 3 * SMCR_TCP_END_GRACE_MS);
+	CU_ASSERT_EQUAL(r.s.conn.error, 0);
+	CU_ASSERT_TRUE(r.s.tcp_end_judged);
+	CU_ASSERT_FALSE(r.s.peer_gone);
+	CU_ASSERT_FALSE(smcr_engine_lgr_ops.peer_gone(&r.lgr));
+	te_unrig(&r);
+
+	/* Its reply within the ms of the FIN: heard by the second probe. */
+	te_rig(&r);
+	shutdown(r.peer, SHUT_WR);
+	smcr_engine_tcp_ends(&r.ctx, 1000);
+	r.lgr.links[0].last_rx_ms = 1000;
+	r.lgr.links[0].test_sent_ms = 0;
+	smcr_engine_tcp_ends(&r.ctx, 1000 + SMCR_TCP_END_GRACE_MS / 2);
+	CU_ASSERT_EQUAL(te_tests, 2);
+	r.lgr.links[0].last_rx_ms = 1000 + SMCR_TCP_END_GRACE_MS / 2 + 2;
+	smcr_engine_tcp_ends(&r.ctx, 1000 + SMCR_TCP_END_GRACE_MS);
+	CU_ASSERT_EQUAL(r.s.conn.error, 0);
+	CU_ASSERT_TRUE(r.s.tcp_end_judged);
+	te_unrig(&r);
+
+	/* Linux's order: its close (or shutdown) CDC, then its FIN. */
+	te_rig(&r);
+	r.s.conn.peer_done = true;
+	te_not_watched(&r);
+
+	/* A plain TCP (fallback) socket is not ours to judge. */
+	te_rig(&r);
+	r.s.smc = false;
+	te_not_watched(&r);
+}
+
 CU_TestInfo smcr_hostile_tests[] = {
 	{ "link group match: peer ID, role, GID, MAC, QP", test_lgr_match },
 	{ "peer ID from getrandom", test_peer_id_random },
 	{ "RMB memory per group: limited by default", test_rmb_limit_default },
 	{ "link groups per peer address: at the limit", test_lgrs_per_address },
 	{ "link groups per peer address: option, environment", test_lgrs_per_address_opt },
+	{ "a peer whose TCP ends: reset when silent, kept when it answers", test_tcp_end },
 	CU_TEST_INFO_NULL,
 };

@@ -1144,11 +1144,12 @@ static void test_lost_link_both_sides(void)
 	group_down();
 }
 
-/* The client's link 1 fails on its side alone and its request to delete
- * it goes nowhere (as with a server that waits for its sends on the link
- * first: Linux 6.1); acking says whether its QP still acknowledges the
- * server.  The server never notices by itself (no TEST LINK, no data). */
-static struct memwire_end *client_link1_fails(bool acking)
+/* The client's link 1 fails on its side alone and (unless ask) its
+ * request to delete it goes nowhere (as with a server that waits for its
+ * sends on the link first: Linux 6.1); acking says whether its QP still
+ * acknowledges the server.  The server never notices by itself (no TEST
+ * LINK, no data). */
+static struct memwire_end *client_link1_fails2(bool acking, bool ask)
 {
 	struct memwire_end *ce = end_of(C.lgr->links[0].link);
 
@@ -1156,8 +1157,13 @@ static struct memwire_end *client_link1_fails(bool acking)
 	ce->acking = acking;
 	ce->link.state = SMCR_LINK_FAILED;
 	ce->fault = MEMWIRE_BLACKHOLE;	/* this end only */
-	smcr_lgr_link_fail(C.lgr, &ce->link, -ENETDOWN, false);
+	smcr_lgr_link_fail(C.lgr, &ce->link, -ENETDOWN, ask);
 	return ce;
+}
+
+static struct memwire_end *client_link1_fails(bool acking)
+{
+	return client_link1_fails2(acking, false);
 }
 
 /* A group up with connections, the client's link 1 failed (acking or
@@ -1229,6 +1235,89 @@ static void test_acking_link_kept(void)
 	ce->acking = false;
 	wait_ms(2 * SMCR_LGR_TICK_MS);
 	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	group_down();
+}
+
+/* A client's failed link whose QP still acknowledges the server (a late
+ * acker) holds its DELETE LINK request for cfg.delete_hold_ms: Linux 6.1's
+ * server, taking it while its own end is still active, switches its
+ * connections and then waits for the link's sends, and the acker's late
+ * ACKs of its retries complete them after the switch (its cursors go
+ * back, its stream is corrupted).  Held, the server sees the failure
+ * first; one that does not gets the request after the hold.  A link that
+ * does not acknowledge asks at once, as before, and a server deletes at
+ * once. */
+static void test_acking_link_holds_delete(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	const uint64_t total = 128 * 1024;
+	struct memwire_end *se;
+	unsigned int c;
+	uint64_t t0;
+
+	cfg.test_link_idle_ms = 0;
+	CU_ASSERT(cfg.delete_hold_ms >= 1000);
+	/* acking: nothing reaches the server during the hold, the
+	 * connections move at once and stream; the request comes after it */
+	group_up(2, 2, &cfg);
+	conns_up();
+	t0 = clock_ms;
+	client_link1_fails2(true, true);
+	stream_with(total, NULL);
+	check_stream(total);
+	CU_ASSERT_FATAL(clock_ms - t0 < cfg.delete_hold_ms / 2);
+	wait_ms((unsigned int)(cfg.delete_hold_ms - (clock_ms - t0)) - 2 * SMCR_LGR_TICK_MS);
+	CU_ASSERT_PTR_NOT_NULL(S.lgr->links[0].link);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 0);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	wait_ms(5 * SMCR_LGR_TICK_MS);
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	for (c = 0; c < NCONN; c++) {
+		CU_ASSERT_EQUAL(C.conn[c].error, 0);
+		CU_ASSERT_EQUAL(S.conn[c].error, 0);
+	}
+	group_down();
+
+	/* acking, and the server deletes the link within the hold: the
+	 * held request is dropped with the link, nothing more is sent */
+	group_up(2, 2, &cfg);
+	conns_up();
+	client_link1_fails2(true, true);
+	wait_ms(500);
+	CU_ASSERT_EQUAL(smcr_lgr_delete_link(S.lgr, 0, SMCR_LLC_DEL_LOST_PATH), 0);
+	run();
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
+	wait_ms(cfg.delete_hold_ms + 1000);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(S.lgr->stats.llc_timeouts + C.lgr->stats.llc_timeouts, 0);
+	group_down();
+
+	/* not acking: the request goes at once */
+	group_up(2, 2, &cfg);
+	conns_up();
+	client_link1_fails2(false, true);
+	run();
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	group_down();
+
+	/* the server's failed link, acking or not: it deletes at once */
+	group_up(2, 2, &cfg);
+	conns_up();
+	se = end_of(S.lgr->links[0].link);
+	se->failed = true;
+	se->acking = true;
+	se->link.state = SMCR_LINK_FAILED;
+	se->fault = MEMWIRE_BLACKHOLE;
+	smcr_lgr_link_fail(S.lgr, &se->link, -ENETDOWN, true);
+	run();
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
 	group_down();
 }
 
@@ -1586,6 +1675,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "collision: both DELETE LINK", test_collision_delete_link_both },
 	{ "lost link seen by both sides at once", test_lost_link_both_sides },
 	{ "a failed link that still acknowledges waits for DELETE LINK", test_acking_link_kept },
+	{ "a failed link that still acknowledges holds its DELETE LINK", test_acking_link_holds_delete },
 	{ "rebalancing onto a returned link", test_rebalance },
 	{ "rebalancing connections that are busy", test_rebalance_busy },
 	{ "unconfirmed bytes per link at their limit", test_link_tx_cap },

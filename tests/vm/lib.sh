@@ -418,6 +418,23 @@ vm_dumpcap() {
     fail "dumpcap did not start in $1"
 }
 
+# vm_clock_offset NAME [N]: guest realtime minus host realtime, from the
+# quickest of N (10) round trips; sets OFFSET and OFFSET_ERR (half that
+# round trip).
+vm_clock_offset() {
+    local i t1 t2 tg best=
+    for (( i=0; i<${2:-10}; i++ )); do
+        t1=$EPOCHREALTIME
+        tg=$(vm_run "$1" 'echo $EPOCHREALTIME') || return 1
+        t2=$EPOCHREALTIME
+        if [ -z "$best" ] || [ "$(echo "$t2 - $t1 < $best" | bc)" = 1 ]; then
+            best=$(echo "$t2 - $t1" | bc)
+            OFFSET=$(echo "$tg - ($t1 + $t2) / 2" | bc -l)
+        fi
+    done
+    OFFSET_ERR=$(echo "$best * 500" | bc | sed 's/\..*//')
+}
+
 vm_bg() {
     local name=$1; shift
     _vm_check "$name"

@@ -63,6 +63,12 @@ took() { vm_run B "grep -c 'took the exclusive lock' /tmp/g$1.log || true"; }
 io=$(vm_bg A "$IO -z -c 2 -t 120 -i 20 -d 3600 -q 16 -b 65536 -x /tmp/io.stop \
 -S $B1:10812 smcr://$B1:10810/ha")
 wait_for 300 vm_run B "grep -q 'took the exclusive lock' /tmp/g0.log /tmp/g1.log"
+# Kill times on A's clock (B's clock moved by the offsets).
+vm_clock_offset B 3 || fail "cannot read B's clock"
+off_b=$OFFSET
+vm_clock_offset A 3 || fail "cannot read A's clock"
+off_a=$OFFSET
+kill_at=()
 sleep 10
 for k in $(seq "$kills"); do
     t0=$(took 0) t1=$(took 1)
@@ -72,10 +78,11 @@ sed 's|^/tmp/g\\(.\\)\\.log:\\(.*\\)|\\2 \\1|' | sort | tail -n 1 | awk '{print 
     oth=$(( 1 - act ))
     n=$([ "$oth" = 0 ] && echo "$t0" || echo "$t1")
     ks=$SECONDS
-    vm_run B "kill -KILL \$(cat /tmp/g$act.pid)" || fail "kill $k"
+    out=$(vm_run B "echo \$EPOCHREALTIME; kill -KILL \$(cat /tmp/g$act.pid)") || fail "kill $k"
+    kill_at+=("$(echo "$out - $off_b + $off_a" | bc -l)")
     for i in $(seq 120); do [ "$(took "$oth")" -gt "$n" ] && break; sleep 1; done
     [ "$(took "$oth")" -gt "$n" ] || { vm_run B "tail -n 20 /tmp/g$oth.log"; fail "kill $k: g$oth did not take over"; }
-    echo "kill $k: g$act SIGKILLed, g$oth took the lock within $(( SECONDS - ks )) s"
+    echo "kill $k: g$act SIGKILLed, g$oth took the lock (seen after $(( SECONDS - ks )) s of polling)"
     # The killed one back (passive) before the next kill.
     killed[act]=$(( ${killed[act]:-0} + 1 ))
     vm_run B "for i in \$(seq 300); do [ \$(grep -c 'listening for NBD over SMC-R' /tmp/g$act.log) -gt ${killed[act]} ] && exit 0; sleep 0.2; done; exit 1" >/dev/null ||
@@ -90,6 +97,40 @@ r=$(echo "$out" | grep '^result ' | head -n 1)
 [[ $r =~ \ errors\ 0\ bad\ 0\  ]] || fail "I/O errors or bad data: $r"
 [[ $r =~ reconnects\ ([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -ge "$kills" ] || fail "fewer reconnects than kills: $r"
 echo "$out" | grepq "is back (server .*, smcr)" || fail "the reconnects were not over SMC-R"
+# Per kill, on A's clock: the first connection reset for the dead
+# gateway's ended TCP, the first connection lost, the last one back and the
+# other gateway's lock (the resent requests wait for it): I/O is back at
+# the later of the last two.  Stamps: "ident[EPOCH.mmm]" or local
+# "YYYY-MM-DD HH:MM:SS.mmm" (the guests share the host's zone).
+stamp_fn='function stamp(l) {
+    if (l ~ /^[a-z-]+\[[0-9.]+\]/) return substr(l, index(l, "[") + 1) + 0
+    if (l ~ /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]\./)
+        return mktime(substr(l, 1, 4) " " substr(l, 6, 2) " " substr(l, 9, 2) " " \
+                      substr(l, 12, 2) " " substr(l, 15, 2) " 0") + substr(l, 18, 6)
+    return -1 }'
+locks=$(vm_run B "grep -h 'took the exclusive lock' /tmp/g0.log /tmp/g1.log" |
+    awk -v off="$(echo "$off_a - $off_b" | bc -l)" "$stamp_fn"' { t = stamp($0); if (t > 0) printf "%.3f ", t + off }')
+worst=0
+for k in "${!kill_at[@]}"; do
+    t=${kill_at[k]} next=${kill_at[k+1]:-1e12}
+    d=$(echo "$out" | awk -v t="$t" -v u="$next" -v locks="$locks" "$stamp_fn"'
+        function ms(s) { return sprintf("%.0f", (s - t) * 1000) }
+        { s = stamp($0); if (s < t || s >= u) next
+          if (rst == "" && /its process is gone, connection reset/) rst = ms(s)
+          if (lost == "" && / lost \(/) lost = ms(s)
+          if (/is back \(/) back = ms(s) }
+        END { n = split(locks, l, " ")
+              for (i = 1; i <= n; i++) if (l[i] >= t && l[i] < u) { lock = ms(l[i]); break }
+              print (rst == "" ? "-" : rst), (lost == "" ? "-" : lost),
+                    (back == "" ? "-" : back), (lock == "" ? "-" : lock) }')
+    read -r rst lost back lock <<<"$d"
+    echo "kill $(( k + 1 )) (A's clock, ms after it): connection reset $rst, lost $lost, back $back, the other gateway's lock $lock"
+    [ "$back" != - ] && [ "$lock" != - ] || fail "kill $(( k + 1 )): no connection back or no lock taken after it"
+    ioback=$(( back > lock ? back : lock ))
+    [ "$ioback" -gt "$worst" ] && worst=$ioback
+done
+[ "$worst" -le "${SMCR_VM_RBD_BACK_MS:-10000}" ] ||
+    fail "I/O back only $worst ms after a kill (aim: ${SMCR_VM_RBD_BACK_MS:-10000})"
 vm_run B "touch /tmp/stop; kill \$(cat /tmp/g0.pid) \$(cat /tmp/g1.pid)" >/dev/null || true
 vm_stop
-echo "PASS: Ceph in guest B, two gateways over SMC-R: $kills SIGKILLs of the active one under verified I/O from A, 0 errors, 0 bad bytes"
+echo "PASS: Ceph in guest B, two gateways over SMC-R: $kills SIGKILLs of the active one under verified I/O from A, 0 errors, 0 bad bytes, I/O back within $worst ms of each kill"

@@ -33,10 +33,13 @@
 #     time to data is measured.  The default QP timing (ACK timeout 19: RC
 #     retries end after ~15 s) lets a 10 s pause through (at 17, ~3.8 s, a
 #     5 s pause reset all 8 connections).  Then B's server is killed
-#     (SIGKILL) under 2 streams: A must end the group within
+#     (SIGKILL) under 2 streams: A must reset both connections within
+#     SMCR_FO_KILL_RESET_MS (default 3000) and end the group within
 #     SMCR_FO_KILL_MS (default 8000) of the kill, on the guests' clocks
-#     (the dead process's TCP sockets tell A it is gone, so the last link
-#     does not wait out the ~16 s a stopped peer gets).
+#     (the dead process's TCP sockets tell A it is gone: a connection
+#     whose TCP ended with no SMC close and whose links stay silent 1 s
+#     is reset, and the last link does not wait out the ~16 s a stopped
+#     peer gets).
 # FO_CYCLES (SMCR_FO_CYCLES, default 2: 16 cuts, 2 per link and method;
 # a cut and its heal take 8-15 s under TCG, the link coming back several
 # seconds after its cable; 3 (24 cuts, 550 s for the whole test on the
@@ -82,23 +85,6 @@ r = reply()
 print("%.6f" % time.time())
 sys.exit(1 if "error" in r else 0)
 PYEOF
-}
-
-# clock_offset NAME [N]: guest realtime minus host realtime, from the
-# quickest of N (10) round trips; sets OFFSET and OFFSET_ERR (half that
-# round trip).
-clock_offset() {
-    local i t1 t2 tg best=
-    for (( i=0; i<${2:-10}; i++ )); do
-        t1=$EPOCHREALTIME
-        tg=$(vm_run "$1" 'echo $EPOCHREALTIME') || return 1
-        t2=$EPOCHREALTIME
-        if [ -z "$best" ] || [ "$(echo "$t2 - $t1 < $best" | bc)" = 1 ]; then
-            best=$(echo "$t2 - $t1" | bc)
-            OFFSET=$(echo "$tg - ($t1 + $t2) / 2" | bc -l)
-        fi
-    done
-    OFFSET_ERR=$(echo "$best * 500" | bc | sed 's/\..*//')
 }
 
 # stream NAME PORT CONNS [OPTS]: start server in B and client in A,
@@ -224,7 +210,7 @@ fi
 det_port=- det_load=- det_idle=- det_drop=-
 if [[ $phases == *" 2 "* ]]; then
 vm_say "2. detection times"
-clock_offset A || fail "detect: cannot read A's clock"
+vm_clock_offset A || fail "detect: cannot read A's clock"
 vm_say "A's clock is host + $OFFSET s (+- $OFFSET_ERR ms)"
 stream detect 5001 8 --linger 12
 out_a=$SA/out/$cli.out
@@ -429,9 +415,9 @@ pause_s=-; stop_s=-; pause_back=-; stop_back=-
 if [[ $phases == *" 5 "* ]]; then
 pause_s=${SMCR_FO_PAUSE:-10} stop_s=${SMCR_FO_STOP:-3} pvm=${SMCR_FO_PAUSE_VM:-B}
 vm_say "5. pauses: $pvm's guest stopped by qemu for $pause_s s, B's server SIGSTOPped for $stop_s s"
-clock_offset B 3 || fail "pause: cannot read B's clock"
+vm_clock_offset B 3 || fail "pause: cannot read B's clock"
 off_b=$OFFSET
-clock_offset A 3 || fail "pause: cannot read A's clock"
+vm_clock_offset A 3 || fail "pause: cannot read A's clock"
 off_a=$OFFSET
 # SMCR_FO_PAUSE_ENV: environment for both ends of this part only (to try
 # other timeouts, e.g. "SMCR_QP_TIMEOUT=19")
@@ -480,9 +466,9 @@ summary+=("pauses: $pvm's guest stopped $pause_s s: data again $pause_back ms af
 # TCP, and A ends the group after one TEST LINK timeout instead of the
 # last link's long limit (15 s of RC retries + 1 s).
 TA=$SA/kill.ticks TB=$SB/kill.ticks
-clock_offset B 3 || fail "kill: cannot read B's clock"
+vm_clock_offset B 3 || fail "kill: cannot read B's clock"
 off_b=$OFFSET
-clock_offset A 3 || fail "kill: cannot read A's clock"
+vm_clock_offset A 3 || fail "kill: cannot read A's clock"
 off_a=$OFFSET
 srv=$(vm_bg B "$S server -p 5005 -n 2 --ticks $TB")
 until_ok 30 "grep -qs '^server: listening' $SB/out/$srv.out" || fail "kill: server did not start"
@@ -501,10 +487,18 @@ kill_det=$(awk -v t="$tk" 'match($0, /^smcr\[[0-9.]+\]/) && /link group ended/ {
     s = substr($0, 6, RLENGTH - 6) + 0; if (s >= t) { printf "%.0f", (s - t) * 1000; exit } }' \
     "$SA/out/$cli.err")
 [ -n "$kill_det" ] || fail "kill: no 'link group ended' in A's log after the kill"
-vm_say "SIGKILL of B's server: A's 2 connections reset $kill_det ms after the kill"
+# ... and to A's last connection reset for it (its TCP ended, its links
+# silent for 1 s), well before the group's TEST LINK limit
+kill_rst=$(awk -v t="$tk" 'match($0, /^smcr\[[0-9.]+\]/) && /its process is gone, connection reset/ {
+    s = substr($0, 6, RLENGTH - 6) + 0; if (s >= t) { n++; d = (s - t) * 1000 } }
+    END { if (n == 2) printf "%.0f", d }' "$SA/out/$cli.err")
+[ -n "$kill_rst" ] || fail "kill: A did not reset both connections for the peer's ended TCP"
+vm_say "SIGKILL of B's server: A's 2 connections reset $kill_rst ms after the kill (TCP ended), the group ended $kill_det ms after it"
 [ "$kill_det" -le "${SMCR_FO_KILL_MS:-8000}" ] ||
-    fail "kill: A took $kill_det ms to end the connections of a killed peer (aim: ${SMCR_FO_KILL_MS:-8000})"
-summary+=("killed peer (SIGKILL of B's server): A's connections reset $kill_det ms after the kill")
+    fail "kill: A took $kill_det ms to end the group of a killed peer (aim: ${SMCR_FO_KILL_MS:-8000})"
+[ "$kill_rst" -le "${SMCR_FO_KILL_RESET_MS:-3000}" ] ||
+    fail "kill: A took $kill_rst ms to reset the connections of a killed peer (aim: ${SMCR_FO_KILL_RESET_MS:-3000})"
+summary+=("killed peer (SIGKILL of B's server): A's connections reset $kill_rst ms after the kill, its group ended after $kill_det ms")
 fi
 
 vm_stop
