@@ -150,6 +150,16 @@ detach() {
 # ticks of the user space process on A's data path (0 for the kernel's),
 # smcrd's CPU ticks, and the busy ticks of A's and of B's one CPU.
 busy='awk "/^cpu / { print \$2 + \$3 + \$4 + \$7 + \$8 }" /proc/stat'
+# prof_report GUEST JOB LABEL NSYMS: the guest's perf profile of a job, by
+# command and object, then by function (self)
+prof_report() {
+    vm_wait "$1" "$2" >/dev/null
+    vm_say "$3: guest $1's CPU profile (perf, cpu-clock, 5 s), by command and object:"
+    vm_run "$1" "perf report -q -i /tmp/perf.data --no-children --stdio --sort comm,dso 2>/dev/null | grep -v '^\$' | grep '%' | head -n 12"
+    vm_say "$3: guest $1 by function (self):"
+    vm_run "$1" "perf report -q -i /tmp/perf.data --no-children --stdio --sort sym -g none 2>/dev/null | grep '%' | head -n $4"
+}
+
 counters() {
     local b a sd ab bb
     b=$(vm_run B "$SMCRCTL --json stats smcrd" | python3 -c '
@@ -190,18 +200,10 @@ for p in $paths; do
         read -r val ios <<<"$(fio_run "$rw" "$bs" "$qd")"
         c1=$(counters)
         if [ -n "$prof" ]; then
-            vm_wait A "$prof" >/dev/null
-            vm_say "$p $j: guest A's CPU profile (perf, cpu-clock, 5 s), by command and object:"
-            vm_run A "perf report -q -i /tmp/perf.data --no-children --stdio --sort comm,dso 2>/dev/null | grep -v '^\$' | grep '%' | head -n 12"
-            vm_say "$p $j: by function (self):"
-            vm_run A "perf report -q -i /tmp/perf.data --no-children --stdio --sort sym -g none 2>/dev/null | grep '%' | head -n 25"
+            prof_report A "$prof" "$p $j" 25
         fi
         if [ -n "$profb" ]; then
-            vm_wait B "$profb" >/dev/null
-            vm_say "$p $j: guest B's CPU profile (perf, cpu-clock, 5 s), by command and object:"
-            vm_run B "perf report -q -i /tmp/perf.data --no-children --stdio --sort comm,dso 2>/dev/null | grep -v '^\$' | grep '%' | head -n 12"
-            vm_say "$p $j: guest B by function (self):"
-            vm_run B "perf report -q -i /tmp/perf.data --no-children --stdio --sort sym -g none 2>/dev/null | grep '%' | head -n 30"
+            prof_report B "$profb" "$p $j" 30
             vm_say "$p $j: guest B by thread and function (self):"
             vm_run B "perf report -q -i /tmp/perf.data --no-children --stdio --sort comm,sym -g none 2>/dev/null | grep '%' | head -n 30"
             vm_say "$p $j: guest B by function with what it calls (children):"
