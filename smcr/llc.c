@@ -1112,8 +1112,7 @@ void smcr_llc_probe_links(struct smcr_lgr *lgr)
 	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 		struct smcr_lgr_link *ll = &lgr->links[i];
 
-		if (ll->link && ll->link->state == SMCR_LINK_ACTIVE && !ll->down &&
-		    !ll->test_sent_ms)
+		if (slot_usable(lgr, i) && !ll->down && !ll->test_sent_ms)
 			smcr_llc_test_link(lgr, (uint8_t)i);
 	}
 }
@@ -1125,8 +1124,7 @@ bool smcr_lgr_heard_since(const struct smcr_lgr *lgr, uint64_t ms)
 	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 		const struct smcr_lgr_link *ll = &lgr->links[i];
 
-		if (ll->link && ll->link->state == SMCR_LINK_ACTIVE && !ll->down &&
-		    ll->last_rx_ms > ms)
+		if (slot_usable(lgr, i) && !ll->down && ll->last_rx_ms > ms)
 			return true;
 	}
 	return false;
