@@ -435,6 +435,15 @@ vm_clock_offset() {
     OFFSET_ERR=$(echo "$best * 500" | bc | sed 's/\..*//')
 }
 
+# vm_clock_offsets WHAT: off_a and off_b, A's and B's clock offsets
+# (vm_clock_offset, 3 round trips each); fails naming WHAT.
+vm_clock_offsets() {
+    vm_clock_offset B 3 || fail "$1: cannot read B's clock"
+    off_b=$OFFSET
+    vm_clock_offset A 3 || fail "$1: cannot read A's clock"
+    off_a=$OFFSET
+}
+
 vm_bg() {
     local name=$1; shift
     _vm_check "$name"

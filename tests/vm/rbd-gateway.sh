@@ -64,10 +64,7 @@ io=$(vm_bg A "$IO -z -c 2 -t 120 -i 20 -d 3600 -q 16 -b 65536 -x /tmp/io.stop \
 -S $B1:10812 smcr://$B1:10810/ha")
 wait_for 300 vm_run B "grep -q 'took the exclusive lock' /tmp/g0.log /tmp/g1.log"
 # Kill times on A's clock (B's clock moved by the offsets).
-vm_clock_offset B 3 || fail "cannot read B's clock"
-off_b=$OFFSET
-vm_clock_offset A 3 || fail "cannot read A's clock"
-off_a=$OFFSET
+vm_clock_offsets "kill times"
 kill_at=()
 sleep 10
 for k in $(seq "$kills"); do

@@ -415,10 +415,7 @@ pause_s=-; stop_s=-; pause_back=-; stop_back=-
 if [[ $phases == *" 5 "* ]]; then
 pause_s=${SMCR_FO_PAUSE:-10} stop_s=${SMCR_FO_STOP:-3} pvm=${SMCR_FO_PAUSE_VM:-B}
 vm_say "5. pauses: $pvm's guest stopped by qemu for $pause_s s, B's server SIGSTOPped for $stop_s s"
-vm_clock_offset B 3 || fail "pause: cannot read B's clock"
-off_b=$OFFSET
-vm_clock_offset A 3 || fail "pause: cannot read A's clock"
-off_a=$OFFSET
+vm_clock_offsets pause
 # SMCR_FO_PAUSE_ENV: environment for both ends of this part only (to try
 # other timeouts, e.g. "SMCR_QP_TIMEOUT=19")
 S="${SMCR_FO_PAUSE_ENV:+env $SMCR_FO_PAUSE_ENV }$S" stream pause 5004 8
@@ -466,10 +463,7 @@ summary+=("pauses: $pvm's guest stopped $pause_s s: data again $pause_back ms af
 # TCP, and A ends the group after one TEST LINK timeout instead of the
 # last link's long limit (15 s of RC retries + 1 s).
 TA=$SA/kill.ticks TB=$SB/kill.ticks
-vm_clock_offset B 3 || fail "kill: cannot read B's clock"
-off_b=$OFFSET
-vm_clock_offset A 3 || fail "kill: cannot read A's clock"
-off_a=$OFFSET
+vm_clock_offsets kill
 srv=$(vm_bg B "$S server -p 5005 -n 2 --ticks $TB")
 until_ok 30 "grep -qs '^server: listening' $SB/out/$srv.out" || fail "kill: server did not start"
 cli=$(vm_bg A "$S client $(vm_ip B 1) -p 5005 -m verify -b 0 -n 2 -s 16K --ticks $TA")
