@@ -12,7 +12,7 @@ PACKAGES=(
     # the SMC TCP option on SYNs: a BPF program (smcr/synopt.bpf.c)
     libbpf-dev bpftool
     # RDMA userspace (verbs providers incl. rxe, tools, benchmarks)
-    rdma-core ibverbs-utils ibverbs-providers perftest
+    rdma-core ibverbs-utils ibverbs-providers perftest rdmacm-utils
     # NBD clients and peers used by the tests
     nbdkit nbd-client libnbd-bin python3-libnbd qemu-utils qemu-block-extra fio fuse3
     # protocol checks, memory checks

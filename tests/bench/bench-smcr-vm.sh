@@ -52,7 +52,9 @@
 #                ib_write_lat (64 B, 4 KiB), ib_write_bw (4 KiB), and
 #                libsmcr with SMCR_CALLER_POLL=0 and =1: round trips of
 #                64 B and 4 KiB (mean, p50, p99, sleeps per round trip at
-#                the client and at the server), 4 KiB stream
+#                the client and at the server), 4 KiB stream; and the
+#                anchors rstream (rsocket; Debian's rdmacm-utils), AF_SMC
+#                (SMC-R with --v2, else its TCP fallback) and TCP
 #   --autocork   the same rows with SMCR_AUTOCORK_BYTES=0 and =65536
 #                instead of SMCR_CALLER_POLL (default caller poll)
 #   -o DIR       where the report goes (default: bench-smcr-report in the
@@ -188,6 +190,21 @@ block_run() {
     vm_run -t 120 A "$v2env $IO -z -c 1 -w 0 -s -q $3 -b $2 -d 6 $1 2>&1"
 }
 
+# rstream (rsocket over rdma_cm, Debian's rdmacm-utils) with ARGS: the
+# server first, the client retries until it listens.
+rs=0
+if command -v rstream >/dev/null && vm_run A 'modprobe rdma_ucm' && vm_run B 'modprobe rdma_ucm'; then
+    rs=1
+fi
+rstream_run() {
+    local srv out
+    port=$((port + 1))
+    srv=$(vm_bg B "rstream -p $port $1 2>&1")
+    out=$(vm_run -t 300 A "for i in \$(seq 50); do rstream -s $B1 -p $port $1 2>&1 && exit 0; sleep 0.2; done; exit 1")
+    vm_wait -t 30 B "$srv" >/dev/null 2>&1
+    echo "$out"
+}
+
 # val KEY R VALUE: one measurement (empty: failed).
 val() { res[$1,$2]=$3; }
 # field [-v VAR=VALUE] AWK-PROGRAM: the last value it prints from $out.
@@ -210,6 +227,15 @@ mratio() {
 # --caller-poll: issue 25's rows only, then the table, and nothing else.
 if [ "$cp" = 1 ]; then
     unset "$cpknob"
+    # One smcrd per value of the knob (NBD over SMC-R on 10830, 10831, ...):
+    # nbdc-io's 4 KiB READs at qd1 against each.
+    i=0
+    for c in $cpvals; do
+        vm_bg B "$v2env $cpknob=$c exec $SMCRD -f -p $((10820 + i)) --smcr-port $((10830 + i)) -e disk=/tmp/disk.img >>/tmp/smcrd-cp$c.log 2>&1" >/dev/null
+        vm_run B "for i in \$(seq 300); do grep -q 'listening for NBD over SMC-R' /tmp/smcrd-cp$c.log && exit 0; sleep 0.1; done
+tail -n 20 /tmp/smcrd-cp$c.log; exit 1" || fail "smcrd ($cpknob=$c) did not come up in B"
+        i=$((i + 1))
+    done
     for (( r=1; r<=rounds; r++ )); do
         vm_say "caller-poll round $r of $rounds"
         for b in 64 4096; do
@@ -220,6 +246,30 @@ if [ "$cp" = 1 ]; then
         done
         out=$(perf_run ib_write_bw "-s 4096 -n $(( (nbytes + 4095) / 4096 ))")
         val ibbw4k $r "$(field '$1 == 4096 && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }')"
+        # the other anchors: rsocket (rstream), AF_SMC, TCP
+        if [ "$rs" = 1 ]; then
+            for b in 64 4096; do
+                out=$(rstream_run "-S $b -C 1 -I $iters")
+                v=$(field 'NF >= 8 && $NF ~ /^[0-9.]+$/ { printf "%.1f\n", $NF * 2 }')
+                complain "rstream -S $b" "$v"; val rs_lat_$b $r "$v"
+            done
+            out=$(rstream_run "-S 4096 -C $(( (nbytes + 4095) / 4096 )) -I 1")
+            v=$(field 'NF >= 8 && $NF ~ /^[0-9.]+$/ { printf "%.2f\n", $(NF - 1) * 125 }')
+            complain "rstream -S 4096 stream" "$v"; val rs_bw4k $r "$v"
+        fi
+        for k in smc tcp; do
+            for b in 64 4096; do
+                out=$(stream_run $k lat "-s $b -i $iters")
+                for f in lat latp50 latp99 latcsw srvcsw; do
+                    v=$(field -v f=$f '$1 == "result" && $2 == f { print $NF }')
+                    complain "$k $f -s $b" "$v"
+                    val ${k}_${f}_$b $r "$v"
+                done
+            done
+            out=$(stream_run $k bw "-s 4096 -b $bytes")
+            v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "$k bw 4K" "$v"
+            val ${k}_bw4k $r "$v"
+        done
         for c in $cpvals; do
             for b in 64 4096; do
                 out=$(stream_run smcr lat "-s $b -i $iters" "$cpknob=$c")
@@ -236,12 +286,29 @@ if [ "$cp" = 1 ]; then
             v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "smcr bw 4K ($cpname $c)" "$v"
             val cp${c}_bw4k $r "$v"
         done
+        # smcrd (the knob set in B) and nbdc-io in A: 4 KiB READs, qd1;
+        # the mean round trip from the rate (10^6 bytes/s)
+        i=0
+        for c in $cpvals; do
+            out=$(vm_run -t 120 A "$v2env $cpknob=$c $IO -z -c 1 -w 0 -s -q 1 -b 4096 -d 6 smcr://$B1:$((10830 + i))/disk 2>&1")
+            v=$(field '$1 == "result" && $2 == "bw" { if ($4 > 0) printf "%.1f\n", 4096 / $4 }')
+            complain "nbdc-io 4K qd1 ($cpname $c)" "$v"
+            val cp${c}_blk4k $r "$v"
+            i=$((i + 1))
+        done
     done
     echo
     echo "issue 25: $cpname ($cpknob), rxe link 1 between two TCG guests; $rounds round(s), $iters round trips per run, 4 KiB stream of $bytes; medians over the rounds, ratios: median of per-round ratios"
     printf '%-30s %9s %9s %9s %8s %8s %8s\n' "round trip (usec)" mean p50 p99 /ib_lat "cli csw" "srv csw"
     for b in 64 4096; do
         printf '%-30s %9s %9s %9s %8s %8s %8s\n' "ib_write_lat $b B (x 2)" "$(med iblat$b)" "$(med iblat${b}_typ)" "$(med iblat${b}_p99)" 1.00 0 0
+        [ "$rs" = 1 ] && printf '%-30s %9s %9s %9s %8s %8s %8s\n' "rstream $b B (x 2)" "$(med rs_lat_$b)" - - \
+            "$(mratio rs_lat_$b iblat$b)" - -
+        for k in smc tcp; do
+            printf '%-30s %9s %9s %9s %8s %8s %8s\n' "$( [ $k = smc ] && echo "AF_SMC $b B" || echo "TCP $b B")" \
+                "$(med ${k}_lat_$b)" "$(med ${k}_latp50_$b)" "$(med ${k}_latp99_$b)" "$(mratio ${k}_lat_$b iblat$b)" \
+                "$(med ${k}_latcsw_$b)" "$(med ${k}_srvcsw_$b)"
+        done
         for c in $cpvals; do
             printf '%-30s %9s %9s %9s %8s %8s %8s\n' "libsmcr $b B, $cpname $c" "$(med cp${c}_lat_$b)" \
                 "$(med cp${c}_latp50_$b)" "$(med cp${c}_latp99_$b)" "$(mratio cp${c}_lat_$b iblat$b)" \
@@ -249,19 +316,38 @@ if [ "$cp" = 1 ]; then
         done
     done
     echo "(ib_write_lat: p50 is its t_typical, p99 its 99% percentile, both x 2; csw: sleeps, voluntary context switches of all threads, per round trip)"
+    printf '%-30s %9s %8s\n' "smcrd 4 KiB READ, qd1 (usec)" mean "/lib 4K"
+    for c in $cpvals; do
+        printf '%-30s %9s %8s\n' "nbdc-io, smcrd $cpname $c" "$(med cp${c}_blk4k)" "$(mratio cp${c}_blk4k cp${c}_lat_4096)"
+    done
+    echo "(mean from nbdc-io's rate; /lib 4K: to libsmcr's 4 KiB round trip with the same $cpname)"
     printf '%-30s %9s %8s\n' "4 KiB stream" "MB/s" /ib_bw
     printf '%-30s %9s %8s\n' "ib_write_bw 4 KiB" "$(med ibbw4k)" 1.00
+    [ "$rs" = 1 ] && printf '%-30s %9s %8s\n' "rstream 4 KiB" "$(med rs_bw4k)" "$(mratio rs_bw4k ibbw4k)"
+    for k in smc tcp; do
+        printf '%-30s %9s %8s\n' "$( [ $k = smc ] && echo AF_SMC || echo TCP) 4 KiB" "$(med ${k}_bw4k)" "$(mratio ${k}_bw4k ibbw4k)"
+    done
     for c in $cpvals; do
         printf '%-30s %9s %8s\n' "libsmcr, $cpname $c" "$(med cp${c}_bw4k)" "$(mratio cp${c}_bw4k ibbw4k)"
     done
     echo "per round:"
-    ks="iblat64 iblat4096 ibbw4k"
-    for f in lat_64 lat_4096 latcsw_64 latcsw_4096 srvcsw_64 srvcsw_4096 bw4k; do
+    ks="iblat64 iblat4096 ibbw4k rs_lat_64 rs_lat_4096 rs_bw4k smc_lat_64 smc_lat_4096 tcp_lat_64 tcp_lat_4096"
+    for f in lat_64 lat_4096 latcsw_64 latcsw_4096 srvcsw_64 srvcsw_4096 bw4k blk4k; do
         for c in $cpvals; do ks+=" cp${c}_$f"; done
     done
     for k in $ks; do
         printf '  %-18s %s\n' "$k" "$(all $k)"
     done
+    echo "smcrd's libsmcr counters (progress thread wake-ups by source, caller serves):"
+    i=0
+    for c in $cpvals; do
+        vm_run B "for d in /proc/[0-9]*; do case \$(cat \$d/comm) in bash|sh) continue ;; esac
+    tr '\\0' ' ' <\$d/cmdline 2>/dev/null | grep -q -- '--smcr-port $((10830 + i)) ' && $builddir/client/smcrctl stats \${d#/proc/}; done" 2>&1 |
+            grep -E 'woken|cdc_' | tr -s ' ' | paste -sd ' ' | sed "s/^/  $cpname $c: /"
+        i=$((i + 1))
+    done
+    smc_stats=$(vm_run A "$N stats; $N fallbacks" 2>&1)
+    echo "kernel AF_SMC: $(echo "$smc_stats" | awk '$1 ~ /^smcr_client_v[12]_ok$/ { s += $2 } END { print s + 0 }') SMC-R connection(s) on the client; fallbacks: $(echo "$smc_stats" | awk '$1 == "fallback" && $2 == "client" { printf "%s%s x%s", sep, $3, $4; sep = ", " }')"
     exit 0
 fi
 
