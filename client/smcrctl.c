@@ -376,6 +376,13 @@ static void render_counters(const struct json *st, const char *indent)
 		       json_get_u64(st, keys[i], 0), i % 3 == 2 ? "\n" : "");
 	if (i % 3)
 		printf("\n");
+	/* libsmcr's progress thread, woken by source (absent from older ones) */
+	if (json_get(st, "wake_timer"))
+		printf("%sprogress thread woken: kick %" PRIu64 " timer %" PRIu64 " devcq %" PRIu64
+		       " link %" PRIu64 " async %" PRIu64 "; caller_serves %" PRIu64 "\n", indent,
+		       json_get_u64(st, "wake_kick", 0), json_get_u64(st, "wake_timer", 0),
+		       json_get_u64(st, "wake_devcq", 0), json_get_u64(st, "wake_link", 0),
+		       json_get_u64(st, "wake_async", 0), json_get_u64(st, "caller_serves", 0));
 	fr = json_get(st, "fallback_reasons");
 	for (e = fr ? fr->child : NULL; e; e = e->next)
 		printf("%sfallback 0x%08" PRIx64 " x%" PRIu64 ": %s\n", indent,

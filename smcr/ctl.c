@@ -202,6 +202,8 @@ static const struct {
 	STAT(fault_held), STAT(fault_discarded), STAT(fault_held_recvs),
 	STAT(lgrs_refused_per_address), STAT(local_stalls), STAT(local_stall_ms),
 	STAT(clc_retries), STAT(cursor_updates), STAT(cursor_requests), STAT(corked),
+	STAT(wake_kick), STAT(wake_timer), STAT(wake_devcq), STAT(wake_link),
+	STAT(wake_async), STAT(caller_serves),
 };
 #undef STAT
 

@@ -1119,12 +1119,20 @@ static void tick(struct smcr_ctx *ctx)
 	if (ctx->nfaults)
 		faults_tick(ctx, now);
 	/* Caller-driven progress: send completions nobody asked an event
-	 * for are taken at least this often. */
+	 * for are taken at least this often, and so is what waits on a
+	 * channel that applications hold (smcr_sock_fd) but none reads. */
 	if (ctx->caller_poll)
 		for (lgr = ctx->lgrs; lgr; lgr = lgr->next)
-			for (i = 0; i < SMCR_LINK_SLOTS; i++)
-				if (lgr->links[i].link && lgr->links[i].link->dev)
-					smcr_vlink_poll(lgr->links[i].link);
+			for (i = 0; i < SMCR_LINK_SLOTS; i++) {
+				struct smcr_link *l = lgr->links[i].link;
+
+				if (!l || !l->dev)
+					continue;
+				if (smcr_vlink_fd_held(l))
+					smcr_vlink_serve(l, false);
+				else
+					smcr_vlink_poll(l);
+			}
 	/* Links under a drop or delay fault post what is due. */
 	if (ctx->tick_ms != SMCR_LGR_TICK_MS) {
 		bool held = false;
@@ -1177,22 +1185,27 @@ static void *progress(void *arg)
 			t1 = smcr_now_ms();
 			switch (v & 7) {
 			case SRC_WAKE:
+				ctx->stats.wake_kick++;
 				if (read(ctx->wakefd, &junk, sizeof(junk)) < 0)
 					junk = 0;
 				break;
 			case SRC_TIMER:
+				ctx->stats.wake_timer++;
 				/* After the completions of this batch: a
 				 * reply waiting there beats its deadline. */
 				if (read(ctx->timerfd, &junk, sizeof(junk)) > 0)
 					ticked = true;
 				break;
 			case SRC_CHAN:
+				ctx->stats.wake_devcq++;
 				smcr_vlink_cq_event(dev);
 				break;
 			case SRC_ASYNC:
+				ctx->stats.wake_async++;
 				smcr_vlink_async_event(&ctx->vlinks, dev);
 				break;
 			case SRC_LINK:
+				ctx->stats.wake_link++;
 				smcr_vlink_chan_event(&ctx->vlinks, v >> 3);
 				break;
 			}

@@ -76,6 +76,10 @@ struct smcr_vlink {
 	struct ibv_comp_channel *chan;
 	int wait_fd;
 	struct smcr_link_waiter *waiter;
+	/* Sockets whose application polls the channel (smcr_vlink_fd_hold),
+	 * and whether the owner's loop watches it now. */
+	unsigned int fd_holders;
+	bool watched;
 	uint64_t id;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
@@ -851,6 +855,10 @@ int smcr_vlink_cq_event(struct smcr_dev *dev)
  * Both hand-overs happen under the owner's lock with the CQs armed and
  * then polled, so a completion either is polled or raises an event that
  * the new holder sees; the loop also skips a link that a waiter holds.
+ * An application that polls a socket's fd holds the channel too
+ * (smcr_vlink_fd_hold: a dup of it in the socket's epoll set): while one
+ * does, the loop does not watch it and the application's thread takes
+ * the completions (smcr_vlink_serve) when its fd turns readable.
  * LLC messages, failover validations and other connections' traffic on
  * the link are dispatched by whichever thread polls. */
 
@@ -873,6 +881,18 @@ static void chan_watch(struct smcr_vlink *vl, int op)
 {
 	if (vl->chan && vl->set->chan_watch)
 		vl->set->chan_watch(vl->chan->fd, vl->id, op, vl->set->chan_watch_arg);
+}
+
+/* The owner's loop watches the channel while no thread does: no waiter
+ * sleeps on it and no application polls it. */
+static void chan_rewatch(struct smcr_vlink *vl)
+{
+	bool want = !vl->waiter && !vl->fd_holders;
+
+	if (!vl->chan || vl->released || want == vl->watched)
+		return;
+	vl->watched = want;
+	chan_watch(vl, want ? SMCR_CHAN_ON : SMCR_CHAN_OFF);
 }
 
 /* Take the events, arm, then poll. */
@@ -911,7 +931,7 @@ static int vl_wait_begin(struct smcr_link *link, struct smcr_link_waiter *w,
 	w->link = link;
 	w->fd = vl->wait_fd;
 	w->fd_owned = false;
-	chan_watch(vl, SMCR_CHAN_OFF);
+	chan_rewatch(vl);
 	return chan_serve(vl, want_send);
 }
 
@@ -930,7 +950,59 @@ static void vl_wait_end(struct smcr_link_waiter *w)
 	w->link = NULL;
 	vl->waiter = NULL;
 	chan_serve(vl, false);
-	chan_watch(vl, SMCR_CHAN_ON);
+	chan_rewatch(vl);
+}
+
+int smcr_vlink_fd_hold(struct smcr_link *link, uint64_t *id)
+{
+	struct smcr_vlink *vl = vl_of(link);
+	int fd;
+
+	if (!vl->chan || vl->released || vl->wait_fd < 0)
+		return -EOPNOTSUPP;
+	fd = fcntl(vl->wait_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	vl->fd_holders++;
+	*id = vl->id;
+	chan_rewatch(vl);
+	return fd;
+}
+
+void smcr_vlink_fd_unhold(struct smcr_vlink_set *set, uint64_t id)
+{
+	struct smcr_vlink *vl;
+
+	for (vl = set->head; vl; vl = vl->next)
+		if (vl->id == id && vl->chan && !vl->released)
+			break;
+	if (!vl || !vl->fd_holders)
+		return;
+	vl->fd_holders--;
+	chan_rewatch(vl);
+}
+
+uint64_t smcr_vlink_id(const struct smcr_link *link)
+{
+	const struct smcr_vlink *vl = vl_of(link);
+
+	return vl->chan && !vl->released ? vl->id : 0;
+}
+
+bool smcr_vlink_fd_held(const struct smcr_link *link)
+{
+	const struct smcr_vlink *vl = vl_of(link);
+
+	return vl->chan && !vl->released && vl->fd_holders;
+}
+
+int smcr_vlink_serve(struct smcr_link *link, bool want_send)
+{
+	struct smcr_vlink *vl = vl_of(link);
+
+	if (!vl->chan || vl->released)
+		return 0;
+	return chan_serve(vl, want_send);
 }
 
 static void vl_want_send_done(struct smcr_link *link)
@@ -1244,6 +1316,7 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	set->head = vl;
 	if (vl->chan) {
 		vl->id = ++set->next_id;
+		vl->watched = true;
 		chan_watch(vl, SMCR_CHAN_ADD);
 	}
 	*linkp = &vl->link;

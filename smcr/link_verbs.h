@@ -154,6 +154,19 @@ int smcr_vlink_cq_event(struct smcr_dev *dev);
 /* set->own_chan: the channel of link id is readable (the owner's loop);
  * as smcr_vlink_cq_event() for that link.  An id no longer there: 0. */
 int smcr_vlink_chan_event(struct smcr_vlink_set *set, uint64_t id);
+/* An application thread polls the link's channel (set->own_chan): a new
+ * fd of it (the caller's to close) and the link's id (*id), or
+ * -EOPNOTSUPP; while anyone holds it, the owner's loop stops watching
+ * it.  unhold gives one hold back (a link no longer there: nothing).
+ * held: someone holds it; id: the link's id (0: no channel of its own
+ * now).  serve takes the channel's events, arms the
+ * CQs (the send CQ too with want_send) and polls them: the completions
+ * taken, as smcr_vlink_chan_event(). */
+int smcr_vlink_fd_hold(struct smcr_link *link, uint64_t *id);
+void smcr_vlink_fd_unhold(struct smcr_vlink_set *set, uint64_t id);
+bool smcr_vlink_fd_held(const struct smcr_link *link);
+uint64_t smcr_vlink_id(const struct smcr_link *link);
+int smcr_vlink_serve(struct smcr_link *link, bool want_send);
 
 /* Drain the device's async events (dev->ctx->async_fd readable): QP and CQ
  * errors take their link down, IBV_EVENT_PORT_ERR every link of set on that

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
@@ -50,6 +51,7 @@ struct smcr_sock *smcr_sock_new(struct smcr_ctx *ctx, int fd)
 	s->ctx = ctx;
 	s->fd = fd;
 	s->cpfd = -1;
+	s->pollfd = s->chan_fd = -1;
 	s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (s->evfd < 0) {
 		free(s);
@@ -71,10 +73,55 @@ void smcr_sock_link(struct smcr_sock *s)
 	s->ctx->socks = s;
 }
 
+/* Let go of the channel s's pollfd holds (ctx->lock held). */
+static void sock_chan_drop(struct smcr_sock *s)
+{
+	if (s->chan_fd >= 0) {
+		if (epoll_ctl(s->pollfd, EPOLL_CTL_DEL, s->chan_fd, NULL))
+			smcr_dbg("sock: epoll_ctl DEL: %s", strerror(errno));
+		close(s->chan_fd);
+		s->chan_fd = -1;
+		smcr_vlink_fd_unhold(&s->ctx->vlinks, s->chan_link);
+	}
+	s->chan_link = 0;
+}
+
+/* The application polls s->pollfd: it holds the channel of s's link now
+ * (ctx->lock held; after a failover, the new link's). */
+static void sock_chan_sync(struct smcr_sock *s)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct smcr_link *l = s->conn.error ? NULL : s->conn.link;
+	uint64_t id = l && l->dev ? smcr_vlink_id(l) : 0;
+	int fd;
+
+	if (s->pollfd < 0 || id == s->chan_link)
+		return;
+	sock_chan_drop(s);
+	if (!id)
+		return;
+	s->chan_link = id;	/* tried: not again while on this link */
+	fd = smcr_vlink_fd_hold(l, &id);
+	if (fd < 0)
+		return;
+	if (epoll_ctl(s->pollfd, EPOLL_CTL_ADD, fd, &ev)) {
+		smcr_dbg("sock: epoll_ctl ADD: %s", strerror(errno));
+		close(fd);
+		smcr_vlink_fd_unhold(&s->ctx->vlinks, id);
+		return;
+	}
+	s->chan_fd = fd;
+}
+
 /* Give back everything; ctx->lock held, s unlinked from ctx->socks. */
 static void sock_free_locked(struct smcr_sock *s)
 {
 	struct smcr_ctx *ctx = s->ctx;
+
+	if (s->pollfd >= 0) {
+		sock_chan_drop(s);
+		close(s->pollfd);
+	}
 
 	if (s->smc && s->lgr) {
 		struct smcr_lgr *lgr = s->lgr;
@@ -500,9 +547,34 @@ void smcr_abort(struct smcr_sock *s)
 	pthread_mutex_unlock(&ctx->lock);
 }
 
+/* With caller-driven progress the fd is an epoll set of the eventfd and
+ * of the channel of s's link (sock_chan_sync), made at the first call and
+ * the same after that; on failure, the eventfd for good. */
 int smcr_sock_fd(struct smcr_sock *s)
 {
-	return s->smc ? s->evfd : s->fd;
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fd;
+
+	if (!s->smc)
+		return s->fd;
+	if (!s->ctx->caller_poll || s->listener)
+		return s->evfd;
+	pthread_mutex_lock(&s->ctx->lock);
+	if (s->pollfd < 0 && !s->pollfd_failed) {
+		s->pollfd = epoll_create1(EPOLL_CLOEXEC);
+		if (s->pollfd >= 0 && epoll_ctl(s->pollfd, EPOLL_CTL_ADD, s->evfd, &ev)) {
+			close(s->pollfd);
+			s->pollfd = -1;
+		}
+		s->pollfd_failed = s->pollfd < 0;
+		if (s->pollfd_failed)
+			smcr_warn("sock: no epoll set for caller-driven progress: %s",
+				  strerror(errno));
+	}
+	sock_chan_sync(s);
+	fd = s->pollfd >= 0 ? s->pollfd : s->evfd;
+	pthread_mutex_unlock(&s->ctx->lock);
+	return fd;
 }
 
 unsigned int smcr_sock_events(struct smcr_sock *s)
@@ -524,7 +596,16 @@ unsigned int smcr_sock_events(struct smcr_sock *s)
 	if (read(s->evfd, &junk, sizeof(junk)) < 0)
 		junk = 0;
 	pthread_mutex_lock(&s->ctx->lock);
+	if (s->pollfd >= 0) {
+		/* The completions the fd woke us for, taken here: the
+		 * progress thread no longer watches the link. */
+		sock_chan_sync(s);
+		if (s->chan_fd >= 0 && s->conn.link &&
+		    smcr_vlink_serve(s->conn.link, smcr_conn_wants_tx_done(&s->conn)) > 0)
+			s->ctx->stats.caller_serves++;
+	}
 	c = smcr_conn_poll(&s->conn);
+	sock_want_tx_done(s);
 	pthread_mutex_unlock(&s->ctx->lock);
 	ev |= (c & SMCR_POLLIN) ? SMCR_EV_IN : 0;
 	ev |= (c & SMCR_POLLOUT) ? SMCR_EV_OUT : 0;

@@ -289,6 +289,13 @@ struct smcr_stats {
 	uint64_t cursor_updates, cursor_requests;
 	/* Sends held by autocork (SMCR_AUTOCORK_BYTES) for a CDC in flight. */
 	uint64_t corked;
+	/* Wake-ups of the progress thread by source: its eventfd (a kick
+	 * from the API), its timer, a device's shared completion channel, a
+	 * link's own channel (SMCR_CALLER_POLL: completions no caller took),
+	 * async events.  caller_serves: smcr_sock_events() calls that took
+	 * completions in the caller's thread (SMCR_CALLER_POLL). */
+	uint64_t wake_kick, wake_timer, wake_devcq, wake_link, wake_async;
+	uint64_t caller_serves;
 };
 int smcr_ctx_stats_size(struct smcr_ctx *ctx, struct smcr_stats *st, size_t size);
 static inline int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)

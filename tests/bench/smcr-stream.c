@@ -508,6 +508,11 @@ static void print_stats(const char *who)
 	       (unsigned long long)st.sndbufs_in_use, (unsigned long long)st.fault_held,
 	       (unsigned long long)st.fault_discarded,
 	       (unsigned long long)st.fault_held_recvs, (unsigned long long)st.corked);
+	printf("stats %s: progress thread woken by kick %llu timer %llu devcq %llu link %llu "
+	       "async %llu; caller_serves %llu\n", who,
+	       (unsigned long long)st.wake_kick, (unsigned long long)st.wake_timer,
+	       (unsigned long long)st.wake_devcq, (unsigned long long)st.wake_link,
+	       (unsigned long long)st.wake_async, (unsigned long long)st.caller_serves);
 	for (i = 0; i < SMCR_STATS_REASONS; i++)
 		if (st.fallback_by_reason[i])
 			printf("stats %s: fallback reason 0x%08x (%s): %llu\n", who,
