@@ -1316,8 +1316,8 @@ int smcr_engine_open(struct smcr_ctx *ctx)
 	ctx->vlinks.reaper = vlink_reaper;
 	ctx->vlinks.reaper_arg = ctx;
 	ctx->vlinks.own_chan = ctx->caller_poll;
-	if (ctx->caller_poll)
-		smcr_info("engine: caller-driven progress (SMCR_CALLER_POLL=1)");
+	if (!ctx->caller_poll)
+		smcr_info("engine: the progress thread takes every completion (SMCR_CALLER_POLL=0)");
 	ctx->vlinks.chan_watch = link_chan_watch;
 	ctx->vlinks.chan_watch_arg = ctx;
 	ctx->wakefd = ctx->timerfd = -1;

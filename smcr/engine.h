@@ -22,9 +22,9 @@
 /* Small sends behind a CDC in flight wait for its completion and go as
  * one write and one CDC (Linux: net.smc.autocorking_size, 64 KiB). */
 #define SMCR_AUTOCORK_BYTES_DEFAULT (64u << 10)
-/* Default of SMCR_CALLER_POLL: off (see smcr/link_verbs.c's caller-driven
- * progress and sock.c's sock_wait_link()). */
-#define SMCR_CALLER_POLL_DEFAULT 0
+/* Default of SMCR_CALLER_POLL: on (see smcr/link_verbs.c's caller-driven
+ * progress, sock.c's sock_wait_link() and sock_chan_sync()). */
+#define SMCR_CALLER_POLL_DEFAULT 1
 
 struct smcr_sock {
 	struct smcr_ctx *ctx;
