@@ -593,8 +593,6 @@ unsigned int smcr_sock_events(struct smcr_sock *s)
 		}
 		return ev;
 	}
-	if (read(s->evfd, &junk, sizeof(junk)) < 0)
-		junk = 0;
 	pthread_mutex_lock(&s->ctx->lock);
 	if (s->pollfd >= 0) {
 		/* The completions the fd woke us for, taken here: the
@@ -604,6 +602,11 @@ unsigned int smcr_sock_events(struct smcr_sock *s)
 		    smcr_vlink_serve(s->conn.link, smcr_conn_wants_tx_done(&s->conn)) > 0)
 			s->ctx->stats.caller_serves++;
 	}
+	/* Cleared after what that told us and under the lock (every write
+	 * is): a change after it writes the eventfd again, and a poller of
+	 * the epoll set is not woken for what we return here. */
+	if (read(s->evfd, &junk, sizeof(junk)) < 0)
+		junk = 0;
 	c = smcr_conn_poll(&s->conn);
 	sock_want_tx_done(s);
 	pthread_mutex_unlock(&s->ctx->lock);

@@ -1273,6 +1273,8 @@ static void test_sched_rpc_cork_moves(void) { sched_rpc(65536, false, 300); }
 static void test_sched_rpc_lazy(void) { sched_rpc_lazy(0, false, 0, true); }
 static void test_sched_rpc_lazy_cut(void) { sched_rpc_lazy(0, true, 0, true); }
 static void test_sched_rpc_lazy_cork_moves(void) { sched_rpc_lazy(65536, false, 300, true); }
+/* The product's defaults (caller-driven progress, autocork) and a cut. */
+static void test_sched_rpc_lazy_cork_cut(void) { sched_rpc_lazy(65536, true, 0, true); }
 
 CU_TestInfo smcr_conn_tests[] = {
 	{ "stream, small windows, wrap", test_stream_small_window_linux },
@@ -1314,5 +1316,7 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "scheduled wire: send completions on demand, link cut", test_sched_rpc_lazy_cut },
 	{ "scheduled wire: send completions on demand, autocork, moves",
 	  test_sched_rpc_lazy_cork_moves },
+	{ "scheduled wire: send completions on demand, autocork, link cut",
+	  test_sched_rpc_lazy_cork_cut },
 	CU_TEST_INFO_NULL,
 };
