@@ -34,13 +34,15 @@ struct smcr_sock {
 	 * notify writes while a thread sleeps on the link's channel. */
 	int cpfd;
 	bool cp_sleeping;
-	/* Caller-driven progress for an application that polls
-	 * smcr_sock_fd(): that fd is pollfd, an epoll set of evfd and of
-	 * chan_fd, a hold on the channel of the link with id chan_link
-	 * (smcr_vlink_fd_hold), so that its thread wakes for the link's
-	 * completions and takes them in smcr_sock_events(). */
+	/* Caller-driven progress: s holds the channel of the link with id
+	 * chan_link (chan_held, smcr_vlink_hold) once its thread blocked in
+	 * a data call (chan_sticky) or its application polls smcr_sock_fd():
+	 * that fd is then pollfd, an epoll set of evfd and chan_fd (the
+	 * channel), so that the thread wakes for the link's completions and
+	 * takes them in smcr_sock_events(). */
 	int pollfd, chan_fd;
 	uint64_t chan_link;
+	bool chan_held, chan_sticky;
 	bool pollfd_failed;
 	bool listener;
 	uint16_t synopt_port;		/* listener: in the SYN option's port map */

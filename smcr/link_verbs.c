@@ -856,9 +856,10 @@ int smcr_vlink_cq_event(struct smcr_dev *dev)
  * then polled, so a completion either is polled or raises an event that
  * the new holder sees; the loop also skips a link that a waiter holds.
  * An application that polls a socket's fd holds the channel too
- * (smcr_vlink_fd_hold: a dup of it in the socket's epoll set): while one
- * does, the loop does not watch it and the application's thread takes
- * the completions (smcr_vlink_serve) when its fd turns readable.
+ * (smcr_vlink_hold: a dup of it in the socket's epoll set), and so does a
+ * socket whose thread blocked in a data call once: while one does, the
+ * loop does not watch it; the application's thread takes the completions
+ * (smcr_vlink_serve) when its fd turns readable or it blocks again.
  * LLC messages, failover validations and other connections' traffic on
  * the link are dispatched by whichever thread polls. */
 
@@ -953,23 +954,25 @@ static void vl_wait_end(struct smcr_link_waiter *w)
 	chan_rewatch(vl);
 }
 
-int smcr_vlink_fd_hold(struct smcr_link *link, uint64_t *id)
+int smcr_vlink_hold(struct smcr_link *link, uint64_t *id, bool want_fd)
 {
 	struct smcr_vlink *vl = vl_of(link);
-	int fd;
+	int fd = 0;
 
 	if (!vl->chan || vl->released || vl->wait_fd < 0)
 		return -EOPNOTSUPP;
-	fd = fcntl(vl->wait_fd, F_DUPFD_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
+	if (want_fd) {
+		fd = fcntl(vl->wait_fd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+	}
 	vl->fd_holders++;
 	*id = vl->id;
 	chan_rewatch(vl);
 	return fd;
 }
 
-void smcr_vlink_fd_unhold(struct smcr_vlink_set *set, uint64_t id)
+void smcr_vlink_unhold(struct smcr_vlink_set *set, uint64_t id)
 {
 	struct smcr_vlink *vl;
 

@@ -154,16 +154,18 @@ int smcr_vlink_cq_event(struct smcr_dev *dev);
 /* set->own_chan: the channel of link id is readable (the owner's loop);
  * as smcr_vlink_cq_event() for that link.  An id no longer there: 0. */
 int smcr_vlink_chan_event(struct smcr_vlink_set *set, uint64_t id);
-/* An application thread polls the link's channel (set->own_chan): a new
- * fd of it (the caller's to close) and the link's id (*id), or
- * -EOPNOTSUPP; while anyone holds it, the owner's loop stops watching
- * it.  unhold gives one hold back (a link no longer there: nothing).
+/* An application thread takes the link's completions itself from now on
+ * (set->own_chan): *id is the link's id; with want_fd the return is a new
+ * fd of the channel to poll (the caller's to close), else 0; -EOPNOTSUPP
+ * without a channel.  While anyone holds it, the owner's loop stops
+ * watching it.  unhold gives one hold back (a link no longer there:
+ * nothing).
  * held: someone holds it; id: the link's id (0: no channel of its own
  * now).  serve takes the channel's events, arms the
  * CQs (the send CQ too with want_send) and polls them: the completions
  * taken, as smcr_vlink_chan_event(). */
-int smcr_vlink_fd_hold(struct smcr_link *link, uint64_t *id);
-void smcr_vlink_fd_unhold(struct smcr_vlink_set *set, uint64_t id);
+int smcr_vlink_hold(struct smcr_link *link, uint64_t *id, bool want_fd);
+void smcr_vlink_unhold(struct smcr_vlink_set *set, uint64_t id);
 bool smcr_vlink_fd_held(const struct smcr_link *link);
 uint64_t smcr_vlink_id(const struct smcr_link *link);
 int smcr_vlink_serve(struct smcr_link *link, bool want_send);

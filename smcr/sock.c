@@ -73,7 +73,7 @@ void smcr_sock_link(struct smcr_sock *s)
 	s->ctx->socks = s;
 }
 
-/* Let go of the channel s's pollfd holds (ctx->lock held). */
+/* Let go of the channel s holds (ctx->lock held). */
 static void sock_chan_drop(struct smcr_sock *s)
 {
 	if (s->chan_fd >= 0) {
@@ -81,13 +81,16 @@ static void sock_chan_drop(struct smcr_sock *s)
 			smcr_dbg("sock: epoll_ctl DEL: %s", strerror(errno));
 		close(s->chan_fd);
 		s->chan_fd = -1;
-		smcr_vlink_fd_unhold(&s->ctx->vlinks, s->chan_link);
 	}
+	if (s->chan_held)
+		smcr_vlink_unhold(&s->ctx->vlinks, s->chan_link);
+	s->chan_held = false;
 	s->chan_link = 0;
 }
 
-/* The application polls s->pollfd: it holds the channel of s's link now
- * (ctx->lock held; after a failover, the new link's). */
+/* s's thread takes its link's completions itself: s holds the channel of
+ * its link now, in s->pollfd if the application polls that (ctx->lock
+ * held; after a failover, the new link's). */
 static void sock_chan_sync(struct smcr_sock *s)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -95,20 +98,22 @@ static void sock_chan_sync(struct smcr_sock *s)
 	uint64_t id = l && l->dev ? smcr_vlink_id(l) : 0;
 	int fd;
 
-	if (s->pollfd < 0 || id == s->chan_link)
+	if ((s->pollfd < 0 && !s->chan_sticky) || id == s->chan_link)
 		return;
 	sock_chan_drop(s);
 	if (!id)
 		return;
 	s->chan_link = id;	/* tried: not again while on this link */
-	fd = smcr_vlink_fd_hold(l, &id);
+	fd = smcr_vlink_hold(l, &id, s->pollfd >= 0);
 	if (fd < 0)
+		return;
+	s->chan_held = true;
+	if (s->pollfd < 0)
 		return;
 	if (epoll_ctl(s->pollfd, EPOLL_CTL_ADD, fd, &ev)) {
 		smcr_dbg("sock: epoll_ctl ADD: %s", strerror(errno));
 		close(fd);
-		smcr_vlink_fd_unhold(&s->ctx->vlinks, id);
-		return;
+		return;		/* held without the fd: served at the tick */
 	}
 	s->chan_fd = fd;
 }
@@ -118,10 +123,9 @@ static void sock_free_locked(struct smcr_sock *s)
 {
 	struct smcr_ctx *ctx = s->ctx;
 
-	if (s->pollfd >= 0) {
-		sock_chan_drop(s);
+	sock_chan_drop(s);
+	if (s->pollfd >= 0)
 		close(s->pollfd);
-	}
 
 	if (s->smc && s->lgr) {
 		struct smcr_lgr *lgr = s->lgr;
@@ -185,8 +189,14 @@ static void sock_want_tx_done(struct smcr_sock *s)
 	struct smcr_link *l = s->conn.link;
 
 	if (s->ctx->caller_poll && s->smc && l && l->ops->want_send_done &&
-	    smcr_conn_wants_tx_done(&s->conn))
+	    smcr_conn_wants_tx_done(&s->conn)) {
 		l->ops->want_send_done(l);
+		/* A thread that returns from here may not block in a call
+		 * again soon: the progress thread takes that completion (and
+		 * sends what it frees) instead of the tick. */
+		if (s->chan_held && s->chan_fd < 0)
+			sock_chan_drop(s);
+	}
 }
 
 /* Wait for s's state to change, up to ms (ctx->lock held, dropped while
@@ -216,6 +226,12 @@ static void sock_wait_link(struct smcr_sock *s, unsigned int ms, bool want_send)
 		sock_wait(s, ms);
 		return;
 	}
+	/* From now on this thread takes the link's completions when it
+	 * blocks: the progress thread no longer watches the link between
+	 * our calls (what comes meanwhile waits for the next call or the
+	 * tick, as a reader's data would anyway). */
+	s->chan_sticky = true;
+	sock_chan_sync(s);
 	ops = l->ops;		/* l may be gone when we wake */
 	w.wake_fd = s->cpfd;
 	n = ops->wait_begin(l, &w, want_send || smcr_conn_wants_tx_done(&s->conn));
