@@ -198,6 +198,11 @@ static int smcr_t_rx_waiting(struct bd_transport *t, bool request)
 	return smcr_cursor_update(st_of(t)->s, request ? SMCR_CURSOR_REQUEST : 0);
 }
 
+static void smcr_t_woken(struct bd_transport *t)
+{
+	(void)smcr_sock_events(st_of(t)->s);
+}
+
 static void smcr_t_info(struct bd_transport *t, struct bd_transport_info *info)
 {
 	info->smcr = st_of(t)->s;
@@ -224,6 +229,7 @@ static const struct bd_transport_ops smcr_ops = {
 	.tx_reserve = smcr_t_tx_reserve,
 	.tx_commit = smcr_t_tx_commit,
 	.rx_waiting = smcr_t_rx_waiting,
+	.woken = smcr_t_woken,
 	.info = smcr_t_info,
 	.abort = smcr_t_abort,
 };

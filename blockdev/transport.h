@@ -114,6 +114,10 @@ struct bd_transport_ops {
 	 * Linux's AF_SMC, sends them on either).  Returns 1 if something
 	 * went out, 0 if nothing was due, or -errno. */
 	int (*rx_waiting)(struct bd_transport *t, bool request);
+	/* --- optional: poll_fd turned readable ---------------------------
+	 * Take in this thread what woke it (SMC-R with caller-driven
+	 * progress: the link's completions), whatever the caller does next. */
+	void (*woken)(struct bd_transport *t);
 
 	/* --- optional: what lies underneath (bd_info() fills the rest) --- */
 	void (*info)(struct bd_transport *t, struct bd_transport_info *info);
@@ -225,6 +229,12 @@ static inline int bd_rx_lowat(struct bd_transport *t, size_t len)
 static inline int bd_rx_waiting(struct bd_transport *t, bool request)
 {
 	return t->ops->rx_waiting ? t->ops->rx_waiting(t, request) : -EOPNOTSUPP;
+}
+
+static inline void bd_woken(struct bd_transport *t)
+{
+	if (t->ops->woken)
+		t->ops->woken(t);
 }
 
 /* --- blocking helpers (handshakes, the client half) ---------------------

@@ -241,6 +241,10 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			conn_maybe_destroy(c);
 			break;
 		}
+		/* SMC-R: the link's completions that woke us, taken now
+		 * (whether or not the read path looks: a reply corked for
+		 * a send completion goes out). */
+		bd_woken(c->t);
 		conn_kick(c);
 		/* One fd for both directions (SMC-R's eventfd): the read
 		 * path's look-again may have drained the wake-up meant for a
