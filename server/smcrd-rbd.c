@@ -278,6 +278,13 @@ static int conn_open(struct smcrd_rbd *r, bool ro, struct rbd_conn **out, char *
 	 * gateway had acknowledged but not flushed would be lost; Ceph's
 	 * iSCSI gateway turns the cache off too). */
 	rados_conf_set(k->cluster, "rbd_cache", "false");
+	/* A broken lock's owner is blocklisted whatever the config file
+	 * says: without it, a live old owner would still write after a
+	 * takeover (two writers). */
+	what = "rbd_blocklist_on_break_lock";
+	ret = rados_conf_set(k->cluster, "rbd_blocklist_on_break_lock", "true");
+	if (ret < 0)
+		goto out_shutdown;
 	what = "connecting to the cluster";
 	ret = rados_connect(k->cluster);
 	if (ret < 0)

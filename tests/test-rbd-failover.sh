@@ -8,7 +8,8 @@
 #  1. a live gateway cut off: A serves a client (an open qemu-io session),
 #     a client of B makes B take the image; A's next write on its open
 #     connection fails and is not in the image; then a new client of A
-#     makes A take it back;
+#     makes A take it back.  Both with a config file that turns librbd's
+#     blocklist on a broken lock off (smcrd turns it back on: fencing);
 #  2. under the client library's I/O (nbdc-io: every byte checked, both
 #     gateway addresses, requests resent after a reconnect) the active
 #     gateway is SIGKILLed SMCR_RBD_KILLS times (default 3).  The test
@@ -71,9 +72,12 @@ qwrite() { qemu-io -f raw -c "write -P $2 0 64k" "nbd://127.0.0.1:$1/fence" >"$d
            ! grepq -i 'error\|failed' "$d/q.txt"; }
 
 # --- 1: a live gateway cut off ----------------------------------------------------
+# Without a blocklist, a broken lock's old owner would go on writing.
+{ cat "$CEPH_CONF"; printf '[client]\nrbd blocklist on break lock = false\n'; } >"$d/nobl.conf"
+fopts="ceph-conf=$d/nobl.conf,ceph-id=$CEPH_ID,exclusive"
 pa=$(free_port) pb=$(free_port)
-gateway fa "$pa" "fence=rbd:rbd/fence,$opts"
-gateway fb "$pb" "fence=rbd:rbd/fence,$opts"
+gateway fa "$pa" "fence=rbd:rbd/fence,$fopts"
+gateway fb "$pb" "fence=rbd:rbd/fence,$fopts"
 [ "$(took fa)$(took fb)" = 00 ] || fail "a gateway took the lock before any client came"
 mkfifo "$d/qa.in"
 qemu-io -f raw "nbd://127.0.0.1:$pa/fence" <"$d/qa.in" >"$d/qa.out" 2>&1 &
