@@ -9,7 +9,9 @@
 #     a client of B makes B take the image; A's next write on its open
 #     connection fails and is not in the image; then a new client of A
 #     makes A take it back.  Both with a config file that turns librbd's
-#     blocklist on a broken lock off (smcrd turns it back on: fencing);
+#     blocklist on a broken lock off (smcrd turns it back on: fencing).
+#     A gateway whose Ceph user may not blocklist takes nothing from A:
+#     its client is closed, A is not fenced;
 #  2. under the client library's I/O (nbdc-io: every byte checked, both
 #     gateway addresses, requests resent after a reconnect) the active
 #     gateway is SIGKILLed SMCR_RBD_KILLS times (default 3).  The test
@@ -106,6 +108,18 @@ grepq 'reconnected to the cluster after the fence' "$d/fa.log" || fail "A did no
 qemu-io -f raw -r -c 'read -P 0x44 0 64k' "nbd://127.0.0.1:$pa/fence" >"$d/q.txt" 2>&1 &&
     ! grepq -i 'verification failed\|error' "$d/q.txt" || { cat "$d/q.txt" >&2; fail "data via A again"; }
 echo "1: gateway A, cut off by B's takeover, failed its next write; A took the image back"
+# No fence, no takeover: a gateway whose user lacks 'osd blocklist'.
+ceph_admin auth get-or-create client.nobl mon 'allow r' osd 'profile rbd pool=rbd' \
+    -o "$d/ceph/client.nobl.keyring" >/dev/null || fail "ceph auth get-or-create client.nobl"
+fenced=$(grep -c 'fenced' "$d/fa.log" || true)
+pn=$(free_port)
+gateway fn "$pn" "fence=rbd:rbd/fence,ceph-conf=$CEPH_CONF,ceph-id=nobl,exclusive"
+! qwrite "$pn" 0x66 || { cat "$d/fn.log" >&2; fail "a gateway that cannot fence A served a write"; }
+grepq 'breaking the exclusive lock of .*: Permission denied' "$d/fn.log" &&
+    [ "$(took fn)" = 0 ] || { cat "$d/fn.log" >&2; fail "gateway N: no refused break logged, or a lock taken"; }
+qwrite "$pa" 0x77 && [ "$(grep -c 'fenced' "$d/fa.log" || true)" = "$fenced" ] ||
+    { cat "$d/q.txt" "$d/fa.log" >&2; fail "gateway A after N's refused break"; }
+echo "1: gateway N, not allowed to blocklist, took no lock; A still serves, not fenced"
 
 # --- 4 (here, on the same image): the cluster does not answer ----------------------
 # The mon frozen, so breaking A's lock (a blocklist) gets no answer: four
