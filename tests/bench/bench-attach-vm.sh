@@ -29,7 +29,8 @@
 #                                  [-S "fwd"]
 # -j: only these jobs (RW BS QD, comma-separated).  Per job it also prints
 # what smcrd's libsmcr counted per I/O (CDCs and RDMA writes received and
-# sent) and the CPU time smcr-attach or nbdkit used in A per I/O.
+# sent), the CPU time smcr-attach or nbdkit used in A per I/O, and what
+# their libsmcr counted (CDCs sent and received, sends held).
 # -P: for these paths, a CPU profile of guest A (perf, cpu-clock, 5 s in
 # each 4k qd16 job of the first round): the busiest commands and
 # functions.  -S: the same in guest B (smcrd's side), also by thread and
@@ -158,7 +159,9 @@ detach() {
 }
 # counters: smcrd's libsmcr cdc_recv cdc_sent rdma_writes (B), the CPU
 # ticks of the user space process on A's data path (0 for the kernel's),
-# smcrd's CPU ticks, and the busy ticks of A's and of B's one CPU.
+# smcrd's CPU ticks, the busy ticks of A's and of B's one CPU, and the
+# libsmcr cdc_sent cdc_recv corked of A's forwarder or plugin (0 0 0 for
+# the kernel's paths).
 busy='awk "/^cpu / { print \$2 + \$3 + \$4 + \$7 + \$8 }" /proc/stat'
 # prof_report GUEST JOB LABEL NSYMS: the guest's perf profile of a job, by
 # command and object, then by function (self)
@@ -171,7 +174,7 @@ prof_report() {
 }
 
 counters() {
-    local b a sd ab bb
+    local b a sd ab bb al
     b=$(vm_run B "$SMCRCTL --json stats smcrd" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)[0]["stats"]
@@ -179,7 +182,11 @@ print(s["cdc_recv"], s["cdc_sent"], s["rdma_writes"])') || b="0 0 0"
     a=$(vm_run A 'p=$(pidof smcr-attach nbdkit | tr " " "\n" | head -n 1); [ -n "$p" ] && awk "{ print \$14 + \$15 }" /proc/$p/stat || echo 0')
     sd=$(vm_run B 'awk "{ print \$14 + \$15 }" /proc/$(pidof smcrd)/stat')
     ab=$(vm_run A "$busy") bb=$(vm_run B "$busy")
-    echo "$b ${a:-0} ${sd:-0} ${ab:-0} ${bb:-0}"
+    al=$(vm_run A "for n in smcr-attach nbdkit-smcr; do $SMCRCTL --json stats \$n 2>/dev/null && break; done" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)[0]["stats"]
+print(s["cdc_sent"], s["cdc_recv"], s["corked"])' 2>/dev/null) || al="0 0 0"
+    echo "$b ${a:-0} ${sd:-0} ${ab:-0} ${bb:-0} ${al:-0 0 0}"
 }
 fio_run() {
     local rw=$1 bs=$2 qd=$3
@@ -229,10 +236,10 @@ one_path() {
 c0 = [float(x) for x in sys.argv[1].split()]; c1 = [float(x) for x in sys.argv[2].split()]
 n = float(sys.argv[3] or 0)
 d = [b - a for a, b in zip(c0, c1)]
-print("%.2f / %.2f / %.2f / %.1f / %.1f / %.1f / %.1f" % (d[0] / n, d[1] / n, d[2] / n,
-      d[3] * 10 / n, d[4] * 10 / n, d[5] * 10 / n, d[6] * 10 / n) if n else "-")' "$c0" "$c1" "${ios:-0}")
+print("%.2f / %.2f / %.2f / %.1f / %.1f / %.1f / %.1f / %.2f / %.2f / %.2f" % (d[0] / n, d[1] / n, d[2] / n,
+      d[3] * 10 / n, d[4] * 10 / n, d[5] * 10 / n, d[6] * 10 / n, d[7] / n, d[8] / n, d[9] / n) if n else "-")' "$c0" "$c1" "${ios:-0}")
         [ "$pio" != - ] && per[$p,$j]+="${per[$p,$j]:+;}$pio"
-        vm_say "$p $j: per I/O: smcrd's CDCs received / sent / RDMA writes, CPU ms of A's user space path / of smcrd / A busy / B busy: $pio"
+        vm_say "$p $j: per I/O: smcrd's CDCs received / sent / RDMA writes, CPU ms of A's user space path / of smcrd / A busy / B busy, A's libsmcr CDCs sent / received / sends held: $pio"
     done
     detach "$p"
 }
@@ -269,7 +276,7 @@ if not r:
     print("-")
 else:
     m = [sum(c) / len(c) for c in zip(*r)]
-    print(" / ".join(("%.2f" if i < 3 else "%.1f") % x for i, x in enumerate(m)))' "$1"; }
+    print(" / ".join(("%.1f" if 3 <= i < 7 else "%.2f") % x for i, x in enumerate(m)))' "$1"; }
 
 ratio() { python3 -c 'import sys
 a, b = sys.argv[1:]
@@ -300,7 +307,7 @@ for j in "${jobs[@]}"; do
     echo "$row $(ratio "${avg[fwd,$j]:-}" "${avg[nbdkit,$j]:-}") | $(ratio "${avg[fwd,$j]:-}" "${avg[ksmc,$j]:-}") | $(ratio "${avg[ksmc,$j]:-}" "${avg[nbdkit,$j]:-}") |"
 done
 echo
-echo "Per I/O (means over the rounds): smcrd's libsmcr CDCs received / CDCs sent / RDMA writes sent; CPU ms of A's user space data path (smcr-attach or nbdkit) / of smcrd / of all of A / of all of B (ticks, the fio ramp included)"
+echo "Per I/O (means over the rounds): smcrd's libsmcr CDCs received / CDCs sent / RDMA writes sent; CPU ms of A's user space data path (smcr-attach or nbdkit) / of smcrd / of all of A / of all of B (ticks, the fio ramp included); A's libsmcr (forwarder or plugin) CDCs sent / received / sends held by autocork"
 echo
 hdr="| job |" sep="|---|"
 for p in $paths; do hdr+=" $p |"; sep+="---|"; done
