@@ -25,7 +25,6 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,7 +59,6 @@
 #define NL_BUF		8192
 #define FWD_SOCKBUF	(4 << 20)	/* SO_SNDBUF of the socket pairs */
 #define FWD_RXBUF	(256 << 10)	/* requests read ahead, per pair */
-#define FWD_MORE	4		/* yields for more requests per batch */
 /* SO_SNDBUF/SO_RCVBUF of AF_SMC sockets unless -B: Linux's SMC-R then
  * gets 256 KiB buffers (64 KiB by net.smc.wmem/rmem; 512 KiB at most,
  * not faster on 1 MiB reads in the lane). */
@@ -700,7 +698,6 @@ struct fwd {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	unsigned inflight;
-	bool coalesce;			/* rx_more() (SMCR_ATTACH_YIELD, default 1) */
 	uint64_t requests, errors, bad, writes, reads;
 };
 
@@ -763,27 +760,6 @@ static int rx_fill(struct fwd_conn *c, size_t n)
 		__atomic_add_fetch(&c->f->reads, 1, __ATOMIC_RELAXED);
 	}
 	return 0;
-}
-
-/* After a batch: lets the driver's thread run (it may be queueing more
- * requests on A's one CPU) and takes, without waiting, what it wrote.
- * True when a whole request header came. */
-static bool rx_more(struct fwd_conn *c)
-{
-	ssize_t got;
-
-	if (c->rx_off + c->rx_len >= FWD_RXBUF / 2) {
-		memmove(c->rx, c->rx + c->rx_off, c->rx_len);
-		c->rx_off = 0;
-	}
-	sched_yield();
-	got = recv(c->fd, c->rx + c->rx_off + c->rx_len,
-		   FWD_RXBUF - c->rx_off - c->rx_len, MSG_DONTWAIT);
-	if (got <= 0)
-		return false;
-	c->rx_len += (size_t)got;
-	__atomic_add_fetch(&c->f->reads, 1, __ATOMIC_RELAXED);
-	return c->rx_len >= sizeof(struct nbd_request_wire);
 }
 
 /* n bytes of the stream into buf: what was read ahead, then the rest
@@ -1055,18 +1031,14 @@ static void *fwd_thread(void *arg)
 {
 	struct fwd_conn *c = arg;
 	struct fwd *f = c->f;
-	int r = 0, more;
+	int r = 0;
 
 	while (r == 0 && rx_fill(c, sizeof(struct nbd_request_wire)) == 0) {
-		/* Every request read so far and what a yield brought (a few
-		 * times), then one wake-up per connection. */
+		/* Every request read so far, then one wake-up per connection. */
 		nbdc_plug(f->e);
-		more = 0;
-		do {
-			do
-				r = fwd_one(c);
-			while (r == 0 && c->rx_len >= sizeof(struct nbd_request_wire));
-		} while (r == 0 && f->coalesce && more++ < FWD_MORE && rx_more(c));
+		do
+			r = fwd_one(c);
+		while (r == 0 && c->rx_len >= sizeof(struct nbd_request_wire));
 		nbdc_unplug(f->e);
 		fwd_flush_conn(c);	/* replies of requests refused at once */
 	}
@@ -1103,7 +1075,6 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 	unsigned i;
 
 	memset(f, 0, sizeof(*f));
-	f->coalesce = !getenv("SMCR_ATTACH_YIELD") || strcmp(getenv("SMCR_ATTACH_YIELD"), "0");
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->idle, NULL);
 	r = nbdc_open(&no, &f->e);
