@@ -229,6 +229,10 @@ struct smcr_llc_flow {
  * peer refused it or did not answer, or it failed on our side. */
 #define SMCR_LGR_V2_ADD_LINK_BACKOFF_MS 60000
 #define SMCR_LGR_V2_ADD_LINK_RETRY_MS 2000
+/* Client: how long the server's ADD LINK may wait for its path (the
+ * peer's address resolved on the new link's netdev); Linux waits 2 s for
+ * the answer (SMC_LLC_WAIT_TIME). */
+#define SMCR_LGR_ADD_LINK_PATH_WAIT_MS 1500
 
 /* Requests waiting for the current exchange to end. */
 #define SMCR_LLC_QUEUE 16
