@@ -667,10 +667,14 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 		v2_pairs_theirs(lgr, via, (unsigned int)slot, msg, len);
 	if (ret == 0)
 		ret = link_bringup(lgr, (unsigned int)slot, &peer);
-	if (ret == -EAGAIN) {
+	if (ret == -EAGAIN && !same_rnic) {
 		/* The path is not there yet (the peer's address unresolved
 		 * on the new link's netdev, just after its port came back):
-		 * tried again at the ticks while the server still waits. */
+		 * tried again at the ticks while the server still waits.  Not
+		 * from an RNIC the server already uses: our other port may
+		 * never reach that address (one subnet, the peer's ARP only
+		 * on its own NIC), and Linux drops the ADD LINK of its next
+		 * port event while this one waits: refused at once. */
 		lgr->flow.kind = SMCR_FLOW_ADD_LINK;
 		lgr->flow.local = false;
 		lgr->flow.slot = (uint8_t)slot;

@@ -393,7 +393,8 @@ static void test_first_contact_two_links(void)
 /* The client's path for the server's new link is not there at first (its
  * peer's address unresolved on that netdev): the ADD LINK waits, tried
  * again at the ticks, and is answered once connected, or refused after
- * SMCR_LGR_ADD_LINK_PATH_WAIT_MS, before the server's own timeout. */
+ * SMCR_LGR_ADD_LINK_PATH_WAIT_MS, before the server's own timeout; from
+ * an RNIC the server already uses it is refused at once. */
 static void test_add_link_path_wait(void)
 {
 	uint8_t v;
@@ -428,6 +429,19 @@ static void test_add_link_path_wait(void)
 		CU_ASSERT_PTR_NULL(S.lgr->links[1].link);
 		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
 		CU_ASSERT_EQUAL(S.lgr->stats.llc_timeouts, 0);	/* refused, not silent */
+		client_no_path = 0;
+		group_down();
+
+		/* The server's new link from the RNIC it already uses
+		 * (asymmetric on its side): refused at once. */
+		client_no_path = 1000;
+		client_no_path_seen = 0;
+		group_up(1, 2, NULL);
+		CU_ASSERT_EQUAL(client_no_path_seen, 1);
+		CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_NONE);
+		CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+		CU_ASSERT_PTR_NULL(C.lgr->links[1].link);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
 		client_no_path = 0;
 		group_down();
 	}
