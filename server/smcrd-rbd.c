@@ -221,11 +221,23 @@ static int take_lock(rbd_image_t img, const char *path)
 		return ret;
 	for (i = 0; i < n; i++) {
 		ret = rbd_lock_break(img, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
-		log_warn("%s: broke the exclusive lock of %s (blocklisted)%s%s", path,
-			 owners[i], ret < 0 ? ": " : "", ret < 0 ? strerror(-ret) : "");
+		if (ret == -ENOENT) {
+			/* Released or broken meanwhile. */
+			log_info("%s: the exclusive lock of %s was gone already", path, owners[i]);
+			continue;
+		}
+		if (ret < 0) {
+			/* Not fenced: no lock taken over it. */
+			log_warn("%s: breaking the exclusive lock of %s: %s", path, owners[i],
+				 strerror(-ret));
+			break;
+		}
+		log_warn("%s: broke the exclusive lock of %s (blocklisted)", path, owners[i]);
 	}
 	if (n)
 		rbd_lock_get_owners_cleanup(owners, n);
+	if (i < n)
+		return ret;
 	return rbd_lock_acquire(img, RBD_LOCK_MODE_EXCLUSIVE);
 }
 
@@ -278,6 +290,13 @@ static int conn_open(struct smcrd_rbd *r, bool ro, struct rbd_conn **out, char *
 	 * gateway had acknowledged but not flushed would be lost; Ceph's
 	 * iSCSI gateway turns the cache off too). */
 	rados_conf_set(k->cluster, "rbd_cache", "false");
+	/* A broken lock's owner is blocklisted whatever the config file
+	 * says: without it, a live old owner would still write after a
+	 * takeover (two writers). */
+	what = "rbd_blocklist_on_break_lock";
+	ret = rados_conf_set(k->cluster, "rbd_blocklist_on_break_lock", "true");
+	if (ret < 0)
+		goto out_shutdown;
 	what = "connecting to the cluster";
 	ret = rados_connect(k->cluster);
 	if (ret < 0)

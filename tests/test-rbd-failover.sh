@@ -8,7 +8,10 @@
 #  1. a live gateway cut off: A serves a client (an open qemu-io session),
 #     a client of B makes B take the image; A's next write on its open
 #     connection fails and is not in the image; then a new client of A
-#     makes A take it back;
+#     makes A take it back.  Both with a config file that turns librbd's
+#     blocklist on a broken lock off (smcrd turns it back on: fencing).
+#     A gateway whose Ceph user may not blocklist takes nothing from A:
+#     its client is closed, A is not fenced;
 #  2. under the client library's I/O (nbdc-io: every byte checked, both
 #     gateway addresses, requests resent after a reconnect) the active
 #     gateway is SIGKILLed SMCR_RBD_KILLS times (default 3).  The test
@@ -71,9 +74,12 @@ qwrite() { qemu-io -f raw -c "write -P $2 0 64k" "nbd://127.0.0.1:$1/fence" >"$d
            ! grepq -i 'error\|failed' "$d/q.txt"; }
 
 # --- 1: a live gateway cut off ----------------------------------------------------
+# Without a blocklist, a broken lock's old owner would go on writing.
+{ cat "$CEPH_CONF"; printf '[client]\nrbd blocklist on break lock = false\n'; } >"$d/nobl.conf"
+fopts="ceph-conf=$d/nobl.conf,ceph-id=$CEPH_ID,exclusive"
 pa=$(free_port) pb=$(free_port)
-gateway fa "$pa" "fence=rbd:rbd/fence,$opts"
-gateway fb "$pb" "fence=rbd:rbd/fence,$opts"
+gateway fa "$pa" "fence=rbd:rbd/fence,$fopts"
+gateway fb "$pb" "fence=rbd:rbd/fence,$fopts"
 [ "$(took fa)$(took fb)" = 00 ] || fail "a gateway took the lock before any client came"
 mkfifo "$d/qa.in"
 qemu-io -f raw "nbd://127.0.0.1:$pa/fence" <"$d/qa.in" >"$d/qa.out" 2>&1 &
@@ -102,6 +108,18 @@ grepq 'reconnected to the cluster after the fence' "$d/fa.log" || fail "A did no
 qemu-io -f raw -r -c 'read -P 0x44 0 64k' "nbd://127.0.0.1:$pa/fence" >"$d/q.txt" 2>&1 &&
     ! grepq -i 'verification failed\|error' "$d/q.txt" || { cat "$d/q.txt" >&2; fail "data via A again"; }
 echo "1: gateway A, cut off by B's takeover, failed its next write; A took the image back"
+# No fence, no takeover: a gateway whose user lacks 'osd blocklist'.
+ceph_admin auth get-or-create client.nobl mon 'allow r' osd 'profile rbd pool=rbd' \
+    -o "$d/ceph/client.nobl.keyring" >/dev/null || fail "ceph auth get-or-create client.nobl"
+fenced=$(grep -c 'fenced' "$d/fa.log" || true)
+pn=$(free_port)
+gateway fn "$pn" "fence=rbd:rbd/fence,ceph-conf=$CEPH_CONF,ceph-id=nobl,exclusive"
+! qwrite "$pn" 0x66 || { cat "$d/fn.log" >&2; fail "a gateway that cannot fence A served a write"; }
+grepq 'breaking the exclusive lock of .*: Permission denied' "$d/fn.log" &&
+    [ "$(took fn)" = 0 ] || { cat "$d/fn.log" >&2; fail "gateway N: no refused break logged, or a lock taken"; }
+qwrite "$pa" 0x77 && [ "$(grep -c 'fenced' "$d/fa.log" || true)" = "$fenced" ] ||
+    { cat "$d/q.txt" "$d/fa.log" >&2; fail "gateway A after N's refused break"; }
+echo "1: gateway N, not allowed to blocklist, took no lock; A still serves, not fenced"
 
 # --- 4 (here, on the same image): the cluster does not answer ----------------------
 # The mon frozen, so breaking A's lock (a blocklist) gets no answer: four

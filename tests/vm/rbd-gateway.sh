@@ -10,7 +10,9 @@
 # Behind a knob (SMCR_VM_RBD=1): Ceph's start under TCG takes minutes, and
 # CI's time budget has no room for it.
 # smcr-timeout: 900
-: "${SMCR_VM_TIMEOUT:=840}"
+kills=${SMCR_VM_RBD_KILLS:-2}
+# Ceph's start (~1 min), then ~7 s a kill (20 kills: 212 s in all).
+: "${SMCR_VM_TIMEOUT:=$(( 480 + 30 * kills ))}"
 : "${SMCR_VM_MEM:=1536}"
 : "${SMCR_VM_CMD_TIMEOUT:=600}"
 # Debian's ceph-mon dies of SIGILL on the lane's -cpu qemu64.
@@ -28,10 +30,11 @@ done
 SMCRD=$abs_top_builddir/server/smcrd
 IO=$abs_top_builddir/tests/nbdc-io
 for f in "$SMCRD" "$IO"; do [ -x "$f" ] || fail "$f not built"; done
-kills=${SMCR_VM_RBD_KILLS:-2}
 killed=()
 vm_start_pair
 B1=$(vm_ip B 1)
+# The gateways' logs and pids in B's share: read from here, no round trip.
+sh=$(vm_share B)
 
 # Ceph in B, up until the VM stops (the job's EXIT trap stops it).
 t0=$SECONDS
@@ -49,45 +52,59 @@ vm_out B "$ceph" | grep -E '^(ceph:|Mem:)'
 eval "$(vm_run B 'cat /tmp/ceph.env')"
 opts="ceph-conf=$CEPH_CONF,ceph-id=$CEPH_ID,exclusive,lock-timeout=60"
 
-# Two gateways in B, each under a restart loop; gN's pid in /tmp/gN.pid.
+# Two gateways in B, each under a restart loop; gN's pid and log in B's share.
 for g in 0 1; do
     vm_bg B "while [ ! -e /tmp/stop ]; do
-  $SMCRD -f -p $(( 10809 + 2 * g )) --smcr-port $(( 10810 + 2 * g )) -e 'ha=rbd:rbd/ha,$opts' >>/tmp/g$g.log 2>&1 &
-  echo \$! >/tmp/g$g.pid; wait \$!; sleep 0.2
+  $SMCRD -f -p $(( 10809 + 2 * g )) --smcr-port $(( 10810 + 2 * g )) -e 'ha=rbd:rbd/ha,$opts' >>$sh/g$g.log 2>&1 &
+  echo \$! >$sh/g$g.pid; wait \$!; sleep 0.2
 done" >/dev/null
 done
-vm_run B "for i in \$(seq 1200); do [ \$(cat /tmp/g0.log /tmp/g1.log | grep -c 'listening for NBD over SMC-R') -ge 2 ] && exit 0; sleep 0.1; done
-tail -n 5 /tmp/g0.log /tmp/g1.log; exit 1" || fail "the gateways did not come up in B"
-took() { vm_run B "grep -c 'took the exclusive lock' /tmp/g$1.log || true"; }
+# count WHAT N: lines of gateway N's log with WHAT (0 before the log is there).
+count() { cat "$sh/g$2.log" 2>/dev/null | grep -c "$1" || true; }
+ups() { echo $(( $(count 'listening for NBD over SMC-R' 0) + $(count 'listening for NBD over SMC-R' 1) )); }
+until_ok 120 '[ "$(ups)" -ge 2 ]' || { tail -n 5 "$sh/g0.log" "$sh/g1.log"; fail "the gateways did not come up in B"; }
+took() { count 'took the exclusive lock' "$1"; }
 
 io=$(vm_bg A "$IO -z -c 2 -t 120 -i 20 -d 3600 -q 16 -b 65536 -x /tmp/io.stop \
 -S $B1:10812 smcr://$B1:10810/ha")
-wait_for 300 vm_run B "grep -q 'took the exclusive lock' /tmp/g0.log /tmp/g1.log"
+until_ok 300 '[ "$(took 0)" -gt 0 ] || [ "$(took 1)" -gt 0 ]' || fail "no gateway took the lock for A's client"
 # Kill times on A's clock (B's clock moved by the offsets).
 vm_clock_offsets "kill times"
+# The client's log (stderr) so far: its connections coming back.
+backs() { cat "$(vm_share A)/out/$io.err" "$(vm_share A)/out/$io.out" 2>/dev/null | grep -c ' is back (' || true; }
+conns=2
+# Each kill lands on I/O running through the active gateway, this long
+# after the client's connections came back to it.
+settle=3
 kill_at=()
+# The client's handshakes done and I/O running before the first kill.
 sleep 10
 for k in $(seq "$kills"); do
-    t0=$(took 0) t1=$(took 1)
     # The active one: the last to take the lock.
-    act=$(vm_run B "grep -H 'took the exclusive lock' /tmp/g0.log /tmp/g1.log |
-sed 's|^/tmp/g\\(.\\)\\.log:\\(.*\\)|\\2 \\1|' | sort | tail -n 1 | awk '{print \$NF}'")
+    act=$(grep -H 'took the exclusive lock' "$sh/g0.log" "$sh/g1.log" |
+          sed 's|^.*/g\(.\)\.log:\(.*\)|\2 \1|' | sort | tail -n 1 | awk '{print $NF}')
     oth=$(( 1 - act ))
-    n=$([ "$oth" = 0 ] && echo "$t0" || echo "$t1")
-    ks=$SECONDS
-    out=$(vm_run B "echo \$EPOCHREALTIME; kill -KILL \$(cat /tmp/g$act.pid)") || fail "kill $k"
-    kill_at+=("$(echo "$out - $off_b + $off_a" | bc -l)")
-    for i in $(seq 120); do [ "$(took "$oth")" -gt "$n" ] && break; sleep 1; done
-    [ "$(took "$oth")" -gt "$n" ] || { vm_run B "tail -n 20 /tmp/g$oth.log"; fail "kill $k: g$oth did not take over"; }
-    echo "kill $k: g$act SIGKILLed, g$oth took the lock (seen after $(( SECONDS - ks )) s of polling)"
-    # The killed one back (passive) before the next kill.
+    n=$(took "$oth") b=$(backs)
+    ks=$EPOCHREALTIME
+    # B's load (one vCPU: Ceph, both gateways) slows the killed one's exit.
+    out=$(vm_run B "echo \$EPOCHREALTIME; kill -KILL \$(cat $sh/g$act.pid); cut -d ' ' -f 1 /proc/loadavg") ||
+        fail "kill $k"
+    read -r -d '' at load <<<"$out" || true
+    kill_at+=("$(echo "$at - $off_b + $off_a" | bc -l)")
+    until_ok 120 '[ "$(took "$oth")" -gt "$n" ]' ||
+        { tail -n 20 "$sh/g$oth.log"; fail "kill $k: g$oth did not take over"; }
+    echo "kill $k: g$act SIGKILLed, g$oth took the lock (seen $(awk -v a="$ks" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s after the kill began; B's load $load)"
+    # Every connection back and the killed one up again (passive), then
+    # the next kill.
+    until_ok 120 '[ "$(backs)" -ge $(( b + conns )) ]' ||
+        fail "kill $k: the client's connections did not come back"
     killed[act]=$(( ${killed[act]:-0} + 1 ))
-    vm_run B "for i in \$(seq 300); do [ \$(grep -c 'listening for NBD over SMC-R' /tmp/g$act.log) -gt ${killed[act]} ] && exit 0; sleep 0.2; done; exit 1" >/dev/null ||
+    until_ok 120 '[ "$(count "listening for NBD over SMC-R" "$act")" -gt "${killed[act]}" ]' ||
         fail "g$act did not come back after kill $k"
-    sleep 10
+    sleep "$settle"
 done
 vm_run A "touch /tmp/io.stop"
-vm_run B "grep -h 'lock\|fenced\|not served' /tmp/g0.log /tmp/g1.log | sort | cut -c12-"
+grep -h 'lock\|fenced\|not served' "$sh/g0.log" "$sh/g1.log" | sort | cut -c12-
 out=$(vm_wait -t 600 A "$io" 2>&1) || { echo "$out" | tail -n 30; fail "nbdc-io failed"; }
 echo "$out" | grep -E "^(result|first bad|last error)|is back|lost"
 r=$(echo "$out" | grep '^result ' | head -n 1)
@@ -105,7 +122,7 @@ stamp_fn='function stamp(l) {
         return mktime(substr(l, 1, 4) " " substr(l, 6, 2) " " substr(l, 9, 2) " " \
                       substr(l, 12, 2) " " substr(l, 15, 2) " 0") + substr(l, 18, 6)
     return -1 }'
-locks=$(vm_run B "grep -h 'took the exclusive lock' /tmp/g0.log /tmp/g1.log" |
+locks=$(grep -h 'took the exclusive lock' "$sh/g0.log" "$sh/g1.log" |
     awk -v off="$(echo "$off_a - $off_b" | bc -l)" "$stamp_fn"' { t = stamp($0); if (t > 0) printf "%.3f ", t + off }')
 worst=0
 for k in "${!kill_at[@]}"; do
@@ -128,6 +145,6 @@ for k in "${!kill_at[@]}"; do
 done
 [ "$worst" -le "${SMCR_VM_RBD_BACK_MS:-10000}" ] ||
     fail "I/O back only $worst ms after a kill (aim: ${SMCR_VM_RBD_BACK_MS:-10000})"
-vm_run B "touch /tmp/stop; kill \$(cat /tmp/g0.pid) \$(cat /tmp/g1.pid)" >/dev/null || true
+vm_run B "touch /tmp/stop; kill \$(cat $sh/g0.pid) \$(cat $sh/g1.pid)" >/dev/null || true
 vm_stop
 echo "PASS: Ceph in guest B, two gateways over SMC-R: $kills SIGKILLs of the active one under verified I/O from A, 0 errors, 0 bad bytes, I/O back within $worst ms of each kill"
