@@ -260,6 +260,11 @@ struct smcr_lgr {
 	 * second link only on its TCP source's subnet: a refused or silent
 	 * ADD LINK is not tried again every second; a port event still is). */
 	uint64_t add_link_after_ms;
+	/* v2 client: when to ask the server for a link (REQ ADD LINK with
+	 * this local GID), 0 for never; set when we refused its ADD LINK
+	 * for want of a path (Linux adds links on its port events only). */
+	uint64_t req_add_link_ms;
+	uint8_t req_add_link_gid[SMCR_GID_LEN];
 	uint64_t last_tick_ms;		/* smcr_llc_tick's last (0: none yet) */
 	uint8_t rmbe_eye;		/* RMBE eye catcher bytes: 0 (Linux) or 4 (RFC) */
 	bool layout_fixed;		/* by the first CONFIRM LINK */

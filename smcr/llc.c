@@ -583,6 +583,14 @@ static void add_link_req_go(struct smcr_lgr *lgr, unsigned int via, uint8_t link
 
 	if (ret) {
 		smcr_info("link group: rejecting ADD LINK %u (%d)", link_num, ret);
+		if (ret == -EAGAIN && lgr->version == SMCR_LLC_VERSION_2 &&
+		    slot_of_id(lgr, link_num) >= 0) {
+			/* no path from the port we took: ask again for a link
+			 * to it once the server's ports had time to settle */
+			memcpy(lgr->req_add_link_gid,
+			       lgr->links[slot_of_id(lgr, link_num)].local.gid, SMCR_GID_LEN);
+			lgr->req_add_link_ms = now(lgr) + SMCR_LGR_V2_ADD_LINK_RETRY_MS;
+		}
 		if (ret != -EEXIST && ret != -ENOSPC && slot_of_id(lgr, link_num) >= 0) {
 			slot = slot_of_id(lgr, link_num);
 			smcr_lgr_link_destroy(lgr, lgr->links[slot].link);
@@ -708,6 +716,21 @@ static void add_link_path_tick(struct smcr_lgr *lgr, uint64_t t)
 		return;
 	memset(f, 0, sizeof(*f));
 	add_link_req_go(lgr, via, id, slot, ret);
+}
+
+/* v2 client: ask the server for a link to req_add_link_gid (once). */
+static void req_add_link_send(struct smcr_lgr *lgr)
+{
+	struct smcr_llc_msg m = { .type = SMCR_LLC_REQ_ADD_LINK };
+	int via = pick_via(lgr, -1);
+
+	lgr->req_add_link_ms = 0;
+	if (via < 0 || smcr_lgr_active_links(lgr) >= lgr->max_links)
+		return;
+	m.req_add_link.gid_count = 1;
+	memcpy(m.req_add_link.gid, lgr->req_add_link_gid, SMCR_GID_LEN);
+	smcr_info("link group: asking the server for a link (REQ ADD LINK): %d",
+		  llc_send(lgr, (unsigned int)via, &m, NULL));
 }
 
 /* Server: the client answered our ADD LINK. */
@@ -1554,6 +1577,9 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 	}
 	if (lgr->flow.kind == SMCR_FLOW_ADD_LINK && !lgr->flow.local && lgr->flow.step == 1)
 		add_link_path_tick(lgr, t);
+	if (lgr->req_add_link_ms && t >= lgr->req_add_link_ms &&
+	    lgr->flow.kind == SMCR_FLOW_NONE)
+		req_add_link_send(lgr);
 	if (lgr->flow.kind != SMCR_FLOW_NONE && lgr->flow.resend)
 		flow_resend(lgr, t);
 	if (lgr->flow.kind != SMCR_FLOW_NONE && !lgr->flow.resend &&

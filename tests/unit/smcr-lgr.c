@@ -394,7 +394,8 @@ static void test_first_contact_two_links(void)
  * peer's address unresolved on that netdev): the ADD LINK waits, tried
  * again at the ticks, and is answered once connected, or refused after
  * SMCR_LGR_ADD_LINK_PATH_WAIT_MS, before the server's own timeout; from
- * an RNIC the server already uses it is refused at once. */
+ * an RNIC the server already uses it is refused at once, and a v2 client
+ * asks for a link again later (REQ ADD LINK). */
 static void test_add_link_path_wait(void)
 {
 	uint8_t v;
@@ -442,7 +443,17 @@ static void test_add_link_path_wait(void)
 		CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
 		CU_ASSERT_PTR_NULL(C.lgr->links[1].link);
 		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+		/* A v2 client then asks for a link (REQ ADD LINK with the
+		 * refused link's GID), once, after the retry time; v1 has no
+		 * such request. */
 		client_no_path = 0;
+		wait_ms(SMCR_LGR_V2_ADD_LINK_RETRY_MS - 2 * SMCR_LGR_TICK_MS);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+		wait_ms(4 * SMCR_LGR_TICK_MS);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), v == 2 ? 2 : 1);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), v == 2 ? 2 : 1);
+		CU_ASSERT_EQUAL(C.lgr->req_add_link_ms, 0);
+		CU_ASSERT_EQUAL(S.lgr->stats.llc_bad + C.lgr->stats.llc_bad, 0);
 		group_down();
 	}
 	lgr_version = 1;
