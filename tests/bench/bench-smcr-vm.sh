@@ -23,7 +23,8 @@
 #
 #   tests/bench/bench-smcr-vm.sh [-B BUILDDIR] [-r ROUNDS] [-b BYTES] [-i ITERS]
 #                                [--smc-v2-probe] [--v2] [--sizes "4K 64K ..."]
-#                                [--profile] [--caller-poll] [--autocork] [-o DIR]
+#                                [--profile] [--profile-only] [--caller-poll]
+#                                [--autocork] [-o DIR]
 #
 #   -B BUILDDIR  the build tree (default: ./build next to the sources, or
 #                $abs_top_builddir)
@@ -43,10 +44,15 @@
 #                libsmcr (defaults) and TCP with each size of LIST (BYTES
 #                per run, every round), table and plot (gnuplot) in DIR
 #   --profile    after the rounds, the 64-byte round trip once more under
-#                perf (in the guests, software clock): perf stat of the
-#                client for ib_write_lat, libsmcr and TCP, and where
-#                libsmcr's client and server spend their time (perf record
-#                -g, both ends); needs perf (Debian package linux-perf)
+#                perf (in the guests, software clock): perf stat of both
+#                ends for ib_write_lat, rstream, AF_SMC, libsmcr and TCP,
+#                and perf record -a -g at both ends of all but TCP, split
+#                into parts (the program, verbs libraries, system calls,
+#                kernel rxe, UDP/IP, scheduler and wake-ups, idle) in usec
+#                per round trip; needs perf (Debian package linux-perf)
+#   --profile-only
+#                only that profile, no rounds (SMCR_PROFILE_SPIN_US="20
+#                100": libsmcr with each SMCR_BUSY_POLL_US as well)
 #   --caller-poll
 #                only issue 25's rows, interleaved in each round:
 #                ib_write_lat (64 B, 4 KiB), ib_write_bw (4 KiB), and
@@ -75,7 +81,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir= profile=0 cp=0
+rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir= profile=0 po=0 cp=0
 cpknob=SMCR_CALLER_POLL cpvals="0 1" cpname="caller poll"
 while [ $# -gt 0 ]; do
     case $1 in
@@ -87,10 +93,11 @@ while [ $# -gt 0 ]; do
         --v2) v2=1; shift ;;
         --sizes) sizes=$2; shift 2 ;;
         --profile) profile=1; shift ;;
+        --profile-only) profile=1 po=1; shift ;;
         --caller-poll) cp=1; shift ;;
         --autocork) cp=1 cpknob=SMCR_AUTOCORK_BYTES cpvals="0 65536" cpname=autocork; shift ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,52p' "$0"; exit 2 ;;
+        *) sed -n '3,69p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -197,10 +204,10 @@ if command -v rstream >/dev/null && vm_run A 'modprobe rdma_ucm' && vm_run B 'mo
     rs=1
 fi
 rstream_run() {
-    local srv out
+    local srv out pre=${2:-}
     port=$((port + 1))
-    srv=$(vm_bg B "rstream -p $port $1 2>&1")
-    out=$(vm_run -t 300 A "for i in \$(seq 50); do rstream -s $B1 -p $port $1 2>&1 && exit 0; sleep 0.2; done; exit 1")
+    srv=$(vm_bg B "$pre rstream -p $port $1 2>&1")
+    out=$(vm_run -t 300 A "for i in \$(seq 50); do $pre rstream -s $B1 -p $port $1 2>&1 && exit 0; sleep 0.2; done; exit 1")
     vm_wait -t 30 B "$srv" >/dev/null 2>&1
     echo "$out"
 }
@@ -223,6 +230,83 @@ mratio() {
         awk -v a="${res[$1,$r]:-}" -v b="${res[$2,$r]:-}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f\n", a / b }'
     done | median
 }
+
+# --profile: the 64-byte round trip once more under perf in both guests.
+# perf stat of both ends per round trip; then perf record -a (each guest
+# has one CPU: the whole CPU, softirqs and idle too) at both ends of
+# ib_write_lat, rstream, AF_SMC and libsmcr, split by part of the stack.
+profile_run() {
+    echo
+    command -v perf >/dev/null || { echo "(perf is not installed: no profile)"; return 0; }
+    vm_say "profile: 64-byte round trips under perf"
+    local k v w s out pre
+    # perf stat -x, -o FILE prints "value,unit,event,...": per round trip.
+    per_rt() { awk -F, -v n=$iters '$3 ~ /task-clock|context-switches/ {
+        printf "%s %.3f ", $3 == "task-clock" ? "cpu_ms" : "csw", $1 / n } END { print "" }'; }
+    pstat() { echo "perf stat -x, -o /tmp/pstat-$1.txt -e task-clock,context-switches --"; }
+    # cpu-clock every 250 us of CPU (-c: a fixed period, samples count time)
+    precord() { echo "perf record -q -a -g -e cpu-clock -c 250000 -o /tmp/prof-$1.data --"; }
+    # the mean round trip in usec from $out of run K
+    rtt_of() {
+        case $1 in
+            ib) field '$1 == 64 && NF >= 6 { printf "%.1f\n", $6 * 2 }' ;;
+            rs) field 'NF >= 8 && $NF ~ /^[0-9.]+$/ { printf "%.1f\n", $NF * 2 }' ;;
+            *) field '$1 == "result" && $2 == "lat" { print $4 }' ;;
+        esac
+    }
+    local spins=
+    for v in ${SMCR_PROFILE_SPIN_US:-}; do spins+=" spin$v"; done
+    for k in ib rs smc smcr $spins tcp; do
+        for w in stat record; do
+            [ $w = record ] && [ $k = tcp ] && continue
+            [ $w = stat ] && pre=$(pstat $k) || pre=$(precord $k)
+            case $k in
+                ib) out=$(perf_run "$pre ib_write_lat" "-s 64 -n $iters") ;;
+                rs) [ "$rs" = 1 ] || continue
+                    out=$(rstream_run "-S 64 -C 1 -I $iters" "$pre") ;;
+                spin*) out=$(stream_run smcr lat "-s 64 -i $iters" "SMCR_BUSY_POLL_US=${k#spin}" "$pre" "$pre") ;;
+                *) out=$(stream_run $k lat "-s 64 -i $iters" "" "$pre" "$pre") ;;
+            esac
+            echo "  $k 64 B round trip under perf $w: $(rtt_of $k) usec"
+            [ $w = stat ] || continue
+            for v in A:client B:server; do
+                echo "    perf stat, $k ${v#*:} (whole process), per round trip: $(vm_run ${v%%:*} "cat /tmp/pstat-$k.txt" | per_rt)"
+            done
+        done
+    done
+    # perf report by comm, object and symbol, split into parts by
+    # perf-parts.awk (a sample is 250 us)
+    echo "  where each end's CPU goes (perf record -a, usec per round trip; idle: waiting for the peer, from the server's start):"
+    printf '    %-12s %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s\n' run app verbs sysc rxe net sched kother harn idle busy
+    for k in ib rs smc smcr $spins; do
+        [ $k = rs ] && [ "$rs" != 1 ] && continue
+        for v in A:client B:server; do
+            vm_run ${v%%:*} "perf report -i /tmp/prof-$k.data --no-children --stdio -g none -n --percent-limit 0 \
+                --sort comm,dso,sym 2>/dev/null | awk -v n=$iters -v us=250 -v run='$k ${v#*:}' \
+                -f $here/perf-parts.awk /proc/kallsyms -"
+        done
+    done
+    echo "  (app: the program, libc, libsmcr (in smcr-stream); verbs: libibverbs, librxe, librdmacm (rsocket); sysc: entry, uverbs, copies, kernel smc_*; rxe: kernel rxe_*; net: UDP/IP, virtio NIC (vp_notify: the doorbell, a trap to qemu), softirq; sched: scheduler, wake-ups, epoll, futex; kother: the rest of the kernel; harn: the lane's bash; busy: all but idle)"
+    for k in ib rs smc smcr; do
+        [ $k = rs ] && [ "$rs" != 1 ] && continue
+        for v in A:client B:server; do
+            echo "  $k ${v#*:}: top comms, objects and symbols (perf report --no-children, % of all samples, idle included):"
+            for s in "comm 2" "dso 2" "sym 1.5"; do
+                vm_run ${v%%:*} "perf report -i /tmp/prof-$k.data --no-children --stdio -g none \
+                    --percent-limit ${s#* } --sort ${s% *} 2>/dev/null | grep -v '^#' | grep . | head -n 14" | sed 's/^/    /'
+                echo "    --"
+            done
+            # kernel addresses perf could not name (a module loaded from the
+            # build tree): the symbol below each in /proc/kallsyms (16 hex
+            # digits compare as strings)
+            vm_run ${v%%:*} "perf report -i /tmp/prof-$k.data --no-children --stdio -g none --percent-limit 0.5 \
+                --sort sym 2>/dev/null | awk '\$2 == \"[k]\" && \$3 ~ /^0x/ { print \$1, substr(\$3, 3) }' |
+                while read pc a; do awk -v a=\$a -v pc=\$pc '\$1 <= a && \$1 > b { b = \$1; n = \$3 \" \" \$4 }
+                    END { print \"    \" pc \" 0x\" a \" is in \" n }' /proc/kallsyms; done"
+        done
+    done
+}
+[ "$po" = 1 ] && { profile_run; vm_stop; exit 0; }
 
 # --caller-poll: issue 25's rows only, then the table, and nothing else.
 if [ "$cp" = 1 ]; then
@@ -507,38 +591,7 @@ GP
     fi
 fi
 
-if [ "$profile" = 1 ]; then
-    echo
-    if ! command -v perf >/dev/null; then
-        echo "(perf is not installed: no profile)"
-    else
-        vm_say "profile: 64-byte round trips under perf"
-        # perf stat -x, prints "value,unit,event,...": per round trip.
-        per_rt() { awk -F, -v n=$iters '$3 ~ /task-clock|context-switches|cpu-migrations/ {
-            printf "%s %.3f ", $3, $1 / n } END { print "" }'; }
-        pstat="perf stat -x, -e task-clock,context-switches,cpu-migrations --"
-        precord="perf record -q -e cpu-clock -g -o"
-        echo "  perf stat of the client, per round trip (task-clock in msec):"
-        out=$(perf_run "$pstat ib_write_lat" "-s 64 -n $iters")
-        echo "    ib_write_lat: $(echo "$out" | per_rt)"
-        for t in smcr tcp; do
-            out=$(stream_run $t lat "-s 64 -i $iters" "" "" "$pstat")
-            echo "    smcr-stream -t $t: $(echo "$out" | per_rt)($(field '$1 == "result" && $2 == "lat" { print "RTT " $4 " usec" }'))"
-        done
-        # Both ends of libsmcr's round trip under perf record.
-        stream_run smcr lat "-s 64 -i $iters" "" "$precord /tmp/perf-srv-smcr.data" \
-            "$precord /tmp/perf-cli-smcr.data" >/dev/null
-        for v in A:cli B:srv; do
-            echo "  libsmcr $( [ ${v#*:} = cli ] && echo client || echo server ) ($v), where the time goes (perf report --no-children: by thread, by object, top symbols):"
-            for k in "comm 1" "dso 1" "sym 2"; do
-                vm_run ${v%%:*} "perf report -i /tmp/perf-${v#*:}-smcr.data --no-children --stdio -g none \
-                    --percent-limit ${k#* } --sort ${k% *} 2>/dev/null | grep -v '^#' | grep . | head -n 12" | sed 's/^/    /'
-                echo "    --"
-            done
-        done
-    fi
-fi
-
+[ "$profile" = 1 ] && profile_run
 if [ "$probe" = 1 ]; then
     echo
     vm_say "AF_SMC probe: PNET ID NET1 for eth0 + rxe0 port 1 and user EID SMCRBD.BENCH on both guests (SMC-Rv2)"
