@@ -21,8 +21,9 @@ PACKAGES=(
     systemd
     # TLS tests: certificates and PSK files (certtool, psktool)
     gnutls-bin
-    # benchmark and soak reports (plots)
-    gnuplot-nox
+    # benchmark and soak reports (plots); profiles in the guests (perf,
+    # bench-smcr-vm.sh --profile)
+    gnuplot-nox linux-perf
     # the rxe VM lane: a stock Debian kernel under qemu, busybox initramfs
     qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2
     e2fsprogs xxd python3 procps psmisc
