@@ -496,7 +496,9 @@ static int watch_ready(void *arg, unsigned conn)
 	unsigned i;
 
 	if (got == 0) {
+		pthread_mutex_lock(&w->b.m);
 		w->ended[conn] = true;
+		pthread_mutex_unlock(&w->b.m);
 		return -1;
 	}
 	if (got < 0)
@@ -553,8 +555,16 @@ static void test_watch(void)
 		close(wfd[i]);
 	CU_ASSERT_EQUAL(batch_wait(&w.b, 20000), 0);
 	CU_ASSERT_EQUAL(w.b.errors, 0);
-	for (i = 0; i < 200 && !(w.ended[0] && w.ended[1]); i++)
+	for (i = 0; i < 500; i++) {		/* both pipes' ends seen */
+		bool both;
+
+		pthread_mutex_lock(&w.b.m);
+		both = w.ended[0] && w.ended[1];
+		pthread_mutex_unlock(&w.b.m);
+		if (both)
+			break;
 		usleep(10000);
+	}
 	nbdc_close(w.e);	/* joins the threads */
 	for (i = 0; i < WATCH_CONNS; i++) {
 		CU_ASSERT(w.seen[i]);
