@@ -5,9 +5,10 @@
  *
  * Ownership: a request belongs to exactly one connection at a time.
  * Other threads hand requests to a connection through its submission
- * queue (subq, under its lock, woken by its eventfd); everything else of
- * a connection (transport, send queue, in-flight table, reply parser,
- * waiting queue) is private to its thread.  When a connection is lost,
+ * queue (subq, under its lock, woken by its eventfd); requests its own
+ * thread submits from watch_ready (nbdc_watch) go straight into its send
+ * queue.  Everything else of a connection (transport, send queue,
+ * in-flight table, reply parser, waiting queue) is private to its thread.  When a connection is lost,
  * its thread takes back every request it had (sent or not), and gives
  * them to a connection that is up, or keeps them while it reconnects.
  *
