@@ -272,6 +272,7 @@ static int port_fill(struct smcr_dev *dev, uint8_t port,
 	ref->gid_index = (int)ent->gid_index;
 	memcpy(ref->gid, ent->gid.raw, SMCR_GID_LEN);
 	netdev_mac(ent->ndev_ifindex, ref->netdev, ref->mac);
+	ref->ifindex = ref->netdev[0] ? ent->ndev_ifindex : 0;
 	return smcr_port_refresh(ref);
 }
 
@@ -340,6 +341,10 @@ int smcr_port_other_gid(const struct smcr_port_ref *ref, const uint8_t *avoid,
 		*out = *ref;
 		out->gid_index = (int)ent.gid_index;
 		memcpy(out->gid, ent.gid.raw, SMCR_GID_LEN);
+		if (ent.ndev_ifindex != ref->ifindex) {
+			netdev_mac(ent.ndev_ifindex, out->netdev, out->mac);
+			out->ifindex = out->netdev[0] ? ent.ndev_ifindex : 0;
+		}
 		return 0;
 	}
 	return -ENOENT;
@@ -641,7 +646,39 @@ int smcr_qp_to_err(struct ibv_qp *qp)
 	return -ibv_modify_qp(qp, &attr, IBV_QP_STATE);
 }
 
-int smcr_neigh_resolved(int family, const void *addr)
+int smcr_neigh_parse(const void *buf, size_t len, int family, const void *addr,
+		     unsigned int ifindex, bool *found)
+{
+	const size_t alen = family == AF_INET ? 4 : 16;
+	const uint16_t ok = NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE |
+			    NUD_PERMANENT | NUD_NOARP;
+	const struct nlmsghdr *nh;
+	size_t n = len;
+
+	for (nh = buf; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
+		const struct ndmsg *nd = NLMSG_DATA(nh);
+		const struct rtattr *a;
+		int rlen;
+
+		if (nh->nlmsg_type == NLMSG_DONE)
+			return 1;
+		if (nh->nlmsg_type == NLMSG_ERROR)
+			return -EIO;
+		if (nh->nlmsg_type != RTM_NEWNEIGH ||
+		    nh->nlmsg_len < NLMSG_LENGTH(sizeof(*nd)) ||
+		    nd->ndm_family != family || !(nd->ndm_state & ok) ||
+		    (ifindex && nd->ndm_ifindex != (int)ifindex))
+			continue;
+		rlen = (int)RTM_PAYLOAD(nh);
+		for (a = RTM_RTA(nd); RTA_OK(a, rlen); a = RTA_NEXT(a, rlen))
+			if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == alen &&
+			    !memcmp(RTA_DATA(a), addr, alen))
+				*found = true;
+	}
+	return 0;
+}
+
+int smcr_neigh_resolved(int family, const void *addr, unsigned int ifindex)
 {
 	struct {
 		struct nlmsghdr nh;
@@ -651,11 +688,9 @@ int smcr_neigh_resolved(int family, const void *addr)
 			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
 		.nd = { .ndm_family = (unsigned char)family },
 	};
-	const size_t alen = family == AF_INET ? 4 : 16;
-	const uint16_t ok = NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE |
-			    NUD_PERMANENT | NUD_NOARP;
 	char buf[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
-	int fd, found = 0, ret = -EIO;
+	bool found = false;
+	int fd, ret = 0;
 
 	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	if (fd < 0)
@@ -664,55 +699,86 @@ int smcr_neigh_resolved(int family, const void *addr)
 		ret = -errno;
 		goto out_close;
 	}
-	for (;;) {
+	while (ret == 0) {
 		ssize_t n = recv(fd, buf, sizeof(buf), 0);
-		struct nlmsghdr *nh;
 
 		if (n < 0) {
 			ret = -errno;
 			goto out_close;
 		}
-		for (nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, (size_t)n);
-		     nh = NLMSG_NEXT(nh, n)) {
-			struct ndmsg *nd = NLMSG_DATA(nh);
-			struct rtattr *a;
-			int len;
-
-			if (nh->nlmsg_type == NLMSG_DONE) {
-				ret = found;
-				goto out_close;
-			}
-			if (nh->nlmsg_type == NLMSG_ERROR)
-				goto out_close;
-			if (nh->nlmsg_type != RTM_NEWNEIGH || !(nd->ndm_state & ok))
-				continue;
-			len = (int)RTM_PAYLOAD(nh);
-			for (a = RTM_RTA(nd); RTA_OK(a, len); a = RTA_NEXT(a, len))
-				if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == alen &&
-				    !memcmp(RTA_DATA(a), addr, alen))
-					found = 1;
-		}
+		ret = smcr_neigh_parse(buf, (size_t)n, family, addr, ifindex, &found);
 	}
+	if (ret > 0)
+		ret = found;
 out_close:
 	close(fd);
 	return ret;
 }
 
-int smcr_gid_resolved(const uint8_t gid[SMCR_GID_LEN], bool prod)
+int smcr_neigh_prod(const struct sockaddr *to, socklen_t tolen, unsigned int ifindex)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+	} ctl;
+	struct iovec iov = { .iov_base = "", .iov_len = 1 };
+	struct msghdr msg = {
+		.msg_name = (void *)to, .msg_namelen = tolen,
+		.msg_iov = &iov, .msg_iovlen = 1,
+	};
+	struct cmsghdr *cm;
+	int fd, ret = 0;
+
+	fd = socket(to->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* The source interface: the route's first device is not necessarily
+	 * the netdev whose neighbour table the GID's RTR looks in (two NICs
+	 * on one subnet). */
+	if (ifindex) {
+		memset(&ctl, 0, sizeof(ctl));
+		msg.msg_control = ctl.buf;
+		cm = (struct cmsghdr *)ctl.buf;
+		if (to->sa_family == AF_INET) {
+			struct in_pktinfo pi = { .ipi_ifindex = (int)ifindex };
+
+			cm->cmsg_level = IPPROTO_IP;
+			cm->cmsg_type = IP_PKTINFO;
+			cm->cmsg_len = CMSG_LEN(sizeof(pi));
+			memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+			msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		} else {
+			struct in6_pktinfo pi = { .ipi6_ifindex = ifindex };
+
+			cm->cmsg_level = IPPROTO_IPV6;
+			cm->cmsg_type = IPV6_PKTINFO;
+			cm->cmsg_len = CMSG_LEN(sizeof(pi));
+			memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+			msg.msg_controllen = CMSG_SPACE(sizeof(pi));
+		}
+	}
+	if (sendmsg(fd, &msg, 0) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+int smcr_gid_resolved(const uint8_t gid[SMCR_GID_LEN], unsigned int ifindex,
+		      bool prod)
 {
 	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
 	struct sockaddr_storage ss = { 0 };
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
 	socklen_t sl;
-	int fd, r;
+	int r;
 
 	if (!memcmp(gid, v4, sizeof(v4))) {
 		sin->sin_family = AF_INET;
 		sin->sin_port = htons(9);
 		memcpy(&sin->sin_addr, gid + 12, 4);
 		sl = sizeof(*sin);
-		r = smcr_neigh_resolved(AF_INET, &sin->sin_addr);
+		r = smcr_neigh_resolved(AF_INET, &sin->sin_addr, ifindex);
 	} else {
 		if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80)
 			return 1;
@@ -720,16 +786,11 @@ int smcr_gid_resolved(const uint8_t gid[SMCR_GID_LEN], bool prod)
 		sin6->sin6_port = htons(9);
 		memcpy(&sin6->sin6_addr, gid, 16);
 		sl = sizeof(*sin6);
-		r = smcr_neigh_resolved(AF_INET6, &sin6->sin6_addr);
+		r = smcr_neigh_resolved(AF_INET6, &sin6->sin6_addr, ifindex);
 	}
 	if (r != 0)
 		return 1;
-	if (prod) {
-		fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd >= 0) {
-			(void)sendto(fd, "", 1, 0, (struct sockaddr *)&ss, sl);
-			close(fd);
-		}
-	}
+	if (prod)
+		(void)smcr_neigh_prod((struct sockaddr *)&ss, sl, ifindex);
 	return 0;
 }

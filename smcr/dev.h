@@ -72,6 +72,7 @@ struct smcr_port_ref {
 	enum ibv_mtu mtu;		/* active MTU of the port */
 	bool up;			/* port state ACTIVE */
 	char netdev[IF_NAMESIZE];	/* "" if the port has none */
+	unsigned int ifindex;		/* the GID's netdev; 0 if none */
 };
 
 /* What one side of an RC QP tells the other (carried in CLC or ADD LINK). */
@@ -163,12 +164,24 @@ int smcr_qp_to_err(struct ibv_qp *qp);
 /* Fill gid with the IPv4-mapped or IPv6 RoCE v2 GID of addr. */
 int smcr_gid_from_addr(const struct sockaddr *addr, uint8_t gid[SMCR_GID_LEN]);
 
-/* Is addr (family AF_INET or AF_INET6) in the kernel's neighbour table with
- * a link-layer address?  1, 0, or -errno (no netlink). */
-int smcr_neigh_resolved(int family, const void *addr);
-/* The same for the address in a RoCE v2 GID: 1 when resolved or when it
- * cannot tell (link-local IPv6, no netlink), else 0, and with prod a
- * datagram to it starts the resolution.  It does not wait. */
-int smcr_gid_resolved(const uint8_t gid[SMCR_GID_LEN], bool prod);
+/* One recv() of an RTM_GETNEIGH dump: sets *found when it holds addr
+ * (family AF_INET or AF_INET6) with a link-layer address on ifindex (0: on
+ * any interface).  1 when the dump ended, 0 when more follows, -EIO on a
+ * netlink error. */
+int smcr_neigh_parse(const void *buf, size_t len, int family, const void *addr,
+		     unsigned int ifindex, bool *found);
+/* Is addr in the kernel's neighbour table with a link-layer address, on
+ * ifindex (0: any)?  1, 0, or -errno (no netlink). */
+int smcr_neigh_resolved(int family, const void *addr, unsigned int ifindex);
+/* A one-byte datagram to `to` out of ifindex (0: as routed), which starts
+ * the neighbour's resolution there.  0 or -errno. */
+int smcr_neigh_prod(const struct sockaddr *to, socklen_t tolen, unsigned int ifindex);
+/* The same for the address in a RoCE v2 GID on ifindex, the netdev of the
+ * local GID that will reach it (the peer may be resolved on another NIC of
+ * the same subnet): 1 when resolved or when it cannot tell (link-local
+ * IPv6, no netlink), else 0, and with prod a datagram to it out of ifindex
+ * starts the resolution.  It does not wait. */
+int smcr_gid_resolved(const uint8_t gid[SMCR_GID_LEN], unsigned int ifindex,
+		      bool prod);
 
 #endif

@@ -458,7 +458,9 @@ again:
 }
 
 /* Is the peer's address in gid (IPv4-mapped or IPv6) a resolved
- * neighbour?  If not, a datagram to it starts the resolution.  (modify_qp
+ * neighbour on ifindex, the netdev of the link's local GID (with two NICs
+ * on one subnet the route's first one is not it)?  If not, a datagram to
+ * it out of that netdev starts the resolution.  (modify_qp
  * to RTR resolves the peer's MAC itself, waiting up to a second, under our
  * lock: seen on rxe when a link was re-added while the peer's end was still
  * down.)  A peer that answers does so within NEIGH_WAIT_MS: we wait that
@@ -467,13 +469,13 @@ again:
  * that wanted the link is retried.  Link-local IPv6 (no scope known here)
  * and no netlink: true. */
 #define NEIGH_WAIT_MS 200
-static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
+static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN], unsigned int ifindex)
 {
 	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
 	char want[INET6_ADDRSTRLEN];
 	int i;
 
-	if (smcr_gid_resolved(gid, true))
+	if (smcr_gid_resolved(gid, ifindex, true))
 		return true;
 	if (!memcmp(gid, v4, sizeof(v4)))
 		inet_ntop(AF_INET, gid + 12, want, sizeof(want));
@@ -481,7 +483,7 @@ static bool neigh_ready(const uint8_t gid[SMCR_GID_LEN])
 		inet_ntop(AF_INET6, gid, want, sizeof(want));
 	for (i = 0; i < NEIGH_WAIT_MS / 5; i++) {
 		usleep(5000);
-		if (smcr_gid_resolved(gid, false)) {
+		if (smcr_gid_resolved(gid, ifindex, false)) {
 			smcr_dbg("engine: %s resolved after %d ms", want, 5 * (i + 1));
 			return true;
 		}
@@ -505,7 +507,7 @@ static int op_link_connect(struct smcr_lgr *lgr, struct smcr_link *link,
 		q.mtu = IBV_MTU_1024;
 	/* Links added by LLC (in a slot already); the first one follows a
 	 * TCP connection to the same address. */
-	if (smcr_lgr_slot(lgr, link) >= 0 && !neigh_ready(peer->gid))
+	if (smcr_lgr_slot(lgr, link) >= 0 && !neigh_ready(peer->gid, smcr_vlink_ifindex(link)))
 		return -EAGAIN;
 	return smcr_vlink_connect(link, &q);
 }

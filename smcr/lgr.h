@@ -229,6 +229,10 @@ struct smcr_llc_flow {
  * peer refused it or did not answer, or it failed on our side. */
 #define SMCR_LGR_V2_ADD_LINK_BACKOFF_MS 60000
 #define SMCR_LGR_V2_ADD_LINK_RETRY_MS 2000
+/* Client: how long the server's ADD LINK may wait for its path (the
+ * peer's address resolved on the new link's netdev); Linux waits 2 s for
+ * the answer (SMC_LLC_WAIT_TIME). */
+#define SMCR_LGR_ADD_LINK_PATH_WAIT_MS 1500
 
 /* Requests waiting for the current exchange to end. */
 #define SMCR_LLC_QUEUE 16
@@ -256,6 +260,11 @@ struct smcr_lgr {
 	 * second link only on its TCP source's subnet: a refused or silent
 	 * ADD LINK is not tried again every second; a port event still is). */
 	uint64_t add_link_after_ms;
+	/* v2 client: when to ask the server for a link (REQ ADD LINK with
+	 * this local GID), 0 for never; set when we refused its ADD LINK
+	 * for want of a path (Linux adds links on its port events only). */
+	uint64_t req_add_link_ms;
+	uint8_t req_add_link_gid[SMCR_GID_LEN];
 	uint64_t last_tick_ms;		/* smcr_llc_tick's last (0: none yet) */
 	uint8_t rmbe_eye;		/* RMBE eye catcher bytes: 0 (Linux) or 4 (RFC) */
 	bool layout_fixed;		/* by the first CONFIRM LINK */

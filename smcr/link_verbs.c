@@ -637,7 +637,8 @@ static void acker_arm(struct smcr_vlink *vl)
 	if (!vl->ack_wait || vl->released || vl->sq_tail != vl->sq_head)
 		return;
 	if (ibv_query_port(vl->ref.dev->ctx, vl->ref.port, &pa) ||
-	    pa.state != IBV_PORT_ACTIVE || !smcr_gid_resolved(vl->peer.gid, true))
+	    pa.state != IBV_PORT_ACTIVE ||
+	    !smcr_gid_resolved(vl->peer.gid, vl->ref.ifindex, true))
 		return;
 	vl->ack_wait = false;
 	step = "query";
@@ -1359,6 +1360,11 @@ void smcr_vlink_local(const struct smcr_link *link, struct smcr_qp_peer *out)
 	out->psn = vl->psn;
 	memcpy(out->gid, vl->ref.gid, SMCR_GID_LEN);
 	out->mtu = vl->ref.mtu;
+}
+
+unsigned int smcr_vlink_ifindex(const struct smcr_link *link)
+{
+	return vl_of(link)->ref.ifindex;
 }
 
 int smcr_vlink_connect(struct smcr_link *link, const struct smcr_qp_peer *peer)

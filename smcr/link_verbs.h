@@ -126,6 +126,9 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 
 /* What the peer needs to connect to this link: QPN, initial PSN, GID, MTU. */
 void smcr_vlink_local(const struct smcr_link *link, struct smcr_qp_peer *out);
+/* The ifindex of the local GID's netdev (0 if none): where the peer's
+ * address must be resolved for RTR. */
+unsigned int smcr_vlink_ifindex(const struct smcr_link *link);
 
 /* INIT -> RTR -> RTS towards the peer (the state is left to the owner). */
 int smcr_vlink_connect(struct smcr_link *link, const struct smcr_qp_peer *peer);

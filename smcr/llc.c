@@ -574,12 +574,57 @@ static void add_link_reject(struct smcr_lgr *lgr, unsigned int via, uint8_t link
 	llc_send(lgr, via, &m, NULL);
 }
 
+/* Client: answer the server's ADD LINK link_num, whose new link is in
+ * slot (ret: how connecting it went). */
+static void add_link_req_go(struct smcr_lgr *lgr, unsigned int via, uint8_t link_num,
+			    int slot, int ret)
+{
+	struct smcr_llc_msg m;
+
+	if (ret) {
+		smcr_info("link group: rejecting ADD LINK %u (%d)", link_num, ret);
+		if (ret == -EAGAIN && lgr->version == SMCR_LLC_VERSION_2 &&
+		    slot_of_id(lgr, link_num) >= 0) {
+			/* no path from the port we took: ask again for a link
+			 * to it once the server's ports had time to settle */
+			memcpy(lgr->req_add_link_gid,
+			       lgr->links[slot_of_id(lgr, link_num)].local.gid, SMCR_GID_LEN);
+			lgr->req_add_link_ms = now(lgr) + SMCR_LGR_V2_ADD_LINK_RETRY_MS;
+		}
+		if (ret != -EEXIST && ret != -ENOSPC && slot_of_id(lgr, link_num) >= 0) {
+			slot = slot_of_id(lgr, link_num);
+			smcr_lgr_link_destroy(lgr, lgr->links[slot].link);
+			memset(&lgr->links[slot], 0, sizeof(lgr->links[slot]));
+		}
+		add_link_reject(lgr, via, link_num);
+		flow_next(lgr);
+		return;
+	}
+	lgr->flow.kind = SMCR_FLOW_ADD_LINK;
+	lgr->flow.local = false;
+	lgr->flow.slot = (uint8_t)slot;
+	lgr->flow.via = (uint8_t)via;
+	lgr->flow.step = 2;
+	if (lgr->version == SMCR_LLC_VERSION_2) {
+		/* theirs came with the request, ours in the reply; then the
+		 * server's CONFIRM LINK over the new link */
+		lgr->flow.step = 3;
+		lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+		if (add_link_send_v2(lgr, via, (unsigned int)slot, true))
+			add_link_fail(lgr, "cannot send the ADD LINK v2 reply");
+		return;
+	}
+	lgr->flow.cont_total = announced_rmbs(lgr);
+	lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
+	add_link_fill(lgr, (unsigned int)slot, &m, true);
+	llc_send(lgr, via, &m, NULL);
+}
+
 /* Client: the server asks to add a link. */
 static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 			    const struct smcr_llc_add_link *a, const uint8_t *msg, uint32_t len)
 {
 	struct smcr_link_info peer;
-	struct smcr_llc_msg m;
 	bool same_rnic = false;
 	unsigned int i;
 	int slot, ret;
@@ -626,38 +671,66 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 	}
 	ret = slot_of_id(lgr, a->link_num) >= 0 ? -EEXIST :
 	      link_new(lgr, &peer, a->link_num, !same_rnic, &slot);
+	if (ret == 0 && lgr->version == SMCR_LLC_VERSION_2)
+		v2_pairs_theirs(lgr, via, (unsigned int)slot, msg, len);
 	if (ret == 0)
 		ret = link_bringup(lgr, (unsigned int)slot, &peer);
-	if (ret) {
-		smcr_info("link group: rejecting ADD LINK %u (%d)", a->link_num, ret);
-		if (ret != -EEXIST && ret != -ENOSPC && slot_of_id(lgr, a->link_num) >= 0) {
-			slot = slot_of_id(lgr, a->link_num);
-			smcr_lgr_link_destroy(lgr, lgr->links[slot].link);
-			memset(&lgr->links[slot], 0, sizeof(lgr->links[slot]));
-		}
-		add_link_reject(lgr, via, a->link_num);
-		flow_next(lgr);
+	if (ret == -EAGAIN && !same_rnic) {
+		/* The path is not there yet (the peer's address unresolved
+		 * on the new link's netdev, just after its port came back):
+		 * tried again at the ticks while the server still waits.  Not
+		 * from an RNIC the server already uses: our other port may
+		 * never reach that address (one subnet, the peer's ARP only
+		 * on its own NIC), and Linux drops the ADD LINK of its next
+		 * port event while this one waits: refused at once. */
+		lgr->flow.kind = SMCR_FLOW_ADD_LINK;
+		lgr->flow.local = false;
+		lgr->flow.slot = (uint8_t)slot;
+		lgr->flow.via = (uint8_t)via;
+		lgr->flow.step = 1;
+		lgr->flow.deadline_ms = now(lgr) + SMCR_LGR_ADD_LINK_PATH_WAIT_MS;
+		smcr_info("link group: ADD LINK %u waits for its path", a->link_num);
 		return;
 	}
-	lgr->flow.kind = SMCR_FLOW_ADD_LINK;
-	lgr->flow.local = false;
-	lgr->flow.slot = (uint8_t)slot;
-	lgr->flow.via = (uint8_t)via;
-	lgr->flow.step = 2;
-	if (lgr->version == SMCR_LLC_VERSION_2) {
-		/* theirs from the request, ours in the reply; then the
-		 * server's CONFIRM LINK over the new link */
-		v2_pairs_theirs(lgr, via, (unsigned int)slot, msg, len);
-		lgr->flow.step = 3;
-		lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
-		if (add_link_send_v2(lgr, via, (unsigned int)slot, true))
-			add_link_fail(lgr, "cannot send the ADD LINK v2 reply");
+	add_link_req_go(lgr, via, a->link_num, slot, ret);
+}
+
+/* Client: an ADD LINK waiting for its path (step 1), at a tick: connect
+ * again; answered once connected, refused at the deadline. */
+static void add_link_path_tick(struct smcr_lgr *lgr, uint64_t t)
+{
+	struct smcr_llc_flow *f = &lgr->flow;
+	struct smcr_lgr_link *ll = &lgr->links[f->slot];
+	struct smcr_link_info peer = ll->peer;
+	unsigned int via = f->via;
+	int slot = f->slot, ret;
+	uint8_t id;
+
+	if (!ll->link) {
+		flow_end(lgr);
 		return;
 	}
-	lgr->flow.cont_total = announced_rmbs(lgr);
-	lgr->flow.deadline_ms = now(lgr) + lgr->cfg.llc_timeout_ms;
-	add_link_fill(lgr, (unsigned int)slot, &m, true);
-	llc_send(lgr, via, &m, NULL);
+	id = ll->link->link_id;
+	ret = link_bringup(lgr, f->slot, &peer);
+	if (ret == -EAGAIN && t < f->deadline_ms)
+		return;
+	memset(f, 0, sizeof(*f));
+	add_link_req_go(lgr, via, id, slot, ret);
+}
+
+/* v2 client: ask the server for a link to req_add_link_gid (once). */
+static void req_add_link_send(struct smcr_lgr *lgr)
+{
+	struct smcr_llc_msg m = { .type = SMCR_LLC_REQ_ADD_LINK };
+	int via = pick_via(lgr, -1);
+
+	lgr->req_add_link_ms = 0;
+	if (via < 0 || smcr_lgr_active_links(lgr) >= lgr->max_links)
+		return;
+	m.req_add_link.gid_count = 1;
+	memcpy(m.req_add_link.gid, lgr->req_add_link_gid, SMCR_GID_LEN);
+	smcr_info("link group: asking the server for a link (REQ ADD LINK): %d",
+		  llc_send(lgr, (unsigned int)via, &m, NULL));
 }
 
 /* Server: the client answered our ADD LINK. */
@@ -1502,6 +1575,11 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 			flow_end(lgr);
 		}
 	}
+	if (lgr->flow.kind == SMCR_FLOW_ADD_LINK && !lgr->flow.local && lgr->flow.step == 1)
+		add_link_path_tick(lgr, t);
+	if (lgr->req_add_link_ms && t >= lgr->req_add_link_ms &&
+	    lgr->flow.kind == SMCR_FLOW_NONE)
+		req_add_link_send(lgr);
 	if (lgr->flow.kind != SMCR_FLOW_NONE && lgr->flow.resend)
 		flow_resend(lgr, t);
 	if (lgr->flow.kind != SMCR_FLOW_NONE && !lgr->flow.resend &&

@@ -480,6 +480,13 @@ int smcr_llc_encode(const struct smcr_llc_msg *msg, void *buf, size_t len)
 			return SMCR_E_TYPE;
 		memset(tmp, 0, sizeof(tmp));
 		hdr_to_wire((struct smcr_wire_llc_hdr *)tmp, msg, 0);
+		if (!msg->reply && msg->req_add_link.gid_count) {
+			/* the one GID the 44 bytes hold */
+			struct smcr_wire_llc_req_add_link *w = (void *)tmp;
+
+			w->gid_count = 1;
+			memcpy(w->gid, msg->req_add_link.gid, sizeof(w->gid));
+		}
 		rc = 0;
 		break;
 	default: return SMCR_E_TYPE;

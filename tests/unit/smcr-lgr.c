@@ -132,12 +132,21 @@ static int op_link_create(struct smcr_lgr *lgr, const struct smcr_link_info *pee
 	return 0;
 }
 
+/* How many more times the client's links after the first find no path
+ * (-EAGAIN: the engine's peer address not resolved yet), and how often. */
+static unsigned int client_no_path, client_no_path_seen;
+
 static int op_link_connect(struct smcr_lgr *lgr, struct smcr_link *link,
 			   const struct smcr_link_info *peer)
 {
 	struct memwire_end *p = end_by_qp(peer->qpn, peer->gid);
 
-	(void)lgr;
+	if (lgr == C.lgr && lgr->links[0].link && link != lgr->links[0].link &&
+	    client_no_path) {
+		client_no_path--;
+		client_no_path_seen++;
+		return -EAGAIN;
+	}
 	if (!p)
 		return -ENOENT;
 	memwire_connect(end_of(link), p);
@@ -379,6 +388,75 @@ static void test_first_contact_two_links(void)
 	CU_ASSERT(p->r.rkey[1] != 0);
 	CU_ASSERT_EQUAL(S.lgr->stats.llc_bad + C.lgr->stats.llc_bad, 0);
 	group_down();
+}
+
+/* The client's path for the server's new link is not there at first (its
+ * peer's address unresolved on that netdev): the ADD LINK waits, tried
+ * again at the ticks, and is answered once connected, or refused after
+ * SMCR_LGR_ADD_LINK_PATH_WAIT_MS, before the server's own timeout; from
+ * an RNIC the server already uses it is refused at once, and a v2 client
+ * asks for a link again later (REQ ADD LINK). */
+static void test_add_link_path_wait(void)
+{
+	uint8_t v;
+
+	for (v = 1; v <= 2; v++) {
+		lgr_version = v;
+		client_no_path = 3;
+		client_no_path_seen = 0;
+		group_up(2, 2, NULL);
+		CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_ADD_LINK);
+		CU_ASSERT_EQUAL(C.lgr->flow.step, 1);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+		wait_ms(1000);
+		CU_ASSERT_EQUAL(client_no_path_seen, 3);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+		CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+		CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_NONE);
+		CU_ASSERT_EQUAL(S.lgr->stats.llc_timeouts + C.lgr->stats.llc_timeouts, 0);
+		CU_ASSERT_EQUAL(S.lgr->stats.llc_bad + C.lgr->stats.llc_bad, 0);
+		group_down();
+
+		client_no_path = 1000;
+		group_up(2, 2, NULL);
+		wait_ms(SMCR_LGR_ADD_LINK_PATH_WAIT_MS - 2 * SMCR_LGR_TICK_MS);
+		CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_ADD_LINK);
+		CU_ASSERT_PTR_NOT_NULL(C.lgr->links[1].link);
+		wait_ms(4 * SMCR_LGR_TICK_MS);
+		CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_NONE);
+		CU_ASSERT_PTR_NULL(C.lgr->links[1].link);
+		CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+		CU_ASSERT_PTR_NULL(S.lgr->links[1].link);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+		CU_ASSERT_EQUAL(S.lgr->stats.llc_timeouts, 0);	/* refused, not silent */
+		client_no_path = 0;
+		group_down();
+
+		/* The server's new link from the RNIC it already uses
+		 * (asymmetric on its side): refused at once. */
+		client_no_path = 1000;
+		client_no_path_seen = 0;
+		group_up(1, 2, NULL);
+		CU_ASSERT_EQUAL(client_no_path_seen, 1);
+		CU_ASSERT_EQUAL(C.lgr->flow.kind, SMCR_FLOW_NONE);
+		CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+		CU_ASSERT_PTR_NULL(C.lgr->links[1].link);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+		/* A v2 client then asks for a link (REQ ADD LINK with the
+		 * refused link's GID), once, after the retry time; v1 has no
+		 * such request. */
+		client_no_path = 0;
+		wait_ms(SMCR_LGR_V2_ADD_LINK_RETRY_MS - 2 * SMCR_LGR_TICK_MS);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+		wait_ms(4 * SMCR_LGR_TICK_MS);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), v == 2 ? 2 : 1);
+		CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), v == 2 ? 2 : 1);
+		CU_ASSERT_EQUAL(C.lgr->req_add_link_ms, 0);
+		CU_ASSERT_EQUAL(S.lgr->stats.llc_bad + C.lgr->stats.llc_bad, 0);
+		group_down();
+	}
+	lgr_version = 1;
 }
 
 static void test_asymmetric(void)
@@ -1658,6 +1736,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "failover under load, DELETE LINK, re-add", test_failover_and_readd },
 	{ "an aborted connection's send buffer waits for its writes", test_sndbuf_parked },
 	{ "SMC-Rv2: ADD LINK with its RKeys", test_v2_add_link },
+	{ "ADD LINK waits for the client's path", test_add_link_path_wait },
 	{ "SMC-Rv2: failover under load, re-add", test_v2_failover_and_readd },
 	{ "TEST LINK detects silent loss", test_test_link_silent_loss },
 	{ "the last link's TEST LINK limit", test_last_link_timeout },

@@ -10,5 +10,6 @@ extern CU_TestInfo smcr_conn_tests[];
 extern CU_TestInfo smcr_lgr_tests[];
 extern CU_TestInfo smcr_clc_tests[];
 extern CU_TestInfo smcr_hostile_tests[];
+extern CU_TestInfo smcr_dev_tests[];
 
 #endif

@@ -238,6 +238,7 @@ static const struct unit_suite suites[] = {
 	{ "lgr", smcr_lgr_tests },
 	{ "clc", smcr_clc_tests },
 	{ "hostile", smcr_hostile_tests },
+	{ "dev", smcr_dev_tests },
 	{ NULL, NULL },
 };
 

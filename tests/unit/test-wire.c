@@ -1588,6 +1588,17 @@ static void test_llc_v2_kernel(void)
 	m.version = SMCR_LLC_VERSION_2;
 	CU_ASSERT_EQUAL(smcr_llc_encode(&m, out, sizeof(out)), 44);
 	CU_ASSERT(out[0] == 0x25 && out[1] == 44 && out[2] == 0 && out[3] == 0x80);
+	/* our request: one GID (all the 44 bytes hold), no R; decodes back */
+	m.reply = false;
+	m.req_add_link.gid_count = 3;
+	memcpy(m.req_add_link.gid, k_gid_a, 16);
+	CU_ASSERT_EQUAL(smcr_llc_encode(&m, out, sizeof(out)), 44);
+	CU_ASSERT(out[0] == 0x25 && out[1] == 44 && out[3] == 0 && out[24] == 1);
+	CU_ASSERT(memcmp(out + 28, k_gid_a, 16) == 0);
+	memset(&m, 0, sizeof(m));
+	CU_ASSERT_EQUAL(smcr_llc_decode(out, 44, &m), 44);
+	CU_ASSERT_EQUAL(m.req_add_link.gid_count, 1);
+	CU_ASSERT(memcmp(m.req_add_link.gid, k_gid_a, 16) == 0);
 	/* a v2 TEST LINK */
 	memset(&m, 0, sizeof(m));
 	m.type = SMCR_LLC_TEST_LINK;

@@ -255,7 +255,11 @@ def main():
         if t - p <= 2.0:
             continue
         fl = [f for f in faults if f["t0"] - 1 <= t and p <= f["t2"] + 1]
-        fault = fl[0] if fl else None
+        # the last fault begun by 1 s after the gap's start (its stamp may
+        # follow its effect: a guest stopped, a link cut); the one before
+        # reaches the gap only by its own 1 s of slack
+        near = [f for f in fl if f["t0"] - 1 <= p]
+        fault = (near or fl)[-1] if fl else None
         cause = None
         # a stop the fault makes (pause, SIGSTOP) is its gap's cause; the
         # link failures it brings are its consequences
