@@ -217,6 +217,8 @@ static void sock_wait_link(struct smcr_sock *s, unsigned int ms, bool want_send)
 	int n;
 
 	if (!s->ctx->caller_poll || !l || !l->ops->wait_begin || s->conn.error) {
+		if (s->chan_held && s->chan_fd < 0)
+			sock_chan_drop(s);	/* nothing to take here now */
 		sock_wait(s, ms);
 		return;
 	}
