@@ -90,6 +90,29 @@ void nbdc_conn_give(struct nbdc_conn *c, struct rq *q, bool front)
 		nbdc_conn_wake(c);
 }
 
+/* The connection whose thread is in watch_ready, or NULL. */
+static __thread struct nbdc_conn *watching;
+
+struct nbdc_conn *nbdc_watching(struct nbdc *e)
+{
+	return watching && watching->e == e ? watching : NULL;
+}
+
+/* Calls watch_ready when poll saw the watched descriptor readable. */
+void nbdc_watch_turn(struct nbdc_conn *c)
+{
+	int r;
+
+	if (!c->watch_ready || ALOAD(&c->watch_fd) < 0)
+		return;
+	watching = c;
+	r = c->e->watch_ready(c->e->turn_arg, c->idx);
+	watching = NULL;
+	c->watch_ready = r > 0;
+	if (r < 0)
+		ASTORE(&c->watch_fd, -1);
+}
+
 void nbdc_plug(struct nbdc *e)
 {
 	plug.e = e;
@@ -152,17 +175,27 @@ void nbdc_slots_reset(struct nbdc_conn *c)
 
 void nbdc_sleep_on(struct nbdc_conn *c, struct pollfd *extra, int timeout_ms)
 {
-	struct pollfd p[2];
-	nfds_t n = 0;
+	struct pollfd p[3];
+	nfds_t n = 0, w = 0;
+	int wfd = ALOAD(&c->watch_fd);
 
 	if (extra)
 		p[n++] = *extra;
+	if (wfd >= 0) {
+		w = n;
+		p[n].fd = wfd;
+		p[n++].events = POLLIN;
+	}
 	p[n].fd = c->evfd;
 	p[n].events = POLLIN;
 	n++;
-	if (poll(p, n, timeout_ms) < 0 && errno != EINTR)
+	if (poll(p, n, timeout_ms) < 0 && errno != EINTR) {
 		log_warn("nbd: poll: %s", strerror(errno));
-	else if (p[n - 1].revents & POLLIN) {
+		return;
+	}
+	if (wfd >= 0 && p[w].revents)
+		c->watch_ready = true;
+	if (p[n - 1].revents & POLLIN) {
 		uint64_t junk;
 
 		if (read(c->evfd, &junk, sizeof(junk)) < 0)

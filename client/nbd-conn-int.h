@@ -97,6 +97,8 @@ struct nbdc_conn {
 	pthread_t thread;
 	bool thread_running;
 	int evfd;
+	int watch_fd;			/* nbdc_watch(), atomic; -1: none */
+	bool watch_ready;		/* poll saw it readable (thread) */
 
 	pthread_mutex_t lock;
 	struct rq subq;			/* lock */
@@ -169,6 +171,7 @@ struct nbdc {
 	unsigned st_inflight;
 	void (*turn_end)(void *arg);
 	void *turn_arg;
+	int (*watch_ready)(void *arg, unsigned conn);
 };
 
 #define ALOAD(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -247,6 +250,8 @@ void nbdc_req_complete(struct nbdc_conn *c, struct nbdc_req *r, int result);
 void nbdc_turn_end(struct nbdc_conn *c);
 void nbdc_conn_wake(struct nbdc_conn *c);
 void nbdc_conn_give(struct nbdc_conn *c, struct rq *q, bool front);
+void nbdc_watch_turn(struct nbdc_conn *c);
+struct nbdc_conn *nbdc_watching(struct nbdc *e);
 struct nbdc_conn *nbdc_pick_up(struct nbdc *e, struct nbdc_conn *except);
 void nbdc_rx_reset(struct rx *rx);
 void nbdc_slots_reset(struct nbdc_conn *c);

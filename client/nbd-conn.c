@@ -5,9 +5,10 @@
  *
  * Ownership: a request belongs to exactly one connection at a time.
  * Other threads hand requests to a connection through its submission
- * queue (subq, under its lock, woken by its eventfd); everything else of
- * a connection (transport, send queue, in-flight table, reply parser,
- * waiting queue) is private to its thread.  When a connection is lost,
+ * queue (subq, under its lock, woken by its eventfd); requests its own
+ * thread submits from watch_ready (nbdc_watch) go straight into its send
+ * queue.  Everything else of a connection (transport, send queue,
+ * in-flight table, reply parser, waiting queue) is private to its thread.  When a connection is lost,
  * its thread takes back every request it had (sent or not), and gives
  * them to a connection that is up, or keeps them while it reconnects.
  *
@@ -133,6 +134,7 @@ static void *conn_thread(void *arg)
 			    now_ms() > e->drain_deadline)
 				break;
 		}
+		nbdc_watch_turn(c);
 		if (ALOAD(&c->state) == C_UP)
 			up_step(c);
 		else
@@ -202,6 +204,7 @@ static int conn_init(struct nbdc *e, unsigned idx)
 	c->e = e;
 	c->idx = idx;
 	c->evfd = -1;
+	c->watch_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	snprintf(c->tname, sizeof(c->tname), "-");
 	snprintf(c->peer, sizeof(c->peer), "-");
@@ -256,6 +259,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	e->want_ro = o->read_only;
 	e->turn_end = o->turn_end;
 	e->turn_arg = o->turn_arg;
+	e->watch_ready = o->watch_ready;
 	want = o->connections ? o->connections : 1;
 	if (want > NBDC_MAX_CONNS)
 		want = NBDC_MAX_CONNS;
@@ -625,7 +629,10 @@ int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		return -ESHUTDOWN;
 
 	now = now_ms();
-	c = nbdc_pick_up(e, NULL);
+	/* From watch_ready: its own connection if that is up. */
+	c = nbdc_watching(e);
+	if (!c || ALOAD(&c->state) != C_UP)
+		c = nbdc_pick_up(e, NULL);
 	if (!c) {
 		int64_t since;
 
@@ -653,8 +660,23 @@ int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		r->lost_ms = now;
 	AADD(&e->st_requests, 1);
 	AADD(&e->st_inflight, 1);
+	if (c == nbdc_watching(e) && ALOAD(&c->state) == C_UP) {
+		/* Its own thread, before it sends: straight into txq. */
+		AADD(&c->load, 1);
+		rq_push(&c->txq, r);
+		return 0;
+	}
 	rq_push(&q, r);
 	nbdc_conn_give(c, &q, false);
+	return 0;
+}
+
+int nbdc_watch(struct nbdc *e, unsigned conn, int fd)
+{
+	if (!e->watch_ready || conn >= e->nconns || fd < 0)
+		return -EINVAL;
+	ASTORE(&e->conns[conn].watch_fd, fd);
+	nbdc_conn_wake(&e->conns[conn]);
 	return 0;
 }
 

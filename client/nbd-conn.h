@@ -85,6 +85,12 @@ struct nbdc_opts {
 	 * send it in one go.  Same rules as done. */
 	void (*turn_end)(void *arg);
 	void *turn_arg;
+	/* Called by connection i's thread when the descriptor nbdc_watch()
+	 * gave it is readable: requests it submits go to connection i while
+	 * that is up, into its send queue (no other thread, no wake-up).
+	 * Returns 0 when it read all there was, 1 when there may be more,
+	 * -1 to stop watching.  Same rules as done, with turn_arg. */
+	int (*watch_ready)(void *arg, unsigned conn);
 };
 enum { NBDC_TLS_OFF = 0, NBDC_TLS_ALLOW, NBDC_TLS_REQUIRE };
 
@@ -132,6 +138,12 @@ struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e);
 typedef void (*nbdc_done_fn)(void *arg, int result);
 int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		uint32_t len, void *buf, nbdc_done_fn done, void *arg);
+
+/* Has connection conn's thread poll fd (readable) beside its transport
+ * and call watch_ready (nbdc_opts) when it is: a caller with one stream
+ * per connection reads it in that connection's thread.  The caller keeps
+ * fd open until nbdc_close().  -EINVAL without watch_ready. */
+int nbdc_watch(struct nbdc *e, unsigned conn, int fd);
 
 /* Between nbdc_plug() and nbdc_unplug(), nbdc_submit() in this thread
  * queues requests without waking their connections; nbdc_unplug() wakes

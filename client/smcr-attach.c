@@ -668,13 +668,15 @@ static int detach(int index)
 
 /* --- the forwarder (--forward) -------------------------------------------- */
 
-/* The driver gets one end of a socketpair(AF_UNIX) per connection; a
- * thread per pair reads the driver's requests and submits them to the
- * client engine (nbd-conn.c: SMC-R or TCP, reconnect and resend); its
- * completions queue the replies, which go out in one writev per turn of
- * the engine's connection thread.  Every request that one read() brought
- * is submitted before the engine is woken, so it sends them together.
- * No thread per request. */
+/* The driver gets one end of a socketpair(AF_UNIX) per connection of the
+ * client engine (nbd-conn.c: SMC-R or TCP, reconnect and resend).  The
+ * engine's connection thread i watches pair i (nbdc_watch): it reads the
+ * driver's requests, puts them in its own send queue, sends them, takes
+ * the replies and writes them to the pair in one writev per turn, so a
+ * request wakes one thread of ours.  While connection i is down, what
+ * pair i brings goes to another connection (or waits), as any request.
+ * SMCR_ATTACH_THREADS=1: a reader thread per pair submits instead (every
+ * request that one read() brought before it wakes the engine). */
 struct fwd;
 struct fwd_req;
 
@@ -698,6 +700,7 @@ struct fwd {
 	pthread_mutex_t lock;
 	pthread_cond_t idle;
 	unsigned inflight;
+	bool threads;			/* SMCR_ATTACH_THREADS=1 */
 	uint64_t requests, errors, bad, writes, reads;
 };
 
@@ -760,6 +763,32 @@ static int rx_fill(struct fwd_conn *c, size_t n)
 		__atomic_add_fetch(&c->f->reads, 1, __ATOMIC_RELAXED);
 	}
 	return 0;
+}
+
+/* What the driver has written, without waiting: 1 when it filled c->rx
+ * (there may be more), 0, or -errno (-ECONNRESET: the driver closed). */
+static int rx_more(struct fwd_conn *c)
+{
+	size_t room;
+	ssize_t got;
+
+	if (c->rx_off + c->rx_len == FWD_RXBUF && c->rx_off) {
+		memmove(c->rx, c->rx + c->rx_off, c->rx_len);
+		c->rx_off = 0;
+	}
+	room = FWD_RXBUF - c->rx_off - c->rx_len;
+	if (!room)
+		return 1;
+	do
+		got = recv(c->fd, c->rx + c->rx_off + c->rx_len, room, MSG_DONTWAIT);
+	while (got < 0 && errno == EINTR);
+	if (got < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+	if (got == 0)
+		return -ECONNRESET;
+	c->rx_len += (size_t)got;
+	__atomic_add_fetch(&c->f->reads, 1, __ATOMIC_RELAXED);
+	return (size_t)got == room;
 }
 
 /* n bytes of the stream into buf: what was read ahead, then the rest
@@ -994,9 +1023,10 @@ static int fwd_one(struct fwd_conn *c)
 			return 0;
 		}
 		if (h.type == NBD_CMD_WRITE) {
-			/* The rest of a large payload comes by blocking reads:
-			 * first wake the engine for what is queued. */
-			if (h.length > c->rx_len) {
+			/* The rest of a large payload comes by blocking reads
+			 * (the driver writes it at once): first wake the
+			 * engine for what is queued. */
+			if (f->threads && h.length > c->rx_len) {
 				nbdc_unplug(f->e);
 				nbdc_plug(f->e);
 			}
@@ -1048,6 +1078,26 @@ static void *fwd_thread(void *arg)
 	return NULL;
 }
 
+/* The engine's watch_ready: connection i's thread takes pair i's
+ * requests. */
+static int fwd_ready(void *arg, unsigned i)
+{
+	struct fwd *f = arg;
+	struct fwd_conn *c = &f->c[i];
+	int more = rx_more(c), r = 0;
+
+	while (more >= 0 && r == 0 && c->rx_len >= sizeof(struct nbd_request_wire))
+		r = fwd_one(c);
+	fwd_flush_conn(c);	/* replies of requests refused at once */
+	if (more < 0 || r < 0) {
+		/* The driver closed its end, or sent NBD_CMD_DISC: it reads
+		 * no replies either. */
+		shutdown(c->fd, SHUT_RD);
+		return -1;
+	}
+	return more;
+}
+
 /* The engine on the export, and n socket pairs. */
 static int fwd_open(const struct opts *o, struct fwd *f)
 {
@@ -1069,12 +1119,15 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 		.tls_no_verify_peer = o->tls_no_verify_peer,
 		.turn_end = fwd_flush,
 		.turn_arg = f,
+		.watch_ready = fwd_ready,
 	};
+	const char *thr = getenv("SMCR_ATTACH_THREADS");
 	char msg[512];
 	int sbuf = FWD_SOCKBUF, r, sv[2];
 	unsigned i;
 
 	memset(f, 0, sizeof(*f));
+	f->threads = thr && !strcmp(thr, "1");
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->idle, NULL);
 	r = nbdc_open(&no, &f->e);
@@ -1133,6 +1186,12 @@ static int fwd_start(struct fwd *f)
 			close(c->kfd);
 			c->kfd = -1;
 		}
+		if (!f->threads) {
+			r = nbdc_watch(f->e, i, c->fd);
+			if (r < 0)
+				return r;
+			continue;
+		}
 		r = pthread_create(&c->thread, NULL, fwd_thread, c);
 		if (r)
 			return -r;
@@ -1154,10 +1213,10 @@ static void fwd_close(struct fwd *f)
 
 		if (c->kfd >= 0)
 			close(c->kfd);
-		if (c->started) {
-			shutdown(c->fd, SHUT_RDWR);
+		/* The engine's threads see the end of a watched pair. */
+		shutdown(c->fd, SHUT_RDWR);
+		if (c->started)
 			pthread_join(c->thread, NULL);
-		}
 	}
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 10;

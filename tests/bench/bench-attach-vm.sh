@@ -16,6 +16,8 @@
 #   PATH-acN  PATH with SMCR_AUTOCORK_BYTES=N for libsmcr in smcrd and
 #           in A (fwd-ac0: the forwarder, both ends not autocorking;
 #           smcrd is restarted when the value changes)
+#   fwd-thr fwd with SMCR_ATTACH_THREADS=1 (a reader thread per pair
+#           hands requests to the engine's threads)
 # each with 2 connections, fio (libaio, O_DIRECT, -t seconds each):
 # 4k randread qd16, 4k randwrite qd16, 4k randread qd1, 1M seqread qd4.
 # -r ROUNDS: every job of every path ROUNDS times, the paths' order
@@ -54,7 +56,7 @@ while [ $# -gt 0 ]; do
         -P) perfpaths=$2; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
         -S) perfbpaths=$2; shift 2 ;;
-        *) sed -n '3,38p' "$0"; exit 2 ;;
+        *) sed -n '3,40p' "$0"; exit 2 ;;
     esac
 done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "-r: a count of rounds, not '$rounds'" >&2; exit 2; }
@@ -130,7 +132,10 @@ attach() {
     case $1 in *-ac[0-9]*) ac=${1##*-ac} ;; esac
     start_srv "$ac"
     case ${1%-ac[0-9]*} in
-        fwd) vm_bg A "${ac:+SMCR_AUTOCORK_BYTES=$ac }exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
+        fwd|fwd-thr)
+             local thr=
+             [ "${1%-ac[0-9]*}" = fwd-thr ] && thr="SMCR_ATTACH_THREADS=1 "
+             vm_bg A "$thr${ac:+SMCR_AUTOCORK_BYTES=$ac }exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
              want='over SMC-R, forwarded' ;;
         ksmc) vm_bg A "exec $ATTACH -C 2 $B1:10810 disk /dev/nbd0 2>/tmp/att.log" >/dev/null
               want='over AF_SMC' ;;
@@ -288,6 +293,7 @@ for k in "${!res[@]}"; do avg[$k]=$(mean "${res[$k]}"); done
 declare -A label=([fwd]="fwd (smcr-attach -F)"
     [nbdkit]="nbdkit plugin + nbd-client" [ksmc]="kernel AF_SMC"
     [ktcp]="kernel nbd over TCP" [fwd-ac0]="fwd, autocork off"
+    [fwd-thr]="fwd, reader threads"
     [kittcp]="nbdkit plugin over TCP")
 hdr="| job |" sep="|---|"
 for p in $paths; do

@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -451,6 +452,132 @@ static void test_plug_turn_end(void)
 				 BLK) == 0);
 	batch_fini(&b);
 	free(bufs);
+	memsrv_stop(s);
+}
+
+/* nbdc_watch: connection i's thread reads pipe i (block numbers) and
+ * submits WRITEs of them; each completes on the thread that submitted
+ * it (no hand-off), and a closed pipe ends the watch. */
+#define WATCH_CONNS	2
+
+struct watch {
+	struct nbdc *e;
+	uint8_t *bufs;
+	int rfd[WATCH_CONNS];
+	pthread_t reader[WATCH_CONNS];
+	bool seen[WATCH_CONNS], ended[WATCH_CONNS];
+	struct batch b;
+	unsigned other_thread;		/* completions off the submitter */
+};
+
+struct watch_req {
+	struct watch *w;
+	unsigned conn;
+};
+
+static void watch_done(void *arg, int result)
+{
+	struct watch_req *q = arg;
+	struct watch *w = q->w;
+
+	pthread_mutex_lock(&w->b.m);
+	if (!pthread_equal(pthread_self(), w->reader[q->conn]))
+		w->other_thread++;
+	pthread_mutex_unlock(&w->b.m);
+	batch_done(&w->b, result);
+	free(q);
+}
+
+static int watch_ready(void *arg, unsigned conn)
+{
+	struct watch *w = arg;
+	uint32_t blk[16];
+	ssize_t got = read(w->rfd[conn], blk, sizeof(blk));
+	unsigned i;
+
+	if (got == 0) {
+		pthread_mutex_lock(&w->b.m);
+		w->ended[conn] = true;
+		pthread_mutex_unlock(&w->b.m);
+		return -1;
+	}
+	if (got < 0)
+		return 0;
+	pthread_mutex_lock(&w->b.m);
+	w->reader[conn] = pthread_self();
+	w->seen[conn] = true;
+	pthread_mutex_unlock(&w->b.m);
+	for (i = 0; i < (size_t)got / sizeof(blk[0]); i++) {
+		struct watch_req *q = malloc(sizeof(*q));
+
+		q->w = w;
+		q->conn = conn;
+		fill(w->bufs + (size_t)blk[i] * BLK, BLK, 500 + blk[i]);
+		CU_ASSERT_EQUAL(nbdc_submit(w->e, NBD_CMD_WRITE, 0, (uint64_t)blk[i] * BLK * 3,
+					    BLK, w->bufs + (size_t)blk[i] * BLK, watch_done, q), 0);
+	}
+	return (size_t)got == sizeof(blk);
+}
+
+static void test_watch(void)
+{
+	struct memsrv *s = server(false, true);
+	struct watch w = { .bufs = malloc((size_t)NBLK * BLK) };
+	char port[16];
+	struct nbdc_opts o = {
+		.host = "127.0.0.1", .port = port, .export = "disk", .transport = NBDC_TCP,
+		.connections = WATCH_CONNS, .turn_arg = &w,
+	};
+	int wfd[WATCH_CONNS], p[2];
+	unsigned i;
+
+	snprintf(port, sizeof(port), "%u", memsrv_port(s));
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &w.e), 0);
+	CU_ASSERT_EQUAL(nbdc_watch(w.e, 0, 0), -EINVAL);	/* no watch_ready */
+	nbdc_close(w.e);
+	o.watch_ready = watch_ready;
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &w.e), 0);
+	CU_ASSERT_EQUAL_FATAL(nbdc_connections(w.e), WATCH_CONNS);
+	batch_init(&w.b, NBLK);
+	for (i = 0; i < WATCH_CONNS; i++) {
+		CU_ASSERT_EQUAL_FATAL(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+		w.rfd[i] = p[0];
+		wfd[i] = p[1];
+		CU_ASSERT_EQUAL(nbdc_watch(w.e, i, w.rfd[i]), 0);
+	}
+	CU_ASSERT_EQUAL(nbdc_watch(w.e, WATCH_CONNS, w.rfd[0]), -EINVAL);
+	for (i = 0; i < NBLK; i++) {
+		uint32_t blk = i;
+
+		CU_ASSERT_EQUAL(write(wfd[i % WATCH_CONNS], &blk, sizeof(blk)), sizeof(blk));
+	}
+	for (i = 0; i < WATCH_CONNS; i++)
+		close(wfd[i]);
+	CU_ASSERT_EQUAL(batch_wait(&w.b, 20000), 0);
+	CU_ASSERT_EQUAL(w.b.errors, 0);
+	for (i = 0; i < 500; i++) {		/* both pipes' ends seen */
+		bool both;
+
+		pthread_mutex_lock(&w.b.m);
+		both = w.ended[0] && w.ended[1];
+		pthread_mutex_unlock(&w.b.m);
+		if (both)
+			break;
+		usleep(10000);
+	}
+	nbdc_close(w.e);	/* joins the threads */
+	for (i = 0; i < WATCH_CONNS; i++) {
+		CU_ASSERT(w.seen[i]);
+		CU_ASSERT(w.ended[i]);
+		close(w.rfd[i]);
+	}
+	CU_ASSERT(!pthread_equal(w.reader[0], w.reader[1]));
+	CU_ASSERT_EQUAL(w.other_thread, 0);
+	for (i = 0; i < NBLK; i++)
+		CU_ASSERT(memcmp(memsrv_data(s) + (size_t)i * BLK * 3, w.bufs + (size_t)i * BLK,
+				 BLK) == 0);
+	batch_fini(&w.b);
+	free(w.bufs);
 	memsrv_stop(s);
 }
 
@@ -1257,6 +1384,7 @@ static CU_TestInfo client_tests[] = {
 	{ "unknown export, no server", test_unknown_export },
 	{ "asynchronous requests", test_async },
 	{ "plugged submissions, turn_end after completions", test_plug_turn_end },
+	{ "a watched descriptor: requests of a connection's own thread", test_watch },
 	{ "server lost and back: resend", test_reconnect },
 	{ "a list of servers: the next one in turn", test_servers },
 	{ "a list of servers: connections gather", test_servers_gather },
