@@ -291,9 +291,9 @@ profile_run() {
         [ $k = rs ] && [ "$rs" != 1 ] && continue
         for v in A:client B:server; do
             echo "  $k ${v#*:}: top comms, objects and symbols (perf report --no-children, % of all samples, idle included):"
-            for s in "comm 2" "dso 2" "sym 1.5"; do
+            for s in "comm 2" "dso 2" "sym 0.4"; do
                 vm_run ${v%%:*} "perf report -i /tmp/prof-$k.data --no-children --stdio -g none \
-                    --percent-limit ${s#* } --sort ${s% *} 2>/dev/null | grep -v '^#' | grep . | head -n 14" | sed 's/^/    /'
+                    --percent-limit ${s#* } --sort ${s% *} 2>/dev/null | grep -v '^#' | grep . | head -n 32" | sed 's/^/    /'
                 echo "    --"
             done
             # kernel addresses perf could not name (a module loaded from the
