@@ -483,13 +483,19 @@ kill_det=$(awk -v t="$tk" 'match($0, /^smcr\[[0-9.]+\]/) && /link group ended|DE
     s = substr($0, 6, RLENGTH - 6) + 0; if (s >= t) { printf "%.0f", (s - t) * 1000; exit } }' \
     "$SA/out/$cli.err")
 [ -n "$kill_det" ] || fail "kill: A's log shows no end of the group after the kill"
-# ... and to A's last connection reset for it (its TCP ended, its links
-# silent for 1 s), well before the group's TEST LINK limit
-kill_rst=$(awk -v t="$tk" 'match($0, /^smcr\[[0-9.]+\]/) && /its process is gone, connection reset/ {
-    s = substr($0, 6, RLENGTH - 6) + 0; if (s >= t) { n++; d = (s - t) * 1000 } }
+# ... and to A's last connection reset for it, well before the group's
+# TEST LINK limit: by the TCP-end watch (its TCP ended, its links silent
+# for 1 s), or earlier by the group's end when A's RDMA writes met the
+# dead process's deregistered RMBs (remote access error on both links:
+# "link group ended ...: resetting 2 connection(s)").
+kill_rst=$(awk -v t="$tk" 'match($0, /^smcr\[[0-9.]+\]/) {
+    s = substr($0, 6, RLENGTH - 6) + 0; if (s < t) next
+    if (/its process is gone, connection reset/) { n++; d = (s - t) * 1000 }
+    else if (/link group ended .*: resetting [0-9]+ connection/) {
+        sub(/.*resetting /, ""); if ($1 + 0 > 0) { n += $1; d = (s - t) * 1000 } } }
     END { if (n == 2) printf "%.0f", d }' "$SA/out/$cli.err")
-[ -n "$kill_rst" ] || fail "kill: A did not reset both connections for the peer's ended TCP"
-vm_say "SIGKILL of B's server: A's 2 connections reset $kill_rst ms after the kill (TCP ended), the group ended $kill_det ms after it"
+[ -n "$kill_rst" ] || fail "kill: A did not reset both connections for the peer's ended TCP or its group's end"
+vm_say "SIGKILL of B's server: A's 2 connections reset $kill_rst ms after the kill, the group ended $kill_det ms after it"
 [ "$kill_det" -le "${SMCR_FO_KILL_MS:-8000}" ] ||
     fail "kill: A took $kill_det ms to end the group of a killed peer (aim: ${SMCR_FO_KILL_MS:-8000})"
 [ "$kill_rst" -le "${SMCR_FO_KILL_RESET_MS:-3000}" ] ||
