@@ -569,7 +569,7 @@ int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		uint32_t len, void *buf, nbdc_done_fn done, void *arg)
 {
 	uint16_t need = 0;
-	struct nbdc_conn *c;
+	struct nbdc_conn *c, *own;
 	struct nbdc_req *r;
 	struct rq q = { 0 };
 	int64_t now;
@@ -629,10 +629,12 @@ int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		return -ESHUTDOWN;
 
 	now = now_ms();
-	/* From watch_ready: its own connection if that is up. */
-	c = nbdc_watching(e);
-	if (!c || ALOAD(&c->state) != C_UP)
-		c = nbdc_pick_up(e, NULL);
+	/* From watch_ready: its own connection if that is up (its state
+	 * changes only in this thread). */
+	own = nbdc_watching(e);
+	if (own && ALOAD(&own->state) != C_UP)
+		own = NULL;
+	c = own ? own : nbdc_pick_up(e, NULL);
 	if (!c) {
 		int64_t since;
 
@@ -660,7 +662,7 @@ int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		r->lost_ms = now;
 	AADD(&e->st_requests, 1);
 	AADD(&e->st_inflight, 1);
-	if (c == nbdc_watching(e) && ALOAD(&c->state) == C_UP) {
+	if (c == own) {
 		/* Its own thread, before it sends: straight into txq. */
 		AADD(&c->load, 1);
 		rq_push(&c->txq, r);
