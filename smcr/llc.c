@@ -582,17 +582,17 @@ static void add_link_req_go(struct smcr_lgr *lgr, unsigned int via, uint8_t link
 	struct smcr_llc_msg m;
 
 	if (ret) {
+		int held = slot_of_id(lgr, link_num);	/* link_num's slot, if any */
+
 		smcr_info("link group: rejecting ADD LINK %u (%d)", link_num, ret);
-		if (ret == -EAGAIN && lgr->version == SMCR_LLC_VERSION_2 &&
-		    slot_of_id(lgr, link_num) >= 0) {
+		if (ret == -EAGAIN && lgr->version == SMCR_LLC_VERSION_2 && held >= 0) {
 			/* no path from the port we took: ask again for a link
 			 * to it once the server's ports had time to settle */
-			memcpy(lgr->req_add_link_gid,
-			       lgr->links[slot_of_id(lgr, link_num)].local.gid, SMCR_GID_LEN);
+			memcpy(lgr->req_add_link_gid, lgr->links[held].local.gid, SMCR_GID_LEN);
 			lgr->req_add_link_ms = now(lgr) + SMCR_LGR_V2_ADD_LINK_RETRY_MS;
 		}
-		if (ret != -EEXIST && ret != -ENOSPC && slot_of_id(lgr, link_num) >= 0) {
-			slot = slot_of_id(lgr, link_num);
+		if (ret != -EEXIST && ret != -ENOSPC && held >= 0) {
+			slot = held;
 			smcr_lgr_link_destroy(lgr, lgr->links[slot].link);
 			memset(&lgr->links[slot], 0, sizeof(lgr->links[slot]));
 		}
