@@ -76,7 +76,7 @@ struct smcr_vlink {
 	struct ibv_comp_channel *chan;
 	int wait_fd;
 	struct smcr_link_waiter *waiter;
-	/* Sockets whose application polls the channel (smcr_vlink_fd_hold),
+	/* Sockets that hold the channel (smcr_vlink_hold),
 	 * and whether the owner's loop watches it now. */
 	unsigned int fd_holders;
 	bool watched;
