@@ -4,10 +4,12 @@
 # blocksize=65536) and one worker, a client sends 128 BLOCK_STATUS
 # requests over the whole export at once while a second client READs
 # 64 KiB at a time (tests/bs-stall.py).  The scans run in slices between
-# the worker's other work: the READs go on meanwhile (at least 8 of them;
-# before, 1 or 2 READs, the first waiting for all 128 scans; their worst
-# latency is printed, not checked: one slow READ on a loaded machine is
-# not a stall).  Every reply carries its 256 extents (the scan's
+# the worker's other work: the READs go on meanwhile (at least 8 of them,
+# or, when the whole burst is over in fewer, no READ waited for half of it;
+# before, 1 or 2 READs, the first waiting for all 128 scans).  On a fast
+# file system the 128 scans may take 35 ms, time for only 7 READs; on a
+# loaded one, a READ may wait 0.28 s of a 0.72 s burst beside 20 others:
+# neither is a stall.  Every reply carries its 256 extents (the scan's
 # step bound), and smcrd's descriptors come back.  About 10 s.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
@@ -38,7 +40,9 @@ read -r burst ext reads worst < <(sed -E -n \
     's/^block_status 128 in ([0-9.]+) s, ([0-9]+) extents; ([0-9]+) reads meanwhile, worst ([0-9.]+) s$/\1 \2 \3 \4/p' "$d/out")
 [ -n "$worst" ] || fail "no figures from bs-stall.py"
 [ "$ext" = $((128 * 256)) ] || fail "$ext extents in 128 replies, want 256 each"
-[ "$reads" -ge 8 ] || fail "only $reads READs beside 128 BLOCK_STATUS ($burst s): the worker stalled"
+if [ "$reads" -lt 8 ] && awk -v w="$worst" -v b="$burst" 'BEGIN { exit !(w * 2 > b) }'; then
+    fail "only $reads READs beside 128 BLOCK_STATUS ($burst s), one waited $worst s: the worker stalled"
+fi
 for (( i=0; i<100; i++ )); do [ "$(nfds)" -le "$base" ] && break; sleep 0.1; done
 [ "$(nfds)" -le "$base" ] || fail "smcrd holds $(nfds) descriptors, $base before"
 stop_smcrd
