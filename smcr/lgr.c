@@ -416,6 +416,10 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 		if (link->ops->fail)
 			link->ops->fail(link);
 	}
+	/* Only a client keeps a late acker (a server may wait for its sends
+	 * on the link, as Linux 6.1's does); a server deletes the link. */
+	if (lgr->role == SMCR_ROLE_SERVER && link->ops->ack_off)
+		link->ops->ack_off(link);
 	lgr->stats.link_failures++;
 	smcr_warn("link group: link %u failed (%d), moving %u connection(s)",
 		  link->link_id, reason, link->nconns);

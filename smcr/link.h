@@ -64,6 +64,12 @@ struct smcr_link_ops {
 	 * still acknowledges the peer's retries, or will (a peer may wait
 	 * for them before it deletes the link). */
 	bool (*acking)(struct smcr_link *link);
+	/* Optional: this down link needs no late acker (its QP stays in
+	 * error; one armed goes back to error).  A server's: a Linux
+	 * client clears its QP without waiting for its sends, and ACKs
+	 * after it has switched its connections would complete stale CDCs
+	 * and set its cursors back. */
+	void (*ack_off)(struct smcr_link *link);
 	/* Optional, caller-driven progress (the owner's lock held): a thread
 	 * about to sleep for this link takes its completion channel from the
 	 * owner's loop.  wait_begin arms the receive CQ (and the send CQ

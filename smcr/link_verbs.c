@@ -440,6 +440,17 @@ static bool vl_acking(struct smcr_link *link)
 	       qa.qp_state == IBV_QPS_RTS;
 }
 
+static void vl_ack_off(struct smcr_link *link)
+{
+	struct smcr_vlink *vl = vl_of(link);
+
+	vl->ack_wait = false;
+	if (vl->acker && vl->qp && !vl->released) {
+		smcr_qp_to_err(vl->qp);
+		smcr_info("link %u (%s): late acker off", vl->link.link_id, vl->devname);
+	}
+}
+
 static unsigned int vl_sq_free(struct smcr_link *link)
 {
 	struct smcr_vlink *vl = vl_of(link);
@@ -462,6 +473,7 @@ const struct smcr_link_ops smcr_vlink_ops = {
 	.poll = smcr_vlink_poll,
 	.post_send_long = vl_post_send_long,
 	.acking = vl_acking,
+	.ack_off = vl_ack_off,
 	.wait_begin = vl_wait_begin,
 	.wait_end = vl_wait_end,
 	.want_send_done = vl_want_send_done,

@@ -187,6 +187,14 @@ static bool mw_acking(struct smcr_link *link)
 	return e->acking && e->failed;
 }
 
+static void mw_ack_off(struct smcr_link *link)
+{
+	struct memwire_end *e = end_of(link);
+
+	e->acking = false;
+	e->ack_offs++;
+}
+
 static void mw_want_send_done(struct smcr_link *link)
 {
 	end_of(link)->cq_armed = true;
@@ -195,6 +203,7 @@ static void mw_want_send_done(struct smcr_link *link)
 static const struct smcr_link_ops memwire_ops = {
 	.want_send_done = mw_want_send_done,
 	.acking = mw_acking,
+	.ack_off = mw_ack_off,
 	.poll = mw_poll,
 	.post_write = mw_post_write,
 	.post_send = mw_post_send,

@@ -51,6 +51,7 @@ struct memwire_end {
 	enum memwire_fault fault;
 	bool failed;			/* down already reported */
 	bool acking;			/* failed, it says it still acknowledges */
+	unsigned int ack_offs;		/* its owner turned the acker off */
 	/* Memory the peer may write into (our RMBs). */
 	struct memwire_mr mrs[64];
 	unsigned int nmrs;

@@ -1399,6 +1399,63 @@ static void test_acking_link_holds_delete(void)
 	group_down();
 }
 
+/* A server keeps no late acker on a failed link: Linux's client clears
+ * its QP on the server's DELETE LINK without waiting for its sends, and
+ * late ACKs of its retries, after it has switched its connections, would
+ * complete stale CDCs there (6.1 then sets its cursors back: a corrupt
+ * stream, kernel-v2.sh part (c)).  The client keeps its own. */
+static void test_server_acker_off(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	struct memwire_end *se, *ce;
+	unsigned int c;
+
+	cfg.test_link_idle_ms = 0;
+	/* the server's link fails on its side (a QP error): acker off before
+	 * the DELETE LINK goes, the connections stream on link 2 */
+	group_up(2, 2, &cfg);
+	conns_up();
+	se = end_of(S.lgr->links[0].link);
+	ce = end_of(C.lgr->links[0].link);
+	se->failed = true;
+	se->acking = true;
+	se->link.state = SMCR_LINK_FAILED;
+	se->fault = MEMWIRE_BLACKHOLE;
+	smcr_lgr_link_fail(S.lgr, &se->link, -ECONNABORTED, true);
+	CU_ASSERT_EQUAL(se->ack_offs, 1);
+	CU_ASSERT_FALSE(se->acking);
+	run();
+	CU_ASSERT_EQUAL(ce->ack_offs, 0);
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	stream_with(64 * 1024, NULL);
+	check_stream(64 * 1024);
+	for (c = 0; c < NCONN; c++) {
+		CU_ASSERT_EQUAL(C.conn[c].error, 0);
+		CU_ASSERT_EQUAL(S.conn[c].error, 0);
+	}
+	group_down();
+
+	/* the server gives up on a link itself (no TEST LINK reply): off too */
+	group_up(2, 2, &cfg);
+	conns_up();
+	se = end_of(S.lgr->links[1].link);
+	smcr_lgr_link_down(S.lgr, &se->link, -ETIMEDOUT);
+	CU_ASSERT_EQUAL(se->ack_offs, 1);
+	run();
+	CU_ASSERT_PTR_NULL(S.lgr->links[1].link);
+	group_down();
+
+	/* a client's failed link keeps acking (its DELETE LINK held) */
+	group_up(2, 2, &cfg);
+	conns_up();
+	ce = client_link1_fails2(true, true);
+	CU_ASSERT_EQUAL(ce->ack_offs, 0);
+	CU_ASSERT_TRUE(ce->acking);
+	CU_ASSERT_TRUE(C.lgr->links[0].delete_held);
+	group_down();
+}
+
 /* Active links that carry connections. */
 static unsigned int links_in_use(struct smcr_lgr *lgr)
 {
@@ -1755,6 +1812,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "lost link seen by both sides at once", test_lost_link_both_sides },
 	{ "a failed link that still acknowledges waits for DELETE LINK", test_acking_link_kept },
 	{ "a failed link that still acknowledges holds its DELETE LINK", test_acking_link_holds_delete },
+	{ "a server keeps no late acker on a failed link", test_server_acker_off },
 	{ "rebalancing onto a returned link", test_rebalance },
 	{ "rebalancing connections that are busy", test_rebalance_busy },
 	{ "unconfirmed bytes per link at their limit", test_link_tx_cap },
