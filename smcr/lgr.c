@@ -260,6 +260,9 @@ static void lgr_rebalance(struct smcr_lgr *lgr)
 		if (!conn || conn->link != hi || conn->error ||
 		    conn->abort_sent || conn->peer_aborted)
 			continue;
+		/* not to a link where we hold no RKey for its peer's RMB */
+		if (conn->peer_rmb && !conn->peer_rmb->rkey[lo->slot])
+			continue;
 		if (!smcr_conn_move(conn, lo) && !conn->move_to)
 			continue;	/* not now (failover validation due) */
 		now += !conn->move_to;

@@ -33,6 +33,8 @@ struct sq_ent {
 	uint64_t wr_id;			/* the caller's */
 	uint8_t kind;
 	bool user_signaled;		/* the caller wants an upcall */
+	uint32_t rkey, len;		/* an RDMA write's, for its error */
+	uint64_t raddr;
 };
 
 /* A link's verbs objects and the memory the RNIC may still write into.
@@ -306,6 +308,11 @@ static int sq_post(struct smcr_vlink *vl, struct ibv_send_wr *wr, uint8_t kind,
 	e->wr_id = wr_id;
 	e->kind = kind;
 	e->user_signaled = user_signaled;
+	e->rkey = wr->wr.rdma.rkey;
+	e->raddr = wr->wr.rdma.remote_addr;
+	e->len = wr->num_sge > 0 ? wr->sg_list[0].length : 0;
+	if (wr->num_sge > 1)
+		e->len += wr->sg_list[1].length;
 	vl->sq_head++;
 	if (scq_needed(vl))
 		scq_arm(vl);
@@ -609,6 +616,10 @@ static void complete(struct smcr_vlink *vl, const struct ibv_wc *wc)
 			  rq ? "receive" : e->kind == SQ_WRITE ? "RDMA write" : "send",
 			  (unsigned long long)(rq ? wc->wr_id : e->wr_id),
 			  ibv_wc_status_str(wc->status), wc->vendor_err);
+		if (!rq && e->kind == SQ_WRITE)
+			smcr_info("link %u (%s): that write: rkey %08x raddr %llx, %u bytes",
+				  vl->link.link_id, vl->devname, e->rkey,
+				  (unsigned long long)e->raddr, e->len);
 		link_down(vl, status, wc->status);
 	}
 	if (wc->wr_id & VL_RECV_BIT)

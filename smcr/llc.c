@@ -424,6 +424,19 @@ static void v2_pairs_theirs(struct smcr_lgr *lgr, unsigned int via, unsigned int
 		}
 		p->r.rkey[slot] = pairs[k].new_rkey;
 		p->r.vaddr[slot] = pairs[k].new_vaddr;
+		smcr_dbg("link group: ADD LINK v2 RKey %08x on link %u: %08x at %llx on link %u",
+			 pairs[k].ref_rkey, lgr->links[via].link->link_id, pairs[k].new_rkey,
+			 (unsigned long long)pairs[k].new_vaddr, lgr->links[slot].link->link_id);
+	}
+	/* An RMB of the peer's in use that the list left out: its
+	 * connections stay off the new link (lgr_rebalance). */
+	for (k = 0; k < (int)lgr->npeer_rmbs; k++) {
+		const struct smcr_lgr_peer_rmb *p = &lgr->peer_rmbs[k];
+
+		if (p->used && p->refs && !p->r.rkey[slot])
+			smcr_warn("link group: ADD LINK v2 (%d RKeys) gave none for the peer's RMB %08x (on link %u) on link %u",
+				  n, p->r.rkey[via], lgr->links[via].link->link_id,
+				  lgr->links[slot].link->link_id);
 	}
 }
 

@@ -1508,6 +1508,52 @@ static void test_rebalance(void)
 	group_down();
 }
 
+/* A connection whose peer RMB has no RKey on the returned link (an ADD
+ * LINK list that left it out) is not moved there: its writes would meet a
+ * remote access error and fail the link.  The others move. */
+static void test_rebalance_no_rkey(void)
+{
+	const uint64_t total = 256 * 1024;
+	struct smcr_lgr_peer_rmb *p = NULL;
+	struct smcr_link *fresh = NULL;
+	unsigned int i, c, others = 0;
+
+	group_up(2, 2, NULL);
+	conns_up();
+	stream_with(total, cut_link1);
+	check_stream(total);
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), 0);
+	run();
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_active_links(C.lgr), 2);
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (C.lgr->links[i].link && C.lgr->links[i].link->nconns == 0)
+			fresh = C.lgr->links[i].link;
+	for (i = 0; i < C.lgr->npeer_rmbs; i++)
+		if (&C.lgr->peer_rmbs[i].r == C.conn[0].peer_rmb)
+			p = &C.lgr->peer_rmbs[i];
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fresh);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	p->r.rkey[fresh->slot] = 0;
+	memset(S.sent, 0, sizeof(S.sent));
+	memset(S.rcvd, 0, sizeof(S.rcvd));
+	memset(C.sent, 0, sizeof(C.sent));
+	memset(C.rcvd, 0, sizeof(C.rcvd));
+	stream_with(total, NULL);
+	check_stream(total);
+	for (c = 0; c < NCONN; c++) {
+		CU_ASSERT_EQUAL(C.conn[c].error, 0);
+		if (C.conn[c].peer_rmb == &p->r) {
+			CU_ASSERT_PTR_NOT_EQUAL(C.conn[c].link, fresh);
+		} else {
+			others++;
+		}
+	}
+	if (others)
+		CU_ASSERT(fresh->nconns > 0);
+	CU_ASSERT_EQUAL(C.lgr->links[fresh->slot].link, fresh);
+	group_down();
+}
+
 static unsigned int deferred;	/* moves waiting for writes in flight */
 
 static void count_deferred(void)
@@ -1815,6 +1861,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "a server keeps no late acker on a failed link", test_server_acker_off },
 	{ "rebalancing onto a returned link", test_rebalance },
 	{ "rebalancing connections that are busy", test_rebalance_busy },
+	{ "rebalancing leaves a connection off a link without its peer's RKey", test_rebalance_no_rkey },
 	{ "unconfirmed bytes per link at their limit", test_link_tx_cap },
 	{ "LLC timeout: retries, then an outcome", test_llc_timeout },
 	{ "CONFIRM RKEY refused: asked again at the tick", test_rkey_refused_no_storm },
