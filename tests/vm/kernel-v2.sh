@@ -199,6 +199,9 @@ fo_fail() {
     vm_run -t 30 "$kern" 'echo w >/proc/sysrq-trigger; dmesg' >"$km" 2>&1
     echo "--- the kernel's messages ($kern, whole in $km)"
     grep -i smc "$km" | tail -n 20
+    vm_run -t 30 "$kern" 'cat /sys/kernel/tracing/trace' >"${km%dmesg.txt}trace.txt" 2>&1
+    echo "--- the kernel's smcr_link_down events (who took a link down; whole in ${km%dmesg.txt}trace.txt)"
+    grep smcr_link_down "${km%dmesg.txt}trace.txt" | tail -n 20
     fail "$@"
 }
 fo_cycle() {
@@ -221,7 +224,7 @@ fo_cycle() {
 }
 # fo ID NAME PORT OURS KERN: KERN's end is the client when OURS is B.
 fo() {
-    local id=$1 name=$2 port=$3 ours=$4 kern=$5 srv cli share sout cout n=$SMCR_KV2_FO_CONNS
+    local id=$1 name=$2 port=$3 ours=$4 kern=$5 srv cli share sout cout n=$SMCR_KV2_FO_CONNS kt
     share=$(vm_share "$ours")
     T=$share/fo-$id.ticks C=$share/fo-$id.ctl
     : >"$C"
@@ -232,6 +235,11 @@ fo() {
         vm_dumpcap "$kern" "-i eth0 -i eth1 -f 'udp port 4791 and udp[8] = 4' -w $(vm_share "$kern")/fo-$id-llc.pcapng"
         cap=$vm_cap
     fi
+    # the kernel's smcr_link_down tracepoint: its location is the caller
+    # that took a link down (fo_fail shows them)
+    vm_run "$kern" 'mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; echo >/sys/kernel/tracing/trace;
+        echo 1 >/sys/kernel/tracing/events/smc/smcr_link_down/enable' >/dev/null 2>&1 ||
+        vm_say "no smcr_link_down tracepoint in $kern"
     if [ "$ours" = B ]; then
         srv=$(vm_bg B "${dbg}SMCR_EIDS=$EID exec timeout 600 $S server -t smcr -p $port -n $n --ctl $C --ticks $T")
         vm_listening B "$port"
@@ -271,6 +279,9 @@ fo() {
     fb=$( (echo "$cout"; echo "$sout") | grep '^stats [a-z]*: fallback reason' | sed 's/^stats [a-z]*: //')
     [ -z "$fb" ] || fo_summary+=("$name: TCP fallbacks: $(echo "$fb" | tr '\n' ';')")
     echo "$fb" | grep -v '^$' | grepq -v '0x09990003' && fail "$name: a fallback other than the kernel's 0x09990003: $fb"
+    kt=$(vm_run "$kern" 'cat /sys/kernel/tracing/trace' 2>/dev/null | grep -o 'location=[^ ]*' |
+        sed 's/^location=//; s/+0x.*//' | sort | uniq -c | tr -s ' \n' ' ')
+    fo_summary+=("$name: the kernel's link downs (smcr_link_down) by caller:${kt:- none}")
     fo_summary+=("$name: $n/$n streams verified both ways, no reset; libsmcr: $(echo "$st" | grep -oE '(connections|smc|fallbacks|link_failures|links_deleted|failovers|links_added|rebalanced) [0-9]+' | tr '\n' ' ')")
 }
 : "${SMCR_KV2_FO_CONNS:=8}"
