@@ -618,14 +618,16 @@ static bool op_peer_gone(struct smcr_lgr *lgr)
 }
 
 /* A watched connection whose TCP ended at s->tcp_end_ms: kept once the
- * peer is heard on the group's links after it (a second probe at half
- * the grace, in case the first one's reply came within that ms), reset
- * when the grace is over with nothing heard. */
+ * peer answers a TEST LINK sent since, reset when the grace is over
+ * without.  Anything else read on the links says nothing: a killed
+ * peer's last CDCs may be taken from the CQ after its FIN.  A link whose
+ * probe from before the FIN is still out is probed again once that one
+ * is answered. */
 static void tcp_end_judge(struct smcr_sock *s, uint64_t now)
 {
 	uint64_t waited = now > s->tcp_end_ms ? now - s->tcp_end_ms : 0;
 
-	if (smcr_lgr_heard_since(s->lgr, s->tcp_end_ms)) {
+	if (smcr_lgr_answered_since(s->lgr, s->tcp_end_ms)) {
 		s->tcp_end_judged = true;
 		smcr_info("connection %u: the peer ended its TCP connection, but answers on its links: kept",
 			  s->conn.token);
@@ -634,15 +636,12 @@ static void tcp_end_judge(struct smcr_sock *s, uint64_t now)
 	if (waited >= SMCR_TCP_END_GRACE_MS) {
 		s->tcp_end_judged = true;
 		s->peer_gone = true;
-		smcr_warn("connection %u: the peer ended its TCP connection %llu ms ago with no SMC close and has sent nothing since: its process is gone, connection reset",
+		smcr_warn("connection %u: the peer ended its TCP connection %llu ms ago with no SMC close and has answered no TEST LINK since: its process is gone, connection reset",
 			  s->conn.token, (unsigned long long)waited);
 		smcr_conn_abort(&s->conn, -ECONNRESET);
 		return;
 	}
-	if (!s->tcp_end_reprobed && waited >= SMCR_TCP_END_GRACE_MS / 2) {
-		s->tcp_end_reprobed = true;
-		smcr_llc_probe_links(s->lgr);
-	}
+	smcr_llc_probe_links(s->lgr);
 }
 
 #define TCP_ENDS_BATCH 32

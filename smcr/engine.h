@@ -59,7 +59,6 @@ struct smcr_sock {
 	 * saw it (0: not seen); judged: kept, or reset as its process is
 	 * gone (peer_gone).  smcr_engine_tcp_ends(). */
 	uint64_t tcp_end_ms;
-	bool tcp_end_reprobed;
 	bool tcp_end_judged;
 	bool peer_gone;
 	struct smcr_sock *next;
@@ -174,8 +173,9 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st);
  * close releases what open set up. */
 /* A connection whose TCP socket the peer's kernel ended (FIN or RST)
  * with no SMC close or abort from the peer gets its group's links probed
- * at once; with nothing heard on them within SMCR_TCP_END_GRACE_MS, the
- * peer's process is gone and the connection is reset.  Every tick. */
+ * (TEST LINK); with no probe sent since answered within
+ * SMCR_TCP_END_GRACE_MS, the peer's process is gone and the connection
+ * is reset.  Every tick. */
 #define SMCR_TCP_END_GRACE_MS 1000
 void smcr_engine_tcp_ends(struct smcr_ctx *ctx, uint64_t now);
 

@@ -170,6 +170,7 @@ struct smcr_lgr_link {
 	bool confirmed;			/* CONFIRM LINK done (it was ACTIVE) */
 	uint64_t last_rx_ms;		/* anything received on it */
 	uint64_t test_sent_ms;		/* TEST LINK outstanding since (0: none) */
+	uint64_t test_answered_ms;	/* sent when, the last TEST LINK answered */
 	uint8_t test_data[16];
 	bool test_resent;		/* the probe went again at half its timeout */
 	/* The group has handled this link's failure (connections moved, its
@@ -408,8 +409,9 @@ void smcr_llc_link_gone(struct smcr_lgr *lgr, uint8_t slot);
 int smcr_llc_test_link(struct smcr_lgr *lgr, uint8_t slot);
 /* TEST LINK now on every active link without one outstanding. */
 void smcr_llc_probe_links(struct smcr_lgr *lgr);
-/* Whether anything came on an active link of the group after ms. */
-bool smcr_lgr_heard_since(const struct smcr_lgr *lgr, uint64_t ms);
+/* Whether the peer answered a TEST LINK we sent at ms or later on an
+ * active link of the group. */
+bool smcr_lgr_answered_since(const struct smcr_lgr *lgr, uint64_t ms);
 /* Our side ends the group on purpose (its process exits): DELETE LINK
  * with the all and orderly flags on the first link that takes it, so
  * that the peer ends its side at once, not after its TEST LINK limit.

@@ -1203,14 +1203,14 @@ void smcr_llc_probe_links(struct smcr_lgr *lgr)
 	}
 }
 
-bool smcr_lgr_heard_since(const struct smcr_lgr *lgr, uint64_t ms)
+bool smcr_lgr_answered_since(const struct smcr_lgr *lgr, uint64_t ms)
 {
 	unsigned int i;
 
 	for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 		const struct smcr_lgr_link *ll = &lgr->links[i];
 
-		if (slot_usable(lgr, i) && !ll->down && ll->last_rx_ms > ms)
+		if (slot_usable(lgr, i) && !ll->down && ll->test_answered_ms >= ms)
 			return true;
 	}
 	return false;
@@ -1233,9 +1233,11 @@ static void test_link_rx(struct smcr_lgr *lgr, unsigned int slot,
 	struct smcr_llc_msg r;
 
 	if (m->reply) {
-		if (memcmp(m->test_link.user_data, ll->test_data,
-			   sizeof(ll->test_data)) == 0)
+		if (ll->test_sent_ms && memcmp(m->test_link.user_data, ll->test_data,
+					       sizeof(ll->test_data)) == 0) {
+			ll->test_answered_ms = ll->test_sent_ms;
 			ll->test_sent_ms = 0;
+		}
 		return;
 	}
 	r = *m;

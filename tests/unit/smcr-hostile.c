@@ -273,13 +273,16 @@ static void test_lgrs_per_address_opt(void)
 /* A peer whose TCP socket ends (its process killed: the kernel sends
  * FIN and destroys the QPs).  A fake link counts what is sent on it. */
 static unsigned int te_sends, te_tests;
+static uint8_t te_probe[SMCR_LLC_LEN];	/* the last TEST LINK sent */
 
 static int te_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
 {
 	(void)link;
 	te_sends++;
-	if (((const uint8_t *)msg)[0] == SMCR_LLC_TEST_LINK)
+	if (((const uint8_t *)msg)[0] == SMCR_LLC_TEST_LINK) {
 		te_tests++;
+		memcpy(te_probe, msg, sizeof(te_probe));
+	}
 	(void)wr_id;
 	return 0;
 }
@@ -327,6 +330,18 @@ static void te_rig(struct te_rig *r)
 	te_clock = 10;
 }
 
+/* The peer's reply to the last TEST LINK, or a CDC it sent. */
+static void te_answer(struct te_rig *r)
+{
+	struct smcr_llc_msg m;
+	uint8_t buf[SMCR_LLC_LEN];
+
+	CU_ASSERT_FATAL(smcr_llc_decode(te_probe, sizeof(te_probe), &m) == SMCR_LLC_LEN);
+	m.reply = true;
+	CU_ASSERT_FATAL(smcr_llc_encode(&m, buf, sizeof(buf)) == SMCR_LLC_LEN);
+	smcr_llc_rx(&r->lgr, &r->link, buf);
+}
+
 static void te_unrig(struct te_rig *r)
 {
 	close(r->s.fd);
@@ -359,9 +374,9 @@ static void test_tcp_end(void)
 	CU_ASSERT_EQUAL(r.s.conn.error, 0);
 	CU_ASSERT_EQUAL(te_sends, 0);
 
-	/* Killed: FIN, nothing more on the link.  Probed at once and at
-	 * half the grace, reset at the grace, and the group's last link
-	 * is no longer given the long limit. */
+	/* Killed: FIN, nothing more on the link.  Probed at once, reset
+	 * at the grace, and the group's last link is no longer given the
+	 * long limit. */
 	close(r.peer);
 	r.peer = -1;
 	te_clock = 1000;
@@ -382,13 +397,31 @@ static void test_tcp_end(void)
 	CU_ASSERT_TRUE(smcr_engine_lgr_ops.peer_gone(&r.lgr));
 	te_unrig(&r);
 
+	/* Killed with its last messages still in our CQ: read after the
+	 * FIN, they do not keep the connection; only a probe's reply would. */
+	te_rig(&r);
+	close(r.peer);
+	r.peer = -1;
+	te_clock = 1000;
+	smcr_engine_tcp_ends(&r.ctx, 1000);
+	CU_ASSERT_EQUAL(te_tests, 1);
+	te_clock = 1050;
+	r.lgr.links[0].last_rx_ms = 1050;	/* a CDC sent before it died */
+	smcr_engine_tcp_ends(&r.ctx, 1050);
+	smcr_engine_tcp_ends(&r.ctx, 1000 + SMCR_TCP_END_GRACE_MS);
+	CU_ASSERT_EQUAL(r.s.conn.error, -ECONNRESET);
+	CU_ASSERT_TRUE(r.s.peer_gone);
+	te_unrig(&r);
+
 	/* A peer that ends TCP but lives (it answers the probe): kept. */
 	te_rig(&r);
 	shutdown(r.peer, SHUT_WR);
+	te_clock = 1000;
 	smcr_engine_tcp_ends(&r.ctx, 1000);
 	CU_ASSERT_EQUAL(te_tests, 1);
-	r.lgr.links[0].last_rx_ms = 1003;	/* the reply */
-	r.lgr.links[0].test_sent_ms = 0;
+	te_clock = 1003;
+	te_answer(&r);
+	CU_ASSERT_EQUAL(r.lgr.links[0].test_sent_ms, 0);
 	smcr_engine_tcp_ends(&r.ctx, 1100);
 	smcr_engine_tcp_ends(&r.ctx, 1000 + 3 * SMCR_TCP_END_GRACE_MS);
 	CU_ASSERT_EQUAL(r.s.conn.error, 0);
@@ -397,15 +430,23 @@ static void test_tcp_end(void)
 	CU_ASSERT_FALSE(smcr_engine_lgr_ops.peer_gone(&r.lgr));
 	te_unrig(&r);
 
-	/* Its reply within the ms of the FIN: heard by the second probe. */
+	/* A probe of before the FIN was out: answered, it does not count;
+	 * the link is probed again at the next tick, and that reply does. */
 	te_rig(&r);
+	te_clock = 900;
+	CU_ASSERT_EQUAL(smcr_llc_test_link(&r.lgr, 0), 0);
 	shutdown(r.peer, SHUT_WR);
+	te_clock = 1000;
 	smcr_engine_tcp_ends(&r.ctx, 1000);
-	r.lgr.links[0].last_rx_ms = 1000;
-	r.lgr.links[0].test_sent_ms = 0;
-	smcr_engine_tcp_ends(&r.ctx, 1000 + SMCR_TCP_END_GRACE_MS / 2);
+	CU_ASSERT_EQUAL(te_tests, 1);		/* none while one is out */
+	te_clock = 1010;
+	te_answer(&r);
+	smcr_engine_tcp_ends(&r.ctx, 1100);
+	CU_ASSERT_FALSE(r.s.tcp_end_judged);
 	CU_ASSERT_EQUAL(te_tests, 2);
-	r.lgr.links[0].last_rx_ms = 1000 + SMCR_TCP_END_GRACE_MS / 2 + 2;
+	te_clock = 1110;
+	te_answer(&r);
+	smcr_engine_tcp_ends(&r.ctx, 1200);
 	smcr_engine_tcp_ends(&r.ctx, 1000 + SMCR_TCP_END_GRACE_MS);
 	CU_ASSERT_EQUAL(r.s.conn.error, 0);
 	CU_ASSERT_TRUE(r.s.tcp_end_judged);
