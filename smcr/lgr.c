@@ -175,7 +175,8 @@ unsigned int smcr_lgr_active_links(const struct smcr_lgr *lgr)
 	return n;
 }
 
-struct smcr_link *smcr_lgr_least_loaded(struct smcr_lgr *lgr)
+struct smcr_link *smcr_lgr_least_loaded_for(struct smcr_lgr *lgr,
+					     const struct smcr_conn *conn)
 {
 	struct smcr_link *best = NULL;
 	unsigned int i;
@@ -185,10 +186,17 @@ struct smcr_link *smcr_lgr_least_loaded(struct smcr_lgr *lgr)
 
 		if (!l || l->state != SMCR_LINK_ACTIVE || lgr->links[i].down)
 			continue;
+		if (conn && conn->peer_rmb && !conn->peer_rmb->rkey[i])
+			continue;
 		if (!best || l->nconns < best->nconns)
 			best = l;
 	}
 	return best;
+}
+
+struct smcr_link *smcr_lgr_least_loaded(struct smcr_lgr *lgr)
+{
+	return smcr_lgr_least_loaded_for(lgr, NULL);
 }
 
 struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr)
@@ -434,9 +442,17 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 			smcr_conn_link_gone(conn, link);
 		if (!conn || conn->link != link)
 			continue;
-		to = smcr_lgr_least_loaded(lgr);
-		if (!to)
+		if (!smcr_lgr_least_loaded(lgr))
 			break;
+		/* not to a link where its peer's RMB has no RKey: its writes
+		 * would fail that link too */
+		to = smcr_lgr_least_loaded_for(lgr, conn);
+		if (!to) {
+			smcr_warn("connection %08x: no other link has an RKey for its peer's RMB",
+				  conn->token);
+			smcr_conn_abort(conn, -ECONNRESET);
+			continue;
+		}
 		lgr->stats.failovers++;
 		if (smcr_conn_failover(conn, to))
 			smcr_conn_abort(conn, -ECONNRESET);

@@ -344,6 +344,9 @@ unsigned int smcr_lgr_active_links(const struct smcr_lgr *lgr);
 struct smcr_link *smcr_lgr_pick_link(struct smcr_lgr *lgr);
 /* The active link with the fewest connections, or NULL. */
 struct smcr_link *smcr_lgr_least_loaded(struct smcr_lgr *lgr);
+/* The same among the links where conn's peer RMB has an RKey. */
+struct smcr_link *smcr_lgr_least_loaded_for(struct smcr_lgr *lgr,
+					     const struct smcr_conn *conn);
 /* Hands a link the group let go to the owner (ops->link_destroy). */
 void smcr_lgr_link_destroy(struct smcr_lgr *lgr, struct smcr_link *link);
 /* Slot of a link of this group, or -1. */

@@ -192,7 +192,7 @@ static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
 		if (!conn || conn->link != link)
 			continue;
 		link->state = SMCR_LINK_DELETING;
-		to = smcr_lgr_least_loaded(lgr);
+		to = smcr_lgr_least_loaded_for(lgr, conn);
 		if (!to || smcr_conn_failover(conn, to))
 			smcr_conn_abort(conn, -ECONNRESET);
 		else
@@ -401,18 +401,19 @@ static unsigned int v2_pairs_ours(struct smcr_lgr *lgr, unsigned int via, unsign
 	return n;
 }
 
-/* The peer's RTokens on the new link in slot, named by their rkeys on via. */
-static void v2_pairs_theirs(struct smcr_lgr *lgr, unsigned int via, unsigned int slot,
-			    const uint8_t *msg, uint32_t len)
+/* The peer's RTokens on the new link in slot, named by their rkeys on via.
+ * Returns how many of the peer's RMBs in use are left without one there. */
+static int v2_pairs_theirs(struct smcr_lgr *lgr, unsigned int via, unsigned int slot,
+			   const uint8_t *msg, uint32_t len)
 {
 	static struct smcr_llc_rtoken_pair pairs[SMCR_LLC_V2_MAX_RKEYS];
 	struct smcr_llc_add_link_v2_ext ext;
-	int n, k;
+	int n, k, missing = 0;
 
 	n = smcr_llc_add_link_v2_ext_decode(msg, len, &ext, pairs, SMCR_LLC_V2_MAX_RKEYS);
 	if (n < 0) {
 		smcr_warn("link group: ADD LINK v2 without its RKeys (%s)", smcr_msg_strerror(n));
-		return;
+		n = 0;
 	}
 	for (k = 0; k < n; k++) {
 		struct smcr_lgr_peer_rmb *p =
@@ -428,16 +429,20 @@ static void v2_pairs_theirs(struct smcr_lgr *lgr, unsigned int via, unsigned int
 			 pairs[k].ref_rkey, lgr->links[via].link->link_id, pairs[k].new_rkey,
 			 (unsigned long long)pairs[k].new_vaddr, lgr->links[slot].link->link_id);
 	}
-	/* An RMB of the peer's in use that the list left out: its
-	 * connections stay off the new link (lgr_rebalance). */
+	/* An RMB of the peer's in use that the list left out (Linux 6.1
+	 * lists lgr->conns_num of them, seen one short): no write of its
+	 * connections could go on the new link. */
 	for (k = 0; k < (int)lgr->npeer_rmbs; k++) {
 		const struct smcr_lgr_peer_rmb *p = &lgr->peer_rmbs[k];
 
-		if (p->used && p->refs && !p->r.rkey[slot])
-			smcr_warn("link group: ADD LINK v2 (%d RKeys) gave none for the peer's RMB %08x (on link %u) on link %u",
-				  n, p->r.rkey[via], lgr->links[via].link->link_id,
-				  lgr->links[slot].link->link_id);
+		if (!p->used || !p->refs || p->r.rkey[slot])
+			continue;
+		missing++;
+		smcr_warn("link group: ADD LINK v2 (%d RKeys) gave none for the peer's RMB %08x (on link %u) on link %u",
+			  n, p->r.rkey[via], lgr->links[via].link->link_id,
+			  lgr->links[slot].link->link_id);
 	}
+	return missing;
 }
 
 /* ADD LINK v2 (request or reply) for the new link in slot, over via. */
@@ -598,9 +603,11 @@ static void add_link_req_go(struct smcr_lgr *lgr, unsigned int via, uint8_t link
 		int held = slot_of_id(lgr, link_num);	/* link_num's slot, if any */
 
 		smcr_info("link group: rejecting ADD LINK %u (%d)", link_num, ret);
-		if (ret == -EAGAIN && lgr->version == SMCR_LLC_VERSION_2 && held >= 0) {
-			/* no path from the port we took: ask again for a link
-			 * to it once the server's ports had time to settle */
+		if ((ret == -EAGAIN || ret == -ENOKEY) && lgr->version == SMCR_LLC_VERSION_2 &&
+		    held >= 0) {
+			/* no path from the port we took, or an RKey list
+			 * short of an RMB: ask again for a link to it once the
+			 * server's ports (or its count) had time to settle */
 			memcpy(lgr->req_add_link_gid, lgr->links[held].local.gid, SMCR_GID_LEN);
 			lgr->req_add_link_ms = now(lgr) + SMCR_LGR_V2_ADD_LINK_RETRY_MS;
 		}
@@ -684,8 +691,10 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 	}
 	ret = slot_of_id(lgr, a->link_num) >= 0 ? -EEXIST :
 	      link_new(lgr, &peer, a->link_num, !same_rnic, &slot);
-	if (ret == 0 && lgr->version == SMCR_LLC_VERSION_2)
-		v2_pairs_theirs(lgr, via, (unsigned int)slot, msg, len);
+	/* A list that leaves out an RMB in use: refused, asked again */
+	if (ret == 0 && lgr->version == SMCR_LLC_VERSION_2 &&
+	    v2_pairs_theirs(lgr, via, (unsigned int)slot, msg, len) > 0)
+		ret = -ENOKEY;
 	if (ret == 0)
 		ret = link_bringup(lgr, (unsigned int)slot, &peer);
 	if (ret == -EAGAIN && !same_rnic) {

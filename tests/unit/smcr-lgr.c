@@ -1520,13 +1520,24 @@ static void test_rebalance(void)
 	group_down();
 }
 
+/* The client's peer RMB entry that conn writes into. */
+static struct smcr_lgr_peer_rmb *client_peer_rmb(const struct smcr_conn *conn)
+{
+	unsigned int i;
+
+	for (i = 0; i < C.lgr->npeer_rmbs; i++)
+		if (&C.lgr->peer_rmbs[i].r == conn->peer_rmb)
+			return &C.lgr->peer_rmbs[i];
+	return NULL;
+}
+
 /* A connection whose peer RMB has no RKey on the returned link (an ADD
  * LINK list that left it out) is not moved there: its writes would meet a
  * remote access error and fail the link.  The others move. */
 static void test_rebalance_no_rkey(void)
 {
 	const uint64_t total = 256 * 1024;
-	struct smcr_lgr_peer_rmb *p = NULL;
+	struct smcr_lgr_peer_rmb *p;
 	struct smcr_link *fresh = NULL;
 	unsigned int i, c, others = 0;
 
@@ -1534,9 +1545,7 @@ static void test_rebalance_no_rkey(void)
 	for (i = 0; i < SMCR_LINK_SLOTS; i++)
 		if (C.lgr->links[i].link && C.lgr->links[i].link->nconns == 0)
 			fresh = C.lgr->links[i].link;
-	for (i = 0; i < C.lgr->npeer_rmbs; i++)
-		if (&C.lgr->peer_rmbs[i].r == C.conn[0].peer_rmb)
-			p = &C.lgr->peer_rmbs[i];
+	p = client_peer_rmb(&C.conn[0]);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(fresh);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
 	p->r.rkey[fresh->slot] = 0;
@@ -1555,6 +1564,81 @@ static void test_rebalance_no_rkey(void)
 		CU_ASSERT(fresh->nconns > 0);
 	CU_ASSERT_EQUAL(C.lgr->links[fresh->slot].link, fresh);
 	group_down();
+}
+
+/* When the last link a connection could move to has no RKey for its
+ * peer's RMB, that connection alone is reset: its writes would fail the
+ * link and end the group for all (kernel-v2 (d): the link group ended). */
+static void test_failover_no_rkey(void)
+{
+	const uint64_t total = 128 * 1024;
+	struct smcr_lgr_peer_rmb *p;
+	struct smcr_link *fresh = NULL, *old = NULL;
+	unsigned int i, c;
+
+	link1_cut_and_back(total);
+	for (i = 0; i < SMCR_LINK_SLOTS; i++)
+		if (C.lgr->links[i].link && C.lgr->links[i].link->nconns == 0)
+			fresh = C.lgr->links[i].link;
+		else if (C.lgr->links[i].link)
+			old = C.lgr->links[i].link;
+	p = client_peer_rmb(&C.conn[0]);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fresh);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(old);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	p->r.rkey[fresh->slot] = 0;
+	memwire_fault(end_of(old), MEMWIRE_CUT);
+	run();
+	wait_ms(1000);
+	CU_ASSERT_FALSE(C.lgr->terminated);
+	CU_ASSERT_EQUAL(C.lgr->links[fresh->slot].link, fresh);
+	CU_ASSERT_EQUAL(fresh->state, SMCR_LINK_ACTIVE);
+	for (c = 0; c < NCONN; c++) {
+		if (C.conn[c].peer_rmb == &p->r) {
+			CU_ASSERT_EQUAL(C.conn[c].error, -ECONNRESET);
+		} else {
+			CU_ASSERT_EQUAL(C.conn[c].error, 0);
+			CU_ASSERT_EQUAL(C.conn[c].link, fresh);
+		}
+	}
+	group_down();
+}
+
+/* SMC-Rv2: an ADD LINK whose RKey list leaves out an RMB in use (Linux
+ * 6.1 lists conns_num of them, seen one short) is refused and asked for
+ * again (REQ ADD LINK); the next, whole, list makes the link. */
+static void test_v2_add_link_short_list(void)
+{
+	struct smcr_rmb *rmb;
+	unsigned int i, c;
+
+	lgr_version = 2;
+	group_up(2, 2, NULL);
+	conns_up();
+	stream_with(256 * 1024, cut_link1);
+	check_stream(256 * 1024);
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_active_links(C.lgr), 1);
+	/* as the engine counts them (conns_up does not) */
+	for (i = 0; i < C.lgr->npeer_rmbs; i++)
+		for (c = 0; c < NCONN; c++)
+			C.lgr->peer_rmbs[i].refs += C.conn[c].peer_rmb == &C.lgr->peer_rmbs[i].r;
+	rmb = S.conn[0].rmbe.rmb;
+	CU_ASSERT_TRUE_FATAL(rmb->announced);
+	rmb->announced = false;		/* left out of the server's list */
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), 0);
+	run();
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT(C.lgr->req_add_link_ms > 0);
+	rmb->announced = true;
+	wait_ms(SMCR_LGR_V2_ADD_LINK_RETRY_MS + 1000);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	stream_counts_clear();
+	stream_with(64 * 1024, NULL);
+	check_stream(64 * 1024);
+	group_down();
+	lgr_version = 1;
 }
 
 static unsigned int deferred;	/* moves waiting for writes in flight */
@@ -1853,6 +1937,8 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "rebalancing onto a returned link", test_rebalance },
 	{ "rebalancing connections that are busy", test_rebalance_busy },
 	{ "rebalancing leaves a connection off a link without its peer's RKey", test_rebalance_no_rkey },
+	{ "failover resets only a connection no link has an RKey for", test_failover_no_rkey },
+	{ "SMC-Rv2 ADD LINK with an RKey list short of an RMB: refused, asked again", test_v2_add_link_short_list },
 	{ "unconfirmed bytes per link at their limit", test_link_tx_cap },
 	{ "LLC timeout: retries, then an outcome", test_llc_timeout },
 	{ "CONFIRM RKEY refused: asked again at the tick", test_rkey_refused_no_storm },
