@@ -34,19 +34,21 @@
 # address resolved on the new link's own netdev (eth1 for rxe1 here, not
 # the route's eth0), with the kernel's ADD LINK held up to 1.5 s while it
 # resolves, and after refusing an asymmetric one a REQ ADD LINK of ours;
-# our server keeps no late acker ((c): 6.1's client clears its QP itself).
-# Seen once each before, not since: 6.1 ending its group at a cable cut,
-# and every re-added link failing on its first RDMA write (remote access
-# error) after the QP error (tests/vm/README.md); the kernel guest's
-# smcr_link_down tracepoint and libsmcr's RKey logs are there for them.
+# our server keeps no late acker ((c): 6.1's client clears its QP itself);
+# an ADD LINK v2 whose RKey list leaves out an RMB in use (6.1 sent 7 for
+# 8 connections) is refused and asked for again, and no connection moves
+# onto a link without an RKey for its peer's RMB (before: a write with rkey
+# 0, remote access error, the kernel's group ended at a cable cut, or
+# every re-added link failed; tests/vm/README.md).  The kernel guest's
+# smcr_link_down tracepoint tells who took a kernel link down.
 # Knobs: SMCR_KV2_CONNS (default 16), SMCR_KV2_BYTES (default 8 MiB),
 # SMCR_KV2_FO_CONNS (default 8), SMCR_KV2_PARTS (default "ab c d e"; "d"
 # alone 24-33 s with the boot), SMCR_KV2_LLCCAP=1: dumpcap of the RoCE
 # SENDs (LLC, CDC) and SMCR_DEBUG=3 for libsmcr in (c)/(d) (the capture
 # stays in the kernel guest's share).
-# About 2 minutes under TCG on a quiet host (97 s with parts "ab c e" on
-# 28 Nov; (d) adds about 16 s), 4.5 minutes on a busy one; 2.5 minutes
-# more when the module is built.
+# About 2 minutes under TCG on a quiet host (28 Nov: 97 s with parts
+# "ab c e", 108-112 s in three runs with "ab c d e"), 4.5 minutes on a busy
+# one; 2.5 minutes more when the module is built.
 # smcr-timeout: 1200
 : "${SMCR_VM_TIMEOUT:=1140}"
 : "${SMCR_KV2_CONNS:=16}"
