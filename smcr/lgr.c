@@ -175,6 +175,13 @@ unsigned int smcr_lgr_active_links(const struct smcr_lgr *lgr)
 	return n;
 }
 
+/* Whether conn's writes could go on the link in slot: we hold an RKey
+ * there for its peer's RMB (or it has none yet). */
+static bool conn_rkey_on(const struct smcr_conn *conn, unsigned int slot)
+{
+	return !conn->peer_rmb || conn->peer_rmb->rkey[slot];
+}
+
 struct smcr_link *smcr_lgr_least_loaded_for(struct smcr_lgr *lgr,
 					     const struct smcr_conn *conn)
 {
@@ -186,7 +193,7 @@ struct smcr_link *smcr_lgr_least_loaded_for(struct smcr_lgr *lgr,
 
 		if (!l || l->state != SMCR_LINK_ACTIVE || lgr->links[i].down)
 			continue;
-		if (conn && conn->peer_rmb && !conn->peer_rmb->rkey[i])
+		if (conn && !conn_rkey_on(conn, i))
 			continue;
 		if (!best || l->nconns < best->nconns)
 			best = l;
@@ -269,7 +276,7 @@ static void lgr_rebalance(struct smcr_lgr *lgr)
 		    conn->abort_sent || conn->peer_aborted)
 			continue;
 		/* not to a link where we hold no RKey for its peer's RMB */
-		if (conn->peer_rmb && !conn->peer_rmb->rkey[lo->slot])
+		if (!conn_rkey_on(conn, lo->slot))
 			continue;
 		if (!smcr_conn_move(conn, lo) && !conn->move_to)
 			continue;	/* not now (failover validation due) */
@@ -442,12 +449,12 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 			smcr_conn_link_gone(conn, link);
 		if (!conn || conn->link != link)
 			continue;
-		if (!smcr_lgr_least_loaded(lgr))
-			break;
 		/* not to a link where its peer's RMB has no RKey: its writes
 		 * would fail that link too */
 		to = smcr_lgr_least_loaded_for(lgr, conn);
 		if (!to) {
+			if (!smcr_lgr_least_loaded(lgr))
+				break;
 			smcr_warn("connection %08x: no other link has an RKey for its peer's RMB",
 				  conn->token);
 			smcr_conn_abort(conn, -ECONNRESET);

@@ -308,11 +308,13 @@ static int sq_post(struct smcr_vlink *vl, struct ibv_send_wr *wr, uint8_t kind,
 	e->wr_id = wr_id;
 	e->kind = kind;
 	e->user_signaled = user_signaled;
-	e->rkey = wr->wr.rdma.rkey;
-	e->raddr = wr->wr.rdma.remote_addr;
-	e->len = wr->num_sge > 0 ? wr->sg_list[0].length : 0;
-	if (wr->num_sge > 1)
-		e->len += wr->sg_list[1].length;
+	if (kind == SQ_WRITE) {
+		e->rkey = wr->wr.rdma.rkey;
+		e->raddr = wr->wr.rdma.remote_addr;
+		e->len = wr->num_sge > 0 ? wr->sg_list[0].length : 0;
+		if (wr->num_sge > 1)
+			e->len += wr->sg_list[1].length;
+	}
 	vl->sq_head++;
 	if (scq_needed(vl))
 		scq_arm(vl);
