@@ -487,6 +487,79 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 
 /* ---- connections ---------------------------------------------------------- */
 
+static struct smcr_lgr_early *early_find(struct smcr_lgr *lgr, uint32_t token)
+{
+	unsigned int i;
+
+	for (i = 0; token && i < SMCR_LGR_EARLY; i++)
+		if (lgr->early[i].token == token)
+			return &lgr->early[i];
+	return NULL;
+}
+
+/* A free slot, or the oldest (a handshake that never ended). */
+static void early_reserve(struct smcr_lgr *lgr, uint32_t token)
+{
+	struct smcr_lgr_early *e = &lgr->early[0];
+	unsigned int i;
+
+	for (i = 0; i < SMCR_LGR_EARLY && e->token; i++)
+		if (!lgr->early[i].token || lgr->early[i].order < e->order)
+			e = &lgr->early[i];
+	memset(e, 0, sizeof(*e));
+	e->token = token;
+	e->order = ++lgr->early_order;
+}
+
+/* A CDC for a token whose connection is not there yet. */
+static void early_keep(struct smcr_lgr_early *e, const struct smcr_cdc_msg *m)
+{
+	if (m->peer_abort) {
+		e->aborted = true;
+	} else if (m->failover_validation) {
+		if (!e->validation || smcr_seq_after(m->seqno, e->fo_seq))
+			e->fo_seq = m->seqno;
+		e->validation = true;
+	} else if (!e->have || smcr_seq_after(m->seqno, e->msg.seqno)) {
+		e->cons_req = e->cons_req || m->cons_update_req;
+		e->msg = *m;
+		e->have = true;
+	} else {
+		e->cons_req = e->cons_req || m->cons_update_req;
+	}
+}
+
+/* What came for conn's token before it was added, in the order the peer
+ * sent it. */
+static void early_apply(struct smcr_lgr *lgr, struct smcr_conn *conn)
+{
+	struct smcr_lgr_early *e = early_find(lgr, conn->token);
+	struct smcr_lgr_early k;
+	struct smcr_cdc_msg m;
+
+	if (!e)
+		return;
+	k = *e;
+	memset(e, 0, sizeof(*e));
+	if (k.have) {
+		smcr_dbg("conn %08x: CDC %u came before the connection: applied now",
+			 conn->token, k.msg.seqno);
+		k.msg.cons_update_req = k.cons_req;
+		if (smcr_conn_rx_cdc(conn, &k.msg))
+			return;
+	}
+	if (k.validation) {
+		m = (struct smcr_cdc_msg){ .seqno = k.fo_seq, .token = conn->token,
+					   .failover_validation = true };
+		if (smcr_conn_rx_cdc(conn, &m))
+			return;
+	}
+	if (k.aborted) {
+		m = (struct smcr_cdc_msg){ .token = conn->token, .peer_abort = true };
+		smcr_conn_rx_cdc(conn, &m);
+	}
+}
+
 uint32_t smcr_lgr_conn_token(struct smcr_lgr *lgr)
 {
 	uint32_t t;
@@ -495,8 +568,17 @@ uint32_t smcr_lgr_conn_token(struct smcr_lgr *lgr)
 		t = lgr->next_token++;
 		if (!t)
 			t = lgr->next_token++;
-	} while (smcr_lgr_conn_find(lgr, t));
+	} while (smcr_lgr_conn_find(lgr, t) || early_find(lgr, t));
+	early_reserve(lgr, t);
 	return t;
+}
+
+void smcr_lgr_conn_token_drop(struct smcr_lgr *lgr, uint32_t token)
+{
+	struct smcr_lgr_early *e = early_find(lgr, token);
+
+	if (e)
+		memset(e, 0, sizeof(*e));
 }
 
 int smcr_lgr_conn_add(struct smcr_lgr *lgr, struct smcr_conn *conn)
@@ -509,6 +591,7 @@ int smcr_lgr_conn_add(struct smcr_lgr *lgr, struct smcr_conn *conn)
 			lgr->nconns++;
 			if (i >= lgr->conns_end)
 				lgr->conns_end = i + 1;
+			early_apply(lgr, conn);
 			return 0;
 		}
 	}
@@ -798,6 +881,12 @@ static void lgr_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
 	}
 	conn = smcr_lgr_conn_find(lgr, m.token);
 	if (!conn) {
+		struct smcr_lgr_early *e = early_find(lgr, m.token);
+
+		if (e) {
+			early_keep(e, &m);
+			return;
+		}
 		/* Late messages of a closed connection are harmless. */
 		smcr_dbg("link %u: CDC for unknown token %08x", link->link_id, m.token);
 		return;

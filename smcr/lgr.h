@@ -152,6 +152,23 @@ struct smcr_lgr_parked {
 	uint16_t seq;			/* the last CDC posted */
 };
 
+/* A token our CLC Accept announced whose connection the peer's Confirm
+ * has not made yet: the client writes as soon as its Confirm is out, and
+ * its CDCs (RDMA) may arrive before the Confirm (TCP).  What they said is
+ * kept for the connection (CDCs are cumulative: the newest, with any
+ * consumer update request, validation or abort among them). */
+#define SMCR_LGR_EARLY 16
+struct smcr_lgr_early {
+	uint32_t token;			/* 0: slot free */
+	uint64_t order;			/* when full, the oldest goes */
+	bool have;			/* msg: the newest CDC */
+	bool cons_req;			/* R on any */
+	bool validation;		/* F: the newest one's seqno in fo_seq */
+	uint16_t fo_seq;
+	bool aborted;			/* A */
+	struct smcr_cdc_msg msg;
+};
+
 /* A peer's RMB, as its RKeys on our links. */
 struct smcr_lgr_peer_rmb {
 	bool used;
@@ -294,6 +311,8 @@ struct smcr_lgr {
 	 * neither these nor connections remain. */
 	unsigned int setups;
 	uint32_t next_token;
+	struct smcr_lgr_early early[SMCR_LGR_EARLY];
+	uint64_t early_order;
 	struct smcr_llc_flow flow;
 	struct smcr_llc_pending queue[SMCR_LLC_QUEUE];
 	unsigned int nqueue;
@@ -352,8 +371,12 @@ void smcr_lgr_link_destroy(struct smcr_lgr *lgr, struct smcr_link *link);
 /* Slot of a link of this group, or -1. */
 int smcr_lgr_slot(const struct smcr_lgr *lgr, const struct smcr_link *link);
 
-/* Connections.  smcr_lgr_conn_token() reserves a fresh alert token. */
+/* Connections.  smcr_lgr_conn_token() reserves a fresh alert token:
+ * CDCs for it are kept (struct smcr_lgr_early) until smcr_lgr_conn_add()
+ * adds its connection and applies them there, or
+ * smcr_lgr_conn_token_drop() gives it up (the handshake failed). */
 uint32_t smcr_lgr_conn_token(struct smcr_lgr *lgr);
+void smcr_lgr_conn_token_drop(struct smcr_lgr *lgr, uint32_t token);
 int smcr_lgr_conn_add(struct smcr_lgr *lgr, struct smcr_conn *conn);
 void smcr_lgr_conn_remove(struct smcr_lgr *lgr, struct smcr_conn *conn);
 struct smcr_conn *smcr_lgr_conn_find(struct smcr_lgr *lgr, uint32_t token);

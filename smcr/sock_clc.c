@@ -149,12 +149,12 @@ static uint32_t conn_make(struct setup *st, const struct smcr_clc_accept_confirm
 	prmb = smcr_lgr_peer_rmb_add(st->lgr, (uint8_t)st->slot, peer->rmb_rkey,
 				     peer->rmb_vaddr);
 	if (!prmb)
-		return SMCR_DECL_MEM;
+		goto out_drop_token;
 	if (!prmb->r.vaddr[st->slot])
 		prmb->r.vaddr[st->slot] = peer->rmb_vaddr;
 	ret = smcr_lgr_sndbuf_alloc(st->lgr, psize, &sb);
 	if (ret)
-		return SMCR_DECL_MEM;
+		goto out_drop_token;
 	p = (struct smcr_conn_params){
 		.token = token,
 		.peer_token = peer->rmbe_alert_token,
@@ -169,15 +169,19 @@ static uint32_t conn_make(struct setup *st, const struct smcr_clc_accept_confirm
 	s->conn.tx_cork = s->ctx->autocork_bytes;
 	if (!ret)
 		ret = smcr_lgr_conn_add(st->lgr, &s->conn);
-	if (ret) {
-		smcr_rmbe_free(&st->lgr->sndbufs, &sb);
-		return SMCR_DECL_MEM;
-	}
+	if (ret)
+		goto out_free_sndbuf;
 	s->lgr = st->lgr;
 	s->peer_rmb = prmb;
 	prmb->refs++;
 	st->conn_added = true;
 	return 0;
+
+out_free_sndbuf:
+	smcr_rmbe_free(&st->lgr->sndbufs, &sb);
+out_drop_token:
+	smcr_lgr_conn_token_drop(st->lgr, token);
+	return SMCR_DECL_MEM;
 }
 
 static void fill_ours(struct setup *st, const struct smcr_rmbe *rmbe,
@@ -502,6 +506,9 @@ static void undo(void *arg, const struct smcr_clc_result *res)
 		if (s->peer_rmb && s->peer_rmb->refs)
 			s->peer_rmb->refs--;
 		st->conn_added = false;
+	} else if (st->lgr && s->conn.token) {
+		/* announced in our Accept, never made */
+		smcr_lgr_conn_token_drop(st->lgr, s->conn.token);
 	}
 	if (s->conn.rmbe.rmb)
 		smcr_rmbe_free(&st->lgr->rmbs, &s->conn.rmbe);
@@ -648,6 +655,10 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 	s->smc = true;
 	s->first_contact = res.first_contact;
 	smcr_sock_link(s);
+	/* What arrived before there was anyone to tell (CDCs that came
+	 * before the Confirm are applied as the connection is made). */
+	if (smcr_conn_poll(&s->conn) & (SMCR_POLLIN | SMCR_POLLHUP | SMCR_POLLERR))
+		s->conn.notify(&s->conn, s->conn.notify_arg);
 	if (res.first_contact) {
 		/* CONFIRM LINK must finish before data flows (§3.5.1.5). */
 		struct link_wait w = { .lgr = s->lgr, .slot = 0 };

@@ -529,48 +529,58 @@ static uint8_t sbyte(const struct host *from, unsigned int c, uint64_t i)
 	return (uint8_t)(x ^ (x >> 23));
 }
 
+/* Connection i as CLC sets it up: the server takes the token for its
+ * Accept, the client adds its connection before it sends its Confirm,
+ * the server adds its own when the Confirm arrives.  early runs in
+ * between: the client may write as soon as its Confirm is out. */
+static void conn_up(unsigned int i, void (*early)(unsigned int i))
+{
+	struct smcr_conn_params sp, cp;
+	struct smcr_rmbe se = S.conn[i].rmbe, ce = C.conn[i].rmbe, sb, cb;
+	struct smcr_lgr_peer_rmb *sp_rmb, *cp_rmb;
+	uint32_t rk;
+	uint64_t va;
+	bool pend;
+
+	if (i > 0) {
+		CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(S.lgr, 1000, &se, &pend), 0);
+		CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(C.lgr, 1000, &ce, &pend), 0);
+	}
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_sndbuf_alloc(S.lgr, ce.rmb->elem_size, &sb), 0);
+	CU_ASSERT_EQUAL_FATAL(smcr_lgr_sndbuf_alloc(C.lgr, se.rmb->elem_size, &cb), 0);
+	smcr_lgr_rmb_token(S.lgr, se.rmb, 0, &rk, &va);
+	cp_rmb = smcr_lgr_peer_rmb_find(C.lgr, 0, rk);
+	smcr_lgr_rmb_token(C.lgr, ce.rmb, 0, &rk, &va);
+	sp_rmb = smcr_lgr_peer_rmb_find(S.lgr, 0, rk);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sp_rmb);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cp_rmb);
+	sp = (struct smcr_conn_params){
+		.token = smcr_lgr_conn_token(S.lgr), .peer_token = 0,
+		.rmbe = se, .sndbuf = sb, .peer_rmb = &sp_rmb->r,
+		.peer_index = ce.index, .peer_elem_size = ce.rmb->elem_size,
+		.link = smcr_lgr_pick_link(S.lgr),
+	};
+	cp = (struct smcr_conn_params){
+		.token = smcr_lgr_conn_token(C.lgr), .peer_token = sp.token,
+		.rmbe = ce, .sndbuf = cb, .peer_rmb = &cp_rmb->r,
+		.peer_index = se.index, .peer_elem_size = se.rmb->elem_size,
+		.link = smcr_lgr_pick_link(C.lgr),
+	};
+	sp.peer_token = cp.token;
+	CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&C.conn[i], &cp), 0);
+	CU_ASSERT_EQUAL(smcr_lgr_conn_add(C.lgr, &C.conn[i]), 0);
+	if (early)
+		early(i);
+	CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&S.conn[i], &sp), 0);
+	CU_ASSERT_EQUAL(smcr_lgr_conn_add(S.lgr, &S.conn[i]), 0);
+}
+
 static void conns_up(void)
 {
 	unsigned int i;
 
-	for (i = 0; i < NCONN; i++) {
-		struct smcr_conn_params sp, cp;
-		struct smcr_rmbe se = S.conn[i].rmbe, ce = C.conn[i].rmbe, sb, cb;
-		struct smcr_lgr_peer_rmb *sp_rmb, *cp_rmb;
-		uint32_t rk;
-		uint64_t va;
-		bool pend;
-
-		if (i > 0) {
-			CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(S.lgr, 1000, &se, &pend), 0);
-			CU_ASSERT_EQUAL_FATAL(smcr_lgr_rmbe_alloc(C.lgr, 1000, &ce, &pend), 0);
-		}
-		CU_ASSERT_EQUAL_FATAL(smcr_lgr_sndbuf_alloc(S.lgr, ce.rmb->elem_size, &sb), 0);
-		CU_ASSERT_EQUAL_FATAL(smcr_lgr_sndbuf_alloc(C.lgr, se.rmb->elem_size, &cb), 0);
-		smcr_lgr_rmb_token(S.lgr, se.rmb, 0, &rk, &va);
-		cp_rmb = smcr_lgr_peer_rmb_find(C.lgr, 0, rk);
-		smcr_lgr_rmb_token(C.lgr, ce.rmb, 0, &rk, &va);
-		sp_rmb = smcr_lgr_peer_rmb_find(S.lgr, 0, rk);
-		CU_ASSERT_PTR_NOT_NULL_FATAL(sp_rmb);
-		CU_ASSERT_PTR_NOT_NULL_FATAL(cp_rmb);
-		sp = (struct smcr_conn_params){
-			.token = smcr_lgr_conn_token(S.lgr), .peer_token = 0,
-			.rmbe = se, .sndbuf = sb, .peer_rmb = &sp_rmb->r,
-			.peer_index = ce.index, .peer_elem_size = ce.rmb->elem_size,
-			.link = smcr_lgr_pick_link(S.lgr),
-		};
-		cp = (struct smcr_conn_params){
-			.token = smcr_lgr_conn_token(C.lgr), .peer_token = sp.token,
-			.rmbe = ce, .sndbuf = cb, .peer_rmb = &cp_rmb->r,
-			.peer_index = se.index, .peer_elem_size = se.rmb->elem_size,
-			.link = smcr_lgr_pick_link(C.lgr),
-		};
-		sp.peer_token = cp.token;
-		CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&S.conn[i], &sp), 0);
-		CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&C.conn[i], &cp), 0);
-		CU_ASSERT_EQUAL(smcr_lgr_conn_add(S.lgr, &S.conn[i]), 0);
-		CU_ASSERT_EQUAL(smcr_lgr_conn_add(C.lgr, &C.conn[i]), 0);
-	}
+	for (i = 0; i < NCONN; i++)
+		conn_up(i, NULL);
 	run();
 }
 
@@ -1604,6 +1614,52 @@ static void test_failover_no_rkey(void)
 	group_down();
 }
 
+/* The client's first write, sent before the server has its connection:
+ * its CDC overtakes the CLC Confirm (TCP) and reaches the server first. */
+static void write_before_confirm(unsigned int i)
+{
+	uint8_t buf[1000];
+	size_t k;
+
+	for (k = 0; k < sizeof(buf); k++)
+		buf[k] = sbyte(&C, i, k);
+	CU_ASSERT_EQUAL(smcr_conn_send(&C.conn[i], buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	C.sent[i] = sizeof(buf);
+	run();
+	CU_ASSERT_EQUAL(C.conn[i].stats.cdc_sent, 1);
+}
+
+/* That CDC is kept for the connection the Confirm makes: its data is
+ * there to read, and a failover right after (the client's validation
+ * names the CDC its RNIC saw acknowledged) resets nothing.  Dropped, the
+ * data waited for the next CDC, and the validation reset the connection
+ * ("failover lost data (received 0, peer sent 1)", smcr-failover.sh). */
+static void test_cdc_before_confirm(void)
+{
+	const uint64_t total = 64 * 1024;
+	struct smcr_link *l;
+	unsigned int i;
+
+	group_up(2, 2, NULL);
+	stream_counts_clear();
+	for (i = 0; i < NCONN; i++)
+		conn_up(i, i == 0 ? write_before_confirm : NULL);
+	run();
+	CU_ASSERT_EQUAL(smcr_conn_rx_avail(&S.conn[0]), 1000);
+	CU_ASSERT_EQUAL(S.conn[0].rx_seq, 1);
+	l = C.conn[0].link;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+	memwire_fault(end_of(l), MEMWIRE_CUT);
+	run();
+	wait_ms(1000);
+	CU_ASSERT_EQUAL(S.conn[0].error, 0);
+	CU_ASSERT_EQUAL(C.conn[0].error, 0);
+	CU_ASSERT_NOT_EQUAL(C.conn[0].link, l);
+	stream_with(total, NULL);
+	check_stream(total);
+	group_down();
+}
+
 /* SMC-Rv2: an ADD LINK whose RKey list leaves out an RMB in use (Linux
  * 6.1 lists conns_num of them, seen one short) is refused and asked for
  * again (REQ ADD LINK); the next, whole, list makes the link. */
@@ -1938,6 +1994,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "rebalancing connections that are busy", test_rebalance_busy },
 	{ "rebalancing leaves a connection off a link without its peer's RKey", test_rebalance_no_rkey },
 	{ "failover resets only a connection no link has an RKey for", test_failover_no_rkey },
+	{ "a CDC that overtakes the CLC Confirm is kept for its connection", test_cdc_before_confirm },
 	{ "SMC-Rv2 ADD LINK with an RKey list short of an RMB: refused, asked again", test_v2_add_link_short_list },
 	{ "unconfirmed bytes per link at their limit", test_link_tx_cap },
 	{ "LLC timeout: retries, then an outcome", test_llc_timeout },
