@@ -475,8 +475,11 @@ void smcr_lgr_link_fail(struct smcr_lgr *lgr, struct smcr_link *link, int reason
 	if (!was_active || !lgr->links[slot].link || !start_delete)
 		return;
 	/* The server deletes the link; the client asks it to (disorderly),
-	 * not yet while its QP acknowledges the server (cfg.delete_hold_ms). */
-	if (lgr->role == SMCR_ROLE_CLIENT && lgr->cfg.delete_hold_ms &&
+	 * not yet while its QP acknowledges the server (cfg.delete_hold_ms),
+	 * unless the server is libsmcr: only Linux's needs the wait, and ours
+	 * would fail over only when the hold ends (or its RC retries run
+	 * out), its data on the link stuck that long. */
+	if (lgr->role == SMCR_ROLE_CLIENT && lgr->cfg.delete_hold_ms && !lgr->peer_libsmcr &&
 	    link->ops->acking && link->ops->acking(link)) {
 		lgr->links[slot].delete_held = true;
 		return;

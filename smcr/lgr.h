@@ -119,6 +119,9 @@ struct smcr_lgr_config {
 	 * stream.  Held, the acker answers first: the server's QP fails and
 	 * the server deletes the link itself.  0: at once. */
 	uint32_t delete_hold_ms;
+	/* Leave our CONFIRM LINK without SMCR_LLC_CONFIRM_LIBSMCR: the peer
+	 * takes us for Linux (tests of what only Linux peers get). */
+	bool no_impl_mark;
 	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
 	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
@@ -285,6 +288,9 @@ struct smcr_lgr {
 	uint8_t req_add_link_gid[SMCR_GID_LEN];
 	uint64_t last_tick_ms;		/* smcr_llc_tick's last (0: none yet) */
 	uint8_t rmbe_eye;		/* RMBE eye catcher bytes: 0 (Linux) or 4 (RFC) */
+	/* The peer's CONFIRM LINK carried SMCR_LLC_CONFIRM_LIBSMCR: not Linux,
+	 * so no delete_hold_ms. */
+	bool peer_libsmcr;
 	bool layout_fixed;		/* by the first CONFIRM LINK */
 	bool terminated;
 	/* The link our DELETE LINK (all) went on, until its send completes

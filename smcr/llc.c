@@ -151,6 +151,7 @@ static void confirm_link_fill(struct smcr_lgr *lgr, unsigned int slot,
 	m->confirm_link.link_uid = ll->local.qpn ^ 0x5c300000u;
 	m->confirm_link.max_links = lgr->max_links;
 	m->confirm_link.no_rmbe_eyec = lgr->rmbe_eye == 0;
+	m->confirm_link.libsmcr = !lgr->cfg.no_impl_mark;
 }
 
 static void link_activate(struct smcr_lgr *lgr, unsigned int slot)
@@ -823,6 +824,10 @@ static void confirm_link_rx(struct smcr_lgr *lgr, unsigned int slot,
 	if (c->link_num != lgr->links[slot].link->link_id) {
 		lgr->stats.llc_bad++;
 		return;
+	}
+	if (c->libsmcr && !lgr->peer_libsmcr) {
+		lgr->peer_libsmcr = true;
+		smcr_dbg("link group: the peer is libsmcr (CONFIRM LINK)");
 	}
 	if (!m->reply) {
 		/* Client: the server confirms a link over itself. */

@@ -377,6 +377,7 @@ struct smcr_llc_confirm_link {			/* A.3.1 */
 	uint32_t link_uid;
 	uint8_t max_links;
 	bool no_rmbe_eyec;			/* SMCR_LLC_FLAG_NO_RMBE_EYEC (Linux) */
+	bool libsmcr;				/* SMCR_LLC_CONFIRM_LIBSMCR */
 };
 
 struct smcr_llc_add_link {			/* A.3.2 */

@@ -251,9 +251,15 @@ struct smcr_wire_llc_confirm_link {
 	uint8_t link_num;		/* 29 */
 	smcr_be32 link_uid;		/* 30: sender's link user ID */
 	uint8_t max_links;		/* 34 */
-	uint8_t reserved[9];		/* 35 */
+	uint8_t reserved[7];		/* 35: Linux 6.5+ (v2.1) uses 35 (max_conns) */
+	smcr_be16 impl;			/* 42: reserved; SMCR_LLC_CONFIRM_LIBSMCR from libsmcr */
 } SMCR_PACKED;
 _Static_assert(sizeof(struct smcr_wire_llc_confirm_link) == 44, "A.3.1 is 44 bytes");
+
+/* Not in the RFC: libsmcr puts this in the last two reserved bytes of its
+ * CONFIRM LINK (the RFC and Linux leave them zero), so that its peer knows
+ * it needs none of the ways round Linux's behaviour (delete_hold_ms). */
+#define SMCR_LLC_CONFIRM_LIBSMCR 0x6c73u	/* "ls" */
 
 /* A.3.2 ADD LINK
  *

@@ -1368,19 +1368,23 @@ static void test_acking_link_kept(void)
  * back, its stream is corrupted).  Held, the server sees the failure
  * first; one that does not gets the request after the hold.  A link that
  * does not acknowledge asks at once, as before, and a server deletes at
- * once. */
+ * once.  Only a server without libsmcr's mark in its CONFIRM LINK (Linux)
+ * gets the hold: ours fails over when the request comes, at once. */
 static void test_acking_link_holds_delete(void)
 {
-	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	struct smcr_lgr_config cfg = smcr_lgr_config_default, linux_cfg;
 	const uint64_t total = 128 * 1024;
 	unsigned int c;
 	uint64_t t0;
 
 	cfg.test_link_idle_ms = 0;
+	linux_cfg = cfg;
+	linux_cfg.no_impl_mark = true;
 	CU_ASSERT(cfg.delete_hold_ms >= 1000);
 	/* acking: nothing reaches the server during the hold, the
 	 * connections move at once and stream; the request comes after it */
-	group_up(2, 2, &cfg);
+	group_up2(2, 2, &linux_cfg, &cfg);
+	CU_ASSERT_FALSE(C.lgr->peer_libsmcr);
 	conns_up();
 	t0 = clock_ms;
 	client_link1_fails2(true, true);
@@ -1404,7 +1408,7 @@ static void test_acking_link_holds_delete(void)
 
 	/* acking, and the server deletes the link within the hold: the
 	 * held request is dropped with the link, nothing more is sent */
-	group_up(2, 2, &cfg);
+	group_up2(2, 2, &linux_cfg, &cfg);
 	conns_up();
 	client_link1_fails2(true, true);
 	wait_ms(500);
@@ -1419,12 +1423,29 @@ static void test_acking_link_holds_delete(void)
 	group_down();
 
 	/* not acking: the request goes at once */
-	group_up(2, 2, &cfg);
+	group_up2(2, 2, &linux_cfg, &cfg);
 	conns_up();
 	client_link1_fails2(false, true);
 	run();
 	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
 	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	group_down();
+
+	/* acking, our own server: the request goes at once, and both
+	 * sides stream on link 2 */
+	group_up(2, 2, &cfg);
+	CU_ASSERT_TRUE(C.lgr->peer_libsmcr);
+	CU_ASSERT_TRUE(S.lgr->peer_libsmcr);
+	conns_up();
+	client_link1_fails2(true, true);
+	CU_ASSERT_FALSE(C.lgr->links[0].delete_held);
+	run();
+	CU_ASSERT_PTR_NULL(S.lgr->links[0].link);
+	CU_ASSERT_PTR_NULL(C.lgr->links[0].link);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 1);
+	stream_counts_clear();
+	stream_with(total, NULL);
+	check_stream(total);
 	group_down();
 
 	/* the server's failed link, acking or not: it deletes at once */
@@ -1444,7 +1465,7 @@ static void test_acking_link_holds_delete(void)
  * stream, kernel-v2.sh part (c)).  The client keeps its own. */
 static void test_server_acker_off(void)
 {
-	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	struct smcr_lgr_config cfg = smcr_lgr_config_default, linux_cfg;
 	struct memwire_end *se, *ce;
 
 	cfg.test_link_idle_ms = 0;
@@ -1474,8 +1495,11 @@ static void test_server_acker_off(void)
 	CU_ASSERT_PTR_NULL(S.lgr->links[1].link);
 	group_down();
 
-	/* a client's failed link keeps acking (its DELETE LINK held) */
-	group_up(2, 2, &cfg);
+	/* a client's failed link keeps acking (its DELETE LINK held, for
+	 * a server that is not libsmcr) */
+	linux_cfg = cfg;
+	linux_cfg.no_impl_mark = true;
+	group_up2(2, 2, &linux_cfg, &cfg);
 	conns_up();
 	ce = client_link1_fails2(true, true);
 	CU_ASSERT_EQUAL(ce->ack_offs, 0);

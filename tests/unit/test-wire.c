@@ -111,6 +111,7 @@ PIN(smcr_wire_llc_confirm_link, link_num, 29);
 PIN(smcr_wire_llc_confirm_link, link_uid, 30);
 PIN(smcr_wire_llc_confirm_link, max_links, 34);
 PIN(smcr_wire_llc_confirm_link, reserved, 35);
+PIN(smcr_wire_llc_confirm_link, impl, 42);
 
 /* deployed layout, see the INTEROP note in wire.h */
 PIN(smcr_wire_llc_add_link, mac, 4);
@@ -1164,7 +1165,17 @@ static void test_llc_confirm_link(void)
 	CU_ASSERT_EQUAL(m.confirm_link.qpn, 0xFFFFFF);
 	CU_ASSERT_EQUAL(m.confirm_link.link_num, 0xFE);
 	CU_ASSERT(!m.confirm_link.no_rmbe_eyec);
+	CU_ASSERT(!m.confirm_link.libsmcr);
 	CU_ASSERT_EQUAL(llc_dec_patched(v, 40, 0xFF), 44);	/* reserved */
+	/* libsmcr's mark in the last two reserved bytes; anything else
+	 * there is no mark */
+	put16(v, 42, SMCR_LLC_CONFIRM_LIBSMCR);
+	llc_roundtrip(v, &m, SMCR_LLC_CONFIRM_LINK, false);
+	CU_ASSERT(m.confirm_link.libsmcr);
+	put16(v, 42, 0x6c72);
+	CU_ASSERT_EQUAL(llc_dec(v, SMCR_LLC_LEN, &m), SMCR_LLC_LEN);
+	CU_ASSERT(!m.confirm_link.libsmcr);
+	put16(v, 42, 0);
 	m.confirm_link.qpn = 0x1000000;
 	CU_ASSERT_EQUAL(smcr_llc_encode(&m, v, sizeof(v)), SMCR_E_INVAL);
 }
