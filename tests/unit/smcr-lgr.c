@@ -538,6 +538,7 @@ static void conn_up(unsigned int i, void (*early)(unsigned int i))
 	struct smcr_conn_params sp, cp;
 	struct smcr_rmbe se = S.conn[i].rmbe, ce = C.conn[i].rmbe, sb, cb;
 	struct smcr_lgr_peer_rmb *sp_rmb, *cp_rmb;
+	uint8_t slot = S.lgr->links[0].link ? 0 : 1;	/* CLC's link */
 	uint32_t rk;
 	uint64_t va;
 	bool pend;
@@ -548,10 +549,10 @@ static void conn_up(unsigned int i, void (*early)(unsigned int i))
 	}
 	CU_ASSERT_EQUAL_FATAL(smcr_lgr_sndbuf_alloc(S.lgr, ce.rmb->elem_size, &sb), 0);
 	CU_ASSERT_EQUAL_FATAL(smcr_lgr_sndbuf_alloc(C.lgr, se.rmb->elem_size, &cb), 0);
-	smcr_lgr_rmb_token(S.lgr, se.rmb, 0, &rk, &va);
-	cp_rmb = smcr_lgr_peer_rmb_find(C.lgr, 0, rk);
-	smcr_lgr_rmb_token(C.lgr, ce.rmb, 0, &rk, &va);
-	sp_rmb = smcr_lgr_peer_rmb_find(S.lgr, 0, rk);
+	smcr_lgr_rmb_token(S.lgr, se.rmb, slot, &rk, &va);
+	cp_rmb = smcr_lgr_peer_rmb_find(C.lgr, slot, rk);
+	smcr_lgr_rmb_token(C.lgr, ce.rmb, slot, &rk, &va);
+	sp_rmb = smcr_lgr_peer_rmb_find(S.lgr, slot, rk);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(sp_rmb);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(cp_rmb);
 	sp = (struct smcr_conn_params){
@@ -569,8 +570,10 @@ static void conn_up(unsigned int i, void (*early)(unsigned int i))
 	sp.peer_token = cp.token;
 	CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&C.conn[i], &cp), 0);
 	CU_ASSERT_EQUAL(smcr_lgr_conn_add(C.lgr, &C.conn[i]), 0);
-	if (early)
+	if (early) {
 		early(i);
+		sp.link = smcr_lgr_pick_link(S.lgr);	/* links may have failed */
+	}
 	CU_ASSERT_EQUAL_FATAL(smcr_conn_init(&S.conn[i], &sp), 0);
 	CU_ASSERT_EQUAL(smcr_lgr_conn_add(S.lgr, &S.conn[i]), 0);
 }
@@ -1684,6 +1687,45 @@ static void test_cdc_before_confirm(void)
 	group_down();
 }
 
+/* The same, and the client's link fails under its second write before
+ * the Confirm is in: its failover validation (naming the first CDC) and
+ * the write replayed on the other link come early too. */
+static void write_cut_before_confirm(unsigned int i)
+{
+	struct smcr_link *l;
+	uint8_t buf[500];
+	size_t k;
+
+	write_before_confirm(i);
+	l = C.conn[i].link;
+	memwire_fault(end_of(l), MEMWIRE_CUT);
+	for (k = 0; k < sizeof(buf); k++)
+		buf[k] = sbyte(&C, i, C.sent[i] + k);
+	CU_ASSERT_EQUAL(smcr_conn_send(&C.conn[i], buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	C.sent[i] += sizeof(buf);
+	run();
+	CU_ASSERT_NOT_EQUAL(C.conn[i].link, l);
+	CU_ASSERT_EQUAL(C.conn[i].stats.failovers, 1);
+}
+
+static void test_cdc_validation_before_confirm(void)
+{
+	const uint64_t total = 64 * 1024;
+	unsigned int i;
+
+	group_up(2, 2, NULL);
+	stream_counts_clear();
+	for (i = 0; i < NCONN; i++)
+		conn_up(i, i == 0 ? write_cut_before_confirm : NULL);
+	run();
+	CU_ASSERT_EQUAL(smcr_conn_rx_avail(&S.conn[0]), 1500);
+	CU_ASSERT_EQUAL(S.conn[0].error, 0);
+	CU_ASSERT_EQUAL(C.conn[0].error, 0);
+	stream_with(total, NULL);
+	check_stream(total);
+	group_down();
+}
+
 /* SMC-Rv2: an ADD LINK whose RKey list leaves out an RMB in use (Linux
  * 6.1 lists conns_num of them, seen one short) is refused and asked for
  * again (REQ ADD LINK); the next, whole, list makes the link. */
@@ -2019,6 +2061,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "rebalancing leaves a connection off a link without its peer's RKey", test_rebalance_no_rkey },
 	{ "failover resets only a connection no link has an RKey for", test_failover_no_rkey },
 	{ "a CDC that overtakes the CLC Confirm is kept for its connection", test_cdc_before_confirm },
+	{ "a failover validation before the CLC Confirm is checked against it", test_cdc_validation_before_confirm },
 	{ "SMC-Rv2 ADD LINK with an RKey list short of an RMB: refused, asked again", test_v2_add_link_short_list },
 	{ "unconfirmed bytes per link at their limit", test_link_tx_cap },
 	{ "LLC timeout: retries, then an outcome", test_llc_timeout },
