@@ -1641,19 +1641,42 @@ static void test_failover_no_rkey(void)
 	group_down();
 }
 
-/* The client's first write, sent before the server has its connection:
- * its CDC overtakes the CLC Confirm (TCP) and reaches the server first. */
-static void write_before_confirm(unsigned int i)
+/* n more bytes of the stream from the client on connection i. */
+static void client_write(unsigned int i, size_t n)
 {
 	uint8_t buf[1000];
 	size_t k;
 
-	for (k = 0; k < sizeof(buf); k++)
-		buf[k] = sbyte(&C, i, k);
-	CU_ASSERT_EQUAL(smcr_conn_send(&C.conn[i], buf, sizeof(buf)), (ssize_t)sizeof(buf));
-	C.sent[i] = sizeof(buf);
+	CU_ASSERT_FATAL(n <= sizeof(buf));
+	for (k = 0; k < n; k++)
+		buf[k] = sbyte(&C, i, C.sent[i] + k);
+	CU_ASSERT_EQUAL(smcr_conn_send(&C.conn[i], buf, n), (ssize_t)n);
+	C.sent[i] += n;
+}
+
+/* The client's first write, sent before the server has its connection:
+ * its CDC overtakes the CLC Confirm (TCP) and reaches the server first. */
+static void write_before_confirm(unsigned int i)
+{
+	client_write(i, 1000);
 	run();
 	CU_ASSERT_EQUAL(C.conn[i].stats.cdc_sent, 1);
+}
+
+/* The group and its connections, early(0) run before the server adds
+ * connection 0: it has avail bytes to read then, and nothing was reset. */
+static void conns_up_early(void (*early)(unsigned int i), uint32_t avail)
+{
+	unsigned int i;
+
+	group_up(2, 2, NULL);
+	stream_counts_clear();
+	for (i = 0; i < NCONN; i++)
+		conn_up(i, i == 0 ? early : NULL);
+	run();
+	CU_ASSERT_EQUAL(smcr_conn_rx_avail(&S.conn[0]), avail);
+	CU_ASSERT_EQUAL(S.conn[0].error, 0);
+	CU_ASSERT_EQUAL(C.conn[0].error, 0);
 }
 
 /* That CDC is kept for the connection the Confirm makes: its data is
@@ -1665,14 +1688,8 @@ static void test_cdc_before_confirm(void)
 {
 	const uint64_t total = 64 * 1024;
 	struct smcr_link *l;
-	unsigned int i;
 
-	group_up(2, 2, NULL);
-	stream_counts_clear();
-	for (i = 0; i < NCONN; i++)
-		conn_up(i, i == 0 ? write_before_confirm : NULL);
-	run();
-	CU_ASSERT_EQUAL(smcr_conn_rx_avail(&S.conn[0]), 1000);
+	conns_up_early(write_before_confirm, 1000);
 	CU_ASSERT_EQUAL(S.conn[0].rx_seq, 1);
 	l = C.conn[0].link;
 	CU_ASSERT_PTR_NOT_NULL_FATAL(l);
@@ -1693,16 +1710,11 @@ static void test_cdc_before_confirm(void)
 static void write_cut_before_confirm(unsigned int i)
 {
 	struct smcr_link *l;
-	uint8_t buf[500];
-	size_t k;
 
 	write_before_confirm(i);
 	l = C.conn[i].link;
 	memwire_fault(end_of(l), MEMWIRE_CUT);
-	for (k = 0; k < sizeof(buf); k++)
-		buf[k] = sbyte(&C, i, C.sent[i] + k);
-	CU_ASSERT_EQUAL(smcr_conn_send(&C.conn[i], buf, sizeof(buf)), (ssize_t)sizeof(buf));
-	C.sent[i] += sizeof(buf);
+	client_write(i, 500);
 	run();
 	CU_ASSERT_NOT_EQUAL(C.conn[i].link, l);
 	CU_ASSERT_EQUAL(C.conn[i].stats.failovers, 1);
@@ -1711,16 +1723,8 @@ static void write_cut_before_confirm(unsigned int i)
 static void test_cdc_validation_before_confirm(void)
 {
 	const uint64_t total = 64 * 1024;
-	unsigned int i;
 
-	group_up(2, 2, NULL);
-	stream_counts_clear();
-	for (i = 0; i < NCONN; i++)
-		conn_up(i, i == 0 ? write_cut_before_confirm : NULL);
-	run();
-	CU_ASSERT_EQUAL(smcr_conn_rx_avail(&S.conn[0]), 1500);
-	CU_ASSERT_EQUAL(S.conn[0].error, 0);
-	CU_ASSERT_EQUAL(C.conn[0].error, 0);
+	conns_up_early(write_cut_before_confirm, 1500);
 	stream_with(total, NULL);
 	check_stream(total);
 	group_down();
