@@ -47,6 +47,10 @@ static void peer_prod_lower(struct smcr_conn *conn, const struct smcr_cdc_cursor
 	if (smcr_cursor_cmp(rx_len(conn), c, &conn->rx_peer_prod) >= 0)
 		return;
 	conn->rx_peer_prod = *c;
+	/* A cursor sent beyond it may be lost: the next one that passes
+	 * this goes out (cons_news). */
+	if (smcr_cursor_cmp(rx_len(conn), &conn->rx_cons_sent, c) > 0)
+		conn->rx_cons_sent = *c;
 	if (smcr_cursor_cmp(rx_len(conn), &conn->rx_cons, c) > 0) {
 		conn->stats.cons_held++;
 		smcr_dbg("conn %08x: consumer cursor held at %u:%u (consumed %u:%u)",
@@ -716,6 +720,12 @@ int smcr_conn_rx_cdc_on(struct smcr_conn *conn, const struct smcr_cdc_msg *m,
 		peer_prod_lower(conn, &fin);
 		if (live)
 			conn->rx_link = via;
+		/* 6.1 sends nothing after its switch while it has no window:
+		 * what we may announce now goes out now. */
+		if (cons_news(conn)) {
+			conn->cdc_due = true;
+			smcr_conn_flush(conn);
+		}
 		return 0;
 	}
 	if (m->peer_abort) {

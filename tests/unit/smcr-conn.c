@@ -824,6 +824,8 @@ static void test_cons_held_at_rewind(void)
 	CU_ASSERT_EQUAL(rx_linux(b, 1, 0, 0, true), 0);
 	CU_ASSERT_EQUAL(b->error, 0);
 	CU_ASSERT_EQUAL(b->stats.cons_held, 1);
+	/* (6.1 may be out of window and silent: the cursor goes at once.) */
+	CU_ASSERT_EQUAL(b->rx_cons_sent.count, 200);
 	CU_ASSERT_EQUAL(cons_posted(b), 200);
 	/* It writes from 200 again: a cursor behind ours, ours held at it. */
 	CU_ASSERT_EQUAL(rx_linux(b, 5, 0, 300, false), 0);
