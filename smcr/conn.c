@@ -697,7 +697,7 @@ int smcr_conn_rx_cdc_on(struct smcr_conn *conn, const struct smcr_cdc_msg *m,
 	 * to: such a cursor only lowers rx_peer_prod. */
 	bool live = !via || (via->state != SMCR_LINK_FAILED &&
 			     via->state != SMCR_LINK_DELETING) ||
-		    (via->ops->acking && via->ops->acking(via));
+		    (via->ops->acks_late && via->ops->acks_late(via));
 	int64_t back;
 
 	if (m->token != conn->token)
