@@ -33,6 +33,39 @@ static void conn_notify(struct smcr_conn *conn)
 		conn->notify(conn, conn->notify_arg);
 }
 
+/* The consumer cursor our CDCs carry: never past the peer's producer
+ * cursor (struct smcr_conn, rx_peer_prod). */
+static struct smcr_cdc_cursor cons_out(const struct smcr_conn *conn)
+{
+	if (smcr_cursor_cmp(rx_len(conn), &conn->rx_cons, &conn->rx_peer_prod) > 0)
+		return conn->rx_peer_prod;
+	return conn->rx_cons;
+}
+
+static void peer_prod_lower(struct smcr_conn *conn, const struct smcr_cdc_cursor *c)
+{
+	if (smcr_cursor_cmp(rx_len(conn), c, &conn->rx_peer_prod) >= 0)
+		return;
+	conn->rx_peer_prod = *c;
+	/* A cursor sent beyond it may be lost: the next one that passes
+	 * this goes out (cons_news). */
+	if (smcr_cursor_cmp(rx_len(conn), &conn->rx_cons_sent, c) > 0)
+		conn->rx_cons_sent = *c;
+	if (smcr_cursor_cmp(rx_len(conn), &conn->rx_cons, c) > 0) {
+		conn->stats.cons_held++;
+		smcr_dbg("conn %08x: consumer cursor held at %u:%u (consumed %u:%u)",
+			 conn->token, c->wrap, c->count, conn->rx_cons.wrap, conn->rx_cons.count);
+	}
+}
+
+/* Has our consumer cursor moved past the one last sent? */
+static bool cons_news(const struct smcr_conn *conn)
+{
+	struct smcr_cdc_cursor c = cons_out(conn);
+
+	return smcr_cursor_cmp(rx_len(conn), &c, &conn->rx_cons_sent) > 0;
+}
+
 int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p)
 {
 	struct smcr_rmbe rx, tx;
@@ -98,12 +131,14 @@ static uint32_t wire_count(uint8_t eye, uint32_t count)
 
 static void cdc_fill(const struct smcr_conn *conn, struct smcr_cdc_msg *m)
 {
+	struct smcr_cdc_cursor cons = cons_out(conn);
+
 	memset(m, 0, sizeof(*m));
 	m->token = conn->peer_token;
 	m->prod.wrap = conn->tx_prod.wrap;
 	m->prod.count = wire_count(conn->tx_eye, conn->tx_prod.count);
-	m->cons.wrap = conn->rx_cons.wrap;
-	m->cons.count = wire_count(conn->rx_eye, conn->rx_cons.count);
+	m->cons.wrap = cons.wrap;
+	m->cons.count = wire_count(conn->rx_eye, cons.count);
 	m->writer_blocked = conn->blocked;
 	m->peer_done_writing = conn->done_sent;
 	m->peer_conn_closed = conn->closed_sent;
@@ -133,11 +168,12 @@ static int cdc_post(struct smcr_conn *conn)
 	slot = (conn->inflight_head + conn->inflight_n) % SMCR_CONN_INFLIGHT;
 	conn->inflight[slot].seq = seq;
 	conn->inflight[slot].prod = conn->tx_prod;
+	conn->inflight[slot].cons = cons_out(conn);
 	conn->inflight[slot].bytes = conn->tx_unannounced;
 	conn->tx_unannounced = 0;
 	conn->inflight_n++;
 	conn->tx_prod_sent = conn->tx_prod;
-	conn->rx_cons_sent = conn->rx_cons;
+	conn->rx_cons_sent = conn->inflight[slot].cons;
 	conn->peer_cons_req = false;
 	conn->cons_req_out = false;
 	conn->cdc_due = false;
@@ -291,6 +327,12 @@ void smcr_conn_link_gone(struct smcr_conn *conn, const struct smcr_link *link)
 {
 	if (conn->move_to == link)
 		conn->move_to = NULL;
+	/* The peer may have rewound already and our next CDC cross its
+	 * validation: hold to a cursor it has seen (so its own, at least). */
+	if (conn->rx_link == link) {
+		conn->rx_link = NULL;
+		peer_prod_lower(conn, &conn->rx_cons_acked);
+	}
 }
 
 int smcr_conn_flush(struct smcr_conn *conn)
@@ -529,16 +571,17 @@ ssize_t smcr_conn_peek(struct smcr_conn *conn, struct iovec iov[2])
 static bool window_update_due(const struct smcr_conn *conn)
 {
 	uint32_t len = rx_len(conn);
+	struct smcr_cdc_cursor cons = cons_out(conn);
 	uint64_t sender_used, gain;
 
-	if (smcr_cursor_cmp(len, &conn->rx_cons, &conn->rx_cons_sent) == 0)
+	if (!cons_news(conn))
 		return false;
 	if (conn->peer_blocked || conn->peer_cons_req)
 		return true;
 	/* The window the sender sees is below half the buffer, and this
 	 * update opens it by at least a tenth. */
 	sender_used = smcr_cursor_diff(len, &conn->rx_cons_sent, &conn->rx_prod);
-	gain = smcr_cursor_diff(len, &conn->rx_cons_sent, &conn->rx_cons);
+	gain = smcr_cursor_diff(len, &conn->rx_cons_sent, &cons);
 	return (len - sender_used) * 2 < len && gain * 10 >= len;
 }
 
@@ -568,7 +611,7 @@ int smcr_conn_cursor_update(struct smcr_conn *conn, bool request)
 		return conn->error;
 	if (conn->abort_sent || conn->peer_aborted || conn->closed_sent)
 		return 0;
-	if (!request && smcr_cursor_cmp(rx_len(conn), &conn->rx_cons, &conn->rx_cons_sent) == 0)
+	if (!request && !cons_news(conn))
 		return 0;
 	conn->cons_req_out = conn->cons_req_out || request;
 	conn->cdc_due = true;
@@ -614,10 +657,47 @@ static int cdc_reject(struct smcr_conn *conn, const char *why)
 	return -EPROTO;
 }
 
+/* Where the peer's producer cursor went at its failover: 6.1 rewinds to
+ * the cursor its last completed CDC carried, and its validation CDC
+ * names that CDC's seqno less one (smc_cdc_add_pending_send keeps the
+ * seqno before the increment); ours names it exactly and replays from
+ * there or later.  So: the cursor of the last CDC applied up to that
+ * seqno plus one, and never below what the peer has surely seen. */
+static struct smcr_cdc_cursor peer_fin(const struct smcr_conn *conn, uint16_t seq)
+{
+	struct smcr_cdc_cursor fin = conn->rx_cons_acked;
+	uint16_t upto = (uint16_t)(seq + 1);
+	int best = -1;
+	unsigned int i;
+
+	for (i = 0; i < conn->rx_hist_n; i++) {
+		uint16_t s = conn->rx_hist[i].seq;
+
+		if (!smcr_seq_after(s, upto) &&
+		    (best < 0 || smcr_seq_after(s, conn->rx_hist[best].seq)))
+			best = (int)i;
+	}
+	if (best >= 0 && smcr_cursor_cmp(rx_len(conn), &conn->rx_hist[best].prod, &fin) > 0)
+		fin = conn->rx_hist[best].prod;
+	return fin;
+}
+
 int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 {
-	struct smcr_cdc_cursor prod, cons;
+	return smcr_conn_rx_cdc_on(conn, m, conn->link);
+}
+
+int smcr_conn_rx_cdc_on(struct smcr_conn *conn, const struct smcr_cdc_msg *m,
+			struct smcr_link *via)
+{
+	struct smcr_cdc_cursor prod, cons, peer_prod;
 	uint32_t len = rx_len(conn);
+	/* What a link we gave up on still had queued (not a late acker's,
+	 * whose ACKs the peer sees) may be ahead of where the peer rewinds
+	 * to: such a cursor only lowers rx_peer_prod. */
+	bool live = !via || (via->state != SMCR_LINK_FAILED &&
+			     via->state != SMCR_LINK_DELETING) ||
+		    (via->ops->acks_late && via->ops->acks_late(via));
 	int64_t back;
 
 	if (m->token != conn->token)
@@ -626,6 +706,8 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 		return 0;
 	conn->stats.cdc_recv++;
 	if (m->failover_validation) {
+		struct smcr_cdc_cursor fin;
+
 		/* §4.6.1: the sender saw seqno m->seqno acknowledged; if we
 		 * have not processed it, data was lost. */
 		if (smcr_seq_before(conn->rx_seq, m->seqno)) {
@@ -633,6 +715,16 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 				  conn->token, conn->rx_seq, m->seqno);
 			smcr_conn_abort(conn, -ECONNRESET);
 			return -ECONNRESET;
+		}
+		fin = peer_fin(conn, m->seqno);
+		peer_prod_lower(conn, &fin);
+		if (live)
+			conn->rx_link = via;
+		/* 6.1 sends nothing after its switch while it has no window:
+		 * what we may announce now goes out now. */
+		if (cons_news(conn)) {
+			conn->cdc_due = true;
+			smcr_conn_flush(conn);
 		}
 		return 0;
 	}
@@ -652,6 +744,7 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 		return cdc_reject(conn, "producer cursor outside the RMBE");
 	if (!cursor_from_wire(conn->tx_eye, conn->tx_len, &m->cons, &cons))
 		return cdc_reject(conn, "consumer cursor outside the RMBE");
+	peer_prod = prod;
 	/* After a failover Linux rewinds its producer cursor to its last
 	 * completed CDC and writes again from there (smc_switch_cursor), so a
 	 * CDC may carry a cursor behind one we took: no new data.  More than
@@ -667,8 +760,13 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 	}
 	if (smcr_cursor_dist(len, &conn->rx_cons, &prod) > (int64_t)len)
 		return cdc_reject(conn, "producer cursor overruns unread data");
-	if (smcr_cursor_dist(conn->tx_len, &conn->tx_peer_cons, &cons) < 0)
+	/* Our own consumer cursor after a failover may be behind one we sent
+	 * (rx_peer_prod): keep ours.  More than an RMBE back is no such. */
+	back = smcr_cursor_dist(conn->tx_len, &conn->tx_peer_cons, &cons);
+	if (back < -(int64_t)conn->tx_len)
 		return cdc_reject(conn, "consumer cursor moved backwards");
+	if (back < 0)
+		cons = conn->tx_peer_cons;
 	/* After a failover tx_prod went back to the last confirmed write;
 	 * the peer may have consumed beyond it (its CDC was on its way), but
 	 * never beyond what the application gave us. */
@@ -679,6 +777,17 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 
 	conn->rx_seq = m->seqno;
 	conn->rx_prod = prod;
+	conn->rx_hist[conn->rx_hist_next].seq = m->seqno;
+	conn->rx_hist[conn->rx_hist_next].prod = peer_prod;
+	conn->rx_hist_next = (conn->rx_hist_next + 1) % SMCR_CONN_RX_HIST;
+	if (conn->rx_hist_n < SMCR_CONN_RX_HIST)
+		conn->rx_hist_n++;
+	if (live) {
+		conn->rx_link = via;
+		conn->rx_peer_prod = peer_prod;
+	} else {
+		peer_prod_lower(conn, &peer_prod);
+	}
 	conn->tx_peer_cons = cons;
 	if (smcr_cursor_cmp(conn->tx_len, &cons, &conn->tx_prod) > 0) {
 		/* What the peer consumed needs no replay. */
@@ -700,9 +809,7 @@ int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m)
 		conn->peer_closed = true;
 	}
 	/* A blocked writer, or a request, wants our cursor at once. */
-	if (window_update_due(conn) ||
-	    (conn->peer_cons_req &&
-	     smcr_cursor_cmp(len, &conn->rx_cons, &conn->rx_cons_sent) != 0))
+	if (window_update_due(conn) || (conn->peer_cons_req && cons_news(conn)))
 		conn->cdc_due = true;
 	/* Window opened for a blocked writer of ours, or data is pending. */
 	if (conn->blocked && smcr_conn_tx_space(conn) > 0) {
@@ -736,6 +843,7 @@ void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status)
 		}
 		conn->ss = seq;
 		conn->ss_prod = conn->inflight[slot].prod;
+		conn->rx_cons_acked = conn->inflight[slot].cons;
 		conn->inflight_head = (slot + 1) % SMCR_CONN_INFLIGHT;
 		conn->inflight_n -= i + 1;
 		break;

@@ -41,6 +41,10 @@ struct smcr_peer_rmb {
 /* CDC messages posted but not yet completed, per connection. */
 #define SMCR_CONN_INFLIGHT 32
 
+/* The peer's last CDCs applied, kept to read its failover validation by:
+ * twice the 16 sends Linux 6.1 keeps in flight on a link. */
+#define SMCR_CONN_RX_HIST 32
+
 /* Work request ids of CDC sends: the alert token, a tag, the seqno. */
 #define SMCR_WR_TAG_CDC		0x1u
 #define SMCR_WR_TAG_CDC_UNTRACKED 0x2u	/* failover validation, abort */
@@ -69,6 +73,7 @@ struct smcr_conn_stats {
 	uint64_t corked;		/* sends held for a CDC in flight */
 	uint64_t failovers, replayed_bytes;
 	uint64_t prod_rewinds;		/* producer cursor behind one taken (Linux after a failover) */
+	uint64_t cons_held;		/* consumer cursor held at the peer's rewound producer */
 };
 
 struct smcr_conn {
@@ -86,6 +91,20 @@ struct smcr_conn {
 	struct smcr_cdc_cursor rx_cons;		/* what we have consumed */
 	struct smcr_cdc_cursor rx_cons_sent;	/* consumer cursor last sent */
 	uint16_t rx_seq;			/* last CDC applied: also SR */
+	/* Linux 6.1 rewinds its producer cursor at a failover (to its last
+	 * completed CDC, smc_switch_cursor) and, told of a consumer cursor
+	 * beyond it, writes past the end of our RMBE (smc_tx_rdma_writes).
+	 * So the consumer cursor we send never passes rx_peer_prod: the
+	 * peer's producer cursor as far as we know it, lowered when it
+	 * rewinds or may have. */
+	struct smcr_cdc_cursor rx_peer_prod;
+	struct smcr_cdc_cursor rx_cons_acked;	/* in our last CDC that completed */
+	const struct smcr_link *rx_link;	/* the peer's CDCs come on it */
+	struct {
+		uint16_t seq;
+		struct smcr_cdc_cursor prod;
+	} rx_hist[SMCR_CONN_RX_HIST];		/* ring of the last CDCs applied */
+	unsigned int rx_hist_next, rx_hist_n;
 	bool peer_blocked;			/* B seen: update on every consume */
 	bool peer_cons_req;			/* R seen */
 	bool cons_req_out;			/* R on our next CDC */
@@ -111,6 +130,7 @@ struct smcr_conn {
 	struct {
 		uint16_t seq;
 		struct smcr_cdc_cursor prod;
+		struct smcr_cdc_cursor cons;	/* our consumer cursor in it */
 		uint32_t bytes;			/* written before it (link->tx_unacked) */
 	} inflight[SMCR_CONN_INFLIGHT];
 	uint32_t tx_unannounced;		/* written since the last CDC */
@@ -190,8 +210,12 @@ bool smcr_conn_tx_pending(const struct smcr_conn *conn);
  * (data or a close waiting to go, a move): the link's send completions
  * matter (struct smcr_link_ops' want_send_done). */
 bool smcr_conn_wants_tx_done(const struct smcr_conn *conn);
-/* A CDC for this connection arrived.  A message that fails validation
- * aborts the connection (and only it) and returns -EPROTO. */
+/* A CDC for this connection arrived on link via (NULL: not known).  A
+ * message that fails validation aborts the connection (and only it) and
+ * returns -EPROTO. */
+int smcr_conn_rx_cdc_on(struct smcr_conn *conn, const struct smcr_cdc_msg *m,
+			struct smcr_link *via);
+/* The same, on the connection's own link. */
 int smcr_conn_rx_cdc(struct smcr_conn *conn, const struct smcr_cdc_msg *m);
 /* A CDC send of ours completed (status 0) or failed. */
 void smcr_conn_cdc_done(struct smcr_conn *conn, uint16_t seq, int status);
@@ -206,7 +230,9 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link);
  * done adds one to conn->moves.  Not while a failover's validation is
  * due.  Returns true if it moved at once. */
 bool smcr_conn_move(struct smcr_conn *conn, struct smcr_link *to);
-/* The link is going away: a move onto it is called off. */
+/* The link is going away: a move onto it is called off, and if the peer
+ * sent on it, our consumer cursor is held to what it has surely seen until
+ * its failover validation (or a CDC on a live link) says where it is. */
 void smcr_conn_link_gone(struct smcr_conn *conn, const struct smcr_link *link);
 
 /* Bytes RDMA-written on conn->link whose CDC has not completed. */

@@ -203,7 +203,7 @@ static const struct {
 	STAT(lgrs_refused_per_address), STAT(local_stalls), STAT(local_stall_ms),
 	STAT(clc_retries), STAT(cursor_updates), STAT(cursor_requests), STAT(corked),
 	STAT(wake_kick), STAT(wake_timer), STAT(wake_devcq), STAT(wake_link),
-	STAT(wake_async), STAT(caller_serves),
+	STAT(wake_async), STAT(caller_serves), STAT(prod_rewinds), STAT(cons_held),
 };
 #undef STAT
 

@@ -1274,6 +1274,8 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 		st->bytes_sent += s->conn.stats.bytes_sent;
 		st->bytes_recv += s->conn.stats.bytes_recv;
 		st->corked += s->conn.stats.corked;
+		st->prod_rewinds += s->conn.stats.prod_rewinds;
+		st->cons_held += s->conn.stats.cons_held;
 	}
 }
 

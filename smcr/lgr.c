@@ -894,7 +894,7 @@ static void lgr_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
 		smcr_dbg("link %u: CDC for unknown token %08x", link->link_id, m.token);
 		return;
 	}
-	smcr_conn_rx_cdc(conn, &m);
+	smcr_conn_rx_cdc_on(conn, &m, link);
 }
 
 static void lgr_recv_long(struct smcr_link *link, const uint8_t *msg, uint32_t len)

@@ -64,6 +64,9 @@ struct smcr_link_ops {
 	 * still acknowledges the peer's retries, or will (a peer may wait
 	 * for them before it deletes the link). */
 	bool (*acking)(struct smcr_link *link);
+	/* Optional, no side effects: acking() without trying anything
+	 * (what the link still delivers, the peer has seen acknowledged). */
+	bool (*acks_late)(const struct smcr_link *link);
 	/* Optional: this down link needs no late acker (its QP stays in
 	 * error; one armed goes back to error).  A server's: a Linux
 	 * client clears its QP without waiting for its sends, and ACKs

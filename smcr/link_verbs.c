@@ -449,6 +449,13 @@ static bool vl_acking(struct smcr_link *link)
 	       qa.qp_state == IBV_QPS_RTS;
 }
 
+static bool vl_acks_late(const struct smcr_link *link)
+{
+	const struct smcr_vlink *vl = vl_of(link);
+
+	return !vl->released && vl->qp && (vl->acker || vl->ack_wait);
+}
+
 static void vl_ack_off(struct smcr_link *link)
 {
 	struct smcr_vlink *vl = vl_of(link);
@@ -482,6 +489,7 @@ const struct smcr_link_ops smcr_vlink_ops = {
 	.poll = smcr_vlink_poll,
 	.post_send_long = vl_post_send_long,
 	.acking = vl_acking,
+	.acks_late = vl_acks_late,
 	.ack_off = vl_ack_off,
 	.wait_begin = vl_wait_begin,
 	.wait_end = vl_wait_end,

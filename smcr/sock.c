@@ -136,6 +136,8 @@ static void sock_free_locked(struct smcr_sock *s)
 		ctx->stats.bytes_sent += s->conn.stats.bytes_sent;
 		ctx->stats.bytes_recv += s->conn.stats.bytes_recv;
 		ctx->stats.corked += s->conn.stats.corked;
+		ctx->stats.prod_rewinds += s->conn.stats.prod_rewinds;
+		ctx->stats.cons_held += s->conn.stats.cons_held;
 		/* Freed, or parked while posted writes may still read it (an
 		 * abort does not wait for them). */
 		smcr_lgr_sndbuf_release(lgr, &s->conn);

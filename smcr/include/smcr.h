@@ -296,6 +296,10 @@ struct smcr_stats {
 	 * completions in the caller's thread (SMCR_CALLER_POLL). */
 	uint64_t wake_kick, wake_timer, wake_devcq, wake_link, wake_async;
 	uint64_t caller_serves;
+	/* Failover with a peer that rewinds its producer cursor (Linux):
+	 * CDCs that carried one behind data already taken (prod_rewinds),
+	 * and times our consumer cursor was held back to it (cons_held). */
+	uint64_t prod_rewinds, cons_held;
 };
 int smcr_ctx_stats_size(struct smcr_ctx *ctx, struct smcr_stats *st, size_t size);
 static inline int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)

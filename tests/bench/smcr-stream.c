@@ -495,7 +495,8 @@ static void print_stats(const char *who)
 	       "cdc_sent %llu rdma_writes %llu bytes_sent %llu bytes_recv %llu "
 	       "links_deleted %llu rebalanced %llu devices_lost %llu test_links %llu "
 	       "open_connections %llu rmbes_in_use %llu sndbufs_in_use %llu "
-	       "fault_held %llu fault_discarded %llu fault_held_recvs %llu corked %llu\n", who,
+	       "fault_held %llu fault_discarded %llu fault_held_recvs %llu corked %llu "
+	       "prod_rewinds %llu cons_held %llu\n", who,
 	       (unsigned long long)st.connections, (unsigned long long)st.smc_connections,
 	       (unsigned long long)st.fallbacks, (unsigned long long)st.link_groups,
 	       (unsigned long long)st.links_added, (unsigned long long)st.link_failures,
@@ -507,7 +508,8 @@ static void print_stats(const char *who)
 	       (unsigned long long)st.open_connections, (unsigned long long)st.rmbes_in_use,
 	       (unsigned long long)st.sndbufs_in_use, (unsigned long long)st.fault_held,
 	       (unsigned long long)st.fault_discarded,
-	       (unsigned long long)st.fault_held_recvs, (unsigned long long)st.corked);
+	       (unsigned long long)st.fault_held_recvs, (unsigned long long)st.corked,
+	       (unsigned long long)st.prod_rewinds, (unsigned long long)st.cons_held);
 	printf("stats %s: progress thread woken by kick %llu timer %llu devcq %llu link %llu "
 	       "async %llu; caller_serves %llu\n", who,
 	       (unsigned long long)st.wake_kick, (unsigned long long)st.wake_timer,

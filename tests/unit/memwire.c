@@ -187,6 +187,13 @@ static bool mw_acking(struct smcr_link *link)
 	return e->acking && e->failed;
 }
 
+static bool mw_acks_late(const struct smcr_link *link)
+{
+	const struct memwire_end *e = (const struct memwire_end *)link;
+
+	return e->acking && e->failed;
+}
+
 static void mw_ack_off(struct smcr_link *link)
 {
 	struct memwire_end *e = end_of(link);
@@ -203,6 +210,7 @@ static void mw_want_send_done(struct smcr_link *link)
 static const struct smcr_link_ops memwire_ops = {
 	.want_send_done = mw_want_send_done,
 	.acking = mw_acking,
+	.acks_late = mw_acks_late,
 	.ack_off = mw_ack_off,
 	.poll = mw_poll,
 	.post_write = mw_post_write,

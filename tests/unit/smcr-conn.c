@@ -34,6 +34,7 @@ static struct memwire_end wire[NLINK][2];	/* [slot][0] is A's end */
 /* RMBE layout under test: 0 (Linux, the default) or 4 (the RFC's). */
 static uint8_t EYE;
 static struct smcr_cdc_msg last_cdc;		/* as the last receiver saw it */
+static struct smcr_cdc_msg last_cdc_a;		/* the last one A received */
 static uint32_t rng = 12345;
 
 static uint32_t rnd(void)
@@ -70,6 +71,8 @@ static void h_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
 	CU_ASSERT_EQUAL_FATAL(smcr_cdc_decode(msg, SMCR_MSG_LEN, &m), SMCR_CDC_LEN);
 	if (p == &B)
 		last_cdc = m;
+	else
+		last_cdc_a = m;
 	if (m.failover_validation) {
 		/* As the link group: CDCs still queued on other links first. */
 		unsigned int s;
@@ -80,7 +83,7 @@ static void h_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
 	}
 	conn = conn_by_token(p, m.token);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(conn);
-	smcr_conn_rx_cdc(conn, &m);
+	smcr_conn_rx_cdc_on(conn, &m, link);
 }
 
 static void h_send_done(struct smcr_link *link, uint64_t wr_id, int status)
@@ -106,6 +109,7 @@ static void h_down(struct smcr_link *link, int reason)
 	(void)reason;
 	p->downs++;
 	for (i = 0; i < NCONN; i++) {
+		smcr_conn_link_gone(&p->conn[i], link);
 		if (p->conn[i].link != link)
 			continue;
 		for (s = 0; s < NLINK; s++) {
@@ -764,6 +768,136 @@ static void test_prod_rewind(void)
 	teardown();
 }
 
+/* A (Linux) CDC to b: seqno, producer cursor at data offset prod. */
+static int rx_linux(struct smcr_conn *b, uint16_t seq, uint16_t wrap, uint32_t prod,
+		    bool validation)
+{
+	struct smcr_cdc_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.token = b->token;
+	m.seqno = seq;
+	m.failover_validation = validation;
+	m.prod = (struct smcr_cdc_cursor){ wrap, prod + EYE };
+	m.cons = (struct smcr_cdc_cursor){ 0, EYE };
+	return smcr_conn_rx_cdc_on(b, &m, b->link);
+}
+
+/* The consumer cursor b's next CDC carries (a peer A does not take). */
+static uint32_t cons_posted(struct smcr_conn *b)
+{
+	CU_ASSERT_EQUAL(smcr_conn_cursor_update(b, true), 1);
+	return b->rx_cons_sent.count;
+}
+
+/* The consumer cursor b's next CDC carries, as A receives it. */
+static uint32_t cons_sent(struct smcr_conn *b)
+{
+	memset(&last_cdc_a, 0, sizeof(last_cdc_a));
+	CU_ASSERT_EQUAL(smcr_conn_cursor_update(b, true), 1);
+	run_wire(0);
+	CU_ASSERT_EQUAL(last_cdc_a.token, b->peer_token);
+	return last_cdc_a.cons.count - EYE;
+}
+
+static void test_cons_held_at_rewind(void)
+{
+	static uint8_t buf[70000];
+	struct smcr_conn *b;
+	uint32_t len;
+	uint16_t seq;
+
+	/* Linux 6.1 at a failover rewinds its producer cursor to the one its
+	 * last completed CDC carried and names that CDC's seqno less one in
+	 * its validation CDC.  Told of a consumer cursor beyond its producer
+	 * cursor, it writes past the end of our RMBE (smc_tx_rdma_writes
+	 * takes prod.wrap != cons.wrap for "one chunk"): B must hold its
+	 * cursor at the peer's until the peer's CDCs pass it again.  (The
+	 * CDCs are made up: the wire is not run, A never sees them.) */
+	setup(1000, 1000, 64);
+	b = &B.conn[0];
+	/* Four CDCs of 100 bytes each (the bytes do not matter here). */
+	for (seq = 1; seq <= 4; seq++)
+		CU_ASSERT_EQUAL(rx_linux(b, seq, 0, 100u * seq, false), 0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 400);
+	/* Its CDC 2 completed last (validation seqno 1): back to 200. */
+	CU_ASSERT_EQUAL(rx_linux(b, 1, 0, 0, true), 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	CU_ASSERT_EQUAL(b->stats.cons_held, 1);
+	/* (6.1 may be out of window and silent: the cursor goes at once.) */
+	CU_ASSERT_EQUAL(b->rx_cons_sent.count, 200);
+	CU_ASSERT_EQUAL(cons_posted(b), 200);
+	/* It writes from 200 again: a cursor behind ours, ours held at it. */
+	CU_ASSERT_EQUAL(rx_linux(b, 5, 0, 300, false), 0);
+	CU_ASSERT_EQUAL(b->stats.prod_rewinds, 1);
+	CU_ASSERT_EQUAL(smcr_conn_rx_avail(b), 0);
+	CU_ASSERT_EQUAL(cons_posted(b), 300);
+	/* Past what B has taken: B's own cursor again, and new data. */
+	CU_ASSERT_EQUAL(rx_linux(b, 6, 0, 450, false), 0);
+	CU_ASSERT_EQUAL(smcr_conn_rx_avail(b), 50);
+	CU_ASSERT_EQUAL(cons_posted(b), 400);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 50);
+	CU_ASSERT_EQUAL(cons_posted(b), 450);
+	/* Across a wrap: the case that wrote past the end in 6.1. */
+	len = b->rmbe.data_len;
+	CU_ASSERT_EQUAL(rx_linux(b, 7, 0, len - 100, false), 0);
+	CU_ASSERT_EQUAL(rx_linux(b, 8, 1, 50, false), 0);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), (ssize_t)(len - 400));
+	CU_ASSERT_EQUAL(rx_linux(b, 7, 0, 0, true), 0);	/* CDC 8 completed */
+	CU_ASSERT_EQUAL(cons_posted(b), 50);
+	CU_ASSERT_EQUAL(b->rx_cons_sent.wrap, 1);
+	CU_ASSERT_EQUAL(rx_linux(b, 6, 0, 0, true), 0);	/* only CDC 7 */
+	CU_ASSERT_EQUAL(cons_posted(b), len - 100);
+	CU_ASSERT_EQUAL(b->rx_cons_sent.wrap, 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	teardown();
+}
+
+static void test_cons_held_at_own_failover(void)
+{
+	uint8_t buf[1000];
+	struct smcr_link *l0, *l1;
+	struct smcr_conn *a, *b;
+
+	/* B's link fails first and B fails over before the peer's validation
+	 * came: the peer may have rewound already, so B's CDCs carry only
+	 * what the peer has seen (its last completed CDC's cursor) until a
+	 * CDC on a live link or a validation says more.  What a failed link
+	 * still delivers (not a late acker's) says nothing. */
+	setup(1000, 1000, 64);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	l0 = &B.ends[0]->link;
+	l1 = &B.ends[1]->link;
+	memset(buf, 7, sizeof(buf));
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 300), 300);
+	run_wire(0);
+	CU_ASSERT_EQUAL(cons_sent(b), 0);		/* completed: A saw 0 */
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 300);
+	smcr_conn_link_gone(b, l0);
+	l0->state = SMCR_LINK_FAILED;
+	CU_ASSERT_EQUAL(smcr_conn_failover(b, l1), 0);
+	run_wire(0);
+	CU_ASSERT_EQUAL(last_cdc_a.token, b->peer_token);
+	CU_ASSERT_EQUAL(last_cdc_a.cons.count - EYE, 0);
+	CU_ASSERT_EQUAL(b->stats.cons_held, 1);
+	/* A CDC still arriving on the failed link does not lift it... */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
+	run_wire(0);
+	CU_ASSERT_EQUAL(smcr_conn_rx_avail(b), 100);
+	CU_ASSERT_EQUAL(cons_sent(b), 0);
+	/* ...one on a live link does. */
+	l0->state = SMCR_LINK_ACTIVE;
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 100), 100);
+	run_wire(0);
+	CU_ASSERT_EQUAL(cons_sent(b), 300);
+	CU_ASSERT_EQUAL(smcr_conn_recv(b, buf, sizeof(buf)), 200);
+	CU_ASSERT_EQUAL(cons_sent(b), 500);
+	CU_ASSERT_EQUAL(a->error, 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	teardown();
+}
+
 /* Where the bytes and the wire cursors are in each layout, across a wrap:
  * a 16 KiB element holds 16384 data bytes (Linux) or 16380 after the eye
  * catcher (RFC); wire counts are data offsets + 0 or + 4. */
@@ -869,6 +1003,8 @@ BOTH(test_failover_cut)
 BOTH(test_failover_lost_data)
 BOTH(test_failover_peer_consumed_more)
 BOTH(test_prod_rewind)
+BOTH(test_cons_held_at_rewind)
+BOTH(test_cons_held_at_own_failover)
 BOTH(test_layout_offsets)
 
 /* ---- request/reply through the scheduled wire ---------------------------
@@ -1291,6 +1427,8 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "failover: acked but lost data resets", test_failover_lost_data_linux },
 	{ "failover: the peer consumed beyond the rollback", test_failover_peer_consumed_more_linux },
 	{ "producer cursor rewound (Linux after a failover)", test_prod_rewind_linux },
+	{ "consumer cursor held at a rewound producer cursor", test_cons_held_at_rewind_linux },
+	{ "consumer cursor held at our own failover", test_cons_held_at_own_failover_linux },
 	{ "layout: offsets at the wrap, no eye catcher", test_layout_offsets_linux },
 	{ "layout fixed after set-up: relayout", test_relayout },
 	{ "RFC layout: stream, small windows, wrap", test_stream_small_window_rfc },
@@ -1305,6 +1443,10 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "RFC layout: failover: the peer consumed beyond the rollback",
 	  test_failover_peer_consumed_more_rfc },
 	{ "RFC layout: producer cursor rewound", test_prod_rewind_rfc },
+	{ "RFC layout: consumer cursor held at a rewound producer cursor",
+	  test_cons_held_at_rewind_rfc },
+	{ "RFC layout: consumer cursor held at our own failover",
+	  test_cons_held_at_own_failover_rfc },
 	{ "RFC layout: offsets at the wrap, eye catcher", test_layout_offsets_rfc },
 	{ "scheduled wire: request/reply", test_sched_rpc },
 	{ "scheduled wire: request/reply, link cut", test_sched_rpc_cut },
