@@ -1268,15 +1268,20 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 	for (s = ctx->socks; s; s = s->next) {
 		if (!s->smc || s->listener)
 			continue;
-		st->cdc_sent += s->conn.stats.cdc_sent;
-		st->cdc_recv += s->conn.stats.cdc_recv;
-		st->rdma_writes += s->conn.stats.writes;
-		st->bytes_sent += s->conn.stats.bytes_sent;
-		st->bytes_recv += s->conn.stats.bytes_recv;
-		st->corked += s->conn.stats.corked;
-		st->prod_rewinds += s->conn.stats.prod_rewinds;
-		st->cons_held += s->conn.stats.cons_held;
+		smcr_engine_conn_stats_add(st, &s->conn.stats);
 	}
+}
+
+void smcr_engine_conn_stats_add(struct smcr_stats *st, const struct smcr_conn_stats *cs)
+{
+	st->cdc_sent += cs->cdc_sent;
+	st->cdc_recv += cs->cdc_recv;
+	st->rdma_writes += cs->writes;
+	st->bytes_sent += cs->bytes_sent;
+	st->bytes_recv += cs->bytes_recv;
+	st->corked += cs->corked;
+	st->prod_rewinds += cs->prod_rewinds;
+	st->cons_held += cs->cons_held;
 }
 
 /* ---- start and stop ------------------------------------------------------ */

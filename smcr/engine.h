@@ -165,6 +165,9 @@ int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
 int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec);
 /* Sum the counters of every group and connection into ctx->stats. */
 void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st);
+/* Add one connection's counters to st (a live one's, or a freed one's to
+ * ctx->stats). */
+void smcr_engine_conn_stats_add(struct smcr_stats *st, const struct smcr_conn_stats *cs);
 
 /* The context's life (ctx.c), with ctx->opts settled: open sets up the
  * lock, the devices and ports, the progress thread's fds and the peer ID

@@ -523,12 +523,12 @@ static void early_keep(struct smcr_lgr_early *e, const struct smcr_cdc_msg *m)
 		if (!e->validation || smcr_seq_after(m->seqno, e->fo_seq))
 			e->fo_seq = m->seqno;
 		e->validation = true;
-	} else if (!e->have || smcr_seq_after(m->seqno, e->msg.seqno)) {
-		e->cons_req = e->cons_req || m->cons_update_req;
-		e->msg = *m;
-		e->have = true;
 	} else {
 		e->cons_req = e->cons_req || m->cons_update_req;
+		if (!e->have || smcr_seq_after(m->seqno, e->msg.seqno)) {
+			e->msg = *m;
+			e->have = true;
+		}
 	}
 }
 

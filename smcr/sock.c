@@ -130,14 +130,7 @@ static void sock_free_locked(struct smcr_sock *s)
 	if (s->smc && s->lgr) {
 		struct smcr_lgr *lgr = s->lgr;
 
-		ctx->stats.cdc_sent += s->conn.stats.cdc_sent;
-		ctx->stats.cdc_recv += s->conn.stats.cdc_recv;
-		ctx->stats.rdma_writes += s->conn.stats.writes;
-		ctx->stats.bytes_sent += s->conn.stats.bytes_sent;
-		ctx->stats.bytes_recv += s->conn.stats.bytes_recv;
-		ctx->stats.corked += s->conn.stats.corked;
-		ctx->stats.prod_rewinds += s->conn.stats.prod_rewinds;
-		ctx->stats.cons_held += s->conn.stats.cons_held;
+		smcr_engine_conn_stats_add(&ctx->stats, &s->conn.stats);
 		/* Freed, or parked while posted writes may still read it (an
 		 * abort does not wait for them). */
 		smcr_lgr_sndbuf_release(lgr, &s->conn);
