@@ -25,9 +25,80 @@ void nbdc_req_rewind(struct nbdc_req *r)
 {
 	r->result = 0;
 	r->data_seen = 0;
+	r->nspans = 0;
 	r->status_seen = false;
 	if (r->type == NBD_CMD_BLOCK_STATUS)
 		((struct nbdc_extents *)r->buf)->n = 0;
+}
+
+/* Notes that a READ's chunk filled [start, start + len) of its buffer
+ * (len > 0, the range inside the request): 0, or -EPROTO when the range
+ * overlaps one a chunk filled before (the NBD protocol forbids it: the
+ * first chunk's bytes would be lost, or a range left unread look read),
+ * or -ENOMEM.  The first chunk that leaves part of the buffer unfilled
+ * zeroes the buffer, so that a byte no chunk filled reads as zero and
+ * never as what the buffer held before. */
+int nbdc_req_span_add(struct nbdc_req *r, uint32_t start, uint32_t len)
+{
+	uint32_t end = start + len;
+	unsigned lo = 0, hi = r->nspans, i;
+	struct nbdc_span *s;
+	bool left, right;
+
+	if (!r->spans) {
+		r->spans = r->inl;
+		r->cap_spans = NBDC_SPANS_INLINE;
+	}
+	if (!r->nspans && (start || end != r->len))
+		memset(r->buf, 0, r->len);
+	s = r->spans;
+	/* i: the first range that starts at or after start */
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (s[mid].start < start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	i = lo;
+	if ((i < r->nspans && s[i].start < end) || (i > 0 && s[i - 1].end > start))
+		return -EPROTO;
+	left = i > 0 && s[i - 1].end == start;
+	right = i < r->nspans && s[i].start == end;
+	if (left && right) {
+		s[i - 1].end = s[i].end;
+		memmove(&s[i], &s[i + 1], (r->nspans - i - 1) * sizeof(*s));
+		r->nspans--;
+	} else if (left) {
+		s[i - 1].end = end;
+	} else if (right) {
+		s[i].start = start;
+	} else {
+		if (r->nspans == r->cap_spans) {
+			unsigned cap = r->cap_spans * 4;
+			struct nbdc_span *n;
+
+			if (r->cap_spans >= NBDC_SPANS_MAX)
+				return -EPROTO;
+			if (cap > NBDC_SPANS_MAX)
+				cap = NBDC_SPANS_MAX;
+			n = malloc(cap * sizeof(*n));
+			if (!n)
+				return -ENOMEM;
+			memcpy(n, s, r->nspans * sizeof(*n));
+			if (s != r->inl)
+				free(s);
+			r->spans = s = n;
+			r->cap_spans = cap;
+		}
+		memmove(&s[i + 1], &s[i], (r->nspans - i) * sizeof(*s));
+		s[i].start = start;
+		s[i].end = end;
+		r->nspans++;
+	}
+	r->data_seen += len;
+	return 0;
 }
 
 void nbdc_req_complete(struct nbdc_conn *c, struct nbdc_req *r, int result)
@@ -45,7 +116,12 @@ void nbdc_req_complete(struct nbdc_conn *c, struct nbdc_req *r, int result)
 	}
 	ASUB(&e->st_inflight, 1);
 	c->completed = true;
+	/* A failed READ shows zeros, never what its buffer held before. */
+	if (result && r->type == NBD_CMD_READ && r->buf && r->len)
+		memset(r->buf, 0, r->len);
 	r->done(r->arg, result);
+	if (r->spans != r->inl)
+		free(r->spans);
 	free(r);
 }
 

@@ -35,8 +35,15 @@ struct smcr_sock;
 #define NBDC_REFUSED_RETRY_MS	250		/* a refused reconnect: again in */
 #define NBDC_TX_IOV		64
 #define REQ_HDR			sizeof(struct nbd_request_wire)
+#define NBDC_SPANS_INLINE	4		/* READ ranges kept in the request */
+#define NBDC_SPANS_MAX		1024		/* disjoint ranges one READ may get */
 
 enum { C_DOWN = 0, C_UP = 1 };
+
+/* A byte range [start, end) of a READ, relative to its offset. */
+struct nbdc_span {
+	uint32_t start, end;
+};
 
 struct nbdc_req {
 	struct nbdc_req *next;
@@ -53,6 +60,10 @@ struct nbdc_req {
 	uint64_t cookie;
 	int result;
 	uint64_t data_seen;
+	/* The disjoint ranges a structured READ's chunks have filled, sorted
+	 * and merged where they touch; spans is inl or a heap array. */
+	struct nbdc_span *spans, inl[NBDC_SPANS_INLINE];
+	unsigned nspans, cap_spans;
 	bool status_seen;		/* BLOCK_STATUS: its chunk came */
 	int64_t lost_ms;		/* waiting for a connection since */
 	bool was_sent;			/* went out on a connection since lost */
@@ -246,6 +257,7 @@ int nbdc_rx(struct nbdc_conn *c, bool *progress);
 
 /* nbd-conn-core.c: ground floor */
 void nbdc_req_rewind(struct nbdc_req *r);
+int nbdc_req_span_add(struct nbdc_req *r, uint32_t start, uint32_t len);
 void nbdc_req_complete(struct nbdc_conn *c, struct nbdc_req *r, int result);
 void nbdc_turn_end(struct nbdc_conn *c);
 void nbdc_conn_wake(struct nbdc_conn *c);

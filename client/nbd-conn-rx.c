@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "applog.h"
 #include "nbd-conn-int.h"
 #include "transport.h"
 
@@ -76,9 +77,12 @@ static struct nbdc_req *find_req(struct nbdc_conn *c, uint64_t cookie)
 	return r;
 }
 
-/* A request's reply is complete. */
-static void reply_done(struct nbdc_conn *c, struct nbdc_req *r)
+/* A request's reply is complete: 0, or -EPROTO when a structured READ's
+ * chunks left a gap (the request fails with EIO, the connection goes). */
+static int reply_done(struct nbdc_conn *c, struct nbdc_req *r)
 {
+	int ret = 0;
+
 	c->slots[r->slot] = NULL;
 	c->free_slots[c->nfree++] = r->slot;
 	c->inflight--;
@@ -90,13 +94,39 @@ static void reply_done(struct nbdc_conn *c, struct nbdc_req *r)
 		r->was_sent = true;
 		nbdc_req_rewind(r);
 		rq_push_front(&c->txq, r);
-		return;
+		return 0;
 	}
-	if (!r->result && r->type == NBD_CMD_READ && c->structured && r->data_seen != r->len)
+	if (!r->result && r->type == NBD_CMD_READ && c->structured && r->data_seen != r->len) {
+		log_warn("nbd: connection %u: the server's reply to a READ of %u bytes at %llu "
+			 "left %llu bytes unsent; the READ fails",
+			 c->idx, r->len, (unsigned long long)r->offset,
+			 (unsigned long long)(r->len - r->data_seen));
 		r->result = -EIO;
+		ret = -EPROTO;
+	}
 	if (!r->result && r->type == NBD_CMD_BLOCK_STATUS && !r->status_seen)
 		r->result = -EIO;
 	nbdc_req_complete(c, r, r->result);
+	return ret;
+}
+
+/* A chunk for r broke the protocol: r fails with EIO (resending to the
+ * same server would not make its answer right) and the connection goes. */
+static int reply_bad(struct nbdc_conn *c, struct nbdc_req *r, const char *what, uint64_t off,
+		     uint32_t len)
+{
+	log_warn("nbd: connection %u: the server sent %s for %u bytes at %llu, inside a READ "
+		 "of %u bytes at %llu that a chunk already filled; the READ fails",
+		 c->idx, what, len, (unsigned long long)off, r->len,
+		 (unsigned long long)r->offset);
+	c->rx.req = NULL;
+	r->result = -EIO;
+	c->slots[r->slot] = NULL;
+	c->free_slots[c->nfree++] = r->slot;
+	c->inflight--;
+	r->slot = -1;
+	nbdc_req_complete(c, r, -EIO);
+	return -EPROTO;
 }
 
 static int chunk_done(struct nbdc_conn *c)
@@ -107,7 +137,7 @@ static int chunk_done(struct nbdc_conn *c)
 	rx_expect(rx, RX_HDR, rx->hdr, 16);
 	rx->req = NULL;
 	if (rx->ch.flags & NBD_REPLY_FLAG_DONE)
-		reply_done(c, r);
+		return reply_done(c, r);
 	return 0;
 }
 
@@ -143,8 +173,7 @@ static int rx_step(struct nbdc_conn *c)
 				return 1;
 			}
 			rx_expect(rx, RX_HDR, rx->hdr, 16);
-			reply_done(c, r);
-			return 1;
+			return reply_done(c, r) ? -EPROTO : 1;
 		}
 		return -EPROTO;
 	}
@@ -152,8 +181,7 @@ static int rx_step(struct nbdc_conn *c)
 		r = rx->req;
 		rx->req = NULL;
 		rx_expect(rx, RX_HDR, rx->hdr, 16);
-		reply_done(c, r);
-		return 1;
+		return reply_done(c, r) ? -EPROTO : 1;
 	case RX_CHUNK:
 		if (nbd_chunk_decode((const struct nbd_chunk_wire *)rx->hdr, &rx->ch) < 0)
 			return -EPROTO;
@@ -200,26 +228,32 @@ static int rx_step(struct nbdc_conn *c)
 		if (off < r->offset || off - r->offset > r->len ||
 		    n > r->len - (off - r->offset))
 			return -EPROTO;
+		ret = nbdc_req_span_add(r, (uint32_t)(off - r->offset), n);
+		if (ret == -EPROTO)
+			return reply_bad(c, r, "data", off, n);
+		if (ret < 0)
+			return ret;
 		rx_expect(rx, RX_DATA, (uint8_t *)r->buf + (off - r->offset), n);
 		return 1;
 	}
 	case RX_DATA:
-		rx->req->data_seen += rx->need;
-		chunk_done(c);
-		return 1;
+		return chunk_done(c) ? -EPROTO : 1;
 	case RX_HOLE: {
 		uint64_t off;
 		uint32_t n;
 
 		r = rx->req;
 		nbd_hole_decode((const struct nbd_chunk_offset_hole_wire *)rx->small, &off, &n);
-		if (off < r->offset || off - r->offset > r->len ||
+		if (!n || off < r->offset || off - r->offset > r->len ||
 		    n > r->len - (off - r->offset))
 			return -EPROTO;
+		ret = nbdc_req_span_add(r, (uint32_t)(off - r->offset), n);
+		if (ret == -EPROTO)
+			return reply_bad(c, r, "a hole", off, n);
+		if (ret < 0)
+			return ret;
 		memset((uint8_t *)r->buf + (off - r->offset), 0, n);
-		r->data_seen += n;
-		chunk_done(c);
-		return 1;
+		return chunk_done(c) ? -EPROTO : 1;
 	}
 	case RX_BS_ID:
 		if (nbd_block_status_id_decode(
@@ -248,8 +282,7 @@ static int rx_step(struct nbdc_conn *c)
 			return 1;
 		}
 		r->status_seen = true;
-		chunk_done(c);
-		return 1;
+		return chunk_done(c) ? -EPROTO : 1;
 	}
 	case RX_ERROR: {
 		uint32_t err = 0;
@@ -261,8 +294,7 @@ static int rx_step(struct nbdc_conn *c)
 			return -EPROTO;
 		if (!r->result)
 			r->result = nbd_wire_to_errno(err);
-		chunk_done(c);
-		return 1;
+		return chunk_done(c) ? -EPROTO : 1;
 	}
 	}
 	return -EPROTO;

@@ -3,6 +3,7 @@
 #include <config.h>
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -45,6 +46,7 @@ struct memsrv {
 	struct mconn conns[MAX_CONNS];
 	int hang;
 	unsigned eshutdown, drop_after;
+	int read_shape;
 	unsigned requests, accepted;
 };
 
@@ -90,6 +92,88 @@ static const struct nbd_server_ops ops = {
 	.lookup = lookup, .release = release, .list = list, .shutting_down = shutting_down,
 };
 
+static const char *const shape_names[MEMSRV_READ_SHAPES] = {
+	[MEMSRV_READ_ONE] = "one", [MEMSRV_READ_REVERSE] = "reverse",
+	[MEMSRV_READ_HOLES] = "holes", [MEMSRV_READ_OVERLAP] = "overlap",
+	[MEMSRV_READ_HOLE_TWICE] = "hole-twice", [MEMSRV_READ_GAP] = "gap",
+};
+
+const char *memsrv_read_shape_name(enum memsrv_read_shape shape)
+{
+	return shape < MEMSRV_READ_SHAPES ? shape_names[shape] : "?";
+}
+
+int memsrv_read_shape_parse(const char *name)
+{
+	int i;
+
+	for (i = 0; i < MEMSRV_READ_SHAPES; i++)
+		if (!strcmp(name, shape_names[i]))
+			return i;
+	return -EINVAL;
+}
+
+void memsrv_read_shape(struct memsrv *s, enum memsrv_read_shape shape)
+{
+	__atomic_store_n(&s->read_shape, (int)shape, __ATOMIC_RELEASE);
+}
+
+/* One OFFSET_DATA (hole: OFFSET_HOLE) chunk of a READ at off, n bytes. */
+static int send_chunk(struct bd_transport *t, const struct nbd_request *req, bool hole,
+		      uint64_t off, uint32_t n, const uint8_t *data, bool done, int killfd)
+{
+	struct nbd_chunk ch = {
+		.flags = done ? NBD_REPLY_FLAG_DONE : 0,
+		.type = hole ? NBD_REPLY_TYPE_OFFSET_HOLE : NBD_REPLY_TYPE_OFFSET_DATA,
+		.cookie = req->cookie,
+		.length = hole ? 12 : 8 + n,
+	};
+	struct nbd_chunk_wire cw;
+	uint8_t o[12];
+	uint64_t be = htobe64(off);
+	uint32_t be32 = htobe32(n);
+	struct iovec iov[3] = {
+		{ &cw, sizeof(cw) }, { o, hole ? 12 : 8 }, { (void *)data, hole ? 0 : n },
+	};
+
+	nbd_chunk_encode(&ch, &cw);
+	memcpy(o, &be, 8);
+	memcpy(o + 8, &be32, 4);
+	return bd_writev_full(t, iov, 3, 10000, killfd);
+}
+
+/* A structured READ's reply in the shape s->read_shape (not ONE). */
+static int send_read_shaped(struct memsrv *s, struct bd_transport *t,
+			    const struct nbd_request *req, const uint8_t *buf, int shape)
+{
+	uint32_t len = req->length, half = len / 2, k, n;
+	uint64_t off = req->offset;
+	int r = 0;
+
+	switch (shape) {
+	case MEMSRV_READ_REVERSE:
+		for (k = (len - 1) / 512 + 1; k-- > 0 && !r;) {
+			n = len - k * 512 < 512 ? len - k * 512 : 512;
+			r = send_chunk(t, req, false, off + k * 512, n, buf + k * 512, !k,
+				       s->killfd);
+		}
+		return r;
+	case MEMSRV_READ_HOLES:
+		r = send_chunk(t, req, true, off, half, NULL, false, s->killfd);
+		return r ? r : send_chunk(t, req, false, off + half, len - half, buf + half,
+					  true, s->killfd);
+	case MEMSRV_READ_OVERLAP:
+	case MEMSRV_READ_HOLE_TWICE:
+		r = send_chunk(t, req, shape == MEMSRV_READ_HOLE_TWICE, off, half, buf, false,
+			       s->killfd);
+		return r ? r : send_chunk(t, req, shape == MEMSRV_READ_HOLE_TWICE, off, half,
+					  buf, true, s->killfd);
+	case MEMSRV_READ_GAP:
+		return send_chunk(t, req, false, off, half, buf, true, s->killfd);
+	}
+	return -EINVAL;
+}
+
 static void *conn_main(void *arg)
 {
 	struct mconn *mc = arg;
@@ -117,6 +201,7 @@ static void *conn_main(void *arg)
 		const char *msg = NULL;
 		uint32_t err;
 		unsigned n;
+		int shape;
 
 		r = bd_read_full(mc->t, &w, sizeof(w), -1, s->killfd);
 		if (r < 0 || nbd_request_decode(&w, &req) < 0)
@@ -171,6 +256,20 @@ static void *conn_main(void *arg)
 		}
 		if (s->o.delay_us)
 			usleep(s->o.delay_us);
+		shape = __atomic_load_n(&s->read_shape, __ATOMIC_ACQUIRE);
+		if (!err && req.type == NBD_CMD_READ && p.structured && req.length >= 2 &&
+		    shape != MEMSRV_READ_ONE) {
+			if (shape == MEMSRV_READ_HOLES) {
+				/* what the hole says: zeros, from now on */
+				pthread_mutex_lock(&s->lock);
+				memset(s->data + req.offset, 0, req.length / 2);
+				pthread_mutex_unlock(&s->lock);
+				memset(buf, 0, req.length / 2);
+			}
+			if (send_read_shaped(s, mc->t, &req, buf, shape) < 0)
+				break;
+			continue;
+		}
 		nbd_reply_build(&p, &req, err,
 				!err && req.type == NBD_CMD_READ ? req.length : 0,
 				NBD_NO_OFFSET, msg, &rb);

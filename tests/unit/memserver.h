@@ -38,6 +38,22 @@ void memsrv_eshutdown(struct memsrv *s, unsigned n);	/* next n replies ESHUTDOWN
 /* Close the connection instead of answering the n-th request from now. */
 void memsrv_drop_after(struct memsrv *s, unsigned n);
 
+/* How a structured READ's data goes out (a hostile server's shapes and
+ * legal ones the client must take). */
+enum memsrv_read_shape {
+	MEMSRV_READ_ONE,		/* one OFFSET_DATA chunk */
+	MEMSRV_READ_REVERSE,		/* 512-byte OFFSET_DATA chunks, last first */
+	MEMSRV_READ_HOLES,		/* the first half as OFFSET_HOLE (zeros
+					 * stored there), then the second half */
+	MEMSRV_READ_OVERLAP,		/* the first half twice, the second never */
+	MEMSRV_READ_HOLE_TWICE,		/* the first half as a hole twice */
+	MEMSRV_READ_GAP,		/* the first half only, then done */
+	MEMSRV_READ_SHAPES
+};
+const char *memsrv_read_shape_name(enum memsrv_read_shape shape);
+int memsrv_read_shape_parse(const char *name);	/* -EINVAL if unknown */
+void memsrv_read_shape(struct memsrv *s, enum memsrv_read_shape shape);
+
 unsigned memsrv_requests(struct memsrv *s);	/* executed */
 unsigned memsrv_accepted(struct memsrv *s);	/* connections, handshake done */
 unsigned memsrv_open_conns(struct memsrv *s);

@@ -29,6 +29,7 @@
 #include "memserver.h"
 #include "monotime.h"
 #include "nbd-conn.h"
+#include "nbd-conn-int.h"
 #include "smcr.h"
 #include "unit.h"
 
@@ -1076,6 +1077,124 @@ static void test_io_timeout(void)
 	memsrv_stop(s);
 }
 
+/* --- READ replies: ranges, overlaps, gaps ------------------------------- */
+
+/* The ranges a READ's chunks filled: merged where they touch, an
+ * overlap refused, more ranges than the inline ones, and the cap. */
+static void test_read_spans(void)
+{
+	static uint8_t buf[1u << 20];
+	struct nbdc_req r = { .type = NBD_CMD_READ, .len = sizeof(buf), .buf = buf };
+	unsigned i;
+
+	memset(buf, 0xaa, sizeof(buf));
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 4096, 4096), 0);
+	/* the first chunk did not cover the whole READ: zeroed */
+	CU_ASSERT_EQUAL(buf[0], 0);
+	CU_ASSERT_EQUAL(buf[sizeof(buf) - 1], 0);
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 0, 4096), 0);
+	CU_ASSERT_EQUAL(r.nspans, 1);
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 12288, 4096), 0);
+	CU_ASSERT_EQUAL(r.nspans, 2);
+	/* inside, across the start, across the end, around, same range */
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 100, 1), -EPROTO);
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 8191, 2), -EPROTO);
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 12000, 300), -EPROTO);
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 8192, 8192), -EPROTO);
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 12288, 4096), -EPROTO);
+	CU_ASSERT_EQUAL(r.data_seen, 12288);
+	/* the hole between them: one range again */
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 8192, 4096), 0);
+	CU_ASSERT_EQUAL(r.nspans, 1);
+	CU_ASSERT_EQUAL(r.spans[0].start, 0);
+	CU_ASSERT_EQUAL(r.spans[0].end, 16384);
+	/* every other byte pair from the end back: ranges on the heap, up to the cap */
+	for (i = 0; i < NBDC_SPANS_MAX - 1; i++)
+		CU_ASSERT_EQUAL_FATAL(nbdc_req_span_add(&r, sizeof(buf) - 2 - 4 * i, 2), 0);
+	CU_ASSERT_EQUAL(r.nspans, NBDC_SPANS_MAX);
+	CU_ASSERT(r.spans != r.inl);
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 65536, 2), -EPROTO);
+	/* one that joins two ranges still fits */
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, sizeof(buf) - 4, 2), 0);
+	CU_ASSERT_EQUAL(r.nspans, NBDC_SPANS_MAX - 1);
+	nbdc_req_rewind(&r);
+	CU_ASSERT_EQUAL(r.nspans, 0);
+	CU_ASSERT_EQUAL(r.data_seen, 0);
+	/* one chunk for the whole READ: the buffer is not zeroed first */
+	memset(buf, 0xaa, sizeof(buf));
+	CU_ASSERT_EQUAL(nbdc_req_span_add(&r, 0, sizeof(buf)), 0);
+	CU_ASSERT_EQUAL(buf[0], 0xaa);
+	if (r.spans != r.inl)
+		free(r.spans);
+}
+
+/* A server's READ replies in every shape: the legal ones read back the
+ * data; an overlap or a gap fails the READ with EIO, leaves zeros (never
+ * the buffer's earlier bytes), drops the connection, and the next READ on
+ * a new connection is right. */
+static void test_read_shapes(void)
+{
+	static const uint32_t lens[] = { 65536, 4097, 2 };
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 1, 5000, 0);
+	uint8_t *a = malloc(65536), *b = malloc(65536), *z = calloc(1, 65536);
+	struct nbdc_stats st;
+	uint64_t lost = 0;
+	unsigned i, k, n;
+
+	for (i = 0; i < MEMSRV_READ_SHAPES; i++) {
+		bool bad = i == MEMSRV_READ_OVERLAP || i == MEMSRV_READ_HOLE_TWICE ||
+			   i == MEMSRV_READ_GAP;
+
+		for (k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+			uint32_t len = lens[k];
+			uint64_t off = 1048576 + 65536 * (uint64_t)(i * 4 + k);
+			int ret;
+
+			fill(a, len, i * 10 + k);
+			memsrv_read_shape(s, MEMSRV_READ_ONE);
+			CU_ASSERT_EQUAL_FATAL(nbdc_pwrite(e, a, len, off, 0), 0);
+			memsrv_read_shape(s, (enum memsrv_read_shape)i);
+			memset(b, 0xaa, len);
+			ret = nbdc_pread(e, b, len, off, 0);
+			nbdc_get_stats(e, &st);
+			/* the READ completes before its connection is counted lost */
+			for (n = 0; bad && st.connections_lost == lost && n < 200; n++) {
+				usleep(10000);
+				nbdc_get_stats(e, &st);
+			}
+			if (bad) {
+				if (ret != -EIO || memcmp(b, z, len))
+					printf("\n  shape %s, %u bytes: %d\n",
+					       memsrv_read_shape_name(i), len, ret);
+				CU_ASSERT_EQUAL(ret, -EIO);
+				CU_ASSERT(memcmp(b, z, len) == 0);
+				CU_ASSERT(st.connections_lost > lost);
+			} else {
+				if (i == MEMSRV_READ_HOLES)
+					memset(a, 0, len / 2);
+				CU_ASSERT_EQUAL(ret, 0);
+				CU_ASSERT(memcmp(a, b, len) == 0);
+				CU_ASSERT_EQUAL(st.connections_lost, lost);
+			}
+			lost = st.connections_lost;
+			/* and a good READ after it */
+			memsrv_read_shape(s, MEMSRV_READ_ONE);
+			memset(b, 0xaa, len);
+			CU_ASSERT_EQUAL(nbdc_pread(e, b, len, off, 0), 0);
+			CU_ASSERT(memcmp(a, b, len) == 0);
+		}
+	}
+	nbdc_get_stats(e, &st);
+	/* 3 bad shapes x 3 lengths */
+	CU_ASSERT_EQUAL(st.errors, 9);
+	free(a);
+	free(b);
+	free(z);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
 /* --- SMC-R (TCP fallback on this host) and the control socket -------------- */
 
 static int ctl_ask(const char *path, const char *cmd, char *out, size_t len)
@@ -1394,6 +1513,8 @@ static CU_TestInfo client_tests[] = {
 	{ "ESHUTDOWN reply: resend", test_eshutdown },
 	{ "connections dropped mid-stream", test_drop_mid_stream },
 	{ "dead connection (io timeout)", test_io_timeout },
+	{ "READ ranges: merged, overlaps refused, capped", test_read_spans },
+	{ "READ replies: legal shapes read back, overlaps and gaps fail", test_read_shapes },
 	{ "SMC-R fallback and control socket", test_smcr_ctl },
 	{ "log callback and stamps", test_log },
 	{ "JSON reader", test_json },
