@@ -2,6 +2,9 @@
 /* smcrbd tests: the memory NBD server of tests/unit/memserver.c as a
  * program, for shell tests that need an SMC-R (CLC) NBD server:
  *   nbd-memserver [--smcr] [-p PORT] [-s MIB] [-n NAME] [--no-multi-conn]
+ *                 [--read-shape SHAPE]
+ * SHAPE: how structured READ replies go out (memserver.h): one, reverse,
+ * holes, or a hostile server's overlap, hole-twice, gap.
  * Prints "port N" when it listens; exits on SIGTERM or SIGINT. */
 #include <config.h>
 
@@ -21,12 +24,13 @@ int main(int argc, char **argv)
 		{ "size", required_argument, NULL, 's' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "no-multi-conn", no_argument, NULL, 'M' },
+		{ "read-shape", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct memsrv_opts o = { .name = "disk" };
 	struct memsrv *s;
 	sigset_t set;
-	int c, sig, r;
+	int c, sig, r, shape = MEMSRV_READ_ONE;
 
 	while ((c = getopt_long(argc, argv, "p:s:n:", lo, NULL)) != -1) {
 		switch (c) {
@@ -35,8 +39,15 @@ int main(int argc, char **argv)
 		case 's': o.size = (uint64_t)atoll(optarg) << 20; break;
 		case 'n': o.name = optarg; break;
 		case 'M': o.no_multi_conn = true; break;
+		case 'R':
+			shape = memsrv_read_shape_parse(optarg);
+			if (shape < 0) {
+				fprintf(stderr, "nbd-memserver: unknown read shape '%s'\n", optarg);
+				return 2;
+			}
+			break;
 		default:
-			fprintf(stderr, "usage: nbd-memserver [--smcr] [-p PORT] [-s MIB] [-n NAME] [--no-multi-conn]\n");
+			fprintf(stderr, "usage: nbd-memserver [--smcr] [-p PORT] [-s MIB] [-n NAME] [--no-multi-conn] [--read-shape SHAPE]\n");
 			return 2;
 		}
 	}
@@ -49,6 +60,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nbd-memserver: %s\n", strerror(-r));
 		return 1;
 	}
+	memsrv_read_shape(s, (enum memsrv_read_shape)shape);
 	printf("port %u\n", memsrv_port(s));
 	fflush(stdout);
 	sigwait(&set, &sig);
