@@ -7,11 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "monotime.h"
 #include "nbd-client.h"
+
+/* Replies to one option before its final one: a server that keeps
+ * sending them (NBD_REP_INFO without end) breaks the handshake.  Ours
+ * send at most 4 INFO, or one META_CONTEXT, or a SERVER per export. */
+#define NBD_CLIENT_MAX_REPLIES		64
+#define NBD_CLIENT_MAX_LIST_REPLIES	4096
 
 struct nbd_client {
 	struct bd_transport *t;
 	int timeout_ms;
+	int64_t deadline;		/* of the whole handshake (now_ms()) */
 	uint16_t hflags;
 	bool structured;
 	bool transmission;		/* after GO or EXPORT_NAME: no options */
@@ -28,14 +36,14 @@ static int broken(struct nbd_client *c, int err)
 
 static int rd(struct nbd_client *c, void *buf, size_t len)
 {
-	int r = bd_read_full(c->t, buf, len, c->timeout_ms, -1);
+	int r = bd_read_full_by(c->t, buf, len, c->timeout_ms, c->deadline, -1);
 
 	return r < 0 ? broken(c, r) : 0;
 }
 
 static int wr(struct nbd_client *c, const struct iovec *iov, int n)
 {
-	int r = bd_writev_full(c->t, iov, n, c->timeout_ms, -1);
+	int r = bd_writev_full_by(c->t, iov, n, c->timeout_ms, c->deadline, -1);
 
 	return r < 0 ? broken(c, r) : 0;
 }
@@ -56,6 +64,8 @@ int nbd_client_open(struct bd_transport *t, int timeout_ms, struct nbd_client **
 	}
 	c->t = t;
 	c->timeout_ms = timeout_ms;
+	/* One deadline for all of it, however the bytes trickle in. */
+	c->deadline = timeout_ms >= 0 ? now_ms() + (timeout_ms ? timeout_ms : 1) : 0;
 	r = rd(c, &gw, sizeof(gw));
 	if (r < 0)
 		goto out_close;
@@ -99,6 +109,16 @@ struct bd_transport *nbd_client_detach(struct nbd_client *c)
 struct bd_transport *nbd_client_transport(struct nbd_client *c)
 {
 	return c->t;
+}
+
+int nbd_client_left_ms(struct nbd_client *c)
+{
+	int64_t left;
+
+	if (!c->deadline)
+		return -1;
+	left = c->deadline - now_ms();
+	return left > 0 ? (int)left : 0;
 }
 
 uint16_t nbd_client_handshake_flags(struct nbd_client *c)
@@ -196,12 +216,15 @@ int nbd_client_option(struct nbd_client *c, uint32_t option, const void *data,
 	struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
 	struct nbd_opt_reply rep;
 	uint8_t *payload;
+	unsigned n;
 	int r;
 
 	r = send_option(c, option, &iov, 1);
 	if (r < 0)
 		return r;
-	for (;;) {
+	for (n = 0;; n++) {
+		if (n > NBD_CLIENT_MAX_REPLIES)
+			return broken(c, -EPROTO);
 		r = read_reply(c, option, &rep, &payload);
 		if (r < 0)
 			return r;
@@ -320,15 +343,18 @@ int nbd_client_list(struct nbd_client *c,
 {
 	struct nbd_opt_reply rep;
 	uint8_t *payload;
+	unsigned n;
 	int r;
 
 	r = send_option(c, NBD_OPT_LIST, NULL, 0);
 	if (r < 0)
 		return r;
-	for (;;) {
+	for (n = 0;; n++) {
 		uint32_t nlen;
 		char *name;
 
+		if (n > NBD_CLIENT_MAX_LIST_REPLIES)
+			return broken(c, -EPROTO);
 		r = read_reply(c, NBD_OPT_LIST, &rep, &payload);
 		if (r < 0)
 			return r;
@@ -378,13 +404,16 @@ static int info_go(struct nbd_client *c, uint32_t option, const char *name,
 	struct nbd_opt_reply rep;
 	bool have_export = false;
 	uint8_t *payload;
+	unsigned n;
 	int r;
 
 	memset(&tmp, 0, sizeof(tmp));
 	r = send_option(c, option, iov, 3);
 	if (r < 0)
 		return r;
-	for (;;) {
+	for (n = 0;; n++) {
+		if (n > NBD_CLIENT_MAX_REPLIES)
+			return broken(c, -EPROTO);
 		r = read_reply(c, option, &rep, &payload);
 		if (r < 0)
 			return r;

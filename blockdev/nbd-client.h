@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the client half of NBD over a transport: the handshake.
  *
- * Blocking calls (each waits on the transport with the client's timeout).
+ * Blocking calls.  The timeout given to nbd_client_open() bounds the whole
+ * handshake, from the greeting to the last option (one deadline, not one
+ * per read: a server that sends a byte at a time runs out of it), and an
+ * option gets at most 64 replies before its final one (4096 for
+ * NBD_OPT_LIST): more break the stream with -EPROTO.
  * After NBD_OPT_GO the caller takes the transport (nbd_client_detach())
  * and runs the transmission phase itself: client/nbd-conn*.c do (the
  * tests' blocking calls for it are in tests/nbd-probe-lib.h).
@@ -24,8 +28,12 @@
 struct nbd_client;
 
 /* Reads the greeting and sends the client flags (fixed newstyle, no
- * zeroes).  Takes ownership of t in every case. */
+ * zeroes).  Takes ownership of t in every case.  timeout_ms: for all the
+ * calls on c from now on, together (-1: none); -ETIMEDOUT after it. */
 int nbd_client_open(struct bd_transport *t, int timeout_ms, struct nbd_client **out);
+/* What is left of that timeout (0 when it is over; -1: none), e.g. for a
+ * TLS handshake in between. */
+int nbd_client_left_ms(struct nbd_client *c);
 /* Closes the transport (without NBD_CMD_DISC) and frees everything. */
 void nbd_client_close(struct nbd_client *c);
 /* Frees the client but hands its transport back (after NBD_OPT_GO). */

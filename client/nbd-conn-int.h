@@ -33,6 +33,9 @@ struct smcr_sock;
 #define NBDC_DRAIN_MS		5000
 #define NBDC_MAX_RESENDS	64
 #define NBDC_REFUSED_RETRY_MS	250		/* a refused reconnect: again in */
+#define NBDC_STABLE_MS		1000		/* up this long: lost, back at once */
+#define NBDC_MIN_ATTEMPT_MS	100		/* shortest reconnect attempt */
+#define NBDC_ATTEMPT_FLOOR_MS	1000		/* an attempt may take the timeout, or this */
 #define NBDC_TX_IOV		64
 #define REQ_HDR			sizeof(struct nbd_request_wire)
 #define NBDC_SPANS_INLINE	4		/* READ ranges kept in the request */
@@ -65,7 +68,7 @@ struct nbdc_req {
 	struct nbdc_span *spans, inl[NBDC_SPANS_INLINE];
 	unsigned nspans, cap_spans;
 	bool status_seen;		/* BLOCK_STATUS: its chunk came */
-	int64_t lost_ms;		/* waiting for a connection since */
+	int64_t submit_ms;		/* its timeout counts from here */
 	bool was_sent;			/* went out on a connection since lost */
 	unsigned resends;
 };
@@ -138,7 +141,7 @@ struct nbdc_conn {
 	int *free_slots;
 	unsigned nfree, inflight;
 	uint64_t gen;
-	int64_t next_attempt_ms, last_progress_ms;
+	int64_t next_attempt_ms, last_progress_ms, up_ms;
 	unsigned backoff_ms, spins;
 	unsigned srv;			/* e->srv[]: connected to, or tries next */
 	unsigned good_gen;		/* e->good_gen when it last looked */
@@ -243,7 +246,7 @@ int nbdc_ctl_dump(void *arg, char *buf, size_t len, bool json);
 int nbdc_ctl_command(void *arg, const char *line, char *reply, size_t len);
 
 /* nbd-conn-reconnect.c: connecting */
-int nbdc_conn_connect(struct nbdc_conn *c, bool first);
+int nbdc_conn_connect(struct nbdc_conn *c, bool first, unsigned budget_ms);
 void nbdc_mark_up(struct nbdc_conn *c);
 void nbdc_conn_lost(struct nbdc_conn *c, int err);
 void nbdc_down_step(struct nbdc_conn *c);

@@ -34,9 +34,10 @@ static void set_error(struct nbdc_conn *c, const char *fmt, ...)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* One connection attempt, handshake included: 0 and c->t set, or -errno
- * (with c->last_error).  first: learn the export's info. */
-int nbdc_conn_connect(struct nbdc_conn *c, bool first)
+/* One connection attempt, handshake included, within budget_ms in all
+ * (connect, greeting, options, TLS): 0 and c->t set, or -errno (with
+ * c->last_error).  first: learn the export's info. */
+int nbdc_conn_connect(struct nbdc_conn *c, bool first, unsigned budget_ms)
 {
 	struct nbdc *e = c->e;
 	struct bd_transport *t = NULL;
@@ -45,17 +46,19 @@ int nbdc_conn_connect(struct nbdc_conn *c, bool first)
 	struct smcr_sock_info si;
 	struct bd_transport_info ti;
 	const struct nbdc_server *s = &e->srv[c->srv];
+	int64_t deadline = now_ms() + budget_ms, left;
 	int r;
 
 	if (e->transport == NBDC_SMCR)
-		r = bd_smcr_connect(e->ctx, s->host, s->port, (int)e->connect_timeout_ms, &t);
+		r = bd_smcr_connect(e->ctx, s->host, s->port, (int)budget_ms, &t);
 	else
-		r = bd_tcp_connect(s->host, s->port, (int)e->connect_timeout_ms, &t);
+		r = bd_tcp_connect(s->host, s->port, (int)budget_ms, &t);
 	if (r < 0) {
 		set_error(c, "connect: %s", strerror(-r));
 		return r;
 	}
-	r = nbd_client_open(t, (int)e->connect_timeout_ms, &nc);
+	left = deadline - now_ms();
+	r = nbd_client_open(t, left > 0 ? (int)left : 1, &nc);
 	if (r < 0) {
 		set_error(c, "handshake: %s", strerror(-r));
 		return r;
@@ -76,8 +79,10 @@ int nbdc_conn_connect(struct nbdc_conn *c, bool first)
 				r = -ENOPROTOOPT;
 			goto out_close;
 		} else {
+			int tl = nbd_client_left_ms(nc);
+
 			r = bd_tls_client_upgrade(nbd_client_transport(nc), e->tls_cred,
-						  (int)e->connect_timeout_ms, -1, why, sizeof(why));
+						  tl > 0 ? tl : 1, -1, why, sizeof(why));
 			if (r < 0) {
 				set_error(c, "%s", why);
 				goto out_close;
@@ -151,8 +156,7 @@ void nbdc_mark_up(struct nbdc_conn *c)
 	nbdc_slots_reset(c);
 	c->shut = false;
 	c->spins = 0;
-	c->backoff_ms = e->backoff_min_ms;
-	c->last_progress_ms = now_ms();
+	c->last_progress_ms = c->up_ms = now_ms();
 	pthread_mutex_lock(&e->lock);
 	e->nup++;
 	pthread_mutex_unlock(&e->lock);
@@ -211,36 +215,46 @@ void nbdc_conn_lost(struct nbdc_conn *c, int err)
 		r->sent = 0;
 		r->slot = -1;
 		nbdc_req_rewind(r);
-		if (!r->lost_ms)
-			r->lost_ms = now;
 		n++;
 	}
 	rq_splice(&c->waitq, &all);
-	c->next_attempt_ms = now;
-	c->backoff_ms = e->backoff_min_ms;
+	/* A connection that was up for a while: back at once.  One the
+	 * server shut (ESHUTDOWN) or that was lost soon after it came up:
+	 * after the backoff, which grows while that goes on, so a server
+	 * that answers every request with ESHUTDOWN, or drops every
+	 * connection, gets a few connections a second at most. */
+	if (now - c->up_ms >= NBDC_STABLE_MS)
+		c->backoff_ms = e->backoff_min_ms;
+	if (err == -ESHUTDOWN || now - c->up_ms < NBDC_STABLE_MS) {
+		unsigned wait_ms = c->backoff_ms ? c->backoff_ms : e->backoff_min_ms;
+
+		c->next_attempt_ms = now + wait_ms - (rand() % (wait_ms / 4 + 1));
+		c->backoff_ms = wait_ms * 2 > e->backoff_max_ms ? e->backoff_max_ms : wait_ms * 2;
+	} else {
+		c->next_attempt_ms = now;
+	}
 	(void)n;
 }
 
-/* A connection that is down: hand its requests over, expire them, and
- * reconnect when the backoff allows. */
+/* A connection that is down: expire its requests, hand the others over,
+ * and reconnect when the backoff allows.  A request's timeout counts from
+ * its submission, however often it went out and came back (ESHUTDOWN,
+ * lost connections, handshakes that fail), so it is checked here, before
+ * the request moves on. */
 void nbdc_down_step(struct nbdc_conn *c)
 {
 	struct nbdc *e = c->e;
-	int64_t now = now_ms(), wake;
+	int64_t now = now_ms(), wake, first_due = INT64_MAX;
+	unsigned budget = e->connect_timeout_ms;
+	bool cut = false;
 	struct nbdc_conn *o;
 	struct nbdc_req *r, **pp;
 	struct rq expired = { 0 };
 	unsigned wait_ms;
 	int ret;
 
-	if (c->waitq.n && !ALOAD(&e->stopping) && (o = nbdc_pick_up(e, c))) {
-		unsigned n = c->waitq.n;
-
-		nbdc_conn_give(o, &c->waitq, true);
-		ASUB(&c->load, n);
-	}
 	for (pp = &c->waitq.head; (r = *pp);) {
-		if (now - r->lost_ms >= (int64_t)e->timeout_ms || r->resends > NBDC_MAX_RESENDS) {
+		if (now - r->submit_ms >= (int64_t)e->timeout_ms || r->resends > NBDC_MAX_RESENDS) {
 			*pp = r->next;
 			c->waitq.n--;
 			rq_push(&expired, r);
@@ -249,18 +263,42 @@ void nbdc_down_step(struct nbdc_conn *c)
 		pp = &r->next;
 	}
 	c->waitq.tail = NULL;
-	for (r = c->waitq.head; r; r = r->next)
+	for (r = c->waitq.head; r; r = r->next) {
 		c->waitq.tail = r;
+		if (r->submit_ms + (int64_t)e->timeout_ms < first_due)
+			first_due = r->submit_ms + (int64_t)e->timeout_ms;
+	}
 	if (expired.n)
-		log_warn("nbd: connection %u: %u request(s) failed after %u ms without a connection",
+		log_warn("nbd: connection %u: %u request(s) failed: %u ms since submitted, no connection",
 			 c->idx, expired.n, e->timeout_ms);
 	while ((r = rq_pop(&expired))) {
 		AADD(&e->st_timed_out, 1);
 		nbdc_req_complete(c, r, -EIO);
 	}
+	if (c->waitq.n && !ALOAD(&e->stopping) && (o = nbdc_pick_up(e, c))) {
+		unsigned n = c->waitq.n;
+
+		nbdc_conn_give(o, &c->waitq, true);
+		ASUB(&c->load, n);
+		first_due = INT64_MAX;
+	}
 	if (ALOAD(&e->stopping))
 		return;
-	if (now >= c->next_attempt_ms) {
+	/* An attempt (connect and handshake) takes at most the timeout (or
+	 * NBDC_ATTEMPT_FLOOR_MS if that is less), so a request submitted
+	 * meanwhile does not wait past its own, and it ends by the first
+	 * deadline of the requests waiting for it: a handshake that never
+	 * ends holds none of them past their timeout.  An attempt with too
+	 * little time left waits for that request to fail first. */
+	if (budget > e->timeout_ms)
+		budget = e->timeout_ms > NBDC_ATTEMPT_FLOOR_MS ? e->timeout_ms : NBDC_ATTEMPT_FLOOR_MS;
+	if (budget > e->connect_timeout_ms)
+		budget = e->connect_timeout_ms;
+	if (first_due - now < budget) {
+		budget = (unsigned)(first_due - now);
+		cut = true;
+	}
+	if (now >= c->next_attempt_ms && (!cut || budget >= NBDC_MIN_ATTEMPT_MS)) {
 		char which[32] = "";
 
 		/* Another connection reached a server: that one first. */
@@ -270,7 +308,7 @@ void nbdc_down_step(struct nbdc_conn *c)
 			c->srv = e->good_srv;
 		}
 		pthread_mutex_unlock(&e->lock);
-		ret = nbdc_conn_connect(c, false);
+		ret = nbdc_conn_connect(c, false, budget);
 		if (ret == 0) {
 			pthread_mutex_lock(&e->lock);
 			e->good_srv = c->srv;
@@ -309,10 +347,9 @@ void nbdc_down_step(struct nbdc_conn *c)
 			strerror(-ret), wait_ms);
 		return;
 	}
-	wake = c->next_attempt_ms;
-	for (r = c->waitq.head; r; r = r->next)
-		if (r->lost_ms + (int64_t)e->timeout_ms < wake)
-			wake = r->lost_ms + (int64_t)e->timeout_ms;
+	wake = c->next_attempt_ms > now ? c->next_attempt_ms : now + NBDC_MIN_ATTEMPT_MS;
+	if (first_due < wake)
+		wake = first_due;
 	if (c->waitq.n && wake > now + 100)
 		wake = now + 100;	/* look for a connection that came up */
 	nbdc_sleep_on(c, NULL, wake > now ? (int)(wake - now) : 0);

@@ -101,7 +101,6 @@ int nbdc_tx(struct nbdc_conn *c, bool *progress)
 				r->was_sent = false;
 				AADD(&c->st_resent, 1);
 			}
-			r->lost_ms = 0;
 		}
 	}
 	return 0;

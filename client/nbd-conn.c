@@ -50,17 +50,10 @@ static void take_submissions(struct nbdc_conn *c)
 	c->subq = (struct rq){ 0 };
 	c->wake_pending = false;
 	pthread_mutex_unlock(&c->lock);
-	if (ALOAD(&c->state) == C_UP) {
+	if (ALOAD(&c->state) == C_UP)
 		rq_splice(&c->txq, &q);
-	} else {
-		int64_t now = now_ms();
-		struct nbdc_req *r;
-
-		for (r = q.head; r; r = r->next)
-			if (!r->lost_ms)
-				r->lost_ms = now;
+	else
 		rq_splice(&c->waitq, &q);
-	}
 }
 
 static void up_step(struct nbdc_conn *c)
@@ -305,7 +298,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 		int ri;
 
 		e->conns[0].srv = i;
-		ri = nbdc_conn_connect(&e->conns[0], true);
+		ri = nbdc_conn_connect(&e->conns[0], true, e->connect_timeout_ms);
 		if (ri == 0) {
 			r0 = 0;
 			break;
@@ -337,7 +330,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 		e->nconns = i + 1;
 		e->conns[i].srv = e->good_srv;
 		if (r == 0)
-			r = nbdc_conn_connect(&e->conns[i], false);
+			r = nbdc_conn_connect(&e->conns[i], false, e->connect_timeout_ms);
 		if (r < 0) {
 			log_err("nbd: connection %u: %s", i, e->conns[i].last_error);
 			goto out_free;
@@ -658,8 +651,7 @@ int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 	r->done = done;
 	r->arg = arg;
 	r->slot = -1;
-	if (ALOAD(&c->state) != C_UP)
-		r->lost_ms = now;
+	r->submit_ms = now;
 	AADD(&e->st_requests, 1);
 	AADD(&e->st_inflight, 1);
 	if (c == own) {

@@ -14,12 +14,21 @@
  * exponential backoff (a refused connect, a server restarting, is tried
  * again within 250 ms instead), and are sent again (reads and writes at the same
  * offset are idempotent; so are FLUSH, TRIM and WRITE_ZEROES).  A request
- * fails with -EIO only when it has waited longer than the timeout for a
- * connection; while no connection has been up for longer than that, new
- * requests fail at once, and succeed again once one is back.  A reply
- * with NBD_ESHUTDOWN (server shutting down) counts as a lost connection.
- * A connection that has requests out and receives nothing for io_timeout
- * is declared dead as well.
+ * that waits for a connection fails with -EIO once the timeout has passed
+ * since it was submitted, however often it went out and came back
+ * (lost connections, NBD_ESHUTDOWN replies, reconnects whose handshake
+ * fails or never ends: an attempt, connect and handshake, takes at most
+ * connect_timeout and at most the timeout, or 1 s if that is less, and
+ * ends by the first deadline of the requests waiting for it).  While no
+ * connection has been up for longer than the timeout, new requests fail
+ * at once, and succeed again once one is back.  A reply with
+ * NBD_ESHUTDOWN (server shutting down) counts as a lost connection.  A
+ * connection that has requests out and receives nothing for io_timeout
+ * is declared dead as well (a request out on a connection that is up
+ * waits for that).  A connection lost within 1 s of coming up, or shut
+ * with ESHUTDOWN, reconnects after the backoff, which keeps growing
+ * while that goes on (a server that answers everything with ESHUTDOWN
+ * gets a few connections a second, not thousands).
  *
  * Servers: given more than one (host:port, then servers[]), the first
  * connection goes to the first that answers.  A connection that loses
@@ -59,7 +68,8 @@ struct nbdc_opts {
 	unsigned connections;			/* 0: 1; 1 if no multi-conn */
 	unsigned timeout_ms;			/* 0: 30 s (see above) */
 	unsigned io_timeout_ms;			/* 0: 60 s; UINT32_MAX: never */
-	unsigned connect_timeout_ms;		/* each attempt; 0: 5 s */
+	unsigned connect_timeout_ms;		/* each attempt, handshake
+						 * included; 0: 5 s */
 	/* Between failed reconnects, doubling; not for refused ones. */
 	unsigned backoff_min_ms, backoff_max_ms;	/* 0: 100 ms, 5 s */
 	bool read_only;				/* refuse writes here */

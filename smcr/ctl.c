@@ -619,7 +619,6 @@ static void *ctl_thread(void *arg)
 		int fd, r;
 
 		p[0] = (struct pollfd){ .fd = ctl->stopfd, .events = POLLIN };
-		p[1] = (struct pollfd){ .fd = n < CTL_CLIENTS ? ctl->lfd : -1, .events = POLLIN };
 		for (i = 0; i < CTL_CLIENTS; i++) {
 			struct ctl_client *c = &cl[i];
 
@@ -636,6 +635,9 @@ static void *ctl_thread(void *arg)
 			if (next < 0 || c->deadline - now < next)
 				next = c->deadline - now;
 		}
+		/* After the expired ones are gone: a full table that just
+		 * emptied takes connections again. */
+		p[1] = (struct pollfd){ .fd = n < CTL_CLIENTS ? ctl->lfd : -1, .events = POLLIN };
 		r = poll(p, CTL_CLIENTS + 2, (int)next);
 		if (r < 0) {
 			if (errno == EINTR)

@@ -5,7 +5,8 @@
 # list, status (table and JSON with the right fields), stats, counters that
 # move with I/O, 'nbd drop' making the client reconnect, fail-link with no
 # link (error), --watch, the exit statuses, and stats of a client on TCP;
-# reset zeroes smcrd's totals (not its gauges), and they count again.
+# reset zeroes smcrd's totals (not its gauges), and they count again;
+# 20 silent clients on the plugin's control socket hold it for 2 s at most.
 # smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
@@ -98,6 +99,12 @@ c2=$(stat connections)
 echo "reset: connections $c0 -> $c1 -> $c2 (3 reconnects), open_connections $o0 -> $o1"
 rc=0; ctl reset a b 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "reset with two targets: status $rc"
+
+# More silent clients than the plugin's control socket serves at once:
+# answered once the first 16 are dropped (2 s).
+ctl_flood "$(ls "$SMCR_CTL_DIR"/nbdkit-smcr.*.sock | head -n 1)" 20
+echo "the plugin's control socket behind 20 silent clients: answered in $flood_ms ms"
+ctl status nbdkit-smcr | grepq "^=== nbdkit-smcr" || fail "status after 20 silent clients"
 
 # Faults need a link group: none here.
 if ctl fail-link 1 nbdkit-smcr >"$d/fault" 2>&1; then fail "fail-link without links succeeded"; fi

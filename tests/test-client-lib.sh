@@ -13,6 +13,11 @@
 #                           (a lost one comes back after its backoff, up
 #                           to 5 s, or 250 ms if refused; longer on a
 #                           busy machine)
+#   ctl_flood SOCK N        N silent clients on a control socket (more
+#                           than the 16 it serves at once), then 'help'
+#                           on one more: fails unless it is answered
+#                           within 10 s (the silent ones are dropped
+#                           after 2 s); prints the time in $flood_ms
 #   SMCRCTL, SMCR_FUSE, NBDC_IO, MEMSERVER   our programs
 
 SMCRCTL=$abs_top_builddir/client/smcrctl
@@ -129,4 +134,38 @@ hold_handshakes() {
     held=$!
     cleanup_fn "kill $held 2>/dev/null"
     wait_for 5 grep -q "^holding $1\$" "$d/hold"
+}
+
+ctl_flood() {
+    local out
+    out=$(python3 - "$1" "$2" <<'PY'
+import socket, sys, time
+path, n = sys.argv[1], int(sys.argv[2])
+socks = []
+for _ in range(n):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    socks.append(s)
+t0 = time.monotonic()
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(path)
+s.sendall(b"help\n")
+out = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        out += b
+except socket.timeout:
+    pass
+print(int((time.monotonic() - t0) * 1000), out.split(b"\n")[0].decode(errors="replace"))
+PY
+) || fail "ctl_flood: $1: python failed"
+    flood_ms=${out%% *}
+    case "$out" in
+    *" commands: "*) ;;
+    *) fail "no answer on $1 after $2 silent clients ($flood_ms ms): '${out#* }'" ;;
+    esac
 }

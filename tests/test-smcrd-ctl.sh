@@ -3,7 +3,8 @@
 # The control socket against a hostile local client: empty and blank
 # command lines, a line cut short, an over-long line; the daemon must
 # answer the next good command each time.  15 silent clients (connected, sending nothing) and one that never reads its
-# answer do not hold up a real command (one at a time: 30 s).
+# answer do not hold up a real command (one at a time: 30 s); 20 silent
+# ones (a full table of 16 and more) hold it for their 2 s at most.
 # smcr-timeout: 150
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
@@ -83,4 +84,11 @@ echo "a command beside 15 silent clients and one not reading: answered in $ms ms
 [ "$ms" -lt 15000 ] || fail "answered after $ms ms: the stuck clients held it"
 wait "$silent"
 alive "stuck clients"
+# More silent clients than it serves at once (16; 4 more wait in the
+# backlog): once the first 16 are dropped, 2 s on, it takes the others
+# and the command.  (It polled only its stop descriptor after dropping
+# a full table: no answer ever.)
+ctl_flood "$sock" 20
+echo "a command behind 20 silent clients: answered in $flood_ms ms"
+alive "20 silent clients"
 stop_smcrd

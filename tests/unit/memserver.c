@@ -17,6 +17,7 @@
 
 #include "memserver.h"
 #include "nbd-server.h"
+#include "nbd-wire.h"
 #include "smcr.h"
 #include "transport-smcr.h"
 #include "transport.h"
@@ -29,6 +30,8 @@ struct mconn {
 	pthread_t thread;
 	bool used;
 	int done;
+	int hs_mode;
+	unsigned hs_ms;
 };
 
 struct memsrv {
@@ -47,7 +50,9 @@ struct memsrv {
 	int hang;
 	unsigned eshutdown, drop_after;
 	int read_shape;
-	unsigned requests, accepted;
+	unsigned requests, accepted, connections;
+	int hs_mode;
+	unsigned hs_ms;
 };
 
 static int lookup(void *ctx, const char *name, struct nbd_server_export *out, void **handle)
@@ -174,6 +179,82 @@ static int send_read_shaped(struct memsrv *s, struct bd_transport *t,
 	return -EINVAL;
 }
 
+/* Waits ms, or until the server kills its connections: true then. */
+static bool killed_in(struct memsrv *s, unsigned ms)
+{
+	struct pollfd pf = { .fd = s->killfd, .events = POLLIN };
+
+	return poll(&pf, 1, (int)ms) > 0;
+}
+
+static int send_rep(struct mconn *mc, uint32_t option, uint32_t type, const void *data,
+		    uint32_t len)
+{
+	struct nbd_opt_reply rep = { .option = option, .type = type, .len = len };
+	struct nbd_opt_reply_wire w;
+	struct iovec iov[2] = {
+		{ .iov_base = &w, .iov_len = sizeof(w) },
+		{ .iov_base = (void *)data, .iov_len = len },
+	};
+
+	nbd_opt_reply_encode(&rep, &w);
+	return bd_writev_full(mc->t, iov, len ? 2 : 1, 2000, mc->s->killfd);
+}
+
+/* The hostile handshakes of memsrv_handshake_mode(); they end when the
+ * client goes away (a write fails) or the server stops. */
+static void hostile_handshake(struct mconn *mc)
+{
+	struct memsrv *s = mc->s;
+	struct nbd_greeting_wire gw;
+	struct nbd_client_flags_wire cw;
+	uint8_t junk[4096];
+	size_t i;
+
+	nbd_greeting_encode(NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES, &gw);
+	if (mc->hs_mode == MEMSRV_HS_GREETING) {
+		for (i = 0; i < sizeof(gw); i++)
+			if (bd_write_full(mc->t, (uint8_t *)&gw + i, 1, 2000, s->killfd) < 0 ||
+			    killed_in(s, mc->hs_ms))
+				return;
+		while (!killed_in(s, 100))
+			if (bd_wait(mc->t, BD_WANT_READ, 0, -1) == 0 &&
+			    bd_read_full(mc->t, junk, 1, 0, -1) < 0)
+				return;
+		return;
+	}
+	if (bd_write_full(mc->t, &gw, sizeof(gw), 2000, s->killfd) < 0 ||
+	    bd_read_full(mc->t, &cw, sizeof(cw), 5000, s->killfd) < 0)
+		return;
+	for (;;) {
+		struct nbd_opt_wire ow;
+		struct nbd_opt o;
+
+		if (bd_read_full(mc->t, &ow, sizeof(ow), 5000, s->killfd) < 0 ||
+		    nbd_opt_decode(&ow, &o) < 0 || o.len > sizeof(junk) ||
+		    bd_read_full(mc->t, junk, o.len, 5000, s->killfd) < 0)
+			return;
+		if (o.option == NBD_OPT_STRUCTURED_REPLY) {
+			if (send_rep(mc, o.option, NBD_REP_ACK, NULL, 0) < 0)
+				return;
+			continue;
+		}
+		if (o.option != NBD_OPT_GO && o.option != NBD_OPT_INFO) {
+			if (send_rep(mc, o.option, NBD_REP_ERR_UNSUP, NULL, 0) < 0)
+				return;
+			continue;
+		}
+		for (;;) {
+			struct nbd_info_export_wire iw;
+
+			nbd_info_export_encode(s->o.size, NBD_FLAG_HAS_FLAGS, &iw);
+			if (send_rep(mc, o.option, NBD_REP_INFO, &iw, sizeof(iw)) < 0 ||
+			    (mc->hs_ms && killed_in(s, mc->hs_ms)))
+				return;
+		}
+	}
+}
+
 static void *conn_main(void *arg)
 {
 	struct mconn *mc = arg;
@@ -188,6 +269,10 @@ static void *conn_main(void *arg)
 
 	if (!buf)
 		goto out;
+	if (mc->hs_mode != MEMSRV_HS_NORMAL) {
+		hostile_handshake(mc);
+		goto out;
+	}
 	r = nbd_server_handshake(mc->t, &ops, s, &lim, &sess);
 	if (r < 0)
 		goto out;
@@ -354,6 +439,11 @@ static void *acceptor(void *arg)
 			continue;
 		}
 		s->conns[i] = (struct mconn){ .s = s, .t = t, .used = true };
+		pthread_mutex_lock(&s->lock);
+		s->conns[i].hs_mode = s->hs_mode;
+		s->conns[i].hs_ms = s->hs_ms;
+		pthread_mutex_unlock(&s->lock);
+		__atomic_add_fetch(&s->connections, 1, __ATOMIC_RELAXED);
 		if (pthread_create(&s->conns[i].thread, NULL, conn_main, &s->conns[i])) {
 			bd_close(t);
 			s->conns[i].used = false;
@@ -520,6 +610,19 @@ void memsrv_drop_after(struct memsrv *s, unsigned n)
 	pthread_mutex_lock(&s->lock);
 	s->drop_after = n;
 	pthread_mutex_unlock(&s->lock);
+}
+
+void memsrv_handshake_mode(struct memsrv *s, int mode, unsigned ms)
+{
+	pthread_mutex_lock(&s->lock);
+	s->hs_mode = mode;
+	s->hs_ms = ms;
+	pthread_mutex_unlock(&s->lock);
+}
+
+unsigned memsrv_connections(struct memsrv *s)
+{
+	return __atomic_load_n(&s->connections, __ATOMIC_ACQUIRE);
 }
 
 unsigned memsrv_requests(struct memsrv *s)

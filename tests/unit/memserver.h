@@ -2,7 +2,8 @@
 /* smcrbd tests: a small NBD server in memory (one thread per connection)
  * over TCP or libsmcr (CLC; TCP fallback on a host without RDMA), with
  * fault knobs for the client tests: stop answering, answer ESHUTDOWN,
- * drop connections, go away and come back on the same port. */
+ * drop connections, go away and come back on the same port, handshakes
+ * that trickle or never end. */
 #ifndef SMCRBD_TESTS_MEMSERVER_H
 #define SMCRBD_TESTS_MEMSERVER_H
 
@@ -54,6 +55,15 @@ const char *memsrv_read_shape_name(enum memsrv_read_shape shape);
 int memsrv_read_shape_parse(const char *name);	/* -EINVAL if unknown */
 void memsrv_read_shape(struct memsrv *s, enum memsrv_read_shape shape);
 
+/* Handshakes of connections accepted from now on (MEMSRV_HS_NORMAL: the
+ * real one).  GREETING: the greeting one byte every ms, then nothing.
+ * ENDLESS_INFO: a good greeting, ACK to structured replies, ERR_UNSUP to
+ * the rest, and to NBD_OPT_GO or INFO an NBD_REP_INFO (NBD_INFO_EXPORT)
+ * every ms (0: as fast as it can) that never ends. */
+enum { MEMSRV_HS_NORMAL, MEMSRV_HS_GREETING, MEMSRV_HS_ENDLESS_INFO };
+void memsrv_handshake_mode(struct memsrv *s, int mode, unsigned ms);
+
+unsigned memsrv_connections(struct memsrv *s);	/* TCP connections accepted */
 unsigned memsrv_requests(struct memsrv *s);	/* executed */
 unsigned memsrv_accepted(struct memsrv *s);	/* connections, handshake done */
 unsigned memsrv_open_conns(struct memsrv *s);

@@ -1195,6 +1195,128 @@ static void test_read_shapes(void)
 	memsrv_stop(s);
 }
 
+/* --- timeouts that bound ---------------------------------------------------- */
+
+/* A server that answers every request with ESHUTDOWN: the request fails
+ * with EIO at its timeout (1.5 s from its submission, slack 1 s),
+ * however often it went out again, and the reconnects back off (20 ms
+ * doubling to 200 ms here: about 10 connections in 1.5 s; at once each
+ * time, it would be thousands).  The server answering again, I/O works. */
+static void test_eshutdown_always(void)
+{
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 1, 1500, 0);
+	uint8_t a[4096], b[4096];
+	unsigned c0, conns;
+	int64_t t0, ms;
+	int r;
+
+	fill(a, sizeof(a), 21);
+	CU_ASSERT_EQUAL(nbdc_pwrite(e, a, sizeof(a), 4096, 0), 0);
+	memsrv_eshutdown(s, UINT32_MAX);
+	c0 = memsrv_connections(s);
+	t0 = now_ms();
+	r = nbdc_pread(e, b, sizeof(b), 4096, 0);
+	CU_ASSERT_EQUAL(r, -EIO);
+	ms = now_ms() - t0;
+	conns = memsrv_connections(s) - c0;
+	printf("(%d after %" PRId64 " ms, %u connections) ", r, ms, conns);
+	CU_ASSERT(ms >= 1400);
+	CU_ASSERT(ms < 1500 + 1000);
+	CU_ASSERT(conns <= 25);
+	memsrv_eshutdown(s, 0);
+	wait_up(e, 1, 5000);
+	CU_ASSERT_EQUAL(nbdc_pread(e, b, sizeof(b), 4096, 0), 0);
+	CU_ASSERT(memcmp(a, b, sizeof(a)) == 0);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+/* A reconnect whose handshake never ends (an NBD_REP_INFO every 200 ms,
+ * each within the 5 s connect timeout): the request waiting for it fails
+ * with EIO at its timeout (1.5 s, slack 1 s), not when the handshake
+ * does (never); the handshake normal again, the connection comes back. */
+static void test_handshake_endless_reconnect(void)
+{
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 1, 1500, 0);
+	uint8_t a[4096], b[4096];
+	struct nbdc_stats st;
+	unsigned c0, conns;
+	int64_t t0, ms;
+	int r;
+
+	fill(a, sizeof(a), 22);
+	CU_ASSERT_EQUAL(nbdc_pwrite(e, a, sizeof(a), 8192, 0), 0);
+	memsrv_handshake_mode(s, MEMSRV_HS_ENDLESS_INFO, 200);
+	c0 = memsrv_connections(s);
+	nbdc_drop_connections(e);
+	t0 = now_ms();
+	do {
+		nbdc_get_stats(e, &st);
+		usleep(1000);
+	} while (st.connections_up && now_ms() - t0 < 5000);
+	CU_ASSERT_EQUAL_FATAL(st.connections_up, 0);
+	t0 = now_ms();
+	r = nbdc_pread(e, b, sizeof(b), 8192, 0);
+	CU_ASSERT_EQUAL(r, -EIO);
+	ms = now_ms() - t0;
+	conns = memsrv_connections(s) - c0;
+	printf("(%d after %" PRId64 " ms, %u handshakes) ", r, ms, conns);
+	CU_ASSERT(ms >= 1400);
+	CU_ASSERT(ms < 1500 + 1000);
+	CU_ASSERT(conns >= 1 && conns <= 10);
+	memsrv_handshake_mode(s, MEMSRV_HS_NORMAL, 0);
+	wait_up(e, 1, 10000);
+	CU_ASSERT_EQUAL(nbdc_pread(e, b, sizeof(b), 8192, 0), 0);
+	CU_ASSERT(memcmp(a, b, sizeof(a)) == 0);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
+/* The first attach against handshakes that do not end: one deadline for
+ * all of it (connect_timeout, 800 ms here; slack 700 ms), however the
+ * bytes trickle in: a greeting one byte every 300 ms (6 s in all), an
+ * NBD_REP_INFO every 100 ms without end; endless replies as fast as the
+ * server can send them break the handshake at the cap, at once. */
+static void test_handshake_deadline(void)
+{
+	static const struct { int mode; unsigned ms; int err; } cases[] = {
+		{ MEMSRV_HS_GREETING, 300, -ETIMEDOUT },
+		{ MEMSRV_HS_ENDLESS_INFO, 100, -ETIMEDOUT },
+		{ MEMSRV_HS_ENDLESS_INFO, 0, -EPROTO },
+	};
+	struct memsrv *s = server(false, true);
+	char p[16];
+	struct nbdc_opts o = { .host = "127.0.0.1", .port = p, .export = "disk",
+			       .transport = NBDC_TCP, .connections = 1, .timeout_ms = 1000,
+			       .connect_timeout_ms = 800 };
+	struct nbdc *e = NULL;
+	unsigned i;
+	int64_t t0, ms;
+	int r;
+
+	snprintf(p, sizeof(p), "%u", memsrv_port(s));
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memsrv_handshake_mode(s, cases[i].mode, cases[i].ms);
+		t0 = now_ms();
+		r = nbdc_open(&o, &e);
+		ms = now_ms() - t0;
+		printf("(mode %d/%u ms: %d after %" PRId64 " ms) ", cases[i].mode, cases[i].ms, r,
+		       ms);
+		CU_ASSERT_EQUAL(r, cases[i].err);
+		CU_ASSERT(ms < 800 + 700);
+		if (cases[i].err == -ETIMEDOUT)
+			CU_ASSERT(ms >= 700);
+		if (r == 0)
+			nbdc_close(e);
+	}
+	memsrv_handshake_mode(s, MEMSRV_HS_NORMAL, 0);
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
 /* --- SMC-R (TCP fallback on this host) and the control socket -------------- */
 
 static int ctl_ask(const char *path, const char *cmd, char *out, size_t len)
@@ -1515,6 +1637,11 @@ static CU_TestInfo client_tests[] = {
 	{ "dead connection (io timeout)", test_io_timeout },
 	{ "READ ranges: merged, overlaps refused, capped", test_read_spans },
 	{ "READ replies: legal shapes read back, overlaps and gaps fail", test_read_shapes },
+	{ "ESHUTDOWN to every request: EIO at the timeout, reconnects back off",
+	  test_eshutdown_always },
+	{ "a reconnect's handshake that never ends: EIO at the timeout",
+	  test_handshake_endless_reconnect },
+	{ "handshakes that trickle: one deadline, replies capped", test_handshake_deadline },
 	{ "SMC-R fallback and control socket", test_smcr_ctl },
 	{ "log callback and stamps", test_log },
 	{ "JSON reader", test_json },

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: a small CUnit front end shared by the unit test programs. */
+/* smcrbd: a small CUnit front end shared by the unit test programs.
+ * Arguments: [SUITE [TEXT]]: that suite only, and of it the tests whose
+ * names contain TEXT. */
 #include <config.h>
 
 #include <stdio.h>
@@ -28,7 +30,8 @@ int unit_main(int argc, char **argv, const struct unit_suite *suites)
 		if (!s)
 			goto out_cleanup;
 		for (t = suites->tests; t->pName; t++)
-			if (!CU_add_test(s, t->pName, t->pTestFunc))
+			if ((argc <= 2 || strstr(t->pName, argv[2])) &&
+			    !CU_add_test(s, t->pName, t->pTestFunc))
 				goto out_cleanup;
 	}
 	CU_basic_set_mode(CU_BRM_VERBOSE);
