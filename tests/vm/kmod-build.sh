@@ -1,11 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Builds one patched module of the rxe lane for kernel KVER from Debian's
-# linux-source-6.1 against that kernel's headers, into OUTDIR, and prints
-# the module's path:
-#   rxe  rdma_rxe.ko with rxe-smc-fixes.patch (what the kernel's AF_SMC needs)
-#   nbd  nbd.ko with nbd-smc.patch (takes AF_SMC sockets on SMC-R)
-#   rnbd RNBD/RTRS, unpatched (Debian's kernel does not build them):
+# linux-source-<series> of that kernel (linux-source-6.1, linux-source-6.12)
+# against that kernel's headers, into OUTDIR, and prints the module's path:
+#   rxe  rdma_rxe.ko with rxe-smc-fixes.patch (what the kernel's AF_SMC needs;
+#        6.1 only: 6.12's stock rdma_rxe has both fixes, lib.sh loads it)
+#   nbd  nbd.ko with nbd-smc.patch (takes AF_SMC sockets on SMC-R; 6.12's
+#        nbd_get_socket still takes TCP and UNIX only, the patch applies)
+#   rnbd RNBD/RTRS, unpatched (Debian's 6.1 and 6.12 do not build them):
 #        rtrs-core.ko, rtrs-client.ko, rtrs-server.ko, rnbd-client.ko and
 #        rnbd-server.ko in OUTDIR (their load order); prints OUTDIR
 # Reuses OUTDIR's modules while the patch, the source tarball and the headers
@@ -13,7 +15,8 @@
 #   kmod-build.sh rxe|nbd|rnbd KVER OUTDIR
 # Exit 77 (with the reason on stderr) when the source or headers are absent.
 # About 25 s for rxe, 15 s for nbd on the 2-core development machine (8 s
-# of each unpacking); about 40 s for rnbd.
+# of each unpacking); about 40 s for rnbd (6.12, with the other core busy:
+# nbd 69 s, rnbd 151 s, most of it unpacking the larger tarball).
 set -u
 mod=$1 kver=$2 out=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,10 +33,14 @@ case $mod in
           vars="CONFIG_INFINIBAND_RTRS=m CONFIG_INFINIBAND_RTRS_CLIENT=m CONFIG_INFINIBAND_RTRS_SERVER=m" ;;
     *) echo "kmod-build: rxe, nbd or rnbd, not '$mod'" >&2; exit 1 ;;
 esac
-src=$(ls -1v /usr/src/linux-source-*.tar.xz 2>/dev/null | tail -n 1)
+# The source of the kernel's own series (6.1.0-57-amd64: 6.1,
+# 6.12.117+deb12-amd64: 6.12), never another one's.
+series=${kver%%[-+]*}
+series=${series%.*}
+src=/usr/src/linux-source-$series.tar.xz
 kdir=/lib/modules/$kver/build
 skip() { echo "kmod-build: $*" >&2; exit 77; }
-[ -n "$src" ] || skip "no /usr/src/linux-source-*.tar.xz (Debian package linux-source-6.1)"
+[ -r "$src" ] || skip "no $src (Debian package linux-source-$series)"
 [ -f "$kdir/Makefile" ] ||
     skip "no headers for kernel $kver in $kdir (Debian package linux-headers-$kver)"
 command -v patch >/dev/null 2>&1 || skip "no patch (Debian package patch)"
@@ -66,11 +73,14 @@ make -C "$kdir" M="$work/src/$dir" $vars -j2 modules >"$work/make.log" 2>&1 ||
 kos=$work/src/$dir/$ko
 if [ "$mod" = rnbd ]; then
     # rnbd's own Makefile looks for rtrs.h under $(srctree): the headers.
+    # 6.1 has rnbd-common.c in both modules; 6.12 has none.
+    common=
+    [ -f "$work/src/$dir2/rnbd-common.c" ] && common=rnbd-common.o
     cat >"$work/src/$dir2/Kbuild" <<EOF
 ccflags-y := -I$work/src/$dir
-rnbd-client-y := rnbd-clt.o rnbd-clt-sysfs.o rnbd-common.o
+rnbd-client-y := rnbd-clt.o rnbd-clt-sysfs.o $common
 CFLAGS_rnbd-srv-trace.o = -I\$(src)
-rnbd-server-y := rnbd-common.o rnbd-srv.o rnbd-srv-sysfs.o rnbd-srv-trace.o
+rnbd-server-y := $common rnbd-srv.o rnbd-srv-sysfs.o rnbd-srv-trace.o
 obj-m := rnbd-client.o rnbd-server.o
 EOF
     make -C "$kdir" M="$work/src/$dir2" KBUILD_EXTRA_SYMBOLS="$work/src/$dir/Module.symvers" \
