@@ -190,12 +190,13 @@ struct smcr_clc_result {
 	 * EID both named. */
 	uint8_t version;
 	uint8_t eid[SMCR_EID_LEN];
-	/* SMC-Rv2 for a new link group (first contact; a server has them
-	 * before ops->accept_proposal, a client before ops->accept): the
-	 * release both speak (SMCR_CLC_RELEASE_0 or _1; 0 in v1) and, at
-	 * release 1, the group's limits both echoed (max_conns 16..255,
-	 * max_links 1..2); 0 where not negotiated (release 0, v1, or a
-	 * subsequent contact: the group has its own). */
+	/* SMC-Rv2, for a new link group: the release both speak
+	 * (SMCR_CLC_RELEASE_0 or _1; 0 in v1) and, at release 1, the
+	 * group's limits both echo (max_conns 16..255, max_links 1..2); 0
+	 * where not negotiated (release 0, v1).  A server has them from any
+	 * v2 Proposal before ops->accept_proposal (they apply if it makes a
+	 * group); a client from a first-contact Accept before ops->accept
+	 * (a subsequent contact leaves them 0: the group has its own). */
 	uint8_t release;
 	uint8_t max_conns, max_links;
 	int err;			/* ABORT: the -errno returned; else 0 */

@@ -1279,6 +1279,15 @@ static size_t v21_proposal(uint8_t *v, size_t cap, uint8_t rel, uint8_t conns, u
 	return n;
 }
 
+/* Linux 6.12's own Proposal (tests/vectors/kernel-6.12-smcr-v21.txt,
+ * frame 4): release 1, max_conns 255, max_links 2, feature mask 1. */
+static const char linux612_proposal[] =
+	"e2d4c3d901009c22000000000000000000000000000000000000000000000000"
+	"000000000000000000000000000000000000001c000000000000000000000000"
+	"0000000000000000000000000000000001000010000000000000000000000000"
+	"0000ffff0a010101ff020001000000000000000000000000534d435242442e4b"
+	"504545522020202020202020202020202020202020202020e2d4c3d9";
+
 /* Our server against it: Accept (or a Decline) read back. */
 static void v21_server_raw(const uint8_t *prop, size_t n, size_t read_len, bool release0,
 			   struct raw *r, struct server_run *srv, struct stub *st)
@@ -1318,6 +1327,17 @@ static void test_v21_server(void)
 	CU_ASSERT_EQUAL(r.got[142] | r.got[143], 0);	/* feature mask: none */
 	CU_ASSERT_EQUAL(r.got[144] | r.got[145] | r.got[146] | r.got[147], 0);	/* vendor */
 	CU_ASSERT_EQUAL(srv.res.release, 1);
+	close(r.fd);
+	close(srv.fd);
+	/* the kernel's own: the same answer */
+	n = unhex(linux612_proposal, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 156);
+	v21_server_raw(v, n, 160, false, &r, &srv, &st);
+	CU_ASSERT_EQUAL(r.got[105], 0x21);
+	CU_ASSERT_EQUAL(r.got[140], 255);
+	CU_ASSERT_EQUAL(r.got[141], 2);
+	CU_ASSERT_EQUAL(r.got[142] | r.got[143], 0);
+	CU_ASSERT_EQUAL(srv.res.max_links, 2);
 	close(r.fd);
 	close(srv.fd);
 	/* a later release (2): answered at ours; the client's lower limits */

@@ -1162,6 +1162,90 @@ static void test_clc_v21_fields(void)
 	CU_ASSERT_EQUAL(memcmp(out + 156, "\xe2\xd4\xc3\xd9", 4), 0);
 }
 
+/* ---- CLC v2.1: Linux 6.12's own (tests/vectors/kernel-6.12-smcr-v21.txt,
+ * kernel-v2.sh part (a): the kernel's client, libsmcr's server) ---------- */
+
+/* frame 4: the kernel's Proposal, release 1, 255, 2, feature mask 1 */
+static const char k612_prop[] =
+	"e2d4c3d901009c22000000000000000000000000000000000000000000000000"
+	"000000000000000000000000000000000000001c000000000000000000000000"
+	"0000000000000000000000000000000001000010000000000000000000000000"
+	"0000ffff0a010101ff020001000000000000000000000000534d435242442e4b"
+	"504545522020202020202020202020202020202020202020e2d4c3d9";
+/* frame 6: libsmcr's Accept, release 1, 255, 2 */
+static const char k612_acc_fc[] =
+	"e2d4c3d90200a0282f6b5254005c020100000000000000000000ffff0a010102"
+	"5254005c0201000011000003d30100000001530000007f8a155f0000001a1529"
+	"534d435242442e4b504545522020202020202020202020202020202020202020"
+	"000000000000000080210000736d63722d422020202020202020202020202020"
+	"202020202020202020202020ff020000000000000000000000000000e2d4c3d9";
+/* frame 8: the kernel's Confirm, echoing them, two GIDs */
+static const char k612_conf_fc[] =
+	"e2d4c3d90300c4285c555254005c010100000000000000000000ffff0a010101"
+	"5254005c0101000011000003bc01000000012300ffff8880066900000057d687"
+	"534d435242442e4b504545522020202020202020202020202020202020202020"
+	"000000000000000080210000736d63722d412020202020202020202020202020"
+	"202020202020202020202020ff02000000000000000000000000000002000000"
+	"00000000000000000000ffff0a01010100000000000000000000ffff0a010111"
+	"e2d4c3d9";
+/* frame 11: the kernel's CONFIRM LINK reply, max_links 2 (34), max_conns 255 (35) */
+static const char k612_llc_conf[] =
+	"212c00835254005c010100000000000000000000ffff0a010101000011010000"
+	"010102ff0000000000000000";
+
+static void test_clc_v21_kernel(void)
+{
+	static const uint8_t gid2[16] = { [10] = 0xff, [11] = 0xff, 10, 1, 1, 17 };
+	uint8_t v[300];
+	struct smcr_clc_v2_msg m;
+	struct smcr_llc_msg l;
+	size_t n;
+
+	n = unhex(k612_prop, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 156);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT_EQUAL(m.proposal.typev2, SMCR_CLC_TYPE_R);
+	CU_ASSERT_EQUAL(m.proposal.release, SMCR_CLC_RELEASE_1);
+	CU_ASSERT_EQUAL(m.proposal.max_conns, 255);
+	CU_ASSERT_EQUAL(m.proposal.max_links, 2);
+	CU_ASSERT_EQUAL(m.proposal.feature_mask, 0x0001);	/* emulated ISM */
+	CU_ASSERT_EQUAL(memcmp(m.proposal.roce_gid, k_gid_a, 16), 0);
+	CU_ASSERT_EQUAL(memcmp(m.proposal.eids[0], k_eid, SMCR_EID_LEN), 0);
+
+	n = unhex(k612_acc_fc, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 160);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT(m.accept.r.first_contact);
+	CU_ASSERT_EQUAL(m.accept.release, 1);
+	CU_ASSERT_EQUAL(m.accept.max_conns, 255);
+	CU_ASSERT_EQUAL(m.accept.max_links, 2);
+	CU_ASSERT_EQUAL(m.accept.feature_mask, 0);
+	CU_ASSERT_EQUAL(m.accept.vendor_options, 0);
+
+	n = unhex(k612_conf_fc, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 196);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT(m.confirm.r.first_contact);
+	CU_ASSERT_EQUAL(m.confirm.os_type, SMCR_CLC_OS_LINUX);
+	CU_ASSERT_EQUAL(m.confirm.release, 1);
+	CU_ASSERT_EQUAL(m.confirm.max_conns, 255);
+	CU_ASSERT_EQUAL(m.confirm.max_links, 2);
+	CU_ASSERT_EQUAL(m.confirm.feature_mask, 0);	/* ours AND its own */
+	CU_ASSERT_EQUAL(m.confirm.vendor_options, 0);
+	CU_ASSERT_EQUAL(m.confirm.gid_count, 2);
+	CU_ASSERT_EQUAL(memcmp(m.confirm.gids[0], k_gid_a, 16), 0);
+	CU_ASSERT_EQUAL(memcmp(m.confirm.gids[1], gid2, 16), 0);
+
+	n = unhex(k612_llc_conf, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 44);
+	CU_ASSERT_EQUAL_FATAL(smcr_llc_decode(v, n, &l), 44);
+	CU_ASSERT_EQUAL(l.type, SMCR_LLC_CONFIRM_LINK);
+	CU_ASSERT(l.reply);
+	CU_ASSERT_EQUAL(l.confirm_link.max_links, 2);
+	CU_ASSERT_EQUAL(l.confirm_link.max_conns, 255);
+	CU_ASSERT(!l.confirm_link.libsmcr);
+}
+
 static void test_clc_v2_decline(void)
 {
 	uint8_t v[44];
@@ -2013,6 +2097,7 @@ static CU_TestInfo clc_tests[] = {
 	{ "v2 proposal offering v1", test_clc_v2_proposal_v1_too },
 	{ "v2 accept/confirm (Linux 6.1)", test_clc_v2_kernel_accept_confirm },
 	{ "v2.1 fields (Linux 6.6+)", test_clc_v21_fields },
+	{ "v2.1 kernel vectors (Linux 6.12)", test_clc_v21_kernel },
 	{ "v2 decline", test_clc_v2_decline },
 	CU_TEST_INFO_NULL,
 };
