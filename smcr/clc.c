@@ -46,6 +46,9 @@ static const uint32_t reason_codes[SMCR_CLC_NREASONS - 1] = {
 	SMCR_DECL_TIMEOUT_PROPOSAL,
 	SMCR_DECL_TIMEOUT_ACCEPT,
 	SMCR_DECL_TIMEOUT_CONFIRM,
+	SMCR_DECL_RELEASEERR,
+	SMCR_DECL_MAXCONNERR,
+	SMCR_DECL_MAXLINKERR,
 };
 
 unsigned int smcr_clc_reason_index(uint32_t code)
@@ -104,6 +107,7 @@ void smcr_clc_stats_add(struct smcr_clc_stats *dst, const struct smcr_clc_stats 
 	dst->version_mismatches += src->version_mismatches;
 	dst->v2_proposals_as_v1 += src->v2_proposals_as_v1;
 	dst->v2 += src->v2;
+	dst->v21 += src->v21;
 	for (i = 0; i < SMCR_CLC_NREASONS; i++) {
 		dst->declines_sent_by[i] += src->declines_sent_by[i];
 		dst->declines_rcvd_by[i] += src->declines_rcvd_by[i];
@@ -349,6 +353,12 @@ static void clc_init(struct clc *c, int fd, const char *role, const struct smcr_
 	c->cfg.proposal_timeout_ms = timeout_or_default(c->cfg.proposal_timeout_ms);
 	c->cfg.reply_timeout_ms = timeout_or_default(c->cfg.reply_timeout_ms);
 	c->cfg.send_timeout_ms = timeout_or_default(c->cfg.send_timeout_ms);
+	if (!c->cfg.max_conns)
+		c->cfg.max_conns = SMCR_CLC_MAX_CONNS;
+	else if (c->cfg.max_conns < SMCR_CLC_MIN_CONNS)
+		c->cfg.max_conns = SMCR_CLC_MIN_CONNS;
+	if (!c->cfg.max_links || c->cfg.max_links > SMCR_CLC_MAX_LINKS)
+		c->cfg.max_links = SMCR_CLC_MAX_LINKS;
 	c->res = res;
 	memset(res, 0, sizeof(*res));
 }
@@ -642,16 +652,27 @@ static bool gid_v4mapped(const uint8_t *gid)
 	return memcmp(gid, pfx, sizeof(pfx)) == 0;
 }
 
+static uint8_t our_release(const struct clc *c)
+{
+	return c->cfg.v2_release0 ? SMCR_CLC_RELEASE_0 : SMCR_CLC_RELEASE_1;
+}
+
 /* Our first-contact extension: no gateway, Linux's OS type (this runs on
- * Linux), release 0 (v2.0), the host name blank-padded as Linux pads it. */
-static void fce_fill(struct smcr_clc_v2_accept_confirm *a)
+ * Linux), the release both speak and at release 1 the group's limits (no
+ * feature, vendor options zero), the host name blank-padded as Linux
+ * pads it. */
+static void fce_fill(struct smcr_clc_v2_accept_confirm *a, const struct smcr_clc_result *res)
 {
 	char host[256] = "";
 	size_t n;
 
 	a->direct = true;
 	a->os_type = SMCR_CLC_OS_LINUX;
-	a->release = 0;
+	a->release = res->release;
+	if (res->release >= SMCR_CLC_RELEASE_1) {
+		a->max_conns = res->max_conns;
+		a->max_links = res->max_links;
+	}
 	gethostname(host, sizeof(host) - 1);
 	n = strlen(host);
 	memset(a->hostname, ' ', sizeof(a->hostname));
@@ -688,11 +709,97 @@ static int clc_smcr(struct clc *c)
 		res->stats.first_contacts++;
 	if (res->version == SMCR_CLC_VERSION_2)
 		res->stats.v2++;
+	if (res->version == SMCR_CLC_VERSION_2 && res->first_contact &&
+	    res->release >= SMCR_CLC_RELEASE_1)
+		res->stats.v21++;
 	res->outcome = SMCR_CLC_SMCR;
-	smcr_dbg("clc %s: SMC-R%s (%s contact)", c->role,
-		 res->version == SMCR_CLC_VERSION_2 ? "v2" : "",
-		 res->first_contact ? "first" : "subsequent");
+	if (res->version == SMCR_CLC_VERSION_2 && res->first_contact)
+		smcr_dbg("clc %s: SMC-Rv2.%u (first contact; max_conns %u, max_links %u)",
+			 c->role, res->release, res->max_conns, res->max_links);
+	else
+		smcr_dbg("clc %s: SMC-R%s (%s contact)", c->role,
+			 res->version == SMCR_CLC_VERSION_2 ? "v2" : "",
+			 res->first_contact ? "first" : "subsequent");
 	return SMCR_CLC_SMCR;
+}
+
+/* Server: the release and limits of a v2 Proposal (Linux's
+ * smc_listen_v2_check and smc_clc_srv_v2x_features_validate): 0, or the
+ * Decline code. */
+static uint32_t v21_propose_rx(struct clc *c, const struct smcr_clc_v2_proposal *p)
+{
+	struct smcr_clc_result *res = c->res;
+
+	res->release = p->release < our_release(c) ? p->release : our_release(c);
+	if (res->release < SMCR_CLC_RELEASE_1)
+		return 0;
+	res->max_conns = p->max_conns < c->cfg.max_conns ? p->max_conns : c->cfg.max_conns;
+	res->max_links = p->max_links < c->cfg.max_links ? p->max_links : c->cfg.max_links;
+	if (res->max_conns < SMCR_CLC_MIN_CONNS) {
+		smcr_info("clc server: SMC-Rv2.1 Proposal with max_conns %u (at least %u)",
+			  p->max_conns, SMCR_CLC_MIN_CONNS);
+		return SMCR_DECL_MAXCONNERR;
+	}
+	if (res->max_links < SMCR_CLC_MIN_LINKS) {
+		smcr_info("clc server: SMC-Rv2.1 Proposal with max_links %u (at least %u)",
+			  p->max_links, SMCR_CLC_MIN_LINKS);
+		return SMCR_DECL_MAXLINKERR;
+	}
+	return 0;
+}
+
+/* Client: a first-contact v2 Accept's release and limits (Linux's
+ * smc_clc_clnt_v2x_features_validate, and no more than we offered). */
+static uint32_t v21_accept_rx(struct clc *c, const struct smcr_clc_v2_accept_confirm *a)
+{
+	struct smcr_clc_result *res = c->res;
+
+	if (a->release > our_release(c)) {
+		smcr_info("clc client: Accept at SMC-Rv2 release %u (we offered %u)",
+			  a->release, our_release(c));
+		return SMCR_DECL_RELEASEERR;
+	}
+	res->release = a->release;
+	if (res->release < SMCR_CLC_RELEASE_1)
+		return 0;
+	if (a->max_conns < SMCR_CLC_MIN_CONNS || a->max_conns > c->cfg.max_conns) {
+		smcr_info("clc client: Accept with max_conns %u (%u..%u)", a->max_conns,
+			  SMCR_CLC_MIN_CONNS, c->cfg.max_conns);
+		return SMCR_DECL_MAXCONNERR;
+	}
+	if (a->max_links < SMCR_CLC_MIN_LINKS || a->max_links > c->cfg.max_links) {
+		smcr_info("clc client: Accept with max_links %u (%u..%u)", a->max_links,
+			  SMCR_CLC_MIN_LINKS, c->cfg.max_links);
+		return SMCR_DECL_MAXLINKERR;
+	}
+	res->max_conns = a->max_conns;
+	res->max_links = a->max_links;
+	return 0;
+}
+
+/* Server: a first-contact v2 Confirm echoes what our Accept said. */
+static uint32_t v21_confirm_rx(struct clc *c, const struct smcr_clc_v2_accept_confirm *f)
+{
+	const struct smcr_clc_result *res = c->res;
+
+	if (f->release != res->release) {
+		smcr_info("clc server: Confirm at SMC-Rv2 release %u (Accept: %u)",
+			  f->release, res->release);
+		return SMCR_DECL_RELEASEERR;
+	}
+	if (res->release < SMCR_CLC_RELEASE_1)
+		return 0;
+	if (f->max_conns != res->max_conns) {
+		smcr_info("clc server: Confirm with max_conns %u (Accept: %u)", f->max_conns,
+			  res->max_conns);
+		return SMCR_DECL_MAXCONNERR;
+	}
+	if (f->max_links != res->max_links) {
+		smcr_info("clc server: Confirm with max_links %u (Accept: %u)", f->max_links,
+			  res->max_links);
+		return SMCR_DECL_MAXLINKERR;
+	}
+	return 0;
 }
 
 int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
@@ -723,6 +830,11 @@ int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 		v2.proposal.typev2 = SMCR_CLC_TYPE_R;
 		v2.proposal.v1 = res->proposal;
 		memcpy(v2.proposal.roce_gid, res->proposal.gid, SMCR_GID_LEN);
+		v2.proposal.release = our_release(&c);
+		if (v2.proposal.release >= SMCR_CLC_RELEASE_1) {
+			v2.proposal.max_conns = c.cfg.max_conns;
+			v2.proposal.max_links = c.cfg.max_links;
+		}
 		v2.proposal.eid_count = c.cfg.eid_count;
 		memcpy(v2.proposal.eids, c.cfg.eids, sizeof(v2.proposal.eids));
 		if (!clc_send_v2(&c, &v2, "Proposal", &ret))
@@ -749,6 +861,15 @@ int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 		res->version = SMCR_CLC_VERSION_2;
 		memcpy(res->eid, v2.accept.eid, SMCR_EID_LEN);
 		msg.accept = v2.accept.r;
+		if (v2.accept.r.first_contact) {
+			code = v21_accept_rx(&c, &v2.accept);
+			if (code) {
+				res->accept = msg.accept;
+				res->have_accept = true;
+				res->stats.accepts_rcvd++;
+				return clc_decline(&c, code);
+			}
+		}
 		break;
 	case RXR_V2:
 		return clc_decline(&c, SMCR_DECL_VERSMISMAT);
@@ -778,7 +899,7 @@ int smcr_clc_client(int fd, const struct smcr_clc_ops *ops, void *arg,
 		v2.confirm.r.first_contact = res->first_contact;
 		memcpy(v2.confirm.eid, res->eid, SMCR_EID_LEN);
 		if (res->first_contact) {
-			fce_fill(&v2.confirm);
+			fce_fill(&v2.confirm, res);
 			/* the GIDs for more links: this link's only, for now */
 			v2.confirm.gid_count = 1;
 			memcpy(v2.confirm.gids[0], res->confirm.gid, SMCR_GID_LEN);
@@ -828,6 +949,13 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 			res->version = SMCR_CLC_VERSION_2;
 			memcpy(res->eid, eid, SMCR_EID_LEN);
 			memcpy(msg.proposal.gid, v2.proposal.roce_gid, SMCR_GID_LEN);
+			code = v21_propose_rx(&c, &v2.proposal);
+			if (code) {
+				res->proposal = msg.proposal;
+				res->have_proposal = true;
+				res->stats.proposals_rcvd++;
+				return clc_decline(&c, code);
+			}
 		} else if (offers_r(v2.proposal.typev1)) {
 			res->stats.v2_proposals_as_v1++;
 			smcr_info("clc server: CLC version %u Proposal %s: answering in v1",
@@ -871,7 +999,7 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 		v2.accept.r = res->accept;
 		memcpy(v2.accept.eid, res->eid, SMCR_EID_LEN);
 		if (res->first_contact)
-			fce_fill(&v2.accept);
+			fce_fill(&v2.accept, res);
 		if (!clc_send_v2(&c, &v2, "Accept", &ret))
 			return ret;
 	} else {
@@ -892,6 +1020,15 @@ int smcr_clc_server(int fd, const struct smcr_clc_ops *ops, void *arg,
 		return ret;
 	case RXR_MSG2:
 		msg.confirm = v2.confirm.r;
+		if (res->first_contact) {
+			code = v21_confirm_rx(&c, &v2.confirm);
+			if (code) {
+				res->confirm = msg.confirm;
+				res->have_confirm = true;
+				res->stats.confirms_rcvd++;
+				return clc_decline(&c, code);
+			}
+		}
 		break;
 	case RXR_V2:
 	case RXR_RANGE:

@@ -56,6 +56,24 @@
  *   SMCR_DECL_VERSMISMAT); the Confirm then is v2 too.  A v2 Decline is
  *   taken as a Decline (its diagnosis sits where v1 has it).  Other v2
  *   messages abort.
+ * - SMC-Rv2 releases (Linux 6.6+ speaks release 1, SMC-Rv2.1; 6.1
+ *   release 0): a client offers its release (cfg->v2_release0: 0, else
+ *   1) and at release 1 its max_conns and max_links in the Proposal's v2
+ *   extension; a server answers with the lower release and at release 1
+ *   with min(its, the client's) of each in the Accept's first-contact
+ *   extension, declining with SMCR_DECL_MAXCONNERR (under 16) or
+ *   SMCR_DECL_MAXLINKERR (under 1), as Linux checks every Proposal
+ *   (smc_clc_srv_v2x_features_validate).  A client declines an Accept
+ *   with a higher release than its own (SMCR_DECL_RELEASEERR), max_conns
+ *   under 16 or over its own (MAXCONNERR), max_links under 1 or over its
+ *   own (MAXLINKERR), and echoes release and limits in its Confirm; the
+ *   server declines a first-contact Confirm that does not echo them
+ *   exactly (RELEASEERR, MAXCONNERR, MAXLINKERR: Linux's
+ *   smc_clc_v2x_features_confirm_check).  Release 0 reads none of the
+ *   v2.1 fields and writes them zero, as Linux 6.1.  The feature mask
+ *   is ours ANDed with the peer's: we have no feature, so 0 (Linux 6.12
+ *   has only SMC-D's emulated ISM; it declines no feature bit).  Vendor
+ *   options are always sent zero and never read.
  * - Bad enumerated values (an Accept's or first-contact Confirm's QP MTU;
  *   a Proposal's prefix lengths and counts): Decline and fall back, with
  *   SMCR_DECL_CNFERR (MTU) or SMCR_DECL_DIFFPREFIX (prefixes, as Linux
@@ -116,6 +134,16 @@ struct smcr_clc_cfg {
 	 * answers a v2 Proposal that names one of them in v2.  None: v1. */
 	uint8_t eid_count;
 	uint8_t eids[SMCR_CLC_MAX_EIDS][SMCR_EID_LEN];
+	/* SMC-Rv2 release: by default release 1 (SMC-Rv2.1) is offered and
+	 * the lower of both releases is spoken; v2_release0 offers release 0
+	 * (SMC-Rv2.0, as Linux 6.1) only. */
+	bool v2_release0;
+	/* SMC-Rv2.1: our limits for a link group made by this exchange,
+	 * max_conns 16..255 (0: 255; 1..15: 16) and max_links 1..2 (0 or
+	 * more than 2: 2).  The exchange settles on the lower of both
+	 * peers' (see res->max_conns). */
+	uint8_t max_conns;
+	uint8_t max_links;
 };
 
 enum smcr_clc_outcome {
@@ -132,7 +160,7 @@ enum smcr_clc_side {
 
 /* Diagnosis codes counted one by one; anything else lands in the last slot
  * ("other").  smcr_clc_reason_index() maps a code to its slot. */
-#define SMCR_CLC_NREASONS 26
+#define SMCR_CLC_NREASONS 29
 
 struct smcr_clc_stats {
 	uint64_t proposals_sent, proposals_rcvd;
@@ -148,6 +176,7 @@ struct smcr_clc_stats {
 	uint64_t version_mismatches;	/* v2+ messages dropped */
 	uint64_t v2_proposals_as_v1;	/* v2 Proposals offering v1 too: answered in v1 */
 	uint64_t v2;			/* exchanges ending in SMC-Rv2 */
+	uint64_t v21;			/*   ... first contacts at release 1 (v2.1) */
 	uint64_t declines_sent_by[SMCR_CLC_NREASONS];
 	uint64_t declines_rcvd_by[SMCR_CLC_NREASONS];
 	uint64_t fallbacks_by[SMCR_CLC_NREASONS];
@@ -161,6 +190,15 @@ struct smcr_clc_result {
 	 * EID both named. */
 	uint8_t version;
 	uint8_t eid[SMCR_EID_LEN];
+	/* SMC-Rv2, for a new link group: the release both speak
+	 * (SMCR_CLC_RELEASE_0 or _1; 0 in v1) and, at release 1, the
+	 * group's limits both echo (max_conns 16..255, max_links 1..2); 0
+	 * where not negotiated (release 0, v1).  A server has them from any
+	 * v2 Proposal before ops->accept_proposal (they apply if it makes a
+	 * group); a client from a first-contact Accept before ops->accept
+	 * (a subsequent contact leaves them 0: the group has its own). */
+	uint8_t release;
+	uint8_t max_conns, max_links;
 	int err;			/* ABORT: the -errno returned; else 0 */
 	/* FALLBACK: the Decline's diagnosis (sent or received) or a local
 	 * SMCR_DECL_TIMEOUT_*; ABORT: a SMCR_DECL_TIMEOUT_* or 0. */

@@ -112,6 +112,9 @@ const char *smcr_decline_str(uint32_t diag)
 	case SMCR_DECL_NOSMCDEV: return "no SMC device found";
 	case SMCR_DECL_NOSMCRDEV: return "no SMC-R device found";
 	case SMCR_DECL_NOUEID: return "no user EID in common (SMC-Rv2)";
+	case SMCR_DECL_RELEASEERR: return "SMC-Rv2 release negotiation failed";
+	case SMCR_DECL_MAXCONNERR: return "max connections negotiation failed (SMC-Rv2.1)";
+	case SMCR_DECL_MAXLINKERR: return "max links negotiation failed (SMC-Rv2.1)";
 	case SMCR_DECL_MODEUNSUPP: return "SMC modes do not match";
 	case SMCR_DECL_RMBE_EC: return "peer uses RMBE eyecatchers";
 	case SMCR_DECL_OPTUNSUPP: return "socket option not supported";
@@ -545,6 +548,9 @@ static int proposal_v2_decode(const uint8_t *p, size_t length, struct smcr_clc_v
 	m->release = ext.release_seid >> 4;
 	m->seid = ext.release_seid & 0x01;
 	memcpy(m->roce_gid, ext.roce_gid, sizeof(m->roce_gid));
+	m->max_conns = ext.max_conns;
+	m->max_links = ext.max_links;
+	m->feature_mask = be16toh(ext.feature_mask);
 	m->eid_count = ext.eid_count;
 	memcpy(m->eids, p + ext_off + sizeof(ext), (size_t)ext.eid_count * SMCR_EID_LEN);
 	return 0;
@@ -555,6 +561,7 @@ static int acc_conf_v2_decode(const uint8_t *p, size_t length, uint8_t type,
 {
 	size_t end = length - SMCR_CLC_TRAILER_LEN, off;
 	struct smcr_wire_clc_accept_confirm_v2 w;
+	struct smcr_wire_clc_fce_v2x x;
 	struct smcr_wire_clc_gid_list gl;
 	struct smcr_wire_clc_fce fce;
 	int rc;
@@ -582,6 +589,16 @@ static int acc_conf_v2_decode(const uint8_t *p, size_t length, uint8_t type,
 	m->release = fce.os_release & 0x0F;
 	memcpy(m->hostname, fce.hostname, sizeof(m->hostname));
 	off += sizeof(fce);
+	/* The v2.1 part: 16 bytes that Linux always sends (zero at
+	 * release 0); a message that ends before them has none. */
+	if (off + sizeof(x) > end)
+		return 0;
+	memcpy(&x, p + off, sizeof(x));
+	m->max_conns = x.max_conns;
+	m->max_links = x.max_links;
+	m->feature_mask = be16toh(x.feature_mask);
+	m->vendor_options = be32toh(x.vendor_exp_options);
+	off += sizeof(x);
 	if (type != SMCR_CLC_CONFIRM || off + sizeof(gl) > end)
 		return 0;			/* an Accept has no list */
 	memcpy(&gl, p + off, sizeof(gl));
@@ -679,9 +696,10 @@ int smcr_clc_v2_encoded_len(const struct smcr_clc_v2_msg *msg)
 			return SMCR_E_INVAL;
 		n = SMCR_CLC_V2_ACC_CONF_LEN;
 		if (ac->r.first_contact)
-			n += sizeof(struct smcr_wire_clc_fce) + (msg->hdr.type == SMCR_CLC_CONFIRM ?
-				sizeof(struct smcr_wire_clc_gid_list) +
-				(size_t)ac->gid_count * SMCR_GID_LEN : 16);
+			n += sizeof(struct smcr_wire_clc_fce) + sizeof(struct smcr_wire_clc_fce_v2x) +
+				(msg->hdr.type == SMCR_CLC_CONFIRM ?
+				 sizeof(struct smcr_wire_clc_gid_list) +
+				 (size_t)ac->gid_count * SMCR_GID_LEN : 0);
 		return (int)n;
 	case SMCR_CLC_DECLINE:
 		return msg->decline.os_type > 0x0F ? SMCR_E_INVAL : SMCR_CLC_V2_DECLINE_LEN;
@@ -719,6 +737,9 @@ static void proposal_v2_encode(const struct smcr_clc_v2_proposal *m, uint8_t *p,
 		ext.eid_count = m->eid_count;
 		ext.release_seid = (uint8_t)(m->release << 4 | (m->seid ? 0x01 : 0));
 		memcpy(ext.roce_gid, m->roce_gid, sizeof(ext.roce_gid));
+		ext.max_conns = m->max_conns;
+		ext.max_links = m->max_links;
+		ext.feature_mask = htobe16(m->feature_mask);
 		memcpy(p + off, &ext, sizeof(ext));
 		off += sizeof(ext);
 		memcpy(p + off, m->eids, (size_t)m->eid_count * SMCR_EID_LEN);
@@ -734,6 +755,7 @@ static void acc_conf_v2_encode(const struct smcr_clc_v2_accept_confirm *m, uint8
 			       uint8_t *p, size_t length)
 {
 	struct smcr_wire_clc_accept_confirm_v2 w;
+	struct smcr_wire_clc_fce_v2x x;
 	struct smcr_wire_clc_gid_list gl;
 	struct smcr_wire_clc_fce fce;
 	uint8_t v1[SMCR_CLC_ACCEPT_LEN];
@@ -753,16 +775,20 @@ static void acc_conf_v2_encode(const struct smcr_clc_v2_accept_confirm *m, uint8
 		memcpy(fce.hostname, m->hostname, sizeof(fce.hostname));
 		memcpy(p + off, &fce, sizeof(fce));
 		off += sizeof(fce);
-		memset(&gl, 0, sizeof(gl));
+		memset(&x, 0, sizeof(x));
+		x.max_conns = m->max_conns;
+		x.max_links = m->max_links;
+		x.feature_mask = htobe16(m->feature_mask);
+		x.vendor_exp_options = htobe32(m->vendor_options);
+		memcpy(p + off, &x, sizeof(x));
+		off += sizeof(x);
 		if (type == SMCR_CLC_CONFIRM) {
+			memset(&gl, 0, sizeof(gl));
 			gl.gid_count = m->gid_count;
 			memcpy(p + off, &gl, sizeof(gl));
 			off += sizeof(gl);
 			memcpy(p + off, m->gids, (size_t)m->gid_count * SMCR_GID_LEN);
 			off += (size_t)m->gid_count * SMCR_GID_LEN;
-		} else {
-			memcpy(p + off, gl.reserved, sizeof(gl.reserved));
-			off += sizeof(gl.reserved);
 		}
 	}
 	memcpy(p + off, eyecatcher, sizeof(eyecatcher));

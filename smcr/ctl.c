@@ -204,6 +204,7 @@ static const struct {
 	STAT(clc_retries), STAT(cursor_updates), STAT(cursor_requests), STAT(corked),
 	STAT(wake_kick), STAT(wake_timer), STAT(wake_devcq), STAT(wake_link),
 	STAT(wake_async), STAT(caller_serves), STAT(prod_rewinds), STAT(cons_held),
+	STAT(link_groups_v21), STAT(add_links_refused_max),
 };
 #undef STAT
 
@@ -218,6 +219,7 @@ static bool stat_is_gauge(size_t i)
 	size_t off = stat_fields[i].off;
 
 	return off == offsetof(struct smcr_stats, link_groups) ||
+	       off == offsetof(struct smcr_stats, link_groups_v21) ||
 	       off == offsetof(struct smcr_stats, open_connections) ||
 	       off == offsetof(struct smcr_stats, rmbes_in_use) ||
 	       off == offsetof(struct smcr_stats, sndbufs_in_use) ||

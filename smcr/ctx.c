@@ -76,6 +76,8 @@ static const struct knob knobs[] = {
 	     OPT(max_rmb_bytes)),
 	UINT("max_lgrs_per_address", "SMCR_MAX_LGRS_PER_ADDRESS", 0, UINT32_MAX, 0,
 	     max_lgrs_per_address, OPT(max_lgrs_per_address)),
+	UINT("v2_release", "SMCR_V2_RELEASE", 0, 1, 1, v2_release, NOOPT),
+	UINT("max_conns", "SMCR_MAX_CONNS", 16, 255, 255, max_conns, NOOPT),
 	UINT("llc_timeout_ms", "SMCR_LLC_TIMEOUT_MS", 0, UINT32_MAX, KEEP, lgr_cfg.llc_timeout_ms,
 	     OPT(llc_timeout_ms)),
 	UINT("test_link_ms", "SMCR_TEST_LINK_MS", 0, UINT32_MAX, KEEP, lgr_cfg.test_link_idle_ms,
@@ -565,13 +567,17 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 		const char *layout = !lgr->layout_fixed ? "pending" :
 				     lgr->rmbe_eye ? "rfc" : "linux";
 
-		off = json ? strbuf_out(buf, len, off, "%s{\"role\":\"%s\",\"version\":%u,\"terminated\":%s,\"connections\":%u,\"rmbe_layout\":\"%s\",\"links\":[",
+		bool v21 = lgr->version == 2 && lgr->release >= SMCR_CLC_RELEASE_1;
+
+		off = json ? strbuf_out(buf, len, off, "%s{\"role\":\"%s\",\"version\":%u,\"release\":%u,\"max_conns\":%u,\"max_links\":%u,\"terminated\":%s,\"connections\":%u,\"rmbe_layout\":\"%s\",\"links\":[",
 				 g ? "," : "", lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
-				 lgr->version, lgr->terminated ? "true" : "false", lgr->nconns, layout) :
-			     strbuf_out(buf, len, off, "link group %u: %s, %u connection(s)%s, RMBE layout %s, SMC-R%s\n", g,
+				 lgr->version, lgr->release, lgr->max_conns, lgr->max_links,
+				 lgr->terminated ? "true" : "false", lgr->nconns, layout) :
+			     strbuf_out(buf, len, off, "link group %u: %s, %u connection(s)%s, RMBE layout %s, SMC-R%s (max_conns %u, max_links %u)\n", g,
 				 lgr->role == SMCR_ROLE_SERVER ? "server" : "client",
 				 lgr->nconns, lgr->terminated ? ", terminated" : "", layout,
-				 lgr->version == 2 ? "v2" : "v1");
+				 v21 ? "v2.1" : lgr->version == 2 ? "v2" : "v1",
+				 lgr->max_conns, lgr->max_links);
 		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 			struct smcr_lgr_link *ll = &lgr->links[i];
 			char lg[48], pg[48];

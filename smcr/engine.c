@@ -705,6 +705,10 @@ struct smcr_lgr *smcr_engine_lgr_find(struct smcr_ctx *ctx, enum smcr_role role,
 		if (lgr->role != role || lgr->terminated ||
 		    memcmp(lgr->peer_id, peer_id, 8) != 0)
 			continue;
+		/* SMC-Rv2.1: a full server group takes no more (Linux's
+		 * smc_conn_create: conns_num < max_conns); a new one is made */
+		if (role == SMCR_ROLE_SERVER && smcr_lgr_full(lgr))
+			continue;
 		for (i = 0; i < SMCR_LINK_SLOTS; i++) {
 			const struct smcr_lgr_link *l = &lgr->links[i];
 
@@ -878,6 +882,7 @@ static void lgr_stats_add(struct smcr_stats *st, const struct smcr_lgr *lgr)
 	st->rebalanced += lgr->stats.rebalanced;
 	st->local_stalls += lgr->stats.stalls;
 	st->local_stall_ms += lgr->stats.stall_ms;
+	st->add_links_refused_max += lgr->stats.add_links_refused_max;
 }
 
 /* ---- fault injection ------------------------------------------------------- */
@@ -1262,6 +1267,8 @@ void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st)
 	for (lgr = ctx->lgrs; lgr; lgr = lgr->next) {
 		lgr_stats_add(st, lgr);
 		st->link_groups++;
+		if (lgr->version == SMCR_CLC_VERSION_2 && lgr->release >= SMCR_CLC_RELEASE_1)
+			st->link_groups_v21++;
 		if (!lgr->terminated)
 			st->links_active += smcr_lgr_active_links(lgr);
 	}

@@ -124,6 +124,10 @@ struct smcr_ctx {
 	/* max_lgrs_per_address in effect (0: none); its refusals are logged
 	 * once per SMCR_LIMIT_LOG_MS, with how many were not. */
 	unsigned int max_lgrs_per_address;
+	/* SMC-Rv2 release offered (SMCR_V2_RELEASE: 1, or 0 as Linux 6.1)
+	 * and, at release 1, the connections a new group takes
+	 * (SMCR_MAX_CONNS, 16..255). */
+	uint8_t v2_release, max_conns;
 	uint64_t lgr_limit_logged_ms;
 	unsigned long lgr_limit_unlogged;
 	/* ctx.c's settings table: which were given (a bit per row), the

@@ -54,6 +54,7 @@ int smcr_lgr_create(enum smcr_role role, const struct smcr_lgr_ops *ops,
 	if (lgr->cfg.max_links > SMCR_MAX_LINKS)
 		lgr->cfg.max_links = SMCR_MAX_LINKS;
 	lgr->max_links = lgr->cfg.max_links;
+	lgr->max_conns = SMCR_LGR_MAX_CONNS;
 	lgr->version = 1;
 	lgr->next_token = 1;
 	/* Until the first CONFIRM LINK, the layout we would like. */
@@ -364,6 +365,23 @@ void smcr_lgr_set_layout(struct smcr_lgr *lgr, uint8_t eye)
 			smcr_conn_abort(conn, -EPROTO);
 		}
 	}
+}
+
+void smcr_lgr_set_v21(struct smcr_lgr *lgr, uint8_t release, uint8_t max_conns,
+		      uint8_t max_links)
+{
+	lgr->release = release;
+	if (release < SMCR_CLC_RELEASE_1)
+		return;
+	if (max_conns >= SMCR_CLC_MIN_CONNS)
+		lgr->max_conns = max_conns;
+	if (max_links >= SMCR_CLC_MIN_LINKS && max_links < lgr->max_links)
+		lgr->max_links = max_links;
+}
+
+bool smcr_lgr_full(const struct smcr_lgr *lgr)
+{
+	return lgr->nconns + lgr->setups >= lgr->max_conns;
 }
 
 int smcr_lgr_add_link(struct smcr_lgr *lgr)

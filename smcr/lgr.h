@@ -210,6 +210,7 @@ struct smcr_lgr_stats {
 	uint64_t test_links;
 	uint64_t rebalanced;		/* connections moved to a less busy link */
 	uint64_t stalls, stall_ms;	/* our own stalls (cfg.stall_ms), their time */
+	uint64_t add_links_refused_max;	/* ADD LINKs refused at max_links 1 (v2.1) */
 };
 
 enum smcr_llc_flow_kind {
@@ -274,7 +275,12 @@ struct smcr_lgr {
 	/* The owner's: a server group's TCP peer at first contact (IPv4
 	 * mapped into IPv6; all zero: not known), for its per-address limit. */
 	uint8_t peer_addr[16];
-	uint8_t max_links;		/* negotiated in CONFIRM LINK */
+	uint8_t max_links;		/* negotiated in CONFIRM LINK (v2.1: CLC) */
+	/* SMC-Rv2: the release of the CLC first contact (0: v2.0 or v1)
+	 * and, at release 1, the connections the group takes as server
+	 * (SMCR_LGR_MAX_CONNS otherwise): smcr_lgr_set_v21(). */
+	uint8_t release;
+	uint8_t max_conns;
 	uint8_t version;		/* SMC-R version (CLC): 1, or 2 (SMC-Rv2:
 					 * v2 LLC headers, RKeys in ADD LINK) */
 	/* SMC-Rv2: no periodic ADD LINK before this (a Linux peer takes a
@@ -341,6 +347,19 @@ void smcr_lgr_destroy(struct smcr_lgr *lgr);
 int smcr_lgr_first_link(struct smcr_lgr *lgr, struct smcr_link *link,
 			const struct smcr_link_info *local,
 			const struct smcr_link_info *peer);
+
+/* SMC-Rv2 first contact: the release and, at release 1, the limits the
+ * CLC exchange settled on (max_conns 16..255, max_links 1..2): the group
+ * never holds more links than max_links (at 1: no ADD LINK sent, and the
+ * peer's refused), a server group takes no more than max_conns
+ * connections (a new group is made for more: smcr_lgr_full()), and CONFIRM
+ * LINK carries both, as Linux 6.6+ sends them. */
+void smcr_lgr_set_v21(struct smcr_lgr *lgr, uint8_t release, uint8_t max_conns,
+		      uint8_t max_links);
+
+/* Server: the group takes no more connections (its max_conns reached by
+ * its connections and the handshakes under way on it). */
+bool smcr_lgr_full(const struct smcr_lgr *lgr);
 
 /* Fix the group's RMBE layout (eye: 0 or SMCR_RMBE_EYE_LEN) at the first
  * CONFIRM LINK: the pools and the connections CLC set up follow it (one

@@ -150,6 +150,8 @@ static void confirm_link_fill(struct smcr_lgr *lgr, unsigned int slot,
 	m->confirm_link.link_num = ll->link->link_id;
 	m->confirm_link.link_uid = ll->local.qpn ^ 0x5c300000u;
 	m->confirm_link.max_links = lgr->max_links;
+	if (lgr->release >= SMCR_CLC_RELEASE_1)
+		m->confirm_link.max_conns = lgr->max_conns;
 	m->confirm_link.no_rmbe_eyec = lgr->rmbe_eye == 0;
 	m->confirm_link.libsmcr = !lgr->cfg.no_impl_mark;
 }
@@ -655,6 +657,14 @@ static void add_link_req_rx(struct smcr_lgr *lgr, unsigned int via,
 		/* A v2 ADD LINK brings its RKeys along: without them (or a
 		 * way to send ours) no link. */
 		smcr_info("link group: rejecting SMC-Rv2 ADD LINK %u (no RKeys)", a->link_num);
+		add_link_reject(lgr, via, a->link_num);
+		return;
+	}
+	if (lgr->max_links <= 1 && smcr_lgr_active_links(lgr) >= 1) {
+		/* SMC-Rv2.1 max_links 1: one link only (Linux's
+		 * smc_llc_cli_add_link rejects likewise) */
+		smcr_info("link group: rejecting ADD LINK %u (max_links 1)", a->link_num);
+		lgr->stats.add_links_refused_max++;
 		add_link_reject(lgr, via, a->link_num);
 		return;
 	}

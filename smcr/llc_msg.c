@@ -49,6 +49,7 @@ static int confirm_link_decode(const uint8_t *p, struct smcr_llc_confirm_link *m
 	m->link_num = w.link_num;
 	m->link_uid = be32toh(w.link_uid);
 	m->max_links = w.max_links;
+	m->max_conns = w.max_conns;
 	m->no_rmbe_eyec = (w.hdr.flags & SMCR_LLC_FLAG_NO_RMBE_EYEC) != 0;
 	m->libsmcr = be16toh(w.impl) == SMCR_LLC_CONFIRM_LIBSMCR;
 	return 0;
@@ -338,6 +339,7 @@ static int confirm_link_encode(const struct smcr_llc_msg *msg, uint8_t *p)
 	w.link_num = m->link_num;
 	w.link_uid = htobe32(m->link_uid);
 	w.max_links = m->max_links;
+	w.max_conns = m->max_conns;
 	w.impl = htobe16(m->libsmcr ? SMCR_LLC_CONFIRM_LIBSMCR : 0);
 	memcpy(p, &w, sizeof(w));
 	return 0;

@@ -133,6 +133,9 @@ enum smcr_clc_type {
 #define SMCR_DECL_NOSMCDEV	0x03030000u /* no SMC device found */
 #define SMCR_DECL_NOSMCRDEV	0x03030002u /* no SMC-R device found */
 #define SMCR_DECL_NOUEID	0x03030008u /* v2: no user EID in common */
+#define SMCR_DECL_RELEASEERR	0x03030009u /* v2.1: release negotiation failed */
+#define SMCR_DECL_MAXCONNERR	0x0303000au /* v2.1: max connections negotiation failed */
+#define SMCR_DECL_MAXLINKERR	0x0303000bu /* v2.1: max links negotiation failed */
 #define SMCR_DECL_MODEUNSUPP	0x03040000u /* SMC modes do not match */
 #define SMCR_DECL_RMBE_EC	0x03050000u /* peer uses RMBE eyecatchers */
 #define SMCR_DECL_OPTUNSUPP	0x03060000u /* socket option not supported */
@@ -273,6 +276,17 @@ int smcr_clc_encoded_len(const struct smcr_clc_msg *msg);
 #define SMCR_CLC_OS_LINUX 2
 #define SMCR_CLC_V2_ACC_CONF_LEN 108	/* subsequent contact */
 #define SMCR_CLC_V2_DECLINE_LEN 44
+/* SMC-Rv2 releases (the v2 extension's and first-contact extension's
+ * 4-bit release): 0 is SMC-Rv2.0 (Linux 5.10-6.5), 1 SMC-Rv2.1 (Linux
+ * 6.6+: max_conns, max_links, feature_mask, vendor options). */
+#define SMCR_CLC_RELEASE_0 0
+#define SMCR_CLC_RELEASE_1 1
+/* SMC-Rv2.1 limits as Linux enforces them (SMC_CONN_PER_LGR_MIN/MAX,
+ * SMC_LINKS_ADD_LNK_MIN/MAX). */
+#define SMCR_CLC_MIN_CONNS 16
+#define SMCR_CLC_MAX_CONNS 255
+#define SMCR_CLC_MIN_LINKS 1
+#define SMCR_CLC_MAX_LINKS 2
 
 struct smcr_clc_v2_proposal {
 	uint8_t typev1, typev2;			/* SMCR_CLC_TYPE_*: what it offers in v1, v2 */
@@ -281,6 +295,9 @@ struct smcr_clc_v2_proposal {
 	uint8_t release;			/* 4 bits */
 	bool seid;				/* a system EID follows (SMC-Dv2) */
 	uint8_t roce_gid[SMCR_GID_LEN];		/* the client's RoCE v2 GID */
+	/* release >= 1: the client's limits and features (else zero) */
+	uint8_t max_conns, max_links;
+	uint16_t feature_mask;
 	uint8_t eid_count;
 	uint8_t eids[SMCR_CLC_MAX_EIDS][SMCR_EID_LEN];
 };
@@ -292,6 +309,11 @@ struct smcr_clc_v2_accept_confirm {
 	bool direct;				/* no gateway (v2_direct) */
 	uint8_t os_type, release;		/* 4 bits each */
 	uint8_t hostname[SMCR_CLC_HOSTNAME_LEN];
+	/* release >= 1: the group's limits, the features both have, the
+	 * vendor options (zero from us); coded at any release */
+	uint8_t max_conns, max_links;
+	uint16_t feature_mask;
+	uint32_t vendor_options;
 	uint8_t gid_count;			/* Confirm only */
 	uint8_t gids[SMCR_CLC_MAX_GIDS][SMCR_GID_LEN];
 };
@@ -376,6 +398,7 @@ struct smcr_llc_confirm_link {			/* A.3.1 */
 	uint8_t link_num;
 	uint32_t link_uid;
 	uint8_t max_links;
+	uint8_t max_conns;			/* SMC-Rv2.1 (the CLC's); else 0 */
 	bool no_rmbe_eyec;			/* SMCR_LLC_FLAG_NO_RMBE_EYEC (Linux) */
 	bool libsmcr;				/* SMCR_LLC_CONFIRM_LIBSMCR */
 };

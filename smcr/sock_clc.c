@@ -289,6 +289,9 @@ static int lgr_new(struct setup *st, enum smcr_role role, const struct smcr_peer
 	st_hold(st, lgr);
 	peer_id_bytes(peer, st->lgr->peer_id);
 	st->lgr->version = st->res->version;
+	if (st->res->version == SMCR_CLC_VERSION_2)
+		smcr_lgr_set_v21(st->lgr, st->res->release, st->res->max_conns,
+				 st->res->max_links);
 	st->lgr->next = st->ctx->lgrs;
 	st->ctx->lgrs = st->lgr;
 	st->new_lgr = true;
@@ -602,6 +605,9 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 	our_peer_id(ctx, &cfg.peer_id);
 	cfg.eid_count = ctx->eid_count;
 	memcpy(cfg.eids, ctx->eids, sizeof(cfg.eids));
+	cfg.v2_release0 = ctx->v2_release == 0;
+	cfg.max_conns = ctx->max_conns;
+	cfg.max_links = ctx->lgr_cfg.max_links;
 	if (ctx->opts.no_smc) {
 		ret = SMCR_CLC_FALLBACK;
 		memset(&res, 0, sizeof(res));

@@ -154,7 +154,13 @@ struct smcr_wire_clc_v2_ext {
 	uint8_t reserved2[2];			/*  4 */
 	smcr_be16 smcd_v2_ext_offset;		/*  6: SMC-Dv2 */
 	uint8_t roce_gid[16];			/*  8: the client's RoCE v2 GID */
-	uint8_t reserved3[16];			/* 24 */
+	/* SMC-Rv2.1 (release 1; Linux 6.6+): the client's limits for a new
+	 * link group and its supplemental features.  Zero from a v2.0 peer
+	 * (Linux 6.1), which reads none of them. */
+	uint8_t max_conns;			/* 24: 16..255 */
+	uint8_t max_links;			/* 25: 1..2 in Linux */
+	smcr_be16 feature_mask;			/* 26: Linux 6.7+: bit 0 emulated ISM (SMC-D) */
+	uint8_t reserved3[12];			/* 28 */
 } SMCR_PACKED;
 _Static_assert(sizeof(struct smcr_wire_clc_v2_ext) == 40, "v2 extension is 40 bytes");
 
@@ -187,14 +193,26 @@ struct smcr_wire_clc_fce {
 } SMCR_PACKED;
 _Static_assert(sizeof(struct smcr_wire_clc_fce) == 36, "first-contact extension is 36 bytes");
 
-/* After the first-contact extension: an Accept carries only the 16
- * reserved bytes, a Confirm the whole list (count, then the GIDs). */
-struct smcr_wire_clc_gid_list {
-	uint8_t reserved[16];			/*  0 */
-	uint8_t gid_count;			/* 16 */
-	uint8_t reserved2[3];			/* 17 */
+/* After the first-contact extension, in an Accept and a Confirm alike:
+ * its SMC-Rv2.1 part (Linux struct smc_clc_first_contact_ext_v2x after
+ * its v2.0 base; all zero at release 0, and Linux 6.1 reads none of it).
+ * Offsets from the start of the first-contact extension. */
+struct smcr_wire_clc_fce_v2x {
+	uint8_t max_conns;			/* 36: the group's, echoed in the Confirm */
+	uint8_t max_links;			/* 37: likewise */
+	smcr_be16 feature_mask;			/* 38: the features both have */
+	smcr_be32 vendor_exp_options;		/* 40: vendor options: zero */
+	uint8_t reserved[8];			/* 44 */
 } SMCR_PACKED;
-_Static_assert(sizeof(struct smcr_wire_clc_gid_list) == 20, "GID list head is 20 bytes");
+_Static_assert(sizeof(struct smcr_wire_clc_fce) + sizeof(struct smcr_wire_clc_fce_v2x) == 52,
+	       "first-contact extension v2.1 is 52 bytes");
+
+/* Then a Confirm's GID list (count, then the GIDs); an Accept has none. */
+struct smcr_wire_clc_gid_list {
+	uint8_t gid_count;			/*  0 */
+	uint8_t reserved[3];			/*  1 */
+} SMCR_PACKED;
+_Static_assert(sizeof(struct smcr_wire_clc_gid_list) == 4, "GID list head is 4 bytes");
 
 struct smcr_wire_clc_decline_v2 {
 	struct smcr_wire_clc_hdr hdr;		/*  0 */
@@ -251,7 +269,8 @@ struct smcr_wire_llc_confirm_link {
 	uint8_t link_num;		/* 29 */
 	smcr_be32 link_uid;		/* 30: sender's link user ID */
 	uint8_t max_links;		/* 34 */
-	uint8_t reserved[7];		/* 35: Linux 6.5+ (v2.1) uses 35 (max_conns) */
+	uint8_t max_conns;		/* 35: SMC-Rv2.1 groups (Linux 6.6+); else 0 */
+	uint8_t reserved[6];		/* 36 */
 	smcr_be16 impl;			/* 42: reserved; SMCR_LLC_CONFIRM_LIBSMCR from libsmcr */
 } SMCR_PACKED;
 _Static_assert(sizeof(struct smcr_wire_llc_confirm_link) == 44, "A.3.1 is 44 bytes");

@@ -138,6 +138,7 @@ struct smcr_ctx_opts {
  * else from the environment (smcr(3) ENVIRONMENT says what each does;
  * smcr/ctx.c lists them once, with their ranges): SMCR_DEVICES,
  * SMCR_EIDS, SMCR_RMBE_SIZE, SMCR_MAX_RMB_BYTES, SMCR_MAX_LGRS_PER_ADDRESS,
+ * SMCR_V2_RELEASE, SMCR_MAX_CONNS,
  * SMCR_LLC_TIMEOUT_MS, SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS,
  * SMCR_LAST_LINK_TIMEOUT_MS, SMCR_STALL_MS, SMCR_DELETE_HOLD_MS,
  * SMCR_QP_TIMEOUT, SMCR_QP_RETRY, SMCR_LINK_POLICY, SMCR_REBALANCE,
@@ -300,6 +301,11 @@ struct smcr_stats {
 	 * CDCs that carried one behind data already taken (prod_rewinds),
 	 * and times our consumer cursor was held back to it (cons_held). */
 	uint64_t prod_rewinds, cons_held;
+	/* SMC-Rv2.1 (release 1, Linux 6.6+): link groups at release 1 now
+	 * (a gauge, within link_groups); ADD LINKs refused because the group
+	 * negotiated max_links 1.  The status dump shows each group's
+	 * release, max_conns and max_links. */
+	uint64_t link_groups_v21, add_links_refused_max;
 };
 int smcr_ctx_stats_size(struct smcr_ctx *ctx, struct smcr_stats *st, size_t size);
 static inline int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)

@@ -1189,6 +1189,365 @@ static void run_client_raw(struct client_raw *c, const struct smcr_clc_cfg *cfg)
 	side_join(&t);
 }
 
+/* (6c) SMC-Rv2.1 (release 1) release and limit negotiation, as Linux
+ * 6.6+ does it (smc_listen_v2_check, smc_clc_srv_v2x_features_validate,
+ * smc_clc_clnt_v2x_features_validate, smc_clc_v2x_features_confirm_check). */
+
+/* Two of ours with the EID; cfg changes by the caller. */
+static void v21_pair(struct pair_run *p, struct smcr_clc_cfg *ccfg, struct smcr_clc_cfg *scfg)
+{
+	memset(p, 0, sizeof(*p));
+	stub_init(&p->cs, true);
+	stub_init(&p->ss, true);
+	memset(p->cs.prop_out.gid, 0, SMCR_GID_LEN);
+	memcpy(p->cs.prop_out.gid + 10, "\xff\xff\x0a\x01\x01\x01", 6);
+	eid_set(ccfg, "SMCRBD.KPEER");
+	eid_set(scfg, "SMCRBD.KPEER");
+	run_pair_cfg(p, ccfg, scfg);
+	CU_ASSERT_EQUAL(p->cret, SMCR_CLC_SMCR);
+	CU_ASSERT_EQUAL(p->srv.ret, SMCR_CLC_SMCR);
+	CU_ASSERT_EQUAL(p->cres.version, 2);
+	CU_ASSERT_EQUAL(p->srv.res.version, 2);
+}
+
+static void check_v21_res(const struct smcr_clc_result *r, uint8_t rel, uint8_t conns,
+			  uint8_t links)
+{
+	CU_ASSERT_EQUAL(r->release, rel);
+	CU_ASSERT_EQUAL(r->max_conns, conns);
+	CU_ASSERT_EQUAL(r->max_links, links);
+	CU_ASSERT_EQUAL(r->stats.v21, rel >= 1 ? 1 : 0);
+}
+
+static void test_v21_pair(void)
+{
+	struct smcr_clc_cfg ccfg = client_cfg, scfg = server_cfg;
+	struct pair_run p;
+
+	/* both at release 1: 255 and 2 */
+	v21_pair(&p, &ccfg, &scfg);
+	check_v21_res(&p.cres, 1, 255, 2);
+	check_v21_res(&p.srv.res, 1, 255, 2);
+	close_pair(&p);
+	/* the lower of each: the client's conns, the server's links */
+	ccfg = client_cfg;
+	scfg = server_cfg;
+	ccfg.max_conns = 32;
+	scfg.max_links = 1;
+	v21_pair(&p, &ccfg, &scfg);
+	check_v21_res(&p.cres, 1, 32, 1);
+	check_v21_res(&p.srv.res, 1, 32, 1);
+	close_pair(&p);
+	/* out of range settings are clamped: conns 16, links 2 */
+	ccfg = client_cfg;
+	scfg = server_cfg;
+	ccfg.max_conns = 3;
+	scfg.max_links = 9;
+	v21_pair(&p, &ccfg, &scfg);
+	check_v21_res(&p.cres, 1, 16, 2);
+	check_v21_res(&p.srv.res, 1, 16, 2);
+	close_pair(&p);
+	/* either side at release 0: release 0, nothing negotiated */
+	ccfg = client_cfg;
+	scfg = server_cfg;
+	ccfg.v2_release0 = true;
+	v21_pair(&p, &ccfg, &scfg);
+	check_v21_res(&p.cres, 0, 0, 0);
+	check_v21_res(&p.srv.res, 0, 0, 0);
+	close_pair(&p);
+	ccfg = client_cfg;
+	scfg = server_cfg;
+	scfg.v2_release0 = true;
+	scfg.max_links = 1;
+	v21_pair(&p, &ccfg, &scfg);
+	check_v21_res(&p.cres, 0, 0, 0);
+	check_v21_res(&p.srv.res, 0, 0, 0);
+	close_pair(&p);
+}
+
+/* Linux 6.1's Proposal patched to what 6.12 sends (release 1, max_conns
+ * 255, max_links 2, feature mask 1) and then to bad values. */
+static size_t v21_proposal(uint8_t *v, size_t cap, uint8_t rel, uint8_t conns, uint8_t links)
+{
+	size_t n = unhex(linux_v2_only_proposal, v, cap);
+
+	CU_ASSERT_FATAL(n == 156);
+	v[80 + 3] = (uint8_t)(rel << 4);
+	v[80 + 24] = conns;
+	v[80 + 25] = links;
+	v[80 + 27] = 1;
+	return n;
+}
+
+/* Linux 6.12's own Proposal (tests/vectors/kernel-6.12-smcr-v21.txt,
+ * frame 4): release 1, max_conns 255, max_links 2, feature mask 1. */
+static const char linux612_proposal[] =
+	"e2d4c3d901009c22000000000000000000000000000000000000000000000000"
+	"000000000000000000000000000000000000001c000000000000000000000000"
+	"0000000000000000000000000000000001000010000000000000000000000000"
+	"0000ffff0a010101ff020001000000000000000000000000534d435242442e4b"
+	"504545522020202020202020202020202020202020202020e2d4c3d9";
+
+/* Our server against it: Accept (or a Decline) read back. */
+static void v21_server_raw(const uint8_t *prop, size_t n, size_t read_len, bool release0,
+			   struct raw *r, struct server_run *srv, struct stub *st)
+{
+	struct smcr_clc_cfg cfg = server_cfg;
+
+	eid_set(&cfg, "SMCRBD.KPEER");
+	cfg.v2_release0 = release0;
+	memset(r, 0, sizeof(*r));
+	memset(srv, 0, sizeof(*srv));
+	stub_init(st, true);
+	r->send1 = prop;
+	r->send1_len = n;
+	r->read_len = read_len;
+	r->close_after = 1;
+	run_server_raw(r, srv, &cfg, st);
+}
+
+static void test_v21_server(void)
+{
+	struct smcr_clc_v2_msg m;
+	struct server_run srv;
+	uint8_t v[300];
+	struct stub st;
+	struct raw r;
+	size_t n;
+
+	/* release 1: the Accept says release 1, 255, 2, no feature */
+	n = v21_proposal(v, sizeof(v), 1, 255, 2);
+	v21_server_raw(v, n, 160, false, &r, &srv, &st);
+	CU_ASSERT_EQUAL(r.read_rc, 0);
+	CU_ASSERT_EQUAL_FATAL(smcr_clc_v2_decode(r.got, 160, &m), 160);
+	CU_ASSERT(m.accept.r.first_contact);
+	CU_ASSERT_EQUAL(r.got[105], 0x21);		/* Linux, release 1 */
+	CU_ASSERT_EQUAL(r.got[140], 255);		/* max_conns */
+	CU_ASSERT_EQUAL(r.got[141], 2);			/* max_links */
+	CU_ASSERT_EQUAL(r.got[142] | r.got[143], 0);	/* feature mask: none */
+	CU_ASSERT_EQUAL(r.got[144] | r.got[145] | r.got[146] | r.got[147], 0);	/* vendor */
+	CU_ASSERT_EQUAL(srv.res.release, 1);
+	close(r.fd);
+	close(srv.fd);
+	/* the kernel's own: the same answer */
+	n = unhex(linux612_proposal, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 156);
+	v21_server_raw(v, n, 160, false, &r, &srv, &st);
+	CU_ASSERT_EQUAL(r.got[105], 0x21);
+	CU_ASSERT_EQUAL(r.got[140], 255);
+	CU_ASSERT_EQUAL(r.got[141], 2);
+	CU_ASSERT_EQUAL(r.got[142] | r.got[143], 0);
+	CU_ASSERT_EQUAL(srv.res.max_links, 2);
+	close(r.fd);
+	close(srv.fd);
+	/* a later release (2): answered at ours; the client's lower limits */
+	n = v21_proposal(v, sizeof(v), 2, 100, 1);
+	v21_server_raw(v, n, 160, false, &r, &srv, &st);
+	CU_ASSERT_EQUAL(r.got[105], 0x21);
+	CU_ASSERT_EQUAL(r.got[140], 100);
+	CU_ASSERT_EQUAL(r.got[141], 1);
+	close(r.fd);
+	close(srv.fd);
+	/* a server at release 0: release 0 and the 16 bytes zero, as 6.1 */
+	n = v21_proposal(v, sizeof(v), 1, 255, 2);
+	v21_server_raw(v, n, 160, true, &r, &srv, &st);
+	CU_ASSERT_EQUAL(r.got[105], 0x20);
+	for (unsigned int i = 140; i < 156; i++)
+		CU_ASSERT_EQUAL(r.got[i], 0);
+	close(r.fd);
+	close(srv.fd);
+	/* a release 0 client (6.1's own Proposal) gets release 0 */
+	n = unhex(linux_v2_only_proposal, v, sizeof(v));
+	v21_server_raw(v, n, 160, false, &r, &srv, &st);
+	CU_ASSERT_EQUAL(r.got[105], 0x20);
+	CU_ASSERT_EQUAL(r.got[140] | r.got[141], 0);
+	CU_ASSERT_EQUAL(srv.res.release, 0);
+	close(r.fd);
+	close(srv.fd);
+	/* bad limits at release 1: Declines 0x0303000a and 0x0303000b, and
+	 * no group made for them */
+	n = v21_proposal(v, sizeof(v), 1, 15, 2);
+	v21_server_raw(v, n, SMCR_CLC_DECLINE_LEN, false, &r, &srv, &st);
+	CU_ASSERT_EQUAL(srv.ret, SMCR_CLC_FALLBACK);
+	CU_ASSERT_EQUAL(srv.res.reason, SMCR_DECL_MAXCONNERR);
+	CU_ASSERT_EQUAL(memcmp(r.got + 16, "\x03\x03\x00\x0a", 4), 0);
+	CU_ASSERT_EQUAL(st.n_accept_proposal, 0);
+	CU_ASSERT_EQUAL(srv.res.stats.declines_sent_by[smcr_clc_reason_index(SMCR_DECL_MAXCONNERR)], 1);
+	close(r.fd);
+	close(srv.fd);
+	n = v21_proposal(v, sizeof(v), 1, 255, 0);
+	v21_server_raw(v, n, SMCR_CLC_DECLINE_LEN, false, &r, &srv, &st);
+	CU_ASSERT_EQUAL(srv.res.reason, SMCR_DECL_MAXLINKERR);
+	CU_ASSERT_EQUAL(memcmp(r.got + 16, "\x03\x03\x00\x0b", 4), 0);
+	CU_ASSERT_EQUAL(st.n_accept_proposal, 0);
+	close(r.fd);
+	close(srv.fd);
+	/* the same at release 0: not read, so no Decline */
+	n = v21_proposal(v, sizeof(v), 0, 15, 0);
+	v21_server_raw(v, n, 160, false, &r, &srv, &st);
+	CU_ASSERT_EQUAL(st.n_accept_proposal, 1);
+	CU_ASSERT_EQUAL(r.got[105], 0x20);
+	close(r.fd);
+	close(srv.fd);
+}
+
+/* Our server's Accept answered by a scripted Confirm: echoed exactly, or
+ * declined (first contact: a Decline is allowed after the Accept). */
+static void v21_confirm_case(uint8_t rel, uint8_t conns, uint8_t links, int want_ret,
+			     uint32_t want_reason)
+{
+	struct smcr_clc_cfg cfg = server_cfg;
+	struct smcr_clc_v2_msg m;
+	struct server_run srv;
+	uint8_t v[300], conf[300], decl[SMCR_CLC_DECLINE_LEN];
+	struct stub st;
+	struct raw r;
+	size_t n = v21_proposal(v, sizeof(v), 1, 64, 2);
+	int cn;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_CONFIRM;
+	stub_init(&st, true);
+	m.confirm.r = st.conf_out;
+	m.confirm.r.first_contact = true;
+	memcpy(m.confirm.eid, "SMCRBD.KPEER                    ", SMCR_EID_LEN);
+	m.confirm.direct = true;
+	m.confirm.os_type = SMCR_CLC_OS_LINUX;
+	m.confirm.release = rel;
+	m.confirm.max_conns = conns;
+	m.confirm.max_links = links;
+	m.confirm.feature_mask = 0;
+	m.confirm.gid_count = 1;
+	cn = smcr_clc_v2_encode(&m, conf, sizeof(conf));
+	CU_ASSERT_EQUAL_FATAL(cn, 180);
+	eid_set(&cfg, "SMCRBD.KPEER");
+	memset(&r, 0, sizeof(r));
+	memset(&srv, 0, sizeof(srv));
+	r.send1 = v;
+	r.send1_len = n;
+	r.read_len = 160;
+	r.send2 = conf;
+	r.send2_len = (size_t)cn;
+	run_server_raw(&r, &srv, &cfg, &st);
+	CU_ASSERT_EQUAL(r.got[140], 64);
+	CU_ASSERT_EQUAL(srv.ret, want_ret);
+	CU_ASSERT_EQUAL(srv.res.reason, want_reason);
+	if (want_ret == SMCR_CLC_FALLBACK) {
+		CU_ASSERT_EQUAL(read_exact(r.fd, decl, sizeof(decl)), 0);
+		CU_ASSERT_EQUAL(decl[4], SMCR_CLC_DECLINE);
+		CU_ASSERT_EQUAL((uint32_t)decl[16] << 24 | (uint32_t)decl[17] << 16 |
+				(uint32_t)decl[18] << 8 | decl[19], want_reason);
+		CU_ASSERT_EQUAL(st.n_confirm, 0);
+		CU_ASSERT_EQUAL(st.n_undo, 1);
+	} else {
+		CU_ASSERT_EQUAL(st.n_confirm, 1);
+		CU_ASSERT_EQUAL(srv.res.max_conns, 64);
+		CU_ASSERT_EQUAL(srv.res.stats.v21, 1);
+	}
+	close(r.fd);
+	close(srv.fd);
+}
+
+static void test_v21_server_confirm(void)
+{
+	v21_confirm_case(1, 64, 2, SMCR_CLC_SMCR, 0);
+	v21_confirm_case(0, 64, 2, SMCR_CLC_FALLBACK, SMCR_DECL_RELEASEERR);
+	v21_confirm_case(1, 65, 2, SMCR_CLC_FALLBACK, SMCR_DECL_MAXCONNERR);
+	v21_confirm_case(1, 64, 1, SMCR_CLC_FALLBACK, SMCR_DECL_MAXLINKERR);
+}
+
+/* Our client against a scripted 6.12-like server: its Accept's release
+ * and limits taken and echoed in the Confirm, or declined. */
+static void v21_client_case(bool release0, uint8_t rel, uint8_t conns, uint8_t links,
+			    int want_ret, uint32_t want_reason)
+{
+	struct smcr_clc_cfg cfg = client_cfg;
+	struct smcr_clc_v2_msg m, pm;
+	struct client_raw c;
+	uint8_t acc[300], got[300];
+	int an, pn;
+
+	eid_set(&cfg, "SMCRBD.KPEER");
+	cfg.v2_release0 = release0;
+	cfg.max_conns = 128;
+	memset(&c, 0, sizeof(c));
+	stub_init(&c.st, true);
+	/* the Proposal our client sends: v2 and v1, one EID */
+	memset(&pm, 0, sizeof(pm));
+	pm.hdr.type = SMCR_CLC_PROPOSAL;
+	pm.proposal.typev1 = SMCR_CLC_TYPE_R;
+	pm.proposal.typev2 = SMCR_CLC_TYPE_R;
+	pm.proposal.v1 = c.st.prop_out;
+	pm.proposal.eid_count = 1;
+	pn = smcr_clc_v2_encoded_len(&pm);
+	CU_ASSERT_FATAL(pn > 0);
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_ACCEPT;
+	m.accept.r = c.st.acc_out;
+	m.accept.r.first_contact = true;
+	memcpy(m.accept.eid, cfg.eids[0], SMCR_EID_LEN);
+	m.accept.direct = true;
+	m.accept.os_type = SMCR_CLC_OS_LINUX;
+	m.accept.release = rel;
+	m.accept.max_conns = conns;
+	m.accept.max_links = links;
+	m.accept.feature_mask = 1;		/* Linux 6.12's own */
+	m.accept.vendor_options = 0xabcd;	/* not read */
+	an = smcr_clc_v2_encode(&m, acc, sizeof(acc));
+	CU_ASSERT_EQUAL_FATAL(an, 160);
+	c.r.read_len = (size_t)pn;
+	c.r.send2 = acc;
+	c.r.send2_len = (size_t)an;
+	run_client_raw(&c, &cfg);
+	CU_ASSERT_EQUAL(c.r.read_rc, 0);
+	/* the Proposal: our release, and at release 1 our limits */
+	CU_ASSERT_EQUAL_FATAL(smcr_clc_v2_decode(c.r.got, (size_t)pn, &pm), pn);
+	CU_ASSERT_EQUAL(pm.proposal.release, release0 ? 0 : 1);
+	CU_ASSERT_EQUAL(pm.proposal.max_conns, release0 ? 0 : 128);
+	CU_ASSERT_EQUAL(pm.proposal.max_links, release0 ? 0 : 2);
+	CU_ASSERT_EQUAL(pm.proposal.feature_mask, 0);
+	CU_ASSERT_EQUAL(c.ret, want_ret);
+	CU_ASSERT_EQUAL(c.res.reason, want_reason);
+	if (want_ret == SMCR_CLC_FALLBACK) {
+		CU_ASSERT_EQUAL(read_exact(c.r.fd, got, SMCR_CLC_DECLINE_LEN), 0);
+		CU_ASSERT_EQUAL(got[4], SMCR_CLC_DECLINE);
+		CU_ASSERT_EQUAL((uint32_t)got[16] << 24 | (uint32_t)got[17] << 16 |
+				(uint32_t)got[18] << 8 | got[19], want_reason);
+		CU_ASSERT_EQUAL(c.st.n_accept, 0);
+	} else {
+		/* the Confirm echoes release and limits, no feature, no vendor */
+		CU_ASSERT_EQUAL(read_exact(c.r.fd, got, 180), 0);
+		CU_ASSERT_EQUAL_FATAL(smcr_clc_v2_decode(got, 180, &m), 180);
+		CU_ASSERT_EQUAL(m.confirm.release, rel);
+		CU_ASSERT_EQUAL(got[105] & 0x0f, rel);
+		CU_ASSERT_EQUAL(got[140], rel ? conns : 0);
+		CU_ASSERT_EQUAL(got[141], rel ? links : 0);
+		CU_ASSERT_EQUAL(m.confirm.feature_mask, 0);
+		CU_ASSERT_EQUAL(m.confirm.vendor_options, 0);
+		CU_ASSERT_EQUAL(c.res.release, rel);
+		CU_ASSERT_EQUAL(c.res.max_conns, rel ? conns : 0);
+		CU_ASSERT_EQUAL(c.res.max_links, rel ? links : 0);
+	}
+	close(c.cfd);
+	close(c.r.fd);
+}
+
+static void test_v21_client(void)
+{
+	v21_client_case(false, 1, 128, 2, SMCR_CLC_SMCR, 0);
+	v21_client_case(false, 1, 16, 1, SMCR_CLC_SMCR, 0);
+	/* a 6.1 server: release 0, its 16 bytes not read */
+	v21_client_case(false, 0, 7, 9, SMCR_CLC_SMCR, 0);
+	/* a release 0 client: an Accept at release 1 is out of bounds */
+	v21_client_case(true, 1, 128, 2, SMCR_CLC_FALLBACK, SMCR_DECL_RELEASEERR);
+	v21_client_case(true, 0, 128, 2, SMCR_CLC_SMCR, 0);
+	v21_client_case(false, 2, 128, 2, SMCR_CLC_FALLBACK, SMCR_DECL_RELEASEERR);
+	v21_client_case(false, 1, 15, 2, SMCR_CLC_FALLBACK, SMCR_DECL_MAXCONNERR);
+	v21_client_case(false, 1, 129, 2, SMCR_CLC_FALLBACK, SMCR_DECL_MAXCONNERR);
+	v21_client_case(false, 1, 128, 0, SMCR_CLC_FALLBACK, SMCR_DECL_MAXLINKERR);
+	v21_client_case(false, 1, 128, 3, SMCR_CLC_FALLBACK, SMCR_DECL_MAXLINKERR);
+}
+
 static void test_client_garbage_reply(void)
 {
 	static const char greeting[] = "NBDMAGIC\x00\x00\x42\x02\x81\x86\x12\x53IHAVEOPT";
@@ -1603,6 +1962,10 @@ CU_TestInfo smcr_clc_tests[] = {
 	{ "garbage instead of an Accept", test_client_garbage_reply },
 	{ "Accept with a reserved MTU", test_client_accept_bad_mtu },
 	{ "v2 Decline", test_client_v2_decline },
+	{ "v2.1 between two of ours: release and limits", test_v21_pair },
+	{ "v2.1 server: Proposal's release and limits", test_v21_server },
+	{ "v2.1 server: the Confirm echoes them", test_v21_server_confirm },
+	{ "v2.1 client: the Accept's, echoed or declined", test_v21_client },
 	{ "silent client", test_server_silent_client },
 	{ "silent client, fallback on silence", test_server_silent_client_fallback },
 	{ "silent server", test_client_silent_server },

@@ -29,6 +29,7 @@ static void one_group(struct smcr_ctx *ctx, struct smcr_lgr *lgr, struct smcr_li
 	memset(link, 0, sizeof(*link));
 	link->state = SMCR_LINK_ACTIVE;
 	lgr->role = role;
+	lgr->max_conns = SMCR_LGR_MAX_CONNS;
 	memcpy(lgr->peer_id, pid, 8);
 	lgr->links[0].link = link;
 	memset(lgr->links[0].peer.gid, 0x11, SMCR_GID_LEN);
@@ -50,6 +51,18 @@ static void test_lgr_match(void)
 	memset(other, 0x33, sizeof(other));
 	one_group(&ctx, &lgr, &link, SMCR_ROLE_SERVER, pid);
 	CU_ASSERT_PTR_EQUAL(smcr_engine_lgr_find(&ctx, SMCR_ROLE_SERVER, pid, gid, mac, 0), &lgr);
+	/* SMC-Rv2.1 max_conns: a full server group is not joined (its
+	 * connections and the handshakes on it count) */
+	lgr.max_conns = 16;
+	lgr.nconns = 15;
+	CU_ASSERT_PTR_EQUAL(smcr_engine_lgr_find(&ctx, SMCR_ROLE_SERVER, pid, gid, mac, 0), &lgr);
+	lgr.setups = 1;
+	CU_ASSERT_PTR_NULL(smcr_engine_lgr_find(&ctx, SMCR_ROLE_SERVER, pid, gid, mac, 0));
+	lgr.setups = 0;
+	lgr.nconns = 16;
+	CU_ASSERT_PTR_NULL(smcr_engine_lgr_find(&ctx, SMCR_ROLE_SERVER, pid, gid, mac, 0));
+	lgr.nconns = 0;
+	lgr.max_conns = SMCR_LGR_MAX_CONNS;
 	/* Same peer ID, another GID or MAC: another peer. */
 	CU_ASSERT_PTR_NULL(smcr_engine_lgr_find(&ctx, SMCR_ROLE_SERVER, pid, other, mac, 0));
 	CU_ASSERT_PTR_NULL(smcr_engine_lgr_find(&ctx, SMCR_ROLE_SERVER, pid, gid, other, 0));

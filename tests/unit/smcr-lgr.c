@@ -281,6 +281,9 @@ static void wait_ms(unsigned int ms)
  * server's ADD LINK run. */
 /* The SMC-R version both groups speak (CLC's outcome): 1, or 2. */
 static uint8_t lgr_version = 1;
+/* SMC-Rv2: the release of the first contact and its limits on each side
+ * (CLC echoes them, so they agree but for a misbehaving peer). */
+static uint8_t lgr_release, lgr_max_conns, s_max_links, c_max_links;
 
 static void group_up2(unsigned int sports, unsigned int cports,
 		      const struct smcr_lgr_config *cfg, const struct smcr_lgr_config *ccfg)
@@ -304,6 +307,10 @@ static void group_up2(unsigned int sports, unsigned int cports,
 	CU_ASSERT_EQUAL_FATAL(smcr_lgr_create(SMCR_ROLE_SERVER, &ops, &S, cfg, &S.lgr), 0);
 	CU_ASSERT_EQUAL_FATAL(smcr_lgr_create(SMCR_ROLE_CLIENT, &ops, &C, ccfg, &C.lgr), 0);
 	S.lgr->version = C.lgr->version = lgr_version;	/* as CLC negotiated */
+	if (lgr_version == 2) {
+		smcr_lgr_set_v21(S.lgr, lgr_release, lgr_max_conns, s_max_links);
+		smcr_lgr_set_v21(C.lgr, lgr_release, lgr_max_conns, c_max_links);
+	}
 	CU_ASSERT_EQUAL_FATAL(op_link_create(S.lgr, NULL, false, &sl, &si), 0);
 	CU_ASSERT_EQUAL_FATAL(op_link_create(C.lgr, &si, false, &cl, &ci), 0);
 	CU_ASSERT_EQUAL_FATAL(op_link_connect(S.lgr, sl, &ci), 0);
@@ -783,6 +790,84 @@ static void test_sndbuf_parked(void)
 		run();
 	}
 	CU_ASSERT_FALSE(sndbuf_taken(&b1));
+	group_down();
+}
+
+/* SMC-Rv2.1 max_links 1 (CLC): one link, two ports or not; neither side
+ * adds one, the ticks try none, and max_conns bounds the server group.
+ * At release 0 the same numbers mean nothing: two links. */
+static void v21_up(uint8_t rel, uint8_t conns, uint8_t s_links, uint8_t c_links)
+{
+	lgr_version = 2;
+	lgr_release = rel;
+	lgr_max_conns = conns;
+	s_max_links = s_links;
+	c_max_links = c_links;
+	group_up(2, 2, NULL);
+	lgr_version = 1;
+	lgr_release = lgr_max_conns = s_max_links = c_max_links = 0;
+}
+
+static void test_v21_max_links_one(void)
+{
+	uint64_t added;
+
+	v21_up(1, 32, 1, 1);
+	CU_ASSERT_EQUAL(S.lgr->release, 1);
+	CU_ASSERT_EQUAL(S.lgr->max_links, 1);
+	CU_ASSERT_EQUAL(C.lgr->max_links, 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	added = S.lgr->stats.links_added + C.lgr->stats.links_added;
+	CU_ASSERT_EQUAL(C.lgr->stats.add_links_refused_max, 0);	/* none was sent */
+	CU_ASSERT_EQUAL(S.lgr->stats.llc_timeouts, 0);
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(S.lgr), -EBUSY);
+	CU_ASSERT_EQUAL(smcr_lgr_add_link(C.lgr), -EBUSY);
+	wait_ms(20000);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	CU_ASSERT_EQUAL(S.lgr->flow.kind, SMCR_FLOW_NONE);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_added + C.lgr->stats.links_added, added);
+	CU_ASSERT_EQUAL(C.lgr->stats.add_links_refused_max, 0);
+	CU_ASSERT_PTR_NULL(S.lgr->links[1].link);
+	CU_ASSERT_PTR_NULL(C.lgr->links[1].link);
+	/* max_conns: full once its connections and handshakes reach it */
+	CU_ASSERT_EQUAL(S.lgr->max_conns, 32);
+	CU_ASSERT_FALSE(smcr_lgr_full(S.lgr));
+	S.lgr->setups = 31;
+	CU_ASSERT_FALSE(smcr_lgr_full(S.lgr));
+	S.lgr->setups = 32;
+	CU_ASSERT_TRUE(smcr_lgr_full(S.lgr));
+	S.lgr->setups = 0;
+	CU_ASSERT_EQUAL(S.lgr->stats.llc_bad + C.lgr->stats.llc_bad, 0);
+	group_down();
+
+	/* release 0: not negotiated, two links, 255 connections */
+	v21_up(0, 32, 1, 1);
+	CU_ASSERT_EQUAL(S.lgr->release, 0);
+	CU_ASSERT_EQUAL(S.lgr->max_links, 2);
+	CU_ASSERT_EQUAL(S.lgr->max_conns, SMCR_LGR_MAX_CONNS);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	group_down();
+
+	/* release 1 with 2 links: as before */
+	v21_up(1, 255, 2, 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
+	group_down();
+}
+
+/* A server that sends ADD LINK although max_links 1 was agreed: the
+ * client refuses it (Linux's smc_llc_cli_add_link does), one link stays. */
+static void test_v21_client_refuses_add_link(void)
+{
+	v21_up(1, 255, 2, 1);
+	CU_ASSERT_EQUAL(C.lgr->max_links, 1);
+	CU_ASSERT(C.lgr->stats.add_links_refused_max >= 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	CU_ASSERT_PTR_NULL(C.lgr->links[1].link);
 	group_down();
 }
 
@@ -2040,6 +2125,8 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "failover under load, DELETE LINK, re-add", test_failover_and_readd },
 	{ "an aborted connection's send buffer waits for its writes", test_sndbuf_parked },
 	{ "SMC-Rv2: ADD LINK with its RKeys", test_v2_add_link },
+	{ "SMC-Rv2.1: max_links 1, max_conns", test_v21_max_links_one },
+	{ "SMC-Rv2.1: ADD LINK refused at max_links 1", test_v21_client_refuses_add_link },
 	{ "ADD LINK waits for the client's path", test_add_link_path_wait },
 	{ "SMC-Rv2: failover under load, re-add", test_v2_failover_and_readd },
 	{ "TEST LINK detects silent loss", test_test_link_silent_loss },

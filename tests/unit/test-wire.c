@@ -41,7 +41,10 @@ PIN(smcr_wire_clc_v2_ext, ism_gid_count, 1);
 PIN(smcr_wire_clc_v2_ext, release_seid, 3);
 PIN(smcr_wire_clc_v2_ext, smcd_v2_ext_offset, 6);
 PIN(smcr_wire_clc_v2_ext, roce_gid, 8);
-PIN(smcr_wire_clc_v2_ext, reserved3, 24);
+PIN(smcr_wire_clc_v2_ext, max_conns, 24);		/* SMC-Rv2.1 */
+PIN(smcr_wire_clc_v2_ext, max_links, 25);
+PIN(smcr_wire_clc_v2_ext, feature_mask, 26);
+PIN(smcr_wire_clc_v2_ext, reserved3, 28);
 PIN(smcr_wire_clc_accept_confirm_v2, qpn, 38);
 PIN(smcr_wire_clc_accept_confirm_v2, rmb_vaddr, 52);
 PIN(smcr_wire_clc_accept_confirm_v2, psn, 61);
@@ -50,7 +53,14 @@ PIN(smcr_wire_clc_accept_confirm_v2, reserved3, 96);
 PIN(smcr_wire_clc_fce, direct, 0);
 PIN(smcr_wire_clc_fce, os_release, 1);
 PIN(smcr_wire_clc_fce, hostname, 4);
-PIN(smcr_wire_clc_gid_list, gid_count, 16);
+/* smc_clc_first_contact_ext_v2x after its 36-byte v2.0 base */
+PIN(smcr_wire_clc_fce_v2x, max_conns, 36 - 36);
+PIN(smcr_wire_clc_fce_v2x, max_links, 37 - 36);
+PIN(smcr_wire_clc_fce_v2x, feature_mask, 38 - 36);
+PIN(smcr_wire_clc_fce_v2x, vendor_exp_options, 40 - 36);
+PIN(smcr_wire_clc_fce_v2x, reserved, 44 - 36);
+PIN(smcr_wire_clc_gid_list, gid_count, 52 - 52);
+PIN(smcr_wire_clc_gid_list, reserved, 53 - 52);
 PIN(smcr_wire_clc_decline_v2, diagnosis, 16);
 PIN(smcr_wire_clc_decline_v2, os_type, 20);
 PIN(smcr_wire_clc_decline_v2, diagnosis_v2, 24);
@@ -110,7 +120,8 @@ PIN(smcr_wire_llc_confirm_link, qpn, 26);
 PIN(smcr_wire_llc_confirm_link, link_num, 29);
 PIN(smcr_wire_llc_confirm_link, link_uid, 30);
 PIN(smcr_wire_llc_confirm_link, max_links, 34);
-PIN(smcr_wire_llc_confirm_link, reserved, 35);
+PIN(smcr_wire_llc_confirm_link, max_conns, 35);
+PIN(smcr_wire_llc_confirm_link, reserved, 36);
 PIN(smcr_wire_llc_confirm_link, impl, 42);
 
 /* deployed layout, see the INTEROP note in wire.h */
@@ -1057,6 +1068,184 @@ static void test_clc_v2_kernel_accept_confirm(void)
 	CU_ASSERT_EQUAL(clc2_dec(v, 104, &m), SMCR_E_LENGTH);
 }
 
+/* SMC-Rv2.1 as Linux 6.6+ writes it (smc_clc_send_proposal,
+ * smc_clc_fill_fce_v2x): release 1 in the v2 extension's byte 3 and the
+ * first-contact extension's byte 1, max_conns and max_links and the
+ * feature mask after the RoCE GID, and after the host name. */
+static void test_clc_v21_fields(void)
+{
+	uint8_t v[300], out[300];
+	struct smcr_clc_v2_msg m;
+	size_t n;
+
+	/* Proposal: the 6.1 one with 6.12's release and limits */
+	n = unhex(k_prop, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 156);
+	CU_ASSERT_EQUAL(clc2_dec(v, n, &m), 156);	/* 6.1: all zero */
+	CU_ASSERT_EQUAL(m.proposal.release, 0);
+	CU_ASSERT_EQUAL(m.proposal.max_conns, 0);
+	CU_ASSERT_EQUAL(m.proposal.max_links, 0);
+	CU_ASSERT_EQUAL(m.proposal.feature_mask, 0);
+	put8(v, 80 + 3, 0x10);			/* release 1, no SEID */
+	put8(v, 80 + 24, 255);			/* max_conns */
+	put8(v, 80 + 25, 2);			/* max_links */
+	put16(v, 80 + 26, 0x0001);		/* feature mask: emulated ISM */
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT_EQUAL(m.proposal.release, SMCR_CLC_RELEASE_1);
+	CU_ASSERT_EQUAL(m.proposal.max_conns, 255);
+	CU_ASSERT_EQUAL(m.proposal.max_links, 2);
+	CU_ASSERT_EQUAL(m.proposal.feature_mask, 1);
+	CU_ASSERT_EQUAL(m.proposal.eid_count, 1);	/* EIDs still at 120 */
+	CU_ASSERT_EQUAL(memcmp(m.proposal.eids[0], k_eid, SMCR_EID_LEN), 0);
+	/* an encoder's fields land at those bytes */
+	m.proposal.max_conns = 0x21;
+	m.proposal.max_links = 1;
+	m.proposal.feature_mask = 0xa55a;
+	CU_ASSERT_EQUAL_FATAL(smcr_clc_v2_encode(&m, out, sizeof(out)), 156);
+	CU_ASSERT_EQUAL(out[83], 0x10);
+	CU_ASSERT_EQUAL(out[104], 0x21);
+	CU_ASSERT_EQUAL(out[105], 1);
+	CU_ASSERT_EQUAL(out[106], 0xa5);
+	CU_ASSERT_EQUAL(out[107], 0x5a);
+
+	/* Accept, first contact: fce at 104, its v2.1 part at 140..155 */
+	n = unhex(k_acc_fc, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 160);
+	CU_ASSERT_EQUAL(clc2_dec(v, n, &m), 160);
+	CU_ASSERT_EQUAL(m.accept.release, 0);
+	CU_ASSERT_EQUAL(m.accept.max_conns, 0);
+	CU_ASSERT_EQUAL(m.accept.max_links, 0);
+	put8(v, 105, 0x21);			/* Linux, release 1 */
+	put8(v, 140, 200);			/* max_conns */
+	put8(v, 141, 1);			/* max_links */
+	put16(v, 142, 0x0001);			/* feature mask */
+	put32(v, 144, 0x11223344);		/* vendor options */
+	put8(v, 148, 0xee);			/* reserved: not read */
+	CU_ASSERT_EQUAL(clc2_dec(v, n, &m), 160);
+	CU_ASSERT_EQUAL(m.accept.os_type, SMCR_CLC_OS_LINUX);
+	CU_ASSERT_EQUAL(m.accept.release, SMCR_CLC_RELEASE_1);
+	CU_ASSERT_EQUAL(m.accept.max_conns, 200);
+	CU_ASSERT_EQUAL(m.accept.max_links, 1);
+	CU_ASSERT_EQUAL(m.accept.feature_mask, 1);
+	CU_ASSERT_EQUAL(m.accept.vendor_options, 0x11223344);
+	put8(v, 148, 0);
+	clc2_roundtrip(v, n, &m);
+
+	/* Confirm, first contact: the same 16 bytes, then the GID list at 156 */
+	n = unhex(k_conf_fc, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 180);
+	put8(v, 105, 0x21);
+	put8(v, 140, 16);
+	put8(v, 141, 2);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT_EQUAL(m.confirm.release, 1);
+	CU_ASSERT_EQUAL(m.confirm.max_conns, 16);
+	CU_ASSERT_EQUAL(m.confirm.max_links, 2);
+	CU_ASSERT_EQUAL(m.confirm.feature_mask, 0);
+	CU_ASSERT_EQUAL(m.confirm.vendor_options, 0);
+	CU_ASSERT_EQUAL(m.confirm.gid_count, 1);
+	CU_ASSERT_EQUAL(memcmp(m.confirm.gids[0], k_gid_a, 16), 0);
+	/* an Accept built from scratch: 104 + 36 + 16 + trailer */
+	memset(&m, 0, sizeof(m));
+	m.hdr.type = SMCR_CLC_ACCEPT;
+	m.accept.r.first_contact = true;
+	m.accept.r.qp_mtu = SMCR_MTU_1024;
+	m.accept.r.rmbe_size = 1;
+	m.accept.release = 1;
+	m.accept.max_conns = 255;
+	m.accept.max_links = 2;
+	CU_ASSERT_EQUAL_FATAL(smcr_clc_v2_encode(&m, out, sizeof(out)), 160);
+	CU_ASSERT_EQUAL(out[105] & 0x0f, 1);
+	CU_ASSERT_EQUAL(out[140], 255);
+	CU_ASSERT_EQUAL(out[141], 2);
+	CU_ASSERT_EQUAL(out[142] | out[143] | out[144] | out[145] | out[146] | out[147], 0);
+	CU_ASSERT_EQUAL(memcmp(out + 156, "\xe2\xd4\xc3\xd9", 4), 0);
+}
+
+/* ---- CLC v2.1: Linux 6.12's own (tests/vectors/kernel-6.12-smcr-v21.txt,
+ * kernel-v2.sh part (a): the kernel's client, libsmcr's server) ---------- */
+
+/* frame 4: the kernel's Proposal, release 1, 255, 2, feature mask 1 */
+static const char k612_prop[] =
+	"e2d4c3d901009c22000000000000000000000000000000000000000000000000"
+	"000000000000000000000000000000000000001c000000000000000000000000"
+	"0000000000000000000000000000000001000010000000000000000000000000"
+	"0000ffff0a010101ff020001000000000000000000000000534d435242442e4b"
+	"504545522020202020202020202020202020202020202020e2d4c3d9";
+/* frame 6: libsmcr's Accept, release 1, 255, 2 */
+static const char k612_acc_fc[] =
+	"e2d4c3d90200a0282f6b5254005c020100000000000000000000ffff0a010102"
+	"5254005c0201000011000003d30100000001530000007f8a155f0000001a1529"
+	"534d435242442e4b504545522020202020202020202020202020202020202020"
+	"000000000000000080210000736d63722d422020202020202020202020202020"
+	"202020202020202020202020ff020000000000000000000000000000e2d4c3d9";
+/* frame 8: the kernel's Confirm, echoing them, two GIDs */
+static const char k612_conf_fc[] =
+	"e2d4c3d90300c4285c555254005c010100000000000000000000ffff0a010101"
+	"5254005c0101000011000003bc01000000012300ffff8880066900000057d687"
+	"534d435242442e4b504545522020202020202020202020202020202020202020"
+	"000000000000000080210000736d63722d412020202020202020202020202020"
+	"202020202020202020202020ff02000000000000000000000000000002000000"
+	"00000000000000000000ffff0a01010100000000000000000000ffff0a010111"
+	"e2d4c3d9";
+/* frame 11: the kernel's CONFIRM LINK reply, max_links 2 (34), max_conns 255 (35) */
+static const char k612_llc_conf[] =
+	"212c00835254005c010100000000000000000000ffff0a010101000011010000"
+	"010102ff0000000000000000";
+
+static void test_clc_v21_kernel(void)
+{
+	static const uint8_t gid2[16] = { [10] = 0xff, [11] = 0xff, 10, 1, 1, 17 };
+	uint8_t v[300];
+	struct smcr_clc_v2_msg m;
+	struct smcr_llc_msg l;
+	size_t n;
+
+	n = unhex(k612_prop, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 156);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT_EQUAL(m.proposal.typev2, SMCR_CLC_TYPE_R);
+	CU_ASSERT_EQUAL(m.proposal.release, SMCR_CLC_RELEASE_1);
+	CU_ASSERT_EQUAL(m.proposal.max_conns, 255);
+	CU_ASSERT_EQUAL(m.proposal.max_links, 2);
+	CU_ASSERT_EQUAL(m.proposal.feature_mask, 0x0001);	/* emulated ISM */
+	CU_ASSERT_EQUAL(memcmp(m.proposal.roce_gid, k_gid_a, 16), 0);
+	CU_ASSERT_EQUAL(memcmp(m.proposal.eids[0], k_eid, SMCR_EID_LEN), 0);
+
+	n = unhex(k612_acc_fc, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 160);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT(m.accept.r.first_contact);
+	CU_ASSERT_EQUAL(m.accept.release, 1);
+	CU_ASSERT_EQUAL(m.accept.max_conns, 255);
+	CU_ASSERT_EQUAL(m.accept.max_links, 2);
+	CU_ASSERT_EQUAL(m.accept.feature_mask, 0);
+	CU_ASSERT_EQUAL(m.accept.vendor_options, 0);
+
+	n = unhex(k612_conf_fc, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 196);
+	clc2_roundtrip(v, n, &m);
+	CU_ASSERT(m.confirm.r.first_contact);
+	CU_ASSERT_EQUAL(m.confirm.os_type, SMCR_CLC_OS_LINUX);
+	CU_ASSERT_EQUAL(m.confirm.release, 1);
+	CU_ASSERT_EQUAL(m.confirm.max_conns, 255);
+	CU_ASSERT_EQUAL(m.confirm.max_links, 2);
+	CU_ASSERT_EQUAL(m.confirm.feature_mask, 0);	/* ours AND its own */
+	CU_ASSERT_EQUAL(m.confirm.vendor_options, 0);
+	CU_ASSERT_EQUAL(m.confirm.gid_count, 2);
+	CU_ASSERT_EQUAL(memcmp(m.confirm.gids[0], k_gid_a, 16), 0);
+	CU_ASSERT_EQUAL(memcmp(m.confirm.gids[1], gid2, 16), 0);
+
+	n = unhex(k612_llc_conf, v, sizeof(v));
+	CU_ASSERT_EQUAL_FATAL(n, 44);
+	CU_ASSERT_EQUAL_FATAL(smcr_llc_decode(v, n, &l), 44);
+	CU_ASSERT_EQUAL(l.type, SMCR_LLC_CONFIRM_LINK);
+	CU_ASSERT(l.reply);
+	CU_ASSERT_EQUAL(l.confirm_link.max_links, 2);
+	CU_ASSERT_EQUAL(l.confirm_link.max_conns, 255);
+	CU_ASSERT(!l.confirm_link.libsmcr);
+}
+
 static void test_clc_v2_decline(void)
 {
 	uint8_t v[44];
@@ -1152,7 +1341,13 @@ static void test_llc_confirm_link(void)
 	CU_ASSERT_EQUAL(m.confirm_link.link_num, 1);
 	CU_ASSERT_EQUAL(m.confirm_link.link_uid, 0xDEADBEEF);
 	CU_ASSERT_EQUAL(m.confirm_link.max_links, 3);
+	CU_ASSERT_EQUAL(m.confirm_link.max_conns, 0);
 	CU_ASSERT(m.confirm_link.no_rmbe_eyec);
+	/* SMC-Rv2.1 (Linux 6.6+): max_conns in byte 35 */
+	put8(v, 35, 32);
+	llc_roundtrip(v, &m, SMCR_LLC_CONFIRM_LINK, true);
+	CU_ASSERT_EQUAL(m.confirm_link.max_conns, 32);
+	put8(v, 35, 0);
 
 	llc_hdr(v, 1, 0, 0);			/* request, RFC style */
 	putbytes(v, 4, mac_b, 6);
@@ -1901,6 +2096,8 @@ static CU_TestInfo clc_tests[] = {
 	{ "v2 proposal (Linux 6.1)", test_clc_v2_kernel_proposal },
 	{ "v2 proposal offering v1", test_clc_v2_proposal_v1_too },
 	{ "v2 accept/confirm (Linux 6.1)", test_clc_v2_kernel_accept_confirm },
+	{ "v2.1 fields (Linux 6.6+)", test_clc_v21_fields },
+	{ "v2.1 kernel vectors (Linux 6.12)", test_clc_v21_kernel },
 	{ "v2 decline", test_clc_v2_decline },
 	CU_TEST_INFO_NULL,
 };
