@@ -2,6 +2,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Configures and builds smcrbd out of tree.
 #   scripts/build.sh [BUILDDIR [configure options...]]   (default: build)
+# The project's own builds turn warnings into errors (--enable-werror before
+# the options given, so --disable-werror there still wins); configure alone
+# does not.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 builddir=${1:-build}; shift || true
@@ -16,6 +19,6 @@ cd "$top"
 mkdir -p "$builddir"
 cd "$builddir"
 if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
-    "$top/configure" "$@"
+    "$top/configure" --enable-werror "$@"
 fi
 make -j"$(nproc)"

@@ -56,6 +56,9 @@ if ! make -C build distcheck VM_TESTS= FUZZ_CHECK=no \
     show_logs build; exit 1
 fi
 
+step "the Debian packages: dpkg-buildpackage, the .debs unpacked and checked (tests/test-deb.sh)"
+if ! make -C build check TESTS=test-deb.sh SMCR_DEB_TEST=1 FUZZ_CHECK=no; then show_logs build; exit 1; fi
+
 step "ASan + UBSan: unit and host tests"
 bash scripts/build.sh build-san --enable-sanitizers
 prebuild build-san

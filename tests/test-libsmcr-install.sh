@@ -8,7 +8,11 @@
 # nm -D of the installed library shows exactly the functions of smcr.h;
 # a program linked against LIBSMCR_0.1 (the calls that took a struct
 # without its size) still finds them, and they read and write only the
-# bytes 0.1's structs had.
+# bytes 0.1's structs had; no libsmcr.la is installed and the .pc's Cflags
+# are only the include directory.  Then server/ and client/ installed into
+# the same tree: smcrd, smcrctl, smcr-fuse, smcr-attach and the nbdkit
+# plugin need libsmcr.so.N (readelf -d), load the installed one and answer
+# --help; make uninstall of smcr/ leaves no libsmcr file behind.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
 requires pkg-config --version
@@ -25,6 +29,11 @@ flags=$(pkg-config --cflags --libs libsmcr) || fail "pkg-config libsmcr"
 case $flags in *"$root"*) ;; *) fail "pkg-config does not point into the install tree: $flags" ;; esac
 so=$(find "$root" -name 'libsmcr.so.*' -type f | head -n 1)
 [ -n "$so" ] || fail "no libsmcr.so installed"
+la=$(find "$root" -name '*.la')
+[ -z "$la" ] || fail "libtool archives installed: ${la//$root/}"
+cflags=$(pkg-config --cflags libsmcr | sed "s/ *$//")
+[ "$cflags" = "-I$root$(pkg-config --variable=includedir libsmcr | sed "s|^$root||")" ] ||
+    fail "libsmcr.pc's Cflags are more than its include directory: $cflags"
 
 # The exported symbols are exactly the functions of smcr.h.
 sed -E -n 's/^[A-Za-z].*[ *](smcr_[a-z_]+)\(.*/\1/p' "$abs_top_srcdir/smcr/include/smcr.h" | sort -u >"$d/header"
@@ -152,4 +161,39 @@ grep -qx "sockname 127.0.0.1:$port" "$d/server.out" &&
     { cat "$d/server.out"; fail "smcr_getsockname/smcr_getpeername: wrong ends"; }
 # First line: SMC-R or the fallback reason; then the echo.
 [ "$(sed -n 2p "$d/client.out")" = hello ] || { cat "$d/client.out"; fail "no echo"; }
+# The programs of this tree link the shared library, not a copy of it.
+for sub in server client; do
+    env -u MAKEFLAGS -u MFLAGS make -s -C "$abs_top_builddir/$sub" install DESTDIR="$root" \
+        >"$d/install-$sub.log" 2>&1 || { cat "$d/install-$sub.log"; fail "make install of $sub/"; }
+done
+soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+case $soname in libsmcr.so.[0-9]*) ;; *) fail "libsmcr's SONAME: '$soname'" ;; esac
+progs=0
+for p in smcrd smcrctl smcr-fuse smcr-attach nbdkit-smcr-plugin.so; do
+    f=$(find "$root" -type f -name "$p" | head -n 1)
+    if [ -z "$f" ]; then
+        # not built: configure --without-fuse / --without-nbdkit
+        case $p in
+        smcr-fuse) grepq "^HAVE_FUSE3_TRUE='#'" "$abs_top_builddir/config.log" && continue ;;
+        *.so) grepq "^HAVE_NBDKIT_TRUE='#'" "$abs_top_builddir/config.log" && continue ;;
+        esac
+        fail "$p not installed"
+    fi
+    readelf -d "$f" | grepq "NEEDED.*\[$soname\]" ||
+        fail "$p does not link $soname: $(readelf -d "$f" | grep NEEDED | tr -s ' ' | tr '\n' ' ')"
+    ldd "$f" | grep 'libsmcr\.so' | grepq "$root" || fail "$p does not load the installed libsmcr: $(ldd "$f" | grep libsmcr)"
+    case $p in
+    *.so) nm -D --undefined-only "$f" | grepq ' U smcr_connect' ||
+            fail "the plugin does not take smcr_connect from libsmcr" ;;
+    *) timeout 20 "$f" --help >"$d/help" 2>&1 || fail "$p --help: exit $? ($(head -n 3 "$d/help"))"
+       grepq -i usage "$d/help" || fail "$p --help says no usage: $(head -n 3 "$d/help")" ;;
+    esac
+    progs=$((progs + 1))
+done
+[ "$progs" -ge 3 ] || fail "only $progs programs checked"
+env -u MAKEFLAGS -u MFLAGS make -s -C "$abs_top_builddir/smcr" uninstall DESTDIR="$root" \
+    >"$d/uninstall.log" 2>&1 || { cat "$d/uninstall.log"; fail "make uninstall of smcr/"; }
+left=$(find "$root" -name 'libsmcr*' ! -name '*.3')
+[ -z "$left" ] || fail "make uninstall left: ${left//$root/}"
+echo "PASS: $progs programs link and load the installed $soname"
 echo "PASS: installed libsmcr: $(wc -l <"$d/header") symbols as in smcr.h, LIBSMCR_0.1's sizeless calls kept; the libsmcr(3) example built with pkg-config and ran ($(head -n 1 "$d/client.out"))"

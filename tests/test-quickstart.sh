@@ -34,6 +34,11 @@ smcrd=$(bin smcrd) smcrctl=$(bin smcrctl) fuse=$(bin smcr-fuse)
 plugindir=$(pkg-config --variable=plugindir nbdkit)
 plugin=$root$plugindir/nbdkit-smcr-plugin.so
 [ -f "$plugin" ] || fail "the plugin is not in nbdkit's plugindir ($plugindir) under DESTDIR"
+# The programs load the installed libsmcr.so (the DESTDIR tree's, found
+# through LD_LIBRARY_PATH as ldconfig would find it in the real libdir).
+so=$(find "$root" -name 'libsmcr.so.[0-9]' | head -n 1)
+[ -n "$so" ] || fail "no libsmcr.so.N installed"
+export LD_LIBRARY_PATH=${so%/*}
 # nbdkit as run here: a plugin built with --enable-sanitizers needs the ASan
 # runtime first in nbdkit (not built with it); nbdkit's own exit-time
 # allocations are not ours to report (as start_nbdkit in test-client-lib.sh).
