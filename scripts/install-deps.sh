@@ -33,8 +33,14 @@ PACKAGES=(
     # upstream fixes from the kernel's source, against the guest kernel's
     # headers (linux-headers-amd64 matches linux-image-amd64)
     linux-source-6.1 linux-headers-amd64 patch xz-utils
+    # the lane's second kernel (SMCR_VM_KERNEL=6.12, tests/vm/README.md):
+    # Debian 12's 6.12 from bookworm-security, beside 6.1 (the default),
+    # with its headers (linux-headers-6.12-amd64 depends on the headers of
+    # the version linux-image-6.12-amd64 depends on) and its source (RNBD/RTRS,
+    # nbd.ko for AF_SMC; 6.12's stock rdma_rxe needs no patch)
+    linux-image-6.12-amd64 linux-headers-6.12-amd64 linux-source-6.12
     # the RDMA block peers (tests/vm/rdma-peers.sh): NVMe-oF/RDMA's host tool;
-    # RNBD/RTRS are built from linux-source-6.1
+    # RNBD/RTRS are built from linux-source-6.1 (linux-source-6.12 for 6.12)
     nvme-cli
     # smcrd's RBD exports (librbd) and test-rbd.sh's single-node Ceph
     # (one mon, one memstore osd; no mgr)

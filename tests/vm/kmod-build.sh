@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Builds one patched module of the rxe lane for kernel KVER from Debian's
-# linux-source-6.1 against that kernel's headers, into OUTDIR, and prints
-# the module's path:
+# linux-source-<series> of that kernel (linux-source-6.1, linux-source-6.12)
+# against that kernel's headers, into OUTDIR, and prints the module's path:
 #   rxe  rdma_rxe.ko with rxe-smc-fixes.patch (what the kernel's AF_SMC needs)
 #   nbd  nbd.ko with nbd-smc.patch (takes AF_SMC sockets on SMC-R)
 #   rnbd RNBD/RTRS, unpatched (Debian's kernel does not build them):
@@ -30,10 +30,14 @@ case $mod in
           vars="CONFIG_INFINIBAND_RTRS=m CONFIG_INFINIBAND_RTRS_CLIENT=m CONFIG_INFINIBAND_RTRS_SERVER=m" ;;
     *) echo "kmod-build: rxe, nbd or rnbd, not '$mod'" >&2; exit 1 ;;
 esac
-src=$(ls -1v /usr/src/linux-source-*.tar.xz 2>/dev/null | tail -n 1)
+# The source of the kernel's own series (6.1.0-57-amd64: 6.1,
+# 6.12.117+deb12-amd64: 6.12), never another one's.
+series=${kver%%[-+]*}
+series=${series%.*}
+src=/usr/src/linux-source-$series.tar.xz
 kdir=/lib/modules/$kver/build
 skip() { echo "kmod-build: $*" >&2; exit 77; }
-[ -n "$src" ] || skip "no /usr/src/linux-source-*.tar.xz (Debian package linux-source-6.1)"
+[ -r "$src" ] || skip "no $src (Debian package linux-source-$series)"
 [ -f "$kdir/Makefile" ] ||
     skip "no headers for kernel $kver in $kdir (Debian package linux-headers-$kver)"
 command -v patch >/dev/null 2>&1 || skip "no patch (Debian package patch)"

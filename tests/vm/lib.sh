@@ -9,7 +9,17 @@
 #     . "$(dirname "$0")/lib.sh"
 #
 #   vm_requires              skip (77) unless qemu, the kernel, its modules,
-#                            busybox and root are there
+#                            busybox and root are there; sets VM_KERNEL,
+#                            VM_KVER (e.g. 6.12.117+deb12-amd64) and
+#                            VM_KSERIES (6.12)
+#   vm_kernel SERIES         this test runs on kernel SERIES only (e.g.
+#                            "vm_kernel 6.12"): picks it when SMCR_VM_KERNEL
+#                            is unset, skips (77) with the reason when
+#                            SMCR_VM_KERNEL names another series or the
+#                            image is not installed; call before or after
+#                            vm_requires, before the VMs start
+#   vm_kernel_ge SERIES      true when the chosen kernel is SERIES or newer
+#                            (for what a test asserts per kernel)
 #   vm_start_pair            boot A and B with two links each; returns when
 #                            both are set up (10.1.L.1 = A, 10.1.L.2 = B,
 #                            rxe0 on eth0 = link 1, rxe1 on eth1 = link 2)
@@ -47,7 +57,11 @@
 # Commands run in the guest as root in bash, with cwd and the abs_* variables
 # of the host test, and see the host's files (so ${abs_top_builddir} binaries
 # work) with a tmpfs overlay on top.  Environment knobs:
-#   SMCR_VM_KERNEL   kernel image (default: newest /boot/vmlinuz-*)
+#   SMCR_VM_KERNEL   the guests' kernel: a series ("6.1", "6.12": the
+#                    newest /boot/vmlinuz-<series>.*-amd64 of Debian's
+#                    generic flavour) or a path to a vmlinuz (its modules
+#                    in /lib/modules/<version>); default 6.1 (Debian 12's
+#                    linux-image-amd64).  Never "the newest in /boot".
 #   SMCR_VM_MEM      MiB per VM (default 768)
 #   SMCR_VM_ACCEL    qemu accelerator (default tcg; a /dev/kvm may exist and
 #                    still not run these guests, so KVM is opt-in: "kvm")
@@ -123,14 +137,73 @@ _vm_t0=${EPOCHREALTIME/./}
 _vm_ms() { echo $(( (${EPOCHREALTIME/./} - _vm_t0) / 1000 )); }
 vm_say() { echo "[vm $(printf '%6.1f' "$(_vm_ms)e-3")s] $*"; }
 
+# The lane's default kernel series: Debian 12's own (linux-image-amd64).
+VM_KERNEL_DEFAULT=6.1
+
+# _vm_kernel_path SPEC: prints the image SMCR_VM_KERNEL=SPEC names (a series
+# or a path); 1 when there is none.
+_vm_kernel_path() {
+    local spec=$1 k
+    case $spec in
+        */*) [ -r "$spec" ] && echo "$spec" ;;
+        [0-9]*.[0-9]*)
+            # Debian's generic flavour: not -rt-amd64 or -cloud-amd64.
+            k=$(ls -1v /boot/vmlinuz-"$spec".*-amd64 2>/dev/null |
+                    grep -v -e '-rt-amd64$' -e '-cloud-amd64$' | tail -n 1)
+            [ -n "$k" ] && echo "$k" ;;
+        *) return 1 ;;
+    esac
+}
+
+# _vm_kernel_series VERSION: 6.12.117+deb12-amd64 -> 6.12, 6.1.0-57-amd64 -> 6.1
+_vm_kernel_series() {
+    local v=${1%%[-+]*}
+    v=${v%.*}
+    case $v in *.*) echo "$v" ;; *) echo "$1" ;; esac
+}
+
+# _vm_series_pkg SERIES: the Debian package with that series' image.
+_vm_series_pkg() {
+    if [ "$1" = "$VM_KERNEL_DEFAULT" ]; then echo linux-image-amd64
+    else echo "linux-image-$1-amd64"; fi
+}
+
+vm_kernel() {
+    local want=$1 spec=${SMCR_VM_KERNEL:-} k have
+    if [ -z "$spec" ]; then
+        k=$(_vm_kernel_path "$want") ||
+            skip "needs kernel $want: no /boot/vmlinuz-$want.*-amd64 (Debian package $(_vm_series_pkg "$want"))"
+        SMCR_VM_KERNEL=$k
+    else
+        k=$(_vm_kernel_path "$spec") || skip "SMCR_VM_KERNEL=$spec: no such kernel image"
+        have=$(_vm_kernel_series "${k##*/vmlinuz-}")
+        [ "$have" = "$want" ] ||
+            skip "needs kernel $want, SMCR_VM_KERNEL=$spec is $have"
+    fi
+    export SMCR_VM_KERNEL
+    # After vm_requires: check the new choice the same way.
+    [ -z "${VM_KVER:-}" ] || vm_requires
+}
+
+vm_kernel_ge() {
+    local a=${VM_KSERIES:?vm_requires first} b=$1
+    [ "$(printf '%s\n%s\n' "$b" "$a" | sort -V | head -n 1)" = "$b" ]
+}
+
 vm_requires() {
     requires_root
     command -v qemu-system-x86_64 >/dev/null 2>&1 ||
         skip "qemu-system-x86_64 not found (Debian package qemu-system-x86)"
-    VM_KERNEL=${SMCR_VM_KERNEL:-$(ls -1v /boot/vmlinuz-* 2>/dev/null | tail -n 1)}
-    [ -n "$VM_KERNEL" ] && [ -r "$VM_KERNEL" ] ||
-        skip "no kernel image in /boot (Debian package linux-image-amd64)"
+    local spec=${SMCR_VM_KERNEL:-$VM_KERNEL_DEFAULT}
+    VM_KERNEL=$(_vm_kernel_path "$spec") || {
+        case $spec in
+            */*) skip "SMCR_VM_KERNEL=$spec: no such kernel image" ;;
+            [0-9]*.[0-9]*) skip "no kernel $spec: no /boot/vmlinuz-$spec.*-amd64 (Debian package $(_vm_series_pkg "$spec"))" ;;
+            *) fail "SMCR_VM_KERNEL: a series (6.1, 6.12) or a path to a vmlinuz, not '$spec'" ;;
+        esac
+    }
     VM_KVER=${VM_KERNEL##*/vmlinuz-}
+    VM_KSERIES=$(_vm_kernel_series "$VM_KVER")
     [ -f "/lib/modules/$VM_KVER/modules.dep" ] ||
         skip "no modules for kernel $VM_KVER in /lib/modules"
     [ -x /bin/busybox ] ||
@@ -140,7 +213,7 @@ vm_requires() {
         modprobe -S "$VM_KVER" -n "$m" >/dev/null 2>&1 ||
             skip "kernel $VM_KVER has no module $m"
     done
-    export VM_KERNEL VM_KVER
+    export VM_KERNEL VM_KVER VM_KSERIES
 }
 
 # vm_kmod_build MOD: builds (or reuses) the patched module MOD (rxe or nbd,
@@ -160,6 +233,11 @@ _vm_kmod() {
         smc) ;;
         *) fail "$knob: stock or smc, not '${!knob}'" ;;
     esac
+    # 6.12's stock rdma_rxe has both fixes of rxe-smc-fixes.patch.
+    if [ "$mod" = rxe ] && vm_kernel_ge 6.12; then
+        vm_say "kernel $VM_KVER: the stock rdma_rxe (it has the fixes AF_SMC needs)"
+        return 0
+    fi
     ko=$(vm_kmod_build "$mod") || rc=$?
     [ "$rc" = 77 ] && skip "cannot build the patched $mod module (see above)"
     [ "$rc" = 0 ] || fail "building the patched $mod module failed"
