@@ -384,6 +384,11 @@ static void tag_start(struct uq *q, unsigned tag)
 	if (r == 0 && (len64 > UINT32_MAX || (data && len64 > u->io_max)))
 		r = -EINVAL;
 	t->len = (uint32_t)len64;
+	if (op == UBLK_IO_OP_FLUSH) {
+		/* The block layer's flush may carry any sector; NBD's has none. */
+		off = 0;
+		t->len = 0;
+	}
 	if (r == 0 && op == UBLK_IO_OP_WRITE && u->user_copy && t->len) {
 		ssize_t n = pread(u->cdev, t->buf, t->len, (off_t)io_pos(q, tag));
 
