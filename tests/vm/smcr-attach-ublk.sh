@@ -101,9 +101,11 @@ noerr "smcrd restart"
 
 # smcr-attach dies (SIGKILL) under fio verify; /dev/ublkb0 stays, its
 # requests wait; a new smcr-attach takes it over and fio goes on.
+# fio writes for 20 s and reads back every block it wrote as it goes
+# (verify_backlog), so I/O is in flight when the server dies.
 fio=$(vm_bg A "fio --name=recover --filename=/dev/ublkb0 --direct=1 --ioengine=libaio \
-    --iodepth=16 --rw=randrw --bs=16k --size=16M --offset=128M --verify=crc32c --verify_fatal=1 \
-    --do_verify=1 --output-format=normal 2>&1")
+    --iodepth=16 --rw=randwrite --bs=16k --size=16M --offset=128M --verify=crc32c --verify_fatal=1 \
+    --verify_backlog=32 --time_based --runtime=20 --output-format=normal 2>&1")
 sleep 4
 # The new one starts as soon as the old one is gone, in the same guest
 # command (no round trip of the lane in the figure).
@@ -129,5 +131,6 @@ vm_run A '[ ! -e /dev/ublkb0 ]' || fail "/dev/ublkb0 is still there after SIGTER
 line=$(vm_run A "grep 'ublk: [0-9]* request' /tmp/attach.log | tail -n 1") || fail "no summary"
 echo "$line"
 echo "$line" | grepq ' 0 failed;' || fail "requests failed"
+echo "$line" | grepq 'ublk: [1-9][0-9]* request' || fail "the recovering smcr-attach served no request: fio was not running across the SIGKILL"
 vm_stop
 echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, ext4, fio verify across a cable pull, an smcrd restart and a SIGKILL + --recover of smcr-attach, removed on SIGTERM"
