@@ -117,7 +117,7 @@ for i in \$(seq 1200); do grep -q 'taken over' /tmp/attach.log && break; sleep 0
 t2=\$(date +%s%N)
 grep -q 'taken over' /tmp/attach.log || { echo 'FAIL: not taken over'; tail -n 20 /tmp/attach.log; exit 1; }
 echo \"smcr-attach (pid \$pid) SIGKILLed: gone after \$(((t1 - t0) / 1000000)) ms, /dev/ublkb0 stayed; the new one took it over \$(((t2 - t1) / 1000000)) ms later (\$(((t2 - t0) / 1000000)) ms after the kill)\"
-grep 'taken over' /tmp/attach.log") || { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "SIGKILL and --recover of smcr-attach"; }
+grep \"smcr-attach\\[\$(cat /tmp/attach.pid)\\]\" /tmp/attach.log") || { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "SIGKILL and --recover of smcr-attach"; }
 echo "$out"
 vm_wait -t 10 A "$att" >/dev/null || true
 out=$(vm_wait -t 200 A "$fio") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 30"; fail "fio failed across the SIGKILL and recovery"; }
