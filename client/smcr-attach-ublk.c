@@ -37,6 +37,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -702,6 +703,22 @@ static int add_dev(struct ub *u, const struct ublk_args *a, uint64_t features)
 	return r;
 }
 
+/* Whether pid is a live process other than us, after a moment for one
+ * that is exiting (its files are closed, then it is gone). */
+static bool server_alive(pid_t pid)
+{
+	int64_t until = now_ms() + 5000;
+
+	if (pid <= 0 || pid == getpid())
+		return false;
+	while (kill(pid, 0) == 0 || errno == EPERM) {
+		if (now_ms() > until)
+			return true;
+		poll(NULL, 0, 20);
+	}
+	return false;
+}
+
 /* The existing device's info; checks it fits the export. */
 static int recover_info(struct ub *u, const struct ublk_args *a)
 {
@@ -715,6 +732,11 @@ static int recover_info(struct ub *u, const struct ublk_args *a)
 		log_err("ublk: /dev/ublkb%d: GET_DEV_INFO: %s", a->dev_id, strerror(-r));
 	if (r < 0)
 		return r;
+	if (server_alive(u->info.ublksrv_pid)) {
+		log_err("ublk: /dev/ublkb%d is busy: its server (pid %d) is running", a->dev_id,
+			u->info.ublksrv_pid);
+		return -EBUSY;
+	}
 	if (!(u->info.flags & UBLK_F_USER_RECOVERY)) {
 		log_err("ublk: /dev/ublkb%d cannot be recovered (made without "
 			"UBLK_F_USER_RECOVERY)", a->dev_id);
@@ -811,6 +833,15 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 			goto close_ctrl;
 		if (no.connections < u->info.nr_hw_queues)
 			no.connections = u->info.nr_hw_queues;
+	}
+	if (!a->recover && a->dev_id >= 0 &&
+	    CTRL(u, GET_DEV_INFO, (uint32_t)a->dev_id, &u->info, sizeof(u->info), 0) == 0) {
+		log_err("ublk: /dev/ublkb%d is busy: it exists (%s; take it over with --ublk=%d "
+			"--recover, or remove it with -d)", a->dev_id,
+			server_alive(u->info.ublksrv_pid) ? "served" : "its server is gone",
+			a->dev_id);
+		r = -EEXIST;
+		goto close_ctrl;
 	}
 	no.turn_end = q_turn_end;
 	no.turn_arg = u;

@@ -4,7 +4,7 @@
 # /dev/ublkb0 is served by smcr-attach through io_uring, its requests
 # sent over libsmcr's SMC-R (two links) to smcrd in B.  Checked: the
 # device's size, block sizes and discard; the engine's connections are
-# SMC-R; mkfs.ext4 with a tree of files, fsck clean and checksums equal
+# SMC-R; a second smcr-attach on the device says it is busy; mkfs.ext4 with a tree of files, fsck clean and checksums equal
 # after a remount; fio randrw with crc32c verification while the cable of
 # link 1 is out; smcrd killed and restarted under I/O (reconnect and
 # resend, data read back equal); smcr-attach SIGKILLed under fio verify
@@ -57,6 +57,14 @@ vm_run A "cat /tmp/attach.log"
 vm_run A "grep -q '2 connection(s) (smcr)' /tmp/attach.log" || fail "the engine's connections are not SMC-R"
 vm_run A "$SMCRCTL status smcr-attach | grep -E 'link group|NBD export|^  [01] +up'" ||
     fail "smcrctl status smcr-attach"
+# Busy: /dev/ublkb0 exists, and its server is alive (one line each, exit 1,
+# before any connection).
+out=$(vm_run A "$ATTACH --ublk=0 $B1:10810 disk 2>&1; echo \"exit \$?\"; $ATTACH --ublk=0 --recover $B1:10810 disk 2>&1; echo \"exit \$?\"")
+echo "$out"
+[ "$(echo "$out" | grep -c '^exit 1$')" = 2 ] || fail "a second smcr-attach on /dev/ublkb0 did not exit 1"
+echo "$out" | grepq 'error: ublk: /dev/ublkb0 is busy: it exists (served;' || fail "no 'busy: it exists' line"
+echo "$out" | grepq 'error: ublk: /dev/ublkb0 is busy: its server (pid [0-9]*) is running' ||
+    fail "--recover of a served device: no 'busy' line"
 out=$(vm_run A 'q=/sys/block/ublkb0/queue
 echo "size $(blockdev --getsize64 /dev/ublkb0) lbs $(cat $q/logical_block_size) pbs $(cat $q/physical_block_size) discard $(cat $q/discard_max_bytes) wz $(cat $q/write_zeroes_max_bytes) cache $(cat $q/write_cache) fua $(cat $q/fua)"') ||
     fail "/sys/block/ublkb0"
