@@ -46,6 +46,7 @@
 #include "nbd-client.h"
 #include "nbd-conn.h"
 #include "nbdc-uri.h"
+#include "smcr-attach-ublk.h"
 #include "transport.h"
 
 #ifndef AF_SMC
@@ -55,6 +56,7 @@
 #define SMCPROTO_SMC6	1	/* AF_SMC over IPv6 */
 
 #define EXIT_USAGE	2
+#define UBLK_MAX_QUEUE_DEPTH_OPT 4096	/* ublk's tags per queue */
 #define MAX_CONNS	16
 #define NL_BUF		8192
 #define FWD_SOCKBUF	(4 << 20)	/* SO_SNDBUF of the socket pairs */
@@ -78,6 +80,10 @@ struct opts {
 	bool readonly;
 	bool forward;			/* socket pairs to our forwarder */
 	const char *exec;		/* --exec CMD, with forward */
+	bool ublk;			/* a ublk device served by the engine */
+	int ublk_id;			/* N of /dev/ublkbN; -1: the next free */
+	bool recover;			/* take over /dev/ublkbN */
+	unsigned qdepth;		/* ublk tags per queue; 0: the default */
 	int sockbuf;			/* SO_SNDBUF/SO_RCVBUF; 0: the kernel's,
 					 * -1: SMC_SOCKBUF on AF_SMC */
 	/* TLS (with -F, over TCP): libnbd's names. */
@@ -452,6 +458,24 @@ static int parse_dev(const char *s, int *index)
 	if (errno || *end || end == s + 3 || v < 0 || v > 1 << 20)
 		return -EINVAL;
 	*index = (int)v;
+	return 0;
+}
+
+/* N of "ublkbN", "/dev/ublkbN" or "N". */
+static int parse_ublk(const char *s, int *id)
+{
+	char *end;
+	long v;
+
+	if (!strncmp(s, "/dev/", 5))
+		s += 5;
+	if (!strncmp(s, "ublkb", 5))
+		s += 5;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < 0 || v >= 1 << 20)
+		return -EINVAL;
+	*id = (int)v;
 	return 0;
 }
 
@@ -1098,10 +1122,10 @@ static int fwd_ready(void *arg, unsigned i)
 	return more;
 }
 
-/* The engine on the export, and n socket pairs. */
-static int fwd_open(const struct opts *o, struct fwd *f)
+/* The client engine's settings from the command line (-F, --ublk). */
+static void engine_opts(const struct opts *o, struct nbdc_opts *no)
 {
-	struct nbdc_opts no = {
+	*no = (struct nbdc_opts){
 		.host = o->srv[0].host,
 		.port = o->srv[0].port,
 		.servers = o->srv + 1,
@@ -1117,15 +1141,22 @@ static int fwd_open(const struct opts *o, struct fwd *f)
 		.tls_psk_file = o->tls_psk_file,
 		.tls_username = o->tls_username,
 		.tls_no_verify_peer = o->tls_no_verify_peer,
-		.turn_end = fwd_flush,
-		.turn_arg = f,
-		.watch_ready = fwd_ready,
 	};
+}
+
+/* The engine on the export, and n socket pairs. */
+static int fwd_open(const struct opts *o, struct fwd *f)
+{
+	struct nbdc_opts no;
 	const char *thr = getenv("SMCR_ATTACH_THREADS");
 	char msg[512];
 	int sbuf = FWD_SOCKBUF, r, sv[2];
 	unsigned i;
 
+	engine_opts(o, &no);
+	no.turn_end = fwd_flush;
+	no.turn_arg = f;
+	no.watch_ready = fwd_ready;
 	memset(f, 0, sizeof(*f));
 	f->threads = thr && !strcmp(thr, "1");
 	pthread_mutex_init(&f->lock, NULL);
@@ -1384,9 +1415,24 @@ close_nl:
 	return r < 0 ? 1 : 0;
 }
 
+/* --ublk: the engine serves a ublk device (smcr-attach-ublk.c). */
+static int run_ublk(const struct opts *o)
+{
+	struct ublk_args a = {
+		.dev_id = o->ublk_id,
+		.recover = o->recover,
+		.block = o->block,
+		.queue_depth = o->qdepth,
+		.readonly = o->readonly,
+	};
+
+	engine_opts(o, &a.no);
+	return ublk_run(&a, &stop);
+}
+
 enum {
 	OPT_TLS = 0x100, OPT_TLS_CERTIFICATES, OPT_TLS_PSK_FILE, OPT_TLS_USERNAME,
-	OPT_TLS_VERIFY_PEER,
+	OPT_TLS_VERIFY_PEER, OPT_UBLK, OPT_RECOVER,
 };
 
 static void usage(FILE *f)
@@ -1394,10 +1440,12 @@ static void usage(FILE *f)
 	fprintf(f,
 "Usage: smcr-attach [OPTION]... HOST[:PORT][,HOST[:PORT]]... EXPORT /dev/nbdN\n"
 "       smcr-attach -F --exec CMD [OPTION]... HOST[:PORT][,...] EXPORT\n"
-"       smcr-attach -d /dev/nbdN\n"
+"       smcr-attach --ublk[=N] [--recover] [OPTION]... HOST[:PORT][,...] EXPORT\n"
+"       smcr-attach -d /dev/nbdN | /dev/ublkbN\n"
 "Attaches an smcrd export to the kernel's nbd driver over AF_SMC (SMC-R, or\n"
 "TCP when SMC-R is not possible) and replaces connections that die; with\n"
-"-F, over socket pairs to its own forwarder on libsmcr (stock kernels).\n"
+"-F, over socket pairs to its own forwarder on libsmcr (stock kernels);\n"
+"with --ublk, as a ublk device (/dev/ublkbN) that it serves itself.\n"
 "\n"
 "  -C, --connections N     connections if the export allows multi-conn (1)\n"
 "  -t, --tcp               plain TCP sockets instead of AF_SMC (with -F:\n"
@@ -1405,6 +1453,13 @@ static void usage(FILE *f)
 "  -F, --forward           the driver on socket pairs; smcr-attach forwards\n"
 "                          its requests over libsmcr (SMC-R, TCP fallback),\n"
 "                          with reconnect and resend\n"
+"      --ublk[=N]          a ublk device /dev/ublkbN (N: the next free one)\n"
+"                          served over libsmcr (SMC-R, TCP fallback) with\n"
+"                          reconnect and resend; needs ublk_drv (Linux >= 6.0,\n"
+"                          USER_COPY from 6.5); it outlives a killed smcr-attach\n"
+"      --recover           with --ublk=N: take over /dev/ublkbN, whose server\n"
+"                          died; its requests in flight are issued again\n"
+"  -Q, --queue-depth N     with --ublk: requests per queue (default 128)\n"
 "  -E, --exec CMD          with -F, no device: run CMD with the driver's ends\n"
 "                          of the pairs (fds in $SMCR_ATTACH_FDS; tests)\n"
 "  -B, --buffer-size N[K|M]  SO_SNDBUF and SO_RCVBUF of the sockets (default\n"
@@ -1422,14 +1477,14 @@ static void usage(FILE *f)
 "      --tls-username NAME PSK identity (default: the login name)\n"
 "      --tls-verify-peer false  do not check the server's certificate\n"
 "                          (any --tls-* option implies --tls)\n"
-"  -d, --detach            disconnect /dev/nbdN\n"
+"  -d, --detach            disconnect /dev/nbdN, or remove /dev/ublkbN\n"
 "  -v, --verbose           debug messages\n"
 "  -h, --help, -V, --version\n"
 "\n"
 "PORT defaults to %d (smcrd's SMC-R port; with --tls %d, NBD/TCP).  A comma\n"
 "list names gateways of one export: a connection that loses its server\n"
 "reconnects to the next one, in turn.  It stays in the foreground until the\n"
-"device is disconnected.\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
+"device is disconnected (--ublk: removed; a signal removes it too).\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
 }
 
 int main(int argc, char **argv)
@@ -1439,6 +1494,9 @@ int main(int argc, char **argv)
 		{ "tcp", no_argument, NULL, 't' },
 		{ "forward", no_argument, NULL, 'F' },
 		{ "exec", required_argument, NULL, 'E' },
+		{ "ublk", optional_argument, NULL, OPT_UBLK },
+		{ "recover", no_argument, NULL, OPT_RECOVER },
+		{ "queue-depth", required_argument, NULL, 'Q' },
 		{ "buffer-size", required_argument, NULL, 'B' },
 		{ "block-size", required_argument, NULL, 'b' },
 		{ "timeout", required_argument, NULL, 'T' },
@@ -1455,7 +1513,8 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .conns = 1, .timeout_s = 30, .dead_s = 30, .sockbuf = -1 };
+	struct opts o = { .conns = 1, .timeout_s = 30, .dead_s = 30, .sockbuf = -1,
+			  .ublk_id = -1 };
 	struct sigaction sa = { .sa_handler = on_signal };
 	bool do_detach = false, timeout_set = false;
 	struct nl n;
@@ -1463,11 +1522,23 @@ int main(int argc, char **argv)
 	int c, r;
 
 	applog_set_ident("smcr-attach");
-	while ((c = getopt_long(argc, argv, "C:tFE:B:b:T:D:rdvhV", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "C:tFE:B:b:T:D:rQ:dvhV", lo, NULL)) != -1) {
 		unsigned long v = 0;
 
 		if (c == 'E') {
 			o.exec = optarg;
+			continue;
+		}
+		if (c == OPT_UBLK) {
+			o.ublk = true;
+			if (optarg && parse_ublk(optarg, &o.ublk_id) < 0) {
+				fprintf(stderr, "smcr-attach: --ublk=N: N of /dev/ublkbN\n");
+				return EXIT_USAGE;
+			}
+			continue;
+		}
+		if (c == OPT_RECOVER) {
+			o.recover = true;
 			continue;
 		}
 		if (c >= OPT_TLS && c <= OPT_TLS_VERIFY_PEER) {
@@ -1527,6 +1598,14 @@ int main(int argc, char **argv)
 			}
 			o.block = (unsigned)v;
 			break;
+		case 'Q':
+			if (v < 1 || v > UBLK_MAX_QUEUE_DEPTH_OPT) {
+				fprintf(stderr, "smcr-attach: queue depth: 1 to %d\n",
+					UBLK_MAX_QUEUE_DEPTH_OPT);
+				return EXIT_USAGE;
+			}
+			o.qdepth = (unsigned)v;
+			break;
 		case 'T': o.timeout_s = (unsigned)v; timeout_set = true; break;
 		case 'D': o.dead_s = (unsigned)v; break;
 		case 'r': o.readonly = true; break;
@@ -1536,6 +1615,20 @@ int main(int argc, char **argv)
 		case 'V': printf("smcr-attach (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
 		default: usage(stderr); return EXIT_USAGE;
 		}
+	}
+	if (do_detach && argc - optind == 1 && strstr(argv[optind], "ublkb")) {
+		int id;
+
+		if (parse_ublk(argv[optind], &id) < 0) {
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+		r = ublk_detach(id);
+		if (r < 0) {
+			fprintf(stderr, "smcr-attach: /dev/ublkb%d: %s\n", id, strerror(-r));
+			return 1;
+		}
+		return 0;
 	}
 	if (do_detach) {
 		if (argc - optind != 1 || parse_dev(argv[optind], &o.index) < 0) {
@@ -1549,19 +1642,31 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (o.recover && (!o.ublk || o.ublk_id < 0)) {
+		fprintf(stderr, "smcr-attach: --recover needs --ublk=N\n");
+		return EXIT_USAGE;
+	}
+	if (o.ublk && (o.forward || o.exec)) {
+		fprintf(stderr, "smcr-attach: --ublk and --forward exclude each other\n");
+		return EXIT_USAGE;
+	}
+	if (o.qdepth && !o.ublk) {
+		fprintf(stderr, "smcr-attach: --queue-depth needs --ublk\n");
+		return EXIT_USAGE;
+	}
 	if (o.exec && !o.forward) {
 		fprintf(stderr, "smcr-attach: --exec needs --forward\n");
 		return EXIT_USAGE;
 	}
 	/* The kernel's nbd driver has no TLS; smcrd offers it on TCP only. */
-	if (o.tls && !o.forward) {
+	if (o.tls && !o.forward && !o.ublk) {
 		fprintf(stderr, "smcr-attach: TLS needs --forward (the kernel's nbd driver "
 			"has none)\n");
 		return EXIT_USAGE;
 	}
 	if (o.tls)
 		o.tcp = true;
-	if (o.exec ? argc - optind != 2 :
+	if (o.exec || o.ublk ? argc - optind != 2 :
 	    argc - optind != 3 || parse_dev(argv[optind + 2], &o.index) < 0) {
 		usage(stderr);
 		return EXIT_USAGE;
@@ -1584,6 +1689,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (o.forward)
 		return run_forward(&o);
+	if (o.ublk)
+		return run_ublk(&o);
 
 	r = nl_open(&n);
 	if (r < 0) {

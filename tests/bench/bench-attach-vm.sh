@@ -18,15 +18,20 @@
 #           smcrd is restarted when the value changes)
 #   fwd-thr fwd with SMCR_ATTACH_THREADS=1 (a reader thread per pair
 #           hands requests to the engine's threads)
+#   ublk    smcr-attach --ublk: /dev/ublkb0 served by the same engine
+#           through io_uring (USER_COPY), no nbd.ko; needs a guest kernel
+#           with ublk_drv (SMCR_VM_KERNEL=6.12), skipped otherwise;
+#           ublk-copy: the same in the older copy mode
 # each with 2 connections, fio (libaio, O_DIRECT, -t seconds each):
 # 4k randread qd16, 4k randwrite qd16, 4k randread qd1, 1M seqread qd4.
 # -r ROUNDS: every job of every path ROUNDS times, the paths' order
 # rotated by one each round; a cell is then the mean and min-max.
-# Prints IOPS (MB/s for 1M), ratios of the means to nbdkit and to ksmc,
+# Prints IOPS (MB/s for 1M), ratios of the means to nbdkit and to ksmc
+# (and ublk to fwd),
 # and each of issue 31's aims met or not.  TCG guests: one run's ratios
 # only (design.md §4).
 #   tests/bench/bench-attach-vm.sh [-B BUILDDIR] [-t SECONDS] [-r ROUNDS] [-b "BUF..."]
-#                                  [-o DIR] [-p "fwd nbdkit ksmc ksmc-B ktcp kittcp"]
+#                                  [-o DIR] [-p "fwd nbdkit ksmc ksmc-B ktcp kittcp ublk"]
 #                                  [-j "randwrite 4k 16,read 1M 4"] [-P "fwd ksmc"]
 #                                  [-S "fwd"]
 # -j: only these jobs (RW BS QD, comma-separated).  Per job it also prints
@@ -44,7 +49,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-secs=15 rounds=1 buf="0 256K" outdir= paths="fwd nbdkit ksmc ksmc-B ktcp kittcp" jobsel= perfpaths= perfbpaths=
+secs=15 rounds=1 buf="0 256K" outdir= paths="fwd nbdkit ksmc ksmc-B ktcp kittcp ublk" jobsel= perfpaths= perfbpaths=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -81,11 +86,18 @@ bench_vm_lock
 
 . "$top/tests/vm/lib.sh"
 vm_requires
-ksmc=1
-if ! modprobe -S "$VM_KVER" -n smc >/dev/null 2>&1 || ! vm_kmod_build nbd >/dev/null; then
+ksmc=1 ublk=1
+if [[ " $paths " != *" ksmc"* ]]; then
+    ksmc=0
+elif ! modprobe -S "$VM_KVER" -n smc >/dev/null 2>&1 || ! vm_kmod_build nbd >/dev/null; then
     ksmc=0
     echo "no patched nbd.ko or no smc module: the ksmc paths are skipped"
-else
+fi
+if ! modprobe -S "$VM_KVER" -n ublk_drv >/dev/null 2>&1; then
+    ublk=0
+    [[ " $paths " == *" ublk"* ]] && echo "kernel $VM_KVER has no ublk_drv: the ublk paths are skipped (SMCR_VM_KERNEL=6.12)"
+fi
+if [ "$ksmc" = 1 ]; then
     export SMCR_VM_RXE=smc SMCR_VM_NBD=smc
 fi
 vm_start_pair 1
@@ -126,12 +138,20 @@ fi
 SMCRCTL=$builddir/client/smcrctl
 declare -A res per
 
-# attach PATH: /dev/nbd0 on PATH; detach PATH.
+# attach PATH: /dev/nbd0 on PATH (dev: the device); detach PATH.
+dev=/dev/nbd0
 attach() {
     local ac=
     case $1 in *-ac[0-9]*) ac=${1##*-ac} ;; esac
     start_srv "$ac"
+    dev=/dev/nbd0
     case ${1%-ac[0-9]*} in
+        ublk|ublk-copy)
+             local cm=
+             [ "${1%-ac[0-9]*}" = ublk-copy ] && cm="SMCR_UBLK_NO_USER_COPY=1 "
+             vm_bg A "$cm${ac:+SMCR_AUTOCORK_BYTES=$ac }exec $ATTACH --ublk=0 -C 2 $B1:10810 disk 2>/tmp/att.log" >/dev/null
+             dev=/dev/ublkb0
+             want='/dev/ublkb0: .* queue(s) of' ;;
         fwd|fwd-thr)
              local thr=
              [ "${1%-ac[0-9]*}" = fwd-thr ] && thr="SMCR_ATTACH_THREADS=1 "
@@ -155,7 +175,9 @@ attach() {
     vm_run A "for i in \$(seq 600); do grep -q '$want' /tmp/att.log && exit 0; sleep 0.1; done; cat /tmp/att.log; exit 1"
 }
 detach() {
-    if [[ ${1%-ac[0-9]*} = nbdkit || ${1%-ac[0-9]*} = kittcp ]]; then
+    if [[ ${1%-ac[0-9]*} = ublk* ]]; then
+        vm_run A "kill -TERM \$(pidof smcr-attach); for i in \$(seq 300); do pidof smcr-attach >/dev/null || exit 0; sleep 0.1; done" >/dev/null
+    elif [[ ${1%-ac[0-9]*} = nbdkit || ${1%-ac[0-9]*} = kittcp ]]; then
         vm_run A "nbd-client -d /dev/nbd0 >/dev/null 2>&1; kill \$(cat /tmp/kit.pid); sleep 1" >/dev/null
     else
         vm_run A "$ATTACH -d /dev/nbd0; for i in \$(seq 100); do pidof smcr-attach >/dev/null || exit 0; sleep 0.1; done" >/dev/null
@@ -195,7 +217,7 @@ print(s["cdc_sent"], s["cdc_recv"], s["corked"])' 2>/dev/null) || al="0 0 0"
 }
 fio_run() {
     local rw=$1 bs=$2 qd=$3
-    vm_run -t $((secs + 120)) A "fio --name=b --filename=/dev/nbd0 --direct=1 --ioengine=libaio \
+    vm_run -t $((secs + 120)) A "fio --name=b --filename=$dev --direct=1 --ioengine=libaio \
         --rw=$rw --bs=$bs --iodepth=$qd --size=192M --time_based --runtime=$secs --ramp_time=2 \
         --output-format=json 2>/dev/null" | python3 -c '
 import json, sys
@@ -208,7 +230,10 @@ print(("%.1f" % (d["bw_bytes"] / 1e6) if sys.argv[1] == "1M" else "%.0f" % d["io
 # round's figures appended (res space-separated, per ';'-separated).
 one_path() {
     local p=$1 r=$2 j rw bs qd c0 c1 prof profb val ios pio
-    case ${p%-ac[0-9]*} in ksmc|ksmc-B:*) [ "$ksmc" = 1 ] || return 0 ;; esac
+    case ${p%-ac[0-9]*} in
+        ksmc|ksmc-B:*) [ "$ksmc" = 1 ] || return 0 ;;
+        ublk*) [ "$ublk" = 1 ] || return 0 ;;
+    esac
     vm_say "path $p (round $r of $rounds)"
     attach "$p" || { echo "attach $p failed"; return 0; }
     for j in "${jobs[@]}"; do
@@ -294,7 +319,8 @@ declare -A label=([fwd]="fwd (smcr-attach -F)"
     [nbdkit]="nbdkit plugin + nbd-client" [ksmc]="kernel AF_SMC"
     [ktcp]="kernel nbd over TCP" [fwd-ac0]="fwd, autocork off"
     [fwd-thr]="fwd, reader threads"
-    [kittcp]="nbdkit plugin over TCP")
+    [kittcp]="nbdkit plugin over TCP" [ublk]="ublk (smcr-attach --ublk)"
+    [ublk-copy]="ublk, copy mode")
 hdr="| job |" sep="|---|"
 for p in $paths; do
     l=${label[$p]:-$p}
@@ -303,14 +329,14 @@ for p in $paths; do
 done
 [ "$rounds" -gt 1 ] && echo "Each cell: the mean of $rounds rounds (min-max); ratios of the means."
 echo
-echo "$hdr fwd/nbdkit | fwd/ksmc | ksmc/nbdkit |"
-echo "$sep---|---|---|"
+echo "$hdr fwd/nbdkit | fwd/ksmc | ksmc/nbdkit | ublk/fwd |"
+echo "$sep---|---|---|---|"
 for j in "${jobs[@]}"; do
     read -r rw bs qd <<<"$j"
     name="$bs $rw qd$qd"; [ "$bs" = 1M ] && name="$name, MB/s"
     row="| $name |"
     for p in $paths; do row+=" $(cell "${res[$p,$j]:-}") |"; done
-    echo "$row $(ratio "${avg[fwd,$j]:-}" "${avg[nbdkit,$j]:-}") | $(ratio "${avg[fwd,$j]:-}" "${avg[ksmc,$j]:-}") | $(ratio "${avg[ksmc,$j]:-}" "${avg[nbdkit,$j]:-}") |"
+    echo "$row $(ratio "${avg[fwd,$j]:-}" "${avg[nbdkit,$j]:-}") | $(ratio "${avg[fwd,$j]:-}" "${avg[ksmc,$j]:-}") | $(ratio "${avg[ksmc,$j]:-}" "${avg[nbdkit,$j]:-}") | $(ratio "${avg[ublk,$j]:-}" "${avg[fwd,$j]:-}") |"
 done
 echo
 echo "Per I/O (means over the rounds): smcrd's libsmcr CDCs received / CDCs sent / RDMA writes sent; CPU ms of A's user space data path (smcr-attach or nbdkit) / of smcrd / of all of A / of all of B (ticks, the fio ramp included); A's libsmcr (forwarder or plugin) CDCs sent / received / sends held by autocork"
@@ -364,3 +390,9 @@ done
 aim "fwd / nbdkit plugin, 1M read qd4" "${res[fwd,read 1M 4]:-}" "${res[nbdkit,read 1M 4]:-}" 1.0
 aim "kernel AF_SMC (best buffer) / nbdkit plugin, 1M read qd4" "$(best_ksmc "read 1M 4")" \
     "${res[nbdkit,read 1M 4]:-}" 1.0
+# The ublk path against -F: at least 1.3x on 4k qd1, 1.0x on the others.
+for j in "${jobs[@]}"; do
+    read -r rw bs qd <<<"$j"
+    m=1.0; [ "$bs" = 4k ] && [ "$qd" = 1 ] && m=1.3
+    [ -n "${res[ublk,$j]:-}" ] && aim "ublk / fwd, $bs $rw qd$qd" "${res[ublk,$j]:-}" "${res[fwd,$j]:-}" $m
+done

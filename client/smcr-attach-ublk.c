@@ -1,0 +1,1005 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* smcr-attach --ublk: an smcrd export as a ublk device, /dev/ublkbN.
+ *
+ * Linux's ublk driver (ublk_drv, Linux >= 6.0) hands a block device's
+ * requests to a server in user space through io_uring: the server sends
+ * UBLK_U_IO_FETCH_REQ for every tag of a queue on /dev/ublkcN
+ * (IORING_OP_URING_CMD); a request's arrival completes its tag's command,
+ * its description is in the queue's array mmap'd from /dev/ublkcN, and
+ * UBLK_U_IO_COMMIT_AND_FETCH_REQ gives the result and waits for the
+ * tag's next request.  Control commands (ADD_DEV, SET_PARAMS, START_DEV
+ * with the server's pid, STOP_DEV, DEL_DEV, START/END_USER_RECOVERY) go
+ * through /dev/ublk-control on a ring with 128-byte SQEs.
+ *
+ * Here the server is the client engine (nbd-conn.h): one ublk queue per
+ * engine connection, each queue's io_uring watched by that connection's
+ * own thread (nbdc_watch), so the thread that takes a request from the
+ * kernel sends it, reads its reply and commits it.  A reply that comes
+ * on another connection (its own was lost and its requests moved) is
+ * queued for the queue's thread, which an eventfd polled on its ring
+ * wakes.  Data: with UBLK_F_USER_COPY (Linux >= 6.5) a WRITE's payload
+ * is pread() from /dev/ublkcN at the tag's offset and a READ's data
+ * pwrite()n there; without it the kernel copies to and from a buffer per
+ * tag that the commands name (addr).
+ *
+ * Recovery: the device is created with UBLK_F_USER_RECOVERY and
+ * _REISSUE, so when smcr-attach dies (SIGKILL, a crash) /dev/ublkbN stays
+ * and its requests wait; smcr-attach --ublk=N --recover takes it over
+ * (START_USER_RECOVERY once the old server's /dev/ublkcN is closed, the
+ * queues' FETCH_REQs, END_USER_RECOVERY), and the requests the old one
+ * had are issued again.  A signal (SIGINT, SIGTERM) removes the device.
+ *
+ * Errors are -errno inside. */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <liburing.h>
+
+#include "applog.h"
+#include "monotime.h"
+#include "nbd-proto.h"
+#include "smcr-attach-ublk.h"
+#include "ublk-compat.h"
+
+#define UBLK_QD		128		/* tags per queue, unless -Q */
+#define UBLK_IO_MAX	(512u << 10)	/* largest request, unless the export's is less */
+#define UBLK_MAX_QUEUES	16		/* as smcr-attach's connections */
+#define POLL_TAG	0xffffffffu	/* user_data of the eventfd's poll */
+#define RECOVER_WAIT_MS	30000		/* for the old server to be gone */
+
+extern char **environ;
+
+struct uq;
+
+/* A tag's request while the engine has it. */
+struct utag {
+	struct uq *q;
+	struct utag *next;		/* in q->done */
+	char *buf;			/* the tag's buffer */
+	uint32_t len;
+	uint8_t op;
+	unsigned parts;			/* still out (atomic) */
+	int err;			/* first error (atomic) */
+};
+
+struct ub;
+
+struct uq {
+	struct ub *u;
+	unsigned id;
+	struct io_uring ring;
+	bool ring_ok;
+	int efd;			/* another thread queued a completion */
+	struct ublksrv_io_desc *iods;
+	size_t iods_len;
+	struct utag *tags;
+	pthread_mutex_t lock;		/* done */
+	struct utag *done;		/* replies to commit, newest first */
+	bool started;			/* FETCH_REQs sent (its thread) */
+	bool released;			/* its thread let go of it (under u->lock) */
+	unsigned aborted;		/* tags the kernel aborted (its thread) */
+	uint64_t requests, errors;	/* its thread */
+};
+
+struct ub {
+	struct nbdc *e;
+	int ctrl;			/* /dev/ublk-control */
+	struct io_uring cring;		/* 128-byte SQEs, for ctrl */
+	bool legacy;			/* the kernel has no ioctl-encoded opcodes */
+	int cdev;			/* /dev/ublkcN */
+	struct ublksrv_ctrl_dev_info info;
+	bool user_copy;
+	unsigned nq, qd;
+	uint32_t io_max;
+	char *bufs;
+	size_t bufs_len;
+	struct uq q[UBLK_MAX_QUEUES];
+	pthread_mutex_t lock;		/* released */
+	pthread_cond_t cond;
+	int closing;			/* atomic */
+	unsigned queues_gone;		/* queues whose tags are all aborted (atomic) */
+};
+
+/* The queue whose engine thread this is (set on its first watch_ready). */
+static __thread struct uq *my_q;
+
+static uint64_t io_pos(const struct uq *q, unsigned tag)
+{
+	return UBLKSRV_IO_BUF_OFFSET + ((uint64_t)q->id << UBLK_QID_OFF) +
+	       ((uint64_t)tag << UBLK_TAG_OFF);
+}
+
+/* --- control commands -------------------------------------------------------- */
+
+static int ctrl_cmd(struct ub *u, unsigned legacy_op, unsigned op, uint32_t dev_id,
+		    void *buf, uint16_t len, uint64_t data)
+{
+	struct ublksrv_ctrl_cmd c = {
+		.dev_id = dev_id, .queue_id = (uint16_t)-1, .len = len,
+		.addr = (uint64_t)(uintptr_t)buf,
+	};
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->cring);
+	struct io_uring_cqe *cqe;
+	int r;
+
+	c.data[0] = data;
+	if (!sqe)
+		return -EBUSY;
+	memset(sqe, 0, 2 * sizeof(*sqe));	/* SQE128 */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = u->ctrl;
+	sqe->cmd_op = u->legacy ? legacy_op : op;
+	memcpy(sqe->cmd, &c, sizeof(c));
+	r = io_uring_submit(&u->cring);
+	if (r < 0)
+		return r;
+	do
+		r = io_uring_wait_cqe(&u->cring, &cqe);
+	while (r == -EINTR);
+	if (r < 0)
+		return r;
+	r = cqe->res;
+	io_uring_cqe_seen(&u->cring, cqe);
+	return r;
+}
+
+#define CTRL(u, name, id, buf, len, data) \
+	ctrl_cmd((u), UBLK_CMD_##name, UBLK_U_CMD_##name, (id), (buf), (len), (data))
+
+/* modprobe ublk_drv, quietly (root only; its absence is reported by the
+ * caller). */
+static void try_modprobe(void)
+{
+	char *argv[] = { "modprobe", "-q", "ublk_drv", NULL };
+	pid_t pid;
+	int st;
+
+	if (geteuid() != 0)
+		return;
+	if (posix_spawnp(&pid, "modprobe", NULL, NULL, argv, environ) == 0)
+		waitpid(pid, &st, 0);
+}
+
+static const char NO_UBLK[] =
+	"the kernel needs the ublk driver (ublk_drv: CONFIG_BLK_DEV_UBLK, Linux >= 6.0; "
+	"on Debian 12, linux-image-6.12-amd64)";
+
+/* /dev/ublk-control and its ring; the kernel's features in *features. */
+static int ctrl_open(struct ub *u, uint64_t *features)
+{
+	int r;
+
+	u->ctrl = open("/dev/ublk-control", O_RDWR | O_CLOEXEC);
+	if (u->ctrl < 0 && errno == ENOENT) {
+		try_modprobe();
+		u->ctrl = open("/dev/ublk-control", O_RDWR | O_CLOEXEC);
+	}
+	if (u->ctrl < 0) {
+		r = -errno;
+		if (r == -ENOENT || r == -ENODEV || r == -ENXIO)
+			log_err("ublk: no /dev/ublk-control: %s", NO_UBLK);
+		else if (r == -EACCES || r == -EPERM)
+			log_err("ublk: /dev/ublk-control: permission denied (ublk devices "
+				"with recovery need root, CAP_SYS_ADMIN)");
+		else
+			log_err("ublk: /dev/ublk-control: %s", strerror(-r));
+		return r;
+	}
+	r = io_uring_queue_init(4, &u->cring, IORING_SETUP_SQE128);
+	if (r < 0) {
+		log_err("ublk: io_uring with 128-byte entries: %s (Linux >= 5.19)",
+			strerror(-r));
+		close(u->ctrl);
+		return r;
+	}
+	*features = 0;
+	r = ctrl_cmd(u, 0, UBLK_U_CMD_GET_FEATURES, 0, features, UBLK_FEATURES_LEN, 0);
+	if (r < 0) {
+		/* Linux 6.0 to 6.4: the old opcodes, and no USER_COPY. */
+		u->legacy = true;
+		*features = UBLK_F_USER_RECOVERY | UBLK_F_USER_RECOVERY_REISSUE;
+	}
+	return 0;
+}
+
+static void ctrl_close(struct ub *u)
+{
+	io_uring_queue_exit(&u->cring);
+	close(u->ctrl);
+}
+
+/* --- a queue, in its engine thread --------------------------------------------- */
+
+static struct io_uring_sqe *get_sqe(struct uq *q)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+
+	if (!sqe) {
+		io_uring_submit(&q->ring);
+		sqe = io_uring_get_sqe(&q->ring);
+	}
+	return sqe;
+}
+
+/* FETCH_REQ (res: unused) or COMMIT_AND_FETCH_REQ of tag. */
+static void io_cmd(struct uq *q, unsigned tag, bool commit, int res)
+{
+	struct ub *u = q->u;
+	struct io_uring_sqe *sqe = get_sqe(q);
+	struct ublksrv_io_cmd c = {
+		.q_id = (uint16_t)q->id, .tag = (uint16_t)tag, .result = res,
+		.addr = u->user_copy ? 0 : (uint64_t)(uintptr_t)q->tags[tag].buf,
+	};
+	bool ioctl_op = u->info.flags & UBLK_F_CMD_IOCTL_ENCODE;
+
+	if (!sqe) {
+		log_err("ublk queue %u: no room in its ring", q->id);
+		return;
+	}
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = u->cdev;
+	if (commit)
+		sqe->cmd_op = ioctl_op ? UBLK_U_IO_COMMIT_AND_FETCH_REQ :
+			      UBLK_IO_COMMIT_AND_FETCH_REQ;
+	else
+		sqe->cmd_op = ioctl_op ? UBLK_U_IO_FETCH_REQ : UBLK_IO_FETCH_REQ;
+	memcpy(sqe->cmd, &c, sizeof(c));
+	io_uring_sqe_set_data64(sqe, tag);
+}
+
+static int arm_poll(struct uq *q)
+{
+	struct io_uring_sqe *sqe = get_sqe(q);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_add(sqe, q->efd, POLLIN);
+	io_uring_sqe_set_data64(sqe, POLL_TAG);
+	return 0;
+}
+
+/* Engine callback: one part of a tag's request is done (any thread). */
+static void tag_done(void *arg, int result)
+{
+	struct utag *t = arg;
+	struct uq *q = t->q;
+	uint64_t one = 1;
+	int zero = 0;
+
+	if (result < 0)
+		__atomic_compare_exchange_n(&t->err, &zero, result, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
+	if (__atomic_sub_fetch(&t->parts, 1, __ATOMIC_ACQ_REL))
+		return;
+	pthread_mutex_lock(&q->lock);
+	t->next = q->done;
+	q->done = t;
+	pthread_mutex_unlock(&q->lock);
+	/* Its own thread commits it at the end of this turn (turn_end). */
+	if (my_q != q && write(q->efd, &one, sizeof(one)) < 0)
+		log_warn("ublk queue %u: eventfd: %s", q->id, strerror(errno));
+}
+
+/* Commits what is done, in one submission. */
+static void commit_done(struct uq *q)
+{
+	struct ub *u = q->u;
+	struct utag *t, *list;
+	bool any = false;
+
+	pthread_mutex_lock(&q->lock);
+	list = q->done;
+	q->done = NULL;
+	pthread_mutex_unlock(&q->lock);
+	for (t = list; t; t = t->next) {
+		unsigned tag = (unsigned)(t - q->tags);
+		int res = __atomic_load_n(&t->err, __ATOMIC_RELAXED);
+
+		if (!res && (t->op == UBLK_IO_OP_READ || t->op == UBLK_IO_OP_WRITE))
+			res = (int)t->len;
+		if (res > 0 && t->op == UBLK_IO_OP_READ && u->user_copy) {
+			ssize_t n = pwrite(u->cdev, t->buf, t->len, (off_t)io_pos(q, tag));
+
+			if (n != (ssize_t)t->len) {
+				log_warn("ublk queue %u tag %u: pwrite of a READ's data: %s",
+					 q->id, tag, n < 0 ? strerror(errno) : "short");
+				res = -EIO;
+			}
+		}
+		if (res < 0)
+			q->errors++;
+		io_cmd(q, tag, true, res);
+		any = true;
+	}
+	if (any)
+		io_uring_submit(&q->ring);
+}
+
+static int nbd_type(uint8_t op, uint32_t flags, uint16_t *type, uint16_t *nflags)
+{
+	*nflags = 0;
+	switch (op) {
+	case UBLK_IO_OP_READ:
+		*type = NBD_CMD_READ;
+		return 0;
+	case UBLK_IO_OP_WRITE:
+		*type = NBD_CMD_WRITE;
+		break;
+	case UBLK_IO_OP_FLUSH:
+		*type = NBD_CMD_FLUSH;
+		return 0;
+	case UBLK_IO_OP_DISCARD:
+		*type = NBD_CMD_TRIM;
+		return 0;
+	case UBLK_IO_OP_WRITE_ZEROES:
+		*type = NBD_CMD_WRITE_ZEROES;
+		if (flags & UBLK_IO_F_NOUNMAP)
+			*nflags = NBD_CMD_FLAG_NO_HOLE;
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	if (flags & UBLK_IO_F_FUA)
+		*nflags |= NBD_CMD_FLAG_FUA;
+	return 0;
+}
+
+/* A request the kernel gave tag: to the engine (its parts no longer than
+ * the engine takes). */
+static void tag_start(struct uq *q, unsigned tag)
+{
+	struct ub *u = q->u;
+	const struct ublksrv_io_desc *iod = &q->iods[tag];
+	struct utag *t = &q->tags[tag];
+	uint8_t op = (uint8_t)(iod->op_flags & 0xff);
+	uint64_t off = iod->start_sector << 9;
+	uint64_t len64 = (uint64_t)iod->nr_sectors << 9;
+	uint16_t type, flags;
+	uint32_t max, done = 0;
+	bool data;
+	int r;
+
+	q->requests++;
+	t->op = op;
+	t->next = NULL;
+	__atomic_store_n(&t->err, 0, __ATOMIC_RELAXED);
+	r = nbd_type(op, iod->op_flags >> 8, &type, &flags);
+	data = op == UBLK_IO_OP_READ || op == UBLK_IO_OP_WRITE;
+	if (r == 0 && (len64 > UINT32_MAX || (data && len64 > u->io_max)))
+		r = -EINVAL;
+	t->len = (uint32_t)len64;
+	if (op == UBLK_IO_OP_FLUSH) {
+		/* The block layer's flush may carry any sector; NBD's has none. */
+		off = 0;
+		t->len = 0;
+	}
+	if (r == 0 && op == UBLK_IO_OP_WRITE && u->user_copy && t->len) {
+		ssize_t n = pread(u->cdev, t->buf, t->len, (off_t)io_pos(q, tag));
+
+		if (n != (ssize_t)t->len) {
+			log_warn("ublk queue %u tag %u: pread of a WRITE's data: %s", q->id, tag,
+				 n < 0 ? strerror(errno) : "short");
+			r = -EIO;
+		}
+	}
+	if (r < 0) {
+		__atomic_store_n(&t->parts, 1, __ATOMIC_RELAXED);
+		tag_done(t, r);
+		return;
+	}
+	max = data ? nbdc_max_request(u->e) : 0;
+	if (!max || max > t->len)
+		max = t->len ? t->len : 1;
+	__atomic_store_n(&t->parts, 1, __ATOMIC_RELAXED);
+	do {
+		uint32_t part = t->len - done < max ? t->len - done : max;
+		bool more = done + part < t->len;
+
+		if (more)
+			__atomic_add_fetch(&t->parts, 1, __ATOMIC_RELAXED);
+		r = nbdc_submit(u->e, type, flags, off + done, part, data ? t->buf + done : NULL,
+				tag_done, t);
+		if (r < 0)
+			tag_done(t, r);
+		done += part;
+	} while (done < t->len);
+}
+
+/* The engine's watch_ready for connection i: queue i's ring is readable. */
+static int q_ready(void *arg, unsigned i)
+{
+	struct ub *u = arg;
+	struct uq *q = &u->q[i];
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+	bool rearm = false;
+
+	if (i >= u->nq)
+		return -1;
+	my_q = q;
+	if (__atomic_load_n(&u->closing, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&u->lock);
+		q->released = true;
+		pthread_cond_broadcast(&u->cond);
+		pthread_mutex_unlock(&u->lock);
+		return -1;
+	}
+	nbdc_plug(u->e);
+	io_uring_for_each_cqe(&q->ring, head, cqe) {
+		uint64_t tag = io_uring_cqe_get_data64(cqe);
+
+		n++;
+		if (tag == POLL_TAG) {
+			uint64_t v;
+
+			if (read(q->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				log_warn("ublk queue %u: eventfd: %s", q->id, strerror(errno));
+			rearm = true;
+			continue;
+		}
+		if (tag >= u->qd)
+			continue;
+		if (cqe->res == UBLK_IO_RES_OK) {
+			tag_start(q, (unsigned)tag);
+		} else if (cqe->res == UBLK_IO_RES_ABORT) {
+			/* The device is going (or its queue is): no refetch. */
+			if (++q->aborted == u->qd)
+				__atomic_add_fetch(&u->queues_gone, 1, __ATOMIC_RELEASE);
+		} else {
+			log_warn("ublk queue %u tag %u: %s", q->id, (unsigned)tag,
+				 strerror(cqe->res < 0 ? -cqe->res : EPROTO));
+		}
+	}
+	io_uring_cq_advance(&q->ring, n);
+	nbdc_unplug(u->e);
+	if (!q->started) {
+		/* The first turn: every tag waits for a request. */
+		unsigned tag;
+
+		for (tag = 0; tag < u->qd; tag++)
+			io_cmd(q, tag, false, 0);
+		q->started = true;
+	}
+	if (rearm)
+		arm_poll(q);
+	commit_done(q);		/* submits what is queued, if anything */
+	if (rearm || io_uring_sq_ready(&q->ring))
+		io_uring_submit(&q->ring);
+	return 0;
+}
+
+/* The engine's turn_end: the replies that came in this turn. */
+static void q_turn_end(void *arg)
+{
+	(void)arg;
+	if (my_q && !__atomic_load_n(&my_q->u->closing, __ATOMIC_ACQUIRE))
+		commit_done(my_q);
+}
+
+/* --- set-up and tear-down ------------------------------------------------------ */
+
+static int q_open(struct ub *u, unsigned i)
+{
+	struct uq *q = &u->q[i];
+	long page = sysconf(_SC_PAGESIZE);
+	size_t max_cmd = ((size_t)UBLK_MAX_QUEUE_DEPTH * sizeof(struct ublksrv_io_desc) +
+			  (size_t)page - 1) & ~((size_t)page - 1);
+	unsigned tag, entries = 1;
+	uint64_t one = 1;
+	int r;
+
+	q->u = u;
+	q->id = i;
+	q->efd = -1;
+	pthread_mutex_init(&q->lock, NULL);
+	q->iods_len = ((size_t)u->qd * sizeof(struct ublksrv_io_desc) + (size_t)page - 1) &
+		      ~((size_t)page - 1);
+	q->iods = mmap(NULL, q->iods_len, PROT_READ, MAP_SHARED | MAP_POPULATE, u->cdev,
+		       (off_t)(UBLKSRV_CMD_BUF_OFFSET + i * max_cmd));
+	if (q->iods == MAP_FAILED) {
+		q->iods = NULL;
+		return -errno;
+	}
+	q->tags = calloc(u->qd, sizeof(*q->tags));
+	if (!q->tags)
+		return -ENOMEM;
+	for (tag = 0; tag < u->qd; tag++) {
+		q->tags[tag].q = q;
+		q->tags[tag].buf = u->bufs + ((size_t)i * u->qd + tag) * u->io_max;
+	}
+	while (entries < u->qd + 2)
+		entries <<= 1;
+	r = io_uring_queue_init(entries, &q->ring, 0);
+	if (r < 0)
+		return r;
+	q->ring_ok = true;
+	q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (q->efd < 0)
+		return -errno;
+	/* The eventfd is ready before its poll is armed: the poll completes
+	 * at once, and the connection's thread, seeing the ring readable,
+	 * sends the FETCH_REQs (they must come from the thread that serves
+	 * the queue) and arms the poll again, as its own. */
+	if (write(q->efd, &one, sizeof(one)) < 0)
+		return -errno;
+	r = arm_poll(q);
+	if (r == 0)
+		r = io_uring_submit(&q->ring);
+	if (r < 0)
+		return r;
+	return nbdc_watch(u->e, i, q->ring.ring_fd);
+}
+
+static void q_free(struct uq *q)
+{
+	if (q->ring_ok)
+		io_uring_queue_exit(&q->ring);
+	if (q->efd >= 0)
+		close(q->efd);
+	if (q->iods)
+		munmap(q->iods, q->iods_len);
+	free(q->tags);
+	pthread_mutex_destroy(&q->lock);
+}
+
+/* Asks the queues' threads to let go of them (they stop watching). */
+static void q_release_all(struct ub *u, unsigned n)
+{
+	struct timespec until;
+	uint64_t one = 1;
+	unsigned i;
+	bool all;
+
+	__atomic_store_n(&u->closing, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < n; i++)
+		if (u->q[i].efd >= 0 && write(u->q[i].efd, &one, sizeof(one)) < 0)
+			log_warn("ublk queue %u: eventfd: %s", i, strerror(errno));
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&u->lock);
+	for (;;) {
+		all = true;
+		for (i = 0; i < n; i++)
+			if (u->q[i].efd >= 0 && !u->q[i].released)
+				all = false;
+		if (all || pthread_cond_timedwait(&u->cond, &u->lock, &until))
+			break;
+	}
+	pthread_mutex_unlock(&u->lock);
+	if (!all)
+		log_warn("ublk: a queue's thread did not let go of it");
+}
+
+/* /dev/ublkcN, as udev may still be creating it. */
+static int cdev_open(struct ub *u)
+{
+	char path[32];
+	int64_t until = now_ms() + 3000;
+
+	snprintf(path, sizeof(path), "/dev/ublkc%u", u->info.dev_id);
+	for (;;) {
+		u->cdev = open(path, O_RDWR | O_CLOEXEC);
+		if (u->cdev >= 0)
+			return 0;
+		if (errno != ENOENT || now_ms() > until)
+			break;
+		poll(NULL, 0, 20);
+	}
+	if (errno == EBUSY)
+		log_err("ublk: %s is busy: another server has it open", path);
+	else
+		log_err("ublk: %s: %s", path, strerror(errno));
+	return -errno;
+}
+
+static void block_sizes(const struct ublk_args *a, struct nbdc *e, unsigned *lbs,
+			unsigned *pbs)
+{
+	uint32_t min, pref, max;
+
+	nbdc_block_size(e, &min, &pref, &max);
+	if (a->block)
+		*lbs = a->block;
+	else if (min >= 512 && min <= 4096 && !(min & (min - 1)))
+		*lbs = min;
+	else
+		*lbs = 512;
+	if (pref >= *lbs && pref <= 65536 && !(pref & (pref - 1)))
+		*pbs = pref;
+	else
+		*pbs = *lbs < 4096 ? 4096 : *lbs;
+}
+
+static unsigned ilog2u(unsigned v)
+{
+	unsigned s = 0;
+
+	while ((1u << (s + 1)) <= v)
+		s++;
+	return s;
+}
+
+static int set_params(struct ub *u, const struct ublk_args *a)
+{
+	struct ublk_params p;
+	uint16_t fl = nbdc_flags(u->e);
+	unsigned lbs, pbs;
+	int r;
+
+	block_sizes(a, u->e, &lbs, &pbs);
+	memset(&p, 0, sizeof(p));
+	p.len = sizeof(p);
+	p.types = UBLK_PARAM_TYPE_BASIC;
+	p.basic.logical_bs_shift = (uint8_t)ilog2u(lbs);
+	p.basic.physical_bs_shift = (uint8_t)ilog2u(pbs);
+	p.basic.io_min_shift = (uint8_t)ilog2u(pbs);
+	p.basic.io_opt_shift = (uint8_t)ilog2u(pbs);
+	p.basic.max_sectors = u->io_max >> 9;
+	p.basic.dev_sectors = nbdc_size(u->e) >> 9;
+	if (a->readonly || nbdc_read_only(u->e))
+		p.basic.attrs |= UBLK_ATTR_READ_ONLY;
+	if (fl & NBD_FLAG_SEND_FLUSH)
+		p.basic.attrs |= UBLK_ATTR_VOLATILE_CACHE;
+	if (fl & NBD_FLAG_SEND_FUA)
+		p.basic.attrs |= UBLK_ATTR_FUA;
+	if (fl & (NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES)) {
+		p.types |= UBLK_PARAM_TYPE_DISCARD;
+		p.discard.discard_granularity = pbs;
+		if (fl & NBD_FLAG_SEND_TRIM) {
+			p.discard.max_discard_sectors = (1u << 31) >> 9;
+			p.discard.max_discard_segments = 1;
+		}
+		if (fl & NBD_FLAG_SEND_WRITE_ZEROES)
+			p.discard.max_write_zeroes_sectors = (1u << 31) >> 9;
+	}
+	r = CTRL(u, SET_PARAMS, u->info.dev_id, &p, sizeof(p), 0);
+	if (r < 0)
+		log_err("ublk: /dev/ublkb%u: SET_PARAMS (%u-byte blocks, %u physical): %s",
+			u->info.dev_id, lbs, pbs, strerror(-r));
+	return r;
+}
+
+static int add_dev(struct ub *u, const struct ublk_args *a, uint64_t features)
+{
+	struct ublksrv_ctrl_dev_info *in = &u->info;
+	uint32_t id = a->dev_id < 0 ? UINT32_MAX : (uint32_t)a->dev_id;
+	int r;
+
+	memset(in, 0, sizeof(*in));
+	in->nr_hw_queues = (uint16_t)nbdc_connections(u->e);
+	in->queue_depth = (uint16_t)u->qd;
+	in->max_io_buf_bytes = u->io_max;
+	in->dev_id = id;
+	in->ublksrv_pid = getpid();
+	in->flags = UBLK_F_USER_RECOVERY | UBLK_F_USER_RECOVERY_REISSUE;
+	if (features & UBLK_F_USER_COPY && !getenv("SMCR_UBLK_NO_USER_COPY"))
+		in->flags |= UBLK_F_USER_COPY;
+	r = CTRL(u, ADD_DEV, id, in, sizeof(*in), 0);
+	if (r == -EEXIST)
+		log_err("ublk: /dev/ublkb%d is busy: it exists (its server gone? take it over "
+			"with --ublk=%d --recover, or remove it with -d)", a->dev_id, a->dev_id);
+	else if (r == -EPERM || r == -EACCES)
+		log_err("ublk: adding a device: permission denied (ublk devices with recovery "
+			"need root, CAP_SYS_ADMIN)");
+	else if (r < 0)
+		log_err("ublk: adding a device: %s", strerror(-r));
+	return r;
+}
+
+/* Whether pid is a live process other than us, after a moment for one
+ * that is exiting (its files are closed, then it is gone). */
+static bool server_alive(pid_t pid)
+{
+	int64_t until = now_ms() + 5000;
+
+	if (pid <= 0 || pid == getpid())
+		return false;
+	while (kill(pid, 0) == 0 || errno == EPERM) {
+		if (now_ms() > until)
+			return true;
+		poll(NULL, 0, 20);
+	}
+	return false;
+}
+
+/* The existing device's info; checks it fits the export. */
+static int recover_info(struct ub *u, const struct ublk_args *a)
+{
+	int r = CTRL(u, GET_DEV_INFO, (uint32_t)a->dev_id, &u->info, sizeof(u->info), 0);
+
+	if (r == -ENODEV)
+		log_err("ublk: --recover: there is no /dev/ublkb%d", a->dev_id);
+	else if (r == -EPERM || r == -EACCES)
+		log_err("ublk: /dev/ublkb%d: permission denied", a->dev_id);
+	else if (r < 0)
+		log_err("ublk: /dev/ublkb%d: GET_DEV_INFO: %s", a->dev_id, strerror(-r));
+	if (r < 0)
+		return r;
+	if (server_alive(u->info.ublksrv_pid)) {
+		log_err("ublk: /dev/ublkb%d is busy: its server (pid %d) is running", a->dev_id,
+			u->info.ublksrv_pid);
+		return -EBUSY;
+	}
+	if (!(u->info.flags & UBLK_F_USER_RECOVERY)) {
+		log_err("ublk: /dev/ublkb%d cannot be recovered (made without "
+			"UBLK_F_USER_RECOVERY)", a->dev_id);
+		return -EINVAL;
+	}
+	if (!u->info.nr_hw_queues || u->info.nr_hw_queues > UBLK_MAX_QUEUES ||
+	    !u->info.queue_depth || !u->info.max_io_buf_bytes) {
+		log_err("ublk: /dev/ublkb%d: %u queue(s) of %u", a->dev_id,
+			u->info.nr_hw_queues, u->info.queue_depth);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int recover_start(struct ub *u)
+{
+	int64_t until = now_ms() + RECOVER_WAIT_MS;
+	bool said = false;
+	int r;
+
+	for (;;) {
+		r = CTRL(u, START_USER_RECOVERY, u->info.dev_id, NULL, 0, 0);
+		if (r != -EBUSY || now_ms() > until)
+			break;
+		if (!said) {
+			log_info("ublk: /dev/ublkb%u: waiting for its old server to be gone",
+				 u->info.dev_id);
+			said = true;
+		}
+		poll(NULL, 0, 20);
+	}
+	if (r == -EBUSY)
+		log_err("ublk: /dev/ublkb%u is busy: its server (pid %d) still serves it",
+			u->info.dev_id, u->info.ublksrv_pid);
+	else if (r < 0)
+		log_err("ublk: /dev/ublkb%u: START_USER_RECOVERY: %s", u->info.dev_id,
+			strerror(-r));
+	return r;
+}
+
+static int check_size(struct ub *u)
+{
+	struct ublk_params p;
+	int r;
+
+	memset(&p, 0, sizeof(p));
+	p.len = sizeof(p);
+	r = CTRL(u, GET_PARAMS, u->info.dev_id, &p, sizeof(p), 0);
+	if (r < 0) {
+		log_err("ublk: /dev/ublkb%u: GET_PARAMS: %s", u->info.dev_id, strerror(-r));
+		return r;
+	}
+	if (p.basic.dev_sectors != nbdc_size(u->e) >> 9) {
+		log_err("ublk: /dev/ublkb%u has %llu bytes, the export %llu: not taking it over",
+			u->info.dev_id, (unsigned long long)p.basic.dev_sectors << 9,
+			(unsigned long long)nbdc_size(u->e));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void del_dev(struct ub *u)
+{
+	int r = CTRL(u, DEL_DEV, u->info.dev_id, NULL, 0, 0);
+
+	if (r < 0)
+		log_warn("ublk: /dev/ublkb%u: DEL_DEV: %s", u->info.dev_id, strerror(-r));
+}
+
+int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
+{
+	struct nbdc_opts no = a->no;
+	struct ub *u;
+	uint64_t features = 0;
+	int64_t t0;
+	char msg[512];
+	unsigned i, nq = 0;
+	bool added = false, started = false;
+	int r;
+
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return 1;
+	u->cdev = -1;
+	pthread_mutex_init(&u->lock, NULL);
+	pthread_cond_init(&u->cond, NULL);
+	r = ctrl_open(u, &features);
+	if (r < 0)
+		goto free_u;
+	t0 = now_ms();
+	if (a->recover) {
+		r = recover_info(u, a);
+		if (r < 0)
+			goto close_ctrl;
+		if (no.connections < u->info.nr_hw_queues)
+			no.connections = u->info.nr_hw_queues;
+	}
+	if (!a->recover && a->dev_id >= 0 &&
+	    CTRL(u, GET_DEV_INFO, (uint32_t)a->dev_id, &u->info, sizeof(u->info), 0) == 0) {
+		log_err("ublk: /dev/ublkb%d is busy: it exists (%s; take it over with --ublk=%d "
+			"--recover, or remove it with -d)", a->dev_id,
+			server_alive(u->info.ublksrv_pid) ? "served" : "its server is gone",
+			a->dev_id);
+		r = -EEXIST;
+		goto close_ctrl;
+	}
+	no.turn_end = q_turn_end;
+	no.turn_arg = u;
+	no.watch_ready = q_ready;
+	r = nbdc_open(&no, &u->e);
+	if (r < 0) {
+		nbdc_strerror(&no, r, msg, sizeof(msg));
+		log_err("%s", msg);
+		goto close_ctrl;
+	}
+	if (a->recover) {
+		u->qd = u->info.queue_depth;
+		u->io_max = u->info.max_io_buf_bytes;
+		if (nbdc_connections(u->e) < u->info.nr_hw_queues) {
+			log_err("ublk: /dev/ublkb%d has %u queues, the export allows %u "
+				"connection(s)", a->dev_id, u->info.nr_hw_queues,
+				nbdc_connections(u->e));
+			r = -EINVAL;
+			goto close_engine;
+		}
+		r = check_size(u);
+		if (r == 0)
+			r = recover_start(u);
+		if (r < 0)
+			goto close_engine;
+	} else {
+		uint32_t m = nbdc_max_request(u->e);
+
+		u->qd = a->queue_depth ? a->queue_depth : UBLK_QD;
+		u->io_max = m && m < UBLK_IO_MAX ? m & ~4095u : UBLK_IO_MAX;
+		if (u->io_max < 4096) {
+			log_err("ublk: the export takes requests of %u bytes at most", m);
+			r = -EINVAL;
+			goto close_engine;
+		}
+		r = add_dev(u, a, features);
+		if (r < 0)
+			goto close_engine;
+		added = true;
+		u->qd = u->info.queue_depth;
+		u->io_max = u->info.max_io_buf_bytes;
+		r = set_params(u, a);
+		if (r < 0)
+			goto close_engine;
+	}
+	u->user_copy = u->info.flags & UBLK_F_USER_COPY;
+	if (!u->user_copy)
+		log_info("ublk: %s: the kernel copies through a buffer per request (the "
+			 "older copy mode)", features & UBLK_F_USER_COPY ?
+			 "without USER_COPY" : "this kernel has no UBLK_F_USER_COPY (Linux >= 6.5)");
+	u->nq = u->info.nr_hw_queues;
+	if (u->nq > UBLK_MAX_QUEUES || u->nq > nbdc_connections(u->e)) {
+		log_err("ublk: %u queues for %u connection(s)", u->nq, nbdc_connections(u->e));
+		r = -EINVAL;
+		goto close_engine;
+	}
+	r = cdev_open(u);
+	if (r < 0)
+		goto close_engine;
+	u->bufs_len = (size_t)u->nq * u->qd * u->io_max;
+	u->bufs = mmap(NULL, u->bufs_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (u->bufs == MAP_FAILED) {
+		u->bufs = NULL;
+		r = -errno;
+		goto close_engine;
+	}
+	for (nq = 0; nq < u->nq; nq++) {
+		r = q_open(u, nq);
+		if (r < 0) {
+			log_err("ublk: /dev/ublkc%u queue %u: %s", u->info.dev_id, nq,
+				strerror(-r));
+			nq++;
+			goto release;
+		}
+	}
+	/* Both wait until every queue's thread has sent its FETCH_REQs. */
+	if (a->recover)
+		r = CTRL(u, END_USER_RECOVERY, u->info.dev_id, NULL, 0, (uint64_t)getpid());
+	else
+		r = CTRL(u, START_DEV, u->info.dev_id, NULL, 0, (uint64_t)getpid());
+	if (r < 0) {
+		log_err("ublk: /dev/ublkb%u: %s: %s", u->info.dev_id,
+			a->recover ? "END_USER_RECOVERY" : "START_DEV", strerror(-r));
+		goto release;
+	}
+	started = true;
+	if (a->recover)
+		log_info("/dev/ublkb%u: taken over in %lld ms (%u queue(s) of %u, %s)",
+			 u->info.dev_id, (long long)(now_ms() - t0), u->nq, u->qd,
+			 u->user_copy ? "USER_COPY" : "copy mode");
+	else
+		log_info("/dev/ublkb%u: %s:%s export '%s', %llu bytes, %u queue(s) of %u on "
+			 "%u connection(s) over %s, %s", u->info.dev_id, a->no.host,
+			 a->no.port ? a->no.port : "-", a->no.export ? a->no.export : "",
+			 (unsigned long long)nbdc_size(u->e), u->nq, u->qd,
+			 nbdc_connections(u->e), a->no.transport == NBDC_TCP ? "TCP" : "SMC-R",
+			 u->user_copy ? "USER_COPY" : "copy mode");
+	while (!*stop && __atomic_load_n(&u->queues_gone, __ATOMIC_ACQUIRE) < u->nq)
+		poll(NULL, 0, 200);
+	if (*stop) {
+		log_info("/dev/ublkb%u: signal: removing it", u->info.dev_id);
+		r = CTRL(u, STOP_DEV, u->info.dev_id, NULL, 0, 0);
+		if (r < 0)
+			log_warn("ublk: /dev/ublkb%u: STOP_DEV: %s", u->info.dev_id,
+				 strerror(-r));
+	} else {
+		log_info("/dev/ublkb%u was stopped", u->info.dev_id);
+		added = false;		/* by whoever stopped it */
+	}
+	r = 0;
+release:
+	q_release_all(u, nq);
+close_engine:
+	if (u->e) {
+		struct nbdc_stats st;
+		uint64_t req = 0, err = 0;
+
+		nbdc_get_stats(u->e, &st);
+		nbdc_close(u->e);
+		for (i = 0; i < nq; i++) {
+			req += u->q[i].requests;
+			err += u->q[i].errors;
+		}
+		if (started)
+			log_info("ublk: %" PRIu64 " request(s), %" PRIu64 " failed; engine: %"
+				 PRIu64 " reconnect(s), %" PRIu64 " resent", req, err,
+				 st.reconnects, st.resent);
+	}
+	for (i = 0; i < nq; i++)
+		q_free(&u->q[i]);
+	if (u->bufs)
+		munmap(u->bufs, u->bufs_len);
+	if (u->cdev >= 0)
+		close(u->cdev);
+	/* A device we made and did not start, or removed on a signal. */
+	if (added && (!started || *stop))
+		del_dev(u);
+close_ctrl:
+	ctrl_close(u);
+free_u:
+	pthread_cond_destroy(&u->cond);
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+	return r < 0 ? 1 : 0;
+}
+
+int ublk_detach(int dev_id)
+{
+	struct ub u = { .cdev = -1 };
+	uint64_t features;
+	int r = ctrl_open(&u, &features);
+
+	if (r < 0)
+		return r;
+	r = CTRL(&u, STOP_DEV, (uint32_t)dev_id, NULL, 0, 0);
+	if (r == 0 || r == -EINVAL)
+		r = CTRL(&u, DEL_DEV, (uint32_t)dev_id, NULL, 0, 0);
+	ctrl_close(&u);
+	return r;
+}

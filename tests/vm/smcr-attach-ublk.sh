@@ -1,0 +1,144 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# smcr-attach --ublk in the rxe lane (Linux 6.12 guests: ublk_drv): A's
+# /dev/ublkb0 is served by smcr-attach through io_uring, its requests
+# sent over libsmcr's SMC-R (two links) to smcrd in B.  Checked: the
+# device's size, block sizes and discard; the engine's connections are
+# SMC-R; a second smcr-attach on the device says it is busy; mkfs.ext4 with a tree of files, fsck clean and checksums equal
+# after a remount; fio randrw with crc32c verification while the cable of
+# link 1 is out; smcrd killed and restarted under I/O (reconnect and
+# resend, data read back equal); smcr-attach SIGKILLed under fio verify
+# and a new smcr-attach --ublk=0 --recover taking the device over (fio
+# sees no error, the recovery time printed); no I/O error in A's kernel
+# log; a signal removes the device and the last server exits 0 with no
+# failed request.  SMCR_UBLK_COPY_MODE=1: the older copy mode instead of
+# USER_COPY.
+# smcr-timeout: 480
+: "${SMCR_VM_TIMEOUT:=420}"
+. "$(dirname "$0")/lib.sh"
+vm_kernel 6.12
+vm_requires
+requires fio --version
+requires mkfs.ext4 -V
+SMCRD=$abs_top_builddir/server/smcrd
+ATTACH=$abs_top_builddir/client/smcr-attach
+SMCRCTL=$abs_top_builddir/client/smcrctl
+for f in "$SMCRD" "$ATTACH" "$SMCRCTL"; do [ -x "$f" ] || fail "$f not built"; done
+[ -e "/lib/modules/$VM_KVER/kernel/drivers/block/ublk_drv.ko" ] ||
+    [ -e "/lib/modules/$VM_KVER/kernel/drivers/block/ublk_drv.ko.xz" ] ||
+    skip "kernel $VM_KVER has no ublk_drv module"
+envs=
+[ "${SMCR_UBLK_COPY_MODE:-0}" = 1 ] && envs="SMCR_UBLK_NO_USER_COPY=1"
+vm_start_pair
+
+B1=$(vm_ip B 1)
+start_smcrd() {
+    vm_bg B "exec $SMCRD -f -P /tmp/smcrd.pid -p 10809 --smcr-port 10810 -e disk=/tmp/disk.img >>/tmp/smcrd.log 2>&1" >/dev/null
+    vm_run B "for i in \$(seq 300); do [ \$(grep -c 'listening for NBD over SMC-R' /tmp/smcrd.log) -ge $1 ] && exit 0; sleep 0.1; done
+tail -n 20 /tmp/smcrd.log; exit 1" || fail "smcrd did not come up in B"
+}
+# One smcr-attach --ublk=0 (ARGS: more options), its pid in /tmp/attach.pid;
+# waits for the line RE in its log (the N-th).
+start_attach() {
+    local re=$1 n=$2; shift 2
+    vm_bg A "echo \$\$ >/tmp/attach.pid; exec env $envs $ATTACH --ublk=0 -C 2 -D 60 $* $B1:10810 disk 2>>/tmp/attach.log"
+    vm_run A "for i in \$(seq 600); do [ \$(grep -c '$re' /tmp/attach.log) -ge $n ] && exit 0; sleep 0.1; done
+cat /tmp/attach.log; dmesg | grep -i ublk; exit 1" || fail "smcr-attach --ublk $*: no '$re'"
+}
+noerr() {
+    vm_run A "dmesg | grep -c 'I/O error' || true" | grepq -x 0 ||
+        { vm_run A "dmesg | tail -n 30; cat /tmp/attach.log"; fail "$1: I/O errors in A's kernel log"; }
+}
+vm_run B "truncate -s 256M /tmp/disk.img" || fail "disk"
+start_smcrd 1
+
+att=$(start_attach 'connection(s) over SMC-R, ' 1)
+vm_run A "cat /tmp/attach.log"
+vm_run A "grep -q '2 connection(s) (smcr)' /tmp/attach.log" || fail "the engine's connections are not SMC-R"
+vm_run A "$SMCRCTL status smcr-attach | grep -E 'link group|NBD export|^  [01] +up'" ||
+    fail "smcrctl status smcr-attach"
+# Busy: /dev/ublkb0 exists, and its server is alive (one line each, exit 1,
+# before any connection).
+out=$(vm_run A "$ATTACH --ublk=0 $B1:10810 disk 2>&1; echo \"exit \$?\"; $ATTACH --ublk=0 --recover $B1:10810 disk 2>&1; echo \"exit \$?\"")
+echo "$out"
+[ "$(echo "$out" | grep -c '^exit 1$')" = 2 ] || fail "a second smcr-attach on /dev/ublkb0 did not exit 1"
+echo "$out" | grepq 'error: ublk: /dev/ublkb0 is busy: it exists (served;' || fail "no 'busy: it exists' line"
+echo "$out" | grepq 'error: ublk: /dev/ublkb0 is busy: its server (pid [0-9]*) is running' ||
+    fail "--recover of a served device: no 'busy' line"
+out=$(vm_run A 'q=/sys/block/ublkb0/queue
+echo "size $(blockdev --getsize64 /dev/ublkb0) lbs $(cat $q/logical_block_size) pbs $(cat $q/physical_block_size) discard $(cat $q/discard_max_bytes) wz $(cat $q/write_zeroes_max_bytes) cache $(cat $q/write_cache) fua $(cat $q/fua)"') ||
+    fail "/sys/block/ublkb0"
+echo "/dev/ublkb0: $out"
+echo "$out" | grepq '^size 268435456 lbs 512 pbs 4096 discard [1-9][0-9]* wz [1-9][0-9]* cache write back fua 1$' ||
+    fail "/dev/ublkb0's size, block sizes, discard, write-zeroes, cache or FUA are not the export's"
+
+out=$(vm_run -t 200 A "bash $_vm_libdir/ext4-check.sh /dev/ublkb0") ||
+    { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "ext4 over /dev/ublkb0 failed"; }
+echo "$out"
+echo "$out" | grepq "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
+noerr "ext4"
+
+# fio randrw, every block verified, while link 1's cable is out for 4 s.
+fio=$(vm_bg A "fio --name=cable --filename=/dev/ublkb0 --direct=1 --ioengine=libaio \
+    --iodepth=16 --rw=randrw --bs=16k --size=16M --offset=160M --verify=crc32c --verify_fatal=1 \
+    --do_verify=1 --output-format=normal 2>&1")
+sleep 4
+vm_say "cable of link 1 out"
+vm_cable 1 off
+sleep 4
+vm_cable 1 on
+vm_say "cable of link 1 back"
+out=$(vm_wait -t 200 A "$fio") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 30"; fail "fio failed across the cable pull"; }
+echo "$out" | grep -E 'err=|READ:|WRITE:' | sed 's/^/  fio: /'
+echo "$out" | grepq 'err= 0' || fail "fio reports errors"
+noerr "cable pull"
+
+# smcrd dies under I/O and comes back: the engine reconnects, resends.
+io=$(vm_bg A 'set -e; head -c 16M /dev/urandom >/tmp/src; t0=$(date +%s%N)
+for i in $(seq 16); do
+    dd if=/tmp/src of=/dev/ublkb0 bs=1M count=1 skip=$((i - 1)) seek=$((191 + i)) oflag=direct status=none; done
+dd if=/dev/ublkb0 of=/tmp/back bs=1M skip=192 count=16 iflag=direct status=none
+cmp /tmp/back /tmp/src && echo "I/O across the smcrd restart: 16 MiB written, read back equal ($((($(date +%s%N) - t0) / 1000000)) ms)"')
+sleep 2
+vm_run B 'kill -KILL $(cat /tmp/smcrd.pid)' >/dev/null
+sleep 2
+start_smcrd 2
+out=$(vm_wait -t 200 A "$io") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 20"; vm_run B "tail -n 30 /tmp/smcrd.log"; fail "I/O failed across the smcrd restart"; }
+echo "$out"
+noerr "smcrd restart"
+
+# smcr-attach dies (SIGKILL) under fio verify; /dev/ublkb0 stays, its
+# requests wait; a new smcr-attach takes it over and fio goes on.
+# fio writes for 20 s and reads back every block it wrote as it goes
+# (verify_backlog), so I/O is in flight when the server dies.
+fio=$(vm_bg A "fio --name=recover --filename=/dev/ublkb0 --direct=1 --ioengine=libaio \
+    --iodepth=16 --rw=randwrite --bs=16k --size=16M --offset=128M --verify=crc32c --verify_fatal=1 \
+    --verify_backlog=32 --time_based --runtime=20 --output-format=normal 2>&1")
+sleep 4
+# The new one starts as soon as the old one is gone, in the same guest
+# command (no round trip of the lane in the figure).
+out=$(vm_run -t 120 A "pid=\$(cat /tmp/attach.pid); t0=\$(date +%s%N); kill -KILL \$pid
+while [ -d /proc/\$pid ]; do sleep 0.02; done; t1=\$(date +%s%N)
+[ -b /dev/ublkb0 ] || { echo 'FAIL: /dev/ublkb0 went with its server'; exit 1; }
+setsid bash -c 'env $envs $ATTACH --ublk=0 --recover -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/attach.pid; wait \$!; echo \"exit \$?\" >/tmp/attach.exit' </dev/null >/dev/null 2>&1 &
+for i in \$(seq 1200); do grep -q 'taken over' /tmp/attach.log && break; sleep 0.02; done
+t2=\$(date +%s%N)
+grep -q 'taken over' /tmp/attach.log || { echo 'FAIL: not taken over'; tail -n 20 /tmp/attach.log; exit 1; }
+echo \"smcr-attach (pid \$pid) SIGKILLed: gone after \$(((t1 - t0) / 1000000)) ms, /dev/ublkb0 stayed; the new one took it over \$(((t2 - t1) / 1000000)) ms later (\$(((t2 - t0) / 1000000)) ms after the kill)\"
+grep \"smcr-attach\\[\$(cat /tmp/attach.pid)\\]\" /tmp/attach.log") || { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "SIGKILL and --recover of smcr-attach"; }
+echo "$out"
+vm_wait -t 10 A "$att" >/dev/null || true
+out=$(vm_wait -t 200 A "$fio") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 30"; fail "fio failed across the SIGKILL and recovery"; }
+echo "$out" | grep -E 'err=|READ:|WRITE:|^ +clat \(|^ +lat \(' | sed 's/^/  fio: /'
+echo "$out" | grepq 'err= 0' || fail "fio reports errors across the recovery"
+noerr "SIGKILL and recovery"
+
+vm_run A 'kill -TERM $(cat /tmp/attach.pid); for i in $(seq 600); do [ -s /tmp/attach.exit ] && break; sleep 0.1; done
+grep -qx "exit 0" /tmp/attach.exit' || { vm_run A "cat /tmp/attach.exit /tmp/attach.log"; fail "smcr-attach did not exit 0 after SIGTERM"; }
+vm_run A '[ ! -e /dev/ublkb0 ]' || fail "/dev/ublkb0 is still there after SIGTERM"
+line=$(vm_run A "grep 'ublk: [0-9]* request' /tmp/attach.log | tail -n 1") || fail "no summary"
+echo "$line"
+echo "$line" | grepq ' 0 failed;' || fail "requests failed"
+echo "$line" | grepq 'ublk: [1-9][0-9]* request' || fail "the recovering smcr-attach served no request: fio was not running across the SIGKILL"
+vm_stop
+echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, ext4, fio verify across a cable pull, an smcrd restart and a SIGKILL + --recover of smcr-attach, removed on SIGTERM"
