@@ -139,7 +139,7 @@ hold_handshakes() {
 ctl_flood() {
     local out
     out=$(python3 - "$1" "$2" <<'PY'
-import socket, sys, time
+import socket, struct, sys, time
 path, n = sys.argv[1], int(sys.argv[2])
 socks = []
 for _ in range(n):
@@ -148,8 +148,12 @@ for _ in range(n):
     socks.append(s)
 t0 = time.monotonic()
 s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
+# A blocking connect waits (up to SO_SNDTIMEO) for room in the listen
+# backlog, where the silent ones may still sit on a busy machine; with a
+# Python timeout it would fail at once with EAGAIN.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 10, 0))
 s.connect(path)
+s.settimeout(10)
 s.sendall(b"help\n")
 out = b""
 try:

@@ -5,7 +5,7 @@
 # answer the next good command each time.  15 silent clients (connected, sending nothing) and one that never reads its
 # answer do not hold up a real command (one at a time: 30 s); 20 silent
 # ones (a full table of 16 and more) hold it for their 2 s at most.
-# smcr-timeout: 150
+# smcr-timeout: 300
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
