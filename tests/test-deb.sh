@@ -25,7 +25,7 @@
     skip "a package build takes minutes: make check TESTS=test-deb.sh SMCR_DEB_TEST=1"
 requires dpkg-buildpackage --version
 requires dpkg-deb --version
-requires dh_autoreconf --version
+requires command -v dh_autoreconf
 requires readelf --version
 [ -f "$abs_top_srcdir/debian/control" ] || fail "no debian/control in $abs_top_srcdir"
 
