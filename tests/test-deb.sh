@@ -31,7 +31,10 @@ requires readelf --version
 
 d=$(scratch_dir)
 src=$d/build/smcrbd
-env -u MAKEFLAGS -u MFLAGS make -s -C "$abs_top_builddir" distdir distdir="$src" \
+mkdir -p "$d/build"
+# (automake's distdir is relative: its subdirectories prefix ../)
+rel=$(realpath --relative-to="$abs_top_builddir" "$src")
+env -u MAKEFLAGS -u MFLAGS make -s -C "$abs_top_builddir" distdir distdir="$rel" \
     >"$d/distdir.log" 2>&1 || { tail -n 30 "$d/distdir.log"; fail "make distdir"; }
 [ -x "$src/debian/rules" ] || fail "debian/ is not in the distribution (EXTRA_DIST)"
 cd "$src" || fail "cd $src"
