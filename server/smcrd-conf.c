@@ -50,6 +50,7 @@ void config_defaults(struct smcrd_config *cfg)
 	cfg->max_mem_per_address = UINT64_MAX;
 	cfg->fixed_buffers = true;
 	cfg->tls_verify_peer = -1;
+	cfg->log_level = -1;
 }
 
 void config_free(struct smcrd_config *cfg)
@@ -551,6 +552,18 @@ static int parse_syn_option(const char *s)
 static const char *const tls_names[] = { "off", "on", "require", NULL };
 static const char *const verify_names[] = { "off", "on", NULL };
 static const char *const syn_names[] = { "auto", "bpf", "off", NULL };
+/* In the order of enum smcr_log_level. */
+static const char *const log_level_names[] = { "error", "warning", "info", "debug", NULL };
+
+static int parse_log_level(const char *s)
+{
+	int i;
+
+	for (i = 0; log_level_names[i]; i++)
+		if (!strcmp(s, log_level_names[i]))
+			return i;
+	return -EINVAL;
+}
 
 /* name (the config key), long option if not name, short option, type,
  * min, max, the field of struct smcrd_config it lands in. */
@@ -591,6 +604,8 @@ const struct cfg_setting smcrd_settings[] = {
 	SET("ctl-group", NULL, 0, CFG_STR, 0, 0, ctl_group),
 	SET("pidfile", NULL, 'P', CFG_PATH, 0, 0, pidfile),
 	SET("log-file", NULL, 'L', CFG_PATH, 0, 0, log_file),
+	ENUM("log-level", log_level, parse_log_level, "not error, warning, info or debug",
+	     log_level_names),
 	{ .name = NULL },
 };
 

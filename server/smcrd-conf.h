@@ -74,6 +74,8 @@ struct smcrd_config {
 	uint64_t rmbe_size;		/* SMC-R receive buffer per connection; 0: libsmcr's */
 	bool foreground;
 	bool verbose;
+	int log_level;			/* enum smcr_log_level; -1: libsmcr's
+					 * (info, debug with SMCR_DEBUG) */
 	char *pidfile;
 	char *log_file;
 	char *config_file;		/* absolute */

@@ -100,6 +100,35 @@ void log_table(const struct export_table *t, const char *config)
 			 "reload (SIGHUP)", config ? config : "a config file (--config)");
 }
 
+/* SIGHUP: the config file's log-level again, unless the command line set
+ * one (-v, --log-level): a level changes at run time.  A key removed from
+ * the file leaves the level in force. */
+static void reload_log_level(struct server *s)
+{
+	const struct cfg_setting *st = config_setting("log-level");
+	struct export_list file = { NULL, 0 };
+	struct smcrd_config c;
+	char err[512];
+
+	if (s->cfg.verbose || (s->cfg.set_mask & config_set_bit(st)))
+		return;
+	config_defaults(&c);
+	if (config_load_file(s->cfg.config_file, &c, true, &file, err, sizeof(err)) == 0 &&
+	    c.log_level >= 0 && c.log_level != s->cfg.log_level) {
+		/* Said at the more verbose of the two levels. */
+		bool up = c.log_level > s->cfg.log_level;
+
+		if (!up)
+			log_info("SIGHUP: log-level %s", st->names[c.log_level]);
+		s->cfg.log_level = c.log_level;
+		smcr_log_set_level((enum smcr_log_level)c.log_level);
+		if (up)
+			log_info("SIGHUP: log-level %s", st->names[c.log_level]);
+	}
+	export_list_free(&file);
+	config_free(&c);
+}
+
 void reload(struct server *s)
 {
 	struct export_table *t, *old;
@@ -109,6 +138,7 @@ void reload(struct server *s)
 		return;
 	}
 	log_info("SIGHUP: reloading exports from %s", s->cfg.config_file);
+	reload_log_level(s);
 	if (build_table(s, false, &t) < 0) {
 		log_err("reload failed: keeping the current exports");
 		return;

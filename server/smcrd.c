@@ -103,7 +103,9 @@ static void usage(FILE *f)
 "                             ca-cert.pem (default: on when DIR has one)\n"
 "      --ctl-group GROUP    members of GROUP may inject faults and run commands\n"
 "                             on the control socket (smcrctl), as root may\n"
-"  -v, --verbose            debug logging\n"
+"      --log-level LEVEL    error, warning, info (default) or debug; the\n"
+"                             config file's is applied again on SIGHUP\n"
+"  -v, --verbose            debug logging (--log-level debug)\n"
 "  -h, --help               this text\n"
 "  -V, --version            version\n"
 "\n"
@@ -560,6 +562,9 @@ int main(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out_config;
 	}
+	/* --log-level, else the config file's (-v wins over both). */
+	if (!s.cfg.verbose && s.cfg.log_level >= 0)
+		smcr_log_set_level((enum smcr_log_level)s.cfg.log_level);
 	s.ctl_gid = (gid_t)-1;
 	if (s.cfg.ctl_group && resolve_group(s.cfg.ctl_group, &s.ctl_gid) < 0) {
 		log_err("ctl-group %s: no such group", s.cfg.ctl_group);

@@ -25,13 +25,16 @@
     skip "a package build takes minutes: make check TESTS=test-deb.sh SMCR_DEB_TEST=1"
 requires dpkg-buildpackage --version
 requires dpkg-deb --version
-requires dh_autoreconf --version
+requires command -v dh_autoreconf
 requires readelf --version
 [ -f "$abs_top_srcdir/debian/control" ] || fail "no debian/control in $abs_top_srcdir"
 
 d=$(scratch_dir)
 src=$d/build/smcrbd
-env -u MAKEFLAGS -u MFLAGS make -s -C "$abs_top_builddir" distdir distdir="$src" \
+mkdir -p "$d/build"
+# (automake's distdir is relative: its subdirectories prefix ../)
+rel=$(realpath --relative-to="$abs_top_builddir" "$src")
+env -u MAKEFLAGS -u MFLAGS make -s -C "$abs_top_builddir" distdir distdir="$rel" \
     >"$d/distdir.log" 2>&1 || { tail -n 30 "$d/distdir.log"; fail "make distdir"; }
 [ -x "$src/debian/rules" ] || fail "debian/ is not in the distribution (EXTRA_DIST)"
 cd "$src" || fail "cd $src"

@@ -28,8 +28,10 @@ make_random "$d/src" 4
 # --- socket activation ---------------------------------------------------------
 PORT=$(free_port)
 log=$d/activated.log
-# (it passes no environment but what -E names: the build tree's libsmcr)
-systemd-socket-activate -l "127.0.0.1:$PORT" ${LD_LIBRARY_PATH:+-E LD_LIBRARY_PATH} \
+# (it passes on only the environment named with -E: smcrd's libsmcr path)
+env_args=()
+[ -n "${LD_LIBRARY_PATH:-}" ] && env_args=(-E LD_LIBRARY_PATH)
+systemd-socket-activate -l "127.0.0.1:$PORT" "${env_args[@]}" \
     "$SMCRD" -f --export "disk=$d/disk.img" >"$log" 2>&1 &
 act_pid=$!
 cleanup_fn "kill -KILL $act_pid 2>/dev/null"
