@@ -977,8 +977,9 @@ close_engine:
 		munmap(u->bufs, u->bufs_len);
 	if (u->cdev >= 0)
 		close(u->cdev);
-	/* A device we made and did not start, or removed on a signal. */
-	if (added && (!started || *stop))
+	/* A device we made and did not start, or one we served (made or
+	 * taken over) and stopped on a signal. */
+	if ((added && !started) || (started && *stop))
 		del_dev(u);
 close_ctrl:
 	ctrl_close(u);

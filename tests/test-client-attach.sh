@@ -8,7 +8,8 @@
 #     a READ past the end fails, NBD_CMD_DISC ends it (exit 0);
 #  2. smcrd killed (SIGKILL) under load and restarted on the same ports:
 #     no request fails, the engine reconnects and resends, data equal;
-#  3. usage: --exec without --forward, a bad --buffer-size (exit 2).
+#  3. usage: --exec without --forward, a bad --buffer-size, --recover
+#     without --ublk=N, a bad --ublk=N, --ublk with -F or a device (exit 2).
 # smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
@@ -65,5 +66,13 @@ rc=0; "$ATTACH" -E true "127.0.0.1:$SPORT" disk 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "--exec without --forward: exit $rc, want 2"
 rc=0; "$ATTACH" -F -B 12Q -E true "127.0.0.1:$SPORT" disk 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "bad --buffer-size: exit $rc, want 2"
+rc=0; "$ATTACH" --recover "127.0.0.1:$SPORT" disk 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "--recover without --ublk=N: exit $rc, want 2"
+rc=0; "$ATTACH" --ublk=x "127.0.0.1:$SPORT" disk 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "--ublk=x: exit $rc, want 2"
+rc=0; "$ATTACH" --ublk -F "127.0.0.1:$SPORT" disk 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "--ublk with -F: exit $rc, want 2"
+rc=0; "$ATTACH" --ublk "127.0.0.1:$SPORT" disk /dev/nbd0 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "--ublk with a device argument: exit $rc, want 2"
 stop_smcrd
 echo "PASS: smcr-attach --forward: 2 socket pairs, every byte checked, smcrd restart survived ($rec reconnects)"
