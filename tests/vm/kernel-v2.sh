@@ -45,7 +45,9 @@
 # SMCR_KV2_FO_CONNS (default 8), SMCR_KV2_PARTS (default "ab c d e"; "d"
 # alone 24-33 s with the boot), SMCR_KV2_LLCCAP=1: dumpcap of the RoCE
 # SENDs (LLC, CDC) and SMCR_DEBUG=3 for libsmcr in (c)/(d) (the capture
-# stays in the kernel guest's share).
+# stays in the kernel guest's share); SMCR_KV2_KLOG=1: both guests' dmesg
+# (with a mark and the guest's clock before each cut) and the kernel's
+# trace in fo-ID-dmesg.txt, fo-ID-trace.txt of their shares.
 # About 2 minutes under TCG on a quiet host (28 Nov: 97 s with parts
 # "ab c e", 108-112 s in three runs with "ab c d e"), 4.5 minutes on a busy
 # one; 2.5 minutes more when the module is built.
@@ -214,6 +216,11 @@ fo_cycle() {
     local what=$1 cut=$2 heal=$3 fa foa aa t0 t1 t2
     until_ok 60 "[ \$(tf $T 8) = 2 ]" || fo_fail "$what: not two links before the cut ($(tail -n 1 $T))"
     fa=$(tf $T 6) foa=$(tf $T 5) aa=$(tf $T 7)
+    # SMCR_KV2_KLOG=1: a mark with the guest's clock in both kernels' logs
+    # just before the cut (dmesg and the trace are saved after the part)
+    [ "${SMCR_KV2_KLOG:-0}" = 1 ] &&
+        vm_run A 'echo "smcrbd: cut at $(date +%s.%N)" >/dev/kmsg' >/dev/null &&
+        vm_run B 'echo "smcrbd: cut at $(date +%s.%N)" >/dev/kmsg' >/dev/null
     t0=$(date +%s%N)
     eval "$cut" >/dev/null || fo_fail "$what: '$cut' failed"
     # the link fails here, or the kernel saw it first and deleted it
@@ -285,6 +292,11 @@ fo() {
     fb=$( (echo "$cout"; echo "$sout") | grep '^stats [a-z]*: fallback reason' | sed 's/^stats [a-z]*: //')
     [ -z "$fb" ] || fo_summary+=("$name: TCP fallbacks: $(echo "$fb" | tr '\n' ';')")
     echo "$fb" | grep -v '^$' | grepq -v '0x09990003' && fail "$name: a fallback other than the kernel's 0x09990003: $fb"
+    if [ "${SMCR_KV2_KLOG:-0}" = 1 ]; then
+        vm_run -t 30 A 'dmesg' >"$(vm_share A)/fo-$id-dmesg.txt" 2>&1
+        vm_run -t 30 B 'dmesg' >"$(vm_share B)/fo-$id-dmesg.txt" 2>&1
+        vm_run -t 30 "$kern" 'cat /sys/kernel/tracing/trace' >"$(vm_share "$kern")/fo-$id-trace.txt" 2>&1
+    fi
     kt=$(vm_run "$kern" 'cat /sys/kernel/tracing/trace' 2>/dev/null | grep -o 'location=[^ ]*' |
         sed 's/^location=//; s/+0x.*//' | sort | uniq -c | tr -s ' \n' ' ')
     fo_summary+=("$name: the kernel's link downs (smcr_link_down) by caller:${kt:- none}")

@@ -73,7 +73,8 @@
 #   SMCR_VM_QEMU_ARGS  extra qemu arguments (word-split)
 #   SMCR_VM_RXE      "smc": the guests load rdma_rxe.ko built with
 #                    rxe-smc-fixes.patch (kmod-build.sh; what the kernel's
-#                    AF_SMC needs) instead of the stock module (default)
+#                    AF_SMC needs) instead of the stock module (default);
+#                    on 6.12 the stock module (it has both fixes)
 #   SMCR_VM_NBD      "smc": the guests load nbd.ko built with nbd-smc.patch
 #                    (kmod-build.sh; takes AF_SMC sockets) at boot instead
 #                    of the stock module (default: not loaded at boot)

@@ -1,0 +1,10 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# kernel-interop.sh with both guests on Debian's 6.12 kernel (SMCR_VM_KERNEL=6.12,
+# package linux-image-6.12-amd64; skips with the reason when it is not
+# installed); its logs in vm/kernel-interop-6.12.d.  tests/vm/README.md says which
+# lane tests run on which kernel.
+# smcr-timeout: 480 (kernel-interop.sh: 240; 6.12 guests boot slower; kernel-interop took 232 s on a host at load 10)
+: "${abs_builddir:=$abs_top_builddir/tests}"
+export SMCR_VM_KERNEL=6.12 SMCR_VM_WORKDIR=${SMCR_VM_WORKDIR:-$abs_builddir/vm/kernel-interop-6.12.d}
+exec bash "$(dirname "$0")/kernel-interop.sh" "$@"

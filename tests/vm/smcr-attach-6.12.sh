@@ -1,0 +1,10 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# smcr-attach.sh with both guests on Debian's 6.12 kernel (SMCR_VM_KERNEL=6.12,
+# package linux-image-6.12-amd64; skips with the reason when it is not
+# installed); its logs in vm/smcr-attach-6.12.d.  tests/vm/README.md says which
+# lane tests run on which kernel.
+# smcr-timeout: 720 (smcr-attach.sh: 480; 6.12 builds nbd.ko, 70-130 s, and its guests boot slower)
+: "${abs_builddir:=$abs_top_builddir/tests}"
+export SMCR_VM_KERNEL=6.12 SMCR_VM_WORKDIR=${SMCR_VM_WORKDIR:-$abs_builddir/vm/smcr-attach-6.12.d}
+exec bash "$(dirname "$0")/smcr-attach.sh" "$@"
