@@ -2,15 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # kernel-v2.sh with both guests on Debian's 6.12 kernel (SMCR_VM_KERNEL=6.12,
 # package linux-image-6.12-amd64; skips with the reason when it is not
-# installed); its logs in vm/kernel-v2-6.12.d.  tests/vm/README.md says which
+# installed; only with SMCR_VM_612=1); its logs in vm/kernel-v2-6.12.d.  tests/vm/README.md says which
 # lane tests run on which kernel.
 # smcr-timeout: 1200
-# Only with SMCR_VM_612=1 (tests/vm/README.md, "Which kernel"): 6.12's
-# stock rdma_rxe double-faults now and then in these guests.
-[ "${SMCR_VM_612:-0}" = 1 ] || {
-    echo "SKIP: $(basename "$0"): the 6.12 lane runs with SMCR_VM_612=1 (6.12's rdma_rxe panics now and then under TCG: tests/vm/README.md)"
-    exit 77
-}
-: "${abs_builddir:=$abs_top_builddir/tests}"
-export SMCR_VM_KERNEL=6.12 SMCR_VM_WORKDIR=${SMCR_VM_WORKDIR:-$abs_builddir/vm/kernel-v2-6.12.d}
-exec bash "$(dirname "$0")/kernel-v2.sh" "$@"
+exec bash "$(dirname "$0")/on-6.12.sh" kernel-v2 "$@"

@@ -1,0 +1,16 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The body of the NAME-6.12.sh wrappers: on-6.12.sh NAME [ARGS...] runs
+# vm/NAME.sh with both guests on Debian's 6.12 kernel (SMCR_VM_KERNEL=6.12,
+# package linux-image-6.12-amd64; NAME.sh skips with the reason when it is
+# not installed), its logs in vm/NAME-6.12.d.  Only with SMCR_VM_612=1
+# (tests/vm/README.md, "Two kernels"): 6.12's stock rdma_rxe panics now
+# and then in these guests.  Not a test itself.
+name=$1; shift
+[ "${SMCR_VM_612:-0}" = 1 ] || {
+    echo "SKIP: $name-6.12.sh: the 6.12 lane runs with SMCR_VM_612=1 (6.12's rdma_rxe panics now and then under TCG: tests/vm/README.md)"
+    exit 77
+}
+: "${abs_builddir:=$abs_top_builddir/tests}"
+export SMCR_VM_KERNEL=6.12 SMCR_VM_WORKDIR=${SMCR_VM_WORKDIR:-$abs_builddir/vm/$name-6.12.d}
+exec bash "$(dirname "$0")/$name.sh" "$@"
