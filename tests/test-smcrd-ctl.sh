@@ -46,7 +46,7 @@ for line in '\n' '\r\n' '   \n' '\r\r \n' '' ' ' '\r'; do
     alive "blank line '$line'"
 done
 # The settings as in effect (smcrd_settings[]): given and defaults.
-send 'status\n' | grepq "^settings: listen 127.0.0.1, port $PORT, .*queue-depth 128, .*fixed-buffers yes, .*max-handshakes-per-address auto, .*log-file -$" ||
+send 'status\n' | grepq "^settings: listen 127.0.0.1, port $PORT, .*queue-depth 128, .*fixed-buffers yes, .*max-handshakes-per-address auto, .*log-file -, log-level auto$" ||
     fail "status: no settings line"
 send 'status-json\n' | grepq '"settings": *{ *"listen": *"127\.0\.0\.1", *"port": *"'"$PORT"'", *"unix": *"-", *"smcr-port": *"-", *"queue-depth": *128,.*"direct": *false,' ||
     fail "status-json: no settings"
