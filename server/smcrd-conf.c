@@ -197,12 +197,18 @@ bool acl_match(const struct acl_entry *v, unsigned n, const struct sockaddr *sa)
 {
 	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	const uint8_t *a4 = NULL, *a6 = NULL;
+	uint8_t mapped[16];
 	unsigned i;
 
 	if (n == 0)
 		return true;
+	/* Both forms of an IPv4 peer: as itself, for IPv4 entries, and
+	 * IPv4-mapped (::ffff:a.b.c.d), for IPv6 entries written so. */
 	if (sa->sa_family == AF_INET) {
 		a4 = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+		memcpy(mapped, v4mapped, sizeof(v4mapped));
+		memcpy(mapped + 12, a4, 4);
+		a6 = mapped;
 	} else if (sa->sa_family == AF_INET6) {
 		a6 = (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
 		if (!memcmp(a6, v4mapped, sizeof(v4mapped)))

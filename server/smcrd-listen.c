@@ -221,7 +221,7 @@ close_fds:
 	return r;
 }
 
-/* Listens on the Unix socket path (mode 0666 less the umask).  A stale
+/* Listens on the Unix socket path (mode 0777 less the umask: bind(2)).  A stale
  * socket there is replaced; a live one (it accepts) or anything else is an
  * error. */
 int listen_unix(struct server *s, const char *path)

@@ -3,7 +3,7 @@
 # NBD on a Unix socket:
 #  - smcrd -U PATH (no -l/-p): nbdinfo over nbd+unix:// sees the export,
 #    nbdcopy 4 MiB in and out equal, and smcrd listens on no TCP port;
-#    SIGTERM removes the socket;
+#    SIGTERM removes the socket; its mode is 0777 less the umask;
 #  - a stale socket at PATH is replaced; a live one (another smcrd) and a
 #    regular file there are refused (exit 1, with the reason);
 #  - socket activation over AF_UNIX: libnbd's systemd activation starts
@@ -38,8 +38,14 @@ stop_unix() {
 unix_served() { nbdinfo --size "$uuri" >/dev/null 2>&1; }
 
 # --- -U PATH alone ----------------------------------------------------------------
+um=$(umask)
+umask 027
 start_unix "$d/u.log" -U "$sock" -e "disk=$d/disk.img"
+umask "$um"
 wait_for 15 unix_served
+# The socket's mode: 0777 less the umask (smcrd(8)).
+mode=$(stat -c %a "$sock")
+[ "$mode" = 750 ] || fail "socket mode $mode under umask 027 (smcrd(8): 0777 less the umask)"
 [ "$(nbdinfo --size "$uuri")" = 8388608 ] || fail "nbdinfo: wrong size over the Unix socket"
 nbdcopy "$d/src" "$uuri" || fail "nbdcopy in"
 nbdcopy "$uuri" "$d/back" || fail "nbdcopy out"

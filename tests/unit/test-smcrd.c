@@ -1355,6 +1355,22 @@ static void test_acl(void)
 	CU_ASSERT_EQUAL(acl_parse("*", &v[0]), 0);
 	CU_ASSERT(acl_match(v, 1, (struct sockaddr *)&a6));
 	CU_ASSERT_EQUAL(acl_parse("nonsense", &v[0]), -EINVAL);
+	/* An IPv4-mapped entry matches the IPv4 peer in either form. */
+	CU_ASSERT_EQUAL(acl_parse("::ffff:127.0.0.1", &v[0]), 0);
+	inet_pton(AF_INET, "127.0.0.1", &a4.sin_addr);
+	CU_ASSERT(acl_match(v, 1, (struct sockaddr *)&a4));
+	inet_pton(AF_INET6, "::ffff:127.0.0.1", &a6.sin6_addr);
+	CU_ASSERT(acl_match(v, 1, (struct sockaddr *)&a6));
+	inet_pton(AF_INET, "127.0.0.2", &a4.sin_addr);
+	CU_ASSERT(!acl_match(v, 1, (struct sockaddr *)&a4));
+	CU_ASSERT_EQUAL(acl_parse("::ffff:10.0.0.0/104", &v[0]), 0);
+	inet_pton(AF_INET, "10.9.8.7", &a4.sin_addr);
+	CU_ASSERT(acl_match(v, 1, (struct sockaddr *)&a4));
+	inet_pton(AF_INET, "11.0.0.1", &a4.sin_addr);
+	CU_ASSERT(!acl_match(v, 1, (struct sockaddr *)&a4));
+	/* And an IPv4 entry the mapped peer (as before). */
+	CU_ASSERT_EQUAL(acl_parse("127.0.0.1", &v[0]), 0);
+	CU_ASSERT(acl_match(v, 1, (struct sockaddr *)&a6));
 }
 
 static void test_sizes(void)
