@@ -335,11 +335,12 @@ void smcr_conn_link_gone(struct smcr_conn *conn, const struct smcr_link *link)
 	}
 }
 
+static int flush_post(struct smcr_conn *conn, bool data);
+
 int smcr_conn_flush(struct smcr_conn *conn)
 {
 	struct smcr_link *link;
 	bool data;
-	unsigned int n;
 	int ret;
 
 	if (conn->abort_sent || conn->peer_aborted || conn->error)
@@ -378,6 +379,19 @@ int smcr_conn_flush(struct smcr_conn *conn)
 		conn->cdc_due = true;
 		return -EAGAIN;
 	}
+	/* The validation, the writes and the CDC: one doorbell. */
+	smcr_link_post_begin(link);
+	ret = flush_post(conn, data);
+	smcr_link_post_end(link);
+	return ret;
+}
+
+/* smcr_conn_flush's posts, in a batch on conn->link. */
+static int flush_post(struct smcr_conn *conn, bool data)
+{
+	unsigned int n;
+	int ret;
+
 	if (conn->fo_pending) {
 		ret = fo_post(conn);
 		if (ret)

@@ -587,7 +587,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 			gid_str(ll->local.gid, lg, sizeof(lg));
 			gid_str(ll->peer.gid, pg, sizeof(pg));
 			off = json ? strbuf_out(buf, len, off,
-					 "%s{\"id\":%u,\"state\":\"%s\",\"device\":\"%s\",\"local_gid\":\"%s\",\"peer_gid\":\"%s\",\"qpn\":%u,\"peer_qpn\":%u,\"asym\":%s,\"connections\":%u,\"writes\":%llu,\"sends\":%llu,\"recvs\":%llu}",
+					 "%s{\"id\":%u,\"state\":\"%s\",\"device\":\"%s\",\"local_gid\":\"%s\",\"peer_gid\":\"%s\",\"qpn\":%u,\"peer_qpn\":%u,\"asym\":%s,\"connections\":%u,\"writes\":%llu,\"sends\":%llu,\"recvs\":%llu,\"doorbells\":%llu}",
 					 nl++ ? "," : "", ll->link->link_id,
 					 link_state_str(ll->link->state),
 					 ll->link->dev ? ll->link->dev->name : "-", lg, pg,
@@ -595,16 +595,18 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 					 ll->link->nconns,
 					 (unsigned long long)ll->link->writes,
 					 (unsigned long long)ll->link->sends,
-					 (unsigned long long)ll->link->recvs) :
+					 (unsigned long long)ll->link->recvs,
+					 (unsigned long long)ll->link->doorbells) :
 				     strbuf_out(buf, len, off,
-					 "  link %u %-8s %s %s -> %s qpn %u -> %u%s, %u conn(s), %llu writes, %llu sends, %llu recvs\n",
+					 "  link %u %-8s %s %s -> %s qpn %u -> %u%s, %u conn(s), %llu writes, %llu sends, %llu recvs, %llu doorbells\n",
 					 ll->link->link_id, link_state_str(ll->link->state),
 					 ll->link->dev ? ll->link->dev->name : "-", lg, pg,
 					 ll->local.qpn, ll->peer.qpn, ll->asym ? " (asym)" : "",
 					 ll->link->nconns,
 					 (unsigned long long)ll->link->writes,
 					 (unsigned long long)ll->link->sends,
-					 (unsigned long long)ll->link->recvs);
+					 (unsigned long long)ll->link->recvs,
+					 (unsigned long long)ll->link->doorbells);
 		}
 		rmbes = rmbs = sndbufs = sndbuf_rmbs = 0;
 		pool_usage(&lgr->rmbs, &rmbes, &rmbs);

@@ -547,7 +547,8 @@ int smcr_dev_list_ports_of(struct smcr_devs *devs, const char *name,
 int smcr_qp_create(struct smcr_port_ref *ref, struct smcr_pd *pd,
 		   struct ibv_cq *send_cq,
 		   struct ibv_cq *recv_cq, uint32_t max_send_wr,
-		   uint32_t max_recv_wr, struct ibv_qp **qpp)
+		   uint32_t max_recv_wr, struct ibv_qp **qpp,
+		   uint32_t *max_inline)
 {
 	struct ibv_qp_init_attr attr = {
 		.send_cq = send_cq,
@@ -577,6 +578,9 @@ int smcr_qp_create(struct smcr_port_ref *ref, struct smcr_pd *pd,
 			 strerror(-ret));
 		return ret;
 	}
+	/* ibv_create_qp() wrote back what the QP really has. */
+	if (max_inline)
+		*max_inline = attr.cap.max_inline_data;
 	*qpp = qp;
 	return 0;
 }

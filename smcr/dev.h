@@ -144,11 +144,14 @@ int smcr_port_other_gid(const struct smcr_port_ref *ref, const uint8_t *avoid,
 /* Refresh ref->up and ref->mtu from the port's current attributes. */
 int smcr_port_refresh(struct smcr_port_ref *ref);
 
-/* An RC QP in pd (on ref's device) with the given CQs and queue sizes. */
+/* An RC QP in pd (on ref's device) with the given CQs and queue sizes,
+ * asking 64 bytes of inline data (0 where the device refuses that);
+ * *max_inline (if not NULL) is what the QP got. */
 int smcr_qp_create(struct smcr_port_ref *ref, struct smcr_pd *pd,
 		   struct ibv_cq *send_cq,
 		   struct ibv_cq *recv_cq, uint32_t max_send_wr,
-		   uint32_t max_recv_wr, struct ibv_qp **qpp);
+		   uint32_t max_recv_wr, struct ibv_qp **qpp,
+		   uint32_t *max_inline);
 
 /* RESET -> INIT, allowing remote writes into our memory. */
 int smcr_qp_to_init(struct ibv_qp *qp, const struct smcr_port_ref *ref);

@@ -797,9 +797,9 @@ static struct smcr_lgr *link_lgr(struct smcr_link *link)
 	return link->handler_arg;
 }
 
-/* Lets the link's connections post what waits.  One that cannot (send
- * queue or the link's unconfirmed bytes at their limit) goes first next
- * time; the others still get to send their CDCs. */
+/* Lets the link's connections post what waits (behind one doorbell).
+ * One that cannot (send queue or the link's unconfirmed bytes at their
+ * limit) goes first next time; the others still get to send their CDCs. */
 void smcr_lgr_kick(struct smcr_lgr *lgr, struct smcr_link *link)
 {
 	unsigned int i, n = lgr->conns_end, start, first_busy = n;
@@ -807,6 +807,7 @@ void smcr_lgr_kick(struct smcr_lgr *lgr, struct smcr_link *link)
 	if (!n)
 		return;
 	start = lgr->kick_next < n ? lgr->kick_next : 0;
+	smcr_link_post_begin(link);
 	for (i = 0; i < n; i++) {
 		unsigned int k = (start + i) % n;
 		struct smcr_conn *conn = lgr->conns[k];
@@ -815,6 +816,7 @@ void smcr_lgr_kick(struct smcr_lgr *lgr, struct smcr_link *link)
 		    smcr_conn_flush(conn) == -EAGAIN && first_busy == n)
 			first_busy = k;
 	}
+	smcr_link_post_end(link);
 	if (first_busy < n)
 		lgr->kick_next = first_busy;
 }

@@ -88,6 +88,16 @@ struct smcr_link_ops {
 			  bool want_send);
 	void (*wait_end)(struct smcr_link_waiter *w);
 	void (*want_send_done)(struct smcr_link *link);
+	/* Optional: one doorbell for several work requests.  Between
+	 * post_begin and the matching post_end (pairs nest; only the
+	 * outermost end counts), what post_write, post_send and
+	 * post_send_long accept waits, in order, and post_end hands it to
+	 * the device as one chain (verbs: one ibv_post_send).  Accepted is
+	 * posted: should the device refuse the chain, the link goes down
+	 * later, from the owner's polling (never inside post_end), and
+	 * what it refused completes with a flush error. */
+	void (*post_begin)(struct smcr_link *link);
+	void (*post_end)(struct smcr_link *link);
 };
 
 /* A thread sleeping for a link (ops->wait_begin).  link turns NULL when
@@ -123,8 +133,10 @@ struct smcr_link {
 	enum smcr_link_state state;
 	uint8_t link_id;		/* on the wire, unique in the group */
 	uint8_t slot;			/* index in the group's link array */
-	/* Counters. */
+	/* Counters; doorbells: times work requests went to the device
+	 * (ibv_post_send calls, a chain of them counting once). */
 	uint64_t writes, write_bytes, sends, recvs, errors;
+	uint64_t doorbells;
 	unsigned int nconns;		/* connections using this link */
 	/* RDMA-written bytes whose CDC has not completed, and the most the
 	 * group lets be (0: no limit): what is queued ahead of an LLC
@@ -152,6 +164,18 @@ static inline int smcr_link_send(struct smcr_link *link, const void *msg,
 {
 	link->sends++;
 	return link->ops->post_send(link, msg, wr_id);
+}
+
+static inline void smcr_link_post_begin(struct smcr_link *link)
+{
+	if (link->ops->post_begin)
+		link->ops->post_begin(link);
+}
+
+static inline void smcr_link_post_end(struct smcr_link *link)
+{
+	if (link->ops->post_end)
+		link->ops->post_end(link);
 }
 
 #endif

@@ -88,16 +88,23 @@ struct smcr_vlink {
 	uint8_t *bufs;			/* rq_depth receive slots, then sq_depth send slots */
 	size_t bufs_len;
 	unsigned int sq_depth, rq_depth, signal_every;
+	uint32_t max_inline;		/* the QP's inline data: CDC/LLC sends up to it */
 	/* Send queue: sequence numbers [sq_tail, sq_head) are outstanding;
 	 * entry seq lives at sq[seq % sq_depth] and is the verbs wr_id. */
 	struct sq_ent *sq;
 	uint64_t sq_head, sq_tail;
-	/* Injected fault: [sq_posted, sq_head) are held, not yet posted. */
+	/* Every work request waits in held[seq % sq_depth] until it goes to
+	 * the QP: [sq_posted, sq_head) are not posted yet.  They wait for
+	 * the end of a batch (ops->post_begin/post_end: one doorbell for
+	 * them all), behind an injected fault, or behind a refused post
+	 * (post_err: the link goes down at its next poll). */
 	enum smcr_vlink_fault_kind fault;
 	uint32_t fault_ms;		/* delay */
 	uint64_t fault_until_ms;	/* 0: until cleared */
-	struct held *held;		/* sq_depth entries, once needed */
+	struct held *held;		/* sq_depth entries */
 	uint64_t sq_posted;
+	unsigned int batch;		/* post_begin depth */
+	int post_err;			/* -errno of a refused ibv_post_send */
 	/* Receive buffers whose messages a drop holds back, in order:
 	 * [rx_head, rx_tail) in rx_held (rq_depth entries). */
 	unsigned int *rx_held;
@@ -161,6 +168,38 @@ static int wc_errno(enum ibv_wc_status st)
 static void deliver_held_rx(struct smcr_vlink *vl);
 static void complete(struct smcr_vlink *vl, const struct ibv_wc *wc);
 
+/* Post held [sq_posted, upto) as one chain: one doorbell.  On a refusal
+ * what the device took (before its bad_wr) counts as posted.  Returns 0
+ * or -errno. */
+static int post_held(struct smcr_vlink *vl, uint64_t upto)
+{
+	struct ibv_send_wr *bad = NULL;
+	uint64_t s, from = vl->sq_posted;
+	int ret;
+
+	if (upto == from)
+		return 0;
+	for (s = from; s + 1 < upto; s++)
+		vl->held[s % vl->sq_depth].wr.next = &vl->held[(s + 1) % vl->sq_depth].wr;
+	vl->held[(upto - 1) % vl->sq_depth].wr.next = NULL;
+	vl->link.doorbells++;
+	ret = ibv_post_send(vl->qp, &vl->held[from % vl->sq_depth].wr, &bad);
+	if (ret == 0) {
+		vl->sq_posted = upto;
+	} else {
+		/* A bad_wr outside the chain: assume nothing was taken. */
+		for (s = from; s < upto; s++)
+			if (&vl->held[s % vl->sq_depth].wr == bad)
+				break;
+		vl->sq_posted = s < upto ? s : from;
+		ret = ret > 0 ? -ret : ret ? ret : -EIO;
+	}
+	vl->stats.posted += vl->sq_posted - from;
+	for (s = from; s < upto; s++)
+		vl->held[s % vl->sq_depth].wr.next = NULL;
+	return ret;
+}
+
 /* Work requests an injected fault still holds, on a link that went down:
  * posted to the QP, which is in the error state now (qp_err), they
  * complete with a flush error behind what was posted before them, as on
@@ -171,14 +210,8 @@ static uint64_t flush_held(struct smcr_vlink *vl, bool qp_err)
 
 	vl->stats.fault_discarded += n;
 	vl->set->fault_discarded += n;
-	while (qp_err && vl->sq_posted != vl->sq_head) {
-		struct held *h = &vl->held[vl->sq_posted % vl->sq_depth];
-		struct ibv_send_wr *bad;
-
-		if (ibv_post_send(vl->qp, &h->wr, &bad))
-			break;
-		vl->sq_posted++;
-	}
+	if (qp_err)
+		post_held(vl, vl->sq_head);
 	return vl->sq_head - vl->sq_posted;
 }
 
@@ -274,35 +307,60 @@ static unsigned int sq_used(const struct smcr_vlink *vl)
 	return (unsigned int)(vl->sq_head - vl->sq_tail);
 }
 
+/* Everything waiting goes to the QP now, unless a fault holds it.  A
+ * refusal leaves the rest waiting and the QP in error; the link goes
+ * down at its next poll (poll_cq), not from inside a post. */
+static void post_pending(struct smcr_vlink *vl)
+{
+	int ret;
+
+	if (vl->fault != SMCR_VLINK_FAULT_NONE || vl->down || vl->post_err ||
+	    vl->sq_posted == vl->sq_head)
+		return;
+	ret = post_held(vl, vl->sq_head);
+	if (ret == 0)
+		return;
+	vl->post_err = ret;
+	smcr_warn("link %u (%s): the QP refused %llu work request(s): %s",
+		  vl->link.link_id, vl->devname,
+		  (unsigned long long)(vl->sq_head - vl->sq_posted), strerror(-ret));
+	/* Its receives flush: the next poll takes the link down. */
+	ret = smcr_qp_to_err(vl->qp);
+	if (ret)
+		smcr_warn("link %u (%s): QP to error: %s", vl->link.link_id,
+			  vl->devname, strerror(-ret));
+}
+
 static int sq_post(struct smcr_vlink *vl, struct ibv_send_wr *wr, uint8_t kind,
 		   uint64_t wr_id, bool user_signaled)
 {
-	struct ibv_send_wr *bad;
+	struct held *h = &vl->held[vl->sq_head % vl->sq_depth];
 	struct sq_ent *e;
 	bool sig = user_signaled || vl->since_signal + 1 >= vl->signal_every;
-	int ret;
+	uint32_t len = 0;
+	int i;
 
+	for (i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
 	wr->wr_id = vl->sq_head;
 	wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
-	if (vl->fault != SMCR_VLINK_FAULT_NONE || vl->sq_posted != vl->sq_head) {
-		/* Behind an injected fault, or behind what it still holds. */
-		struct held *h = &vl->held[vl->sq_head % vl->sq_depth];
-		int i;
-
-		h->wr = *wr;
-		h->wr.next = NULL;
-		for (i = 0; i < wr->num_sge; i++)
-			h->sge[i] = wr->sg_list[i];
-		h->wr.sg_list = h->sge;
+	/* A 44-byte CDC or LLC message goes inline: the device copies it
+	 * at the post, no DMA read of the slot. */
+	if (kind == SQ_SEND && len <= vl->max_inline) {
+		wr->send_flags |= IBV_SEND_INLINE;
+		vl->stats.inline_sends++;
+	}
+	h->wr = *wr;
+	h->wr.next = NULL;
+	for (i = 0; i < wr->num_sge; i++)
+		h->sge[i] = wr->sg_list[i];
+	h->wr.sg_list = h->sge;
+	h->due_ms = 0;
+	if (vl->fault != SMCR_VLINK_FAULT_NONE) {
 		h->due_ms = now_ms() + (vl->fault == SMCR_VLINK_FAULT_DROP ?
 					retry_budget_ms(vl) : vl->fault_ms);
 		vl->stats.fault_held++;
 		vl->set->fault_held++;
-	} else {
-		ret = ibv_post_send(vl->qp, wr, &bad);
-		if (ret)
-			return -ret;
-		vl->sq_posted++;
 	}
 	e = &vl->sq[vl->sq_head % vl->sq_depth];
 	e->wr_id = wr_id;
@@ -311,11 +369,11 @@ static int sq_post(struct smcr_vlink *vl, struct ibv_send_wr *wr, uint8_t kind,
 	if (kind == SQ_WRITE) {
 		e->rkey = wr->wr.rdma.rkey;
 		e->raddr = wr->wr.rdma.remote_addr;
-		e->len = wr->num_sge > 0 ? wr->sg_list[0].length : 0;
-		if (wr->num_sge > 1)
-			e->len += wr->sg_list[1].length;
+		e->len = len;
 	}
 	vl->sq_head++;
+	if (!vl->batch)
+		post_pending(vl);
 	if (scq_needed(vl))
 		scq_arm(vl);
 	if (sig) {
@@ -337,7 +395,7 @@ static int vl_post_write(struct smcr_link *link, const struct smcr_sge *sge,
 	struct ibv_send_wr wr;
 	unsigned int i;
 
-	if (vl->down)
+	if (vl->down || vl->post_err)
 		return -ENOTCONN;
 	if (nsge == 0 || nsge > 2)
 		return -EINVAL;
@@ -395,7 +453,7 @@ static int vl_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
 	struct smcr_vlink *vl = vl_of(link);
 	uint8_t *slot;
 
-	if (vl->down)
+	if (vl->down || vl->post_err)
 		return -ENOTCONN;
 	if (sq_used(vl) >= vl->sq_depth)
 		return -EAGAIN;
@@ -411,7 +469,7 @@ static int vl_post_send_long(struct smcr_link *link, const void *msg, uint32_t l
 	struct smcr_vlink *vl = vl_of(link);
 	int ret;
 
-	if (vl->down)
+	if (vl->down || vl->post_err)
 		return -ENOTCONN;
 	if (len <= SMCR_MSG_LEN || len > SMCR_LLC_V2_MAX_LEN)
 		return -EINVAL;
@@ -471,9 +529,22 @@ static unsigned int vl_sq_free(struct smcr_link *link)
 {
 	struct smcr_vlink *vl = vl_of(link);
 
-	if (vl->down)
+	if (vl->down || vl->post_err)
 		return 0;
 	return vl->sq_depth - sq_used(vl);
+}
+
+static void vl_post_begin(struct smcr_link *link)
+{
+	vl_of(link)->batch++;
+}
+
+static void vl_post_end(struct smcr_link *link)
+{
+	struct smcr_vlink *vl = vl_of(link);
+
+	if (vl->batch && --vl->batch == 0)
+		post_pending(vl);
 }
 
 static int vl_wait_begin(struct smcr_link *link, struct smcr_link_waiter *w,
@@ -494,6 +565,8 @@ const struct smcr_link_ops smcr_vlink_ops = {
 	.wait_begin = vl_wait_begin,
 	.wait_end = vl_wait_end,
 	.want_send_done = vl_want_send_done,
+	.post_begin = vl_post_begin,
+	.post_end = vl_post_end,
 };
 
 static int post_recv(struct smcr_vlink *vl, unsigned int idx)
@@ -749,6 +822,9 @@ static int poll_cq(struct smcr_vlink *vl)
 	if (vl->polling || vl->released)
 		return 0;
 	vl->polling = true;
+	/* A refused post (post_pending) takes the link down here. */
+	if (vl->post_err && !vl->down)
+		link_down(vl, vl->post_err, IBV_WC_SUCCESS);
 	if (vl->scq != vl->cq) {
 		total = poll_one(vl, vl->scq);
 		if (total < 0)
@@ -771,16 +847,10 @@ int smcr_vlink_fault(struct smcr_link *link, enum smcr_vlink_fault_kind kind,
 
 	if (vl->down)
 		return -ENOTCONN;
-	if (kind != SMCR_VLINK_FAULT_NONE && !vl->held) {
-		vl->held = calloc(vl->sq_depth, sizeof(*vl->held));
+	if (kind != SMCR_VLINK_FAULT_NONE && !vl->rx_held) {
 		vl->rx_held = calloc(vl->rq_depth, sizeof(*vl->rx_held));
-		if (!vl->held || !vl->rx_held) {
-			free(vl->held);
-			free(vl->rx_held);
-			vl->held = NULL;
-			vl->rx_held = NULL;
+		if (!vl->rx_held)
 			return -ENOMEM;
-		}
 	}
 	vl->fault = kind;
 	vl->fault_ms = delay_ms;
@@ -818,19 +888,17 @@ bool smcr_vlink_fault_tick(struct smcr_link *link)
 	deliver_held_rx(vl);
 	if (vl->down)
 		return false;
-	while (vl->sq_posted != vl->sq_head) {
-		struct held *h = &vl->held[vl->sq_posted % vl->sq_depth];
-		struct ibv_send_wr *bad;
+	if (vl->sq_posted != vl->sq_head && !vl->batch) {
+		uint64_t upto = vl->sq_posted;
 		int ret;
 
-		if (vl->fault == SMCR_VLINK_FAULT_DELAY && now < h->due_ms)
-			break;
-		ret = ibv_post_send(vl->qp, &h->wr, &bad);
-		if (ret) {
-			link_down(vl, -ret, IBV_WC_SUCCESS);
-			break;
-		}
-		vl->sq_posted++;
+		while (upto != vl->sq_head &&
+		       (vl->fault != SMCR_VLINK_FAULT_DELAY ||
+			now >= vl->held[upto % vl->sq_depth].due_ms))
+			upto++;
+		ret = vl->post_err ? vl->post_err : post_held(vl, upto);
+		if (ret)
+			link_down(vl, ret, IBV_WC_SUCCESS);
 	}
 	return !vl->down && (vl->fault != SMCR_VLINK_FAULT_NONE || vl->sq_posted != vl->sq_head);
 }
@@ -1259,9 +1327,10 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	vl->res->pd = smcr_pd_get(pd);
 	snprintf(vl->res->devname, sizeof(vl->res->devname), "%s", dev->name);
 	vl->sq = calloc(vl->sq_depth, sizeof(*vl->sq));
-	if (!vl->sq) {
+	vl->held = calloc(vl->sq_depth, sizeof(*vl->held));
+	if (!vl->sq || !vl->held) {
 		ret = -ENOMEM;
-		goto err_free_vl;
+		goto err_free_sq;
 	}
 	/* slots, the receive overflow area, one long send, its receive copy */
 	vl->bufs_len = (size_t)(vl->rq_depth + vl->sq_depth) * VL_SLOT + VL_OVERFLOW +
@@ -1317,11 +1386,12 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 		goto err_destroy_cq;
 	vl->rcq_armed = true;
 	ret = smcr_qp_create(&vl->ref, pd, vl->scq, vl->cq, vl->sq_depth, vl->rq_depth,
-			     &vl->qp);
+			     &vl->qp, &vl->max_inline);
 	if (ret)
 		goto err_destroy_cq;
 	vl->qp->qp_context = vl;
 	vl->qpn = vl->qp->qp_num;
+	vl->stats.max_inline = vl->max_inline;
 	ret = smcr_qp_to_init(vl->qp, &vl->ref);
 	if (ret) {
 		smcr_err("%s: QP to INIT: %s", dev->name, strerror(-ret));
@@ -1375,6 +1445,7 @@ err_dereg_mr:
 err_free_bufs:
 	free(vl->bufs);
 err_free_sq:
+	free(vl->held);
 	free(vl->sq);
 err_free_vl:
 	if (vl->res)

@@ -96,6 +96,10 @@ struct smcr_vlink_attr {
 struct smcr_vlink_stats {
 	uint64_t cq_events, completions;
 	uint64_t forced_signals;	/* unsignaled WRs we signaled for slots */
+	/* Work requests the QP took (link.doorbells: in how many posts),
+	 * SENDs posted inline, the QP's max_inline_data. */
+	uint64_t posted, inline_sends;
+	uint32_t max_inline;
 	uint64_t flushed;		/* completions with a flush error */
 	uint64_t bad_recvs;		/* messages that were not 44 bytes */
 	/* Injected faults: work requests held back (delayed or dropped),

@@ -41,7 +41,7 @@
 #                and user EID for AF_SMC and libsmcr (SMCR_EIDS): every
 #                pairing is SMC-Rv2 (counted), kernel and libsmcr mixed.
 #   --sizes LIST bandwidth against message size as well: ib_write_bw,
-#                libsmcr (defaults) and TCP with each size of LIST (BYTES
+#                libsmcr (defaults), AF_SMC and TCP with each size of LIST (BYTES
 #                per run, every round), table and plot (gnuplot) in DIR
 #   --profile    after the rounds, the 64-byte round trip once more under
 #                perf (in the guests, software clock): perf stat of both
@@ -504,7 +504,7 @@ for (( r=1; r<=rounds && ${#sizes_b}; r++ )); do
         out=$(perf_run ib_write_bw "-s $b -n $(( (nbytes + b - 1) / b ))")
         v=$(field -v b=$b '$1 == b && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }'); complain "ib_write_bw -s $b" "$v"
         val sz_ib_$b $r "$v"
-        for t in smcr tcp; do
+        for t in smcr smc tcp; do
             out=$(stream_run $t bw "-s $b -b $bytes")
             v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "$t bw -s $b" "$v"
             val sz_${t}_$b $r "$v"
@@ -564,12 +564,13 @@ fi
 if [ -n "$sizes_b" ]; then
     echo
     echo "bandwidth against message size (MB/s, median of $rounds round(s); ratio: median of libsmcr / ib_write_bw within a round)"
-    printf '%10s %12s %10s %8s %10s\n' "message" ib_write_bw libsmcr "/ib_bw" TCP
-    echo "# bytes ib_write_bw libsmcr tcp (MB/s, medians)" >"$outdir/bw-size.dat"
+    printf '%10s %12s %10s %8s %10s %8s %10s\n' "message" ib_write_bw libsmcr "/ib_bw" AF_SMC "/ib_bw" TCP
+    echo "# bytes ib_write_bw libsmcr tcp af_smc (MB/s, medians)" >"$outdir/bw-size.dat"
     for b in $sizes_b; do
-        printf '%10s %12s %10s %8s %10s\n' "$(numfmt --to=iec $b)" "$(med sz_ib_$b)" \
-            "$(med sz_smcr_$b)" "$(mratio sz_smcr_$b sz_ib_$b)" "$(med sz_tcp_$b)"
-        echo "$b $(med sz_ib_$b) $(med sz_smcr_$b) $(med sz_tcp_$b)" | sed 's/ - / NaN /g; s/ -$/ NaN/' >>"$outdir/bw-size.dat"
+        printf '%10s %12s %10s %8s %10s %8s %10s\n' "$(numfmt --to=iec $b)" "$(med sz_ib_$b)" \
+            "$(med sz_smcr_$b)" "$(mratio sz_smcr_$b sz_ib_$b)" "$(med sz_smc_$b)" \
+            "$(mratio sz_smc_$b sz_ib_$b)" "$(med sz_tcp_$b)"
+        echo "$b $(med sz_ib_$b) $(med sz_smcr_$b) $(med sz_tcp_$b) $(med sz_smc_$b)" | sed 's/ - / NaN /g; s/ -$/ NaN/' >>"$outdir/bw-size.dat"
     done
     if command -v gnuplot >/dev/null; then
         gnuplot <<GP && echo "plot: $outdir/bw-size.png" && echo "![bandwidth against message size](bw-size.png)"

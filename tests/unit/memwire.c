@@ -3,6 +3,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,7 +43,40 @@ static int enqueue(struct memwire_end *e, struct memwire_op *op)
 		e->head = op;
 	e->tail = op;
 	e->queued++;
+	if (e->batch)
+		e->batch_ops++;
+	else
+		e->link.doorbells++;
 	return 0;
+}
+
+static void mw_post_begin(struct smcr_link *link)
+{
+	end_of(link)->batch++;
+}
+
+static void mw_post_end(struct smcr_link *link)
+{
+	struct memwire_end *e = end_of(link);
+
+	if (!e->batch) {
+		fprintf(stderr, "memwire: post_end without post_begin\n");
+		abort();
+	}
+	if (--e->batch == 0 && e->batch_ops) {
+		e->link.doorbells++;
+		e->batch_ops = 0;
+	}
+}
+
+/* The wire moves only what a doorbell rang for. */
+static void batch_closed(const struct memwire_end *e)
+{
+	if (e->batch) {
+		fprintf(stderr, "memwire: link %u delivers inside a post batch\n",
+			e->link.link_id);
+		abort();
+	}
 }
 
 static int mw_post_write(struct smcr_link *link, const struct smcr_sge *sge,
@@ -218,6 +252,8 @@ static const struct smcr_link_ops memwire_ops = {
 	.fail = mw_fail,
 	.sq_free = mw_sq_free,
 	.post_send_long = mw_post_send_long,
+	.post_begin = mw_post_begin,
+	.post_end = mw_post_end,
 };
 
 void memwire_init(struct memwire_end *e, unsigned int sq_depth,
@@ -376,6 +412,7 @@ int memwire_step(struct memwire_end *e)
 
 	if (!op)
 		return 0;
+	batch_closed(e);
 	if (e->fault == MEMWIRE_BLACKHOLE || !e->peer) {
 		e->head = op->next;
 		if (!e->head)

@@ -48,6 +48,11 @@ struct memwire_end {
 	 * once the link failed. */
 	bool lazy_cq, cq_armed;
 	unsigned int sq_depth;
+	/* ops->post_begin depth, and what was queued since the outermost
+	 * begin: at its post_end that is one doorbell (link.doorbells; a
+	 * post outside a batch is one).  Nothing is delivered while a
+	 * batch is open (a batch left open aborts the test). */
+	unsigned int batch, batch_ops;
 	enum memwire_fault fault;
 	bool failed;			/* down already reported */
 	bool acking;			/* failed, it says it still acknowledges */

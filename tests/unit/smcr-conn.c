@@ -662,6 +662,76 @@ static void test_failover_cut(void)
 	teardown();
 }
 
+/* A message is its RDMA write(s) and its CDC behind one doorbell: one
+ * write, two at the wrap, and after a failover the validation CDC in
+ * front of them; all of it arrives. */
+static void test_one_doorbell(void)
+{
+	static uint8_t buf[1 << 17], got[1 << 17];
+	struct smcr_link *l0 = &wire[0][0].link, *l1 = &wire[1][0].link;
+	struct smcr_conn *a, *b;
+	uint64_t d, w, sd, sent = 0, rcvd = 0;
+	size_t n, i;
+	ssize_t r;
+
+	setup(1000, 1000, 64);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	CU_ASSERT_PTR_EQUAL_FATAL(a->link, l0);
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + 1);
+
+	d = l0->doorbells, w = l0->writes, sd = l0->sends;
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 700), 700);
+	sent += 700;
+	CU_ASSERT_EQUAL(l0->writes - w, 1);
+	CU_ASSERT_EQUAL(l0->sends - sd, 1);
+	CU_ASSERT_EQUAL(l0->doorbells - d, 1);
+	run_wire(0);
+	r = smcr_conn_recv(b, got, sizeof(got));
+	CU_ASSERT_EQUAL(r, 700);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 700), 0);
+	rcvd += 700;
+	CU_ASSERT(smcr_conn_cursor_update(b, false) >= 0);
+	run_wire(0);
+
+	/* Across the end of the peer's RMBE: two writes, one doorbell. */
+	n = a->tx_len - a->tx_fill.count + 100;
+	CU_ASSERT_FATAL(n <= smcr_conn_tx_space(a));
+	CU_ASSERT_FATAL(n + 256 <= sizeof(buf));
+	d = l0->doorbells, w = l0->writes, sd = l0->sends;
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + sent % 256, n), (ssize_t)n);
+	CU_ASSERT_EQUAL(l0->writes - w, 2);
+	CU_ASSERT_EQUAL(l0->sends - sd, 1);
+	CU_ASSERT_EQUAL(l0->doorbells - d, 1);
+	run_wire(0);
+	r = smcr_conn_recv(b, got, sizeof(got));
+	CU_ASSERT_EQUAL(r, (ssize_t)n);
+	CU_ASSERT_EQUAL(memcmp(got, buf + sent % 256, n), 0);
+	sent += n;
+	rcvd += (uint64_t)r;
+	CU_ASSERT(smcr_conn_cursor_update(b, false) >= 0);
+	run_wire(0);
+
+	/* Written, never delivered; the link dies; the failover replays
+	 * it on link 1: validation, write, CDC in one post. */
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 300), 300);
+	memwire_fault(&wire[0][0], MEMWIRE_CUT);
+	d = l1->doorbells, w = l1->writes, sd = l1->sends;
+	CU_ASSERT_EQUAL(smcr_conn_failover(a, l1), 0);
+	CU_ASSERT_EQUAL(l1->sends - sd, 2);
+	CU_ASSERT(l1->writes - w >= 1);
+	CU_ASSERT_EQUAL(l1->doorbells - d, 1);
+	CU_ASSERT_EQUAL(wire[1][0].batch, 0);
+	run_wire(0);
+	r = smcr_conn_recv(b, got, sizeof(got));
+	CU_ASSERT_EQUAL(r, 300);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 300), 0);
+	CU_ASSERT_EQUAL(a->error, 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	teardown();
+}
+
 static void test_failover_lost_data(void)
 {
 	uint8_t buf[4096];
@@ -1423,6 +1493,8 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "abort mid-transfer", test_abort_mid_transfer_linux },
 	{ "abort, then the link cut", test_abort_then_link_cut_linux },
 	{ "bad CDC aborts one connection", test_bad_cdc_linux },
+	{ "one doorbell per message (writes, CDC, failover validation)",
+	  test_one_doorbell },
 	{ "failover: cut link, replay", test_failover_cut_linux },
 	{ "failover: acked but lost data resets", test_failover_lost_data_linux },
 	{ "failover: the peer consumed beyond the rollback", test_failover_peer_consumed_more_linux },
