@@ -32,7 +32,8 @@ vm_run B "truncate -s 64M /tmp/disk.img" || fail "disk"
 srv=$(start_srv)
 wait_srv 1
 
-io=$(vm_bg A "$IO -z -c 2 -t 60 -i 8 -d 36 -q 16 -b 65536 -n nbdc-io smcr://$B1/disk")
+# Runs until the test is done with it (-x), however slow the guests are.
+io=$(vm_bg A "rm -f /tmp/io.stop; exec $IO -z -c 2 -t 60 -i 8 -d 200 -x /tmp/io.stop -q 16 -b 65536 -n nbdc-io smcr://$B1/disk")
 ctl_json() { vm_run A "$SMCRCTL --json status nbdc-io"; }
 for i in $(seq 100); do ctl_json >/dev/null 2>&1 && break; sleep 0.2; done
 sleep 6
@@ -86,6 +87,8 @@ print(len(g), sum(x["connections"] for x in g))' 2>/dev/null) || groups=
 done
 echo "after the restart, B: link groups and connections: ${groups:-none}"
 [ "$groups" = "1 2" ] || fail "after the restart the two connections are not on one link group: ${groups:-no status}"
+sleep 3	# I/O on the new link group, then the end of the timed phase
+vm_run A "touch /tmp/io.stop" || fail "cannot stop nbdc-io"
 out=$(vm_wait -t 180 A "$io" 2>&1) || { echo "$out" | tail -n 30; fail "nbdc-io failed"; }
 echo "$out" | grep -E "^(result|first bad|last error)|is back|lost"
 r=$(echo "$out" | grep '^result ')

@@ -50,7 +50,7 @@ bb mkdir -p /dev/pts /dev/shm
 bb mount -t devpts devpts /dev/pts
 bb mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 
-name=X idx=1 links=0 share= script= args= rxe= nbd= subnet=per-link
+name=X idx=1 links=0 share= script= args= rxe= nbd= subnet=per-link build=
 for arg in $(</proc/cmdline); do
     case $arg in
         smcr.name=*)   name=${arg#*=} ;;
@@ -62,6 +62,7 @@ for arg in $(</proc/cmdline); do
         smcr.rxe=*)    rxe=${arg#*=} ;;
         smcr.nbd=*)    nbd=${arg#*=} ;;
         smcr.subnet=*) subnet=${arg#*=} ;;
+        smcr.build=*)  build=${arg#*=} ;;
     esac
 done
 [ -n "$share" ] || die "no smcr.share= on the kernel command line"
@@ -149,6 +150,25 @@ if [ "$links" -gt 0 ]; then
 else
     load_modules >"$share/setup.log" 2>&1
 fi
+# The build tree's programs that link libsmcr.so (smcrd, smcrctl, ...) are
+# libtool wrapper scripts, and under TCG each start of one costs a second or
+# more of bash: the guest runs the real program in its place (a bind mount
+# over the overlay) and every job finds libsmcr.so in the build tree.
+unwrap_build() {
+    local real prog line
+    [ -n "$build" ] && [ -e "$build/smcr/.libs/libsmcr.so" ] || return 0
+    export LD_LIBRARY_PATH=$build/smcr/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    for real in "$build"/*/.libs/*; do
+        [ -f "$real" ] && [ -x "$real" ] || continue
+        case $real in *.so|*.so.*|*.la|*.lai|*.a|*.exp|*.ver) continue ;; esac
+        prog=${real%/.libs/*}/${real##*/}
+        [ -f "$prog" ] || continue
+        { read -r line; read -r line; read -r line; } <"$prog" 2>/dev/null || continue
+        [ "$line" = "# ${real##*/} - temporary wrapper script for .libs/${real##*/}" ] || continue
+        bb mount --bind "$real" "$prog" || echo "cannot bind $real over $prog"
+    done
+}
+unwrap_build >>"$share/setup.log" 2>&1
 {
     echo "kernel $(</proc/sys/kernel/osrelease) after $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms in userspace"
     bb ip -o -4 addr show

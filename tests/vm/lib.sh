@@ -376,6 +376,7 @@ vm_start() {
     cmdline+=" smcr.links=$links smcr.share=$dir/share"
     [ -n "${VM_RXE_KO:-}" ] && cmdline+=" smcr.rxe=$VM_RXE_KO"
     [ -n "${VM_NBD_KO:-}" ] && cmdline+=" smcr.nbd=$VM_NBD_KO"
+    [ -n "${abs_top_builddir:-}" ] && cmdline+=" smcr.build=$abs_top_builddir"
     case ${SMCR_VM_SUBNET:-per-link} in
         per-link) ;;
         one) cmdline+=" smcr.subnet=one" ;;
