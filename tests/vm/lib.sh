@@ -720,6 +720,22 @@ vm_quit() {
     vm_say "powered off $*"
 }
 
+# _vm_serial_tail NAME: the end of the VM's serial log, or, when its kernel
+# oopsed or panicked, the whole report from its first line (the next run
+# of the test overwrites the log; the report in the test's log stays).
+_vm_serial_tail() {
+    local log=${_vm_dir[$1]}/serial.log first
+    first=$(grep -n -m 1 -E 'BUG: |Oops|double fault|general protection fault|Kernel panic' \
+        "$log" 2>/dev/null | cut -d: -f1)
+    if [ -n "$first" ]; then
+        echo "--- VM $1: its kernel oopsed; serial log $log from line $first:"
+        tail -n "+$first" "$log" | head -n 120
+    else
+        echo "--- VM $1 serial log $log (tail):"
+        tail -n 25 "$log" 2>/dev/null
+    fi
+}
+
 # At exit (functions.sh's cleanup runner; its "rc" is the test's status):
 # kill what still runs and show the serial logs when the test failed.
 _vm_cleanup() {
@@ -731,8 +747,7 @@ _vm_cleanup() {
     done
     if [ "$status" != 0 ] && [ "$status" != 77 ]; then
         for n in "${_vm_names[@]}"; do
-            echo "--- VM $n serial log ${_vm_dir[$n]}/serial.log (tail):"
-            tail -n 25 "${_vm_dir[$n]}/serial.log" 2>/dev/null
+            _vm_serial_tail "$n"
         done
         echo "--- work dir (guest jobs in */share/out): $_vm_work"
     fi
