@@ -113,6 +113,7 @@ struct ub {
 	pthread_mutex_t lock;		/* released */
 	pthread_cond_t cond;
 	int closing;			/* atomic */
+	int64_t gone_ms;		/* --recover: when the old server was seen gone (atomic) */
 	unsigned queues_gone;		/* queues whose tags are all aborted (atomic) */
 };
 
@@ -751,6 +752,71 @@ static int recover_info(struct ub *u, const struct ublk_args *a)
 	return 0;
 }
 
+/* Milliseconds since this process started (its exec and dynamic linking
+ * included): /proc/self/stat's starttime against CLOCK_BOOTTIME; -1 if
+ * unknown. */
+static long long proc_age_ms(void)
+{
+	char buf[1024], *p;
+	unsigned long long start;
+	struct timespec ts;
+	long hz = sysconf(_SC_CLK_TCK);
+	ssize_t n;
+	int fd, i;
+
+	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0 || hz <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');		/* after comm, which may hold spaces */
+	for (i = 2; p && i < 22; i++)	/* starttime is field 22 */
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %llu", &start) != 1)
+		return -1;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 -
+	       (long long)(start * 1000 / (unsigned long long)hz);
+}
+
+/* Whether the old server has let go of the device: its /dev/ublkcN is
+ * closed (an open of ours succeeds; closed again at once, as
+ * START_USER_RECOVERY needs it closed) and the kernel has quiesced the
+ * device (every request of the old server requeued). */
+static bool old_server_gone(struct ub *u)
+{
+	struct ublksrv_ctrl_dev_info in;
+	char path[32];
+	int fd;
+
+	if (CTRL(u, GET_DEV_INFO, u->info.dev_id, &in, sizeof(in), 0) < 0 ||
+	    in.state != UBLK_S_DEV_QUIESCED)
+		return false;
+	snprintf(path, sizeof(path), "/dev/ublkc%u", u->info.dev_id);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return errno != EBUSY;	/* another error: START_USER_RECOVERY says it */
+	close(fd);
+	return true;
+}
+
+/* The waiter: until the old server is gone, while the engine connects
+ * (it has the control ring to itself until it is joined). */
+static void *recover_wait(void *arg)
+{
+	struct ub *u = arg;
+	int64_t until = now_ms() + RECOVER_WAIT_MS;
+
+	while (!old_server_gone(u) && now_ms() < until &&
+	       !__atomic_load_n(&u->closing, __ATOMIC_ACQUIRE))
+		poll(NULL, 0, 5);
+	__atomic_store_n(&u->gone_ms, now_ms(), __ATOMIC_RELEASE);
+	return NULL;
+}
+
 static int recover_start(struct ub *u)
 {
 	int64_t until = now_ms() + RECOVER_WAIT_MS;
@@ -766,7 +832,7 @@ static int recover_start(struct ub *u)
 				 u->info.dev_id);
 			said = true;
 		}
-		poll(NULL, 0, 20);
+		poll(NULL, 0, 5);
 	}
 	if (r == -EBUSY)
 		log_err("ublk: /dev/ublkb%u is busy: its server (pid %d) still serves it",
@@ -811,7 +877,10 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 	struct nbdc_opts no = a->no;
 	struct ub *u;
 	uint64_t features = 0;
-	int64_t t0;
+	int64_t t0, t_eng = 0, t_rec = 0;
+	long long age = -1;
+	pthread_t waiter;
+	bool waiting = false;
 	char msg[512];
 	unsigned i, nq = 0;
 	bool added = false, started = false;
@@ -828,11 +897,15 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 		goto free_u;
 	t0 = now_ms();
 	if (a->recover) {
+		age = proc_age_ms();
 		r = recover_info(u, a);
 		if (r < 0)
 			goto close_ctrl;
 		if (no.connections < u->info.nr_hw_queues)
 			no.connections = u->info.nr_hw_queues;
+		/* The old server's end is waited for while the engine
+		 * connects. */
+		waiting = pthread_create(&waiter, NULL, recover_wait, u) == 0;
 	}
 	if (!a->recover && a->dev_id >= 0 &&
 	    CTRL(u, GET_DEV_INFO, (uint32_t)a->dev_id, &u->info, sizeof(u->info), 0) == 0) {
@@ -847,6 +920,12 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 	no.turn_arg = u;
 	no.watch_ready = q_ready;
 	r = nbdc_open(&no, &u->e);
+	t_eng = now_ms();
+	if (waiting) {
+		if (r < 0)
+			__atomic_store_n(&u->closing, 1, __ATOMIC_RELEASE);
+		pthread_join(waiter, NULL);
+	}
 	if (r < 0) {
 		nbdc_strerror(&no, r, msg, sizeof(msg));
 		log_err("%s", msg);
@@ -867,6 +946,7 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 			r = recover_start(u);
 		if (r < 0)
 			goto close_engine;
+		t_rec = now_ms();
 	} else {
 		uint32_t m = nbdc_max_request(u->e);
 
@@ -930,9 +1010,15 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 	}
 	started = true;
 	if (a->recover)
-		log_info("/dev/ublkb%u: taken over in %lld ms (%u queue(s) of %u, %s)",
-			 u->info.dev_id, (long long)(now_ms() - t0), u->nq, u->qd,
-			 u->user_copy ? "USER_COPY" : "copy mode");
+		log_info("/dev/ublkb%u: taken over in %lld ms (%u queue(s) of %u, %s): "
+			 "engine up at %lld ms, old server seen gone at %lld ms, "
+			 "START_USER_RECOVERY done at %lld ms, END_USER_RECOVERY at %lld ms; "
+			 "the process had run %lld ms before (exec, libraries, set-up)", u->info.dev_id,
+			 (long long)(now_ms() - t0), u->nq, u->qd,
+			 u->user_copy ? "USER_COPY" : "copy mode", (long long)(t_eng - t0),
+			 waiting ? (long long)(__atomic_load_n(&u->gone_ms, __ATOMIC_ACQUIRE) -
+					       t0) : -1LL,
+			 (long long)(t_rec - t0), (long long)(now_ms() - t0), age);
 	else
 		log_info("/dev/ublkb%u: %s:%s export '%s', %llu bytes, %u queue(s) of %u on "
 			 "%u connection(s) over %s, %s", u->info.dev_id, a->no.host,

@@ -12,9 +12,15 @@
 # sees no error, the recovery time printed); no I/O error in A's kernel
 # log; a signal removes the device and the last server exits 0 with no
 # failed request.  SMCR_UBLK_COPY_MODE=1: the older copy mode instead of
-# USER_COPY.
+# USER_COPY.  SMCR_UBLK_KILLS=N (default 1): N SIGKILLs and restarts under
+# one fio verify job, the time from each restart to I/O back printed
+# (min/median/max; the aim is 2 s), and with N > 1 nothing else (no ext4,
+# cable pull or smcrd restart).  SMCR_UBLK_TRACE=1: the kernel's side of
+# each restart from ftrace.
 # smcr-timeout: 480
-: "${SMCR_VM_TIMEOUT:=420}"
+: "${SMCR_UBLK_KILLS:=1}"
+KILLS=$SMCR_UBLK_KILLS
+: "${SMCR_VM_TIMEOUT:=$((420 + 30 * KILLS))}"
 . "$(dirname "$0")/lib.sh"
 vm_kernel 6.12
 vm_requires
@@ -72,65 +78,137 @@ echo "/dev/ublkb0: $out"
 echo "$out" | grepq '^size 268435456 lbs 512 pbs 4096 discard [1-9][0-9]* wz [1-9][0-9]* cache write back fua 1$' ||
     fail "/dev/ublkb0's size, block sizes, discard, write-zeroes, cache or FUA are not the export's"
 
-out=$(vm_run -t 200 A "bash $_vm_libdir/ext4-check.sh /dev/ublkb0") ||
-    { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "ext4 over /dev/ublkb0 failed"; }
-echo "$out"
-echo "$out" | grepq "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
-noerr "ext4"
+# The longer recovery run (KILLS > 1) leaves out ext4, the cable pull and
+# the smcrd restart.
+if (( KILLS == 1 )); then
+    out=$(vm_run -t 200 A "bash $_vm_libdir/ext4-check.sh /dev/ublkb0") ||
+        { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "ext4 over /dev/ublkb0 failed"; }
+    echo "$out"
+    echo "$out" | grepq "^ext4: .* checksums equal after remount" || fail "no ext4 verdict"
+    noerr "ext4"
 
-# fio randrw, every block verified, while link 1's cable is out for 4 s.
-fio=$(vm_bg A "fio --name=cable --filename=/dev/ublkb0 --direct=1 --ioengine=libaio \
-    --iodepth=16 --rw=randrw --bs=16k --size=16M --offset=160M --verify=crc32c --verify_fatal=1 \
-    --do_verify=1 --output-format=normal 2>&1")
-sleep 4
-vm_say "cable of link 1 out"
-vm_cable 1 off
-sleep 4
-vm_cable 1 on
-vm_say "cable of link 1 back"
-out=$(vm_wait -t 200 A "$fio") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 30"; fail "fio failed across the cable pull"; }
-echo "$out" | grep -E 'err=|READ:|WRITE:' | sed 's/^/  fio: /'
-echo "$out" | grepq 'err= 0' || fail "fio reports errors"
-noerr "cable pull"
+    # fio randrw, every block verified, while link 1's cable is out for 4 s.
+    fio=$(vm_bg A "fio --name=cable --filename=/dev/ublkb0 --direct=1 --ioengine=libaio \
+        --iodepth=16 --rw=randrw --bs=16k --size=16M --offset=160M --verify=crc32c --verify_fatal=1 \
+        --do_verify=1 --output-format=normal 2>&1")
+    sleep 4
+    vm_say "cable of link 1 out"
+    vm_cable 1 off
+    sleep 4
+    vm_cable 1 on
+    vm_say "cable of link 1 back"
+    out=$(vm_wait -t 200 A "$fio") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 30"; fail "fio failed across the cable pull"; }
+    echo "$out" | grep -E 'err=|READ:|WRITE:' | sed 's/^/  fio: /'
+    echo "$out" | grepq 'err= 0' || fail "fio reports errors"
+    noerr "cable pull"
 
-# smcrd dies under I/O and comes back: the engine reconnects, resends.
-io=$(vm_bg A 'set -e; head -c 16M /dev/urandom >/tmp/src; t0=$(date +%s%N)
-for i in $(seq 16); do
-    dd if=/tmp/src of=/dev/ublkb0 bs=1M count=1 skip=$((i - 1)) seek=$((191 + i)) oflag=direct status=none; done
-dd if=/dev/ublkb0 of=/tmp/back bs=1M skip=192 count=16 iflag=direct status=none
-cmp /tmp/back /tmp/src && echo "I/O across the smcrd restart: 16 MiB written, read back equal ($((($(date +%s%N) - t0) / 1000000)) ms)"')
-sleep 2
-vm_run B 'kill -KILL $(cat /tmp/smcrd.pid)' >/dev/null
-sleep 2
-start_smcrd 2
-out=$(vm_wait -t 200 A "$io") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 20"; vm_run B "tail -n 30 /tmp/smcrd.log"; fail "I/O failed across the smcrd restart"; }
-echo "$out"
-noerr "smcrd restart"
+    # smcrd dies under I/O and comes back: the engine reconnects, resends.
+    io=$(vm_bg A 'set -e; head -c 16M /dev/urandom >/tmp/src; t0=$(date +%s%N)
+    for i in $(seq 16); do
+        dd if=/tmp/src of=/dev/ublkb0 bs=1M count=1 skip=$((i - 1)) seek=$((191 + i)) oflag=direct status=none; done
+    dd if=/dev/ublkb0 of=/tmp/back bs=1M skip=192 count=16 iflag=direct status=none
+    cmp /tmp/back /tmp/src && echo "I/O across the smcrd restart: 16 MiB written, read back equal ($((($(date +%s%N) - t0) / 1000000)) ms)"')
+    sleep 2
+    vm_run B 'kill -KILL $(cat /tmp/smcrd.pid)' >/dev/null
+    sleep 2
+    start_smcrd 2
+    out=$(vm_wait -t 200 A "$io") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 20"; vm_run B "tail -n 30 /tmp/smcrd.log"; fail "I/O failed across the smcrd restart"; }
+    echo "$out"
+    noerr "smcrd restart"
+fi
 
-# smcr-attach dies (SIGKILL) under fio verify; /dev/ublkb0 stays, its
-# requests wait; a new smcr-attach takes it over and fio goes on.
-# fio writes for 20 s and reads back every block it wrote as it goes
-# (verify_backlog), so I/O is in flight when the server dies.
+# smcr-attach dies (SIGKILL) under fio verify, KILLS times; /dev/ublkb0
+# stays, its requests wait; each time a new smcr-attach takes it over and
+# fio goes on.  fio writes until told and reads back every block it wrote
+# as it goes (verify_backlog), so I/O is in flight at every SIGKILL.
 fio=$(vm_bg A "fio --name=recover --filename=/dev/ublkb0 --direct=1 --ioengine=libaio \
     --iodepth=16 --rw=randwrite --bs=16k --size=16M --offset=128M --verify=crc32c --verify_fatal=1 \
-    --verify_backlog=32 --time_based --runtime=20 --output-format=normal 2>&1")
+    --verify_backlog=32 --time_based --runtime=3600 --output-format=normal >/tmp/fio.out 2>&1 &
+echo \$! >/tmp/fio.pid; wait \$!; echo \"fio exit \$?\" >>/tmp/fio.out; cat /tmp/fio.out")
 sleep 4
-# The new one starts as soon as the old one is gone, in the same guest
-# command (no round trip of the lane in the figure).
-out=$(vm_run -t 120 A "pid=\$(cat /tmp/attach.pid); t0=\$(date +%s%N); kill -KILL \$pid
-while [ -d /proc/\$pid ]; do sleep 0.02; done; t1=\$(date +%s%N)
+# One restart, all in one guest command (no round trip of the lane in
+# the figures): SIGKILL; once the old process is gone, the new one starts
+# and a 4 KiB O_DIRECT read of /dev/ublkb0 is issued (it waits with fio's
+# requests); "I/O back" is when that read is done.
+restart() {
+    vm_run -t 120 A "i=$1
+rm -f /tmp/nap; mkfifo /tmp/nap; exec {napfd}<>/tmp/nap
+nap() { read -rt \"\$1\" -u \$napfd || :; }
+ms() { echo \$(( (\${2/./} - \${1/./}) / 1000 )); }
+mark() { :; }
+[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
+pid=\$(cat /tmp/attach.pid); n=\$(grep -c 'taken over' /tmp/attach.log)
+mark kill; t0=\$EPOCHREALTIME; kill -KILL \$pid
+while [ -d /proc/\$pid ]; do nap 0.005; done; t1=\$EPOCHREALTIME; mark gone
 [ -b /dev/ublkb0 ] || { echo 'FAIL: /dev/ublkb0 went with its server'; exit 1; }
-setsid bash -c 'env $envs $ATTACH --ublk=0 --recover -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/attach.pid; wait \$!; echo \"exit \$?\" >/tmp/attach.exit' </dev/null >/dev/null 2>&1 &
-for i in \$(seq 1200); do grep -q 'taken over' /tmp/attach.log && break; sleep 0.02; done
-t2=\$(date +%s%N)
-grep -q 'taken over' /tmp/attach.log || { echo 'FAIL: not taken over'; tail -n 20 /tmp/attach.log; exit 1; }
-echo \"smcr-attach (pid \$pid) SIGKILLed: gone after \$(((t1 - t0) / 1000000)) ms, /dev/ublkb0 stayed; the new one took it over \$(((t2 - t1) / 1000000)) ms later (\$(((t2 - t0) / 1000000)) ms after the kill)\"
-grep \"smcr-attach\\[\$(cat /tmp/attach.pid)\\]\" /tmp/attach.log") || { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "SIGKILL and --recover of smcr-attach"; }
-echo "$out"
-vm_wait -t 10 A "$att" >/dev/null || true
-out=$(vm_wait -t 200 A "$fio") || { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 30"; fail "fio failed across the SIGKILL and recovery"; }
-echo "$out" | grep -E 'err=|READ:|WRITE:|^ +clat \(|^ +lat \(' | sed 's/^/  fio: /'
-echo "$out" | grepq 'err= 0' || fail "fio reports errors across the recovery"
+rm -f /tmp/back /tmp/attach.exit
+# (a subshell: no exec but smcr-attach's own on the way to it)
+($run_attach --ublk=0 --recover -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/attach.pid; wait \$!; echo \"exit \$?\" >/tmp/attach.exit) </dev/null >/dev/null 2>&1 &
+(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back && mark back) &
+# (no fork while it waits: the guest's CPU is the new server's)
+for k in \$(seq 6000); do [ -s /tmp/back ] && break; nap 0.01; done
+[ -s /tmp/back ] || { echo 'FAIL: no I/O back within 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
+for k in \$(seq 100); do [ \$(grep -c 'taken over' /tmp/attach.log) -gt \$n ] && break; nap 0.1; done
+grep -c 'taken over' /tmp/attach.log | grep -qx \$((n + 1)) || { echo 'FAIL: not taken over'; tail -n 20 /tmp/attach.log; exit 1; }
+tb=\$(cat /tmp/back); np=\$(cat /tmp/attach.pid)
+# The new process's exec (its start time, in ticks since boot) and its
+# log line's stamp, on the shell's clock.
+read -r up _ </proc/uptime; now=\$EPOCHREALTIME; st=\$(cut -d' ' -f22 /proc/\$np/stat)
+te=\$(( \${now/./} - \${up/./} * 10000 + st * 1000000 / \$(getconf CLK_TCK) ))
+te=\${te:0:-6}.\${te: -6}
+tt=\$(date -d \"\$(grep \"smcr-attach\\[\$np\\].*taken over\" /tmp/attach.log | cut -c1-23)\" +%s.%6N)
+echo \"restart \$i: smcr-attach (pid \$pid) SIGKILLed, gone after \$(ms \$t0 \$t1) ms; /dev/ublkb0 stayed; the new one exec'd \$(ms \$t1 \$te) ms after the restart, took over \$(ms \$te \$tt) ms after its exec; I/O back \$(ms \$tt \$tb) ms after that: \$(ms \$te \$tb) ms after the exec, \$(ms \$t1 \$tb) ms after the restart, \$(ms \$t0 \$tb) ms after the SIGKILL\"
+echo \"RESTART \$i \$(ms \$t1 \$tb) \$(ms \$te \$tb)\"
+grep \"smcr-attach\\[\$(cat /tmp/attach.pid)\\]\" /tmp/attach.log | grep -E \"$show\"
+[ \"$trace\" = 1 ] || exit 0
+echo 0 >\$T/tracing_on
+# Times in ms from the SIGKILL; repeated polls (START_USER_RECOVERY, the
+# probe's opens) counted, not listed.
+grep -v '^#' \$T/trace | awk '{ t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\| +/, \"\", f); gsub(/[0-9]+\\.[0-9]+ us/, \"\", f)
+  if (f == last) { rep++; next } if (rep) print \"    (\" rep \" more)\"; rep = 0; last = f
+  printf \"  ftrace %8.1f ms  %s\\n\", (t - t0) * 1000, f } END { if (rep) print \"    (\" rep \" more)\" }'"
+}
+# SMCR_UBLK_TRACE=1: the kernel's side of each restart (ftrace's
+# function_graph on ublk_drv's open, release, quiesce and recovery
+# commands, with the test's marks), printed after each restart's line.
+trace=${SMCR_UBLK_TRACE:-0}
+if [ "$trace" = 1 ]; then
+    vm_run A 'T=/sys/kernel/tracing; [ -e $T/trace ] || mount -t tracefs nodev $T || exit 1
+echo 0 >$T/tracing_on; echo mono >$T/trace_clock; echo function_graph >$T/current_tracer
+echo 1 >$T/options/funcgraph-abstime; echo 0 >$T/options/funcgraph-irqs
+for f in ublk_ch_open ublk_ch_release ublk_quiesce_work_fn ublk_stop_work_fn ublk_ctrl_start_recovery ublk_ctrl_end_recovery ublk_abort_requests; do
+    echo $f >>$T/set_ftrace_filter 2>/dev/null || echo "ftrace: no $f"; done
+cat $T/set_ftrace_filter' || fail "ftrace in A"
+fi
+# The new server's log: all of it for the first three restarts, then its
+# "taken over" line.
+show=.
+backs=() execs=()
+run_attach=$ATTACH
+[ -n "$envs" ] && run_attach="env $envs $ATTACH"
+for (( k = 1; k <= KILLS; k++ )); do
+    out=$(restart "$k") || { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "SIGKILL $k and --recover of smcr-attach"; }
+    echo "$out" | grep -v '^RESTART '
+    backs+=("$(echo "$out" | sed -n 's/^RESTART [0-9]* \([0-9-]*\) .*/\1/p')")
+    execs+=("$(echo "$out" | sed -n 's/^RESTART [0-9]* [0-9-]* //p')")
+    [ "$k" = 1 ] && { vm_wait -t 10 A "$att" >/dev/null || true; }
+    [ "$k" = 3 ] && show='taken over'
+    sleep 1	# fio's I/O through the new server before the next SIGKILL
+done
+sleep 1
+out=$(vm_run A 'kill -INT $(cat /tmp/fio.pid)' && vm_wait -t 200 A "$fio") ||
+    { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 30"; fail "fio failed across the SIGKILLs and recoveries"; }
+echo "$out" | grep -E 'err=|READ:|WRITE:|^ +clat \(|^ +lat \(|fio exit' | sed 's/^/  fio: /'
+echo "$out" | grepq 'err= 0' || fail "fio reports errors across the recoveries"
+echo "$out" | grepq -E '^fio exit (0|128|130)$' || fail "fio did not end on its SIGINT"
+echo "$out" | grepq -iE 'verify.*(fail|bad|mismatch)|bad magic' && fail "fio found bad data"
+# min, median, max of the arguments
+mmm() {
+    local s
+    s=$(printf '%s\n' "$@" | sort -n)
+    echo "min $(echo "$s" | head -n 1) ms, median $(echo "$s" | sed -n "$(( ($# + 1) / 2 ))p") ms, max $(echo "$s" | tail -n 1) ms"
+}
+echo "recovery: ${#backs[@]} SIGKILL(s) of smcr-attach under fio verify, 0 fio errors; I/O back after each restart: $(mmm "${backs[@]}"); after the new process's exec: $(mmm "${execs[@]}") (aim: within 2000 ms)"
 noerr "SIGKILL and recovery"
 
 vm_run A 'kill -TERM $(cat /tmp/attach.pid); for i in $(seq 600); do [ -s /tmp/attach.exit ] && break; sleep 0.1; done
@@ -141,4 +219,8 @@ echo "$line"
 echo "$line" | grepq ' 0 failed;' || fail "requests failed"
 echo "$line" | grepq 'ublk: [1-9][0-9]* request' || fail "the recovering smcr-attach served no request: fio was not running across the SIGKILL"
 vm_stop
-echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, ext4, fio verify across a cable pull, an smcrd restart and a SIGKILL + --recover of smcr-attach, removed on SIGTERM"
+if (( KILLS == 1 )); then
+    echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, ext4, fio verify across a cable pull, an smcrd restart and a SIGKILL + --recover of smcr-attach, removed on SIGTERM"
+else
+    echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, fio verify across $KILLS SIGKILLs + --recover of smcr-attach, removed on SIGTERM"
+fi
