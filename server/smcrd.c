@@ -541,6 +541,7 @@ int main(int argc, char **argv)
 	memset(&s, 0, sizeof(s));
 	config_defaults(&s.cfg);
 	applog_set_ident("smcrd");
+	applog_rate_peer_lines(true);
 	pthread_mutex_init(&s.lock, NULL);
 	pthread_cond_init(&s.cond, NULL);
 	s.cancel_fd = s.cancel_wr = -1;

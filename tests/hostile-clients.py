@@ -29,6 +29,14 @@
   hostile-clients.py garbage PORT N        N connections, one after the
                                           other, that send an option with a
                                           bad magic; prints the time taken
+  hostile-clients.py badclc PORT SECS      for SECS, one connection after
+                                          the other that sends a whole CLC
+                                          Proposal with a wrong trailing
+                                          eyecatcher; prints the count
+  hostile-clients.py badgo PORT EXPORT SECS  for SECS, one connection after
+                                          the other that asks NBD_OPT_GO
+                                          for EXPORT (refused); prints the
+                                          count
 Environment: HOSTILE_SRC=ADDR connects from ADDR (e.g. 127.0.0.2).
 Prints one line of figures; exits non-zero on a setup failure."""
 import os, resource, socket, struct, sys, time
@@ -294,6 +302,43 @@ def garbage(port, n):
     print("garbage %d in %.1f s" % (n, time.monotonic() - t0), flush=True)
 
 
+def drain(s):
+    try:
+        while s.recv(4096):
+            pass
+    except OSError:
+        pass
+
+
+def badclc(port, secs):
+    n = 0
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        s = conn(port)
+        # a Proposal of 52 bytes, all zero, but for a trailer of "XXXX"
+        s.sendall(EYE + bytes([1, 0, 52, 0x10]) + bytes(40) + b"XXXX")
+        drain(s)
+        s.close()
+        n += 1
+    print("badclc %d in %.1f s" % (n, secs), flush=True)
+
+
+def badgo(port, export, secs):
+    n = 0
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        s = conn(port)
+        nbd_greet(s)
+        try:
+            go(s, export)
+            sys.exit("GO for %s was granted" % export)
+        except OSError:
+            pass
+        s.close()
+        n += 1
+    print("badgo %d in %.1f s" % (n, secs), flush=True)
+
+
 cmd = sys.argv[1]
 if cmd == "abandon":
     abandon(int(sys.argv[2]), int(sys.argv[3]))
@@ -320,6 +365,10 @@ elif cmd == "noread":
            len(sys.argv) > 8 and sys.argv[8] == "spread")
 elif cmd == "garbage":
     garbage(int(sys.argv[2]), int(sys.argv[3]))
+elif cmd == "badclc":
+    badclc(int(sys.argv[2]), float(sys.argv[3]))
+elif cmd == "badgo":
+    badgo(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
 elif cmd == "name":
     name(int(sys.argv[2]), sys.argv[3])
 else:
