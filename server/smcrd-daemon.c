@@ -155,21 +155,51 @@ void reload(struct server *s)
 /* --- daemon ----------------------------------------------------------------- */
 
 /* Not through a symbolic link (a local user could point it at a file of
- * root's), and only a regular file; mode 0644. */
-int write_pidfile(const char *path)
+ * root's), and only a regular file; mode 0644.  Made relative to its
+ * directory, opened once: removal at exit is in that directory, whatever
+ * its name points to by then. */
+int write_pidfile(const char *path, struct pidfile *pf)
 {
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
 	struct stat st;
 	char buf[32];
 	int fd, n, r;
 
+	pf->dirfd = -1;
+	pf->path = path;
+	if (slash) {
+		size_t dl = slash == path ? 1 : (size_t)(slash - path);
+
+		if (dl >= sizeof(dir) || strlen(slash + 1) >= sizeof(pf->base) || !slash[1]) {
+			log_err("pid file %s: %s", path, strerror(ENAMETOOLONG));
+			return -ENAMETOOLONG;
+		}
+		memcpy(dir, path, dl);
+		dir[dl] = '\0';
+		snprintf(pf->base, sizeof(pf->base), "%s", slash + 1);
+	} else {
+		if (strlen(path) >= sizeof(pf->base)) {
+			log_err("pid file %s: %s", path, strerror(ENAMETOOLONG));
+			return -ENAMETOOLONG;
+		}
+		snprintf(dir, sizeof(dir), ".");
+		snprintf(pf->base, sizeof(pf->base), "%s", path);
+	}
+	pf->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pf->dirfd < 0) {
+		r = -errno;
+		log_err("pid file %s: directory %s: %s", path, dir, strerror(-r));
+		return r;
+	}
 	/* O_NONBLOCK: a FIFO without a reader fails (ENXIO), never blocks. */
-	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-		  0644);
+	fd = openat(pf->dirfd, pf->base,
+		    O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		r = -errno;
 		log_err("pid file %s: %s", path, r == -ELOOP ? "is a symbolic link" :
 			r == -ENXIO ? "not a regular file" : strerror(-r));
-		return r;
+		goto out_dir;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		log_err("pid file %s: not a regular file", path);
@@ -183,17 +213,54 @@ int write_pidfile(const char *path)
 		r = -EMLINK;
 		goto out_close;
 	}
+	pf->dev = st.st_dev;
+	pf->ino = st.st_ino;
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) < 0 || write(fd, buf, (size_t)n) != n) {
 		r = -EIO;
 		log_err("pid file %s: %s", path, strerror(-r));
 		goto out_close;
 	}
-	r = 0;
-out_close:
-	if (close(fd) < 0 && !r)
+	if (close(fd) < 0) {
 		r = -EIO;
+		log_err("pid file %s: %s", path, strerror(-r));
+		goto out_dir;
+	}
+	return 0;
+out_close:
+	close(fd);
+out_dir:
+	close(pf->dirfd);
+	pf->dirfd = -1;
 	return r;
+}
+
+/* Removes the pid file if its name in its directory is still the file
+ * made and it still holds our pid (not one another process or user put
+ * in its place). */
+void remove_pidfile(struct pidfile *pf)
+{
+	char buf[32], want[32];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (pf->dirfd < 0)
+		return;
+	fd = openat(pf->dirfd, pf->base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+		    O_CLOEXEC);
+	if (fd >= 0) {
+		snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+		n = read(fd, buf, sizeof(buf) - 1);
+		if (!fstat(fd, &st) && st.st_dev == pf->dev && st.st_ino == pf->ino && n > 0 &&
+		    (buf[n] = '\0', !strcmp(buf, want)))
+			unlinkat(pf->dirfd, pf->base, 0);
+		else
+			log_warn("pid file %s: not ours any more: left in place", pf->path);
+		close(fd);
+	}
+	close(pf->dirfd);
+	pf->dirfd = -1;
 }
 
 /* Forks; the parent waits until the child reports readiness and exits

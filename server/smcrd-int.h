@@ -123,7 +123,17 @@ int build_table(struct server *s, bool apply_globals, struct export_table **out)
 int reopen_rbd(struct server *s);
 void log_table(const struct export_table *t, const char *config);
 void reload(struct server *s);
-int write_pidfile(const char *path);
+/* A pid file made by write_pidfile(): its directory (opened once), its
+ * name in it and the file itself, to remove it only if it is still ours. */
+struct pidfile {
+	int dirfd;			/* -1: none */
+	const char *path;		/* as given (for the log) */
+	char base[256];
+	dev_t dev;
+	ino_t ino;
+};
+int write_pidfile(const char *path, struct pidfile *pf);
+void remove_pidfile(struct pidfile *pf);
 int daemonize(void);
 void log_to_syslog(void *opaque, enum smcr_log_level level, const char *msg);
 void detach_stdio(const char *log_file);

@@ -469,7 +469,14 @@ static void ctl_start(struct server *s)
 	int r = smcr_ctl_open(s->smcr, "smcrd", &s->ctl);
 
 	if (r < 0) {
-		log_warn("no control socket (smcrctl): %s", strerror(-r));
+		char dir[108];
+		const char *why = NULL;
+
+		smcr_ctl_dir(dir, sizeof(dir));
+		if (smcr_ctl_dir_check(dir, &why) < 0 && why)
+			log_err("no control socket (smcrctl): %s: %s", dir, why);
+		else
+			log_warn("no control socket (smcrctl): %s", strerror(-r));
 		return;
 	}
 	if (!s->ctl)
@@ -533,6 +540,7 @@ int main(int argc, char **argv)
 {
 	struct server s;
 	struct engine_params ep;
+	struct pidfile pidfile = { .dirfd = -1 };
 	sigset_t sigs;
 	int sfd = -1, notify = -1, r, status = EXIT_FAILURE;
 	long ncpu;
@@ -700,7 +708,7 @@ int main(int argc, char **argv)
 		s.cancel_fd = p[0];
 		s.cancel_wr = p[1];
 	}
-	if (s.cfg.pidfile && write_pidfile(s.cfg.pidfile) < 0)
+	if (s.cfg.pidfile && write_pidfile(s.cfg.pidfile, &pidfile) < 0)
 		goto out_pipe;
 
 	memset(&ep, 0, sizeof(ep));
@@ -759,8 +767,7 @@ out_pidfile:
 	if (s.smcr_ls)
 		smcr_close(s.smcr_ls);
 	smcr_ctx_destroy(s.smcr);
-	if (s.cfg.pidfile)
-		unlink(s.cfg.pidfile);
+	remove_pidfile(&pidfile);
 out_pipe:
 	close(s.cancel_fd);
 	close(s.cancel_wr);
