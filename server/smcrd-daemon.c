@@ -6,11 +6,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "smcrd-int.h"
@@ -129,7 +131,7 @@ static void reload_log_level(struct server *s)
 	config_free(&c);
 }
 
-void reload(struct server *s)
+static void reload(struct server *s)
 {
 	struct export_table *t, *old;
 
@@ -144,12 +146,96 @@ void reload(struct server *s)
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
+	if (s->stopping) {
+		/* Built while smcrd was stopping: not served. */
+		pthread_mutex_unlock(&s->lock);
+		export_table_free(t);
+		return;
+	}
 	old = s->table;
 	s->table = t;
 	pthread_mutex_unlock(&s->lock);
 	/* Connected clients keep their own references. */
 	export_table_free(old);
 	log_table(t, s->cfg.config_file);
+}
+
+/* The new table is built here, off the accept loop (an RBD export opens
+ * as slowly as its cluster answers: Ceph's mount timeout is 300 s), and
+ * swapped in under the lock; SIGHUPs while it runs make one more pass. */
+static void *reload_thread(void *arg)
+{
+	struct server *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	while (s->reload_again && !s->stopping) {
+		s->reload_again = false;
+		pthread_mutex_unlock(&s->lock);
+		reload(s);
+		pthread_mutex_lock(&s->lock);
+	}
+	s->reload_running = false;
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+void reload_start(struct server *s)
+{
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	s->reload_again = true;
+	if (s->reload_running) {
+		pthread_mutex_unlock(&s->lock);
+		log_info("SIGHUP: a reload is running: once more after it");
+		return;
+	}
+	if (s->reload_joinable) {
+		/* Done (not running): it only has to return. */
+		pthread_join(s->reload_tid, NULL);
+		s->reload_joinable = false;
+	}
+	r = pthread_create(&s->reload_tid, NULL, reload_thread, s);
+	if (r == 0) {
+		pthread_setname_np(s->reload_tid, "smcrd-reload");
+		s->reload_running = s->reload_joinable = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (r) {
+		log_warn("SIGHUP: cannot start the reload thread: %s: reloading in the "
+			 "accept loop", strerror(r));
+		pthread_mutex_lock(&s->lock);
+		s->reload_again = false;
+		pthread_mutex_unlock(&s->lock);
+		reload(s);
+	}
+}
+
+/* At exit (s->stopping set): waits up to wait_ms for a reload.  false:
+ * it still runs (inside a cluster that does not answer) and uses s. */
+bool reload_stop(struct server *s, unsigned wait_ms)
+{
+	struct timespec ts;
+	bool joinable;
+
+	pthread_mutex_lock(&s->lock);
+	joinable = s->reload_joinable;
+	pthread_mutex_unlock(&s->lock);
+	if (!joinable)
+		return true;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += wait_ms / 1000;
+	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	if (pthread_timedjoin_np(s->reload_tid, NULL, &ts)) {
+		log_warn("a reload still runs (its cluster does not answer): exiting without it");
+		return false;
+	}
+	s->reload_joinable = false;
+	return true;
 }
 
 /* --- daemon ----------------------------------------------------------------- */

@@ -65,6 +65,10 @@ struct server {
 	struct addr_count *addrs;
 	unsigned naddrs, caddrs;
 	bool stopping;
+	/* SIGHUP: the reload thread (under lock); again: one more asked
+	 * while it ran; joinable: started and not joined yet. */
+	pthread_t reload_tid;
+	bool reload_running, reload_again, reload_joinable;
 	int cancel_fd;			/* pipe read end: readable when stopping */
 	int cancel_wr;
 	int lfd[LISTEN_MAX];
@@ -122,7 +126,8 @@ int absolutize(struct server *s, struct export_list *l);
 int build_table(struct server *s, bool apply_globals, struct export_table **out);
 int reopen_rbd(struct server *s);
 void log_table(const struct export_table *t, const char *config);
-void reload(struct server *s);
+void reload_start(struct server *s);
+bool reload_stop(struct server *s, unsigned wait_ms);
 /* A pid file made by write_pidfile(): its directory (opened once), its
  * name in it and the file itself, to remove it only if it is still ours. */
 struct pidfile {

@@ -275,7 +275,7 @@ static void serve(struct server *s, int sfd)
 
 			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo == SIGHUP) {
-					reload(s);
+					reload_start(s);
 				} else {
 					log_info("%s: draining and exiting",
 						 strsignal((int)si.ssi_signo));
@@ -544,7 +544,7 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	int sfd = -1, notify = -1, r, status = EXIT_FAILURE;
 	long ncpu;
-	bool tcp_default;
+	bool tcp_default, reload_left = false;
 
 	memset(&s, 0, sizeof(s));
 	config_defaults(&s.cfg);
@@ -760,6 +760,9 @@ int main(int argc, char **argv)
 	smcr_ctl_close(s.ctl);
 	s.ctl = NULL;
 	shutdown_server(&s);
+	/* A reload stuck in its cluster still reads s: s's table and
+	 * settings are left as they are (the process ends). */
+	reload_left = !reload_stop(&s, 5000);
 	log_info("exiting");
 	status = EXIT_SUCCESS;
 
@@ -780,6 +783,8 @@ out_listen:
 	if (notify >= 0)
 		close(notify);		/* the parent reads EOF: failure */
 out_table:
+	if (reload_left)
+		return status;
 	bd_tls_free(s.tls);
 	export_table_free(s.table);
 out_config:
