@@ -538,7 +538,9 @@ static void shutdown_server(struct server *s)
 
 int main(int argc, char **argv)
 {
-	struct server s;
+	/* Static: a reload thread left running at exit still reads it
+	 * (and what it holds stays reachable). */
+	static struct server s;
 	struct engine_params ep;
 	struct pidfile pidfile = { .dirfd = -1 };
 	sigset_t sigs;
