@@ -171,6 +171,11 @@ void export_spec_free(struct export_spec *s);
 /* "10.0.0.0/8", "::1", "fd00::/8", "*" (everything). */
 int acl_parse(const char *s, struct acl_entry *out);
 bool acl_match(const struct acl_entry *v, unsigned n, const struct sockaddr *sa);
+
+/* The key of a peer's per-address limits and shares: its IPv4 address
+ * (IPv4-mapped IPv6 too), its IPv6 /64 ("2001:db8:1:2::/64": a host may
+ * take any address of its /64), "local" for Unix sockets, "?" else. */
+void addr_key_of(const struct sockaddr *sa, char *out, size_t len);
 /* Whether a client of TLS name name (NULL: none) may use an export with
  * this tls-allow list (none: everybody). */
 bool tls_allow_match(char *const *v, unsigned n, const char *name);

@@ -605,28 +605,17 @@ out_free:
 	return r;
 }
 
-/* The peer's address without the port ("local": Unix sockets, "?": not
- * known), the key of max_memory_per_address. */
+/* The key of max_memory_per_address (addr_key_of(); "?": not known). */
 static void peer_key(struct bd_transport *t, char *out, size_t len)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	const void *a;
 
-	if (bd_peer_addr(t, &ss, &sl) < 0 ||
-	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6 && ss.ss_family != AF_UNIX)) {
+	if (bd_peer_addr(t, &ss, &sl) < 0) {
 		snprintf(out, len, "?");
 		return;
 	}
-	if (ss.ss_family == AF_UNIX) {
-		snprintf(out, len, "local");
-		return;
-	}
-	a = ss.ss_family == AF_INET6 ?
-		(const void *)&((const struct sockaddr_in6 *)&ss)->sin6_addr :
-		(const void *)&((const struct sockaddr_in *)&ss)->sin_addr;
-	if (!inet_ntop(ss.ss_family, a, out, (socklen_t)len))
-		snprintf(out, len, "?");
+	addr_key_of((const struct sockaddr *)&ss, out, len);
 }
 
 int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
