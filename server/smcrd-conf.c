@@ -629,6 +629,7 @@ const struct cfg_setting smcrd_settings[] = {
 	SET("handshake-timeout", NULL, 0, CFG_UINT, 1, 3600, handshake_timeout),
 	SET("max-rmb-memory", NULL, 0, CFG_SIZE, MIB, (UINT64_C(1) << 32) - 1, max_rmb_memory),
 	SET("request-timeout", NULL, 0, CFG_UINT, 1, 3600, request_timeout),
+	SET("idle-timeout", NULL, 0, CFG_UINT, 0, 7 * 86400, idle_timeout),
 	SET("max-clients-per-address", NULL, 0, CFG_UINT, 0, 65536, max_per_address),
 	SET("max-link-groups-per-address", NULL, 0, CFG_UINT, 0, 65536, max_lgrs_per_address),
 	SET("max-handshakes-per-address", NULL, 0, CFG_INT, 0, 65536, max_hs_per_address),

@@ -53,6 +53,7 @@ struct smcrd_config {
 	unsigned max_handshakes;	/* clients in the handshake (CLC, NBD options) */
 	unsigned handshake_timeout;	/* s, whole handshake */
 	unsigned request_timeout;	/* s, a stalled request payload */
+	unsigned idle_timeout;		/* s, an idle session; 0: none */
 	unsigned max_per_address;	/* clients from one address; 0: no limit */
 	int max_hs_per_address;		/* handshakes from one address; 0: no
 					 * limit; -1: half of max_handshakes */

@@ -72,6 +72,9 @@ static void usage(FILE *f)
 "      --request-timeout S  a request's payload that stops coming, or replies\n"
 "                             not read, for S seconds close the client\n"
 "                             (default 30)\n"
+"      --idle-timeout S     close a client with nothing in flight that sent\n"
+"                             and was sent nothing for S seconds (default 0:\n"
+"                             never)\n"
 "      --max-rmb-memory SIZE  SMC-R receive buffers per link group, and as\n"
 "                             much for send buffers (default 256M)\n"
 "  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
@@ -356,6 +359,8 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(lim, "accept_paused", s->accept_paused);
 	jsonw_u64(lim, "request_timeout", s->cfg.request_timeout);
 	jsonw_u64(lim, "request_timeouts", st->request_timeouts);
+	jsonw_u64(lim, "idle_timeout", s->cfg.idle_timeout);
+	jsonw_u64(lim, "idle_timeouts", st->idle_timeouts);
 	jsonw_u64(lim, "max_clients_per_address", s->cfg.max_per_address);
 	jsonw_u64(lim, "refused_per_address", s->refused_per_address);
 	jsonw_u64(lim, "max_handshakes_per_address", hs_per_address(s));
@@ -721,6 +726,7 @@ int main(int argc, char **argv)
 	ep.fixed_buffers = s.cfg.fixed_buffers;
 	ep.drain_timeout_ms = 30000;
 	ep.request_timeout_ms = s.cfg.request_timeout * 1000;
+	ep.idle_timeout_ms = s.cfg.idle_timeout * 1000;
 	ep.closed = client_gone;
 	ep.closed_arg = &s;
 	/* SMC-R after daemonizing: the stack runs its own thread. */
