@@ -25,9 +25,9 @@ start_smcrd_disk 1M --smcr-port "$SPORT"
 wait_for 10 grep -q 'listening for NBD over SMC-R' "$SMCRD_LOG"
 
 about_lo() { grep -c "127\.0\.0\.1:[0-9]*" "$SMCRD_LOG" || true; }
-# flood NAME MODE ARGS...: runs the flood, checks the lines it caused.
+# flood NAME PER MODE ARGS...: PER lines per connection without a limit.
 flood() {
-    local name=$1 before t0 n secs lines max; shift
+    local name=$1 per=$2 before t0 n secs lines max; shift 2
     before=$(about_lo)
     t0=$SECONDS
     python3 "$HOSTILE" "$@" >"$d/$name" || fail "$name clients"
@@ -36,17 +36,19 @@ flood() {
     lines=$(( $(about_lo) - before ))
     max=$((40 + 5 * secs + 5))
     echo "$name: $n connections in $secs s, $lines lines about 127.0.0.1 (at most $max)"
-    [ "$n" -ge 100 ] || fail "$name: only $n connections: not a flood"
+    # Enough connections to go over the bound twice without the limit.
+    [ $((n * per)) -gt $((2 * max)) ] ||
+        skip "$name: only $n connections in $secs s (a slow smcrd, valgrind?): no flood to limit"
     [ "$lines" -le "$max" ] || fail "$name: $lines lines logged for $n connections (limit $max)"
     [ "$lines" -ge 10 ] || fail "$name: only $lines lines: the burst was not logged"
 }
 
-flood badclc badclc "$SPORT" "$FLOOD"
+flood badclc 3 badclc "$SPORT" "$FLOOD"
 grep -q "127\.0\.0\.1:[0-9]*: clc server: protocol error" "$SMCRD_LOG" ||
     fail "no libsmcr line names the peer and its protocol error"
 grep "127\.0\.0\.1:[0-9]*: clc server: protocol error" "$SMCRD_LOG" | head -n 1
 
-flood badgo badgo "$PORT" nosuch "$FLOOD"
+flood badgo 1 badgo "$PORT" nosuch "$FLOOD"
 grep -q "nbd: 127\.0\.0\.1:[0-9]*: unknown export 'nosuch'" "$SMCRD_LOG" ||
     fail "the refusal's reason was not logged"
 grep -q "log: suppressed [0-9]* handshake messages" "$SMCRD_LOG" || fail "no 'suppressed N' line"
