@@ -6,7 +6,7 @@
 # 127.0.0.2 alike, and counted (idle_timeouts); a client that READs every
 # 0.5 s stays open for 5 s, more than twice the timeout.  Without the
 # option idle clients stay.  About 12 s.
-# smcr-timeout: 60
+# smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
