@@ -81,11 +81,14 @@ static int hs_error(struct hs *h, uint32_t option, uint32_t type, const char *fm
 		n = 0;
 	if ((size_t)n >= sizeof(msg))
 		n = sizeof(msg) - 1;
-	/* A client asking for an export it cannot have: once at the default
-	 * level (the admin's first question), the rest with -v. */
+	/* A client asking for an export it cannot have: once per connection
+	 * at the default level (the admin's first question), within the
+	 * client's rate (one per connection of a client that reconnects
+	 * as fast as it can is a flood), the rest with -v. */
 	if ((type == NBD_REP_ERR_UNKNOWN || type == NBD_REP_ERR_POLICY) && !h->refusal_logged) {
 		h->refusal_logged = true;
-		log_info("nbd: %s: %s", h->t->peer, msg);
+		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO, "nbd: %s: %s",
+			  h->t->peer, msg);
 	} else {
 		log_dbg("nbd: %s: option %s: %s: %s", h->t->peer, nbd_opt_name(option),
 			nbd_rep_name(type), msg);

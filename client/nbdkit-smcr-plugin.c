@@ -150,8 +150,14 @@ static void log_to_nbdkit(void *opaque, enum smcr_log_level level, const char *m
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	nbdkit_debug("smcr[%ld.%03ld] %s: %s", (long)ts.tv_sec, ts.tv_nsec / 1000000L,
-		     names[level], msg);
+	/* Errors are shown without -v too (an untrusted control directory:
+	 * no control socket). */
+	if (level == SMCR_LOG_ERR)
+		nbdkit_error("smcr[%ld.%03ld] %s: %s", (long)ts.tv_sec, ts.tv_nsec / 1000000L,
+			     names[level], msg);
+	else
+		nbdkit_debug("smcr[%ld.%03ld] %s: %s", (long)ts.tv_sec, ts.tv_nsec / 1000000L,
+			     names[level], msg);
 }
 
 static int smcr_config_complete(void)

@@ -11,11 +11,13 @@
 
 #include "applog.h"
 #include "logline.h"
+#include "lograte.h"
 
 static const char *log_ident = "smcr";
 static int log_stamp = APPLOG_STAMP_LOCAL;
 static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
 static bool to_journal, stamp_set;	/* stamp_set: applog_set_stamp() called */
+static bool rate_peer_lines;
 
 /* stderr is journald's stream when JOURNAL_STREAM names its device and
  * inode (systemd.exec(5)): then lines carry "<N>" priorities and no stamp
@@ -71,8 +73,18 @@ static void emit(enum smcr_log_level level, const char *msg)
 /* libsmcr's callback: its lines come filtered and escaped. */
 static void from_libsmcr(void *opaque, enum smcr_log_level level, const char *msg)
 {
+	const char *peer;
+
 	(void)opaque;
+	if (__atomic_load_n(&rate_peer_lines, __ATOMIC_RELAXED) && (peer = smcr_log_peer()) &&
+	    !lograte_ok(LOGRATE_HANDSHAKE, peer))
+		return;
 	emit(level, msg);
+}
+
+void applog_rate_peer_lines(bool on)
+{
+	__atomic_store_n(&rate_peer_lines, on, __ATOMIC_RELAXED);
 }
 
 void applog_set_stamp(enum applog_stamp stamp)

@@ -8,6 +8,7 @@
 #define SMCRBD_COMMON_APPLOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 #include "smcr.h"	/* enum smcr_log_level, smcr_log_fn */
 
@@ -26,6 +27,11 @@ void applog_set_ident(const char *ident);
  * nbdkit's log); fn NULL restores stderr.  As smcr_log_set_fn(): one call
  * at a time, already escaped, no stamp. */
 void applog_set_fn(smcr_log_fn fn, void *opaque);
+
+/* on: libsmcr's lines about one connection (smcr_log_peer()) pass the
+ * handshake kind's per-peer rate limit (lograte.h), as the program's own
+ * lines about a client do (a server: its peers are anyone). */
+void applog_rate_peer_lines(bool on);
 
 void applog_v(enum smcr_log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));

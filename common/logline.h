@@ -49,28 +49,67 @@ static inline int logline_stamp(char *buf, size_t len, const char *ident, bool l
 				 logline_level_name(level));
 }
 
-/* Copies a message with its control characters as \xNN: what a peer
+/* The length of the UTF-8 sequence at p when it is valid and safe to log
+ * as it is, else 0: not overlong, no surrogate, at most U+10FFFF, and
+ * neither a C1 control (NEL, U+0085, among them) nor U+2028/U+2029, which
+ * some log readers take as line ends. */
+static inline size_t logline_utf8_len(const unsigned char *p)
+{
+	unsigned int cp, n, i;
+
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		n = 2;
+		cp = p[0] & 0x1fu;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		n = 3;
+		cp = p[0] & 0x0fu;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		n = 4;
+		cp = p[0] & 0x07u;
+	} else {
+		return 0;
+	}
+	for (i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)	/* the string's NUL ends it too */
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3fu);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp <= 0x9f || cp == 0x2028 || cp == 0x2029)
+		return 0;
+	return n;
+}
+
+/* Copies a message with its control characters as \xNN, and the bytes of
+ * invalid UTF-8, C1 controls and U+2028/U+2029 as \xNN each: what a peer
  * sends (an export name) can neither end a log line nor forge the next.
- * The runs between control characters go whole (strcspn, memcpy): every
- * debug line passes here. */
+ * The runs of printable ASCII go whole (memcpy): every debug line passes
+ * here.  Output is cut before an escape or a character that does not fit
+ * whole. */
 static inline void logline_escape(char *out, size_t len, const char *in)
 {
-	static const char ctl[] = "\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a"
-		"\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19"
-		"\x1a\x1b\x1c\x1d\x1e\x1f\x7f";
+	const unsigned char *p = (const unsigned char *)in;
 	size_t o = 0;
 
-	while (*in && o + 1 < len) {
-		size_t n = strcspn(in, ctl);
+	while (*p && o + 1 < len) {
+		size_t n = 0;
 
+		while (p[n] >= 0x20 && p[n] < 0x7f)
+			n++;
 		if (n) {
 			if (n > len - 1 - o)
 				n = len - 1 - o;
-			memcpy(out + o, in, n);
+			memcpy(out + o, p, n);
 			o += n;
-			in += n;
+			p += n;
+		} else if (*p >= 0x80 && (n = logline_utf8_len(p))) {
+			if (o + n >= len)
+				break;
+			memcpy(out + o, p, n);
+			o += n;
+			p += n;
 		} else if (o + 5 < len) {
-			snprintf(out + o, len - o, "\\x%02x", (unsigned char)*in++);
+			snprintf(out + o, len - o, "\\x%02x", *p++);
 			o += 4;
 		} else {
 			break;

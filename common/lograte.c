@@ -3,6 +3,7 @@
 #include <config.h>
 
 #include <pthread.h>
+#include <arpa/inet.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,7 +49,7 @@ static void refill(struct bucket *b, int64_t now, double burst, double rate)
 	b->at_ms = now;
 }
 
-/* The address part of "host:port" / "[v6]:port" into out. */
+/* The address part of "host:port" / "[v6]:port" into out; of IPv6, its /64. */
 static void addr_of(const char *peer, char *out)
 {
 	const char *end = strrchr(peer, ':');
@@ -65,6 +66,16 @@ static void addr_of(const char *peer, char *out)
 		n = ADDR_MAX - 1;
 	memcpy(out, peer, n);
 	out[n] = '\0';
+	if (strchr(out, ':')) {
+		/* IPv6: one bucket per /64 (a host may take any address of
+		 * its /64, a new bucket each). */
+		struct in6_addr a;
+
+		if (inet_pton(AF_INET6, out, &a) == 1) {
+			memset((unsigned char *)&a + 8, 0, 8);
+			inet_ntop(AF_INET6, &a, out, ADDR_MAX);
+		}
+	}
 }
 
 static struct client_slot *client_slot(const char *addr)

@@ -225,6 +225,39 @@ bool acl_match(const struct acl_entry *v, unsigned n, const struct sockaddr *sa)
 	return false;
 }
 
+void addr_key_of(const struct sockaddr *sa, char *out, size_t len)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	const uint8_t *a6;
+	struct in6_addr net;
+	char buf[INET6_ADDRSTRLEN];
+
+	if (sa->sa_family == AF_UNIX) {
+		snprintf(out, len, "local");
+	} else if (sa->sa_family == AF_INET) {
+		if (!inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
+			       (socklen_t)len))
+			snprintf(out, len, "?");
+	} else if (sa->sa_family == AF_INET6) {
+		a6 = (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (!memcmp(a6, v4mapped, sizeof(v4mapped))) {
+			/* An IPv4 peer on an IPv6 socket: the IPv4 key. */
+			if (!inet_ntop(AF_INET, a6 + 12, out, (socklen_t)len))
+				snprintf(out, len, "?");
+			return;
+		}
+		/* One /64 is one site's (a host may take any address in it). */
+		memcpy(&net, a6, 8);
+		memset((uint8_t *)&net + 8, 0, 8);
+		if (inet_ntop(AF_INET6, &net, buf, sizeof(buf)))
+			snprintf(out, len, "%s/64", buf);
+		else
+			snprintf(out, len, "?");
+	} else {
+		snprintf(out, len, "?");
+	}
+}
+
 void export_spec_free(struct export_spec *s)
 {
 	free(s->name);
@@ -596,6 +629,7 @@ const struct cfg_setting smcrd_settings[] = {
 	SET("handshake-timeout", NULL, 0, CFG_UINT, 1, 3600, handshake_timeout),
 	SET("max-rmb-memory", NULL, 0, CFG_SIZE, MIB, (UINT64_C(1) << 32) - 1, max_rmb_memory),
 	SET("request-timeout", NULL, 0, CFG_UINT, 1, 3600, request_timeout),
+	SET("idle-timeout", NULL, 0, CFG_UINT, 0, 7 * 86400, idle_timeout),
 	SET("max-clients-per-address", NULL, 0, CFG_UINT, 0, 65536, max_per_address),
 	SET("max-link-groups-per-address", NULL, 0, CFG_UINT, 0, 65536, max_lgrs_per_address),
 	SET("max-handshakes-per-address", NULL, 0, CFG_INT, 0, 65536, max_hs_per_address),

@@ -53,6 +53,7 @@ struct smcrd_config {
 	unsigned max_handshakes;	/* clients in the handshake (CLC, NBD options) */
 	unsigned handshake_timeout;	/* s, whole handshake */
 	unsigned request_timeout;	/* s, a stalled request payload */
+	unsigned idle_timeout;		/* s, an idle session; 0: none */
 	unsigned max_per_address;	/* clients from one address; 0: no limit */
 	int max_hs_per_address;		/* handshakes from one address; 0: no
 					 * limit; -1: half of max_handshakes */
@@ -171,6 +172,11 @@ void export_spec_free(struct export_spec *s);
 /* "10.0.0.0/8", "::1", "fd00::/8", "*" (everything). */
 int acl_parse(const char *s, struct acl_entry *out);
 bool acl_match(const struct acl_entry *v, unsigned n, const struct sockaddr *sa);
+
+/* The key of a peer's per-address limits and shares: its IPv4 address
+ * (IPv4-mapped IPv6 too), its IPv6 /64 ("2001:db8:1:2::/64": a host may
+ * take any address of its /64), "local" for Unix sockets, "?" else. */
+void addr_key_of(const struct sockaddr *sa, char *out, size_t len);
 /* Whether a client of TLS name name (NULL: none) may use an export with
  * this tls-allow list (none: everybody). */
 bool tls_allow_match(char *const *v, unsigned n, const char *name);

@@ -6,11 +6,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "smcrd-int.h"
@@ -129,7 +131,7 @@ static void reload_log_level(struct server *s)
 	config_free(&c);
 }
 
-void reload(struct server *s)
+static void reload(struct server *s)
 {
 	struct export_table *t, *old;
 
@@ -144,6 +146,12 @@ void reload(struct server *s)
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
+	if (s->stopping) {
+		/* Built while smcrd was stopping: not served. */
+		pthread_mutex_unlock(&s->lock);
+		export_table_free(t);
+		return;
+	}
 	old = s->table;
 	s->table = t;
 	pthread_mutex_unlock(&s->lock);
@@ -152,24 +160,132 @@ void reload(struct server *s)
 	log_table(t, s->cfg.config_file);
 }
 
+/* The new table is built here, off the accept loop (an RBD export opens
+ * as slowly as its cluster answers: Ceph's mount timeout is 300 s), and
+ * swapped in under the lock; SIGHUPs while it runs make one more pass. */
+static void *reload_thread(void *arg)
+{
+	struct server *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	while (s->reload_again && !s->stopping) {
+		s->reload_again = false;
+		pthread_mutex_unlock(&s->lock);
+		reload(s);
+		pthread_mutex_lock(&s->lock);
+	}
+	s->reload_running = false;
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+void reload_start(struct server *s)
+{
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	s->reload_again = true;
+	if (s->reload_running) {
+		pthread_mutex_unlock(&s->lock);
+		log_info("SIGHUP: a reload is running: once more after it");
+		return;
+	}
+	if (s->reload_joinable) {
+		/* Done (not running): it only has to return. */
+		pthread_join(s->reload_tid, NULL);
+		s->reload_joinable = false;
+	}
+	r = pthread_create(&s->reload_tid, NULL, reload_thread, s);
+	if (r == 0) {
+		pthread_setname_np(s->reload_tid, "smcrd-reload");
+		s->reload_running = s->reload_joinable = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (r) {
+		log_warn("SIGHUP: cannot start the reload thread: %s: reloading in the "
+			 "accept loop", strerror(r));
+		pthread_mutex_lock(&s->lock);
+		s->reload_again = false;
+		pthread_mutex_unlock(&s->lock);
+		reload(s);
+	}
+}
+
+/* At exit (s->stopping set): waits up to wait_ms for a reload.  false:
+ * it still runs (inside a cluster that does not answer) and uses s. */
+bool reload_stop(struct server *s, unsigned wait_ms)
+{
+	struct timespec ts;
+	bool joinable;
+
+	pthread_mutex_lock(&s->lock);
+	joinable = s->reload_joinable;
+	pthread_mutex_unlock(&s->lock);
+	if (!joinable)
+		return true;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += wait_ms / 1000;
+	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	if (pthread_timedjoin_np(s->reload_tid, NULL, &ts)) {
+		log_warn("a reload still runs (its cluster does not answer): exiting without it");
+		return false;
+	}
+	s->reload_joinable = false;
+	return true;
+}
+
 /* --- daemon ----------------------------------------------------------------- */
 
 /* Not through a symbolic link (a local user could point it at a file of
- * root's), and only a regular file; mode 0644. */
-int write_pidfile(const char *path)
+ * root's), and only a regular file; mode 0644.  Made relative to its
+ * directory, opened once: removal at exit is in that directory, whatever
+ * its name points to by then. */
+int write_pidfile(const char *path, struct pidfile *pf)
 {
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
 	struct stat st;
 	char buf[32];
 	int fd, n, r;
 
+	pf->dirfd = -1;
+	pf->path = path;
+	if (slash) {
+		size_t dl = slash == path ? 1 : (size_t)(slash - path);
+
+		if (dl >= sizeof(dir) || strlen(slash + 1) >= sizeof(pf->base) || !slash[1]) {
+			log_err("pid file %s: %s", path, strerror(ENAMETOOLONG));
+			return -ENAMETOOLONG;
+		}
+		memcpy(dir, path, dl);
+		dir[dl] = '\0';
+		snprintf(pf->base, sizeof(pf->base), "%s", slash + 1);
+	} else {
+		if (strlen(path) >= sizeof(pf->base)) {
+			log_err("pid file %s: %s", path, strerror(ENAMETOOLONG));
+			return -ENAMETOOLONG;
+		}
+		snprintf(dir, sizeof(dir), ".");
+		snprintf(pf->base, sizeof(pf->base), "%s", path);
+	}
+	pf->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pf->dirfd < 0) {
+		r = -errno;
+		log_err("pid file %s: directory %s: %s", path, dir, strerror(-r));
+		return r;
+	}
 	/* O_NONBLOCK: a FIFO without a reader fails (ENXIO), never blocks. */
-	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-		  0644);
+	fd = openat(pf->dirfd, pf->base,
+		    O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		r = -errno;
 		log_err("pid file %s: %s", path, r == -ELOOP ? "is a symbolic link" :
 			r == -ENXIO ? "not a regular file" : strerror(-r));
-		return r;
+		goto out_dir;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		log_err("pid file %s: not a regular file", path);
@@ -183,17 +299,54 @@ int write_pidfile(const char *path)
 		r = -EMLINK;
 		goto out_close;
 	}
+	pf->dev = st.st_dev;
+	pf->ino = st.st_ino;
 	n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) < 0 || write(fd, buf, (size_t)n) != n) {
 		r = -EIO;
 		log_err("pid file %s: %s", path, strerror(-r));
 		goto out_close;
 	}
-	r = 0;
-out_close:
-	if (close(fd) < 0 && !r)
+	if (close(fd) < 0) {
 		r = -EIO;
+		log_err("pid file %s: %s", path, strerror(-r));
+		goto out_dir;
+	}
+	return 0;
+out_close:
+	close(fd);
+out_dir:
+	close(pf->dirfd);
+	pf->dirfd = -1;
 	return r;
+}
+
+/* Removes the pid file if its name in its directory is still the file
+ * made and it still holds our pid (not one another process or user put
+ * in its place). */
+void remove_pidfile(struct pidfile *pf)
+{
+	char buf[32], want[32];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (pf->dirfd < 0)
+		return;
+	fd = openat(pf->dirfd, pf->base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+		    O_CLOEXEC);
+	if (fd >= 0) {
+		snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+		n = read(fd, buf, sizeof(buf) - 1);
+		if (!fstat(fd, &st) && st.st_dev == pf->dev && st.st_ino == pf->ino && n > 0 &&
+		    (buf[n] = '\0', !strcmp(buf, want)))
+			unlinkat(pf->dirfd, pf->base, 0);
+		else
+			log_warn("pid file %s: not ours any more: left in place", pf->path);
+		close(fd);
+	}
+	close(pf->dirfd);
+	pf->dirfd = -1;
 }
 
 /* Forks; the parent waits until the child reports readiness and exits

@@ -169,6 +169,7 @@ struct conn {
 	bool closing;
 	bool drain;
 	uint64_t last_rx_ms;
+	uint64_t busy_seen_ms;		/* idle_check(): last seen with work */
 	uint64_t rx_progress_ms;	/* last byte received (request timeout) */
 	uint64_t tx_bytes;		/* reply bytes handed to the transport */
 	uint64_t tx_seen;		/* ... at tx_seen_ms */

@@ -46,7 +46,7 @@ static void conn_start(struct worker *w, struct conn *c)
 	c->rx_progress_ms = now_ms();
 	c->tx_seen_ms = c->rx_progress_ms;
 	c->tx_seen_outq = -1;
-	if (w->e->p.request_timeout_ms)
+	if (w->e->p.request_timeout_ms || w->e->p.idle_timeout_ms)
 		arm_timer(w);
 	if (!c->ring)
 		arm_poll_in(c);
@@ -150,6 +150,34 @@ static void stall_check(struct worker *w)
 			w->stall_unlogged++;
 		}
 		conn_close(c, tx ? "reply timeout: closing" : "request timeout: closing");
+		conn_maybe_destroy(c);
+	}
+}
+
+/* Connections with nothing in flight, nothing to send, in no request's
+ * payload, and nothing received or sent for idle_timeout_ms: closed (a
+ * client slot held by a session that does nothing). */
+static void idle_check(struct worker *w)
+{
+	uint64_t now = now_ms(), limit = w->e->p.idle_timeout_ms, last;
+	struct conn *c, *next;
+	char why[80];
+
+	for (c = w->conns; c; c = next) {
+		next = c->next;
+		if (c->closing)
+			continue;
+		if (c->inflight || c->tx_head || c->tx_busy || c->rx_req || c->skip_req) {
+			c->busy_seen_ms = now;
+			continue;
+		}
+		last = c->rx_progress_ms > c->busy_seen_ms ? c->rx_progress_ms : c->busy_seen_ms;
+		if (now - last < limit)
+			continue;
+		__atomic_add_fetch(&w->stats.idle_timeouts, 1, __ATOMIC_RELAXED);
+		snprintf(why, sizeof(why), "idle for %llu ms (idle-timeout): closing",
+			 (unsigned long long)(now - last));
+		conn_close(c, why);
 		conn_maybe_destroy(c);
 	}
 }
@@ -321,7 +349,10 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			drain_check(w);
 		if (w->e->p.request_timeout_ms)
 			stall_check(w);
-		if (w->conns && (w->draining || w->e->p.request_timeout_ms))
+		if (w->e->p.idle_timeout_ms)
+			idle_check(w);
+		if (w->conns && (w->draining || w->e->p.request_timeout_ms ||
+				 w->e->p.idle_timeout_ms))
 			arm_timer(w);
 		break;
 	case TAG_IGNORE:
@@ -605,28 +636,17 @@ out_free:
 	return r;
 }
 
-/* The peer's address without the port ("local": Unix sockets, "?": not
- * known), the key of max_memory_per_address. */
+/* The key of max_memory_per_address (addr_key_of(); "?": not known). */
 static void peer_key(struct bd_transport *t, char *out, size_t len)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	const void *a;
 
-	if (bd_peer_addr(t, &ss, &sl) < 0 ||
-	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6 && ss.ss_family != AF_UNIX)) {
+	if (bd_peer_addr(t, &ss, &sl) < 0) {
 		snprintf(out, len, "?");
 		return;
 	}
-	if (ss.ss_family == AF_UNIX) {
-		snprintf(out, len, "local");
-		return;
-	}
-	a = ss.ss_family == AF_INET6 ?
-		(const void *)&((const struct sockaddr_in6 *)&ss)->sin6_addr :
-		(const void *)&((const struct sockaddr_in *)&ss)->sin_addr;
-	if (!inet_ntop(ss.ss_family, a, out, (socklen_t)len))
-		snprintf(out, len, "?");
+	addr_key_of((const struct sockaddr *)&ss, out, len);
 }
 
 int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
@@ -740,6 +760,7 @@ void engine_get_stats(struct engine *e, struct engine_stats *st)
 		st->file_reads += __atomic_load_n(&w->file_reads, __ATOMIC_RELAXED);
 		st->inline_writes += __atomic_load_n(&w->inline_writes, __ATOMIC_RELAXED);
 		st->request_timeouts += __atomic_load_n(&w->request_timeouts, __ATOMIC_RELAXED);
+		st->idle_timeouts += __atomic_load_n(&w->idle_timeouts, __ATOMIC_RELAXED);
 	}
 }
 

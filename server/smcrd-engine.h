@@ -29,6 +29,10 @@ struct engine_params {
 	/* A request whose payload stops coming (no byte for this long) closes
 	 * its connection and frees its buffer; 0: never. */
 	unsigned request_timeout_ms;
+	/* A connection with no request in flight and nothing received or
+	 * sent for this long is closed (a session that holds a client slot
+	 * and does nothing); 0: never. */
+	unsigned idle_timeout_ms;
 	bool fixed_buffers;		/* register request buffers with
 					 * io_uring (READ_FIXED/WRITE_FIXED) */
 	/* Called (from a worker thread) when a connection is gone, with the
@@ -60,6 +64,7 @@ struct engine_stats {
 	uint64_t file_reads;		/* READs sent by send_file */
 	uint64_t inline_writes;		/* buffered WRITEs done by the worker */
 	uint64_t request_timeouts;	/* connections closed: payload stalled */
+	uint64_t idle_timeouts;		/* connections closed: idle */
 };
 void engine_get_stats(struct engine *e, struct engine_stats *st);
 

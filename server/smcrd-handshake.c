@@ -167,22 +167,10 @@ static const struct nbd_server_ops hs_ops = {
 	.starttls = cb_starttls,
 };
 
-/* The peer's address without the port, the key of max-clients-per-address
- * (every Unix-socket client is "local"). */
+/* The key of max-clients-per-address (addr_key_of()). */
 void addr_key(const struct sockaddr_storage *ss, char *out, size_t len)
 {
-	const void *a;
-
-	if (ss->ss_family == AF_UNIX) {
-		snprintf(out, len, "local");
-		return;
-	}
-	a = ss->ss_family == AF_INET6 ?
-			(const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr :
-			(const void *)&((const struct sockaddr_in *)ss)->sin_addr;
-
-	if (!inet_ntop(ss->ss_family, a, out, (socklen_t)len))
-		snprintf(out, len, "?");
+	addr_key_of((const struct sockaddr *)ss, out, len);
 }
 
 struct addr_count *addr_find(struct server *s, const char *addr)

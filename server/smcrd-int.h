@@ -65,6 +65,10 @@ struct server {
 	struct addr_count *addrs;
 	unsigned naddrs, caddrs;
 	bool stopping;
+	/* SIGHUP: the reload thread (under lock); again: one more asked
+	 * while it ran; joinable: started and not joined yet. */
+	pthread_t reload_tid;
+	bool reload_running, reload_again, reload_joinable;
 	int cancel_fd;			/* pipe read end: readable when stopping */
 	int cancel_wr;
 	int lfd[LISTEN_MAX];
@@ -122,8 +126,19 @@ int absolutize(struct server *s, struct export_list *l);
 int build_table(struct server *s, bool apply_globals, struct export_table **out);
 int reopen_rbd(struct server *s);
 void log_table(const struct export_table *t, const char *config);
-void reload(struct server *s);
-int write_pidfile(const char *path);
+void reload_start(struct server *s);
+bool reload_stop(struct server *s, unsigned wait_ms);
+/* A pid file made by write_pidfile(): its directory (opened once), its
+ * name in it and the file itself, to remove it only if it is still ours. */
+struct pidfile {
+	int dirfd;			/* -1: none */
+	const char *path;		/* as given (for the log) */
+	char base[256];
+	dev_t dev;
+	ino_t ino;
+};
+int write_pidfile(const char *path, struct pidfile *pf);
+void remove_pidfile(struct pidfile *pf);
 int daemonize(void);
 void log_to_syslog(void *opaque, enum smcr_log_level level, const char *msg);
 void detach_stdio(const char *log_file);

@@ -16,12 +16,15 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 
@@ -249,15 +252,39 @@ static void conn_free(struct rbd_conn *k)
 	free(k);
 }
 
+/* Opens the named Ceph config file without blocking and only if it is a
+ * regular file: librados opens it by name and would block in open() on a
+ * FIFO, with every signal blocked.  Returns the fd or -errno (err set). */
+static int conf_open(const char *conf, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd, ret;
+
+	fd = open(conf, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "%s: %s", conf, strerror(-ret));
+		return ret;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(err, errlen, "%s: not a regular file (a FIFO, socket, directory or "
+			 "device)", conf);
+		return -EINVAL;
+	}
+	return fd;
+}
+
 /* Connects to the cluster and opens r's image (read-only: ro). */
 static int conn_open(struct smcrd_rbd *r, bool ro, struct rbd_conn **out, char *err,
 		     size_t errlen)
 {
 	struct rbd_conn *k;
 	char *copy, *pool, *image, *snap;
+	char conf_path[32];
 	sigset_t all, old;
 	const char *what;
-	int ret;
+	int conf_fd = -1, ret;
 
 	ret = parse_path(r->path, &copy, &pool, &image, &snap);
 	if (ret < 0) {
@@ -265,8 +292,20 @@ static int conn_open(struct smcrd_rbd *r, bool ro, struct rbd_conn **out, char *
 			 strerror(-ret));
 		return ret;
 	}
+	if (r->conf) {
+		conf_fd = conf_open(r->conf, err, errlen);
+		if (conf_fd < 0) {
+			free(copy);
+			return conf_fd;
+		}
+		/* librados reads the file opened and checked here, not
+		 * whatever the name points to by then. */
+		snprintf(conf_path, sizeof(conf_path), "/proc/self/fd/%d", conf_fd);
+	}
 	k = calloc(1, sizeof(*k));
 	if (!k) {
+		if (conf_fd >= 0)
+			close(conf_fd);
 		free(copy);
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
 		return -ENOMEM;
@@ -281,7 +320,10 @@ static int conn_open(struct smcrd_rbd *r, bool ro, struct rbd_conn **out, char *
 	if (ret < 0)
 		goto out_free;
 	what = r->conf ? r->conf : "the Ceph config file";
-	ret = rados_conf_read_file(k->cluster, r->conf);
+	ret = rados_conf_read_file(k->cluster, r->conf ? conf_path : NULL);
+	if (conf_fd >= 0)
+		close(conf_fd);
+	conf_fd = -1;
 	if (ret < 0)
 		goto out_shutdown;
 	/* No librbd cache: a write is acknowledged once the cluster has it,
@@ -322,6 +364,8 @@ out_shutdown:
 	rados_shutdown(k->cluster);
 out_free:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (conf_fd >= 0)
+		close(conf_fd);
 	snprintf(err, errlen, "%s: %s", what, strerror(-ret));
 	free(copy);
 	free(k);

@@ -72,6 +72,9 @@ static void usage(FILE *f)
 "      --request-timeout S  a request's payload that stops coming, or replies\n"
 "                             not read, for S seconds close the client\n"
 "                             (default 30)\n"
+"      --idle-timeout S     close a client with nothing in flight that sent\n"
+"                             and was sent nothing for S seconds (default 0:\n"
+"                             never)\n"
 "      --max-rmb-memory SIZE  SMC-R receive buffers per link group, and as\n"
 "                             much for send buffers (default 256M)\n"
 "  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
@@ -275,7 +278,7 @@ static void serve(struct server *s, int sfd)
 
 			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo == SIGHUP) {
-					reload(s);
+					reload_start(s);
 				} else {
 					log_info("%s: draining and exiting",
 						 strsignal((int)si.ssi_signo));
@@ -356,6 +359,8 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(lim, "accept_paused", s->accept_paused);
 	jsonw_u64(lim, "request_timeout", s->cfg.request_timeout);
 	jsonw_u64(lim, "request_timeouts", st->request_timeouts);
+	jsonw_u64(lim, "idle_timeout", s->cfg.idle_timeout);
+	jsonw_u64(lim, "idle_timeouts", st->idle_timeouts);
 	jsonw_u64(lim, "max_clients_per_address", s->cfg.max_per_address);
 	jsonw_u64(lim, "refused_per_address", s->refused_per_address);
 	jsonw_u64(lim, "max_handshakes_per_address", hs_per_address(s));
@@ -469,7 +474,14 @@ static void ctl_start(struct server *s)
 	int r = smcr_ctl_open(s->smcr, "smcrd", &s->ctl);
 
 	if (r < 0) {
-		log_warn("no control socket (smcrctl): %s", strerror(-r));
+		char dir[108];
+		const char *why = NULL;
+
+		smcr_ctl_dir(dir, sizeof(dir));
+		if (smcr_ctl_dir_check(dir, &why) < 0 && why)
+			log_err("no control socket (smcrctl): %s: %s", dir, why);
+		else
+			log_warn("no control socket (smcrctl): %s", strerror(-r));
 		return;
 	}
 	if (!s->ctl)
@@ -531,16 +543,20 @@ static void shutdown_server(struct server *s)
 
 int main(int argc, char **argv)
 {
-	struct server s;
+	/* Static: a reload thread left running at exit still reads it
+	 * (and what it holds stays reachable). */
+	static struct server s;
 	struct engine_params ep;
+	struct pidfile pidfile = { .dirfd = -1 };
 	sigset_t sigs;
 	int sfd = -1, notify = -1, r, status = EXIT_FAILURE;
 	long ncpu;
-	bool tcp_default;
+	bool tcp_default, reload_left = false;
 
 	memset(&s, 0, sizeof(s));
 	config_defaults(&s.cfg);
 	applog_set_ident("smcrd");
+	applog_rate_peer_lines(true);
 	pthread_mutex_init(&s.lock, NULL);
 	pthread_cond_init(&s.cond, NULL);
 	s.cancel_fd = s.cancel_wr = -1;
@@ -699,7 +715,7 @@ int main(int argc, char **argv)
 		s.cancel_fd = p[0];
 		s.cancel_wr = p[1];
 	}
-	if (s.cfg.pidfile && write_pidfile(s.cfg.pidfile) < 0)
+	if (s.cfg.pidfile && write_pidfile(s.cfg.pidfile, &pidfile) < 0)
 		goto out_pipe;
 
 	memset(&ep, 0, sizeof(ep));
@@ -710,6 +726,7 @@ int main(int argc, char **argv)
 	ep.fixed_buffers = s.cfg.fixed_buffers;
 	ep.drain_timeout_ms = 30000;
 	ep.request_timeout_ms = s.cfg.request_timeout * 1000;
+	ep.idle_timeout_ms = s.cfg.idle_timeout * 1000;
 	ep.closed = client_gone;
 	ep.closed_arg = &s;
 	/* SMC-R after daemonizing: the stack runs its own thread. */
@@ -751,6 +768,9 @@ int main(int argc, char **argv)
 	smcr_ctl_close(s.ctl);
 	s.ctl = NULL;
 	shutdown_server(&s);
+	/* A reload stuck in its cluster still reads s: s's table and
+	 * settings are left as they are (the process ends). */
+	reload_left = !reload_stop(&s, 5000);
 	log_info("exiting");
 	status = EXIT_SUCCESS;
 
@@ -758,8 +778,7 @@ out_pidfile:
 	if (s.smcr_ls)
 		smcr_close(s.smcr_ls);
 	smcr_ctx_destroy(s.smcr);
-	if (s.cfg.pidfile)
-		unlink(s.cfg.pidfile);
+	remove_pidfile(&pidfile);
 out_pipe:
 	close(s.cancel_fd);
 	close(s.cancel_wr);
@@ -772,6 +791,8 @@ out_listen:
 	if (notify >= 0)
 		close(notify);		/* the parent reads EOF: failure */
 out_table:
+	if (reload_left)
+		return status;
 	bd_tls_free(s.tls);
 	export_table_free(s.table);
 out_config:

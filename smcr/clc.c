@@ -405,7 +405,8 @@ static void count_fallback(struct clc *c, uint32_t reason, enum smcr_clc_side si
 	res->side = side;
 	res->stats.fallbacks++;
 	res->stats.fallbacks_by[smcr_clc_reason_index(reason)]++;
-	smcr_info("clc %s: TCP fallback, %s: %s (0x%08x)", c->role,
+	/* Debug: the caller logs the fallback (sock_clc.c), one line. */
+	smcr_dbg("clc %s: TCP fallback, %s: %s (0x%08x)", c->role,
 		  side == SMCR_CLC_SIDE_PEER ? "peer declined" : "declined",
 		  smcr_clc_decline_str(reason), reason);
 	clc_undo(c);

@@ -757,7 +757,17 @@ int smcr_ctl_open(struct smcr_ctx *ctx, const char *name, struct smcr_ctl **ctlp
 	 * our socket with theirs. */
 	ret = smcr_ctl_dir_check(dir, &why);
 	if (ret) {
-		smcr_warn("ctl: %s: %s: not using it", dir, why);
+		struct stat st;
+
+		/* An error, not a warning: someone else may have made the
+		 * directory first to take this program's socket. */
+		if (!lstat(dir, &st))
+			smcr_err("ctl: %s: %s: not using it (owner uid %u, mode %04o; we are "
+				 "uid %u): NO CONTROL SOCKET: remove the directory or set "
+				 "SMCR_CTL_DIR", dir, why, (unsigned int)st.st_uid,
+				 (unsigned int)(st.st_mode & 07777), (unsigned int)geteuid());
+		else
+			smcr_err("ctl: %s: %s: not using it: NO CONTROL SOCKET", dir, why);
 		goto out_free;
 	}
 	if (snprintf(ctl->path, sizeof(ctl->path), "%s/%s.%d.sock", dir, ctl->name,

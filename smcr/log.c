@@ -21,6 +21,11 @@ static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
 static smcr_log_fn sink_fn;
 static void *sink_opaque;
 
+/* The peer of the connection this thread works for ("host:port"), while
+ * it does (a handshake): its lines start with it, and a sink may ask for
+ * it to rate them (smcr_log_peer()). */
+static __thread char log_peer[64];
+
 void smcr_log_set_level(enum smcr_log_level level)
 {
 	__atomic_store_n(&log_level, (int)level, __ATOMIC_RELAXED);
@@ -59,14 +64,26 @@ void smcr_log_set_fn(smcr_log_fn fn, void *opaque)
 	pthread_mutex_unlock(&sink_lock);
 }
 
+void smcr_log_set_peer(const char *peer)
+{
+	snprintf(log_peer, sizeof(log_peer), "%s", peer ? peer : "");
+}
+
+const char *smcr_log_peer(void)
+{
+	return log_peer[0] ? log_peer : NULL;
+}
+
 void smcr_vlog(enum smcr_log_level level, const char *fmt, va_list ap)
 {
 	char msg[1024], line[1024];
-	int n;
+	int n = 0;
 
 	if (level > smcr_log_get_level())
 		return;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (log_peer[0])
+		n = snprintf(msg, sizeof(msg), "%s: ", log_peer);
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 	pthread_mutex_lock(&sink_lock);
 	if (sink_fn) {
 		logline_escape(line, sizeof(line), msg);

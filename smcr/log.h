@@ -11,6 +11,10 @@
  * route libsmcr's lines through their own logger, common/applog.h). */
 void smcr_log_set_ident(const char *ident);
 
+/* Names the peer of the connection the calling thread works for from now
+ * (a formatted address; NULL: none): its lines start with "PEER: ". */
+void smcr_log_set_peer(const char *peer);
+
 void smcr_vlog(enum smcr_log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 void smcr_log(enum smcr_log_level level, const char *fmt, ...)

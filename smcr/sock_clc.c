@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <stdio.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -578,8 +580,8 @@ static bool client_speaks_tcp(int fd, int timeout_ms, int *waited)
 	return n > 0 && memcmp(b, eye, (size_t)n) != 0;
 }
 
-static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock **sockp,
-		     bool *not_clc)
+static int handshake_run(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock **sockp,
+			 bool *not_clc)
 {
 	struct smcr_clc_cfg cfg = {
 		.proposal_timeout_ms = (int)ctx->opts.clc_timeout_ms,
@@ -650,9 +652,9 @@ static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock
 		ctx->stats.fallbacks++;
 		ctx->stats.fallback_by_reason[smcr_clc_reason_index(res.reason) %
 					      SMCR_STATS_REASONS]++;
-		smcr_info("%s: TCP fallback: %s (%s)", server ? "accept" : "connect",
+		smcr_info("%s: TCP fallback: %s (%s, 0x%08x)", server ? "accept" : "connect",
 			  smcr_clc_decline_str(res.reason),
-			  s->fallback_by_peer ? "peer" : "local");
+			  s->fallback_by_peer ? "peer" : "local", res.reason);
 		smcr_sock_link(s);
 		*sockp = s;
 		pthread_mutex_unlock(&ctx->lock);
@@ -691,6 +693,45 @@ out_free:
 	s->smc = false;
 	smcr_sock_destroy_locked(s);
 	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+/* The peer of fd as "host:port" or "[v6]:port" ("?" if it has none). */
+static void peer_name(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN];
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl)) {
+		snprintf(out, len, "?");
+	} else if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+		snprintf(out, len, "%s:%u", host, ntohs(a->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+		snprintf(out, len, "[%s]:%u", host, ntohs(a->sin6_port));
+	} else {
+		snprintf(out, len, "?");
+	}
+}
+
+/* The handshake's lines name the peer (smcr_log_peer()): a peer that
+ * reconnects with a bad Proposal can be rated per address. */
+static int handshake(struct smcr_ctx *ctx, int fd, bool server, struct smcr_sock **sockp,
+		     bool *not_clc)
+{
+	char peer[64];
+	int ret;
+
+	peer_name(fd, peer, sizeof(peer));
+	smcr_log_set_peer(peer);
+	ret = handshake_run(ctx, fd, server, sockp, not_clc);
+	smcr_log_set_peer(NULL);
 	return ret;
 }
 

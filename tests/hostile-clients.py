@@ -29,6 +29,17 @@
   hostile-clients.py garbage PORT N        N connections, one after the
                                           other, that send an option with a
                                           bad magic; prints the time taken
+  hostile-clients.py badclc PORT SECS      for SECS, one connection after
+                                          the other that sends a whole CLC
+                                          Proposal with a wrong trailing
+                                          eyecatcher; prints the count
+  hostile-clients.py badgo PORT EXPORT SECS  for SECS, one connection after
+                                          the other that asks NBD_OPT_GO
+                                          for EXPORT (refused); prints the
+                                          count
+  hostile-clients.py idle PORT EXPORT SECS GAP  GO, then a 4 KiB READ every
+                                          GAP s (0: none) for SECS; prints
+                                          "closed after T s" or "open"
 Environment: HOSTILE_SRC=ADDR connects from ADDR (e.g. 127.0.0.2).
 Prints one line of figures; exits non-zero on a setup failure."""
 import os, resource, socket, struct, sys, time
@@ -294,6 +305,70 @@ def garbage(port, n):
     print("garbage %d in %.1f s" % (n, time.monotonic() - t0), flush=True)
 
 
+def drain(s):
+    try:
+        while s.recv(4096):
+            pass
+    except OSError:
+        pass
+
+
+def badclc(port, secs):
+    n = 0
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        s = conn(port)
+        # a Proposal of 52 bytes, all zero, but for a trailer of "XXXX"
+        s.sendall(EYE + bytes([1, 0, 52, 0x10]) + bytes(40) + b"XXXX")
+        drain(s)
+        s.close()
+        n += 1
+    print("badclc %d in %.1f s" % (n, secs), flush=True)
+
+
+def badgo(port, export, secs):
+    n = 0
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        s = conn(port)
+        nbd_greet(s)
+        try:
+            go(s, export)
+            sys.exit("GO for %s was granted" % export)
+        except OSError:
+            pass
+        s.close()
+        n += 1
+    print("badgo %d in %.1f s" % (n, secs), flush=True)
+
+
+def idle(port, export, secs, gap):
+    s = conn(port)
+    nbd_greet(s)
+    go(s, export)
+    t0 = time.monotonic()
+    handle = 0
+    while time.monotonic() - t0 < secs:
+        try:
+            if gap > 0:
+                handle += 1
+                s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, handle, 0, 4096))
+                simple_reply(s, handle)
+                recv_exact(s, 4096)
+                s.settimeout(gap)
+            else:
+                s.settimeout(max(0.05, secs - (time.monotonic() - t0)))
+            if s.recv(1, socket.MSG_PEEK) == b"":
+                raise OSError("closed")
+        except socket.timeout:
+            continue
+        except OSError:
+            print("closed after %.1f s" % (time.monotonic() - t0), flush=True)
+            return
+    print("open after %.1f s" % (time.monotonic() - t0), flush=True)
+    s.close()
+
+
 cmd = sys.argv[1]
 if cmd == "abandon":
     abandon(int(sys.argv[2]), int(sys.argv[3]))
@@ -320,6 +395,12 @@ elif cmd == "noread":
            len(sys.argv) > 8 and sys.argv[8] == "spread")
 elif cmd == "garbage":
     garbage(int(sys.argv[2]), int(sys.argv[3]))
+elif cmd == "badclc":
+    badclc(int(sys.argv[2]), float(sys.argv[3]))
+elif cmd == "badgo":
+    badgo(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
+elif cmd == "idle":
+    idle(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), float(sys.argv[5]))
 elif cmd == "name":
     name(int(sys.argv[2]), sys.argv[3])
 else:

@@ -5,7 +5,8 @@
 # root, the daemon's user and --ctl-group members (SO_PEERCRED,
 # SO_PEERGROUPS); a control directory that
 # another user owns or that group/others may write is refused by smcrd
-# (no socket) and by smcrctl (not read).  Root only (a second uid through
+# (no socket, an error naming the directory and its owner) and by smcrctl
+# (not read).  Root only (a second uid through
 # setpriv); about 30 s on a quiet 2-core host (every smcrctl and python3
 # run is a process start), twice that under load.
 # smcr-timeout: 180
@@ -86,6 +87,11 @@ bad() {
     : >"$SMCRD_LOG"
     start_smcrd --export "disk=$d/disk.img"
     wait_for 5 grep -q "ctl: $SMCR_CTL_DIR: $why: not using it" "$SMCRD_LOG"
+    # Loud: an error naming the directory, its owner and what to do.
+    grep -q "error: ctl: $SMCR_CTL_DIR: $why: not using it (owner uid $(stat -c %u "$SMCR_CTL_DIR"), mode 0$(stat -c %a "$SMCR_CTL_DIR"); .*NO CONTROL SOCKET: remove the directory or set SMCR_CTL_DIR" "$SMCRD_LOG" ||
+        { cat "$SMCRD_LOG"; fail "no loud error about the $why directory"; }
+    grep -q "error: no control socket (smcrctl): $SMCR_CTL_DIR: $why" "$SMCRD_LOG" ||
+        fail "smcrd did not say the $why directory cost its control socket"
     ls "$SMCR_CTL_DIR" | grepq 'smcrd\.' && fail "smcrd made a socket in a $why directory"
     stop_smcrd
     # A socket planted there is not asked.

@@ -48,8 +48,8 @@ struct smcr_sock;
  * these levels; by default to stderr, stamped, at SMCR_DEBUG (0..3) from
  * the environment or info.  Both settings are process-wide: the stack's
  * log is not per context.  A callback runs on whichever thread logs, one
- * call at a time, and must not call back into libsmcr; fn NULL restores
- * stderr.  Set them before creating contexts (or through the opts). */
+ * call at a time, and must not call back into libsmcr (but for
+ * smcr_log_peer()); fn NULL restores stderr.  Set them before creating contexts (or through the opts). */
 enum smcr_log_level {
 	SMCR_LOG_ERR = 0,
 	SMCR_LOG_WARN,
@@ -61,6 +61,12 @@ void smcr_log_set_fn(smcr_log_fn fn, void *opaque);
 void smcr_log_set_level(enum smcr_log_level level);
 /* The level in force (what smcr_log_set_level() set, else SMCR_DEBUG's). */
 enum smcr_log_level smcr_log_get_level(void);
+/* Inside a callback: the peer ("host:port", "[v6]:port") of the
+ * connection the line is about, or NULL when it is about none.  Lines
+ * about a connection start with that peer; a callback can rate them per
+ * peer (one peer that reconnects with garbage writes one line after
+ * another). */
+const char *smcr_log_peer(void);
 
 /* RFC 7609 §3.1: SMC is tried (CLC) only when the SYN and the SYN-ACK both
  * carried TCP option 254 with ExID 0xE2D4C3D9.  Userspace can write and read

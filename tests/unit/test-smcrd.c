@@ -1330,6 +1330,38 @@ static void test_export_arg(void)
 	CU_ASSERT_EQUAL(config_parse_export_arg("d=", &s, err, sizeof(err)), -EINVAL);
 }
 
+/* The key of the per-address limits: IPv4 as it is (mapped or not), IPv6
+ * by its /64, Unix sockets "local". */
+static void test_addr_key(void)
+{
+	static const struct {
+		const char *addr, *key;
+	} v[] = {
+		{ "2001:db8:1:2::1", "2001:db8:1:2::/64" },
+		{ "2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64" },
+		{ "2001:db8:1:3::1", "2001:db8:1:3::/64" },
+		{ "fe80::1", "fe80::/64" },
+		{ "::1", "::/64" },
+		{ "::ffff:127.0.0.1", "127.0.0.1" },
+	};
+	struct sockaddr_in a4 = { .sin_family = AF_INET };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6 };
+	struct sockaddr_storage un = { .ss_family = AF_UNIX };
+	char key[INET6_ADDRSTRLEN];
+	unsigned i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		CU_ASSERT_EQUAL_FATAL(inet_pton(AF_INET6, v[i].addr, &a6.sin6_addr), 1);
+		addr_key_of((struct sockaddr *)&a6, key, sizeof(key));
+		CU_ASSERT_STRING_EQUAL(key, v[i].key);
+	}
+	inet_pton(AF_INET, "127.0.0.1", &a4.sin_addr);
+	addr_key_of((struct sockaddr *)&a4, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, "127.0.0.1");
+	addr_key_of((struct sockaddr *)&un, key, sizeof(key));
+	CU_ASSERT_STRING_EQUAL(key, "local");
+}
+
 static void test_acl(void)
 {
 	struct acl_entry v[2];
@@ -1545,6 +1577,7 @@ static void test_settings(void)
 static CU_TestInfo config_tests[] = {
 	{ "--export argument", test_export_arg },
 	{ "address prefixes", test_acl },
+	{ "per-address keys", test_addr_key },
 	{ "numbers", test_sizes },
 	{ "config file", test_config_file },
 	{ "settings table", test_settings },

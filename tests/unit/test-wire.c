@@ -2133,18 +2133,51 @@ static CU_TestInfo cursor_tests[] = {
 
 /* ---- log lines ------------------------------------------------------------ */
 
-/* logline_escape as it was, a byte at a time: the reference. */
+/* A UTF-8 character at p, decoded from its lead byte's pattern: its
+ * length if it may be logged as is (minimal, no surrogate, at most
+ * U+10FFFF, not U+0080..U+009F nor U+2028/U+2029), else 0. */
+static size_t utf8_ref(const unsigned char *p)
+{
+	static const unsigned int min[] = { 0, 0, 0x80, 0x800, 0x10000 };
+	unsigned int n, cp, i;
+
+	if ((p[0] & 0xe0) == 0xc0)
+		n = 2;
+	else if ((p[0] & 0xf0) == 0xe0)
+		n = 3;
+	else if ((p[0] & 0xf8) == 0xf0)
+		n = 4;
+	else
+		return 0;
+	cp = p[0] & (0x7fu >> n);
+	for (i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3fu);
+	}
+	if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000) ||
+	    (cp >= 0x80 && cp < 0xa0) || cp == 0x2028 || cp == 0x2029)
+		return 0;
+	return n;
+}
+
+/* logline_escape a byte (or a character) at a time: the reference. */
 static void escape_ref(char *out, size_t len, const char *in)
 {
-	size_t o = 0;
+	const unsigned char *p = (const unsigned char *)in;
+	size_t o = 0, n;
 
-	for (; *in && o + 1 < len; in++) {
-		unsigned char c = (unsigned char)*in;
-
-		if (c >= 0x20 && c != 0x7f) {
-			out[o++] = (char)c;
+	while (*p && o + 1 < len) {
+		if (*p >= 0x20 && *p != 0x7f && *p < 0x80) {
+			out[o++] = (char)*p++;
+		} else if ((n = utf8_ref(p))) {
+			if (o + n > len - 1)
+				break;
+			memcpy(out + o, p, n);
+			o += n;
+			p += n;
 		} else if (o + 5 < len) {
-			snprintf(out + o, len - o, "\\x%02x", c);
+			snprintf(out + o, len - o, "\\x%02x", *p++);
 			o += 4;
 		} else {
 			break;
@@ -2153,16 +2186,20 @@ static void escape_ref(char *out, size_t len, const char *in)
 	out[o] = '\0';
 }
 
-/* Every string of up to 6 bytes over plain, control, DEL and high bytes,
- * into every buffer size up to 30: the same line as the reference. */
+/* Every string of up to 5 bytes over plain, control, DEL and the bytes
+ * of valid and broken UTF-8 (NEL C2 85, U+2028 E2 80 A8, é C3 A9), into
+ * every buffer size up to 30: the same line as the reference; then the
+ * cases by name. */
 static void test_logline_escape(void)
 {
-	static const char alpha[] = { 'a', '\n', 0x7f, (char)0x80, 0x1f, ' ' };
+	static const char alpha[] = { 'a', '\n', 0x7f, (char)0x80, 0x1f, ' ',
+				      (char)0xc2, (char)0x85, (char)0xe2, (char)0xa8,
+				      (char)0xc3, (char)0xa9 };
 	char in[8], out[32], ref[32];
 	unsigned int n, k, code, total = 1;
 	size_t len;
 
-	for (n = 0; n <= 6; n++, total *= sizeof(alpha)) {
+	for (n = 0; n <= 5; n++, total *= sizeof(alpha)) {
 		for (code = 0; code < total; code++) {
 			unsigned int c = code;
 
@@ -2187,6 +2224,20 @@ static void test_logline_escape(void)
 	CU_ASSERT_STRING_EQUAL(out, "\\x0a");
 	logline_escape(out, 5, "\n");	/* \x0a whole or not at all */
 	CU_ASSERT_STRING_EQUAL(out, "");
+	logline_escape(out, sizeof(out), "x\xc2\x85y");		/* NEL */
+	CU_ASSERT_STRING_EQUAL(out, "x\\xc2\\x85y");
+	logline_escape(out, sizeof(out), "\xe2\x80\xa8\xe2\x80\xa9");	/* U+2028, U+2029 */
+	CU_ASSERT_STRING_EQUAL(out, "\\xe2\\x80\\xa8\\xe2\\x80\\xa9");
+	logline_escape(out, sizeof(out), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+	CU_ASSERT_STRING_EQUAL(out, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+	logline_escape(out, sizeof(out), "\xc0\xaf\xed\xa0\x80");	/* overlong, surrogate */
+	CU_ASSERT_STRING_EQUAL(out, "\\xc0\\xaf\\xed\\xa0\\x80");
+	logline_escape(out, sizeof(out), "\xe2\x82");		/* cut short */
+	CU_ASSERT_STRING_EQUAL(out, "\\xe2\\x82");
+	logline_escape(out, sizeof(out), "\xff\xf4\x90\x80\x80");	/* not UTF-8, > U+10FFFF */
+	CU_ASSERT_STRING_EQUAL(out, "\\xff\\xf4\\x90\\x80\\x80");
+	logline_escape(out, 4, "ab\xc3\xa9");			/* é whole or not at all */
+	CU_ASSERT_STRING_EQUAL(out, "ab");
 }
 
 static CU_TestInfo logline_tests[] = {
