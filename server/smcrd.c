@@ -106,6 +106,9 @@ static void usage(FILE *f)
 "      --log-level LEVEL    error, warning, info (default) or debug; the\n"
 "                             config file's is applied again on SIGHUP\n"
 "  -v, --verbose            debug logging (--log-level debug)\n"
+"      --check-config       read the options, the config file, the exports and\n"
+"                             the TLS files, say what is wrong (exit status 2)\n"
+"                             or that all is well (0), and exit\n"
 "  -h, --help               this text\n"
 "  -V, --version            version\n"
 "\n"
@@ -115,12 +118,17 @@ static void usage(FILE *f)
 "See smcrd(8).\n");
 }
 
+/* --check-config: getopt's value (no short option), and whether given. */
+#define OPT_CHECK	255
+static bool check_config;
+
 /* The options that are no setting (smcrd_settings[] has the others). */
 static const struct option cli_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
 	{ "config", required_argument, NULL, 'c' },
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "verbose", no_argument, NULL, 'v' },
+	{ "check-config", no_argument, NULL, OPT_CHECK },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 };
@@ -204,6 +212,9 @@ static int parse_args(struct server *s, int argc, char **argv)
 			continue;
 		case 'v':
 			cfg->verbose = true;
+			continue;
+		case OPT_CHECK:
+			check_config = true;
 			continue;
 		case 'h':
 			usage(stdout);
@@ -690,6 +701,13 @@ int main(int argc, char **argv)
 			 s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates",
 			 s.cfg.tls_psk ? "" : bd_tls_verifies_peer(s.tls) ?
 			 ", client certificates verified" : ", client certificates not verified");
+	}
+	if (check_config) {
+		printf("smcrd: configuration OK (%s): %u export(s)\n",
+		       s.cfg.config_file ? s.cfg.config_file : "no config file",
+		       s.table ? s.table->n : 0);
+		status = EXIT_SUCCESS;
+		goto out_table;
 	}
 	if (s.cfg.log_file) {
 		/* Not through a symbolic link or a hard link, never blocking
