@@ -9,7 +9,7 @@
 # buckets cumulative up to +Inf = _count) with the same numbers; --watch
 # shows rates; with two smcrd, reset, send and metrics want a TARGET or
 # --all.
-# smcr-timeout: 120
+# smcr-timeout: 300
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
