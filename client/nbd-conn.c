@@ -465,8 +465,12 @@ void nbdc_uri_strerror(const char *uri, int err, char *buf, size_t len)
 	struct nbdc_uri u;
 
 	if (nbdc_uri_parse(uri, &u) < 0) {
-		snprintf(buf, len, "%s: use smcr://HOST[:PORT]/EXPORT, nbd://... or nbds://...",
-			 uri);
+		if (u.bad_key[0])
+			snprintf(buf, len, "%s: unknown query key '%s' (known: %s)", uri,
+				 u.bad_key, NBDC_URI_KEYS);
+		else
+			snprintf(buf, len, "%s: use smcr://HOST[:PORT]/EXPORT, nbd://... or "
+				 "nbds://...", uri);
 		return;
 	}
 	nbdc_opts_from_uri(&o, &u);

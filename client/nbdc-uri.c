@@ -140,8 +140,11 @@ static int parse_query(const char *q, struct nbdc_uri *u)
 		char key[32], val[4096];
 		int r;
 
-		if (!eq || (size_t)(eq - q) >= sizeof(key))
+		if (!eq || (size_t)(eq - q) >= sizeof(key)) {
+			snprintf(u->bad_key, sizeof(u->bad_key), "%.*s",
+				 (int)(eq ? (size_t)(eq - q) : len), q);
 			return -EINVAL;
+		}
 		memcpy(key, q, (size_t)(eq - q));
 		key[eq - q] = '\0';
 		r = decode(eq + 1, len - (size_t)(eq - q) - 1, val, sizeof(val));
@@ -157,8 +160,10 @@ static int parse_query(const char *q, struct nbdc_uri *u)
 			r = snprintf(u->tls_hostname, sizeof(u->tls_hostname), "%s", val);
 		else if (!strcmp(key, "tls-verify-peer"))
 			r = u->tls_verify_peer = parse_bool(val);
-		else
+		else {
+			snprintf(u->bad_key, sizeof(u->bad_key), "%s", key);
 			return -EINVAL;
+		}
 		if (r < 0)
 			return -EINVAL;
 		if (r >= 4096 || (r >= 256 && (!strcmp(key, "tls-username") ||

@@ -22,7 +22,8 @@ enum nbdc_transport {
  * allowed.  The port defaults to NBDC_SMCR_PORT or NBD_DEFAULT_PORT.  A
  * query string takes libnbd's TLS parameters: tls-certificates=DIR,
  * tls-psk-file=FILE, tls-username=NAME, tls-hostname=NAME,
- * tls-verify-peer=true|false; others are refused (-EINVAL). */
+ * tls-verify-peer=true|false; others are refused (-EINVAL, the key in
+ * bad_key). */
 struct nbdc_uri {
 	enum nbdc_transport transport;
 	bool tls;
@@ -34,7 +35,11 @@ struct nbdc_uri {
 	char tls_username[256];
 	char tls_hostname[256];
 	int tls_verify_peer;			/* -1: not given, 0, 1 */
+	char bad_key[64];			/* an unknown query key, or "" */
 };
+/* The query keys nbdc_uri_parse takes, for messages. */
+#define NBDC_URI_KEYS "tls-certificates, tls-psk-file, tls-username, tls-hostname, " \
+	"tls-verify-peer"
 int nbdc_uri_parse(const char *uri, struct nbdc_uri *u);
 /* HOST, HOST:PORT, [V6]:PORT into host and port (default_port if none). */
 int nbdc_hostport_parse(const char *s, unsigned default_port, char *host,

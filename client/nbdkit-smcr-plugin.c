@@ -203,6 +203,11 @@ static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u,
 
 	if (cfg_uri) {
 		r = nbdc_uri_parse(cfg_uri, u);
+		if (r < 0 && u->bad_key[0]) {
+			nbdkit_error("uri=%s: unknown query key '%s' (known: %s)", cfg_uri,
+				     u->bad_key, NBDC_URI_KEYS);
+			return -1;
+		}
 		if (r < 0) {
 			nbdkit_error("uri=%s: %s", cfg_uri,
 				     r == -EPROTONOSUPPORT ? "use smcr://, nbd:// or nbds://" :

@@ -362,6 +362,13 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	r = nbdc_uri_parse(opt.uri, &u);
+	if (r < 0 && u.bad_key[0]) {
+		fprintf(stderr, "smcr-fuse: %s: unknown query key '%s' (known: %s)\n", opt.uri,
+			u.bad_key, NBDC_URI_KEYS);
+		fputs(TRY_HELP, stderr);
+		ret = 2;
+		goto out_args;
+	}
 	if (r < 0) {
 		fprintf(stderr, "smcr-fuse: %s: %s\n", opt.uri,
 			r == -EPROTONOSUPPORT ? "use smcr://HOST[:PORT]/EXPORT, nbd://... or nbds://..." :
@@ -465,7 +472,10 @@ int main(int argc, char **argv)
 		if (!lc)
 			goto out_signals;
 		fuse_loop_cfg_set_clone_fd(lc, cl.clone_fd);
-		fuse_loop_cfg_set_idle_threads(lc, cl.max_idle_threads);
+		/* UINT_MAX is "not given": libfuse 3.14 warns of it as an
+		 * invalid max threads value when set. */
+		if (cl.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(lc, cl.max_idle_threads);
 		fuse_loop_cfg_set_max_threads(lc, cl.max_threads);
 		ret = fuse_loop_mt(f, lc);
 		fuse_loop_cfg_destroy(lc);

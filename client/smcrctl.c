@@ -6,8 +6,11 @@
  *   smcrctl [--json] [--watch SECS] [--dir DIR] list
  *   smcrctl [--json] [--watch SECS] status [PID|NAME]
  *   smcrctl [--json] [--watch SECS] stats [PID|NAME]
- *   smcrctl fail-link N [PID|NAME]
- *   smcrctl send PID|NAME COMMAND...
+ *   smcrctl [--all] metrics [PID|NAME]
+ *   smcrctl [--all] fail-link N [PID|NAME]
+ *   smcrctl [--all] fault SPEC [PID|NAME]
+ *   smcrctl [--all] reset [PID|NAME]
+ *   smcrctl [--all] send PID|NAME COMMAND...
  *
  * See smcrctl(8). */
 #include <config.h>
@@ -41,7 +44,8 @@ struct target {
 };
 
 static char ctl_dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static bool opt_json, dir_given;
+static bool opt_json, opt_all, dir_given;
+static double opt_watch;
 static volatile sig_atomic_t stop;
 
 /* --- control sockets ----------------------------------------------------------- */
@@ -300,11 +304,131 @@ static void cell(char *dst, const struct json *obj, const char *key)
 		snprintf(dst, CELL, "-");
 }
 
+/* --- rates (--watch) ----------------------------------------------------------- */
+
+/* --watch: each program's previous answer, by pid, and when it came; the
+ * seconds between it and the one being rendered (0: no rates). */
+struct prev_answer {
+	int pid;
+	bool stats;
+	struct json *doc;
+	struct timespec at;
+};
+static struct prev_answer prevs[64];
+static double prev_dt;
+
+/* The previous answer of pid (for the same command), and prev_dt; NULL
+ * when there is none. */
+static struct json *prev_take(int pid, bool stats, const struct timespec *now)
+{
+	unsigned i;
+
+	prev_dt = 0;
+	for (i = 0; i < sizeof(prevs) / sizeof(prevs[0]); i++)
+		if (prevs[i].doc && prevs[i].pid == pid && prevs[i].stats == stats) {
+			prev_dt = (double)(now->tv_sec - prevs[i].at.tv_sec) +
+				  (double)(now->tv_nsec - prevs[i].at.tv_nsec) / 1e9;
+			return prevs[i].doc;
+		}
+	return NULL;
+}
+
+/* Keeps doc as pid's previous answer (frees the one before); frees doc
+ * when there is no room. */
+static void prev_keep(int pid, bool stats, struct json *doc, const struct timespec *now)
+{
+	unsigned i, slot = sizeof(prevs) / sizeof(prevs[0]);
+
+	for (i = 0; i < sizeof(prevs) / sizeof(prevs[0]); i++) {
+		if (prevs[i].doc && prevs[i].pid == pid && prevs[i].stats == stats) {
+			slot = i;
+			break;
+		}
+		if (!prevs[i].doc && slot == sizeof(prevs) / sizeof(prevs[0]))
+			slot = i;
+	}
+	if (slot == sizeof(prevs) / sizeof(prevs[0])) {
+		json_free(doc);
+		return;
+	}
+	json_free(prevs[slot].doc);
+	prevs[slot] = (struct prev_answer){ .pid = pid, .stats = stats, .doc = doc, .at = *now };
+}
+
+/* Counters (totals that only grow): shown with their rate under --watch;
+ * other numbers are gauges or settings. */
+static bool is_counter(const char *key)
+{
+	static const char *const keys[] = {
+		"requests", "reads", "writes", "bytes_read", "bytes_written", "errors",
+		"connections_total", "zc_writes", "zc_reads", "file_reads", "inline_writes",
+		"bytes_sent", "bytes_recv", "rdma_writes", "cdc_sent", "cdc_recv", "llc_sent",
+		"llc_recv", "completed", "resent", "fallbacks", "smc_connections",
+	};
+	unsigned i;
+
+	for (i = 0; key && i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strcmp(key, keys[i]))
+			return true;
+	return false;
+}
+
+/* " (+R/s)": the rate of counter key between prev and cur; "" when not
+ * watching, not a counter, or no earlier value (or it went down: reset). */
+static const char *rate_text(const struct json *prev, const struct json *cur,
+			     const char *key, char *buf, size_t len)
+{
+	uint64_t c, p;
+	double r;
+
+	buf[0] = '\0';
+	if (!prev || prev_dt <= 0 || !is_counter(key) || !json_get(prev, key))
+		return buf;
+	c = json_get_u64(cur, key, 0);
+	p = json_get_u64(prev, key, 0);
+	if (c < p)
+		return buf;
+	r = (double)(c - p) / prev_dt;
+	if (r >= 1e9)
+		snprintf(buf, len, " (+%.1fG/s)", r / 1e9);
+	else if (r >= 1e6)
+		snprintf(buf, len, " (+%.1fM/s)", r / 1e6);
+	else if (r >= 1e4)
+		snprintf(buf, len, " (+%.1fk/s)", r / 1e3);
+	else
+		snprintf(buf, len, " (+%.0f/s)", r);
+	return buf;
+}
+
+/* The element of the previous array of objects that stands for e: the
+ * same value of the first member (an export's or a client's name). */
+static const struct json *prev_elem(const struct json *parr, const struct json *e)
+{
+	const struct json *p;
+	char a[CELL], b[CELL];
+
+	if (!parr || !e->child || !json_is_scalar(e->child))
+		return NULL;
+	json_scalar_text(e->child, a, sizeof(a));
+	for (p = parr->child; p; p = p->next) {
+		const struct json *k = json_get(p, e->child->key);
+
+		if (!k || !json_is_scalar(k))
+			continue;
+		json_scalar_text(k, b, sizeof(b));
+		if (!strcmp(a, b))
+			return p;
+	}
+	return NULL;
+}
+
 /* Generic rendering of a program section: scalars as "key value" lines,
  * arrays of objects as tables (columns: the first element's scalars),
- * nested objects under their own heading. */
-static void render_generic(const struct json *j, const char *indent)
+ * nested objects under their own heading.  pj: the previous answer's
+ * counterpart (--watch rates), or NULL. */
+static void render_generic(const struct json *j, const struct json *pj, const char *indent)
 {
+	char rate[48];
 	char ind2[64], text[CELL];
 	const struct json *c;
 
@@ -319,7 +443,8 @@ static void render_generic(const struct json *j, const char *indent)
 	for (c = j->child; c; c = c->next) {
 		if (json_is_scalar(c)) {
 			json_scalar_text(c, text, sizeof(text));
-			printf("%s%-20s %s\n", indent, c->key, text);
+			printf("%s%-20s %s%s\n", indent, c->key, text,
+			       rate_text(pj, j, c->key, rate, sizeof(rate)));
 		}
 	}
 	for (c = j->child; c; c = c->next) {
@@ -327,7 +452,7 @@ static void render_generic(const struct json *j, const char *indent)
 			continue;
 		if (c->type == JSON_OBJ) {
 			printf("%s%s:\n", indent, c->key);
-			render_generic(c, ind2);
+			render_generic(c, pj ? json_get(pj, c->key) : NULL, ind2);
 		} else if (c->type == JSON_ARR && c->child && c->child->type == JSON_OBJ) {
 			struct table t;
 			const struct json *e, *k;
@@ -340,11 +465,18 @@ static void render_generic(const struct json *j, const char *indent)
 			t.ncols = n;
 			printf("%s%s (%u):\n", indent, c->key, json_count(c));
 			for (e = c->child; e; e = e->next) {
+				const struct json *pe = prev_elem(pj ? json_get(pj, c->key) : NULL, e);
 				char (*row)[CELL] = t_row(&t);
 				unsigned i;
 
-				for (i = 0; i < n; i++)
+				for (i = 0; i < n; i++) {
+					size_t l;
+
 					cell(row[i], e, t.head[i]);
+					l = strlen(row[i]);
+					snprintf(row[i] + l, CELL - l, "%s",
+						 rate_text(pe, e, t.head[i], rate, sizeof(rate)));
+				}
 			}
 			t_print(&t, ind2);
 		} else if (c->type == JSON_ARR) {
@@ -360,8 +492,9 @@ static void render_generic(const struct json *j, const char *indent)
 	}
 }
 
-static void render_counters(const struct json *st, const char *indent)
+static void render_counters(const struct json *st, const struct json *pst, const char *indent)
 {
+	char rate[48];
 	static const char *const keys[] = {
 		"connections", "smc_connections", "fallbacks", "link_groups", "links_added",
 		"links_deleted", "link_failures", "failovers", "bytes_sent", "bytes_recv",
@@ -372,8 +505,9 @@ static void render_counters(const struct json *st, const char *indent)
 	unsigned i;
 
 	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		printf("%s%-16s %" PRIu64 "%s", i % 3 ? "  " : indent, keys[i],
-		       json_get_u64(st, keys[i], 0), i % 3 == 2 ? "\n" : "");
+		printf("%s%-16s %" PRIu64 "%s%s", i % 3 ? "  " : indent, keys[i],
+		       json_get_u64(st, keys[i], 0),
+		       rate_text(pst, st, keys[i], rate, sizeof(rate)), i % 3 == 2 ? "\n" : "");
 	if (i % 3)
 		printf("\n");
 	/* libsmcr's progress thread, woken by source (absent from older ones) */
@@ -433,7 +567,7 @@ static void render_nbd(const char *name, const struct json *s)
 	t_print(&t, "  ");
 }
 
-static void render_status(const struct json *doc)
+static void render_status(const struct json *doc, const struct json *prev)
 {
 	const struct json *smcr = json_get(doc, "smcr"), *lgrs = json_get(smcr, "link_groups");
 	const struct json *conns = json_get(smcr, "connections"), *secs, *g, *l, *c;
@@ -529,7 +663,7 @@ static void render_status(const struct json *doc)
 		if (nfb)
 			printf("  %u connection(s) fell back to TCP\n", nfb);
 		printf("counters:\n");
-		render_counters(json_get(doc, "stats"), "  ");
+		render_counters(json_get(doc, "stats"), prev ? json_get(prev, "stats") : NULL, "  ");
 	}
 	secs = json_get(doc, "sections");
 	for (c = secs ? secs->child : NULL; c; c = c->next) {
@@ -537,7 +671,8 @@ static void render_status(const struct json *doc)
 			render_nbd(c->key, c);
 		else {
 			printf("%s:\n", c->key);
-			render_generic(c, "  ");
+			render_generic(c, prev ? json_get(json_get(prev, "sections"), c->key) : NULL,
+				       "  ");
 		}
 	}
 }
@@ -678,11 +813,23 @@ static int cmd_show(bool stats, const char *filter)
 			}
 			if (o)
 				json_object_array_add(out, o);
-		} else if (stats && !tcp_only) {
-			printf("=== %s (pid %d) ===\n", t[i].name, t[i].pid);
-			render_counters(doc, "  ");
 		} else {
-			render_status(doc);
+			struct timespec now;
+			const struct json *prev;
+			bool st = stats && !tcp_only;
+
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			prev = opt_watch > 0 ? prev_take(t[i].pid, st, &now) : NULL;
+			if (st) {
+				printf("=== %s (pid %d) ===\n", t[i].name, t[i].pid);
+				render_counters(doc, prev, "  ");
+			} else {
+				render_status(doc, prev);
+			}
+			if (opt_watch > 0) {
+				prev_keep(t[i].pid, st, doc, &now);
+				doc = NULL;
+			}
 		}
 		ok++;
 		json_free(doc);
@@ -697,7 +844,22 @@ static int cmd_show(bool stats, const char *filter)
 	return ok ? 0 : 1;
 }
 
-/* One command line to every matching process; prints the answers. */
+/* More than one program matches a command that acts on one: names them
+ * and asks for one, or --all.  Returns 2 (usage). */
+static int too_many(const char *cmd, const char *filter, const struct target *t, unsigned n)
+{
+	unsigned i;
+
+	fprintf(stderr, "smcrctl: %s: %u programs match%s%s%s:", cmd, n,
+		filter ? " '" : "", filter ? filter : "", filter ? "'" : "");
+	for (i = 0; i < n; i++)
+		fprintf(stderr, "%s %s (pid %d)", i ? "," : "", t[i].name, t[i].pid);
+	fprintf(stderr, "; name one (a pid or a name), or give --all\n");
+	return 2;
+}
+
+/* One command line to the matching process (every one with --all);
+ * prints the answers. */
 static int cmd_send(const char *filter, const char *line, bool need_one)
 {
 	struct target *t;
@@ -709,6 +871,14 @@ static int cmd_send(const char *filter, const char *line, bool need_one)
 			filter ? "'" : "", filter ? filter : "", filter ? "' " : "", ctl_dir);
 		free(t);
 		return 1;
+	}
+	if (n > 1 && !opt_all) {
+		char cmd[32];
+
+		snprintf(cmd, sizeof(cmd), "%.*s", (int)strcspn(line, " "), line);
+		r = too_many(cmd, filter, t, n);
+		free(t);
+		return r;
 	}
 	for (i = 0; i < n; i++) {
 		char *answer;
@@ -729,6 +899,253 @@ static int cmd_send(const char *filter, const char *line, bool need_one)
 	return ok || !need_one ? 0 : 1;
 }
 
+/* --- metrics (Prometheus text exposition format 0.0.4) ---------------------- */
+
+/* A label value with \\, " and newlines escaped. */
+static void prom_label(const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			printf("\\%c", *v);
+		else if (*v == '\n')
+			printf("\\n");
+		else
+			putchar(*v);
+	}
+}
+
+static void prom_head(const char *name, const char *type, const char *help)
+{
+	printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One sample: name{pid="P",KEY="VAL"[,extra]} value.  pid: 0 for none. */
+static void prom_sample(const char *name, int pid, const char *key, const char *val,
+			const char *extra, const char *value)
+{
+	bool any = pid || key || extra;
+
+	printf("%s%s", name, any ? "{" : "");
+	if (pid)
+		printf("pid=\"%d\"%s", pid, key || extra ? "," : "");
+	if (key) {
+		printf("%s=\"", key);
+		prom_label(val);
+		printf("\"%s", extra ? "," : "");
+	}
+	if (extra)
+		printf("%s", extra);
+	printf("%s %s\n", any ? "}" : "", value);
+}
+
+static void prom_u64(const char *name, int pid, const char *key, const char *val, uint64_t v)
+{
+	char num[32];
+
+	snprintf(num, sizeof(num), "%" PRIu64, v);
+	prom_sample(name, pid, key, val, NULL, num);
+}
+
+struct prom_doc {
+	int pid;			/* label, or 0 */
+	struct json *sec;		/* the smcrd section */
+	struct json *stats;		/* libsmcr's counters, or NULL */
+};
+
+/* The per-export or per-client families of all docs. */
+static void prom_io(const struct prom_doc *d, unsigned nd, const char *kind)
+{
+	static const struct {
+		const char *name, *key, *type, *help;
+	} f[] = {
+		{ "connections", "connections", "gauge", "connections open now" },
+		{ "connections_total", "connections_total", "counter", "connections since the start" },
+		{ "requests_total", "requests", "counter", "NBD requests answered" },
+		{ "reads_total", "reads", "counter", "NBD READ requests answered" },
+		{ "writes_total", "writes", "counter", "NBD WRITE requests answered" },
+		{ "read_bytes_total", "bytes_read", "counter", "bytes read (READ replies' data)" },
+		{ "written_bytes_total", "bytes_written", "counter", "bytes written (WRITE payloads)" },
+		{ "errors_total", "errors", "counter", "requests answered with an NBD error" },
+	};
+	char name[96], arr[16], extra[48], num[48];
+	unsigned i, k, b;
+
+	snprintf(arr, sizeof(arr), "%s_io", kind);
+	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		char help[96];
+
+		snprintf(name, sizeof(name), "smcrd_%s_%s", kind, f[i].name);
+		snprintf(help, sizeof(help), "%s, per %s", f[i].help, kind);
+		prom_head(name, f[i].type, help);
+		for (k = 0; k < nd; k++) {
+			const struct json *a = json_get(d[k].sec, arr), *e;
+
+			for (e = a ? a->child : NULL; e; e = e->next)
+				prom_u64(name, d[k].pid, kind, json_get_str(e, kind, "?"),
+					 json_get_u64(e, f[i].key, 0));
+		}
+	}
+	snprintf(name, sizeof(name), "smcrd_%s_request_duration_seconds", kind);
+	snprintf(extra, sizeof(extra), "request received to reply queued, per %s", kind);
+	prom_head(name, "histogram", extra);
+	for (k = 0; k < nd; k++) {
+		const struct json *a = json_get(d[k].sec, arr), *bounds, *e;
+
+		bounds = json_get(d[k].sec, "latency_bounds_us");
+		for (e = a ? a->child : NULL; e; e = e->next) {
+			const struct json *lat = json_get(e, "latency"), *c, *bd;
+			const char *who = json_get_str(e, kind, "?");
+			uint64_t cum = 0;
+
+			snprintf(name, sizeof(name), "smcrd_%s_request_duration_seconds_bucket", kind);
+			for (c = lat ? lat->child : NULL, bd = bounds ? bounds->child : NULL, b = 0; c;
+			     c = c->next, b++) {
+				cum += strtoull(c->text ? c->text : "0", NULL, 10);
+				if (bd) {
+					snprintf(extra, sizeof(extra), "le=\"%g\"",
+						 strtod(bd->text ? bd->text : "0", NULL) / 1e6);
+					bd = bd->next;
+				} else {
+					snprintf(extra, sizeof(extra), "le=\"+Inf\"");
+				}
+				snprintf(num, sizeof(num), "%" PRIu64, cum);
+				prom_sample(name, d[k].pid, kind, who, extra, num);
+			}
+			snprintf(name, sizeof(name), "smcrd_%s_request_duration_seconds_sum", kind);
+			snprintf(num, sizeof(num), "%.6f",
+				 (double)json_get_u64(e, "latency_sum_us", 0) / 1e6);
+			prom_sample(name, d[k].pid, kind, who, NULL, num);
+			snprintf(name, sizeof(name), "smcrd_%s_request_duration_seconds_count", kind);
+			snprintf(num, sizeof(num), "%" PRIu64, cum);
+			prom_sample(name, d[k].pid, kind, who, NULL, num);
+		}
+	}
+}
+
+static void prom_print(const struct prom_doc *d, unsigned nd)
+{
+	static const struct {
+		const char *name, *key, *type, *help;
+	} g[] = {
+		{ "smcrd_clients", "clients", "gauge", "clients connected (handshaking or not)" },
+		{ "smcrd_connections", "connections", "gauge", "connections in the transmission phase" },
+		{ "smcrd_max_clients", "max_clients", "gauge", "the max-clients setting" },
+		{ "smcrd_requests_total", "requests", "counter", "NBD requests received" },
+	}, lim[] = {
+		{ "smcrd_refused_max_clients_total", "refused_max_clients", "counter",
+		  "connections refused at max-clients" },
+		{ "smcrd_refused_handshakes_total", "refused_handshakes", "counter",
+		  "connections refused at max-handshakes" },
+		{ "smcrd_refused_per_address_total", "refused_per_address", "counter",
+		  "connections refused at max-clients-per-address" },
+		{ "smcrd_handshake_timeouts_total", "handshake_timeouts", "counter",
+		  "handshakes timed out" },
+		{ "smcrd_request_timeouts_total", "request_timeouts", "counter",
+		  "connections closed: a request's payload stalled" },
+	}, smcr[] = {
+		{ "smcrd_smcr_connections_total", "connections", "counter",
+		  "libsmcr connections since the start or reset" },
+		{ "smcrd_smcr_smc_connections_total", "smc_connections", "counter",
+		  "libsmcr connections on SMC-R" },
+		{ "smcrd_smcr_fallbacks_total", "fallbacks", "counter",
+		  "libsmcr connections that fell back to TCP" },
+		{ "smcrd_smcr_failovers_total", "failovers", "counter", "SMC-R link failovers" },
+		{ "smcrd_smcr_link_failures_total", "link_failures", "counter", "SMC-R links failed" },
+		{ "smcrd_smcr_sent_bytes_total", "bytes_sent", "counter", "bytes sent over SMC-R" },
+		{ "smcrd_smcr_received_bytes_total", "bytes_recv", "counter",
+		  "bytes received over SMC-R" },
+	};
+	unsigned i, k;
+	bool any_smcr = false;
+
+	for (i = 0; i < sizeof(g) / sizeof(g[0]); i++) {
+		prom_head(g[i].name, g[i].type, g[i].help);
+		for (k = 0; k < nd; k++)
+			prom_u64(g[i].name, d[k].pid, NULL, NULL, json_get_u64(d[k].sec, g[i].key, 0));
+	}
+	for (i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+		prom_head(lim[i].name, lim[i].type, lim[i].help);
+		for (k = 0; k < nd; k++)
+			prom_u64(lim[i].name, d[k].pid, NULL, NULL,
+				 json_get_u64(json_get(d[k].sec, "limits"), lim[i].key, 0));
+	}
+	prom_head("smcrd_export_size_bytes", "gauge", "an export's size");
+	for (k = 0; k < nd; k++) {
+		const struct json *a = json_get(d[k].sec, "exports"), *e;
+
+		for (e = a ? a->child : NULL; e; e = e->next)
+			prom_u64("smcrd_export_size_bytes", d[k].pid, "export",
+				 json_get_str(e, "name", "?"), json_get_u64(e, "size", 0));
+	}
+	prom_io(d, nd, "export");
+	prom_io(d, nd, "client");
+	for (k = 0; k < nd; k++)
+		any_smcr |= d[k].stats && d[k].stats->type == JSON_OBJ;
+	for (i = 0; any_smcr && i < sizeof(smcr) / sizeof(smcr[0]); i++) {
+		prom_head(smcr[i].name, smcr[i].type, smcr[i].help);
+		for (k = 0; k < nd; k++)
+			if (d[k].stats && d[k].stats->type == JSON_OBJ)
+				prom_u64(smcr[i].name, d[k].pid, NULL, NULL,
+					 json_get_u64(d[k].stats, smcr[i].key, 0));
+	}
+}
+
+/* smcrctl metrics: smcrd's counters in the Prometheus text format; one
+ * smcrd (default: the one named smcrd), or every matching one with --all
+ * (then each sample has a pid label). */
+static int cmd_metrics(const char *filter)
+{
+	struct prom_doc d[64];
+	struct target *t;
+	unsigned n, stale, i, nd = 0;
+	int r = find_targets(filter ? filter : "smcrd", false, &t, &n, &stale);
+	struct json *docs[64] = { NULL };
+
+	if (r < 0 || !n) {
+		fprintf(stderr, "smcrctl: no '%s' program with a control socket in %s\n",
+			filter ? filter : "smcrd", ctl_dir);
+		free(t);
+		return 1;
+	}
+	if (n > 1 && !opt_all) {
+		r = too_many("metrics", filter ? filter : "smcrd", t, n);
+		free(t);
+		return r;
+	}
+	for (i = 0; i < n && nd < sizeof(d) / sizeof(d[0]); i++) {
+		char *answer, err[128];
+		struct json *doc, *sec;
+
+		r = ask(t[i].path, "status-json", &answer);
+		if (r < 0) {
+			fprintf(stderr, "smcrctl: %s (pid %d): %s\n", t[i].name, t[i].pid,
+				strerror(-r));
+			continue;
+		}
+		doc = json_parse(answer, err, sizeof(err));
+		free(answer);
+		sec = doc ? json_get(json_get(doc, "sections"), "smcrd") : NULL;
+		if (!sec) {
+			fprintf(stderr, "smcrctl: %s (pid %d): %s\n", t[i].name, t[i].pid,
+				doc ? "no smcrd section (not smcrd)" : err);
+			json_free(doc);
+			continue;
+		}
+		docs[nd] = doc;
+		d[nd].pid = opt_all ? t[i].pid : 0;
+		d[nd].sec = sec;
+		d[nd].stats = json_get(doc, "stats");
+		nd++;
+	}
+	if (nd)
+		prom_print(d, nd);
+	for (i = 0; i < nd; i++)
+		json_free(docs[i]);
+	free(t);
+	fflush(stdout);
+	return nd ? 0 : 1;
+}
+
 static void on_signal(int sig)
 {
 	stop = 1;
@@ -742,11 +1159,15 @@ static void usage(FILE *f)
 		"nbdkit-smcr, smcr-fuse and any other program using libsmcr, through their\n"
 		"control sockets, and injects faults.\n"
 		"\n"
-		"Commands (TARGET: a pid, or a program name or its beginning; default: all):\n"
+		"Commands (TARGET: a pid, or a program name or its beginning; default: all;\n"
+		"fail-link, fault, reset, send and metrics act on one program: when several\n"
+		"match, name one or give --all):\n"
 		"  list                     the control sockets found\n"
 		"  status [TARGET]          link groups, links, connections, counters and\n"
 		"                           the program's own status (exports, clients, NBD)\n"
 		"  stats [TARGET]           counters only\n"
+		"  metrics [TARGET]         smcrd's counters in the Prometheus text format\n"
+		"                           (TARGET default: smcrd)\n"
 		"  fail-link N [TARGET]     force link N of every link group into the error\n"
 		"                           state (failover test)\n"
 		"  fault SPEC [TARGET]      inject a fault: fail-link=N, drop-link=N,\n"
@@ -760,7 +1181,10 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -j, --json               JSON instead of tables\n"
-		"  -w, --watch SECS         repeat every SECS seconds until interrupted\n"
+		"  -w, --watch SECS         repeat every SECS seconds until interrupted, with\n"
+		"                           each counter's rate (per second) after it\n"
+		"  -a, --all                fail-link, fault, reset, send, metrics: every\n"
+		"                           matching program\n"
 		"  -d, --dir DIR            control socket directory (default: $SMCR_CTL_DIR,\n"
 		"                           /run/smcr for root, else $XDG_RUNTIME_DIR/smcr)\n"
 		"  -h, --help               this text\n"
@@ -792,6 +1216,7 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "all", no_argument, NULL, 'a' },
 		{ "watch", required_argument, NULL, 'w' },
 		{ "dir", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -803,9 +1228,10 @@ int main(int argc, char **argv)
 	int c, r = 0;
 
 	smcr_ctl_dir(ctl_dir, sizeof(ctl_dir));
-	while ((c = getopt_long(argc, argv, "+jw:d:hV", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+ajw:d:hV", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': opt_json = true; break;
+		case 'a': opt_all = true; break;
 		case 'w': {
 			char *end;
 
@@ -827,8 +1253,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		return usage_error("no command (list, status, stats, fail-link, fault, reset, send)");
+		return usage_error("no command (list, status, stats, metrics, fail-link, fault, reset, send)");
 	cmd = argv[optind++];
+	opt_watch = watch;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -872,7 +1299,13 @@ int main(int argc, char **argv)
 				 i > optind + 1 ? " " : "", argv[i]);
 		return cmd_send(argv[optind], line, true);
 	}
-	if (strcmp(cmd, "list") && strcmp(cmd, "status") && strcmp(cmd, "stats")) {
+	if (!strcmp(cmd, "metrics") && watch <= 0) {
+		if (optind + 1 < argc)
+			return usage_error("usage: smcrctl metrics [TARGET]");
+		return cmd_metrics(optind < argc ? argv[optind] : NULL);
+	}
+	if (strcmp(cmd, "list") && strcmp(cmd, "status") && strcmp(cmd, "stats") &&
+	    strcmp(cmd, "metrics")) {
 		return usage_error("unknown command '%s'", cmd);
 	}
 	if (optind + 1 < argc || (!strcmp(cmd, "list") && optind < argc))
@@ -889,6 +1322,8 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(cmd, "list"))
 			r = cmd_list();
+		else if (!strcmp(cmd, "metrics"))
+			r = cmd_metrics(optind < argc ? argv[optind] : NULL);
 		else
 			r = cmd_show(!strcmp(cmd, "stats"), optind < argc ? argv[optind] : NULL);
 		fflush(stdout);

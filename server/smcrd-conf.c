@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "applog.h"
 #include "smcr.h"
 #include "smcrd-conf.h"
 
@@ -778,6 +779,9 @@ void config_setting_format(const struct smcrd_config *cfg, const struct cfg_sett
 	case CFG_SIZE:
 		if (*(const uint64_t *)p == UINT64_MAX)
 			snprintf(buf, len, "auto");
+		else if (!*(const uint64_t *)p && !strcmp(st->name, "rmbe-size"))
+			/* libsmcr's choice (smcrd(8), --rmbe-size) */
+			snprintf(buf, len, "auto (SMCR_RMBE_SIZE, else 512K down to 64K)");
 		else
 			snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)p);
 		return;
@@ -812,7 +816,7 @@ bool config_setting_number(const struct smcrd_config *cfg, const struct cfg_sett
 		return *(const int *)p >= 0;
 	case CFG_SIZE:
 		*out = *(const uint64_t *)p;
-		return *out != UINT64_MAX;
+		return *out != UINT64_MAX && (*out || strcmp(st->name, "rmbe-size"));
 	default:
 		return false;
 	}
@@ -918,6 +922,11 @@ int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_glob
 		*eq = '\0';
 		key = trim(s);
 		val = trim(eq + 1);
+		if (hash)
+			/* "description = build #42" would be served as "build"
+			 * without a word: a value cannot hold a '#'. */
+			log_warn("%s:%u: '#' starts a comment: the value of '%s' is '%s' "
+				 "(a value cannot hold '#')", path, lineno, key, val);
 		if (in_export)
 			r = export_set(&cur, key, val, e2, sizeof(e2));
 		else

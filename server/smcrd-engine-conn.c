@@ -371,6 +371,8 @@ void conn_destroy(struct conn *c)
 		  "%llu bytes written)", c->t->peer, c->exp->spec.name,
 		  (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
 		  (unsigned long long)c->wbytes);
+	iostat_conn(c->st_exp, -1);
+	iostat_conn(c->st_cli, -1);
 	owner = c->owner;
 	bd_close(c->t);
 	export_put(c->exp);
@@ -582,10 +584,24 @@ struct req *req_new(struct conn *c)
 	q->error = 0;
 	q->err_off = NBD_NO_OFFSET;
 	q->msg = NULL;
+	q->t0_us = mono_us();
 	c->inflight++;
 	c->nreq++;
 	__atomic_add_fetch(&w->stats.requests, 1, __ATOMIC_RELAXED);
 	return q;
+}
+
+void req_account(struct req *q, uint32_t error, uint64_t bytes)
+{
+	struct conn *c = q->c;
+	uint64_t now = mono_us(), lat = now > q->t0_us ? now - q->t0_us : 0;
+
+	if (q->r.type == NBD_CMD_READ)
+		c->rbytes += bytes;
+	else if (q->r.type == NBD_CMD_WRITE)
+		c->wbytes += bytes;
+	iostat_add(c->st_exp, q->r.type, bytes, error, lat);
+	iostat_add(c->st_cli, q->r.type, bytes, error, lat);
 }
 
 void req_free(struct req *q)

@@ -113,6 +113,7 @@ struct req {
 	/* RBD export: the result of its operation, handed to the worker. */
 	struct req *rbd_next;
 	int rbd_res;
+	uint64_t t0_us;			/* received at (iostat latency) */
 };
 
 #define LK_READ		1u
@@ -202,6 +203,7 @@ struct conn {
 	struct iovec tx_iov[IOV_BATCH];
 	/* statistics */
 	uint64_t nreq, rbytes, wbytes;
+	struct iostat *st_exp, *st_cli;	/* its export's and address's, or NULL */
 };
 
 struct worker {
@@ -317,6 +319,10 @@ uint64_t chunk_len(const struct req *q);
 struct req *req_new(struct conn *c);
 void req_free(struct req *q);
 void worker_wake(struct worker *w);
+
+/* One request answered (its reply queued): the connection's and the
+ * iostat counters.  bytes: READ data sent, WRITE data written. */
+void req_account(struct req *q, uint32_t error, uint64_t bytes);
 
 /* smcrd-engine-tx.c: replies */
 bool tx_reserve_read(struct conn *c, struct req *q);

@@ -164,7 +164,7 @@ void req_start(struct req *q)
 			struct conn *c = q->c;
 
 			nbd_reply_build_read_stream(&c->tp, &q->r, &q->rb);
-			c->rbytes += q->r.length;
+			req_account(q, 0, q->r.length);
 			tx_push(c, q);
 			conn_dirty(c);
 			return;
@@ -503,7 +503,7 @@ static void req_finish(struct req *q, int res)
 		}
 		win_put(q->tx_win, q->rb.head_len + q->r.length, q->rb.tail, q->rb.tail_len);
 		q->tx_ready = true;
-		c->rbytes += q->r.length;
+		req_account(q, 0, q->r.length);
 		conn_dirty(c);
 		return;
 	}
@@ -639,10 +639,7 @@ void link_resolve(struct req *q)
 		req_finish(q, q->lk_rres);
 		return;
 	}
-	if (q->phase == PH_READ)
-		c->rbytes += q->r.length;
-	else
-		c->wbytes += q->r.length;
+	req_account(q, 0, q->r.length);
 	if (s >= 0 && (size_t)s == full) {
 		req_free(q);
 		return;

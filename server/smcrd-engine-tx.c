@@ -45,10 +45,8 @@ void req_reply(struct req *q, uint32_t error, uint32_t data_len)
 	zc_unpin(q);
 	q->error = error;
 	nbd_reply_build(&c->tp, &q->r, error, data_len, q->err_off, q->msg, &q->rb);
-	if (q->r.type == NBD_CMD_READ)
-		c->rbytes += q->rb.data_len;
-	else if (q->r.type == NBD_CMD_WRITE && !error)
-		c->wbytes += q->r.length;
+	req_account(q, error, q->r.type == NBD_CMD_READ ? q->rb.data_len :
+			q->r.type == NBD_CMD_WRITE && !error ? q->r.length : 0);
 	tx_push(c, q);
 	conn_dirty(c);
 }

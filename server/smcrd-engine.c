@@ -671,6 +671,10 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	peer_key(t, c->akey, sizeof(c->akey));
 	c->pfd = bd_poll_fd(t);
 	c->exp = exp;
+	if (e->p.iostat) {
+		c->st_exp = iostat_get(e->p.iostat, IOSTAT_EXPORT, exp->spec.name);
+		c->st_cli = iostat_get(e->p.iostat, IOSTAT_CLIENT, c->akey);
+	}
 	if (bd_has(t, BD_HAS_ZC_RX)) {
 		c->pins = calloc(e->p.queue_depth, sizeof(*c->pins));
 		if (!c->pins) {
@@ -692,6 +696,8 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	}
 	__atomic_add_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&e->conns, 1, __ATOMIC_RELAXED);
+	iostat_conn(c->st_exp, 1);
+	iostat_conn(c->st_cli, 1);
 	log_rated(LOGRATE_SESSION, t->peer, SMCR_LOG_INFO,
 		  "client %s: export '%s' (%s replies%s, worker %u)", t->peer,
 		  exp->spec.name, s->structured ? "structured" : "simple",
@@ -701,6 +707,8 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 		pthread_mutex_unlock(&w->lock);
 		__atomic_sub_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
 		__atomic_sub_fetch(&e->conns, 1, __ATOMIC_RELAXED);
+		iostat_conn(c->st_exp, -1);
+		iostat_conn(c->st_cli, -1);
 		free(c->pins);
 		free(c->rbuf);
 		free(c);

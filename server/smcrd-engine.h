@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "smcrd-export.h"
+#include "smcrd-iostat.h"
 #include "nbd-server.h"
 #include "transport.h"
 
@@ -39,6 +40,9 @@ struct engine_params {
 	 * owner given to engine_add(). */
 	void (*closed)(void *arg, void *owner);
 	void *closed_arg;
+	/* Counters per export and per client (smcrctl status, metrics), or
+	 * NULL; outlives the engine. */
+	struct iostat_table *iostat;
 };
 
 struct engine;

@@ -17,6 +17,7 @@
 
 #include "smcrd-conf.h"
 #include "smcrd-engine.h"
+#include "smcrd-iostat.h"
 #include "smcrd-export.h"
 #include "applog.h"
 #include "transport.h"
@@ -82,6 +83,7 @@ struct server {
 	char cwd[PATH_MAX];
 	int tls_mode;			/* NBD_TLS_*, from cfg.tls */
 	struct bd_tls *tls;		/* TLS credentials on NBD/TCP */
+	struct iostat_table iostat;	/* per export and client (engine) */
 };
 
 struct addr_count {

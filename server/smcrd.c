@@ -109,6 +109,9 @@ static void usage(FILE *f)
 "      --log-level LEVEL    error, warning, info (default) or debug; the\n"
 "                             config file's is applied again on SIGHUP\n"
 "  -v, --verbose            debug logging (--log-level debug)\n"
+"      --check-config       read the options, the config file, the exports and\n"
+"                             the TLS files, say what is wrong (exit status 2)\n"
+"                             or that all is well (0), and exit\n"
 "  -h, --help               this text\n"
 "  -V, --version            version\n"
 "\n"
@@ -118,12 +121,17 @@ static void usage(FILE *f)
 "See smcrd(8).\n");
 }
 
+/* --check-config: getopt's value (no short option), and whether given. */
+#define OPT_CHECK	255
+static bool check_config;
+
 /* The options that are no setting (smcrd_settings[] has the others). */
 static const struct option cli_opts[] = {
 	{ "export", required_argument, NULL, 'e' },
 	{ "config", required_argument, NULL, 'c' },
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "verbose", no_argument, NULL, 'v' },
+	{ "check-config", no_argument, NULL, OPT_CHECK },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 };
@@ -207,6 +215,9 @@ static int parse_args(struct server *s, int argc, char **argv)
 			continue;
 		case 'v':
 			cfg->verbose = true;
+			continue;
+		case OPT_CHECK:
+			check_config = true;
 			continue;
 		case 'h':
 			usage(stdout);
@@ -337,6 +348,50 @@ static int smcr_start(struct server *s)
 	return 0;
 }
 
+/* The I/O counters per export and client: "export_io" and "client_io",
+ * arrays in order of first use, and "latency_bounds_us", the upper bounds
+ * of their "latency" buckets (counts per bucket; the last one has no
+ * bound). */
+static void iostat_json(struct server *s, struct json_object *o)
+{
+	struct json_object *arr[2], *b = json_object_new_array();
+	const struct iostat_entry *e;
+	unsigned i;
+
+	for (i = 0; b && i < IOSTAT_BUCKETS - 1; i++)
+		json_object_array_add(b, json_object_new_int64(iostat_bound_us[i]));
+	jsonw_add(o, "latency_bounds_us", b);
+	arr[0] = json_object_new_array();
+	arr[1] = json_object_new_array();
+	jsonw_add(o, "export_io", arr[0]);
+	jsonw_add(o, "client_io", arr[1]);
+	pthread_mutex_lock(&s->iostat.lock);
+	for (e = s->iostat.head; e; e = e->next) {
+		struct json_object *j, *lat, *a = arr[e->kind == IOSTAT_CLIENT];
+		struct iostat st;
+
+		if (!a || !(j = json_object_new_object()))
+			continue;
+		iostat_read(&e->st, &st);
+		jsonw_str(j, e->kind == IOSTAT_CLIENT ? "client" : "export", e->name);
+		jsonw_u64(j, "connections", st.connections);
+		jsonw_u64(j, "connections_total", st.connections_total);
+		jsonw_u64(j, "requests", st.requests);
+		jsonw_u64(j, "reads", st.reads);
+		jsonw_u64(j, "writes", st.writes);
+		jsonw_u64(j, "bytes_read", st.bytes_read);
+		jsonw_u64(j, "bytes_written", st.bytes_written);
+		jsonw_u64(j, "errors", st.errors);
+		jsonw_u64(j, "latency_sum_us", st.lat_sum_us);
+		lat = json_object_new_array();
+		for (i = 0; lat && i < IOSTAT_BUCKETS; i++)
+			json_object_array_add(lat, json_object_new_uint64(st.lat[i]));
+		jsonw_add(j, "latency", lat);
+		json_object_array_add(a, j);
+	}
+	pthread_mutex_unlock(&s->iostat.lock);
+}
+
 /* The "smcrd" section of the control socket (smcrctl status): exports,
  * clients, engine counters, as JSON. */
 static int ctl_dump_json(struct server *s, const struct engine_stats *st,
@@ -390,6 +445,7 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 			jsonw_str(set, cs->name, v);
 	}
 	jsonw_add(o, "settings", set);
+	iostat_json(s, o);
 	exps = json_object_new_array();
 	jsonw_add(o, "exports", exps);
 	for (i = 0; exps && s->table && i < s->table->n; i++) {
@@ -405,6 +461,32 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 		json_object_array_add(exps, j);
 	}
 	return jsonw_dump(o, buf, len);
+}
+
+/* The I/O counters per export and client, one line each. */
+static size_t iostat_text(struct server *s, char *buf, size_t len, size_t off)
+{
+	const struct iostat_entry *e;
+
+	pthread_mutex_lock(&s->iostat.lock);
+	for (e = s->iostat.head; e; e = e->next) {
+		struct iostat st;
+
+		iostat_read(&e->st, &st);
+		off = strbuf_out(buf, len, off,
+				 "io %s %s: connections %llu (%llu in all), requests %llu "
+				 "(reads %llu, writes %llu), bytes read %llu, written %llu, "
+				 "errors %llu, mean latency %llu us\n",
+				 e->kind == IOSTAT_CLIENT ? "client" : "export", e->name,
+				 (unsigned long long)st.connections,
+				 (unsigned long long)st.connections_total,
+				 (unsigned long long)st.requests, (unsigned long long)st.reads,
+				 (unsigned long long)st.writes, (unsigned long long)st.bytes_read,
+				 (unsigned long long)st.bytes_written, (unsigned long long)st.errors,
+				 (unsigned long long)(st.requests ? st.lat_sum_us / st.requests : 0));
+	}
+	pthread_mutex_unlock(&s->iostat.lock);
+	return off;
 }
 
 /* The "smcrd" section of the control socket (smcrctl status): exports,
@@ -459,6 +541,7 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 				 e->spec.path, (unsigned long long)e->size,
 				 e->spec.read_only ? ", read-only" : "");
 	}
+	off = iostat_text(s, buf, len, off);
 	off = strbuf_out(buf, len, off, "settings:");
 	for (cs = smcrd_settings; cs->name; cs++) {
 		config_setting_format(&s->cfg, cs, v, sizeof(v));
@@ -558,6 +641,7 @@ int main(int argc, char **argv)
 	applog_set_ident("smcrd");
 	applog_rate_peer_lines(true);
 	pthread_mutex_init(&s.lock, NULL);
+	iostat_init(&s.iostat);
 	pthread_cond_init(&s.cond, NULL);
 	s.cancel_fd = s.cancel_wr = -1;
 	if (!getcwd(s.cwd, sizeof(s.cwd)))
@@ -633,6 +717,13 @@ int main(int argc, char **argv)
 			 s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates",
 			 s.cfg.tls_psk ? "" : bd_tls_verifies_peer(s.tls) ?
 			 ", client certificates verified" : ", client certificates not verified");
+	}
+	if (check_config) {
+		printf("smcrd: configuration OK (%s): %u export(s)\n",
+		       s.cfg.config_file ? s.cfg.config_file : "no config file",
+		       s.table ? s.table->n : 0);
+		status = EXIT_SUCCESS;
+		goto out_table;
 	}
 	if (s.cfg.log_file) {
 		/* Not through a symbolic link or a hard link, never blocking
@@ -729,6 +820,7 @@ int main(int argc, char **argv)
 	ep.idle_timeout_ms = s.cfg.idle_timeout * 1000;
 	ep.closed = client_gone;
 	ep.closed_arg = &s;
+	ep.iostat = &s.iostat;
 	/* SMC-R after daemonizing: the stack runs its own thread. */
 	if (s.cfg.smcr_port && smcr_start(&s) < 0)
 		goto out_pidfile;
@@ -800,5 +892,6 @@ out_config:
 	config_free(&s.cfg);
 	pthread_cond_destroy(&s.cond);
 	pthread_mutex_destroy(&s.lock);
+	iostat_fini(&s.iostat);
 	return status;
 }

@@ -69,6 +69,12 @@ kill -TERM "$ropid"
 rc=0; wait "$ropid" || rc=$?
 [ "$rc" = 0 ] || { cat "$d/ro.err"; fail "SIGTERM: smcr-fuse exited with $rc"; }
 mountpoint -q "$d/ro" && fail "still mounted after SIGTERM"
+# libfuse's defaults are no error (it took "not given" for a bad value).
+grep -q "Ignoring invalid" "$d/ro.err" && fail "smcr-fuse -f: $(cat "$d/ro.err")"
+# An unknown URI query key is named.
+rc=0; "$SMCR_FUSE" "nbd://127.0.0.1:$PORT/disk?tls-certs=/x" "$d/ro" 2>"$d/key.err" || rc=$?
+[ "$rc" = 2 ] && grep -q "unknown query key 'tls-certs' (known: tls-certificates," "$d/key.err" ||
+    fail "unknown query key: status $rc, $(cat "$d/key.err")"
 
 # The daemon: unmount ends it.
 fusermount3 -u "$mnt" || fail "fusermount3 -u"
