@@ -139,7 +139,8 @@ struct smcr_ctx_opts {
 /* Where a field above is 0 or NULL, the setting comes from opts->settings,
  * else from the environment (smcr(3) ENVIRONMENT says what each does;
  * smcr/ctx.c lists them once, with their ranges): SMCR_DEVICES,
- * SMCR_EIDS, SMCR_RMBE_SIZE, SMCR_MAX_RMB_BYTES, SMCR_MAX_LGRS_PER_ADDRESS,
+ * SMCR_EIDS, SMCR_RMBE_SIZE, SMCR_MAX_RMB_BYTES, SMCR_MAX_PINNED_BYTES,
+ * SMCR_MAX_LGRS_PER_ADDRESS,
  * SMCR_V2_RELEASE, SMCR_MAX_CONNS,
  * SMCR_LLC_TIMEOUT_MS, SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS,
  * SMCR_LAST_LINK_TIMEOUT_MS, SMCR_STALL_MS, SMCR_DELETE_HOLD_MS,
