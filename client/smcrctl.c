@@ -634,8 +634,9 @@ static void render_status(const struct json *doc, const struct json *prev)
 			t_print(&t, "    ");
 		}
 		printf("connections: %u\n", json_count(conns));
-		t_init(&t, 11, "TOKEN", "LINK", "RMBE", "PEER RMBE", "RX PROD", "RX CONS",
-		       "TX PROD", "TX PEER CONS", "SENT", "RECEIVED", "FAILOVERS");
+		/* PINNED: our RMBE and our send buffer (the peer's RMBE's size). */
+		t_init(&t, 12, "TOKEN", "LINK", "RMBE", "PEER RMBE", "PINNED", "RX PROD",
+		       "RX CONS", "TX PROD", "TX PEER CONS", "SENT", "RECEIVED", "FAILOVERS");
 		for (c = conns ? conns->child : NULL; c; c = c->next) {
 			char (*row)[CELL];
 
@@ -648,13 +649,14 @@ static void render_status(const struct json *doc, const struct json *prev)
 			cell(row[1], c, "link");
 			cell(row[2], c, "rmbe");
 			cell(row[3], c, "peer_rmbe");
-			cell(row[4], c, "rx_prod");
-			cell(row[5], c, "rx_cons");
-			cell(row[6], c, "tx_prod");
-			cell(row[7], c, "tx_peer_cons");
-			cell(row[8], c, "bytes_sent");
-			cell(row[9], c, "bytes_recv");
-			cell(row[10], c, "failovers");
+			cell(row[4], c, "pinned");
+			cell(row[5], c, "rx_prod");
+			cell(row[6], c, "rx_cons");
+			cell(row[7], c, "tx_prod");
+			cell(row[8], c, "tx_peer_cons");
+			cell(row[9], c, "bytes_sent");
+			cell(row[10], c, "bytes_recv");
+			cell(row[11], c, "failovers");
 		}
 		if (t.nrows)
 			t_print(&t, "  ");
@@ -662,6 +664,16 @@ static void render_status(const struct json *doc, const struct json *prev)
 			free(t.rows);
 		if (nfb)
 			printf("  %u connection(s) fell back to TCP\n", nfb);
+		/* Every group's RMBs and send buffers, used or not. */
+		if (json_get(smcr, "pinned_bytes")) {
+			uint64_t lim = json_get_u64(smcr, "max_pinned_bytes", 0);
+
+			printf("pinned memory: %" PRIu64 " bytes", json_get_u64(smcr, "pinned_bytes", 0));
+			if (lim)
+				printf(" of at most %" PRIu64 "\n", lim);
+			else
+				printf(" (no limit)\n");
+		}
 		printf("counters:\n");
 		render_counters(json_get(doc, "stats"), prev ? json_get(prev, "stats") : NULL, "  ");
 	}

@@ -637,7 +637,7 @@ const struct cfg_setting smcrd_settings[] = {
 	ENUM("syn-option", syn_option, parse_syn_option, "not auto, bpf or off", syn_names),
 	SET("eids", NULL, 0, CFG_STR, 0, 0, eids),
 	SET("rdma-devices", NULL, 0, CFG_STR, 0, 0, rdma_devices),
-	SET("rmbe-size", NULL, 0, CFG_SIZE, 0, 512 * 1024, rmbe_size),
+	SET("rmbe-size", NULL, 0, CFG_SIZE, 0, 512 * MIB, rmbe_size),
 	ENUM("tls", tls, config_parse_tls, "not off, on or require", tls_names),
 	SET("tls-certificates", NULL, 0, CFG_PATH, 0, 0, tls_certificates),
 	SET("tls-psk", NULL, 0, CFG_PATH, 0, 0, tls_psk),

@@ -77,7 +77,8 @@ static void usage(FILE *f)
 "                             never)\n"
 "      --max-rmb-memory SIZE  SMC-R receive buffers per link group, and as\n"
 "                             much for send buffers (default 256M)\n"
-"  -M, --max-memory SIZE    request buffer memory (default 1G)\n"
+"  -M, --max-memory SIZE    request buffer memory, and as much for SMC-R's\n"
+"                             pinned buffers (default 1G)\n"
 "      --max-memory-per-address SIZE  of it, what the clients of one address\n"
 "                             may hold (default: half of max-memory; 0: no\n"
 "                             limit)\n"
@@ -91,7 +92,7 @@ static void usage(FILE *f)
 "      --rdma-devices LIST  RDMA ports for SMC-R, dev[:port],... (default:\n"
 "                             $SMCR_DEVICES, else every active RoCE port with\n"
 "                             an IP address)\n"
-"      --rmbe-size SIZE     SMC-R receive buffer per connection, up to 512K\n"
+"      --rmbe-size SIZE     SMC-R receive buffer per connection, 16K..512M\n"
 "                             (default: $SMCR_RMBE_SIZE, else 512K shrinking\n"
 "                             to 64K as a link group fills)\n"
 "  -f, --foreground         stay in the foreground, log to stderr\n"
@@ -318,9 +319,16 @@ static int smcr_start(struct server *s)
 				   .max_lgrs_per_address = s->cfg.max_lgrs_per_address ?
 							   s->cfg.max_lgrs_per_address : UINT_MAX };
 	struct sockaddr_in sin = { .sin_family = AF_INET };
-	char *end;
+	char *end, pinned[24];
+	/* --max-memory also bounds the stack's pinned memory (every link
+	 * group's RMBs and send buffers); SMCR_MAX_PINNED_BYTES overrides. */
+	struct smcr_setting set[2] = { { "max_pinned_bytes", pinned } };
 	unsigned long port = strtoul(s->cfg.smcr_port, &end, 10);
 	int r;
+
+	snprintf(pinned, sizeof(pinned), "%" PRIu64, s->cfg.max_memory);
+	if (!getenv("SMCR_MAX_PINNED_BYTES"))
+		o.settings = set;
 
 	if (*end || port == 0 || port > 65535) {
 		log_err("--smcr-port %s: not a port number", s->cfg.smcr_port);

@@ -81,6 +81,11 @@ int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p)
 	if (p->peer_elem_size <= tx_eye || tx.data_len != p->peer_elem_size - tx_eye ||
 	    p->peer_index < 1 || !p->link || !p->peer_rmb)
 		return -EINVAL;
+	/* The element's end must be addressable in 32 bits: an index beyond
+	 * one large element (a 512 MiB element is alone in its RMB in Linux)
+	 * would wrap the offset of our RDMA writes. */
+	if ((uint64_t)p->peer_index * p->peer_elem_size > UINT32_MAX)
+		return -EINVAL;
 	memset(conn, 0, sizeof(*conn));
 	conn->token = p->token;
 	conn->peer_token = p->peer_token;

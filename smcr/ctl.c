@@ -204,7 +204,8 @@ static const struct {
 	STAT(clc_retries), STAT(cursor_updates), STAT(cursor_requests), STAT(corked),
 	STAT(wake_kick), STAT(wake_timer), STAT(wake_devcq), STAT(wake_link),
 	STAT(wake_async), STAT(caller_serves), STAT(prod_rewinds), STAT(cons_held),
-	STAT(link_groups_v21), STAT(add_links_refused_max),
+	STAT(link_groups_v21), STAT(add_links_refused_max), STAT(pinned_bytes),
+	STAT(max_pinned_bytes),
 };
 #undef STAT
 
@@ -224,6 +225,8 @@ static bool stat_is_gauge(size_t i)
 	       off == offsetof(struct smcr_stats, rmbes_in_use) ||
 	       off == offsetof(struct smcr_stats, sndbufs_in_use) ||
 	       off == offsetof(struct smcr_stats, rmbs) ||
+	       off == offsetof(struct smcr_stats, pinned_bytes) ||
+	       off == offsetof(struct smcr_stats, max_pinned_bytes) ||
 	       off == offsetof(struct smcr_stats, links_active);
 }
 

@@ -71,7 +71,9 @@ static int parse_syn_option(const char *s, uint64_t *v)
 static const struct knob knobs[] = {
 	STR("devices", "SMCR_DEVICES", opts.devices, OPT(devices)),
 	STR("eids", "SMCR_EIDS", opts.eids, OPT(eids)),
-	UINT("rmbe_size", "SMCR_RMBE_SIZE", 0, UINT32_MAX, 0, opts.rmbe_size, OPT(rmbe_size)),
+	UINT("rmbe_size", "SMCR_RMBE_SIZE", 0, 512u << 20, 0, opts.rmbe_size, OPT(rmbe_size)),
+	UINT("max_pinned_bytes", "SMCR_MAX_PINNED_BYTES", 0, (uint64_t)1 << 48, 0, pinned.max,
+	     NOOPT),
 	UINT("max_rmb_bytes", "SMCR_MAX_RMB_BYTES", 0, UINT32_MAX, KEEP, lgr_cfg.max_rmb_bytes,
 	     OPT(max_rmb_bytes)),
 	UINT("max_lgrs_per_address", "SMCR_MAX_LGRS_PER_ADDRESS", 0, UINT32_MAX, 0,
@@ -377,6 +379,7 @@ int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
 		ctx->opts.link_wait_ms = 5000;
 	if (ctx->opts.max_links)
 		ctx->lgr_cfg.max_links = (uint8_t)ctx->opts.max_links;
+	ctx->lgr_cfg.pinned = &ctx->pinned;
 	/* The last link's TEST LINK limit: last_link_timeout_ms, else
 	 * three TEST LINK timeouts; never below the RC retry budget (a
 	 * peer whose QP still retries may only be stopped). */
@@ -469,6 +472,8 @@ static void ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)
 	pthread_mutex_lock(&ctx->lock);
 	smcr_engine_collect(ctx, st);
 	st->open_connections = st->rmbes_in_use = st->sndbufs_in_use = st->rmbs = 0;
+	st->pinned_bytes = ctx->pinned.bytes;
+	st->max_pinned_bytes = ctx->pinned.max;
 	for (s = ctx->socks; s; s = s->next)
 		if (!s->listener)
 			st->open_connections++;
@@ -611,9 +616,9 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 		rmbes = rmbs = sndbufs = sndbuf_rmbs = 0;
 		pool_usage(&lgr->rmbs, &rmbes, &rmbs);
 		pool_usage(&lgr->sndbufs, &sndbufs, &sndbuf_rmbs);
-		off = strbuf_out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,\"rmbs\":%llu,\"rmbes_in_use\":%llu,\"sndbufs_in_use\":%llu}}" :
+		off = strbuf_out(buf, len, off, json ? "],\"stats\":{\"failovers\":%llu,\"links_added\":%llu,\"links_deleted\":%llu,\"link_failures\":%llu,\"llc_sent\":%llu,\"llc_recv\":%llu,\"rmbs\":%llu,\"rmbes_in_use\":%llu,\"sndbufs_in_use\":%llu,\"pinned\":%llu}}" :
 			  "  failovers %llu, links added %llu, deleted %llu, failed %llu, LLC sent %llu, received %llu\n"
-			  "  %llu RMB(s), %llu RMB element(s) and %llu send buffer(s) in use\n",
+			  "  %llu RMB(s), %llu RMB element(s) and %llu send buffer(s) in use, %llu bytes pinned\n",
 			  (unsigned long long)lgr->stats.failovers,
 			  (unsigned long long)lgr->stats.links_added,
 			  (unsigned long long)lgr->stats.links_deleted,
@@ -621,7 +626,8 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 			  (unsigned long long)lgr->stats.llc_sent,
 			  (unsigned long long)lgr->stats.llc_recv,
 			  (unsigned long long)rmbs, (unsigned long long)rmbes,
-			  (unsigned long long)sndbufs);
+			  (unsigned long long)sndbufs,
+			  (unsigned long long)(lgr->rmbs.bytes + lgr->sndbufs.bytes));
 	}
 	off = strbuf_out(buf, len, off, json ? "],\"connections\":[" : "");
 	g = 0;
@@ -635,13 +641,17 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 					 s->fallback_reason, s->fallback_by_peer ? ", by peer" : "");
 			continue;
 		}
-		/* The same values either way: JSON, or a line of text. */
+		/* The same values either way: JSON, or a line of text.
+		 * pinned: our RMBE and our send buffer (as large as the
+		 * peer's RMBE), whole elements. */
 		off = strbuf_out(buf, len, off, json ?
-				 "%s{\"smc\":true,\"token\":%u,\"link\":%u,\"rmbe\":%u,\"peer_rmbe\":%u,\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],\"tx_prod\":[%u,%u],\"tx_peer_cons\":[%u,%u],\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"failovers\":%llu}" :
-				 "%sconnection %08x: link %u, RMBE %u, peer RMBE %u, rx prod %u:%u cons %u:%u, tx prod %u:%u peer cons %u:%u, sent %llu, received %llu, failovers %llu\n",
+				 "%s{\"smc\":true,\"token\":%u,\"link\":%u,\"rmbe\":%u,\"peer_rmbe\":%u,\"pinned\":%llu,\"rx_prod\":[%u,%u],\"rx_cons\":[%u,%u],\"tx_prod\":[%u,%u],\"tx_peer_cons\":[%u,%u],\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"failovers\":%llu}" :
+				 "%sconnection %08x: link %u, RMBE %u, peer RMBE %u, pinned %llu, rx prod %u:%u cons %u:%u, tx prod %u:%u peer cons %u:%u, sent %llu, received %llu, failovers %llu\n",
 				 json && g++ ? "," : "", s->conn.token,
 				 s->conn.link ? s->conn.link->link_id : 0,
 				 s->conn.rmbe.data_len + s->conn.rx_eye,
+				 s->conn.tx_len + s->conn.tx_eye,
+				 (unsigned long long)s->conn.rmbe.data_len + s->conn.rx_eye +
 				 s->conn.tx_len + s->conn.tx_eye,
 				 s->conn.rx_prod.wrap, s->conn.rx_prod.count,
 				 s->conn.rx_cons.wrap, s->conn.rx_cons.count,
@@ -651,7 +661,12 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json)
 				 (unsigned long long)s->conn.stats.bytes_recv,
 				 (unsigned long long)s->conn.stats.failovers);
 	}
-	off = strbuf_out(buf, len, off, json ? "]}\n" : "");
+	off = json ? strbuf_out(buf, len, off, "],\"pinned_bytes\":%llu,\"max_pinned_bytes\":%llu}\n",
+				(unsigned long long)ctx->pinned.bytes,
+				(unsigned long long)ctx->pinned.max) :
+		     strbuf_out(buf, len, off, "pinned memory: %llu bytes (limit %llu; 0: none)\n",
+				(unsigned long long)ctx->pinned.bytes,
+				(unsigned long long)ctx->pinned.max);
 	pthread_mutex_unlock(&ctx->lock);
 	return off >= len ? -ENOSPC : (int)off;
 }

@@ -85,6 +85,8 @@ struct smcr_ctx {
 	uint8_t eids[SMCR_CLC_MAX_EIDS][SMCR_EID_LEN];
 	uint8_t eid_count;
 	struct smcr_lgr_config lgr_cfg;
+	/* Every group's RMBs and send buffers (SMCR_MAX_PINNED_BYTES). */
+	struct smcr_rmb_budget pinned;
 	/* A blocked receive polls its link's CQ this long before it sleeps
 	 * (SMCR_BUSY_POLL_US; 0: it sleeps at once). */
 	unsigned int busy_poll_us;

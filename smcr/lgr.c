@@ -62,6 +62,7 @@ int smcr_lgr_create(enum smcr_role role, const struct smcr_lgr_ops *ops,
 	smcr_rmb_pool_init(&lgr->rmbs, lgr->cfg.max_rmb_bytes);
 	smcr_rmb_pool_init(&lgr->sndbufs, lgr->cfg.max_rmb_bytes);
 	lgr->sndbufs.local_only = true;
+	lgr->rmbs.shared = lgr->sndbufs.shared = lgr->cfg.pinned;
 	smcr_rmb_pool_set_layout(&lgr->rmbs, lgr->rmbe_eye);
 	smcr_rmb_pool_set_layout(&lgr->sndbufs, lgr->rmbe_eye);
 	*lgrp = lgr;

@@ -123,6 +123,9 @@ struct smcr_lgr_config {
 	 * takes us for Linux (tests of what only Linux peers get). */
 	bool no_impl_mark;
 	size_t max_rmb_bytes;		/* per pool (RMBs, send buffers); 0: unlimited */
+	/* Both pools also draw on this (the context's, for every group);
+	 * NULL: no limit but max_rmb_bytes. */
+	struct smcr_rmb_budget *pinned;
 	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
 	 * so with CONFIRM LINK flag 0x03; the server offers it in its

@@ -68,6 +68,8 @@ static void rmb_destroy(struct smcr_rmb_pool *pool, struct smcr_rmb *rmb)
 		smcr_pd_put(rmb->mrs[i].pd);
 	}
 	pool->bytes -= rmb->len;
+	if (pool->shared)
+		pool->shared->bytes -= rmb->len;
 	pool->nrmbs--;
 	free(rmb->buf);
 	free(rmb);
@@ -113,6 +115,15 @@ int smcr_rmb_pool_set_layout(struct smcr_rmb_pool *pool, uint8_t eye_len)
 	return 0;
 }
 
+/* Would len more bytes keep the pool and its shared budget within theirs? */
+static bool rmb_fits(const struct smcr_rmb_pool *pool, size_t len)
+{
+	const struct smcr_rmb_budget *b = pool->shared;
+
+	return (!pool->max_bytes || pool->bytes + len <= pool->max_bytes) &&
+	       (!b || !b->max || b->bytes + len <= b->max);
+}
+
 static int rmb_create(struct smcr_rmb_pool *pool, uint8_t code,
 		      struct smcr_rmb **rmbp)
 {
@@ -121,10 +132,10 @@ static int rmb_create(struct smcr_rmb_pool *pool, uint8_t code,
 	struct smcr_rmb *rmb;
 	int ret;
 
-	if (pool->max_bytes && pool->bytes + (size_t)n * elem > pool->max_bytes) {
+	if (!rmb_fits(pool, (size_t)n * elem)) {
 		/* Try a single element before giving up. */
 		n = 1;
-		if (pool->bytes + elem > pool->max_bytes)
+		if (!rmb_fits(pool, elem))
 			return -ENOBUFS;
 	}
 	rmb = calloc(1, sizeof(*rmb));
@@ -147,6 +158,8 @@ static int rmb_create(struct smcr_rmb_pool *pool, uint8_t code,
 	rmb->next = pool->classes[code];
 	pool->classes[code] = rmb;
 	pool->bytes += rmb->len;
+	if (pool->shared)
+		pool->shared->bytes += rmb->len;
 	pool->nrmbs++;
 	*rmbp = rmb;
 	return 0;

@@ -6,8 +6,9 @@
  * catcher, followed by the wrapping receive area the peer RDMA-writes into;
  * in Linux's layout (CONFIRM LINK flag 0x03) there is no eye catcher and the
  * whole element is data.  A pool has one layout (its link group's); cursors
- * are offsets into the data area.  RMBs come in size classes (16 KiB << code, code 0..5, the
- * RFC's 4-bit compressed size), belong to one link group's pool, and are
+ * are offsets into the data area.  RMBs come in size classes (16 KiB << code,
+ * code 0..15, the 4-bit compressed size of the wire: 16 KiB .. 512 MiB; the
+ * RFC stops at 512 KiB, Linux 6.11+ uses all 16), belong to one link group's pool, and are
  * registered in that group's protection domains only (one per RDMA device
  * the group has links on): no other group's QP can reach them.  A pool of
  * send buffers (local_only) is registered for local access only.
@@ -27,7 +28,7 @@ struct smcr_dev;
 struct smcr_pd;
 struct ibv_mr;
 
-#define SMCR_RMB_CLASSES	6	/* 16 KiB .. 512 KiB */
+#define SMCR_RMB_CLASSES	16	/* 16 KiB .. 512 MiB */
 #define SMCR_RMBE_EYE_LEN	4	/* the RFC layout's eye catcher */
 #define SMCR_RMB_MAX_DEVS	9	/* 8 symmetric links + 1 asymmetric */
 #define SMCR_RMB_MAX_ELEMS	64
@@ -67,8 +68,16 @@ struct smcr_rmbe {
 	uint32_t data_len;		/* elem_size - rmb->eye_len */
 };
 
+/* Memory several pools draw on (every link group's RMBs and send buffers
+ * of one context): an RMB that would take bytes beyond max is not made. */
+struct smcr_rmb_budget {
+	size_t bytes;			/* allocated in every pool that draws on it */
+	size_t max;			/* 0: unlimited */
+};
+
 struct smcr_rmb_pool {
 	struct smcr_rmb *classes[SMCR_RMB_CLASSES];
+	struct smcr_rmb_budget *shared;	/* also counted there; NULL: none */
 	size_t bytes;			/* allocated in all RMBs */
 	size_t max_bytes;		/* 0: unlimited */
 	uint32_t next_id;

@@ -3,8 +3,8 @@
 # smcrd's SMC-R listener on a host without RDMA: a plain NBD client that
 # sends no CLC Proposal gets NBD over TCP on the same socket after the
 # Proposal wait, and its data round-trips.  --rdma-devices and the config
-# key rdma-devices reach libsmcr (over SMCR_DEVICES); --rmbe-size takes at
-# most 512K.
+# key rdma-devices reach libsmcr (over SMCR_DEVICES); --rmbe-size takes
+# 16M (beyond RFC 7609's 512K) and at most 512M (the wire's 4-bit size).
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
 requires nbdinfo --version
@@ -40,10 +40,10 @@ nodev() {
 }
 nodev --rdma-devices nosuchdev0
 grep -q 'RDMA port nosuchdev0' "$d/nodev.log" || { cat "$d/nodev.log"; fail "--rdma-devices did not reach libsmcr"; }
-printf 'rdma-devices = nosuchdev1\nrmbe-size = 64K\n' >"$d/conf"
+printf 'rdma-devices = nosuchdev1\nrmbe-size = 16M\n' >"$d/conf"
 nodev --config "$d/conf"
 grep -q 'RDMA port nosuchdev1' "$d/nodev.log" || { cat "$d/nodev.log"; fail "rdma-devices (config) did not reach libsmcr"; }
 rc=0
-timeout 30 "$smcrd" -f -p "$(free_port)" --rmbe-size 1M -e "disk=$d/disk" >"$d/big.log" 2>&1 || rc=$?
-[ "$rc" = 2 ] && grep -q 'rmbe-size' "$d/big.log" || { cat "$d/big.log"; fail "--rmbe-size 1M: exit $rc, not 2"; }
-echo "verified: --rdma-devices and rdma-devices reach libsmcr over SMCR_DEVICES; --rmbe-size 1M refused"
+timeout 30 "$smcrd" -f -p "$(free_port)" --rmbe-size 1G -e "disk=$d/disk" >"$d/big.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q 'rmbe-size' "$d/big.log" || { cat "$d/big.log"; fail "--rmbe-size 1G: exit $rc, not 2"; }
+echo "verified: --rdma-devices and rdma-devices reach libsmcr over SMCR_DEVICES; rmbe-size 16M taken, --rmbe-size 1G refused"

@@ -90,8 +90,10 @@ struct smcr_ctx_opts {
 	/* RDMA ports to use, "dev[:port],dev[:port]"; NULL: every active
 	 * port with a RoCE v2 GID that carries an IP address. */
 	const char *devices;
-	/* Receive buffer per connection; 0: SMCR_RMBE_SIZE if set, else
-	 * chosen per connection: 512 KiB while the group's RMBs are within a
+	/* Receive buffer per connection, rounded up to a power of two from
+	 * 16 KiB to 512 MiB (the wire's 4-bit size; a peer's send buffer for
+	 * it is as large); 0: SMCR_RMBE_SIZE if set, else chosen per
+	 * connection: 512 KiB while the group's RMBs are within a
 	 * sixty-fourth of max_rmb_bytes, then smaller, down to 64 KiB. */
 	uint32_t rmbe_size;
 	unsigned int max_links;		/* links per group, 2..8; 0: 2 */
@@ -143,7 +145,8 @@ struct smcr_ctx_opts {
 /* Where a field above is 0 or NULL, the setting comes from opts->settings,
  * else from the environment (smcr(3) ENVIRONMENT says what each does;
  * smcr/ctx.c lists them once, with their ranges): SMCR_DEVICES,
- * SMCR_EIDS, SMCR_RMBE_SIZE, SMCR_MAX_RMB_BYTES, SMCR_MAX_LGRS_PER_ADDRESS,
+ * SMCR_EIDS, SMCR_RMBE_SIZE, SMCR_MAX_RMB_BYTES, SMCR_MAX_PINNED_BYTES,
+ * SMCR_MAX_LGRS_PER_ADDRESS,
  * SMCR_V2_RELEASE, SMCR_MAX_CONNS,
  * SMCR_LLC_TIMEOUT_MS, SMCR_TEST_LINK_MS, SMCR_TEST_LINK_TIMEOUT_MS,
  * SMCR_LAST_LINK_TIMEOUT_MS, SMCR_STALL_MS, SMCR_DELETE_HOLD_MS,
@@ -312,6 +315,10 @@ struct smcr_stats {
 	 * negotiated max_links 1.  The status dump shows each group's
 	 * release, max_conns and max_links. */
 	uint64_t link_groups_v21, add_links_refused_max;
+	/* Pinned memory now (a gauge): the RMBs and send buffers allocated
+	 * in every link group, used or not, in bytes, and the limit on them
+	 * (SMCR_MAX_PINNED_BYTES; 0: none). */
+	uint64_t pinned_bytes, max_pinned_bytes;
 };
 int smcr_ctx_stats_size(struct smcr_ctx *ctx, struct smcr_stats *st, size_t size);
 static inline int smcr_ctx_stats(struct smcr_ctx *ctx, struct smcr_stats *st)

@@ -369,6 +369,27 @@ static void test_stream_small_window(void)
 	teardown();
 }
 
+/* A peer that offers an RMBE beyond the RFC's 512 KiB (Linux 6.11+ with
+ * net.smc.rmem raised, or our own end): the writer's send buffer is as
+ * large, cursors wrap at 1 MiB, and the data comes through intact. */
+static void test_stream_large_peer_rmbe(void)
+{
+	const uint64_t total = 5u << 19;
+	unsigned int c;
+
+	setup(60000, (1u << 20) - SMCR_RMBE_EYE_LEN, 16);
+	CU_ASSERT_EQUAL(B.conn[0].rmbe.rmb->size_code, 6);
+	stream(total, 65000, 3, -1, MEMWIRE_OK, false);
+	check_streams(total);
+	for (c = 0; c < NCONN; c++) {
+		CU_ASSERT_EQUAL(A.conn[c].tx_len, (1u << 20) - EYE);
+		CU_ASSERT_EQUAL(A.conn[c].sndbuf.rmb->elem_size, 1u << 20);
+		CU_ASSERT(A.conn[c].tx_prod.wrap >= 2);
+		CU_ASSERT(B.conn[c].rx_cons.wrap >= 2);
+	}
+	teardown();
+}
+
 static void test_stream_zero_copy_asym(void)
 {
 	const uint64_t total = 3u << 20;
@@ -1493,6 +1514,7 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "abort mid-transfer", test_abort_mid_transfer_linux },
 	{ "abort, then the link cut", test_abort_then_link_cut_linux },
 	{ "bad CDC aborts one connection", test_bad_cdc_linux },
+	{ "peer RMBE beyond 512 KiB: stream through 1 MiB", test_stream_large_peer_rmbe },
 	{ "one doorbell per message (writes, CDC, failover validation)",
 	  test_one_doorbell },
 	{ "failover: cut link, replay", test_failover_cut_linux },

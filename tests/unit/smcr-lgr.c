@@ -356,6 +356,32 @@ static void group_down(void)
 	S.lgr = C.lgr = NULL;
 }
 
+/* The send buffer for a peer's RMBE of any code up to the group's limit:
+ * 1..16 MiB (Linux 6.11+ offers up to 512 MiB); one beyond the group's
+ * send buffer memory is refused (the connection is declined, out of
+ * memory), never made smaller than the peer's element. */
+static void test_sndbuf_large_peer_rmbe(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	struct smcr_rmbe b;
+	unsigned int c;
+
+	cfg.max_rmb_bytes = 32u << 20;
+	group_up(1, 1, &cfg);
+	for (c = 6; c <= 10; c++) {
+		uint32_t size = smcr_rmb_size_decompress(c);
+
+		CU_ASSERT_EQUAL_FATAL(smcr_lgr_sndbuf_alloc(C.lgr, size, &b), 0);
+		CU_ASSERT_EQUAL(b.rmb->elem_size, size);
+		CU_ASSERT_EQUAL(b.rmb->size_code, c);
+		CU_ASSERT(b.rmb->local_only);
+		smcr_rmbe_free(&C.lgr->sndbufs, &b);
+	}
+	CU_ASSERT_EQUAL(smcr_lgr_sndbuf_alloc(C.lgr, 64u << 20, &b), -ENOBUFS);
+	smcr_rmb_pool_trim(&C.lgr->sndbufs, NULL, NULL);
+	group_down();
+}
+
 static void test_first_contact_two_links(void)
 {
 	struct smcr_lgr_peer_rmb *p;
@@ -2124,6 +2150,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "CONFIRM RKEY and DELETE RKEY", test_confirm_delete_rkey },
 	{ "failover under load, DELETE LINK, re-add", test_failover_and_readd },
 	{ "an aborted connection's send buffer waits for its writes", test_sndbuf_parked },
+	{ "send buffer for a peer's RMBE beyond 512 KiB", test_sndbuf_large_peer_rmbe },
 	{ "SMC-Rv2: ADD LINK with its RKeys", test_v2_add_link },
 	{ "SMC-Rv2.1: max_links 1, max_conns", test_v21_max_links_one },
 	{ "SMC-Rv2.1: ADD LINK refused at max_links 1", test_v21_client_refuses_add_link },

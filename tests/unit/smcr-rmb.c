@@ -16,8 +16,13 @@ static void test_size_code(void)
 	CU_ASSERT_EQUAL(smcr_rmb_size_code(16384 - SMCR_RMBE_EYE_LEN + 1), 1);
 	CU_ASSERT_EQUAL(smcr_rmb_size_code(65536), 3);
 	CU_ASSERT_EQUAL(smcr_rmb_size_code(512 * 1024 - SMCR_RMBE_EYE_LEN), 5);
+	/* Every class of the 4-bit code, up to 512 MiB. */
+	CU_ASSERT_EQUAL(smcr_rmb_size_code(512 * 1024), 6);
+	CU_ASSERT_EQUAL(smcr_rmb_size_code((16u << 20) - SMCR_RMBE_EYE_LEN), 10);
+	CU_ASSERT_EQUAL(smcr_rmb_size_code((512u << 20) - SMCR_RMBE_EYE_LEN), 15);
 	/* Larger requests are clamped to the largest class. */
-	CU_ASSERT_EQUAL(smcr_rmb_size_code(64u << 20), SMCR_RMB_CLASSES - 1);
+	CU_ASSERT_EQUAL(smcr_rmb_size_code(1u << 30), SMCR_RMB_CLASSES - 1);
+	CU_ASSERT_EQUAL(SMCR_RMB_CLASSES - 1, SMCR_RMB_SIZE_COMPRESSED_MAX);
 	CU_ASSERT_EQUAL(smcr_rmb_size_decompress(0), 16384);
 	CU_ASSERT_EQUAL(smcr_rmb_size_decompress(5), 512 * 1024);
 }
@@ -154,6 +159,44 @@ static void test_pool_limit(void)
 	smcr_rmb_pool_fini(&pool);
 }
 
+/* Elements beyond the RFC's 512 KiB: one to an RMB, within the pool's
+ * limit and a budget shared between pools (a context's pinned memory). */
+static void test_large_elements(void)
+{
+	struct smcr_rmb_budget shared = { .max = 6u << 20 };
+	struct smcr_rmb_pool rx, tx;
+	struct smcr_rmbe a, b, c;
+	bool fresh;
+
+	smcr_rmb_pool_init(&rx, 0);
+	smcr_rmb_pool_init(&tx, 0);
+	rx.shared = tx.shared = &shared;
+	CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&rx, (4u << 20) - SMCR_RMBE_EYE_LEN, &a,
+					      &fresh), 0);
+	CU_ASSERT(fresh);
+	CU_ASSERT_EQUAL(a.rmb->size_code, 8);
+	CU_ASSERT_EQUAL(a.rmb->nelems, 1);
+	CU_ASSERT_EQUAL(a.rmb->elem_size, 4u << 20);
+	CU_ASSERT_EQUAL(a.data_len, 4u << 20);		/* Linux layout by default */
+	a.data[a.data_len - 1] = 0x5a;			/* all of it is ours */
+	CU_ASSERT_EQUAL(shared.bytes, 4u << 20);
+	/* 2 MiB more fits the shared 6 MiB, 4 MiB more does not. */
+	CU_ASSERT_EQUAL(smcr_rmbe_alloc(&tx, (4u << 20) - SMCR_RMBE_EYE_LEN, &b, &fresh),
+			-ENOBUFS);
+	CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&tx, (2u << 20) - SMCR_RMBE_EYE_LEN, &b,
+					      &fresh), 0);
+	CU_ASSERT_EQUAL(shared.bytes, 6u << 20);
+	CU_ASSERT_EQUAL(smcr_rmbe_alloc(&rx, 1000, &c, &fresh), -ENOBUFS);
+	/* Freed RMBs give their bytes back. */
+	smcr_rmbe_free(&tx, &b);
+	CU_ASSERT_EQUAL(smcr_rmb_pool_trim(&tx, NULL, NULL), 1);
+	CU_ASSERT_EQUAL(shared.bytes, 4u << 20);
+	smcr_rmbe_free(&rx, &a);
+	smcr_rmb_pool_fini(&rx);
+	smcr_rmb_pool_fini(&tx);
+	CU_ASSERT_EQUAL(shared.bytes, 0);
+}
+
 /* A send buffer pool's RMBs are registered for local access only (no
  * rkey a peer could use), a receive pool's for remote write. */
 static void test_local_only(void)
@@ -184,5 +227,6 @@ CU_TestInfo smcr_rmb_tests[] = {
 	{ "eye catcher and lookup", test_eyecatcher_overlay },
 	{ "pool limit", test_pool_limit },
 	{ "send buffers are local only", test_local_only },
+	{ "elements beyond 512 KiB, shared budget", test_large_elements },
 	CU_TEST_INFO_NULL,
 };

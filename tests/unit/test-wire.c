@@ -2034,6 +2034,27 @@ static void test_seq(void)
 	CU_ASSERT_EQUAL(smcr_seq_cmp(0x8001, 0), -1);
 }
 
+/* Linux's net/smc/smc_core.c, 6.1 and 6.12 alike but for max (5 in 6.1,
+ * 15 in 6.11+), written out for SMC-R RMBs. */
+static int linux_compress_bufsize(int size, int max)
+{
+	int ilog = -1, v;
+
+	if (size <= 16384)
+		return 0;
+	v = (size - 1) >> 14;
+	while (v) {
+		ilog++;
+		v >>= 1;
+	}
+	return ilog + 1 < max ? ilog + 1 : max;
+}
+
+static uint32_t linux_uncompress_bufsize(uint8_t compressed)
+{
+	return 0x00000001u << ((int)compressed + 14);
+}
+
 static void test_rmb_size(void)
 {
 	unsigned int c;
@@ -2059,6 +2080,24 @@ static void test_rmb_size(void)
 	CU_ASSERT_EQUAL(smcr_rmb_size_compress(524288), 5);
 	CU_ASSERT_EQUAL(smcr_rmb_size_compress(524289), 6);
 	CU_ASSERT_EQUAL(smcr_rmb_size_compress((512ull << 20) + 1), -ERANGE);
+	/* Every code against Linux's smc_compress_bufsize() (6.11+: up to
+	 * 15) and smc_uncompress_bufsize(), at the size, one byte above and
+	 * one below: what either end announces, the other reads the same. */
+	for (c = 0; c <= 15; c++) {
+		uint32_t s = smcr_rmb_size_decompress(c);
+		uint32_t sizes[3] = { s - 1, s, s + 1 };
+		unsigned int i;
+
+		CU_ASSERT_EQUAL(s, linux_uncompress_bufsize((uint8_t)c));
+		for (i = 0; i < 3; i++) {
+			if (sizes[i] > (512u << 20))
+				continue;	/* Linux clamps, we refuse */
+			CU_ASSERT_EQUAL(smcr_rmb_size_compress(sizes[i]),
+					linux_compress_bufsize((int)sizes[i], 15));
+		}
+		/* Linux 6.1 stops at 512 KiB (code 5). */
+		CU_ASSERT_EQUAL(linux_compress_bufsize((int)s, 5), c < 5 ? (int)c : 5);
+	}
 
 	CU_ASSERT(!smcr_mtu_valid(0));
 	CU_ASSERT(smcr_mtu_valid(1));

@@ -41,6 +41,12 @@
 # 0, remote access error, the kernel's group ended at a cable cut, or
 # every re-added link failed; tests/vm/README.md).  The kernel guest's
 # smcr_link_down tracepoint tells who took a kernel link down.
+# SMCR_KV2_RMEM=BYTES: libsmcr gets SMCR_RMBE_SIZE=BYTES, and a kernel
+# that has net.smc.rmem and net.smc.wmem (Linux 6.11+, SMCR_VM_KERNEL=6.12)
+# gets them set to BYTES; in (a) and (b) each libsmcr connection that
+# smcr-stream prints (a server prints its first) must then show its own
+# RMBE of BYTES and the kernel's RMBE beyond RFC 7609's
+# 512 KiB (6.11+) or at most 512 KiB (6.1), and the data must verify.
 # Knobs: SMCR_KV2_CONNS (default 16), SMCR_KV2_BYTES (default 8 MiB),
 # SMCR_KV2_FO_CONNS (default 8), SMCR_KV2_PARTS (default "ab c d e"; "d"
 # alone 24-33 s with the boot), SMCR_KV2_LLCCAP=1: dumpcap of the RoCE
@@ -67,6 +73,33 @@ bytes=$SMCR_KV2_BYTES
 EID=SMCRBD.KPEER
 
 kpeer_setup A B
+rmem=${SMCR_KV2_RMEM:-}
+krmem=
+if [ -n "$rmem" ]; then
+    krmem=1
+    for v in A B; do
+        vm_run "$v" "sysctl -w net.smc.rmem=$rmem net.smc.wmem=$rmem" || krmem=0
+    done
+    echo "--- RMBEs: libsmcr's $rmem bytes; the kernels' net.smc.rmem/wmem" \
+        "$([ "$krmem" = 1 ] && echo "set to $rmem" || echo "not there (Linux 6.1: at most 512 KiB)")"
+fi
+# big OUTPUT WHO: with SMCR_KV2_RMEM, libsmcr's WHO offered its own RMBE
+# of rmem bytes on every connection and took the kernel's, beyond 512 KiB
+# when the kernel's net.smc.rmem was set, else at most 512 KiB.
+big() {
+    [ -n "$rmem" ] || return 0
+    local lines n t
+    # smcr-stream's server prints its first connection only, the client all
+    lines=$(echo "$1" | grep "^$2: SMC-R (")
+    t=$(echo "$lines" | grep -c .)
+    n=$(echo "$lines" | awk -v r="$rmem" -v k="$krmem" '{ for (i = 1; i < NF; i++) {
+            if ($i == "RMBE" && $(i - 1) != "peer") own = $(i + 1) + 0
+            if ($i == "peer" && $(i + 1) == "RMBE") peer = $(i + 2) + 0 }
+        if (own == r && ((k == 1) == (peer > 524288))) n++ } END { print n + 0 }')
+    echo "  $2: $n of $t connections shown with RMBE $rmem and the kernel's as expected:" \
+        "$(echo "$lines" | sed -n 's/.*\(peer RMBE [0-9]*\).*/\1/p' | sort | uniq -c | tr -s ' \n' ' ')"
+    [ "$t" -ge 1 ] && [ "$n" = "$t" ] || fail "libsmcr $2: not every connection on the RMBEs expected"
+}
 
 parts=" ${SMCR_KV2_PARTS:-ab c d e} "
 if [[ $parts == *" ab "* ]]; then
@@ -81,10 +114,10 @@ vm_dumpcap B "-B 64 -f 'tcp portrange 5011-5012 or (udp port 4791 and udp[8] = 4
 # run CASE PORT SERVER_TYPE CLIENT_TYPE: one case; sets out/sout.
 run() {
     local name=$1 port=$2 st=$3 ct=$4 srv t0 t1
-    srv=$(vm_bg B "SMCR_EIDS=$EID exec timeout 400 $S server -t $st -p $port -n $nconn")
+    srv=$(vm_bg B "SMCR_EIDS=$EID ${rmem:+SMCR_RMBE_SIZE=$rmem} exec timeout 400 $S server -t $st -p $port -n $nconn")
     vm_listening B "$port"
     t0=$(date +%s%N)
-    out=$(vm_run -t 420 A "SMCR_EIDS=$EID timeout 380 $S client $B1 -t $ct -p $port -m verify -n $nconn -b $bytes -s 65536 2>&1") ||
+    out=$(vm_run -t 420 A "SMCR_EIDS=$EID ${rmem:+SMCR_RMBE_SIZE=$rmem} timeout 380 $S client $B1 -t $ct -p $port -m verify -n $nconn -b $bytes -s 65536 2>&1") ||
         { echo "$out"; fail "$name: client failed"; }
     t1=$(date +%s%N)
     sout=$(vm_wait -t 60 B "$srv" 2>&1) || { echo "$sout"; fail "$name: server failed"; }
@@ -107,8 +140,10 @@ ours() {
 k0A=$(kstats A) k0B=$(kstats B)
 run "(a) kernel AF_SMC client -> libsmcr server, SMC-Rv2" 5011 smcr smc
 ours "$sout" server
+big "$sout" server
 run "(b) libsmcr client -> kernel AF_SMC server, SMC-Rv2" 5012 smc smcr
 ours "$out" client
+big "$out" client
 kA=$(kstats A) kB=$(kstats B)
 
 sleep 1
