@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "smcrd-engine-int.h"
+#include "memcheck.h"
 #include "smcrd-extents.h"
 #include "smcrd-rbd.h"
 
@@ -496,6 +497,7 @@ static void req_finish(struct req *q, int res)
 			conn_close(c, why);
 			return;
 		}
+		mem_filled_iov(q->zc_cur, (int)(sizeof(q->zc_cur) / sizeof(q->zc_cur[0])), (size_t)res);
 		q->done += (uint64_t)res;
 		if (q->done < q->r.length) {
 			req_submit(q);
@@ -530,6 +532,8 @@ static void req_finish(struct req *q, int res)
 			req_reply(q, NBD_EIO, q->phase == PH_READ ? (uint32_t)q->done : 0);
 			return;
 		}
+		if (q->phase == PH_READ)
+			mem_filled((uint8_t *)q->buf + q->done, (size_t)res);
 		q->done += (uint64_t)res;
 		if (q->done < (q->phase == PH_WRITE ? chunk_len(q) : q->r.length)) {
 			req_submit(q);

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 
 #include "smcrd-engine-int.h"
+#include "memcheck.h"
 
 #ifndef SYS_CACHESTAT
 #define SYS_CACHESTAT 451		/* Linux 6.5, all architectures */
@@ -399,10 +400,13 @@ void rx_done(struct conn *c, int res)
 		conn_close(c, res == -ECONNRESET ? "connection reset by client" : why);
 		return;
 	}
-	if (c->rx_into_req)
+	if (c->rx_into_req) {
+		mem_filled((uint8_t *)c->rx_req->buf + c->rx_req->done, (size_t)res);
 		c->rx_req->done += (uint64_t)res;
-	else
+	} else {
+		mem_filled(c->rbuf + c->rend, (size_t)res);
 		c->rend += (uint32_t)res;
+	}
 	c->last_rx_ms = c->drain ? now_ms() : 0;
 	c->rx_progress_ms = now_ms();
 	conn_kick(c);
