@@ -36,8 +36,8 @@
  * or "ip link set down" took one port away, and the group lost its last
  * link and every connection.  SMCR_QP_TIMEOUT changes it. */
 const struct smcr_qp_timing smcr_qp_timing_default = {
-	.timeout = 19,
-	.retry_cnt = 6,
+	.timeout = SMCR_QP_TIMEOUT_DEFAULT,
+	.retry_cnt = SMCR_QP_RETRY_DEFAULT,
 	.rnr_retry = 7,
 };
 

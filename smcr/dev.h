@@ -92,6 +92,11 @@ struct smcr_qp_timing {
 	uint8_t rnr_retry;
 };
 
+/* smcr_qp_timing_default's, named by smcr/ctx.c's settings table too
+ * (dev.c says why 19). */
+#define SMCR_QP_TIMEOUT_DEFAULT	19
+#define SMCR_QP_RETRY_DEFAULT	6
+
 extern const struct smcr_qp_timing smcr_qp_timing_default;
 
 void smcr_devs_init(struct smcr_devs *devs);

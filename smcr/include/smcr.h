@@ -124,9 +124,11 @@ struct smcr_ctx_opts {
 	 * otherwise.  NULL: SMCR_EIDS from the environment; "": v1 only. */
 	const char *eids;
 	/* (LIBSMCR_0.2) Settings by name, ending at a NULL name: any
-	 * variable of smcr(3) ENVIRONMENT that smcr_ctx_create() reads, by
+	 * variable of libsmcr(3) ENVIRONMENT that smcr_ctx_create() reads, by
 	 * its name without SMCR_ in lower case ("qp_timeout", "devices"),
-	 * with a value as that variable takes.  Order: a field above that is
+	 * with a value as that variable takes, and max_links (2..8),
+	 * clc_timeout_ms, link_wait_ms and no_smc (0 or 1), which have no
+	 * variable.  Order: a field above that is
 	 * not 0 or NULL, then this, then the environment, then the default.
 	 * An unknown name or a value the setting does not take (a number
 	 * out of its range) fails smcr_ctx_create() with -EINVAL; strings

@@ -203,6 +203,65 @@ static void test_settings_last_link(void)
 	smcr_ctx_destroy(ctx);
 }
 
+/* max_links, clc_timeout_ms, link_wait_ms and no_smc: by opts field or by
+ * name, else their defaults; an opts max_links wider than the config's
+ * byte is its largest, which a link group makes 8 (256 was 0, then 2). */
+static void test_settings_links_clc(void)
+{
+	static const struct smcr_lgr_ops no_ops;
+	struct smcr_setting set[] = {
+		{ "max_links", "3" }, { "clc_timeout_ms", "700" }, { "link_wait_ms", "900" },
+		{ NULL, NULL },
+	};
+	struct smcr_setting bad[] = { { "max_links", "9" }, { NULL, NULL } };
+	struct smcr_setting nosmc[] = { { "no_smc", "1" }, { NULL, NULL } };
+	static const struct { unsigned int opt; uint8_t cfg, lgr; } links[] = {
+		{ 0, 2, 2 }, { 1, 1, 2 }, { 5, 5, 5 }, { 9, 9, 8 }, { 256, 255, 8 },
+		{ 257, 255, 8 }, { UINT32_MAX, 255, 8 },
+	};
+	struct smcr_ctx_opts o = { .no_smc = true };
+	struct smcr_ctx *ctx;
+	struct smcr_lgr *lgr;
+	unsigned int i;
+
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.max_links, 2);
+	CU_ASSERT_EQUAL(ctx->opts.clc_timeout_ms, 2000);
+	CU_ASSERT_EQUAL(ctx->opts.link_wait_ms, 5000);
+	smcr_ctx_destroy(ctx);
+	for (i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		o.max_links = links[i].opt;
+		CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+		CU_ASSERT_EQUAL(ctx->lgr_cfg.max_links, links[i].cfg);
+		CU_ASSERT_FATAL(smcr_lgr_create(SMCR_ROLE_SERVER, &no_ops, NULL,
+						&ctx->lgr_cfg, &lgr) == 0);
+		CU_ASSERT_EQUAL(lgr->max_links, links[i].lgr);
+		smcr_lgr_destroy(lgr);
+		smcr_ctx_destroy(ctx);
+	}
+	o.max_links = 0;
+	o.settings = set;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.max_links, 3);
+	CU_ASSERT_EQUAL(ctx->opts.clc_timeout_ms, 700);
+	CU_ASSERT_EQUAL(ctx->opts.link_wait_ms, 900);
+	smcr_ctx_destroy(ctx);
+	o.max_links = 4;	/* the field wins */
+	o.clc_timeout_ms = 300;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.max_links, 4);
+	CU_ASSERT_EQUAL(ctx->opts.clc_timeout_ms, 300);
+	CU_ASSERT_EQUAL(ctx->opts.link_wait_ms, 900);
+	smcr_ctx_destroy(ctx);
+	o.max_links = 0;
+	o.settings = bad;	/* by name: 2..8 only */
+	CU_ASSERT_EQUAL(smcr_ctx_create(&o, &ctx), -EINVAL);
+	o = (struct smcr_ctx_opts){ .settings = nosmc };
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_TRUE(ctx->opts.no_smc);
+	smcr_ctx_destroy(ctx);
+}
+
 /* A program of LIBSMCR_0.1 passes the smaller opts: what follows them in
  * its memory is not read as settings. */
 static void test_settings_old_size(void)
@@ -225,6 +284,7 @@ static CU_TestInfo settings_tests[] = {
 	{ "order", test_settings_order },
 	{ "bad values", test_settings_bad },
 	{ "last link", test_settings_last_link },
+	{ "links and CLC", test_settings_links_clc },
 	{ "old opts size", test_settings_old_size },
 	CU_TEST_INFO_NULL,
 };
