@@ -295,6 +295,26 @@ static bool knob_given(const struct smcr_ctx *ctx, const char *name)
 	return false;
 }
 
+/* ---- version ----------------------------------------------------------------- */
+
+/* The interface this library is (its newest node in libsmcr.syms), as
+ * liburing's io_uring_major_version()/io_uring_check_version(). */
+int smcr_version_major(void)
+{
+	return SMCR_VERSION_MAJOR;
+}
+
+int smcr_version_minor(void)
+{
+	return SMCR_VERSION_MINOR;
+}
+
+int smcr_check_version(int major, int minor)
+{
+	return major == SMCR_VERSION_MAJOR && minor >= 0 && minor <= SMCR_VERSION_MINOR ?
+	       0 : -ENOTSUP;
+}
+
 /* ---- create and destroy ---------------------------------------------------- */
 
 static void knob_strs_free(struct smcr_ctx *ctx)
@@ -392,8 +412,15 @@ int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	if (opts)
-		smcr_abi_in(&ctx->opts, sizeof(ctx->opts), opts, opts_size);
+	if (opts) {
+		ret = smcr_abi_in(&ctx->opts, sizeof(ctx->opts), opts, opts_size);
+		if (ret) {
+			smcr_err("engine: smcr_ctx_opts of %zu bytes sets fields after our %zu",
+				 opts_size, sizeof(ctx->opts));
+			free(ctx);
+			return ret;
+		}
+	}
 	if (ctx->opts.log_fn)
 		smcr_log_set_fn(ctx->opts.log_fn, ctx->opts.log_opaque);
 	ctx->lgr_cfg = smcr_lgr_config_default;

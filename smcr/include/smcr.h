@@ -16,10 +16,14 @@
  * sizeof of the program's struct to a *_size call.  New fields only ever
  * go at the end.  A library newer than the program reads only the bytes
  * the program knows (the rest as zero: defaults) and writes only those; an
- * older library zeroes the fields it does not know.  Zero-initialise the
- * opts (= { 0 } or designated fields) and never pass a size of your own.
+ * older library zeroes the fields it does not know in what it gives back,
+ * and fails with -EINVAL a struct handed in that sets a field it does not
+ * know.  Zero-initialise the opts (= { 0 } or designated fields) and never
+ * pass a size of your own.  Unknown bits in a call's flags are -EINVAL too.
  * Each release's new calls get their own node in the symbol map
- * (LIBSMCR_0.2: the *_size calls); LIBSMCR_0.1's calls stay.
+ * (LIBSMCR_0.2: the *_size calls; LIBSMCR_0.3: the version calls);
+ * LIBSMCR_0.1's calls stay.  smcr_check_version() tells at run time
+ * whether the library loaded is as new as the header built against.
  *
  * Thread safety: all functions may be called from any thread.  A context
  * serialises its state with one lock; calls on one socket from several
@@ -135,6 +139,19 @@ struct smcr_ctx_opts {
 	 * are copied. */
 	const struct smcr_setting *settings;
 };
+
+/* The interface of smcr.h: LIBSMCR_<major>.<minor>, the newest node of the
+ * library's symbol map (LIBSMCR_0.3). */
+#define SMCR_VERSION_MAJOR 0
+#define SMCR_VERSION_MINOR 3
+
+/* (LIBSMCR_0.3) The interface of the library loaded.  smcr_check_version:
+ * 0 when it has every call and field of major.minor (the same major, a
+ * minor up to its own), else -ENOTSUP; e.g.
+ * smcr_check_version(SMCR_VERSION_MAJOR, SMCR_VERSION_MINOR) at start. */
+int smcr_version_major(void);
+int smcr_version_minor(void);
+int smcr_check_version(int major, int minor);
 
 /* Where a field above is 0 or NULL, the setting comes from opts->settings,
  * else from the environment (smcr(3) ENVIRONMENT says what each does;

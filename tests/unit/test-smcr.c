@@ -289,10 +289,76 @@ static CU_TestInfo settings_tests[] = {
 	CU_TEST_INFO_NULL,
 };
 
+/* A newer program's longer opts: zero beyond ours is fine, a byte set
+ * there (a field this library does not know) is -EINVAL. */
+static void test_abi_tail(void)
+{
+	union {
+		struct smcr_ctx_opts o;
+		unsigned char b[sizeof(struct smcr_ctx_opts) + 16];
+	} u;
+	unsigned char ours[8];
+	const unsigned char theirs[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 9 };
+	struct smcr_ctx *ctx = NULL;
+
+	CU_ASSERT_EQUAL(smcr_abi_in(ours, sizeof(ours), theirs, 8), 0);
+	CU_ASSERT_EQUAL(ours[7], 8);
+	CU_ASSERT_EQUAL(smcr_abi_in(ours, sizeof(ours), theirs, 11), 0);
+	CU_ASSERT_EQUAL(smcr_abi_in(ours, sizeof(ours), theirs, 12), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_abi_in(ours, sizeof(ours), theirs, 4), 0);
+	CU_ASSERT_EQUAL(ours[3], 4);
+	CU_ASSERT_EQUAL(ours[4], 0);	/* what the caller does not know: zero */
+	memset(u.b, 0, sizeof(u.b));
+	u.o.no_smc = true;
+	CU_ASSERT_FATAL(smcr_ctx_create_size(&u.o, sizeof(u.b), &ctx) == 0);
+	CU_ASSERT_TRUE(ctx->opts.no_smc);
+	smcr_ctx_destroy(ctx);
+	ctx = NULL;
+	u.b[sizeof(u.b) - 1] = 1;
+	CU_ASSERT_EQUAL(smcr_ctx_create_size(&u.o, sizeof(u.b), &ctx), -EINVAL);
+	CU_ASSERT_PTR_NULL(ctx);
+}
+
+/* A flag bit the call does not know is -EINVAL before anything else
+ * (the socket is not looked at). */
+static void test_abi_flags(void)
+{
+	struct smcr_sock *s = (struct smcr_sock *)1;
+	struct iovec iov[2];
+	char c = 0;
+
+	CU_ASSERT_EQUAL(smcr_send(s, &c, 1, 0x2), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_recv(s, &c, 1, SMCR_DONTWAIT | 0x100), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_reserve(s, iov, 0x80000000), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_reserve_len(s, 1, iov, 0x4), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_peek(s, iov, -1), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_cursor_update(s, 0x2), -EINVAL);
+}
+
+static void test_abi_version(void)
+{
+	CU_ASSERT_EQUAL(smcr_version_major(), SMCR_VERSION_MAJOR);
+	CU_ASSERT_EQUAL(smcr_version_minor(), SMCR_VERSION_MINOR);
+	CU_ASSERT_EQUAL(smcr_check_version(SMCR_VERSION_MAJOR, SMCR_VERSION_MINOR), 0);
+	CU_ASSERT_EQUAL(smcr_check_version(0, 1), 0);
+	CU_ASSERT_EQUAL(smcr_check_version(0, 0), 0);
+	CU_ASSERT_EQUAL(smcr_check_version(SMCR_VERSION_MAJOR, SMCR_VERSION_MINOR + 1), -ENOTSUP);
+	CU_ASSERT_EQUAL(smcr_check_version(SMCR_VERSION_MAJOR + 1, 0), -ENOTSUP);
+	CU_ASSERT_EQUAL(smcr_check_version(0, -1), -ENOTSUP);
+}
+
+static CU_TestInfo abi_tests[] = {
+	{ "opts tail", test_abi_tail },
+	{ "unknown flags", test_abi_flags },
+	{ "version", test_abi_version },
+	CU_TEST_INFO_NULL,
+};
+
 static const struct unit_suite suites[] = {
 	{ "log", log_tests },
 	{ "synopt", synopt_tests },
 	{ "settings", settings_tests },
+	{ "abi", abi_tests },
 	{ "rmb", smcr_rmb_tests },
 	{ "conn", smcr_conn_tests },
 	{ "lgr", smcr_lgr_tests },
