@@ -154,7 +154,7 @@ int smcr_version_minor(void);
 int smcr_check_version(int major, int minor);
 
 /* Where a field above is 0 or NULL, the setting comes from opts->settings,
- * else from the environment (smcr(3) ENVIRONMENT says what each does;
+ * else from the environment (libsmcr(3) ENVIRONMENT says what each does;
  * smcr/ctx.c lists them once, with their ranges): SMCR_DEVICES,
  * SMCR_EIDS, SMCR_RMBE_SIZE, SMCR_MAX_RMB_BYTES, SMCR_MAX_LGRS_PER_ADDRESS,
  * SMCR_V2_RELEASE, SMCR_MAX_CONNS,
