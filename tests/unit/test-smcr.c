@@ -355,17 +355,18 @@ static CU_TestInfo abi_tests[] = {
 };
 
 static const struct unit_suite suites[] = {
-	{ "log", log_tests },
-	{ "synopt", synopt_tests },
-	{ "settings", settings_tests },
-	{ "abi", abi_tests },
-	{ "rmb", smcr_rmb_tests },
-	{ "conn", smcr_conn_tests },
-	{ "lgr", smcr_lgr_tests },
-	{ "clc", smcr_clc_tests },
-	{ "hostile", smcr_hostile_tests },
-	{ "dev", smcr_dev_tests },
-	{ NULL, NULL },
+	{ .name = "log", .tests = log_tests },
+	{ .name = "synopt", .tests = synopt_tests },
+	{ .name = "settings", .tests = settings_tests },
+	{ .name = "abi", .tests = abi_tests },
+	{ .name = "rmb", .tests = smcr_rmb_tests },
+	{ .name = "conn", .tests = smcr_conn_tests },
+	{ .name = "lgr", .tests = smcr_lgr_tests },
+	{ .name = "clc", .tests = smcr_clc_tests, .init = smcr_clc_suite_init,
+	  .cleanup = smcr_clc_suite_cleanup },
+	{ .name = "hostile", .tests = smcr_hostile_tests },
+	{ .name = "dev", .tests = smcr_dev_tests },
+	{ .name = NULL },
 };
 
 int main(int argc, char **argv)
