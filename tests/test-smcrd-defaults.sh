@@ -25,21 +25,7 @@ mkdir -p "$SMCR_CTL_DIR"
 start_smcrd_disk 1M
 sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
 wait_for 10 test -S "$sock"
-python3 - "$sock" >"$d/status" <<'PY' || fail "no status from the control socket"
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-s.sendall(b"status\n")
-s.shutdown(socket.SHUT_WR)
-out = b""
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    out += b
-sys.stdout.write(out.decode(errors="replace"))
-PY
+ctl_ask "$sock" 'status\n' >"$d/status" || fail "no status from the control socket"
 stop_smcrd
 grep '^settings: ' "$d/status" >"$d/settings" || fail "status has no settings line"
 
