@@ -591,11 +591,6 @@ out_deinit:
 	return -EPROTO;
 }
 
-bool bd_tls_active(const struct bd_transport *t)
-{
-	return t->ops == &tls_ops;
-}
-
 const char *bd_tls_peer_name(const struct bd_transport *t)
 {
 	return t->ops == &tls_ops ? st((struct bd_transport *)t)->peer_name : NULL;

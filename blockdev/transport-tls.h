@@ -28,7 +28,6 @@ void bd_tls_free(struct bd_tls *c);
  * writev now encrypted, bd_close() ends both.  On failure t is unchanged
  * (but its stream is unusable). */
 int bd_tls_upgrade(struct bd_transport *t, struct bd_tls *c, int timeout_ms, int cancel_fd);
-bool bd_tls_active(const struct bd_transport *t);
 /* The client's authenticated name on an upgraded t: the common name (or,
  * without one, the DN) of its verified certificate, or its PSK identity;
  * NULL if none. */

@@ -459,24 +459,6 @@ void nbdc_opts_from_uri(struct nbdc_opts *o, const struct nbdc_uri *u)
 		o->tls_no_verify_peer = !u->tls_verify_peer;
 }
 
-void nbdc_uri_strerror(const char *uri, int err, char *buf, size_t len)
-{
-	struct nbdc_opts o = { 0 };
-	struct nbdc_uri u;
-
-	if (nbdc_uri_parse(uri, &u) < 0) {
-		if (u.bad_key[0])
-			snprintf(buf, len, "%s: unknown query key '%s' (known: %s)", uri,
-				 u.bad_key, NBDC_URI_KEYS);
-		else
-			snprintf(buf, len, "%s: use smcr://HOST[:PORT]/EXPORT, nbd://... or "
-				 "nbds://...", uri);
-		return;
-	}
-	nbdc_opts_from_uri(&o, &u);
-	nbdc_strerror(&o, err, buf, len);
-}
-
 int nbdc_open_uri(const char *uri, const struct nbdc_opts *opts, struct nbdc **out)
 {
 	struct nbdc_opts o = { 0 };

@@ -119,7 +119,6 @@ int nbdc_open_uri(const char *uri, const struct nbdc_opts *opts, struct nbdc **o
 void nbdc_strerror(const struct nbdc_opts *opts, int err, char *buf, size_t len);
 /* The URI's address, export and TLS settings into o (they point into u). */
 void nbdc_opts_from_uri(struct nbdc_opts *o, const struct nbdc_uri *u);
-void nbdc_uri_strerror(const char *uri, int err, char *buf, size_t len);
 /* Lets requests still out finish (a few seconds at most), fails what is
  * left with -ESHUTDOWN, sends NBD_CMD_DISC and frees everything.  No
  * other call may run at the same time or later. */

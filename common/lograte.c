@@ -127,12 +127,3 @@ bool lograte_ok(enum lograte_kind kind, const char *client)
 		log_warn("log: suppressed %lu %s messages (rate limit)", n, kind_names[kind]);
 	return ok;
 }
-
-void lograte_reset(void)
-{
-	pthread_mutex_lock(&lock);
-	memset(kinds, 0, sizeof(kinds));
-	memset(held, 0, sizeof(held));
-	memset(clients, 0, sizeof(clients));
-	pthread_mutex_unlock(&lock);
-}

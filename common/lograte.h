@@ -33,9 +33,6 @@ enum lograte_kind {
  * the "suppressed" line first. */
 bool lograte_ok(enum lograte_kind kind, const char *client);
 
-/* Forgets every count and bucket (tests). */
-void lograte_reset(void);
-
 #define log_rated(kind, client, level, ...) do {				\
 		if (lograte_ok(kind, client))					\
 			applog(level, __VA_ARGS__);				\

@@ -5,6 +5,7 @@
 #ifndef SMCR_ABI_H
 #define SMCR_ABI_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -19,11 +20,19 @@
 	(offsetof(struct smcr_sock_info, peer_rmbe_data) + sizeof(uint32_t))
 
 /* In: the caller's size bytes into our struct (len bytes), the fields it
- * does not know zero. */
-static inline void smcr_abi_in(void *ours, size_t len, const void *theirs, size_t size)
+ * does not know zero.  -EINVAL when the caller's struct is longer and sets
+ * a byte beyond ours (a field of a newer libsmcr: we cannot do what it
+ * asks; as Linux's copy_struct_from_user()). */
+static inline int smcr_abi_in(void *ours, size_t len, const void *theirs, size_t size)
 {
+	size_t i;
+
+	for (i = len; i < size; i++)
+		if (((const unsigned char *)theirs)[i])
+			return -EINVAL;
 	memset(ours, 0, len);
 	memcpy(ours, theirs, size < len ? size : len);
+	return 0;
 }
 
 /* Out: our struct (len bytes) into the caller's size bytes, the fields we

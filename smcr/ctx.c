@@ -19,13 +19,15 @@
 
 /* ---- settings -------------------------------------------------------------- */
 
-/* libsmcr's knobs, listed once (as Linux net/smc/smc_sysctl.c smc_table[]):
- * the name in smcr_ctx_opts.settings, the environment variable, the type,
- * the range, the default (KEEP: the engine's, smcr_lgr_config_default or
- * smcr_qp_timing_default, already in the field), the field of struct
- * smcr_ctx it lands in, and the field of smcr_ctx_opts that wins when it
- * is not zero.  The order: that field, then opts.settings, then the
- * environment, then the default.  smcr(3) ENVIRONMENT says what each does. */
+/* libsmcr's knobs, listed once (as Linux net/smc/smc_sysctl.c smc_table[],
+ * with the defaults beside it as in smc_sysctl_net_init()): the name in
+ * smcr_ctx_opts.settings, the environment variable (NULL: none), the
+ * type, the range, the default (the macro that smcr_lgr_config_default
+ * (lgr.c) or smcr_qp_timing_default (dev.c) is made of, where the engine
+ * has one), the field of struct smcr_ctx it lands in, the field of
+ * smcr_ctx_opts that wins when it is not zero, and what it is.  The
+ * order: that field, then opts.settings, then the environment, then the
+ * default.  libsmcr(3) ENVIRONMENT says more of each. */
 enum knob_type {
 	KNOB_UINT,	/* a number (strtoull base 0) in min..max */
 	KNOB_BOOL,	/* a number: 0 false, else true */
@@ -41,16 +43,19 @@ struct knob {
 	size_t opt_off, opt_size;	/* the smcr_ctx_opts field; size 0: none */
 	int (*parse)(const char *s, uint64_t *v);
 	const char *what;		/* KNOB_ENUM: the words it takes */
+	const char *help;
 };
 
-#define KEEP UINT64_MAX
 #define FIELD(f) offsetof(struct smcr_ctx, f), sizeof(((struct smcr_ctx *)0)->f)
 #define OPT(f) offsetof(struct smcr_ctx_opts, f), sizeof(((struct smcr_ctx_opts *)0)->f)
 #define NOOPT 0, 0
-#define UINT(n, env, min, max, dflt, f, opt) { n, env, KNOB_UINT, min, max, dflt, FIELD(f), opt, NULL, NULL }
-#define BOOL(n, env, dflt, f) { n, env, KNOB_BOOL, 0, UINT32_MAX, dflt, FIELD(f), NOOPT, NULL, NULL }
-#define STR(n, env, f, opt) { n, env, KNOB_STR, 0, 0, 0, FIELD(f), opt, NULL, NULL }
-#define ENUM(n, env, f, opt, parse, what) { n, env, KNOB_ENUM, 0, 0, KEEP, FIELD(f), opt, parse, what }
+#define UINT(n, env, min, max, dflt, f, opt, help) \
+	{ n, env, KNOB_UINT, min, max, dflt, FIELD(f), opt, NULL, NULL, help }
+#define BOOL(n, env, dflt, f, opt, help) \
+	{ n, env, KNOB_BOOL, 0, UINT32_MAX, dflt, FIELD(f), opt, NULL, NULL, help }
+#define STR(n, env, f, opt, help) { n, env, KNOB_STR, 0, 0, 0, FIELD(f), opt, NULL, NULL, help }
+#define ENUM(n, env, dflt, f, opt, parse, what, help) \
+	{ n, env, KNOB_ENUM, 0, 0, dflt, FIELD(f), opt, parse, what, help }
 
 /* Anything but "round-robin" is the default, least-loaded (as always). */
 static int parse_link_policy(const char *s, uint64_t *v)
@@ -69,44 +74,72 @@ static int parse_syn_option(const char *s, uint64_t *v)
 }
 
 static const struct knob knobs[] = {
-	STR("devices", "SMCR_DEVICES", opts.devices, OPT(devices)),
-	STR("eids", "SMCR_EIDS", opts.eids, OPT(eids)),
-	UINT("rmbe_size", "SMCR_RMBE_SIZE", 0, 512u << 20, 0, opts.rmbe_size, OPT(rmbe_size)),
+	STR("devices", "SMCR_DEVICES", opts.devices, OPT(devices),
+	    "RDMA ports, dev[:port],...; none: every active RoCE v2 port with an IP address"),
+	STR("eids", "SMCR_EIDS", opts.eids, OPT(eids),
+	    "user EIDs for SMC-Rv2, comma-separated; none: v1 only"),
+	UINT("rmbe_size", "SMCR_RMBE_SIZE", 0, 512u << 20, 0, opts.rmbe_size, OPT(rmbe_size),
+	     "receive buffer per connection; 0: 512 KiB, smaller as the group fills"),
 	UINT("max_pinned_bytes", "SMCR_MAX_PINNED_BYTES", 0, (uint64_t)1 << 48, 0, pinned.max,
-	     NOOPT),
-	UINT("max_rmb_bytes", "SMCR_MAX_RMB_BYTES", 0, UINT32_MAX, KEEP, lgr_cfg.max_rmb_bytes,
-	     OPT(max_rmb_bytes)),
+	     NOOPT, "RMBs and send buffers of all link groups together; 0: no limit"),
+	UINT("max_rmb_bytes", "SMCR_MAX_RMB_BYTES", 0, UINT32_MAX, SMCR_LGR_MAX_RMB_BYTES,
+	     lgr_cfg.max_rmb_bytes, OPT(max_rmb_bytes),
+	     "RMB memory per link group, as much for send buffers; 0: unlimited"),
 	UINT("max_lgrs_per_address", "SMCR_MAX_LGRS_PER_ADDRESS", 0, UINT32_MAX, 0,
-	     max_lgrs_per_address, OPT(max_lgrs_per_address)),
-	UINT("v2_release", "SMCR_V2_RELEASE", 0, 1, 1, v2_release, NOOPT),
-	UINT("max_conns", "SMCR_MAX_CONNS", 16, 255, 255, max_conns, NOOPT),
-	UINT("llc_timeout_ms", "SMCR_LLC_TIMEOUT_MS", 0, UINT32_MAX, KEEP, lgr_cfg.llc_timeout_ms,
-	     OPT(llc_timeout_ms)),
-	UINT("test_link_ms", "SMCR_TEST_LINK_MS", 0, UINT32_MAX, KEEP, lgr_cfg.test_link_idle_ms,
-	     OPT(test_link_ms)),
-	UINT("test_link_timeout_ms", "SMCR_TEST_LINK_TIMEOUT_MS", 0, UINT32_MAX, KEEP,
-	     lgr_cfg.test_link_timeout_ms, OPT(test_link_timeout_ms)),
-	UINT("last_link_timeout_ms", "SMCR_LAST_LINK_TIMEOUT_MS", 0, UINT32_MAX, KEEP,
-	     lgr_cfg.last_link_timeout_ms, NOOPT),
-	UINT("stall_ms", "SMCR_STALL_MS", 0, UINT32_MAX, KEEP, lgr_cfg.stall_ms, NOOPT),
-	UINT("delete_hold_ms", "SMCR_DELETE_HOLD_MS", 0, UINT32_MAX, KEEP, lgr_cfg.delete_hold_ms,
-	     NOOPT),
-	UINT("qp_timeout", "SMCR_QP_TIMEOUT", 1, 31, KEEP, qp_timing.timeout, NOOPT),
-	UINT("qp_retry", "SMCR_QP_RETRY", 0, UINT8_MAX, KEEP, qp_timing.retry_cnt, NOOPT),
-	ENUM("link_policy", "SMCR_LINK_POLICY", lgr_cfg.link_policy, NOOPT, parse_link_policy,
-	     "least-loaded or round-robin"),
-	BOOL("rebalance", "SMCR_REBALANCE", KEEP, lgr_cfg.rebalance),
-	UINT("link_tx_bytes", "SMCR_LINK_TX_BYTES", 0, UINT32_MAX, KEEP, lgr_cfg.link_tx_bytes,
-	     NOOPT),
+	     max_lgrs_per_address, OPT(max_lgrs_per_address),
+	     "link groups a server keeps for one peer address; 0: no limit"),
+	UINT("max_links", NULL, 2, SMCR_MAX_LINKS, SMCR_LGR_MAX_LINKS_DEFAULT, lgr_cfg.max_links,
+	     OPT(max_links), "links per link group"),
+	UINT("clc_timeout_ms", NULL, 1, UINT32_MAX, 2000, opts.clc_timeout_ms,
+	     OPT(clc_timeout_ms), "wait for each CLC message"),
+	UINT("link_wait_ms", NULL, 1, UINT32_MAX, 5000, opts.link_wait_ms, OPT(link_wait_ms),
+	     "wait for the first link's confirmation"),
+	BOOL("no_smc", NULL, false, opts.no_smc, OPT(no_smc),
+	     "never propose or accept SMC-R (TCP only)"),
+	UINT("v2_release", "SMCR_V2_RELEASE", 0, 1, 1, v2_release, NOOPT,
+	     "SMC-Rv2 release proposed and accepted (0: v2.0, 1: v2.1)"),
+	UINT("max_conns", "SMCR_MAX_CONNS", 16, 255, 255, max_conns, NOOPT,
+	     "SMC-Rv2.1 connections per link group"),
+	UINT("llc_timeout_ms", "SMCR_LLC_TIMEOUT_MS", 0, UINT32_MAX,
+	     SMCR_LGR_LLC_TIMEOUT_MS_DEFAULT, lgr_cfg.llc_timeout_ms, OPT(llc_timeout_ms),
+	     "wait for each LLC reply"),
+	UINT("test_link_ms", "SMCR_TEST_LINK_MS", 0, UINT32_MAX, SMCR_LGR_TEST_LINK_MS_DEFAULT,
+	     lgr_cfg.test_link_idle_ms, OPT(test_link_ms),
+	     "TEST LINK after a link is idle this long; 0: never"),
+	UINT("test_link_timeout_ms", "SMCR_TEST_LINK_TIMEOUT_MS", 0, UINT32_MAX,
+	     SMCR_LGR_TEST_LINK_TIMEOUT_MS_DEFAULT, lgr_cfg.test_link_timeout_ms,
+	     OPT(test_link_timeout_ms), "no TEST LINK reply this long: the link is down"),
+	UINT("last_link_timeout_ms", "SMCR_LAST_LINK_TIMEOUT_MS", 0, UINT32_MAX, 0,
+	     lgr_cfg.last_link_timeout_ms, NOOPT,
+	     "the same for a group's last link; 0: 3 * test_link_timeout_ms (at least the RC retry budget)"),
+	UINT("stall_ms", "SMCR_STALL_MS", 0, UINT32_MAX, SMCR_LGR_STALL_MS_DEFAULT,
+	     lgr_cfg.stall_ms, NOOPT, "a tick this much late is our own stall; 0: off"),
+	UINT("delete_hold_ms", "SMCR_DELETE_HOLD_MS", 0, UINT32_MAX,
+	     SMCR_LGR_DELETE_HOLD_MS_DEFAULT, lgr_cfg.delete_hold_ms, NOOPT,
+	     "a client's failed link that still acknowledges: DELETE LINK this much later"),
+	UINT("qp_timeout", "SMCR_QP_TIMEOUT", 1, 31, SMCR_QP_TIMEOUT_DEFAULT, qp_timing.timeout,
+	     NOOPT, "RC ACK timeout, 4.096 us * 2^N"),
+	UINT("qp_retry", "SMCR_QP_RETRY", 0, UINT8_MAX, SMCR_QP_RETRY_DEFAULT,
+	     qp_timing.retry_cnt, NOOPT, "RC retries (above 6: 6)"),
+	ENUM("link_policy", "SMCR_LINK_POLICY", SMCR_LINKS_LEAST_LOADED, lgr_cfg.link_policy,
+	     NOOPT, parse_link_policy, "least-loaded or round-robin",
+	     "the link a new connection takes"),
+	BOOL("rebalance", "SMCR_REBALANCE", SMCR_LGR_REBALANCE_DEFAULT, lgr_cfg.rebalance, NOOPT,
+	     "move connections to a less busy link"),
+	UINT("link_tx_bytes", "SMCR_LINK_TX_BYTES", 0, UINT32_MAX, SMCR_LGR_LINK_TX_BYTES,
+	     lgr_cfg.link_tx_bytes, NOOPT, "written, unconfirmed bytes per link; 0: no limit"),
 	UINT("busy_poll_us", "SMCR_BUSY_POLL_US", 0, UINT32_MAX, SMCR_BUSY_POLL_US_DEFAULT,
-	     busy_poll_us, NOOPT),
+	     busy_poll_us, NOOPT, "poll the completion queue this long before sleeping"),
 	UINT("autocork_bytes", "SMCR_AUTOCORK_BYTES", 0, UINT32_MAX, SMCR_AUTOCORK_BYTES_DEFAULT,
-	     autocork_bytes, NOOPT),
-	BOOL("caller_poll", "SMCR_CALLER_POLL", SMCR_CALLER_POLL_DEFAULT, caller_poll),
-	BOOL("rmbe_eyecatcher", "SMCR_RMBE_EYECATCHER", KEEP, lgr_cfg.rmbe_eyecatcher),
-	STR("fault", "SMCR_FAULT", fault_spec, NOOPT),
-	ENUM("syn_option", "SMCR_SYN_OPTION", opts.syn_option, OPT(syn_option), parse_syn_option,
-	     "auto, bpf or off"),
+	     autocork_bytes, NOOPT, "small sends behind a CDC in flight wait up to this many bytes"),
+	BOOL("caller_poll", "SMCR_CALLER_POLL", SMCR_CALLER_POLL_DEFAULT, caller_poll, NOOPT,
+	     "a waiting caller polls the completion queue itself"),
+	BOOL("rmbe_eyecatcher", "SMCR_RMBE_EYECATCHER", false, lgr_cfg.rmbe_eyecatcher, NOOPT,
+	     "the RFC's RMBE layout only, not Linux's"),
+	STR("fault", "SMCR_FAULT", fault_spec, NOOPT, "faults to inject (smcr_fault())"),
+	ENUM("syn_option", "SMCR_SYN_OPTION", SMCR_SYN_OPTION_AUTO, opts.syn_option,
+	     OPT(syn_option), parse_syn_option, "auto, bpf or off",
+	     "the SMC TCP option on SYNs"),
 };
 
 _Static_assert(sizeof(knobs) / sizeof(knobs[0]) <= 32, "more knobs than bits in knobs_set");
@@ -121,12 +154,15 @@ static uint64_t get_uint(const void *p, size_t size)
 	}
 }
 
+/* v into a field of size bytes: a value larger than the field holds is its
+ * largest (an opts field wider than where it lands: max_links 256 is 255,
+ * which smcr_lgr_create() makes 8, not 0). */
 static void put_uint(void *p, size_t size, uint64_t v)
 {
 	switch (size) {
-	case 1: *(uint8_t *)p = (uint8_t)v; break;
-	case 2: *(uint16_t *)p = (uint16_t)v; break;
-	case 4: *(uint32_t *)p = (uint32_t)v; break;
+	case 1: *(uint8_t *)p = v > UINT8_MAX ? UINT8_MAX : (uint8_t)v; break;
+	case 2: *(uint16_t *)p = v > UINT16_MAX ? UINT16_MAX : (uint16_t)v; break;
+	case 4: *(uint32_t *)p = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v; break;
 	default: *(uint64_t *)p = v; break;
 	}
 }
@@ -230,7 +266,7 @@ static int knobs_apply(struct smcr_ctx *ctx)
 			ctx->knobs_set |= 1u << i;
 			continue;
 		}
-		s = getenv(k->env);
+		s = k->env ? getenv(k->env) : NULL;
 		if (s && *s) {
 			if (!knob_set(ctx, k, s, false)) {
 				ctx->knobs_set |= 1u << i;
@@ -245,8 +281,7 @@ static int knobs_apply(struct smcr_ctx *ctx)
 			smcr_warn("engine: %s: '%s' is not a number in %llu..%llu, using the default",
 				  k->env, s, (unsigned long long)k->min, (unsigned long long)k->max);
 		}
-		if (k->dflt != KEEP)
-			put_uint(f, k->size, k->dflt);
+		put_uint(f, k->size, k->dflt);
 	}
 	return 0;
 }
@@ -260,6 +295,26 @@ static bool knob_given(const struct smcr_ctx *ctx, const char *name)
 		if (!strcmp(knobs[i].name, name))
 			return ctx->knobs_set & (1u << i);
 	return false;
+}
+
+/* ---- version ----------------------------------------------------------------- */
+
+/* The interface this library is (its newest node in libsmcr.syms), as
+ * liburing's io_uring_major_version()/io_uring_check_version(). */
+int smcr_version_major(void)
+{
+	return SMCR_VERSION_MAJOR;
+}
+
+int smcr_version_minor(void)
+{
+	return SMCR_VERSION_MINOR;
+}
+
+int smcr_check_version(int major, int minor)
+{
+	return major == SMCR_VERSION_MAJOR && minor >= 0 && minor <= SMCR_VERSION_MINOR ?
+	       0 : -ENOTSUP;
 }
 
 /* ---- create and destroy ---------------------------------------------------- */
@@ -359,8 +414,15 @@ int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	if (opts)
-		smcr_abi_in(&ctx->opts, sizeof(ctx->opts), opts, opts_size);
+	if (opts) {
+		ret = smcr_abi_in(&ctx->opts, sizeof(ctx->opts), opts, opts_size);
+		if (ret) {
+			smcr_err("engine: smcr_ctx_opts of %zu bytes sets fields after our %zu",
+				 opts_size, sizeof(ctx->opts));
+			free(ctx);
+			return ret;
+		}
+	}
 	if (ctx->opts.log_fn)
 		smcr_log_set_fn(ctx->opts.log_fn, ctx->opts.log_opaque);
 	ctx->lgr_cfg = smcr_lgr_config_default;
@@ -373,12 +435,6 @@ int smcr_ctx_create_size(const struct smcr_ctx_opts *opts, size_t opts_size,
 		free(ctx);
 		return ret;
 	}
-	if (!ctx->opts.clc_timeout_ms)
-		ctx->opts.clc_timeout_ms = 2000;
-	if (!ctx->opts.link_wait_ms)
-		ctx->opts.link_wait_ms = 5000;
-	if (ctx->opts.max_links)
-		ctx->lgr_cfg.max_links = (uint8_t)ctx->opts.max_links;
 	ctx->lgr_cfg.pinned = &ctx->pinned;
 	/* The last link's TEST LINK limit: last_link_timeout_ms, else
 	 * three TEST LINK timeouts; never below the RC retry budget (a

@@ -36,8 +36,8 @@
  * or "ip link set down" took one port away, and the group lost its last
  * link and every connection.  SMCR_QP_TIMEOUT changes it. */
 const struct smcr_qp_timing smcr_qp_timing_default = {
-	.timeout = 19,
-	.retry_cnt = 6,
+	.timeout = SMCR_QP_TIMEOUT_DEFAULT,
+	.retry_cnt = SMCR_QP_RETRY_DEFAULT,
 	.rnr_retry = 7,
 };
 
@@ -125,8 +125,6 @@ out_free:
 	return ret;
 }
 
-static unsigned int pd_count;
-
 int smcr_pd_alloc(struct smcr_dev *dev, struct smcr_pd **pdp)
 {
 	struct smcr_pd *pd = calloc(1, sizeof(*pd));
@@ -144,7 +142,6 @@ int smcr_pd_alloc(struct smcr_dev *dev, struct smcr_pd **pdp)
 	}
 	pd->dev = dev;
 	pd->refs = 1;
-	__atomic_add_fetch(&pd_count, 1, __ATOMIC_RELAXED);
 	*pdp = pd;
 	return 0;
 }
@@ -165,13 +162,7 @@ void smcr_pd_put(struct smcr_pd *pd)
 	if (ret)	/* something is still in it: a leak, not a crash */
 		smcr_err("%s: cannot deallocate a protection domain: %s",
 			 pd->dev->name, strerror(ret));
-	__atomic_sub_fetch(&pd_count, 1, __ATOMIC_RELAXED);
 	free(pd);
-}
-
-unsigned int smcr_pd_count(void)
-{
-	return __atomic_load_n(&pd_count, __ATOMIC_RELAXED);
 }
 
 bool smcr_dev_present(struct smcr_dev *dev)
@@ -521,12 +512,6 @@ static int list_visit(struct smcr_devs *devs, struct ibv_device *ibdev,
 	smcr_dev_get(ref);
 	la->n++;
 	return 0;
-}
-
-int smcr_dev_list_ports(struct smcr_devs *devs, struct smcr_port_ref *refs,
-			int max)
-{
-	return smcr_dev_list_ports_of(devs, NULL, refs, max);
 }
 
 int smcr_dev_list_ports_of(struct smcr_devs *devs, const char *name,

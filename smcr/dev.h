@@ -54,8 +54,6 @@ int smcr_pd_alloc(struct smcr_dev *dev, struct smcr_pd **pdp);
 struct smcr_pd *smcr_pd_get(struct smcr_pd *pd);
 /* NULL is a no-op. */
 void smcr_pd_put(struct smcr_pd *pd);
-/* PDs allocated and not yet deallocated, in this process (tests, stats). */
-unsigned int smcr_pd_count(void);
 
 /* The set of devices a context has opened. */
 struct smcr_devs {
@@ -92,6 +90,11 @@ struct smcr_qp_timing {
 	uint8_t rnr_retry;
 };
 
+/* smcr_qp_timing_default's, named by smcr/ctx.c's settings table too
+ * (dev.c says why 19). */
+#define SMCR_QP_TIMEOUT_DEFAULT	19
+#define SMCR_QP_RETRY_DEFAULT	6
+
 extern const struct smcr_qp_timing smcr_qp_timing_default;
 
 void smcr_devs_init(struct smcr_devs *devs);
@@ -109,11 +112,9 @@ int smcr_dev_resolve_addr(struct smcr_devs *devs, const struct sockaddr *addr,
 int smcr_dev_resolve_name(struct smcr_devs *devs, const char *spec,
 			  struct smcr_port_ref *ref);
 
-/* Every active port of every device with a usable RoCE v2 GID, at most max,
- * each holding a device reference.  Returns the number found. */
-int smcr_dev_list_ports(struct smcr_devs *devs, struct smcr_port_ref *refs,
-			int max);
-/* The same for the device called name only (NULL: all). */
+/* Every active port with a usable RoCE v2 GID of the device called name
+ * (NULL: of every device), at most max, each holding a device reference.
+ * Returns the number found. */
 int smcr_dev_list_ports_of(struct smcr_devs *devs, const char *name,
 			   struct smcr_port_ref *refs, int max);
 

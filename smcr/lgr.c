@@ -11,16 +11,16 @@
 #include "log.h"
 
 const struct smcr_lgr_config smcr_lgr_config_default = {
-	.max_links = 2,
+	.max_links = SMCR_LGR_MAX_LINKS_DEFAULT,
 	.link_policy = SMCR_LINKS_LEAST_LOADED,
-	.rebalance = true,
-	.llc_timeout_ms = 2000,
+	.rebalance = SMCR_LGR_REBALANCE_DEFAULT,
+	.llc_timeout_ms = SMCR_LGR_LLC_TIMEOUT_MS_DEFAULT,
 	.llc_retries = 2,
-	.test_link_idle_ms = 1000,
-	.test_link_timeout_ms = 2000,
-	.stall_ms = 500,
+	.test_link_idle_ms = SMCR_LGR_TEST_LINK_MS_DEFAULT,
+	.test_link_timeout_ms = SMCR_LGR_TEST_LINK_TIMEOUT_MS_DEFAULT,
+	.stall_ms = SMCR_LGR_STALL_MS_DEFAULT,
 	.acking_keep_ms = 60000,
-	.delete_hold_ms = 2000,
+	.delete_hold_ms = SMCR_LGR_DELETE_HOLD_MS_DEFAULT,
 	.max_rmb_bytes = SMCR_LGR_MAX_RMB_BYTES,
 	.link_tx_bytes = SMCR_LGR_LINK_TX_BYTES,
 };

@@ -146,6 +146,16 @@ struct smcr_lgr_config {
 /* A peer must not make one group take all our memory. */
 #define SMCR_LGR_MAX_RMB_BYTES	((size_t)256 << 20)
 
+/* The defaults of smcr_lgr_config_default that libsmcr's settings table
+ * (smcr/ctx.c knobs[]) names too. */
+#define SMCR_LGR_MAX_LINKS_DEFAULT		2
+#define SMCR_LGR_REBALANCE_DEFAULT		true
+#define SMCR_LGR_LLC_TIMEOUT_MS_DEFAULT		2000
+#define SMCR_LGR_TEST_LINK_MS_DEFAULT		1000
+#define SMCR_LGR_TEST_LINK_TIMEOUT_MS_DEFAULT	2000
+#define SMCR_LGR_STALL_MS_DEFAULT		500
+#define SMCR_LGR_DELETE_HOLD_MS_DEFAULT		2000
+
 extern const struct smcr_lgr_config smcr_lgr_config_default;
 
 /* A closed connection's send buffer that writes posted on a link may still

@@ -305,6 +305,8 @@ ssize_t smcr_send(struct smcr_sock *s, const void *buf, size_t len, int flags)
 {
 	ssize_t n;
 
+	if (flags & ~SMCR_DONTWAIT)
+		return -EINVAL;
 	if (!s->smc)
 		return tcp_io(s, (void *)buf, len, flags, true);
 	pthread_mutex_lock(&s->ctx->lock);
@@ -323,6 +325,8 @@ ssize_t smcr_recv(struct smcr_sock *s, void *buf, size_t len, int flags)
 {
 	ssize_t n;
 
+	if (flags & ~SMCR_DONTWAIT)
+		return -EINVAL;
 	if (!s->smc)
 		return tcp_io(s, buf, len, flags, false);
 	pthread_mutex_lock(&s->ctx->lock);
@@ -373,6 +377,8 @@ ssize_t smcr_reserve(struct smcr_sock *s, struct iovec iov[2], int flags)
 {
 	ssize_t n;
 
+	if (flags & ~SMCR_DONTWAIT)
+		return -EINVAL;
 	if (!s->smc)
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&s->ctx->lock);
@@ -396,6 +402,8 @@ int smcr_reserve_len(struct smcr_sock *s, size_t len, struct iovec iov[2], int f
 	size_t skip, k;
 	ssize_t n;
 
+	if (flags & ~SMCR_DONTWAIT)
+		return -EINVAL;
 	if (!s->smc)
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&s->ctx->lock);
@@ -462,6 +470,8 @@ ssize_t smcr_peek(struct smcr_sock *s, struct iovec iov[2], int flags)
 {
 	ssize_t n;
 
+	if (flags & ~SMCR_DONTWAIT)
+		return -EINVAL;
 	if (!s->smc)
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&s->ctx->lock);

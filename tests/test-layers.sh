@@ -3,7 +3,9 @@
 # The floors above libsmcr (common/, blockdev/, server/, client/) use only
 # its public header, smcr/include/smcr.h: their Makefile.am's -I reach
 # smcr/include, not smcr/, and none includes one of smcr/'s internal headers
-# (they log through common/applog.h and append with common/strbuf.h); and
+# (they log through common/applog.h and append with common/strbuf.h); the
+# floors call down only (common/ includes nothing of blockdev/, server/ or
+# client/, blockdev/ nothing of server/ or client/); and
 # libsmcr has one JSON string writer, in smcr/ctl.c; smcrd's rooms and the
 # client engine's call one way (down the lists of smcrd-engine-int.h,
 # smcrd-int.h and nbd-conn-int.h).
@@ -37,6 +39,31 @@ done < <(grep -HE "^#[[:space:]]*include[[:space:]]+\"(\\.\\./smcr/)?($alt)\"" "
 [ "$n" -ge 20 ] || fail "found only $n source files above smcr/"
 [ ${#bad[@]} = 0 ] || fail "$(printf '%s; ' "${bad[@]}")"
 
+# The floors call down only: common/ (below blockdev/) includes no header
+# of blockdev/, server/ or client/, nor has a -I onto them; blockdev/ (below
+# the programs) none of server/'s or client/'s.
+# down_only DIR UPPER...: DIR's files include no header of an UPPER folder
+# (one beside the file, its own, is no hit).
+down_only() {
+    local low=$1 up hdrs alt f inc h; shift
+    grep -nE -- "-I[[:space:]]*\\\$\\((top_(src|build)dir)\\)/($(IFS='|'; echo "$*"))([/[:space:]]|\$)" \
+        "$top/$low/Makefile.am" >"$d/up" && fail "$low/Makefile.am: -I onto a floor above: $(head -n 1 "$d/up")"
+    for up in "$@"; do
+        hdrs=$(cd "$top/$up" && ls -- *.h 2>/dev/null)
+        [ -n "$hdrs" ] || continue
+        alt=$(sed 's/\./\\./g' <<<"$hdrs" | paste -sd'|')
+        while IFS=: read -r f inc; do
+            h=$(sed -E 's/.*"(\.\.\/[a-z]+\/)?([^"]+)".*/\2/' <<<"$inc")
+            [ -f "$(dirname "$f")/$h" ] && continue
+            fail "${f#"$top"/} includes $up/$h (a floor above $low/)"
+        done < <(grep -HE "^#[[:space:]]*include[[:space:]]+\"(\\.\\./$up/)?($alt)\"" \
+                     "$top/$low"/*.[ch])
+    done
+}
+d=$(scratch_dir)
+down_only common blockdev server client
+down_only blockdev server client
+
 # One JSON string escaper in libsmcr, none above it (json-c writes theirs).
 esc=$(grep -rlE '\\\\u%04x' "$top/smcr" "$top/common" "$top/blockdev" "$top/server" \
           "$top/client" --include='*.[ch]' | sed "s|^$top/||" | sort)
@@ -63,11 +90,10 @@ one_way() {
         fi
     done
 }
-d=$(scratch_dir)
 one_way server smcrd-engine-int.h smcrd-engine.c smcrd-engine-rx.c smcrd-engine-req.c \
     smcrd-engine-tx.c smcrd-engine-conn.c
 one_way server smcrd-int.h smcrd.c smcrd-listen.c smcrd-handshake.c smcrd-daemon.c
 one_way client nbd-conn-int.h nbd-conn.c nbd-conn-status.c nbd-conn-reconnect.c \
     nbd-conn-tx.c nbd-conn-rx.c nbd-conn-core.c
 
-echo "PASS: the floors above smcr/ get -I onto smcr/include only; $n source files above smcr/ include none of its $(wc -w <<<"$internal") internal headers; one JSON escaper (smcr/ctl.c); smcrd's and the client engine's rooms call one way"
+echo "PASS: the floors above smcr/ get -I onto smcr/include only; $n source files above smcr/ include none of its $(wc -w <<<"$internal") internal headers; common/ and blockdev/ include nothing from the floors above them; one JSON escaper (smcr/ctl.c); smcrd's and the client engine's rooms call one way"

@@ -17,23 +17,7 @@ sock=$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock
 wait_for 10 test -S "$sock"
 
 # send BYTES: writes them to the control socket, prints the answer.
-send() {
-    python3 - "$sock" "$1" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
-s.shutdown(socket.SHUT_WR)
-out = b""
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    out += b
-sys.stdout.write(out.decode(errors="replace"))
-PY
-}
+send() { ctl_ask "$sock" "$1"; }
 
 alive() {
     kill -0 "$SMCRD_PID" 2>/dev/null || { tail -n 30 "$SMCRD_LOG" >&2; fail "smcrd died after $1"; }

@@ -6,6 +6,7 @@
 #                         SMCR_VALGRIND=1) on 127.0.0.1 and a free port; sets
 #                         PORT, SMCRD_PID, SMCRD_LOG; waits until it serves
 #   stop_smcrd            SIGTERM, then checks the exit status (0)
+#   ctl_ask SOCK BYTES    BYTES to a control socket, prints the answer
 #   uri NAME              nbd://127.0.0.1:$PORT/NAME
 #   probe ARGS...         tests/nbd-probe against the server
 #   nbd_python            runs python3 (with libnbd's nbd module) on stdin
@@ -46,6 +47,27 @@ start_smcrd() {
     done
     cat "$SMCRD_LOG" >&2
     fail "smcrd did not come up on port $PORT"
+}
+
+# ctl_ask SOCK BYTES: BYTES (backslash escapes as in Python: '\n', '\x00')
+# to the control socket SOCK, its end of input, then the answer on stdout
+# (python3).
+ctl_ask() {
+    python3 - "$1" "$2" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+s.shutdown(socket.SHUT_WR)
+out = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    out += b
+sys.stdout.write(out.decode(errors="replace"))
+PY
 }
 
 stop_smcrd() {

@@ -16,10 +16,14 @@
  * sizeof of the program's struct to a *_size call.  New fields only ever
  * go at the end.  A library newer than the program reads only the bytes
  * the program knows (the rest as zero: defaults) and writes only those; an
- * older library zeroes the fields it does not know.  Zero-initialise the
- * opts (= { 0 } or designated fields) and never pass a size of your own.
+ * older library zeroes the fields it does not know in what it gives back,
+ * and fails with -EINVAL a struct handed in that sets a field it does not
+ * know.  Zero-initialise the opts (= { 0 } or designated fields) and never
+ * pass a size of your own.  Unknown bits in a call's flags are -EINVAL too.
  * Each release's new calls get their own node in the symbol map
- * (LIBSMCR_0.2: the *_size calls); LIBSMCR_0.1's calls stay.
+ * (LIBSMCR_0.2: the *_size calls; LIBSMCR_0.3: the version calls);
+ * LIBSMCR_0.1's calls stay.  smcr_check_version() tells at run time
+ * whether the library loaded is as new as the header built against.
  *
  * Thread safety: all functions may be called from any thread.  A context
  * serialises its state with one lock; calls on one socket from several
@@ -132,9 +136,11 @@ struct smcr_ctx_opts {
 	 * otherwise.  NULL: SMCR_EIDS from the environment; "": v1 only. */
 	const char *eids;
 	/* (LIBSMCR_0.2) Settings by name, ending at a NULL name: any
-	 * variable of smcr(3) ENVIRONMENT that smcr_ctx_create() reads, by
+	 * variable of libsmcr(3) ENVIRONMENT that smcr_ctx_create() reads, by
 	 * its name without SMCR_ in lower case ("qp_timeout", "devices"),
-	 * with a value as that variable takes.  Order: a field above that is
+	 * with a value as that variable takes, and max_links (2..8),
+	 * clc_timeout_ms, link_wait_ms and no_smc (0 or 1), which have no
+	 * variable.  Order: a field above that is
 	 * not 0 or NULL, then this, then the environment, then the default.
 	 * An unknown name or a value the setting does not take (a number
 	 * out of its range) fails smcr_ctx_create() with -EINVAL; strings
@@ -142,8 +148,21 @@ struct smcr_ctx_opts {
 	const struct smcr_setting *settings;
 };
 
+/* The interface of smcr.h: LIBSMCR_<major>.<minor>, the newest node of the
+ * library's symbol map (LIBSMCR_0.3). */
+#define SMCR_VERSION_MAJOR 0
+#define SMCR_VERSION_MINOR 3
+
+/* (LIBSMCR_0.3) The interface of the library loaded.  smcr_check_version:
+ * 0 when it has every call and field of major.minor (the same major, a
+ * minor up to its own), else -ENOTSUP; e.g.
+ * smcr_check_version(SMCR_VERSION_MAJOR, SMCR_VERSION_MINOR) at start. */
+int smcr_version_major(void);
+int smcr_version_minor(void);
+int smcr_check_version(int major, int minor);
+
 /* Where a field above is 0 or NULL, the setting comes from opts->settings,
- * else from the environment (smcr(3) ENVIRONMENT says what each does;
+ * else from the environment (libsmcr(3) ENVIRONMENT says what each does;
  * smcr/ctx.c lists them once, with their ranges): SMCR_DEVICES,
  * SMCR_EIDS, SMCR_RMBE_SIZE, SMCR_MAX_RMB_BYTES, SMCR_MAX_PINNED_BYTES,
  * SMCR_MAX_LGRS_PER_ADDRESS,

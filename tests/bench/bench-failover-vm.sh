@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Benchmark: failover side by side (issue 24, step 3) in one VM pair of the
+# Benchmark: failover side by side in one VM pair of the
 # rxe lane (two links), the same 64 MiB tmpfs file in B behind every system:
 #   smcr     smcrbd: nbdkit's smcr plugin (2 connections, timeout=60) and
 #            the kernel's nbd-client on its unix socket

@@ -9,6 +9,8 @@ extern CU_TestInfo smcr_rmb_tests[];
 extern CU_TestInfo smcr_conn_tests[];
 extern CU_TestInfo smcr_lgr_tests[];
 extern CU_TestInfo smcr_clc_tests[];
+int smcr_clc_suite_init(void);
+int smcr_clc_suite_cleanup(void);
 extern CU_TestInfo smcr_hostile_tests[];
 extern CU_TestInfo smcr_dev_tests[];
 

@@ -944,12 +944,12 @@ static CU_TestInfo bs_tests[] = {
 };
 
 static const struct unit_suite suites[] = {
-	{ "codec", codec_tests },
-	{ "check", check_tests },
-	{ "reply", reply_tests },
-	{ "handshake", handshake_tests },
-	{ "base:allocation and TLS", bs_tests },
-	{ NULL, NULL },
+	{ .name = "codec", .tests = codec_tests },
+	{ .name = "check", .tests = check_tests },
+	{ .name = "reply", .tests = reply_tests },
+	{ .name = "handshake", .tests = handshake_tests },
+	{ .name = "base:allocation and TLS", .tests = bs_tests },
+	{ .name = NULL },
 };
 
 int main(int argc, char **argv)

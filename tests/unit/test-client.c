@@ -1650,8 +1650,8 @@ static CU_TestInfo client_tests[] = {
 };
 
 static const struct unit_suite suites[] = {
-	{ "client", client_tests },
-	{ NULL, NULL },
+	{ .name = "client", .tests = client_tests },
+	{ .name = NULL },
 };
 
 int main(int argc, char **argv)

@@ -203,6 +203,65 @@ static void test_settings_last_link(void)
 	smcr_ctx_destroy(ctx);
 }
 
+/* max_links, clc_timeout_ms, link_wait_ms and no_smc: by opts field or by
+ * name, else their defaults; an opts max_links wider than the config's
+ * byte is its largest, which a link group makes 8 (256 was 0, then 2). */
+static void test_settings_links_clc(void)
+{
+	static const struct smcr_lgr_ops no_ops;
+	struct smcr_setting set[] = {
+		{ "max_links", "3" }, { "clc_timeout_ms", "700" }, { "link_wait_ms", "900" },
+		{ NULL, NULL },
+	};
+	struct smcr_setting bad[] = { { "max_links", "9" }, { NULL, NULL } };
+	struct smcr_setting nosmc[] = { { "no_smc", "1" }, { NULL, NULL } };
+	static const struct { unsigned int opt; uint8_t cfg, lgr; } links[] = {
+		{ 0, 2, 2 }, { 1, 1, 2 }, { 5, 5, 5 }, { 9, 9, 8 }, { 256, 255, 8 },
+		{ 257, 255, 8 }, { UINT32_MAX, 255, 8 },
+	};
+	struct smcr_ctx_opts o = { .no_smc = true };
+	struct smcr_ctx *ctx;
+	struct smcr_lgr *lgr;
+	unsigned int i;
+
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.max_links, 2);
+	CU_ASSERT_EQUAL(ctx->opts.clc_timeout_ms, 2000);
+	CU_ASSERT_EQUAL(ctx->opts.link_wait_ms, 5000);
+	smcr_ctx_destroy(ctx);
+	for (i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		o.max_links = links[i].opt;
+		CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+		CU_ASSERT_EQUAL(ctx->lgr_cfg.max_links, links[i].cfg);
+		CU_ASSERT_FATAL(smcr_lgr_create(SMCR_ROLE_SERVER, &no_ops, NULL,
+						&ctx->lgr_cfg, &lgr) == 0);
+		CU_ASSERT_EQUAL(lgr->max_links, links[i].lgr);
+		smcr_lgr_destroy(lgr);
+		smcr_ctx_destroy(ctx);
+	}
+	o.max_links = 0;
+	o.settings = set;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.max_links, 3);
+	CU_ASSERT_EQUAL(ctx->opts.clc_timeout_ms, 700);
+	CU_ASSERT_EQUAL(ctx->opts.link_wait_ms, 900);
+	smcr_ctx_destroy(ctx);
+	o.max_links = 4;	/* the field wins */
+	o.clc_timeout_ms = 300;
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_EQUAL(ctx->lgr_cfg.max_links, 4);
+	CU_ASSERT_EQUAL(ctx->opts.clc_timeout_ms, 300);
+	CU_ASSERT_EQUAL(ctx->opts.link_wait_ms, 900);
+	smcr_ctx_destroy(ctx);
+	o.max_links = 0;
+	o.settings = bad;	/* by name: 2..8 only */
+	CU_ASSERT_EQUAL(smcr_ctx_create(&o, &ctx), -EINVAL);
+	o = (struct smcr_ctx_opts){ .settings = nosmc };
+	CU_ASSERT_FATAL(smcr_ctx_create(&o, &ctx) == 0);
+	CU_ASSERT_TRUE(ctx->opts.no_smc);
+	smcr_ctx_destroy(ctx);
+}
+
 /* A program of LIBSMCR_0.1 passes the smaller opts: what follows them in
  * its memory is not read as settings. */
 static void test_settings_old_size(void)
@@ -225,21 +284,89 @@ static CU_TestInfo settings_tests[] = {
 	{ "order", test_settings_order },
 	{ "bad values", test_settings_bad },
 	{ "last link", test_settings_last_link },
+	{ "links and CLC", test_settings_links_clc },
 	{ "old opts size", test_settings_old_size },
 	CU_TEST_INFO_NULL,
 };
 
+/* A newer program's longer opts: zero beyond ours is fine, a byte set
+ * there (a field this library does not know) is -EINVAL. */
+static void test_abi_tail(void)
+{
+	union {
+		struct smcr_ctx_opts o;
+		unsigned char b[sizeof(struct smcr_ctx_opts) + 16];
+	} u;
+	unsigned char ours[8];
+	const unsigned char theirs[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 9 };
+	struct smcr_ctx *ctx = NULL;
+
+	CU_ASSERT_EQUAL(smcr_abi_in(ours, sizeof(ours), theirs, 8), 0);
+	CU_ASSERT_EQUAL(ours[7], 8);
+	CU_ASSERT_EQUAL(smcr_abi_in(ours, sizeof(ours), theirs, 11), 0);
+	CU_ASSERT_EQUAL(smcr_abi_in(ours, sizeof(ours), theirs, 12), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_abi_in(ours, sizeof(ours), theirs, 4), 0);
+	CU_ASSERT_EQUAL(ours[3], 4);
+	CU_ASSERT_EQUAL(ours[4], 0);	/* what the caller does not know: zero */
+	memset(u.b, 0, sizeof(u.b));
+	u.o.no_smc = true;
+	CU_ASSERT_FATAL(smcr_ctx_create_size(&u.o, sizeof(u.b), &ctx) == 0);
+	CU_ASSERT_TRUE(ctx->opts.no_smc);
+	smcr_ctx_destroy(ctx);
+	ctx = NULL;
+	u.b[sizeof(u.b) - 1] = 1;
+	CU_ASSERT_EQUAL(smcr_ctx_create_size(&u.o, sizeof(u.b), &ctx), -EINVAL);
+	CU_ASSERT_PTR_NULL(ctx);
+}
+
+/* A flag bit the call does not know is -EINVAL before anything else
+ * (the socket is not looked at). */
+static void test_abi_flags(void)
+{
+	struct smcr_sock *s = (struct smcr_sock *)1;
+	struct iovec iov[2];
+	char c = 0;
+
+	CU_ASSERT_EQUAL(smcr_send(s, &c, 1, 0x2), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_recv(s, &c, 1, SMCR_DONTWAIT | 0x100), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_reserve(s, iov, 0x80000000), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_reserve_len(s, 1, iov, 0x4), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_peek(s, iov, -1), -EINVAL);
+	CU_ASSERT_EQUAL(smcr_cursor_update(s, 0x2), -EINVAL);
+}
+
+static void test_abi_version(void)
+{
+	CU_ASSERT_EQUAL(smcr_version_major(), SMCR_VERSION_MAJOR);
+	CU_ASSERT_EQUAL(smcr_version_minor(), SMCR_VERSION_MINOR);
+	CU_ASSERT_EQUAL(smcr_check_version(SMCR_VERSION_MAJOR, SMCR_VERSION_MINOR), 0);
+	CU_ASSERT_EQUAL(smcr_check_version(0, 1), 0);
+	CU_ASSERT_EQUAL(smcr_check_version(0, 0), 0);
+	CU_ASSERT_EQUAL(smcr_check_version(SMCR_VERSION_MAJOR, SMCR_VERSION_MINOR + 1), -ENOTSUP);
+	CU_ASSERT_EQUAL(smcr_check_version(SMCR_VERSION_MAJOR + 1, 0), -ENOTSUP);
+	CU_ASSERT_EQUAL(smcr_check_version(0, -1), -ENOTSUP);
+}
+
+static CU_TestInfo abi_tests[] = {
+	{ "opts tail", test_abi_tail },
+	{ "unknown flags", test_abi_flags },
+	{ "version", test_abi_version },
+	CU_TEST_INFO_NULL,
+};
+
 static const struct unit_suite suites[] = {
-	{ "log", log_tests },
-	{ "synopt", synopt_tests },
-	{ "settings", settings_tests },
-	{ "rmb", smcr_rmb_tests },
-	{ "conn", smcr_conn_tests },
-	{ "lgr", smcr_lgr_tests },
-	{ "clc", smcr_clc_tests },
-	{ "hostile", smcr_hostile_tests },
-	{ "dev", smcr_dev_tests },
-	{ NULL, NULL },
+	{ .name = "log", .tests = log_tests },
+	{ .name = "synopt", .tests = synopt_tests },
+	{ .name = "settings", .tests = settings_tests },
+	{ .name = "abi", .tests = abi_tests },
+	{ .name = "rmb", .tests = smcr_rmb_tests },
+	{ .name = "conn", .tests = smcr_conn_tests },
+	{ .name = "lgr", .tests = smcr_lgr_tests },
+	{ .name = "clc", .tests = smcr_clc_tests, .init = smcr_clc_suite_init,
+	  .cleanup = smcr_clc_suite_cleanup },
+	{ .name = "hostile", .tests = smcr_hostile_tests },
+	{ .name = "dev", .tests = smcr_dev_tests },
+	{ .name = NULL },
 };
 
 int main(int argc, char **argv)

@@ -1821,10 +1821,10 @@ static CU_TestInfo bs_tests[] = {
 };
 
 static const struct unit_suite suites[] = {
-	{ "engine", engine_tests },
-	{ "config", config_tests },
-	{ "base:allocation and TLS", bs_tests },
-	{ NULL, NULL },
+	{ .name = "engine", .tests = engine_tests },
+	{ .name = "config", .tests = config_tests },
+	{ .name = "base:allocation and TLS", .tests = bs_tests },
+	{ .name = NULL },
 };
 
 int main(int argc, char **argv)

@@ -2285,13 +2285,13 @@ static CU_TestInfo logline_tests[] = {
 };
 
 static const struct unit_suite suites[] = {
-	{ "tcpopt", tcpopt_tests },
-	{ "clc", clc_tests },
-	{ "llc", llc_tests },
-	{ "cdc", cdc_tests },
-	{ "cursor", cursor_tests },
-	{ "logline", logline_tests },
-	{ NULL, NULL },
+	{ .name = "tcpopt", .tests = tcpopt_tests },
+	{ .name = "clc", .tests = clc_tests },
+	{ .name = "llc", .tests = llc_tests },
+	{ .name = "cdc", .tests = cdc_tests },
+	{ .name = "cursor", .tests = cursor_tests },
+	{ .name = "logline", .tests = logline_tests },
+	{ .name = NULL },
 };
 
 int main(int argc, char **argv)

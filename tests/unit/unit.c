@@ -26,7 +26,7 @@ int unit_main(int argc, char **argv, const struct unit_suite *suites)
 
 		if (argc > 1 && strcmp(argv[1], suites->name) != 0)
 			continue;
-		s = CU_add_suite(suites->name, NULL, NULL);
+		s = CU_add_suite(suites->name, suites->init, suites->cleanup);
 		if (!s)
 			goto out_cleanup;
 		for (t = suites->tests; t->pName; t++)

@@ -8,6 +8,10 @@
 struct unit_suite {
 	const char *name;
 	CU_TestInfo *tests;
+	/* Fixtures: run before the suite's first test and after its last
+	 * (NULL: none); non-zero from init fails the suite. */
+	CU_InitializeFunc init;
+	CU_CleanupFunc cleanup;
 };
 
 /* Runs every suite (basic runner, verbose), prints the summary and returns
