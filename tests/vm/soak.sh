@@ -152,7 +152,9 @@ wait \$!; rc=\$?; cp /tmp/fio_clat.1.log $SA/fio_clat.log; cat /tmp/fio.err >&2;
 # 1 to 8 s a round trip under the load, and every exec of a dynamically
 # linked program in A ~2 s): one "smcrctl --json --watch 0.2 status" feeds
 # one awk (bash took seconds a 5 KB line in A), which writes each JSON to
-# watch.json and says "SEQ WHOLE"; bash stamps that into a line
+# watch.json (between a "SEQ" and a "SEQ end" line: a look over 4 KiB is
+# written in pieces, and the host must not take half of one) and says
+# "SEQ WHOLE"; bash stamps that into a line
 # "SEQ GUEST_TIME WHOLE GUEST_TIME" in watch.  Whole is every live link
 # group with two active links (after a restart the four connections may
 # come back in groups of their own) and, in A, four NBD connections up.
@@ -162,7 +164,7 @@ wait \$!; rc=\$?; cp /tmp/fio_clat.1.log $SA/fio_clat.log; cat /tmp/fio.err >&2;
 cat >"$W/watch.awk" <<'EOF'
 {
 	n++
-	printf "%d\n%s\n", n, $0 > json
+	printf "%d\n%s\n%d end\n", n, $0, n > json
 	close(json)
 	g = gsub(/"terminated":false/, "&")
 	l = gsub(/"state":"active"/, "&")
@@ -233,7 +235,10 @@ whole() {
                 [ $(( ${W_T/./} - W_OFF )) -ge $tmin ] || continue
             json=$(<"$(vm_share $side)/watch.json")
             [ "${json%%$'\n'*}" = "$W_SEQ" ] || continue	# the next look's already
+            # read whole: not while awk was still writing a look over 4 KiB
+            [ "${json##*$'\n'}" = "$W_SEQ end" ] || continue
             json=${json#*$'\n'}
+            json=${json%$'\n'*}
             if [ $side = A ] && [ "$rmin" -gt 0 ]; then
                 [ "$(nbd_reconnects <<<"$json")" -ge "$rmin" ] || continue
             fi
