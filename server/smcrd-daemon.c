@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "monotime.h"
 #include "smcrd-int.h"
 #include "smcrd-rbd.h"
 
@@ -223,13 +224,7 @@ bool reload_stop(struct server *s, unsigned wait_ms)
 	pthread_mutex_unlock(&s->lock);
 	if (!joinable)
 		return true;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += wait_ms / 1000;
-	ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	deadline_after_ms(CLOCK_REALTIME, wait_ms, &ts);
 	if (pthread_timedjoin_np(s->reload_tid, NULL, &ts)) {
 		log_warn("a reload still runs (its cluster does not answer): exiting without it");
 		return false;

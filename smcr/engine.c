@@ -778,13 +778,7 @@ int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
 	struct timespec ts;
 	int ret = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	deadline_after_ms(CLOCK_MONOTONIC, timeout_ms, &ts);
 	while (!pred(arg) && ret == 0)
 		ret = pthread_cond_timedwait(&ctx->lgr_cond, &ctx->lock, &ts);
 	return pred(arg) ? 0 : -ETIMEDOUT;
