@@ -12,7 +12,8 @@
 # are only the include directory.  Then server/ and client/ installed into
 # the same tree: smcrd, smcrctl, smcr-fuse, smcr-attach and the nbdkit
 # plugin need libsmcr.so.N (readelf -d), load the installed one and answer
-# --help; make uninstall of smcr/ leaves no libsmcr file behind.
+# --help; make uninstall of smcr/ leaves no libsmcr file behind; every
+# version node has its line in debian/libsmcr0.symbols.
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"
 requires pkg-config --version
@@ -49,6 +50,12 @@ for v in smcr_abort@@LIBSMCR_0.1 smcr_ctx_create@LIBSMCR_0.1 smcr_ctx_stats@LIBS
          smcr_log_peer@@LIBSMCR_0.3 smcr_check_version@@LIBSMCR_0.3 \
          smcr_version_major@@LIBSMCR_0.3 smcr_version_minor@@LIBSMCR_0.3; do
     grep -qxF "$v" "$d/versioned" || fail "libsmcr.so has no $v"
+done
+# Each node needs its line in the Debian symbols file, or dpkg-gensymbols
+# adds one with the Debian revision and lintian rejects the package.
+for node in $(grep -o '^LIBSMCR_[0-9.]*' "$abs_top_srcdir/smcr/libsmcr.syms"); do
+    grep -q "^ (symver)$node " "$abs_top_srcdir/debian/libsmcr0.symbols" ||
+        fail "debian/libsmcr0.symbols has no (symver)$node line"
 done
 
 # The page's client, as a user would copy it.
