@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
@@ -31,6 +32,94 @@
 #include "smcrd-rbd.h"
 #include "nbd-proto.h"
 #include "applog.h"
+
+/* librados and librbd are loaded at the first RBD export (dlopen), so a
+ * daemon without one never maps Ceph's libraries: its start and exit (and a
+ * leak checker's scan at exit) do not pay for them, and the package needs
+ * them only where RBD is served.  The table is filled once, never unloaded. */
+#define CEPH_RADOS_FNS(X) \
+	X(rados_shutdown) \
+	X(rados_ioctx_destroy) \
+	X(rados_conf_set) \
+	X(rados_ioctx_create) \
+	X(rados_create) \
+	X(rados_connect) \
+	X(rados_conf_read_file)
+#define CEPH_RBD_FNS(X) \
+	X(rbd_aio_release) \
+	X(rbd_aio_flush) \
+	X(rbd_aio_create_completion) \
+	X(rbd_open_read_only) \
+	X(rbd_open) \
+	X(rbd_lock_release) \
+	X(rbd_lock_get_owners_cleanup) \
+	X(rbd_lock_get_owners) \
+	X(rbd_lock_break) \
+	X(rbd_lock_acquire) \
+	X(rbd_is_exclusive_lock_owner) \
+	X(rbd_get_size) \
+	X(rbd_diff_iterate2) \
+	X(rbd_close) \
+	X(rbd_aio_writev) \
+	X(rbd_aio_write_zeroes) \
+	X(rbd_aio_readv) \
+	X(rbd_aio_get_return_value) \
+	X(rbd_aio_discard)
+
+static struct {
+#define CEPH_FN_PTR(f) __typeof__(f) *f;
+	CEPH_RADOS_FNS(CEPH_FN_PTR)
+	CEPH_RBD_FNS(CEPH_FN_PTR)
+#undef CEPH_FN_PTR
+} ceph;
+
+static pthread_once_t ceph_once = PTHREAD_ONCE_INIT;
+static char ceph_err[256] = "not loaded";	/* empty once loaded */
+
+static bool ceph_sym(void *h, const char *lib, const char *name, void **fn)
+{
+	*fn = dlsym(h, name);
+	if (*fn)
+		return true;
+	snprintf(ceph_err, sizeof(ceph_err), "%s has no %s", lib, name);
+	return false;
+}
+
+static void ceph_load_once(void)
+{
+	void *rados, *rbd;
+	const char *e;
+
+	rados = dlopen(LIBRADOS_SONAME, RTLD_NOW | RTLD_GLOBAL);
+	rbd = rados ? dlopen(LIBRBD_SONAME, RTLD_NOW | RTLD_GLOBAL) : NULL;
+	if (!rbd) {
+		e = dlerror();
+		snprintf(ceph_err, sizeof(ceph_err), "RBD exports need %s and %s (Debian: librbd1): %s",
+			 LIBRBD_SONAME, LIBRADOS_SONAME, e ? e : "not found");
+		return;
+	}
+#define CEPH_FN_LOAD(f) \
+	if (!ceph_sym(rados, LIBRADOS_SONAME, #f, (void **)&ceph.f)) \
+		return;
+	CEPH_RADOS_FNS(CEPH_FN_LOAD)
+#undef CEPH_FN_LOAD
+#define CEPH_FN_LOAD(f) \
+	if (!ceph_sym(rbd, LIBRBD_SONAME, #f, (void **)&ceph.f)) \
+		return;
+	CEPH_RBD_FNS(CEPH_FN_LOAD)
+#undef CEPH_FN_LOAD
+	ceph_err[0] = '\0';
+}
+
+/* 0, or -ENOSYS with the reason in err. */
+static int ceph_load(char *err, size_t errlen)
+{
+	pthread_once(&ceph_once, ceph_load_once);
+	if (!ceph_err[0])
+		return 0;
+	snprintf(err, errlen, "%s", ceph_err);
+	return -ENOSYS;
+}
 
 /* One connection to the cluster and the image opened through it. */
 struct rbd_conn {
@@ -87,10 +176,10 @@ static void op_end(struct rbd_op *o, int res)
 static void op_complete(rbd_completion_t c, void *arg)
 {
 	struct rbd_op *o = arg;
-	ssize_t v = rbd_aio_get_return_value(c);
+	ssize_t v = ceph.rbd_aio_get_return_value(c);
 	int r;
 
-	rbd_aio_release(c);
+	ceph.rbd_aio_release(c);
 	if (v < 0 && o->r->exclusive && fence_err(v)) {
 		/* Blocklisted, or the lock is gone: another gateway took the
 		 * image over.  Nothing more is written through this handle
@@ -110,11 +199,11 @@ static void op_complete(rbd_completion_t c, void *arg)
 		/* FUA: the write is acknowledged once flushed (librbd's
 		 * cache may hold it until then). */
 		o->fua = false;
-		r = rbd_aio_create_completion(o, op_complete, &c);
+		r = ceph.rbd_aio_create_completion(o, op_complete, &c);
 		if (r == 0) {
-			r = rbd_aio_flush(o->img, c);
+			r = ceph.rbd_aio_flush(o->img, c);
 			if (r < 0)
-				rbd_aio_release(c);
+				ceph.rbd_aio_release(c);
 		}
 		if (r < 0)
 			op_end(o, r);
@@ -145,32 +234,32 @@ void smcrd_rbd_submit(struct smcrd_rbd *r, enum rbd_io op, uint64_t off, uint64_
 		for (i = 0, len = 0; i < iovcnt; i++)
 			len += iov[i].iov_len;
 	o->len = len;
-	ret = rbd_aio_create_completion(o, op_complete, &c);
+	ret = ceph.rbd_aio_create_completion(o, op_complete, &c);
 	if (ret < 0) {
 		op_end(o, ret);
 		return;
 	}
 	switch (op) {
 	case RBD_IO_READ:
-		ret = rbd_aio_readv(o->img, iov, iovcnt, off, c);
+		ret = ceph.rbd_aio_readv(o->img, iov, iovcnt, off, c);
 		break;
 	case RBD_IO_WRITE:
-		ret = rbd_aio_writev(o->img, iov, iovcnt, off, c);
+		ret = ceph.rbd_aio_writev(o->img, iov, iovcnt, off, c);
 		break;
 	case RBD_IO_FLUSH:
-		ret = rbd_aio_flush(o->img, c);
+		ret = ceph.rbd_aio_flush(o->img, c);
 		break;
 	case RBD_IO_DISCARD:
-		ret = rbd_aio_discard(o->img, off, len, c);
+		ret = ceph.rbd_aio_discard(o->img, off, len, c);
 		break;
 	case RBD_IO_ZEROES:
-		ret = rbd_aio_write_zeroes(o->img, off, len, c, 0, 0);
+		ret = ceph.rbd_aio_write_zeroes(o->img, off, len, c, 0, 0);
 		break;
 	default:
 		ret = -EINVAL;
 	}
 	if (ret < 0) {
-		rbd_aio_release(c);
+		ceph.rbd_aio_release(c);
 		op_end(o, ret);
 	}
 }
@@ -217,13 +306,13 @@ static int take_lock(rbd_image_t img, const char *path)
 	rbd_lock_mode_t mode;
 	int ret;
 
-	ret = rbd_lock_get_owners(img, &mode, owners, &n);
+	ret = ceph.rbd_lock_get_owners(img, &mode, owners, &n);
 	if (ret == -ENOENT)
 		n = 0;
 	else if (ret < 0)
 		return ret;
 	for (i = 0; i < n; i++) {
-		ret = rbd_lock_break(img, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
+		ret = ceph.rbd_lock_break(img, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
 		if (ret == -ENOENT) {
 			/* Released or broken meanwhile. */
 			log_info("%s: the exclusive lock of %s was gone already", path, owners[i]);
@@ -238,17 +327,17 @@ static int take_lock(rbd_image_t img, const char *path)
 		log_warn("%s: broke the exclusive lock of %s (blocklisted)", path, owners[i]);
 	}
 	if (n)
-		rbd_lock_get_owners_cleanup(owners, n);
+		ceph.rbd_lock_get_owners_cleanup(owners, n);
 	if (i < n)
 		return ret;
-	return rbd_lock_acquire(img, RBD_LOCK_MODE_EXCLUSIVE);
+	return ceph.rbd_lock_acquire(img, RBD_LOCK_MODE_EXCLUSIVE);
 }
 
 static void conn_free(struct rbd_conn *k)
 {
-	rbd_close(k->img);
-	rados_ioctx_destroy(k->io);
-	rados_shutdown(k->cluster);
+	ceph.rbd_close(k->img);
+	ceph.rados_ioctx_destroy(k->io);
+	ceph.rados_shutdown(k->cluster);
 	free(k);
 }
 
@@ -316,11 +405,11 @@ static int conn_open(struct smcrd_rbd *r, bool ro, struct rbd_conn **out, char *
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	what = "rados_create";
-	ret = rados_create(&k->cluster, r->id);
+	ret = ceph.rados_create(&k->cluster, r->id);
 	if (ret < 0)
 		goto out_free;
 	what = r->conf ? r->conf : "the Ceph config file";
-	ret = rados_conf_read_file(k->cluster, r->conf ? conf_path : NULL);
+	ret = ceph.rados_conf_read_file(k->cluster, r->conf ? conf_path : NULL);
 	if (conf_fd >= 0)
 		close(conf_fd);
 	conf_fd = -1;
@@ -331,27 +420,27 @@ static int conn_open(struct smcrd_rbd *r, bool ro, struct rbd_conn **out, char *
 	 * what was not acknowledged (with a write-back cache, what a killed
 	 * gateway had acknowledged but not flushed would be lost; Ceph's
 	 * iSCSI gateway turns the cache off too). */
-	rados_conf_set(k->cluster, "rbd_cache", "false");
+	ceph.rados_conf_set(k->cluster, "rbd_cache", "false");
 	/* A broken lock's owner is blocklisted whatever the config file
 	 * says: without it, a live old owner would still write after a
 	 * takeover (two writers). */
 	what = "rbd_blocklist_on_break_lock";
-	ret = rados_conf_set(k->cluster, "rbd_blocklist_on_break_lock", "true");
+	ret = ceph.rados_conf_set(k->cluster, "rbd_blocklist_on_break_lock", "true");
 	if (ret < 0)
 		goto out_shutdown;
 	what = "connecting to the cluster";
-	ret = rados_connect(k->cluster);
+	ret = ceph.rados_connect(k->cluster);
 	if (ret < 0)
 		goto out_shutdown;
 	what = pool;
-	ret = rados_ioctx_create(k->cluster, pool, &k->io);
+	ret = ceph.rados_ioctx_create(k->cluster, pool, &k->io);
 	if (ret < 0)
 		goto out_shutdown;
 	what = image;
 	if (ro || snap)
-		ret = rbd_open_read_only(k->io, image, &k->img, snap);
+		ret = ceph.rbd_open_read_only(k->io, image, &k->img, snap);
 	else
-		ret = rbd_open(k->io, image, &k->img, NULL);
+		ret = ceph.rbd_open(k->io, image, &k->img, NULL);
 	if (ret < 0)
 		goto out_ioctx;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -359,9 +448,9 @@ static int conn_open(struct smcrd_rbd *r, bool ro, struct rbd_conn **out, char *
 	*out = k;
 	return 0;
 out_ioctx:
-	rados_ioctx_destroy(k->io);
+	ceph.rados_ioctx_destroy(k->io);
 out_shutdown:
-	rados_shutdown(k->cluster);
+	ceph.rados_shutdown(k->cluster);
 out_free:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (conf_fd >= 0)
@@ -399,6 +488,9 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 	}
 	snap = snap_name != NULL;
 	free(copy);
+	ret = ceph_load(err, errlen);
+	if (ret < 0)
+		return ret;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -422,7 +514,7 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 		rbd_free(r);
 		return ret;
 	}
-	ret = rbd_get_size(r->cur->img, size);
+	ret = ceph.rbd_get_size(r->cur->img, size);
 	if (ret < 0) {
 		snprintf(err, errlen, "image size: %s", strerror(-ret));
 		conn_free(r->cur);
@@ -457,7 +549,7 @@ static int attempt(struct smcrd_rbd *r, bool *took)
 		r->active = false;
 		log_info("%s: reconnected to the cluster after the fence", r->path);
 	}
-	if (r->active && rbd_is_exclusive_lock_owner(r->cur->img, &owner) == 0 && owner)
+	if (r->active && ceph.rbd_is_exclusive_lock_owner(r->cur->img, &owner) == 0 && owner)
 		return 0;
 	r->active = false;
 	ret = take_lock(r->cur->img, r->path);
@@ -485,7 +577,7 @@ static void *attempt_main(void *arg)
 			pthread_mutex_unlock(&r->lock);
 			log_warn("%s: the exclusive lock came after its clients gave up: "
 				 "released it, still passive", r->path);
-			rbd_lock_release(r->cur->img);
+			ceph.rbd_lock_release(r->cur->img);
 			r->active = false;
 			ret = -ETIMEDOUT;
 			pthread_mutex_lock(&r->lock);
@@ -662,7 +754,8 @@ unsigned smcrd_rbd_extents(struct smcrd_rbd *r, uint64_t offset, uint32_t length
 
 	if (!length)
 		return 0;
-	ret = rbd_diff_iterate2(__atomic_load_n(&r->cur, __ATOMIC_ACQUIRE)->img, NULL, offset, length, 1, 0, ext_cb, &st);
+	ret = ceph.rbd_diff_iterate2(__atomic_load_n(&r->cur, __ATOMIC_ACQUIRE)->img, NULL,
+				     offset, length, 1, 0, ext_cb, &st);
 	if (ret < 0 && !st.full) {
 		/* Unknown: all data. */
 		out[0].length = length;
