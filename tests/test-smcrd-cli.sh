@@ -28,21 +28,21 @@ rc=0; "$SMCRD" -f --export "x=$d/a.img" --export "x=$d/a.img" >/dev/null 2>&1 ||
 # Every number is checked whole, before anything listens: exit 2.
 for bad in "-p 99999" "-p 0" "-p abc" "-p 10809x" "--smcr-port 70000" \
            "--smcr-port nonsense" "-q 0" "-t 999"; do
-    rc=0; timeout 5 "$SMCRD" -f $bad --export "x=$d/a.img" >"$d/out" 2>&1 || rc=$?
+    rc=0; timeout 30 "$SMCRD" -f $bad --export "x=$d/a.img" >"$d/out" 2>&1 || rc=$?
     [ $rc = 2 ] || fail "'$bad': exit $rc, want 2"
     grep -q "listening" "$d/out" && fail "'$bad': listened before refusing"
 done
 printf 'port = 99999\n[export x]\npath = %s\n' "$d/a.img" >"$d/bad.conf"
-rc=0; timeout 5 "$SMCRD" -f --config "$d/bad.conf" >"$d/out" 2>&1 || rc=$?
+rc=0; timeout 30 "$SMCRD" -f --config "$d/bad.conf" >"$d/out" 2>&1 || rc=$?
 [ $rc = 2 ] || fail "config port 99999: exit $rc, want 2"
 # A NUL byte would cut a line short ("path = X\0,ro" read as "path = X"):
 # refused; so is an export name over 4096 bytes (NBD's limit).
 printf '[export x]\npath = %s\0junk\n' "$d/a.img" >"$d/nul.conf"
-rc=0; timeout 5 "$SMCRD" -f --config "$d/nul.conf" >"$d/out" 2>&1 || rc=$?
+rc=0; timeout 30 "$SMCRD" -f --config "$d/nul.conf" >"$d/out" 2>&1 || rc=$?
 [ $rc = 2 ] || fail "config with a NUL byte: exit $rc, want 2"
 grep -q "nul.conf:2: NUL byte" "$d/out" || { cat "$d/out" >&2; fail "NUL byte: no reason given"; }
 printf '[export %s]\npath = %s\n' "$(head -c 4097 /dev/zero | tr '\0' n)" "$d/a.img" >"$d/long.conf"
-rc=0; timeout 5 "$SMCRD" -f --config "$d/long.conf" >"$d/out" 2>&1 || rc=$?
+rc=0; timeout 30 "$SMCRD" -f --config "$d/long.conf" >"$d/out" 2>&1 || rc=$?
 [ $rc = 2 ] || fail "config export name of 4097 bytes: exit $rc, want 2"
 grep -q "export name longer than 4096 bytes" "$d/out" || { cat "$d/out" >&2; fail "long name: no reason given"; }
 
@@ -54,7 +54,7 @@ s=socket.socket(); s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(); time.sleep
 holder=$!
 cleanup_fn "kill $holder 2>/dev/null"
 wait_for 5 python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])))' "$busy"
-rc=0; timeout 10 "$SMCRD" -f -p "$busy" --export "x=$d/a.img" >"$d/out" 2>&1 || rc=$?
+rc=0; timeout 30 "$SMCRD" -f -p "$busy" --export "x=$d/a.img" >"$d/out" 2>&1 || rc=$?
 [ $rc = 1 ] || { cat "$d/out" >&2; fail "0.0.0.0 busy: exit $rc, want 1"; }
 grep -q " ready: " "$d/out" && fail "0.0.0.0 busy: smcrd said ready"
 grep -q "0.0.0.0:$busy: Address already in use" "$d/out" || { cat "$d/out" >&2; fail "0.0.0.0 busy: no reason given"; }

@@ -21,7 +21,7 @@ echo precious >"$d/victim"
 
 refused() {
     local rc=0 what=$1; shift
-    timeout 10 "$SMCRD" -f -l 127.0.0.1 -p "$(free_port)" -e "disk=$d/disk.img" "$@" \
+    timeout 30 "$SMCRD" -f -l 127.0.0.1 -p "$(free_port)" -e "disk=$d/disk.img" "$@" \
         >"$d/out" 2>&1 || rc=$?
     [ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$d/out"; fail "smcrd ran with $what"; }
     grep -q "$what" "$d/out" || { cat "$d/out"; fail "no reason given for $what"; }
