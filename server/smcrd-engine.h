@@ -1,12 +1,28 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrd: the I/O engine.
+/* smcrd: the I/O engine (smcrd-engine*.c; its rooms are listed in
+ * smcrd-engine-int.h).
  *
- * N worker threads, each with one io_uring that drives everything of the
- * connections it owns: a multishot poll on each transport's poll fd, the
- * file I/O (read/write/fsync/fallocate/fadvise) and a wakeup eventfd.
- * Requests are parsed from the transport as they arrive, executed
- * concurrently (up to the queue depth per connection), and answered in
- * completion order; replies of one loop iteration leave in one writev. */
+ * N worker threads (smcrd-ioN), each with one io_uring that drives the
+ * connections it owns; engine_add() gives a connection to the worker with
+ * the fewest.  A connection is read and written by its transport:
+ *   - a plain socket (TCP or unix; unless SMCRD_RING_SOCKET=0): requests
+ *     received by IORING_OP_RECV and replies sent by IORING_OP_SENDMSG on
+ *     the ring; with nothing else in flight a READ's or WRITE's reply is
+ *     a sendmsg linked to its file I/O;
+ *   - SMC-R and TLS (and every socket with SMCRD_RING_SOCKET=0): a
+ *     multishot poll on the transport's poll fd (and a one-shot one while
+ *     a send waits for room); SMC-R WRITE payloads are used where they
+ *     lie in the receive buffer, and READ data is read straight into the
+ *     reserved send buffer the RDMA writes go from.
+ * Requests are parsed as they arrive and run concurrently, up to the queue
+ * depth per connection: file I/O (read, write, fsync, fallocate, fadvise)
+ * on the ring, a small buffered WRITE done by the worker itself when the
+ * ring would hand it to a kernel thread, RBD exports through librbd,
+ * BLOCK_STATUS in bounded slices of the worker's time.  Replies are queued
+ * per connection in completion order and leave by writev, sendfile (large
+ * READs; SMCRD_READ_REPLY=copy|zc), the reserved send buffer or a sendmsg
+ * on the ring.  An eventfd brings new connections and the drain; a timer
+ * runs the drain and the request and idle timeouts. */
 #ifndef SMCRD_SMCRD_ENGINE_H
 #define SMCRD_SMCRD_ENGINE_H
 

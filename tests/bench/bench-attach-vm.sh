@@ -28,7 +28,7 @@
 # rotated by one each round; a cell is then the mean and min-max.
 # Prints IOPS (MB/s for 1M), ratios of the means to nbdkit and to ksmc
 # (and ublk to fwd),
-# and each of issue 31's aims met or not.  TCG guests: one run's ratios
+# and each of the aims (below) met or not.  TCG guests: one run's ratios
 # only (design.md §4).
 #   tests/bench/bench-attach-vm.sh [-B BUILDDIR] [-t SECONDS] [-r ROUNDS] [-b "BUF..."]
 #                                  [-o DIR] [-p "fwd nbdkit ksmc ksmc-B ktcp kittcp ublk"]
@@ -351,7 +351,7 @@ for j in "${jobs[@]}"; do
     echo "$row"
 done
 
-# Issue 31's aims: the forwarder >= 0.8x the kernel AF_SMC path and >= 2x
+# The aims: the forwarder >= 0.8x the kernel AF_SMC path and >= 2x
 # the plugin on 4k qd16, >= 1.0x the plugin on 1M reads; the kernel
 # AF_SMC path (its best buffer size) >= 1.0x the plugin on 1M reads.
 # aim NAME VALUES BASES MIN: the ratio of the means; with a value per

@@ -22,7 +22,7 @@
 # randread qd16, 4k randwrite qd16, 64k randrw 70/30 qd8, 1M seqread qd4,
 # 1M seqwrite qd4.  CPU per I/O in each guest (A client, B target): busy
 # jiffies of /proc/stat over the job divided by its I/Os.  Ratios to the
-# better of nvmeof and rnbd (the mean over rounds), beside the aims.
+# better of nvmeof and rnbd (the mean over rounds), beside the aims.
 # Not in make check: "make bench-block-vm" in the build tree.
 #
 #   tests/bench/bench-block-vm.sh [-B BUILDDIR] [-r ROUNDS] [-t SECS]

@@ -42,7 +42,7 @@
 #
 #   tests/bench/bench-failover-vm.sh [-B BUILDDIR] [-r REPS] [-s SYSTEMS]
 #                                    [-f FAULTS] [-H HOLD] [-o DIR]
-#   -r REPS      runs per system and fault (default 5, the minimum)
+#   -r REPS      runs per system and fault (default 5: the fewest a cell is read from)
 #   -s SYSTEMS   default "smcr nvmeof rnbd"; -f FAULTS default "cable loss both"
 #   -H HOLD      seconds a one-link fault lasts (default 12)
 #   -o DIR       report dir (default BUILDDIR/bench-failover-report):

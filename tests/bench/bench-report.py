@@ -4,7 +4,8 @@
 
 Every figure is the median of the rounds with min and max beside it; the
 ratio is smcrd's median over the better median of the other servers, and
-the aims of issue "Performance" are printed beside the figures.
+the aims (smcrd 1.2x the better server, its CPU per I/O at most
+nbdkit's) are printed beside the figures.
 Plots (gnuplot, if installed): IOPS and CPU per I/O against clients and
 against queue depth, all servers on one chart.
 """

@@ -54,7 +54,7 @@
 #                only that profile, no rounds (SMCR_PROFILE_SPIN_US="20
 #                100": libsmcr with each SMCR_BUSY_POLL_US as well)
 #   --caller-poll
-#                only issue 25's rows, interleaved in each round:
+#                only the round-trip rows, interleaved in each round:
 #                ib_write_lat (64 B, 4 KiB), ib_write_bw (4 KiB), and
 #                libsmcr with SMCR_CALLER_POLL=0 and =1: round trips of
 #                64 B and 4 KiB (mean, p50, p99, sleeps per round trip at
@@ -308,7 +308,8 @@ profile_run() {
 }
 [ "$po" = 1 ] && { profile_run; vm_stop; exit 0; }
 
-# --caller-poll: issue 25's rows only, then the table, and nothing else.
+# --caller-poll (--autocork): the round-trip rows only, then the table,
+# and nothing else.
 if [ "$cp" = 1 ]; then
     unset "$cpknob"
     # One smcrd per value of the knob (NBD over SMC-R on 10830, 10831, ...):
@@ -382,7 +383,7 @@ tail -n 20 /tmp/smcrd-cp$c.log; exit 1" || fail "smcrd ($cpknob=$c) did not come
         done
     done
     echo
-    echo "issue 25: $cpname ($cpknob), rxe link 1 between two TCG guests; $rounds round(s), $iters round trips per run, 4 KiB stream of $bytes; medians over the rounds, ratios: median of per-round ratios"
+    echo "round trips by $cpname ($cpknob), rxe link 1 between two TCG guests; $rounds round(s), $iters round trips per run, 4 KiB stream of $bytes; medians over the rounds, ratios: median of per-round ratios"
     printf '%-30s %9s %9s %9s %8s %8s %8s\n' "round trip (usec)" mean p50 p99 /ib_lat "cli csw" "srv csw"
     for b in 64 4096; do
         printf '%-30s %9s %9s %9s %8s %8s %8s\n' "ib_write_lat $b B (x 2)" "$(med iblat$b)" "$(med iblat${b}_typ)" "$(med iblat${b}_p99)" 1.00 0 0
@@ -472,8 +473,8 @@ for (( r=1; r<=rounds && !cp; r++ )); do
         val block_${k}_bw $r "$v"
         [ "$r" = 1 ] && echo "$out" | grep -E 'connection\(s\)' | sed "s/^.*info: /  block $k: /"
     done
-    # libsmcr as it was by default before issue 17 (64 KiB RMBEs, a receive
-    # sleeps at once), with 512 KiB RMBEs set by hand, and with a receive
+    # libsmcr's old defaults (64 KiB RMBEs, a receive that sleeps at
+    # once), with 512 KiB RMBEs set by hand, and with a receive
     # that polls its CQ for 50 us before it sleeps (20 ms made a round
     # trip take over a second and the run hit the VM watchdog).
     for k in 64 512 spin; do

@@ -26,20 +26,17 @@
 # each cut, the link failing, connections moving and two links again.
 # (e): each end aborts in turn (kernel and libsmcr, client and server):
 # the other end must see a reset.
-# (d) runs by default since 28 Nov (10 of 10 runs passed in two holds,
-# SMCR_KV2_PARTS=d with SMCR_KV2_LLCCAP=1, 24-33 s each with the boot; 10
-# of 13 before).  It needs libsmcr's late acker on the client (Linux 6.1's
-# server otherwise waits forever in smc_llc_delete_link_work), the
-# client's DELETE LINK held while it acks (delete_hold_ms) and the peer's
-# address resolved on the new link's own netdev (eth1 for rxe1 here, not
-# the route's eth0), with the kernel's ADD LINK held up to 1.5 s while it
-# resolves, and after refusing an asymmetric one a REQ ADD LINK of ours;
-# our server keeps no late acker ((c): 6.1's client clears its QP itself);
-# an ADD LINK v2 whose RKey list leaves out an RMB in use (6.1 sent 7 for
-# 8 connections) is refused and asked for again, and no connection moves
-# onto a link without an RKey for its peer's RMB (before: a write with rkey
-# 0, remote access error, the kernel's group ended at a cable cut, or
-# every re-added link failed; tests/vm/README.md).  The kernel guest's
+# (d) needs libsmcr's late acker on the client (Linux 6.1's server
+# otherwise waits forever in smc_llc_delete_link_work), the client's
+# DELETE LINK held while it acks (delete_hold_ms), the peer's address
+# resolved on the new link's own netdev (eth1 for rxe1 here, not the
+# route's eth0), the kernel's ADD LINK held up to 1.5 s while it resolves
+# and a REQ ADD LINK of ours after refusing an asymmetric one; (c) needs
+# our server without a late acker (6.1's client clears its QP itself) and
+# the consumer cursor held at 6.1's rewound producer cursor.  An ADD LINK
+# v2 whose RKey list leaves out an RMB in use is refused and asked for
+# again, and no connection moves onto a link without an RKey for its
+# peer's RMB (tests/vm/README.md, "The kernel peer").  The kernel guest's
 # smcr_link_down tracepoint tells who took a kernel link down.
 # SMCR_KV2_RMEM=BYTES: libsmcr gets SMCR_RMBE_SIZE=BYTES, and a kernel
 # that has net.smc.rmem and net.smc.wmem (Linux 6.11+, SMCR_VM_KERNEL=6.12)
@@ -49,14 +46,14 @@
 # 512 KiB (6.11+) or at most 512 KiB (6.1), and the data must verify.
 # Knobs: SMCR_KV2_CONNS (default 16), SMCR_KV2_BYTES (default 8 MiB),
 # SMCR_KV2_FO_CONNS (default 8), SMCR_KV2_PARTS (default "ab c d e"; "d"
-# alone 24-33 s with the boot), SMCR_KV2_LLCCAP=1: dumpcap of the RoCE
+# alone 21-33 s with the boot), SMCR_KV2_LLCCAP=1: dumpcap of the RoCE
 # SENDs (LLC, CDC) and SMCR_DEBUG=3 for libsmcr in (c)/(d) (the capture
 # stays in the kernel guest's share); SMCR_KV2_KLOG=1: both guests' dmesg
 # (with a mark and the guest's clock before each cut) and the kernel's
 # trace in fo-ID-dmesg.txt, fo-ID-trace.txt of their shares.
-# About 2 minutes under TCG on a quiet host (28 Nov: 97 s with parts
-# "ab c e", 108-112 s in three runs with "ab c d e"), 4.5 minutes on a busy
-# one; 2.5 minutes more when the module is built.
+# About 2 minutes under TCG on a quiet host (97 s with parts "ab c e",
+# 106-127 s with "ab c d e"), 4.5 minutes on a busy one; 2.5 minutes more
+# when the module is built.
 # smcr-timeout: 1200
 : "${SMCR_VM_TIMEOUT:=1140}"
 : "${SMCR_KV2_CONNS:=16}"

@@ -174,7 +174,7 @@ vm_kernel() {
     if [ -z "$spec" ]; then
         # make check's 6.12 tests run with SMCR_VM_612=1 or =core (or an
         # explicit SMCR_VM_KERNEL=6.12): 6.12's stock rdma_rxe panics now
-        # and then in these guests (tests/vm/README.md, "Which kernel").
+        # and then in these guests (tests/vm/README.md, "Two kernels").
         # =core takes the tests that need 6.12 itself (smcr-attach-ublk.sh).
         if [ "$want" = 6.12 ]; then
             case ${SMCR_VM_612:-0} in
