@@ -741,10 +741,26 @@ _vm_serial_tail() {
     fi
 }
 
+# _vm_rxe_oops NAME: when the VM's kernel oopsed or panicked in rdma_rxe
+# (a frame, the RIP or the workqueue of its report, the 80 lines from the
+# first oops line, is rdma_rxe's: "[rdma_rxe]", "Workqueue: rxe_wq",
+# "RIP: 0010:rxe_..."), print the report's first 12 lines; else fail.
+_vm_rxe_oops() {
+    local log=${_vm_dir[$1]}/serial.log first rep
+    first=$(grep -n -m 1 -E 'BUG: |Oops|double fault|general protection fault|Kernel panic' \
+        "$log" 2>/dev/null | cut -d: -f1)
+    [ -n "$first" ] || return 1
+    rep=$(tail -n "+$first" "$log" | head -n 80)
+    echo "$rep" | grep -qE '\[rdma_rxe\]|Workqueue: rxe_wq|RIP: [0-9a-f]+:rxe_' || return 1
+    echo "$rep" | head -n 12
+}
+
 # At exit (functions.sh's cleanup runner; its "rc" is the test's status):
-# kill what still runs and show the serial logs when the test failed.
+# kill what still runs and show the serial logs when the test failed.  A
+# failed test whose guest oopsed in rdma_rxe also writes that oops's first
+# lines to $SMCR_VM_OOPS_FILE: tests/run-test then runs it once more.
 _vm_cleanup() {
-    local n status=${rc:-0}
+    local n status=${rc:-0} oops
     for n in "${_vm_names[@]}"; do
         [ -e "${_vm_dir[$n]}/qemu.rc" ] && continue
         touch "${_vm_dir[$n]}/share/halt"
@@ -753,6 +769,11 @@ _vm_cleanup() {
     if [ "$status" != 0 ] && [ "$status" != 77 ]; then
         for n in "${_vm_names[@]}"; do
             _vm_serial_tail "$n"
+            oops=$(_vm_rxe_oops "$n") || continue
+            echo "--- VM $n: the oops is in rdma_rxe (kernel ${VM_KVER:-?}): a kernel bug in the emulated NIC"
+            [ -z "${SMCR_VM_OOPS_FILE:-}" ] ||
+                { echo "VM $n (kernel ${VM_KVER:-?}), serial log ${_vm_dir[$n]}/serial.log:"; echo "$oops"; } \
+                    >>"$SMCR_VM_OOPS_FILE"
         done
         echo "--- work dir (guest jobs in */share/out): $_vm_work"
     fi
