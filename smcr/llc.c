@@ -1677,7 +1677,18 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 			 * connection, no CLC handshake) loses nothing: it
 			 * gets the plain limit.  A dead path fails by RC
 			 * retries no later. */
-			uint64_t waited = since(t, ll->test_sent_ms);
+			/* Whatever the peer sent on the link since the probe
+			 * (CDCs, its own requests) shows the path and the
+			 * peer alive: the wait counts from the last of it.
+			 * Linux answers a TEST LINK from its LLC worker, after
+			 * a free send slot, and its data's CDCs take the slots
+			 * first: under load (6.12 under TCG) the reply came
+			 * more than 2 s late while the CDCs flowed, and the
+			 * link was failed for nothing.  A dead path delivers
+			 * nothing (or fails our probe by RC retries). */
+			uint64_t from = ll->last_rx_ms > ll->test_sent_ms ?
+					ll->last_rx_ms : ll->test_sent_ms;
+			uint64_t waited = since(t, from);
 			uint64_t limit = lgr->cfg.test_link_timeout_ms;
 
 			if (waited >= limit && smcr_lgr_active_links(lgr) <= 1 &&
