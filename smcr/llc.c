@@ -1680,12 +1680,13 @@ void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t t)
 			/* Whatever the peer sent on the link since the probe
 			 * (CDCs, its own requests) shows the path and the
 			 * peer alive: the wait counts from the last of it.
-			 * Linux answers a TEST LINK from its LLC worker, after
-			 * a free send slot, and its data's CDCs take the slots
-			 * first: under load (6.12 under TCG) the reply came
-			 * more than 2 s late while the CDCs flowed, and the
-			 * link was failed for nothing.  A dead path delivers
-			 * nothing (or fails our probe by RC retries). */
+			 * Linux answers a TEST LINK from its LLC worker once
+			 * it gets a free send slot, and its CDCs, sent from
+			 * the completion handler, take each freed slot first:
+			 * under load the reply may come late while the CDCs
+			 * flow (6.12 under TCG: links failed with no reply in
+			 * 2 s).  A dead path delivers nothing (or fails our
+			 * probe by RC retries). */
 			uint64_t from = ll->last_rx_ms > ll->test_sent_ms ?
 					ll->last_rx_ms : ll->test_sent_ms;
 			uint64_t waited = since(t, from);
