@@ -6,7 +6,9 @@
 # sourced, one "VM" whose serial log is written by hand, no qemu) check:
 #   (1) an rxe oops, then a pass: rerun once, PASS, the RERUN banner and
 #       the oops's first lines in the output;
-#   (2) an rxe oops twice: two runs, FAIL, "again on the rerun";
+#   (2) an rxe oops twice, the test failing where its output is discarded:
+#       two runs, FAIL, "again on the rerun", both FAIL lines and oops
+#       reports in the output;
 #   (3) an oops elsewhere (nbd): one run, FAIL, no rerun;
 #   (4) a plain failure: one run, no rerun;
 #   (5) a pass with an rxe oops in the log: one run, PASS.
@@ -49,6 +51,8 @@ esac
 case $sc:$n in
     1:2 | 5:*) echo "PASS: fake $sc"; exit 0 ;;
 esac
+# (2) fails where the test discards the output (eval CUT >/dev/null)
+[ "$sc" = 2 ] && eval 'fail "fake $sc: vm_run B: the guest is gone"' >/dev/null 2>&1
 fail "fake $sc: vm_run B: the guest is gone"
 EOF
 export FAKE_DIR=$d FAKE_RXE=$rxe_oops FAKE_NBD=$nbd_oops
@@ -64,9 +68,12 @@ run 1
 echo "$out" | grepq '^RERUN: .*oopsed in rdma_rxe' || { echo "$out"; fail "(1) no RERUN banner"; }
 echo "$out" | grepq '^RERUN:   .*Workqueue: rxe_wq do_work \[rdma_rxe\]' || { echo "$out"; fail "(1) the oops's lines not shown"; }
 echo "$out" | grepq 'the oops is in rdma_rxe' || { echo "$out"; fail "(1) lib.sh did not name the oops"; }
+[ -s "$d/work-1-oops-B-serial.log" ] || { echo "$out"; fail "(1) the oopsed serial log was not kept beside the work dir"; }
 run 2
 [ "$rc" = 1 ] && [ "$runs" = 2 ] || { echo "$out"; fail "(2) rxe oops twice: exit $rc after $runs runs, not 1 after 2"; }
 echo "$out" | grepq 'oopsed in rdma_rxe again on the rerun' || { echo "$out"; fail "(2) no 'again on the rerun'"; }
+[ "$(echo "$out" | grep -c '^FAIL: fake.sh: fake 2')" = 2 ] && [ "$(echo "$out" | grep -c 'its kernel oopsed')" = 2 ] ||
+    { echo "$out"; fail "(2) a failure under a discarded output lost its FAIL line or serial log"; }
 run 3
 [ "$rc" = 1 ] && [ "$runs" = 1 ] || { echo "$out"; fail "(3) nbd oops: exit $rc after $runs runs, not 1 after 1"; }
 echo "$out" | grepq 'its kernel oopsed' || { echo "$out"; fail "(3) the oops report not shown"; }

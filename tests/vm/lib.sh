@@ -92,6 +92,10 @@
 
 _vm_libdir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$_vm_libdir/../functions.sh"
+# The test's own stdout and stderr: a VM that dies under a command whose
+# output is discarded or captured ("eval CUT >/dev/null", "x=$(vm_run ..)")
+# still gets its FAIL line and, at exit, its serial logs into the test's log.
+exec {_vm_fd_out}>&1 {_vm_fd_err}>&2
 
 # Under heavy load qemu now and then stops a guest's virtio-net transmit
 # queue for good (the guest logs "NETDEV WATCHDOG ... transmit queue 0 timed
@@ -108,7 +112,7 @@ fail() {
             skip "the lane's network stalled: VM $v's virtio-net transmit queue stopped (qemu under load), not an smcrbd failure; rerun"
         fi
     done
-    echo "FAIL: $(basename "$0"): $*" >&2
+    echo "FAIL: $(basename "$0"): $*" >&"$_vm_fd_err"
     exit 1
 }
 
@@ -338,6 +342,8 @@ _vm_workdir() {
         local t; t=$(basename "$0" .sh)
         _vm_work=${SMCR_VM_WORKDIR:-$abs_builddir/vm/$t.d}
         rm -rf "$_vm_work"
+        # a first attempt drops the oopsed serial logs of an older run
+        [ "${SMCR_VM_ATTEMPT:-1}" -ge 2 ] || rm -f "$_vm_work"-oops-*-serial.log
         mkdir -p "$_vm_work" || fail "cannot create $_vm_work"
         case $_vm_work in *[[:space:],]*) fail "work dir path must not contain blanks or commas: $_vm_work" ;; esac
         cleanup_fn _vm_cleanup
@@ -433,7 +439,7 @@ _vm_died() {
     {
         echo "VM $name: $*"
         echo "--- qemu log $dir/qemu.log:"; tail -n 20 "$dir/qemu.log" 2>/dev/null
-    } >&2
+    } >&"$_vm_fd_err"
     fail "VM $name: $*"
 }
 
@@ -773,13 +779,15 @@ _vm_cleanup() {
         for n in "${_vm_names[@]}"; do
             _vm_serial_tail "$n"
             oops=$(_vm_rxe_oops "$n") || continue
-            echo "--- VM $n: the oops is in rdma_rxe (kernel ${VM_KVER:-?}): a kernel bug in the emulated NIC"
+            # a rerun empties the work dir: this serial log stays beside it
+            cp "${_vm_dir[$n]}/serial.log" "$_vm_work-oops-$n-serial.log" 2>/dev/null
+            echo "--- VM $n: the oops is in rdma_rxe (kernel ${VM_KVER:-?}): a kernel bug in the emulated NIC; its serial log also in $_vm_work-oops-$n-serial.log"
             [ -z "${SMCR_VM_OOPS_FILE:-}" ] ||
-                { echo "VM $n (kernel ${VM_KVER:-?}), serial log ${_vm_dir[$n]}/serial.log:"; echo "$oops"; } \
+                { echo "VM $n (kernel ${VM_KVER:-?}), serial log $_vm_work-oops-$n-serial.log:"; echo "$oops"; } \
                     >>"$SMCR_VM_OOPS_FILE"
         done
         echo "--- work dir (guest jobs in */share/out): $_vm_work"
-    fi
+    fi >&"$_vm_fd_out" 2>&"$_vm_fd_err"
 }
 
 # ---- failover tests: smcr-stream's --ticks files ---------------------------------
