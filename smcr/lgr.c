@@ -845,6 +845,16 @@ static void lgr_tx_recount(struct smcr_lgr *lgr)
 	}
 }
 
+/* The peer's RC end acknowledged a request of ours on LINK (smcr_llc_tick
+ * gives its TEST LINK reply longer). */
+static void lgr_tx_ok(struct smcr_lgr *lgr, struct smcr_link *link)
+{
+	int slot = smcr_lgr_slot(lgr, link);
+
+	if (slot >= 0)
+		lgr->links[slot].tx_ok_ms = lgr_now(lgr);
+}
+
 static void lgr_send_done(struct smcr_link *link, uint64_t wr_id, int status)
 {
 	struct smcr_lgr *lgr = link_lgr(link);
@@ -861,15 +871,19 @@ static void lgr_send_done(struct smcr_link *link, uint64_t wr_id, int status)
 		else
 			lgr_unpark(lgr, link, smcr_wr_token(wr_id), smcr_wr_seq(wr_id));
 	}
-	if (status == 0)
+	if (status == 0) {
+		lgr_tx_ok(lgr, link);
 		smcr_lgr_kick(lgr, link);
+	}
 }
 
 static void lgr_write_done(struct smcr_link *link, uint64_t wr_id, int status)
 {
 	(void)wr_id;
-	if (status == 0)
+	if (status == 0) {
+		lgr_tx_ok(link_lgr(link), link);
 		smcr_lgr_kick(link_lgr(link), link);
+	}
 }
 
 static void lgr_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])

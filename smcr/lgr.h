@@ -204,8 +204,12 @@ struct smcr_lgr_link {
 	uint64_t last_rx_ms;		/* anything received on it */
 	uint64_t test_sent_ms;		/* TEST LINK outstanding since (0: none) */
 	uint64_t test_answered_ms;	/* sent when, the last TEST LINK answered */
+	/* a send or RDMA write of ours on it last completed: the peer's RC
+	 * end acknowledged it (the path works, the peer's host runs) */
+	uint64_t tx_ok_ms;
 	uint8_t test_data[16];
 	bool test_resent;		/* the probe went again at half its timeout */
+	bool test_longer;		/* it waits three timeouts (smcr_llc_tick) */
 	/* The group has handled this link's failure (connections moved, its
 	 * DELETE LINK started) since; the link layer may have marked it
 	 * FAILED before telling us, so its state alone does not say this. */

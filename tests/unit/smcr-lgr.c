@@ -1127,6 +1127,75 @@ static void test_test_link_resent(void)
 	group_down();
 }
 
+/* A peer that sends on the link but leaves our probe unanswered (Linux's
+ * LLC worker waits for a send slot its CDCs keep taking) is alive: no link
+ * fails while its messages come, however long the reply takes.  Once
+ * nothing comes, the link fails a reply timeout after the last message. */
+static void test_test_link_busy_peer(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	struct smcr_lgr_link *ll;
+	uint64_t t0, cut_at;
+	unsigned int i, on0 = 0;
+
+	cfg.test_link_idle_ms = 300;
+	cfg.test_link_timeout_ms = 600;
+	group_up(2, 2, &cfg);
+	conns_up();
+	for (i = 0; i < NCONN; i++)
+		on0 += S.conn[i].link == S.lgr->links[0].link;
+	CU_ASSERT_FATAL(on0 > 0);
+	test_link_outstanding();
+	ll = &S.lgr->links[0];
+	/* the peer's replies no longer match the probe: never answered */
+	ll->test_data[0] ^= 0xff;
+	t0 = clock_ms;
+	while (clock_ms - t0 < 4 * (cfg.test_link_idle_ms + cfg.test_link_timeout_ms)) {
+		pump(&C, &S, UINT64_MAX / 2);
+		pump(&S, &C, UINT64_MAX / 2);
+		wait_ms(SMCR_LGR_TICK_MS);
+	}
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 0);
+	CU_ASSERT_NOT_EQUAL(ll->test_sent_ms, 0);
+	CU_ASSERT_EQUAL(S.bad + C.bad, 0);
+	/* now nothing arrives on it */
+	memwire_fault(end_of(ll->link), MEMWIRE_BLACKHOLE);
+	cut_at = clock_ms;
+	while (S.lgr->stats.link_failures == 0 && clock_ms - cut_at < 5000)
+		wait_ms(SMCR_LGR_TICK_MS);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 1);
+	CU_ASSERT(clock_ms - cut_at <= cfg.test_link_timeout_ms + 2 * SMCR_LGR_TICK_MS);
+	group_down();
+}
+
+/* A peer whose RC end acknowledges our probe but whose software answers
+ * nothing on the link (a starved TCG guest) gets three reply timeouts,
+ * not one; a path that acknowledges nothing (blackholed) still fails
+ * after one (test_test_link_silent_loss). */
+static void test_test_link_acked_probe(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	struct memwire_end *e;
+	uint64_t cut_at, took;
+
+	cfg.test_link_idle_ms = 300;
+	cfg.test_link_timeout_ms = 600;
+	group_up(2, 2, &cfg);
+	e = end_of(S.lgr->links[0].link);
+	/* both ways: sends complete at the sender, nothing is placed */
+	memwire_fault(e, MEMWIRE_ACK_NO_PLACE);
+	memwire_fault(e->peer, MEMWIRE_ACK_NO_PLACE);
+	cut_at = clock_ms;
+	while (S.lgr->stats.link_failures == 0 && clock_ms - cut_at < 5000)
+		wait_ms(SMCR_LGR_TICK_MS);
+	took = clock_ms - cut_at;
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 1);
+	CU_ASSERT(took >= 3 * cfg.test_link_timeout_ms);
+	CU_ASSERT(took <= cfg.test_link_idle_ms + 3 * cfg.test_link_timeout_ms +
+			  2 * SMCR_LGR_TICK_MS);
+	group_down();
+}
+
 /* Both sides stop running for 3 s (a busy host, a paused VM) while a
  * TEST LINK waits for its reply, then tick before anything is delivered,
  * as a progress thread whose timer fires first does. */
@@ -2163,6 +2232,8 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "the last link of a group that carries nothing", test_last_link_empty_group },
 	{ "DELETE LINK (all) when a side ends on purpose", test_delete_all_on_exit },
 	{ "an unanswered TEST LINK goes again once", test_test_link_resent },
+	{ "a probe unanswered while the peer sends: no link fails", test_test_link_busy_peer },
+	{ "a probe acknowledged, unanswered: three timeouts", test_test_link_acked_probe },
 	{ "our own stall: no link blamed, a dead one still found", test_local_stall },
 	{ "our own stall: an LLC exchange not timed out", test_local_stall_llc },
 	{ "both links down: connections reset", test_both_links_down },

@@ -92,6 +92,10 @@
 
 _vm_libdir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$_vm_libdir/../functions.sh"
+# The test's own stdout and stderr: a VM that dies under a command whose
+# output is discarded or captured ("eval CUT >/dev/null", "x=$(vm_run ..)")
+# still gets its FAIL line and, at exit, its serial logs into the test's log.
+exec {_vm_fd_out}>&1 {_vm_fd_err}>&2
 
 # Under heavy load qemu now and then stops a guest's virtio-net transmit
 # queue for good (the guest logs "NETDEV WATCHDOG ... transmit queue 0 timed
@@ -108,7 +112,7 @@ fail() {
             skip "the lane's network stalled: VM $v's virtio-net transmit queue stopped (qemu under load), not an smcrbd failure; rerun"
         fi
     done
-    echo "FAIL: $(basename "$0"): $*" >&2
+    echo "FAIL: $(basename "$0"): $*" >&"$_vm_fd_err"
     exit 1
 }
 
@@ -338,6 +342,8 @@ _vm_workdir() {
         local t; t=$(basename "$0" .sh)
         _vm_work=${SMCR_VM_WORKDIR:-$abs_builddir/vm/$t.d}
         rm -rf "$_vm_work"
+        # a first attempt drops the oopsed serial logs of an older run
+        [ "${SMCR_VM_ATTEMPT:-1}" -ge 2 ] || rm -f "$_vm_work"-oops-*-serial.log
         mkdir -p "$_vm_work" || fail "cannot create $_vm_work"
         case $_vm_work in *[[:space:],]*) fail "work dir path must not contain blanks or commas: $_vm_work" ;; esac
         cleanup_fn _vm_cleanup
@@ -376,7 +382,10 @@ vm_start() {
     [ ${#qmp} -lt 100 ] || qmp=$(mktemp -u "/tmp/smcr-vm-$name.XXXXXX")
     _vm_dir[$name]=$dir _vm_idx[$name]=$idx _vm_links[$name]=$links _vm_sock[$name]=$qmp
     _vm_names+=("$name")
-    cmdline="console=ttyS0 quiet panic=-1 mitigations=off nokaslr 8250.nr_uarts=1 cryptomgr.notests"
+    # no_timer_check: a TCG guest starved by a busy host failed the
+    # kernel's early IO-APIC timer check and panicked at boot ("IO-APIC +
+    # timer doesn't work!", 6.12 with the host's load at 15)
+    cmdline="console=ttyS0 quiet panic=-1 mitigations=off nokaslr 8250.nr_uarts=1 cryptomgr.notests no_timer_check"
     cmdline+=" smcr.init=$_vm_libdir/guest.sh smcr.name=$name smcr.idx=$idx"
     cmdline+=" smcr.links=$links smcr.share=$dir/share"
     [ -n "${VM_RXE_KO:-}" ] && cmdline+=" smcr.rxe=$VM_RXE_KO"
@@ -430,7 +439,7 @@ _vm_died() {
     {
         echo "VM $name: $*"
         echo "--- qemu log $dir/qemu.log:"; tail -n 20 "$dir/qemu.log" 2>/dev/null
-    } >&2
+    } >&"$_vm_fd_err"
     fail "VM $name: $*"
 }
 
@@ -741,10 +750,26 @@ _vm_serial_tail() {
     fi
 }
 
+# _vm_rxe_oops NAME: when the VM's kernel oopsed or panicked in rdma_rxe
+# (a frame, the RIP or the workqueue of its report, the 80 lines from the
+# first oops line, is rdma_rxe's: "[rdma_rxe]", "Workqueue: rxe_wq",
+# "RIP: 0010:rxe_..."), print the report's first 12 lines; else fail.
+_vm_rxe_oops() {
+    local log=${_vm_dir[$1]}/serial.log first rep
+    first=$(grep -n -m 1 -E 'BUG: |Oops|double fault|general protection fault|Kernel panic' \
+        "$log" 2>/dev/null | cut -d: -f1)
+    [ -n "$first" ] || return 1
+    rep=$(tail -n "+$first" "$log" | head -n 80)
+    echo "$rep" | grep -qE '\[rdma_rxe\]|Workqueue: rxe_wq|RIP: [0-9a-f]+:rxe_' || return 1
+    echo "$rep" | head -n 12
+}
+
 # At exit (functions.sh's cleanup runner; its "rc" is the test's status):
-# kill what still runs and show the serial logs when the test failed.
+# kill what still runs and show the serial logs when the test failed.  A
+# failed test whose guest oopsed in rdma_rxe also writes that oops's first
+# lines to $SMCR_VM_OOPS_FILE: tests/run-test then runs it once more.
 _vm_cleanup() {
-    local n status=${rc:-0}
+    local n status=${rc:-0} oops
     for n in "${_vm_names[@]}"; do
         [ -e "${_vm_dir[$n]}/qemu.rc" ] && continue
         touch "${_vm_dir[$n]}/share/halt"
@@ -753,9 +778,16 @@ _vm_cleanup() {
     if [ "$status" != 0 ] && [ "$status" != 77 ]; then
         for n in "${_vm_names[@]}"; do
             _vm_serial_tail "$n"
+            oops=$(_vm_rxe_oops "$n") || continue
+            # a rerun empties the work dir: this serial log stays beside it
+            cp "${_vm_dir[$n]}/serial.log" "$_vm_work-oops-$n-serial.log" 2>/dev/null
+            echo "--- VM $n: the oops is in rdma_rxe (kernel ${VM_KVER:-?}): a kernel bug in the emulated NIC; its serial log also in $_vm_work-oops-$n-serial.log"
+            [ -z "${SMCR_VM_OOPS_FILE:-}" ] ||
+                { echo "VM $n (kernel ${VM_KVER:-?}), serial log $_vm_work-oops-$n-serial.log:"; echo "$oops"; } \
+                    >>"$SMCR_VM_OOPS_FILE"
         done
         echo "--- work dir (guest jobs in */share/out): $_vm_work"
-    fi
+    fi >&"$_vm_fd_out" 2>&"$_vm_fd_err"
 }
 
 # ---- failover tests: smcr-stream's --ticks files ---------------------------------
