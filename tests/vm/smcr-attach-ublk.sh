@@ -122,9 +122,10 @@ fi
 # fio goes on.  fio writes until told and reads back every block it wrote
 # as it goes (verify_backlog), so I/O is in flight at every SIGKILL.
 # What an exec of smcr-attach costs in A by itself (ld.so and its
-# libraries over the guest's 9p root, under TCG): three runs of --help.
-vm_run A "for i in 1 2 3; do t0=\$EPOCHREALTIME; $ATTACH --help >/dev/null 2>&1; t1=\$EPOCHREALTIME
-echo \"smcr-attach --help in A: \$(( (\${t1/./} - \${t0/./}) / 1000 )) ms\"; done"
+# libraries over the guest's 9p root, under TCG): three runs of --help,
+# beside smcrctl's (libsmcr without gnutls and the NBD client).
+vm_run A "for i in 1 2 3; do for p in $ATTACH $SMCRCTL; do t0=\$EPOCHREALTIME; \$p --help >/dev/null 2>&1; t1=\$EPOCHREALTIME
+echo \"\${p##*/} --help in A: \$(( (\${t1/./} - \${t0/./}) / 1000 )) ms, \$(ldd \$p | wc -l) objects\"; done; done"
 fio=$(vm_bg A "fio --name=recover --filename=/dev/ublkb0 --direct=1 --ioengine=libaio \
     --iodepth=16 --rw=randwrite --bs=16k --size=16M --offset=128M --verify=crc32c --verify_fatal=1 \
     --verify_backlog=32 --time_based --runtime=3600 --output-format=normal >/tmp/fio.out 2>&1 &
