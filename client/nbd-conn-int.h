@@ -156,6 +156,7 @@ struct nbdc {
 	unsigned timeout_ms, io_timeout_ms, connect_timeout_ms;
 	unsigned backoff_min_ms, backoff_max_ms;
 	bool want_ro;
+	bool first_up;			/* the others connect in their threads */
 	struct smcr_ctx *ctx;
 	bool own_ctx;
 	struct smcr_ctl *ctl;

@@ -315,10 +315,19 @@ void nbdc_down_step(struct nbdc_conn *c)
 			c->good_gen = ++e->good_gen;
 			pthread_mutex_unlock(&e->lock);
 			nbdc_mark_up(c);
-			AADD(&c->st_reconnects, 1);
 			if (e->nsrv > 1)
 				snprintf(which, sizeof(which), "server %u of %u, ", c->srv + 1,
 					 e->nsrv);
+			if (!c->ever_up) {
+				/* Its first connect (first_up), not a reconnect. */
+				c->ever_up = true;
+				log_info("nbd: connection %u to %s:%s is up (%s%s)", c->idx,
+					 e->srv[c->srv].host, e->srv[c->srv].port, which,
+					 c->tname);
+				rq_splice(&c->txq, &c->waitq);
+				return;
+			}
+			AADD(&c->st_reconnects, 1);
 			log_info("nbd: connection %u to %s:%s is back (%s%s), resending %u request(s)",
 				 c->idx, e->srv[c->srv].host, e->srv[c->srv].port, which, c->tname,
 				 c->waitq.n);
@@ -327,6 +336,9 @@ void nbdc_down_step(struct nbdc_conn *c)
 		}
 		log_dbg("nbd: connection %u: %s:%s: %s", c->idx, e->srv[c->srv].host,
 			e->srv[c->srv].port, strerror(-ret));
+		if (!c->ever_up && !ALOAD(&c->st_failed))
+			log_warn("nbd: connection %u to %s:%s: %s; trying again", c->idx,
+				 e->srv[c->srv].host, e->srv[c->srv].port, c->last_error);
 		c->srv = (c->srv + 1) % e->nsrv;
 		AADD(&c->st_failed, 1);
 		/* Refused: the host answered with no listener (a server that

@@ -250,6 +250,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	if (e->backoff_max_ms < e->backoff_min_ms)
 		e->backoff_max_ms = e->backoff_min_ms;
 	e->want_ro = o->read_only;
+	e->first_up = o->first_up;
 	e->turn_end = o->turn_end;
 	e->turn_arg = o->turn_arg;
 	e->watch_ready = o->watch_ready;
@@ -329,6 +330,16 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 		r = conn_init(e, i);
 		e->nconns = i + 1;
 		e->conns[i].srv = e->good_srv;
+		if (r == 0 && e->first_up) {
+			/* Its thread connects it (nbdc_down_step), at once. */
+			struct nbdc_conn *c = &e->conns[i];
+
+			c->good_gen = e->good_gen;
+			c->down_since = now_ms();
+			c->next_attempt_ms = 0;
+			snprintf(c->last_error, sizeof(c->last_error), "connecting");
+			continue;
+		}
 		if (r == 0)
 			r = nbdc_conn_connect(&e->conns[i], false, e->connect_timeout_ms);
 		if (r < 0) {
@@ -343,8 +354,10 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	for (i = 0; i < e->nconns; i++) {
 		struct nbdc_conn *c = &e->conns[i];
 
-		nbdc_mark_up(c);
-		c->ever_up = true;
+		if (i == 0 || !e->first_up) {
+			nbdc_mark_up(c);
+			c->ever_up = true;
+		}
 		r = -pthread_create(&c->thread, NULL, conn_thread, c);
 		if (r) {
 			ASTORE(&e->stopping, 1);

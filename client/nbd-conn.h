@@ -73,6 +73,12 @@ struct nbdc_opts {
 	/* Between failed reconnects, doubling; not for refused ones. */
 	unsigned backoff_min_ms, backoff_max_ms;	/* 0: 100 ms, 5 s */
 	bool read_only;				/* refuse writes here */
+	/* nbdc_open returns once the first connection is up; the others
+	 * connect meanwhile, each in its own thread and all at once (one
+	 * whose attempt fails tries again as a lost one does, with the
+	 * backoff; nbdc_open does not fail for it).  Requests go to the
+	 * connections that are up. */
+	bool first_up;
 	/* SMC-R context to use; NULL: nbdc creates its own for SMC-R. */
 	struct smcr_ctx *ctx;
 	/* Status on a control socket: an existing one (ctl), or open one
@@ -104,8 +110,8 @@ struct nbdc_opts {
 };
 enum { NBDC_TLS_OFF = 0, NBDC_TLS_ALLOW, NBDC_TLS_REQUIRE };
 
-/* Connects every connection once (failing if any does not come up) and
- * starts their threads.  Call it in the process that does the I/O (after
+/* Connects every connection once (failing if any does not come up;
+ * first_up: the first) and starts their threads.  Call it in the process that does the I/O (after
  * any fork).  -ENXIO: the server has no such export; TLS: -EPERM the
  * server requires it, -ENOPROTOOPT the server offers none, -EKEYREJECTED
  * its certificate is not trusted, -ENOKEY it refused our credentials,

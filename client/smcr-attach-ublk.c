@@ -916,6 +916,9 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 		r = -EEXIST;
 		goto close_ctrl;
 	}
+	/* The device is served once the first connection is up (the
+	 * others come up meanwhile, their queues' requests on it). */
+	no.first_up = true;
 	no.turn_end = q_turn_end;
 	no.turn_arg = u;
 	no.watch_ready = q_ready;

@@ -179,21 +179,11 @@ bool smcr_dev_present(struct smcr_dev *dev)
 	return false;
 }
 
-void smcr_dev_get(struct smcr_port_ref *ref)
-{
-	ref->dev->refs++;
-}
-
-void smcr_dev_put(struct smcr_devs *devs, struct smcr_port_ref *ref)
+/* Takes dev out of devs and closes it (no reference left). */
+static void dev_unlink(struct smcr_devs *devs, struct smcr_dev *dev)
 {
 	struct smcr_dev **pp;
-	struct smcr_dev *dev = ref->dev;
 
-	if (!dev)
-		return;
-	ref->dev = NULL;
-	if (--dev->refs)
-		return;
 	for (pp = &devs->head; *pp; pp = &(*pp)->next) {
 		if (*pp == dev) {
 			*pp = dev->next;
@@ -201,6 +191,23 @@ void smcr_dev_put(struct smcr_devs *devs, struct smcr_port_ref *ref)
 		}
 	}
 	dev_close(dev);
+}
+
+void smcr_dev_get(struct smcr_port_ref *ref)
+{
+	ref->dev->refs++;
+}
+
+void smcr_dev_put(struct smcr_devs *devs, struct smcr_port_ref *ref)
+{
+	struct smcr_dev *dev = ref->dev;
+
+	if (!dev)
+		return;
+	ref->dev = NULL;
+	if (--dev->refs)
+		return;
+	dev_unlink(devs, dev);
 }
 
 int smcr_gid_from_addr(const struct sockaddr *addr, uint8_t gid[SMCR_GID_LEN])
@@ -308,37 +315,81 @@ bool smcr_port_reaches(const struct smcr_port_ref *ref,
 	return hit || !any;
 }
 
+/* Every valid GID entry of ctx's ports (all of them, or only port when it
+ * is > 0), in one call (ibv_query_gid_table: one ioctl for the whole
+ * table, where an entry at a time costs a system call for each of rxe's
+ * 1024 slots, most of them empty).  *entsp is malloc'd; returns the
+ * number of entries or -errno. */
+static int gid_table(struct ibv_context *ctx, uint8_t nports, int port,
+		     struct ibv_gid_entry **entsp)
+{
+	struct ibv_gid_entry *ents;
+	size_t total = 0;
+	ssize_t n;
+	uint8_t p;
+
+	for (p = 1; p <= nports; p++) {
+		struct ibv_port_attr pattr;
+
+		if (ibv_query_port(ctx, p, &pattr) == 0 && pattr.gid_tbl_len > 0)
+			total += (size_t)pattr.gid_tbl_len;
+	}
+	*entsp = NULL;
+	if (!total)
+		return 0;
+	ents = calloc(total, sizeof(*ents));
+	if (!ents)
+		return -ENOMEM;
+	n = ibv_query_gid_table(ctx, ents, total, 0);
+	if (n < 0) {
+		free(ents);
+		return (int)n;
+	}
+	if (port > 0) {
+		ssize_t i, k = 0;
+
+		for (i = 0; i < n; i++)
+			if (ents[i].port_num == (uint32_t)port)
+				ents[k++] = ents[i];
+		n = k;
+	}
+	*entsp = ents;
+	return (int)n;
+}
+
 int smcr_port_other_gid(const struct smcr_port_ref *ref, const uint8_t *avoid,
 			unsigned int n, struct smcr_port_ref *out)
 {
-	struct ibv_port_attr pattr;
-	uint32_t idx;
+	struct ibv_gid_entry *ents;
+	int i, nent, ret = -ENOENT;
 
-	if (!ref->dev || ibv_query_port(ref->dev->ctx, ref->port, &pattr))
+	if (!ref->dev)
 		return -ENOENT;
-	for (idx = 0; idx < (uint32_t)pattr.gid_tbl_len; idx++) {
-		struct ibv_gid_entry ent;
+	nent = gid_table(ref->dev->ctx, ref->dev->attr.phys_port_cnt, ref->port, &ents);
+	for (i = 0; i < nent; i++) {
+		const struct ibv_gid_entry *ent = &ents[i];
 		unsigned int k;
 		bool used = false;
 
-		if (ibv_query_gid_ex(ref->dev->ctx, ref->port, idx, &ent, 0) ||
-		    ent.gid_type != IBV_GID_TYPE_ROCE_V2 || !gid_has_ip(ent.gid.raw))
+		if (ent->gid_type != IBV_GID_TYPE_ROCE_V2 || !gid_has_ip(ent->gid.raw))
 			continue;
 		for (k = 0; k < n; k++)
-			if (memcmp(avoid + k * SMCR_GID_LEN, ent.gid.raw, SMCR_GID_LEN) == 0)
+			if (memcmp(avoid + k * SMCR_GID_LEN, ent->gid.raw, SMCR_GID_LEN) == 0)
 				used = true;
 		if (used)
 			continue;
 		*out = *ref;
-		out->gid_index = (int)ent.gid_index;
-		memcpy(out->gid, ent.gid.raw, SMCR_GID_LEN);
-		if (ent.ndev_ifindex != ref->ifindex) {
-			netdev_mac(ent.ndev_ifindex, out->netdev, out->mac);
-			out->ifindex = out->netdev[0] ? ent.ndev_ifindex : 0;
+		out->gid_index = (int)ent->gid_index;
+		memcpy(out->gid, ent->gid.raw, SMCR_GID_LEN);
+		if (ent->ndev_ifindex != ref->ifindex) {
+			netdev_mac(ent->ndev_ifindex, out->netdev, out->mac);
+			out->ifindex = out->netdev[0] ? ent->ndev_ifindex : 0;
 		}
-		return 0;
+		ret = 0;
+		break;
 	}
-	return -ENOENT;
+	free(ents);
+	return ret;
 }
 
 int smcr_port_refresh(struct smcr_port_ref *ref)
@@ -370,38 +421,24 @@ static int visit_gids(struct smcr_devs *devs, const char *only_dev,
 	if (!list)
 		return errno ? -errno : -ENODEV;
 	for (i = 0; i < n && !ret; i++) {
-		struct ibv_context *ctx;
-		struct ibv_device_attr dattr;
-		uint8_t port;
+		struct ibv_gid_entry *ents;
+		struct smcr_dev *dev;
+		int k, nent;
 
 		if (only_dev && strcmp(ibv_get_device_name(list[i]), only_dev))
 			continue;
-		ctx = ibv_open_device(list[i]);
-		if (!ctx)
+		/* Opened once: the visitor that keeps a port of it takes a
+		 * reference (dev_open finds it open); unused, it is closed. */
+		if (dev_open(devs, list[i], &dev))
 			continue;
-		if (ibv_query_device(ctx, &dattr)) {
-			ibv_close_device(ctx);
-			continue;
-		}
-		for (port = 1; port <= dattr.phys_port_cnt && !ret; port++) {
-			struct ibv_port_attr pattr;
-			uint32_t idx;
-
-			if (only_port > 0 && port != only_port)
-				continue;
-			if (ibv_query_port(ctx, port, &pattr))
-				continue;
-			for (idx = 0; idx < (uint32_t)pattr.gid_tbl_len && !ret; idx++) {
-				struct ibv_gid_entry ent;
-
-				if (ibv_query_gid_ex(ctx, port, idx, &ent, 0))
-					continue;
-				if (ent.gid_type != IBV_GID_TYPE_ROCE_V2)
-					continue;
-				ret = fn(devs, list[i], port, &ent, arg);
-			}
-		}
-		ibv_close_device(ctx);
+		nent = gid_table(dev->ctx, dev->attr.phys_port_cnt, only_port, &ents);
+		for (k = 0; k < nent && !ret; k++)
+			if (ents[k].gid_type == IBV_GID_TYPE_ROCE_V2 &&
+			    ents[k].port_num >= 1 && ents[k].port_num <= dev->attr.phys_port_cnt)
+				ret = fn(devs, list[i], (uint8_t)ents[k].port_num, &ents[k], arg);
+		free(ents);
+		if (!dev->refs)
+			dev_unlink(devs, dev);
 	}
 	ibv_free_device_list(list);
 	return ret;

@@ -764,6 +764,44 @@ static void test_servers(void)
 	CU_ASSERT_EQUAL(nbdc_open(&o, &e), -EINVAL);
 }
 
+/* first_up: nbdc_open returns with the first connection up; the others
+ * come up in their threads (not counted as reconnects), and requests
+ * sent meanwhile go to those that are up. */
+static void test_first_up(void)
+{
+	struct memsrv *s = server(false, true);
+	char port[16];
+	struct nbdc_opts o = {
+		.host = "127.0.0.1", .port = port, .export = "disk",
+		.transport = NBDC_TCP, .connections = 4, .timeout_ms = 10000,
+		.backoff_min_ms = 20, .backoff_max_ms = 200, .first_up = true,
+	};
+	struct nbdc_stats st;
+	struct nbdc *e = NULL;
+	int64_t end;
+
+	snprintf(port, sizeof(port), "%u", memsrv_port(s));
+	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
+	CU_ASSERT_EQUAL(nbdc_connections(e), 4);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT(st.connections_up >= 1);
+	CU_ASSERT_EQUAL(io_on(e, s, 7, 0), 0);
+	wait_up(e, 4, 5000);
+	end = now_ms() + 5000;		/* counted by the server's threads */
+	while (memsrv_accepted(s) < 4 && now_ms() < end)
+		usleep(10000);
+	CU_ASSERT_EQUAL(memsrv_accepted(s), 4);
+	CU_ASSERT_EQUAL(io_on(e, s, 8, 1u << 20), 0);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT_EQUAL(st.connections_up, 4);
+	CU_ASSERT_EQUAL(st.reconnects, 0);
+	CU_ASSERT_EQUAL(st.reconnect_failures, 0);
+	CU_ASSERT_EQUAL(st.connections_lost, 0);
+	CU_ASSERT_EQUAL(st.errors, 0);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
 /* A connection lost after another one moved on follows that one. */
 static void test_servers_gather(void)
 {
@@ -1648,6 +1686,7 @@ static CU_TestInfo client_tests[] = {
 	{ "server lost and back: resend", test_reconnect },
 	{ "a list of servers: the next one in turn", test_servers },
 	{ "a list of servers: connections gather", test_servers_gather },
+	{ "first_up: the other connections come up in their threads", test_first_up },
 	{ "timeout: errors, then back", test_timeout },
 	{ "connect to a full backlog: bounded", test_connect_timeout },
 	{ "refused reconnects: back soon after the server", test_reconnect_refused },

@@ -121,6 +121,11 @@ fi
 # stays, its requests wait; each time a new smcr-attach takes it over and
 # fio goes on.  fio writes until told and reads back every block it wrote
 # as it goes (verify_backlog), so I/O is in flight at every SIGKILL.
+# What an exec of smcr-attach costs in A by itself (ld.so and its
+# libraries over the guest's 9p root, under TCG): three runs of --help,
+# beside smcrctl's (libsmcr without gnutls and the NBD client).
+vm_run A "for i in 1 2 3; do for p in $ATTACH $SMCRCTL; do t0=\$EPOCHREALTIME; \$p --help >/dev/null 2>&1; t1=\$EPOCHREALTIME
+echo \"\${p##*/} --help in A: \$(( (\${t1/./} - \${t0/./}) / 1000 )) ms, \$(ldd \$p | wc -l) objects\"; done; done"
 fio=$(vm_bg A "fio --name=recover --filename=/dev/ublkb0 --direct=1 --ioengine=libaio \
     --iodepth=16 --rw=randwrite --bs=16k --size=16M --offset=128M --verify=crc32c --verify_fatal=1 \
     --verify_backlog=32 --time_based --runtime=3600 --output-format=normal >/tmp/fio.out 2>&1 &
@@ -181,7 +186,7 @@ for f in ublk_ch_open ublk_ch_release ublk_quiesce_work_fn ublk_stop_work_fn ubl
 cat $T/set_ftrace_filter' || fail "ftrace in A"
 fi
 # The new server's log: all of it for the first three restarts, then its
-# "taken over" line.
+# "taken over" line and the steps of its engine's connect.
 show=.
 backs=() execs=()
 run_attach=$ATTACH
@@ -192,7 +197,7 @@ for (( k = 1; k <= KILLS; k++ )); do
     backs+=("$(echo "$out" | sed -n 's/^RESTART [0-9]* \([0-9-]*\) .*/\1/p')")
     execs+=("$(echo "$out" | sed -n 's/^RESTART [0-9]* [0-9-]* //p')")
     [ "$k" = 1 ] && { vm_wait -t 10 A "$att" >/dev/null || true; }
-    [ "$k" = 3 ] && show='taken over'
+    [ "$k" = 3 ] && show='taken over|looking for RDMA ports|link [12] up|connection\(s\) \(|is up \('
     sleep 1	# fio's I/O through the new server before the next SIGKILL
 done
 sleep 1
