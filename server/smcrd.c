@@ -419,6 +419,7 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(lim, "handshake_timeout", s->cfg.handshake_timeout);
 	jsonw_u64(lim, "refused_max_clients", s->refused_max_clients);
 	jsonw_u64(lim, "refused_handshakes", s->refused_handshakes);
+	jsonw_u64(lim, "handshakes_evicted", s->handshakes_evicted);
 	jsonw_u64(lim, "handshake_timeouts", s->handshake_timeouts);
 	jsonw_u64(lim, "accept_paused", s->accept_paused);
 	jsonw_u64(lim, "request_timeout", s->cfg.request_timeout);
@@ -524,13 +525,15 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 	}
 	off = strbuf_out(buf, len, off,
 			 "limits: max-handshakes %u, handshake-timeout %u s; refused at "
-			 "max-clients %llu, at max-handshakes %llu, handshake timeouts %llu, "
+			 "max-clients %llu, at max-handshakes %llu (evicted %llu), handshake "
+			 "timeouts %llu, "
 			 "accept paused %llu; request-timeout %u s, request timeouts %llu; "
 			 "max-clients-per-address %u, refused %llu; "
 			 "max-link-groups-per-address %u, refused %llu\n",
 			 s->cfg.max_handshakes, s->cfg.handshake_timeout,
 			 (unsigned long long)s->refused_max_clients,
 			 (unsigned long long)s->refused_handshakes,
+			 (unsigned long long)s->handshakes_evicted,
 			 (unsigned long long)s->handshake_timeouts,
 			 (unsigned long long)s->accept_paused, s->cfg.request_timeout,
 			 (unsigned long long)st.request_timeouts, s->cfg.max_per_address,
