@@ -218,11 +218,16 @@ bool addr_may_connect(const struct server *s, const struct addr_count *a)
 }
 
 /* The same for a handshake slot (max-handshakes-per-address, and the
- * share of max-handshakes); s->lock held. */
+ * share of max-handshakes); when the pool is full, as if the handshake
+ * hs_evict() would end were gone (an address over its share evicts
+ * none).  s->lock held. */
 bool addr_may_handshake(const struct server *s, const struct addr_count *a)
 {
 	unsigned cap = hs_per_address(s);
 	unsigned live = s->handshakes - s->hs_dying;
+
+	if (live >= s->cfg.max_handshakes)
+		live = s->cfg.max_handshakes ? s->cfg.max_handshakes - 1 : 0;
 
 	if (!cap)
 		return true;

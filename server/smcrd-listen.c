@@ -81,7 +81,7 @@ int accept_one(struct server *s, int lfd, bool smcr)
 		goto refuse_per_address;
 	if (a && s->cfg.max_per_address && a->n >= s->cfg.max_per_address)
 		goto refuse_per_address;
-	if (s->handshakes - s->hs_dying < s->cfg.max_handshakes && !addr_may_handshake(s, a)) {
+	if (!addr_may_handshake(s, a)) {
 		unsigned ahs = a ? a->hs : 0, nhs = s->hs_addrs;
 
 		s->refused_hs_per_address++;
