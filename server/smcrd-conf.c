@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "applog.h"
 #include "smcr.h"
@@ -224,6 +225,41 @@ bool acl_match(const struct acl_entry *v, unsigned n, const struct sockaddr *sa)
 			return true;
 	}
 	return false;
+}
+
+void addr_key_of_fd(int fd, const struct sockaddr *sa, char *out, size_t len)
+{
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+
+	if (sa->sa_family == AF_UNIX && fd >= 0 &&
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cl == sizeof(cr)) {
+		snprintf(out, len, "uid %u", (unsigned)cr.uid);
+		return;
+	}
+	addr_key_of(sa, out, len);
+}
+
+bool share_allows(uint64_t pool, uint64_t used, uint64_t mine, unsigned holders,
+		  uint64_t cap, uint64_t want)
+{
+	uint64_t share, left;
+	unsigned n = holders + (mine ? 0 : 1);
+
+	if (!used)
+		return true;
+	if (used > pool || want > pool - used || mine > used)
+		return false;
+	share = pool / ((uint64_t)n + 1);
+	/* Rounded up: the last unit of a small pool goes too. */
+	left = (pool - used + mine + 1) / 2;
+	if (share > left)
+		share = left;
+	/* The cap bounds what a holder adds to its own; one that holds
+	 * nothing may take one larger piece. */
+	if (mine && cap && share > cap)
+		share = cap;
+	return mine + want <= share;
 }
 
 void addr_key_of(const struct sockaddr *sa, char *out, size_t len)

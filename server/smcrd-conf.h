@@ -177,6 +177,24 @@ bool acl_match(const struct acl_entry *v, unsigned n, const struct sockaddr *sa)
  * (IPv4-mapped IPv6 too), its IPv6 /64 ("2001:db8:1:2::/64": a host may
  * take any address of its /64), "local" for Unix sockets, "?" else. */
 void addr_key_of(const struct sockaddr *sa, char *out, size_t len);
+/* addr_key_of() for an accepted socket: a Unix-socket peer is keyed by its
+ * uid (SO_PEERCRED: "uid 1000"), so one user's clients cannot take the
+ * shares of another's; "local" when the kernel does not say. */
+void addr_key_of_fd(int fd, const struct sockaddr *sa, char *out, size_t len);
+/* A pool's share for one holder (an address in a worker's request memory,
+ * a connection in its address's, an address in the client or handshake
+ * slots): whether a holder that has mine of the pool may take want more,
+ * with used of pool taken by holders holders (this one counted if it
+ * holds some) and cap the most one may hold (0: none; one that holds
+ * nothing may take one piece larger).  A holder may have
+ * pool / (holders + 1) (the next one's part kept), and never more than
+ * half of what it could take now (what is free plus its own), so that
+ * holders that never give back (clients that do not read their replies,
+ * sessions that stay) leave the half of the rest each time, and one
+ * that holds nothing is served beside them.  An empty pool gives any
+ * size (one request larger than a share is served alone). */
+bool share_allows(uint64_t pool, uint64_t used, uint64_t mine, unsigned holders,
+		  uint64_t cap, uint64_t want);
 /* Whether a client of TLS name name (NULL: none) may use an export with
  * this tls-allow list (none: everybody). */
 bool tls_allow_match(char *const *v, unsigned n, const char *name);

@@ -222,17 +222,21 @@ static void addr_share_put(struct conn *c)
 			}
 }
 
-/* Once per 10 s per address and worker. */
-void addr_limit_log(struct conn *c)
+/* Once per 10 s per address and worker; what: the share reached
+ * ("connection": the connection's of its address's, "address": the
+ * address's of the worker's). */
+void addr_limit_log(struct conn *c, const char *what)
 {
 	uint64_t now = now_ms();
 
 	if (c->as->logged_ms && now - c->as->logged_ms < 10000)
 		return;
 	c->as->logged_ms = now;
-	log_info("client %s: %s holds %llu bytes of worker %u's request memory "
-		 "(max-memory-per-address): its clients wait", c->t->peer, c->akey,
-		 (unsigned long long)c->as->used, c->w->idx);
+	log_info("client %s: %s holds %llu bytes of worker %u's request memory in %u "
+		 "connections, %llu of it this one: the %s's share reached "
+		 "(max-memory-per-address; %u addresses hold some): it waits", c->t->peer,
+		 c->akey, (unsigned long long)c->as->used, c->w->idx, c->as->holders,
+		 (unsigned long long)c->mem_used, what, c->w->addr_holders);
 }
 
 /* The connection reads no more requests until buffers (or io_uring
@@ -617,6 +621,10 @@ void req_free(struct req *q)
 	if (q->buf) {
 		c->mem_used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
 		c->as->used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
+		if (!c->mem_used)
+			c->as->holders--;
+		if (!c->as->used)
+			w->addr_holders--;
 		buf_put(w, q->buf_class, q->buf, q->buf_slot);
 		q->buf = NULL;
 		if (w->mem_head)

@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 
 #include "smcrd-engine.h"
+#include "smcrd-conf.h"
 #include "applog.h"
 #include "lograte.h"
 #include "nbd-wire.h"
@@ -120,11 +121,12 @@ struct req {
 #define LK_SEND		2u
 
 /* A worker's request memory held by the connections of one peer address
- * (all Unix-socket clients are one, "local"); only that worker touches
+ * (addr_key_of_fd(): Unix-socket clients by uid); only that worker touches
  * it. */
 struct addr_share {
 	struct addr_share *next;
 	unsigned refs;
+	unsigned holders;		/* connections that hold some */
 	uint64_t used;
 	uint64_t logged_ms;		/* limit last logged */
 	char key[INET6_ADDRSTRLEN];
@@ -235,6 +237,7 @@ struct worker {
 	/* What one address may hold here: its part of max_mem_per_address
 	 * (0: no limit). */
 	uint64_t addr_limit;
+	unsigned addr_holders;		/* addresses that hold some */
 	struct addr_share *addr_tab[ADDR_BUCKETS];
 	/* BLOCK_STATUS requests waiting for their lseeks, run BS_SLICE_NS
 	 * per loop pass so the worker's other requests go between. */
@@ -288,7 +291,7 @@ void pool_free_all(struct worker *w);
 void conn_kick(struct conn *c);
 void conn_dirty(struct conn *c);
 int addr_share_get(struct conn *c);
-void addr_limit_log(struct conn *c);
+void addr_limit_log(struct conn *c, const char *what);
 void mem_wait(struct conn *c, const char *what);
 void mem_wake(struct worker *w);
 struct io_uring_sqe *get_sqe(struct worker *w);

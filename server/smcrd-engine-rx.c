@@ -167,24 +167,37 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 		uint64_t size = (uint64_t)1 << (size_class(need) + POOL_MIN_SHIFT);
 		bool blocked;
 
-		/* One client may hold a quarter of the worker's memory: a client
-		 * that does not read its replies stalls only itself. */
-		if (c->mem_used && c->mem_used + size > c->w->mem_limit / 4) {
+		/* Shares (share_allows()): a connection of its address's
+		 * memory on this worker, the address of the worker's.  A
+		 * connection that does not read its replies stalls only itself
+		 * once it holds its share, and one address however many
+		 * connections it opens; what they leave serves the next
+		 * connection and the next address.  Their buffers come back
+		 * on this worker, which then wakes them. */
+		struct worker *wk = c->w;
+		uint64_t apool = wk->addr_limit ? wk->addr_limit : wk->mem_limit;
+		bool by_conn = !share_allows(apool, c->as->used, c->mem_used, c->as->holders,
+					     0, size);
+		bool by_addr = !by_conn && wk->addr_limit &&
+			       !share_allows(wk->mem_limit, wk->mem_used, c->as->used,
+					     wk->addr_holders, wk->addr_limit, size);
+
+		if (by_conn && c->mem_used) {
+			/* Woken when one of its own buffers comes back. */
 			req_free(q);
 			c->nreq--;
 			c->rx_blocked = true;
+			addr_limit_log(c, "connection");
 			return RX_RETRY;
 		}
-		/* One address may hold its share of the worker's memory, however
-		 * many connections it opens: the others keep the rest.  Its
-		 * buffers come back on this worker, which then wakes it. */
-		bool by_addr = c->as->used && c->w->addr_limit &&
-			       c->as->used + size > c->w->addr_limit;
-
-		blocked = by_addr;
+		blocked = by_conn || by_addr;
 		q->buf = blocked ? NULL :
-			 buf_get(c->w, need, &q->buf_class, &q->buf_slot, &blocked);
+			 buf_get(wk, need, &q->buf_class, &q->buf_slot, &blocked);
 		if (q->buf) {
+			if (!c->mem_used)
+				c->as->holders++;
+			if (!c->as->used)
+				wk->addr_holders++;
 			c->mem_used += size;
 			c->as->used += size;
 		}
@@ -192,9 +205,9 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 			req_free(q);
 			c->nreq--;
 			if (blocked) {
-				if (by_addr)
-					addr_limit_log(c);
-				mem_wait(c, by_addr ? "per-address memory" : "memory");
+				if (by_conn || by_addr)
+					addr_limit_log(c, by_conn ? "connection" : "address");
+				mem_wait(c, by_conn || by_addr ? "per-address memory" : "memory");
 				return RX_RETRY;
 			}
 			err = NBD_ENOMEM;

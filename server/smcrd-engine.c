@@ -636,7 +636,7 @@ out_free:
 	return r;
 }
 
-/* The key of max_memory_per_address (addr_key_of(); "?": not known). */
+/* The key of max_memory_per_address (addr_key_of_fd(); "?": not known). */
 static void peer_key(struct bd_transport *t, char *out, size_t len)
 {
 	struct sockaddr_storage ss;
@@ -646,7 +646,7 @@ static void peer_key(struct bd_transport *t, char *out, size_t len)
 		snprintf(out, len, "?");
 		return;
 	}
-	addr_key_of((const struct sockaddr *)&ss, out, len);
+	addr_key_of_fd(bd_poll_fd(t), (const struct sockaddr *)&ss, out, len);
 }
 
 int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
 #include "smcrd-int.h"
 #include "smcrd-rbd.h"
@@ -167,10 +168,10 @@ static const struct nbd_server_ops hs_ops = {
 	.starttls = cb_starttls,
 };
 
-/* The key of max-clients-per-address (addr_key_of()). */
-void addr_key(const struct sockaddr_storage *ss, char *out, size_t len)
+/* The key of max-clients-per-address (addr_key_of_fd()). */
+void addr_key(int fd, const struct sockaddr_storage *ss, char *out, size_t len)
 {
-	addr_key_of((const struct sockaddr *)ss, out, len);
+	addr_key_of_fd(fd, (const struct sockaddr *)ss, out, len);
 }
 
 struct addr_count *addr_find(struct server *s, const char *addr)
@@ -202,6 +203,39 @@ unsigned hs_per_address(const struct server *s)
 	return s->cfg.max_handshakes > 1 ? s->cfg.max_handshakes / 2 : 1;
 }
 
+/* Whether address a (NULL: none yet) may have one more client slot:
+ * max-clients-per-address, and its share of max-clients among the
+ * addresses that hold some (share_allows()); with no per-address limit
+ * (0), no share either.  s->lock held. */
+bool addr_may_connect(const struct server *s, const struct addr_count *a)
+{
+	if (!s->cfg.max_per_address)
+		return true;	/* 0: no per-address limit, no share */
+	if (a && a->n >= s->cfg.max_per_address)
+		return false;
+	return share_allows(s->cfg.max_clients, s->clients, a ? a->n : 0, s->naddrs,
+			    s->cfg.max_per_address, 1);
+}
+
+/* The same for a handshake slot (max-handshakes-per-address, and the
+ * share of max-handshakes); when the pool is full, as if the handshake
+ * hs_evict() would end were gone (an address over its share evicts
+ * none).  s->lock held. */
+bool addr_may_handshake(const struct server *s, const struct addr_count *a)
+{
+	unsigned cap = hs_per_address(s);
+	unsigned live = s->handshakes - s->hs_dying;
+
+	if (live >= s->cfg.max_handshakes)
+		live = s->cfg.max_handshakes ? s->cfg.max_handshakes - 1 : 0;
+
+	if (!cap)
+		return true;
+	if (a && a->hs >= cap)
+		return false;
+	return share_allows(s->cfg.max_handshakes, live, a ? a->hs : 0, s->hs_addrs, cap, 1);
+}
+
 /* One more client from addr, in the handshake (s->lock held): -EBUSY at
  * the limit. */
 int addr_get(struct server *s, const char *addr)
@@ -212,7 +246,8 @@ int addr_get(struct server *s, const char *addr)
 		if (s->cfg.max_per_address && a->n >= s->cfg.max_per_address)
 			return -EBUSY;
 		a->n++;
-		a->hs++;
+		if (!a->hs++)
+			s->hs_addrs++;
 		return 0;
 	}
 	if (s->naddrs == s->caddrs) {
@@ -225,6 +260,7 @@ int addr_get(struct server *s, const char *addr)
 	snprintf(s->addrs[s->naddrs].addr, sizeof(s->addrs[0].addr), "%s", addr);
 	s->addrs[s->naddrs].hs = 1;
 	s->addrs[s->naddrs++].n = 1;
+	s->hs_addrs++;
 	return 0;
 }
 
@@ -233,8 +269,80 @@ void addr_hs_done(struct server *s, const char *addr)
 {
 	struct addr_count *a = addr_find(s, addr);
 
-	if (a && a->hs)
-		a->hs--;
+	if (a && a->hs && !--a->hs)
+		s->hs_addrs--;
+}
+
+/* The handshake list, oldest first (s->lock held). */
+void hs_list_add(struct server *s, struct hs_ctx *h)
+{
+	h->hs_next = NULL;
+	h->hs_prev = s->hs_tail;
+	if (s->hs_tail)
+		s->hs_tail->hs_next = h;
+	else
+		s->hs_head = h;
+	s->hs_tail = h;
+	h->listed = true;
+}
+
+void hs_list_del(struct server *s, struct hs_ctx *h)
+{
+	if (!h->listed)
+		return;
+	if (h->hs_prev)
+		h->hs_prev->hs_next = h->hs_next;
+	else
+		s->hs_head = h->hs_next;
+	if (h->hs_next)
+		h->hs_next->hs_prev = h->hs_prev;
+	else
+		s->hs_tail = h->hs_prev;
+	h->listed = false;
+}
+
+/* max-handshakes is full and a client from addr comes: the oldest
+ * handshake of the address that holds the most (addr's newcomer
+ * counted; a refused client's, with no address, if none) is shut down,
+ * so that slow or silent clients cannot keep newer ones out.  Its thread
+ * ends it (and counts it against no limit meanwhile).  Returns the
+ * victim's address key (copied to victim), or NULL when none can go
+ * (SMC-R handshakes are not evicted; at most max-handshakes end at
+ * once).  s->lock held. */
+const char *hs_evict(struct server *s, const char *addr, char *victim, size_t len)
+{
+	const struct addr_count *big = NULL;
+	struct hs_ctx *h, *any = NULL;
+	unsigned i, most = 0;
+
+	if (s->hs_dying >= s->cfg.max_handshakes)
+		return NULL;
+	for (i = 0; i < s->naddrs; i++) {
+		unsigned n = s->addrs[i].hs + !strcmp(s->addrs[i].addr, addr);
+
+		if (n > most) {
+			most = n;
+			big = &s->addrs[i];
+		}
+	}
+	for (h = s->hs_head; h; h = h->hs_next) {
+		if (h->evicted || h->kill_fd < 0)
+			continue;
+		if (!any)
+			any = h;
+		if (big && h->hs_counted && !strcmp(h->addr, big->addr))
+			break;
+	}
+	if (!h)
+		h = any;
+	if (!h)
+		return NULL;
+	h->evicted = true;
+	s->hs_dying++;
+	s->handshakes_evicted++;
+	shutdown(h->kill_fd, SHUT_RDWR);
+	snprintf(victim, len, "%s", h->addr[0] ? h->addr : "a refused client");
+	return victim;
 }
 
 void addr_put(struct server *s, const char *addr)
@@ -331,11 +439,19 @@ void *handshake_main(void *arg)
 			r = -ENOLCK;
 		}
 	}
+	pthread_mutex_lock(&s->lock);
+	/* Out of the list before its socket goes (engine or close). */
+	hs_list_del(s, h);
 	if (h->hs_counted) {
-		pthread_mutex_lock(&s->lock);
 		addr_hs_done(s, h->addr);
 		h->hs_counted = false;
-		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (h->evicted && r) {
+		log_rated(LOGRATE_HANDSHAKE, h->t ? h->t->peer : "?", SMCR_LOG_INFO,
+			  "client %s: evicted from the handshake (max-handshakes full; the "
+			  "oldest of its address)", h->t ? h->t->peer : "?");
+		r = -ECONNABORTED;
 	}
 	if (r == 0) {
 		/* The engine owns the transport and the export reference now,
@@ -387,6 +503,8 @@ void *handshake_main(void *arg)
 	}
 	if (h->refusal[0])
 		s->refusing--;
+	if (h->evicted)
+		s->hs_dying--;
 	s->handshakes--;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);

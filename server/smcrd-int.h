@@ -61,10 +61,15 @@ struct server {
 	unsigned refusing;
 	/* Limits reached (smcrctl status smcrd). */
 	uint64_t refused_max_clients, refused_handshakes, handshake_timeouts, accept_paused;
-	uint64_t refused_per_address, refused_hs_per_address;
-	/* Clients per peer address (max-clients-per-address). */
+	uint64_t refused_per_address, refused_hs_per_address, handshakes_evicted;
+	/* Clients per peer address (max-clients-per-address); hs_addrs: of
+	 * them, those with a client in the handshake. */
 	struct addr_count *addrs;
-	unsigned naddrs, caddrs;
+	unsigned naddrs, caddrs, hs_addrs;
+	/* Handshake threads, oldest first; hs_dying: of them, those evicted
+	 * and not ended yet (not counted against max-handshakes). */
+	struct hs_ctx *hs_head, *hs_tail;
+	unsigned hs_dying;
 	bool stopping;
 	/* SIGHUP: the reload thread (under lock); again: one more asked
 	 * while it ran; joinable: started and not joined yet. */
@@ -95,6 +100,11 @@ struct addr_count {
 struct hs_ctx {
 	char addr[INET6_ADDRSTRLEN];	/* the peer's address, counted if set */
 	bool hs_counted;		/* in its address's handshakes */
+	/* In the server's handshake list (under its lock); kill_fd: the
+	 * kernel socket, shut down to evict it (-1: SMC-R, not evicted). */
+	struct hs_ctx *hs_prev, *hs_next;
+	bool listed, evicted;
+	int kill_fd;
 	int64_t accepted;		/* now_ms() at accept */
 	struct server *srv;
 	struct bd_transport *t;
@@ -105,8 +115,13 @@ struct hs_ctx {
 
 /* smcrd-handshake.c */
 bool ratelog_ok(struct ratelog *rl, unsigned long *suppressed);
-void addr_key(const struct sockaddr_storage *ss, char *out, size_t len);
+void addr_key(int fd, const struct sockaddr_storage *ss, char *out, size_t len);
 struct addr_count *addr_find(struct server *s, const char *addr);
+bool addr_may_connect(const struct server *s, const struct addr_count *a);
+bool addr_may_handshake(const struct server *s, const struct addr_count *a);
+void hs_list_add(struct server *s, struct hs_ctx *h);
+void hs_list_del(struct server *s, struct hs_ctx *h);
+const char *hs_evict(struct server *s, const char *addr, char *victim, size_t len);
 uint64_t mem_per_address(const struct server *s);
 unsigned hs_per_address(const struct server *s);
 int addr_get(struct server *s, const char *addr);

@@ -19,7 +19,7 @@
 
 static struct ratelog rl_accept = RATELOG_INIT, rl_max_clients = RATELOG_INIT,
 		      rl_handshakes = RATELOG_INIT, rl_per_address = RATELOG_INIT,
-		      rl_hs_per_address = RATELOG_INIT;
+		      rl_hs_per_address = RATELOG_INIT, rl_hs_evict = RATELOG_INIT;
 
 /* Accepts on lfd; smcr: the SMC-R listener (CLC runs in the handshake
  * thread, which then wraps the socket in an SMC-R transport).  Returns
@@ -34,6 +34,7 @@ int accept_one(struct server *s, int lfd, bool smcr)
 	bool refuse = false;
 	char peer[64], addr[INET6_ADDRSTRLEN];
 	struct addr_count *a;
+	unsigned an, na;
 	int fd, r;
 
 	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
@@ -69,28 +70,48 @@ int accept_one(struct server *s, int lfd, bool smcr)
 		}
 	}
 	bd_format_addr((struct sockaddr *)&ss, len, peer, sizeof(peer));
-	addr_key(&ss, addr, sizeof(addr));
+	addr_key(fd, &ss, addr, sizeof(addr));
+	/* SMC-R's socket goes to libsmcr, which may close it: not evicted. */
+	h->kill_fd = smcr ? -1 : fd;
 	pthread_mutex_lock(&s->lock);
-	/* Per address first: one address never takes a whole global pool. */
+	/* Per address first: one address never takes a whole global pool;
+	 * its share (share_allows()) leaves room for the others. */
 	a = addr_find(s, addr);
+	if (s->clients < s->cfg.max_clients && !addr_may_connect(s, a))
+		goto refuse_per_address;
 	if (a && s->cfg.max_per_address && a->n >= s->cfg.max_per_address)
 		goto refuse_per_address;
-	if (a && hs_per_address(s) && a->hs >= hs_per_address(s)) {
+	if (!addr_may_handshake(s, a)) {
+		unsigned ahs = a ? a->hs : 0, nhs = s->hs_addrs;
+
 		s->refused_hs_per_address++;
 		pthread_mutex_unlock(&s->lock);
-		limit_warn(&rl_hs_per_address, "client %s: %u clients from %s in the handshake "
-			   "(max-handshakes-per-address): closing", peer, hs_per_address(s), addr);
+		limit_warn(&rl_hs_per_address, "client %s: %s has %u clients in the handshake, "
+			   "its share (max-handshakes-per-address %u; %u addresses have some): "
+			   "closing", peer, addr, ahs, hs_per_address(s), nhs);
 		hs_free(h);
 		return 0;
 	}
-	if (s->handshakes >= s->cfg.max_handshakes) {
-		/* Half-open (CLC or NBD options): no thread, no reply. */
-		s->refused_handshakes++;
-		pthread_mutex_unlock(&s->lock);
-		limit_warn(&rl_handshakes, "client %s: %u clients in the handshake "
-			   "(max-handshakes): closing", peer, s->cfg.max_handshakes);
-		hs_free(h);
-		return 0;
+	if (s->handshakes - s->hs_dying >= s->cfg.max_handshakes) {
+		char victim[INET6_ADDRSTRLEN + 32];
+
+		/* Half-open (CLC or NBD options): the oldest handshake of
+		 * the address with the most goes, or else this one, with no
+		 * thread and no reply. */
+		if (hs_evict(s, addr, victim, sizeof(victim))) {
+			pthread_mutex_unlock(&s->lock);
+			limit_warn(&rl_hs_evict, "client %s: %u clients in the handshake "
+				   "(max-handshakes): the oldest handshake of %s evicted", peer,
+				   s->cfg.max_handshakes, victim);
+			pthread_mutex_lock(&s->lock);
+		} else {
+			s->refused_handshakes++;
+			pthread_mutex_unlock(&s->lock);
+			limit_warn(&rl_handshakes, "client %s: %u clients in the handshake "
+				   "(max-handshakes): closing", peer, s->cfg.max_handshakes);
+			hs_free(h);
+			return 0;
+		}
 	}
 	if (s->clients >= s->cfg.max_clients) {
 		s->refused_max_clients++;
@@ -118,6 +139,7 @@ int accept_one(struct server *s, int lfd, bool smcr)
 		s->clients++;
 	}
 	s->handshakes++;
+	hs_list_add(s, h);
 	pthread_mutex_unlock(&s->lock);
 	if (refuse)
 		limit_warn(&rl_max_clients,
@@ -143,6 +165,7 @@ int accept_one(struct server *s, int lfd, bool smcr)
 		} else {
 			s->refusing--;
 		}
+		hs_list_del(s, h);
 		s->handshakes--;
 		pthread_mutex_unlock(&s->lock);
 		hs_free(h);
@@ -151,9 +174,12 @@ int accept_one(struct server *s, int lfd, bool smcr)
 
 refuse_per_address:	/* under s->lock */
 	s->refused_per_address++;
+	an = a ? a->n : 0;
+	na = s->naddrs;
 	pthread_mutex_unlock(&s->lock);
-	limit_warn(&rl_per_address, "client %s: %u clients from %s "
-		   "(max-clients-per-address): closing", peer, s->cfg.max_per_address, addr);
+	limit_warn(&rl_per_address, "client %s: %s has %u clients, its share "
+		   "(max-clients-per-address %u; %u addresses have some): closing", peer, addr,
+		   an, s->cfg.max_per_address, na);
 	hs_free(h);
 	return 0;
 }

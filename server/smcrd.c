@@ -58,15 +58,18 @@ static void usage(FILE *f)
 "  -q, --queue-depth N      requests in flight per connection (default 128)\n"
 "  -t, --threads N          I/O worker threads (default: online CPUs)\n"
 "  -m, --max-clients N      simultaneous clients (default 128)\n"
-"      --max-clients-per-address N  of them from one address (default 64;\n"
-"                             0: no limit)\n"
+"      --max-clients-per-address N  of them from one address, and no more\n"
+"                             than its share of the free ones (default 64;\n"
+"                             0: no limit, no share)\n"
 "      --max-link-groups-per-address N  SMC-R link groups for one address;\n"
 "                             a first contact beyond it gets TCP (default 16;\n"
 "                             0: no limit)\n"
 "      --max-handshakes N   clients in the handshake (CLC, NBD options) at once;\n"
-"                             more are closed at once (default 32)\n"
-"      --max-handshakes-per-address N  of them from one address (default:\n"
-"                             half of max-handshakes; 0: no limit)\n"
+"                             one more evicts the oldest of the address\n"
+"                             with the most (default 32)\n"
+"      --max-handshakes-per-address N  of them from one address, and its\n"
+"                             share (default: half of max-handshakes; 0: no\n"
+"                             limit, no share)\n"
 "      --handshake-timeout S  whole handshake, however the client trickles\n"
 "                             (default 60)\n"
 "      --request-timeout S  a request's payload that stops coming, or replies\n"
@@ -81,8 +84,8 @@ static void usage(FILE *f)
 "  -M, --max-memory SIZE    request buffer memory, and as much for SMC-R's\n"
 "                             pinned buffers (default 1G)\n"
 "      --max-memory-per-address SIZE  of it, what the clients of one address\n"
-"                             may hold (default: half of max-memory; 0: no\n"
-"                             limit)\n"
+"                             may hold, and its share (default: half of\n"
+"                             max-memory; 0: no limit, no share)\n"
 "  -d, --direct             O_DIRECT on every export\n"
 "      --no-fixed-buffers   plain request buffers, not registered with io_uring\n"
 "      --syn-option MODE    the SMC TCP option on SMC-R port SYN-ACKs: auto\n"
@@ -419,6 +422,7 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(lim, "handshake_timeout", s->cfg.handshake_timeout);
 	jsonw_u64(lim, "refused_max_clients", s->refused_max_clients);
 	jsonw_u64(lim, "refused_handshakes", s->refused_handshakes);
+	jsonw_u64(lim, "handshakes_evicted", s->handshakes_evicted);
 	jsonw_u64(lim, "handshake_timeouts", s->handshake_timeouts);
 	jsonw_u64(lim, "accept_paused", s->accept_paused);
 	jsonw_u64(lim, "request_timeout", s->cfg.request_timeout);
@@ -524,13 +528,15 @@ static int ctl_dump(void *arg, char *buf, size_t len, bool json)
 	}
 	off = strbuf_out(buf, len, off,
 			 "limits: max-handshakes %u, handshake-timeout %u s; refused at "
-			 "max-clients %llu, at max-handshakes %llu, handshake timeouts %llu, "
+			 "max-clients %llu, at max-handshakes %llu (evicted %llu), handshake "
+			 "timeouts %llu, "
 			 "accept paused %llu; request-timeout %u s, request timeouts %llu; "
 			 "max-clients-per-address %u, refused %llu; "
 			 "max-link-groups-per-address %u, refused %llu\n",
 			 s->cfg.max_handshakes, s->cfg.handshake_timeout,
 			 (unsigned long long)s->refused_max_clients,
 			 (unsigned long long)s->refused_handshakes,
+			 (unsigned long long)s->handshakes_evicted,
 			 (unsigned long long)s->handshake_timeouts,
 			 (unsigned long long)s->accept_paused, s->cfg.request_timeout,
 			 (unsigned long long)st.request_timeouts, s->cfg.max_per_address,

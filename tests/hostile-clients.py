@@ -40,7 +40,16 @@
   hostile-clients.py idle PORT EXPORT SECS GAP  GO, then a 4 KiB READ every
                                           GAP s (0: none) for SECS; prints
                                           "closed after T s" or "open"
-Environment: HOSTILE_SRC=ADDR connects from ADDR (e.g. 127.0.0.2).
+  hostile-clients.py sessions PORT EXPORT N SECS  N clients that GO (one
+                                          after the other) and then send
+                                          nothing for SECS; prints
+                                          "sessions K" (K of them in)
+  hostile-clients.py readlat PORT EXPORT N SIZE  GO, WRITE SIZE bytes at
+                                          offset 0, then N READs of them one
+                                          at a time, each compared; prints
+                                          the READ latencies (ms)
+Environment: HOSTILE_SRC=ADDR connects from ADDR (e.g. 127.0.0.2);
+HOSTILE_OFFSET=BYTES adds BYTES to noread's offsets.
 Prints one line of figures; exits non-zero on a setup failure."""
 import os, resource, socket, struct, sys, time
 
@@ -281,8 +290,10 @@ def noread(port, export, n, count, size, secs, spread=False):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         nbd_greet(s)
         go(s, export)
+        base = int(os.environ.get("HOSTILE_OFFSET", "0"))
         s.sendall(b"".join(struct.pack(">IHHQQI", 0x25609513, 0, 0, j,
-                                       (i * count + j) * size if spread else 0, size)
+                                       base + ((i * count + j) * size if spread else 0),
+                                       size)
                            for j in range(count)))
         socks.append(s)
     print("noread", len(socks), flush=True)
@@ -369,6 +380,43 @@ def idle(port, export, secs, gap):
     s.close()
 
 
+def sessions(port, export, n, secs):
+    socks = []
+    for _ in range(n):
+        try:
+            s = conn(port)
+            nbd_greet(s)
+            go(s, export)
+            socks.append(s)
+        except (OSError, struct.error):
+            pass
+    print("sessions", len(socks), flush=True)
+    time.sleep(secs)
+    for s in socks:
+        s.close()
+
+
+def readlat(port, export, n, size):
+    s = conn(port)
+    s.settimeout(30)
+    nbd_greet(s)
+    go(s, export)
+    data = os.urandom(size)
+    s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1, 1, 0, size) + data)
+    simple_reply(s, 1)
+    lat = []
+    for i in range(n):
+        t0 = time.monotonic()
+        s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, 2 + i, 0, size))
+        simple_reply(s, 2 + i)
+        if recv_exact(s, size) != data:
+            raise OSError("data read back differs")
+        lat.append((time.monotonic() - t0) * 1000)
+    lat.sort()
+    print("readlat %d x %d bytes: median %.1f ms max %.1f ms" %
+          (n, size, lat[len(lat) // 2], lat[-1]))
+
+
 cmd = sys.argv[1]
 if cmd == "abandon":
     abandon(int(sys.argv[2]), int(sys.argv[3]))
@@ -401,6 +449,10 @@ elif cmd == "badgo":
     badgo(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
 elif cmd == "idle":
     idle(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), float(sys.argv[5]))
+elif cmd == "sessions":
+    sessions(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5]))
+elif cmd == "readlat":
+    readlat(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
 elif cmd == "name":
     name(int(sys.argv[2]), sys.argv[3])
 else:

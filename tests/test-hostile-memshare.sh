@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # One address cannot fill the request memory: with 64 MiB on one worker and a long --request-timeout, 8
 # clients from 127.0.0.1 ask for four 8 MiB READs each and read nothing.
-# Each may hold a quarter (16 MiB), so 4 of them used to take all 64 MiB;
-# now 127.0.0.1 holds at most --max-memory-per-address (default: half)
-# and a client from 127.0.0.2 writes and reads back 1 MiB meanwhile,
-# before any reply timeout.  smcrd's descriptors and RSS come back after.
+# Each connection holds at most its share of its address's memory (16
+# MiB for the first), and 127.0.0.1 at most --max-memory-per-address
+# (default: half); a client from 127.0.0.2 writes and reads back 1 MiB
+# meanwhile, before any reply timeout.  smcrd's descriptors and RSS come back after.
 # About 10 s (30 s on a loaded machine).
 # smcr-timeout: 120
 . "${srcdir:-.}/functions.sh"

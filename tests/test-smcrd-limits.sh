@@ -6,8 +6,10 @@
 #    when it ends, a good client gets in right after, the closes are
 #    counted and logged once, not per client;
 #  - max-handshakes: with N-1 clients silent in the handshake a good one
-#    is served; with N the next is closed at once (counted); when they go
-#    a good client is served again.
+#    is served; with N the next evicts the oldest (counted) and is
+#    served; when they go a good client is served again.
+# One address here, its shares off (--max-*-per-address 0): the shares
+# are test-hostile-shares.sh's.
 # About 12 s.
 # smcr-timeout: 90
 . "${srcdir:-.}/functions.sh"
@@ -20,7 +22,7 @@ d=$(scratch_dir)
 limit() { smcrd_limit "$1"; }
 
 # --- handshake-timeout 3 s, every client slot taken by a loris ---------
-start_smcrd_disk 1M --max-clients 10 --handshake-timeout 3
+start_smcrd_disk 1M --max-clients 10 --max-clients-per-address 0 --handshake-timeout 3
 python3 "$HOSTILE" loris "$PORT" 10 1 7 >"$d/loris" &
 loris=$!
 cleanup_fn "kill $loris 2>/dev/null"
@@ -45,9 +47,11 @@ hold_handshakes 3 4
 probe 127.0.0.1 "$PORT" list | grepq -x disk || fail "limit-1: a good client was not served"
 wait "$held"
 hold_handshakes 4 3
-probe 127.0.0.1 "$PORT" list >/dev/null 2>&1 && fail "at max-handshakes a 5th client was served"
-[ "$(limit refused_handshakes)" -ge 1 ] || fail "refusal not counted"
+probe 127.0.0.1 "$PORT" list | grepq -x disk || fail "at max-handshakes a 5th client was not served"
+[ "$(limit handshakes_evicted)" = 1 ] || fail "handshakes_evicted $(limit handshakes_evicted), want 1"
+[ "$(limit refused_handshakes)" = 0 ] || fail "refused_handshakes $(limit refused_handshakes), want 0"
+grep -q 'max-handshakes.*the oldest handshake of 127.0.0.1 evicted' "$SMCRD_LOG" || fail "eviction not logged"
 wait "$held"
 wait_for 5 probe 127.0.0.1 "$PORT" list
-echo "max-handshakes 4: 3 held + 1 served, 4 held + 1 refused ($(limit refused_handshakes) counted), served after"
+echo "max-handshakes 4: 3 held + 1 served, 4 held + 1 served (the oldest evicted: $(limit handshakes_evicted) counted), served after"
 stop_smcrd

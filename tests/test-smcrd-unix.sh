@@ -8,6 +8,8 @@
 #    regular file there are refused (exit 1, with the reason);
 #  - socket activation over AF_UNIX: libnbd's systemd activation starts
 #    smcrd with a Unix socket (LISTEN_FDS), data written and read back;
+#  - Unix-socket clients are keyed by uid: 32 silent clients of user
+#    nobody hold 16 handshakes (its share), root's client is served;
 #  - unix = PATH in the config file, with port = P: both listeners.
 # About 4 s.
 # smcr-timeout: 120
@@ -92,6 +94,53 @@ print("socket activation over AF_UNIX: 200000 bytes written and read back")
 PY
 else
     echo "(no python3 nbd module: socket activation over AF_UNIX not tried)"
+fi
+
+# --- Unix-socket clients keyed by uid ------------------------------------------------
+# 32 silent connections of user nobody hold its share of the handshakes
+# (16 of 32) and no more; root's client is another key (uid 0): served.
+# (the system's python3: a per-user one, e.g. under /root, is not nobody's)
+if id nobody >/dev/null 2>&1 && setpriv --version >/dev/null 2>&1 && [ "$(id -u)" = 0 ] &&
+   [ -x /usr/bin/python3 ]; then
+    top=$(mktemp -d /tmp/smcrbd-unix.XXXXXX)
+    cleanup_fn "rm -rf '$top'"
+    chmod 0755 "$top"
+    usock=$top/nbd.sock
+    um=$(umask)
+    umask 0
+    start_unix "$d/uid.log" -U "$usock" -e "disk=$d/disk.img" -v
+    umask "$um"
+    wait_for 15 test -S "$usock"
+    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups /usr/bin/python3 -c '
+import socket, sys, time
+socks = []
+for _ in range(32):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    socks.append(s)
+time.sleep(1)
+n = 0
+for s in socks:
+    try:
+        n += len(s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)) > 0
+    except OSError:
+        pass
+print("nobody holds", n, flush=True)
+time.sleep(30)' "$usock" >"$d/nobody" &
+    pids+=($!)
+    wait_for 15 grep -q '^nobody holds' "$d/nobody"
+    cat "$d/nobody"
+    grep -q '^nobody holds 16$' "$d/nobody" || fail "nobody's silent clients: $(cat "$d/nobody"), want 16"
+    uuri2="nbd+unix:///disk?socket=$usock"
+    nbdinfo --size "$uuri2" >/dev/null || fail "root's client not served beside nobody's 16"
+    grep -q "uid $(id -u nobody) has 16 clients in the handshake" "$d/uid.log" ||
+        fail "no refusal of uid $(id -u nobody) logged"
+    grep -q "client .*: export 'disk'" "$d/uid.log" || fail "root's client not logged"
+    kill "${pids[-1]}" 2>/dev/null
+    stop_unix
+    echo "Unix socket by uid: nobody held 16 of 32 handshakes, root (uid 0) served"
+else
+    echo "(not root, or no nobody, setpriv or /usr/bin/python3: Unix-socket keys by uid not tried)"
 fi
 
 # --- config file: unix and port ------------------------------------------------------

@@ -1360,6 +1360,85 @@ static void test_addr_key(void)
 	CU_ASSERT_STRING_EQUAL(key, "127.0.0.1");
 	addr_key_of((struct sockaddr *)&un, key, sizeof(key));
 	CU_ASSERT_STRING_EQUAL(key, "local");
+	/* An accepted Unix socket: its peer's uid (SO_PEERCRED). */
+	{
+		int sv[2];
+		char want[32];
+
+		CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		snprintf(want, sizeof(want), "uid %u", (unsigned)geteuid());
+		addr_key_of_fd(sv[0], (struct sockaddr *)&un, key, sizeof(key));
+		CU_ASSERT_STRING_EQUAL(key, want);
+		addr_key_of_fd(-1, (struct sockaddr *)&un, key, sizeof(key));
+		CU_ASSERT_STRING_EQUAL(key, "local");
+		addr_key_of_fd(sv[0], (struct sockaddr *)&a4, key, sizeof(key));
+		CU_ASSERT_STRING_EQUAL(key, "127.0.0.1");
+		close(sv[0]);
+		close(sv[1]);
+	}
+}
+
+/* Holders that never give back, one after the other, each taking all
+ * its share: how many units each gets, and what is left. */
+static uint64_t share_fill(uint64_t pool, uint64_t cap, unsigned holders, uint64_t unit,
+			   uint64_t got[])
+{
+	uint64_t used = 0;
+	unsigned i;
+
+	for (i = 0; i < holders; i++) {
+		got[i] = 0;
+		while (share_allows(pool, used, got[i], got[i] ? i + 1 : i, cap, unit)) {
+			got[i] += unit;
+			used += unit;
+		}
+	}
+	return pool - used;
+}
+
+/* share_allows(): a pool of 128 slots (max-clients), holders that stay. */
+static void test_share(void)
+{
+	uint64_t got[24];
+	unsigned i;
+
+	/* An empty pool gives anything; a full one nothing. */
+	CU_ASSERT_TRUE(share_allows(64, 0, 0, 0, 16, 1000));
+	CU_ASSERT_FALSE(share_allows(64, 64, 0, 3, 0, 1));
+	CU_ASSERT_FALSE(share_allows(64, 60, 0, 3, 0, 5));
+	/* One alone: half; two: the second a third at most and half of
+	 * what is left. */
+	CU_ASSERT_EQUAL(share_fill(128, 64, 1, 1, got), 64);
+	CU_ASSERT_EQUAL(got[0], 64);
+	CU_ASSERT_EQUAL(share_fill(128, 64, 2, 1, got), 32);
+	CU_ASSERT_EQUAL(got[1], 32);
+	/* 2 to 4 addresses never take the whole pool: a fifth is served. */
+	for (i = 2; i <= 4; i++) {
+		uint64_t left = share_fill(128, 64, i, 1, got);
+		uint64_t used = 128 - left;
+
+		CU_ASSERT_TRUE(left >= 8);
+		CU_ASSERT_TRUE(share_allows(128, used, 0, i, 64, 1));
+	}
+	/* Memory in 4 KiB buffers: 8 connections that never read leave a
+	 * 4 KiB READ room in 32 MiB. */
+	share_fill(32 << 20, 0, 8, 4096, got);
+	CU_ASSERT_EQUAL(got[0], 16 << 20);
+	{
+		uint64_t used = 0;
+
+		for (i = 0; i < 8; i++)
+			used += got[i];
+		CU_ASSERT_TRUE(share_allows(32 << 20, used, 0, 8, 0, 4096));
+	}
+	/* The cap bounds a holder's growth, not its first piece. */
+	CU_ASSERT_TRUE(share_allows(1 << 20, 4096, 0, 1, 65536, 262144));
+	CU_ASSERT_FALSE(share_allows(1 << 20, 65536, 65536, 1, 65536, 4096));
+	/* Many holders: each still gets one while any is free. */
+	CU_ASSERT_EQUAL(share_fill(16, 0, 24, 1, got), 0);
+	CU_ASSERT_EQUAL(got[0], 8);
+	CU_ASSERT_EQUAL(got[4], 1);
+	CU_ASSERT_EQUAL(got[23], 0);
 }
 
 static void test_acl(void)
@@ -1578,6 +1657,7 @@ static CU_TestInfo config_tests[] = {
 	{ "--export argument", test_export_arg },
 	{ "address prefixes", test_acl },
 	{ "per-address keys", test_addr_key },
+	{ "pool shares", test_share },
 	{ "numbers", test_sizes },
 	{ "config file", test_config_file },
 	{ "settings table", test_settings },
