@@ -9,7 +9,8 @@
  *               [transport=smcr|tcp] [io-timeout=S] [ctl=NAME|off]
  *               [tls=off|on|require] [tls-certificates=DIR] [tls-psk-file=FILE]
  *               [tls-username=NAME] [tls-hostname=NAME] [tls-verify-peer=BOOL]
- *   nbdkit smcr uri=smcr://HOST[:PORT]/NAME ...   (or nbd://, nbds://)
+ *   nbdkit smcr uri=smcr://HOST[:PORT]/NAME ...   (or nbd://, nbds://,
+ *                                                  nbd+unix://, nbds+unix://)
  *
  * One client library instance serves every nbdkit client: it is opened in
  * .after_fork (nbdkit may fork into the background first; threads do not
@@ -203,15 +204,16 @@ static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u,
 
 	if (cfg_uri) {
 		r = nbdc_uri_parse(cfg_uri, u);
-		if (r < 0 && u->bad_key[0]) {
-			nbdkit_error("uri=%s: unknown query key '%s' (known: %s)", cfg_uri,
-				     u->bad_key, NBDC_URI_KEYS);
+		if (r < 0) {
+			char label[300], msg[600];
+
+			snprintf(label, sizeof(label), "uri=%.290s", cfg_uri);
+			nbdc_uri_strerror(label, u, r, msg, sizeof(msg));
+			nbdkit_error("%s", msg);
 			return -1;
 		}
-		if (r < 0) {
-			nbdkit_error("uri=%s: %s", cfg_uri,
-				     r == -EPROTONOSUPPORT ? "use smcr://, nbd:// or nbds://" :
-				     strerror(-r));
+		if (cfg_transport >= 0 && u->transport == NBDC_UNIX) {
+			nbdkit_error("uri=%s: transport= is for smcr:// and nbd:// URIs", cfg_uri);
 			return -1;
 		}
 		if (cfg_transport >= 0)
@@ -495,7 +497,7 @@ static void smcr_dump_plugin(void)
 {
 	printf("smcr_default_port=%u\n", NBDC_SMCR_PORT);
 	printf("smcr_tcp_default_port=%u\n", NBD_DEFAULT_PORT);
-	printf("smcr_transports=smcr,tcp\n");
+	printf("smcr_transports=smcr,tcp,unix\n");
 }
 
 #define smcr_config_help \
@@ -503,7 +505,8 @@ static void smcr_dump_plugin(void)
 	"                       list HOST[:PORT],HOST[:PORT]: gateways of one export,\n" \
 	"                       the next one taken when one is lost\n" \
 	"export=NAME            export name (default \"\")\n" \
-	"uri=smcr://HOST[:PORT]/NAME, nbd://... or nbds://...  instead of server=, export=\n" \
+	"uri=smcr://HOST[:PORT]/NAME, nbd://..., nbds://... or\n" \
+	"    nbd+unix:///NAME?socket=PATH, nbds+unix://...  instead of server=, export=\n" \
 	"transport=smcr|tcp     SMC-R with TCP fallback (default), or plain TCP\n" \
 	"connections=N          connections if the server allows multi-conn (4)\n" \
 	"timeout=S              requests wait S seconds for a lost server (30)\n" \

@@ -77,6 +77,7 @@ struct opts {
 	unsigned dead_s;		/* wait for a reconnect this long */
 	unsigned block;
 	bool tcp;			/* plain TCP instead of AF_SMC */
+	bool unix_sock;			/* srv[0].host: a Unix socket's path */
 	bool readonly;
 	bool forward;			/* socket pairs to our forwarder */
 	const char *exec;		/* --exec CMD, with forward */
@@ -1131,7 +1132,7 @@ static void engine_opts(const struct opts *o, struct nbdc_opts *no)
 		.servers = o->srv + 1,
 		.nservers = o->nsrv - 1,
 		.export = o->export,
-		.transport = o->tcp ? NBDC_TCP : NBDC_SMCR,
+		.transport = o->unix_sock ? NBDC_UNIX : o->tcp ? NBDC_TCP : NBDC_SMCR,
 		.connections = o->conns,
 		.timeout_ms = o->dead_s ? o->dead_s * 1000 : 1,
 		.read_only = o->readonly,
@@ -1302,7 +1303,8 @@ static int fwd_attach(struct nl *n, const struct opts *o, struct fwd *f)
 	}
 	log_info("/dev/nbd%d: %s:%s export '%s', %llu bytes, %u connection(s) over %s, "
 		 "forwarded", o->index, o->srv[0].host, o->srv[0].port, o->export,
-		 (unsigned long long)nbdc_size(f->e), f->n, o->tcp ? "TCP" : "SMC-R");
+		 (unsigned long long)nbdc_size(f->e), f->n, o->unix_sock ? "a Unix socket" :
+		 o->tcp ? "TCP" : "SMC-R");
 	return 0;
 }
 
@@ -1435,12 +1437,46 @@ enum {
 	OPT_TLS_VERIFY_PEER, OPT_UBLK, OPT_RECOVER,
 };
 
+/* An export's URI instead of HOST[:PORT],... EXPORT: its address, export,
+ * transport and TLS settings into o (pointing into a static copy). */
+static int uri_opts(const char *uri, struct opts *o)
+{
+	static struct nbdc_uri u;
+	char msg[600];
+	int r = nbdc_uri_parse(uri, &u);
+
+	if (r < 0) {
+		nbdc_uri_strerror(uri, &u, r, msg, sizeof(msg));
+		fprintf(stderr, "smcr-attach: %s\n", msg);
+		return EXIT_USAGE;
+	}
+	snprintf(o->srv[0].host, sizeof(o->srv[0].host), "%s", u.host);
+	snprintf(o->srv[0].port, sizeof(o->srv[0].port), "%s", u.port);
+	o->nsrv = 1;
+	o->export = u.export;
+	o->unix_sock = u.transport == NBDC_UNIX;
+	if (u.transport == NBDC_TCP)
+		o->tcp = true;
+	if (u.tls)
+		o->tls = true;
+	if (u.tls_certificates[0])
+		o->tls_certificates = u.tls_certificates;
+	if (u.tls_psk_file[0])
+		o->tls_psk_file = u.tls_psk_file;
+	if (u.tls_username[0])
+		o->tls_username = u.tls_username;
+	if (u.tls_verify_peer >= 0)
+		o->tls_no_verify_peer = !u.tls_verify_peer;
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 "Usage: smcr-attach [OPTION]... HOST[:PORT][,HOST[:PORT]]... EXPORT /dev/nbdN\n"
 "       smcr-attach -F --exec CMD [OPTION]... HOST[:PORT][,...] EXPORT\n"
 "       smcr-attach --ublk[=N] [--recover] [OPTION]... HOST[:PORT][,...] EXPORT\n"
+"       smcr-attach [-F | --ublk[=N]] [OPTION]... URI [/dev/nbdN]\n"
 "       smcr-attach -d /dev/nbdN | /dev/ublkbN\n"
 "Attaches an smcrd export to the kernel's nbd driver over AF_SMC (SMC-R, or\n"
 "TCP when SMC-R is not possible) and replaces connections that die; with\n"
@@ -1484,7 +1520,9 @@ static void usage(FILE *f)
 "PORT defaults to %d (smcrd's SMC-R port; with --tls %d, NBD/TCP).  A comma\n"
 "list names gateways of one export: a connection that loses its server\n"
 "reconnects to the next one, in turn.  It stays in the foreground until the\n"
-"device is disconnected (--ublk: removed; a signal removes it too).\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
+"device is disconnected (--ublk: removed; a signal removes it too).\n"
+"URI: smcr://HOST[:PORT]/EXPORT, nbd://..., nbds://... (TLS), and with -F or\n"
+"--ublk nbd+unix:///EXPORT?socket=PATH or nbds+unix://... (smcrd -U).\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
 }
 
 int main(int argc, char **argv)
@@ -1658,32 +1696,46 @@ int main(int argc, char **argv)
 		fprintf(stderr, "smcr-attach: --exec needs --forward\n");
 		return EXIT_USAGE;
 	}
-	/* The kernel's nbd driver has no TLS; smcrd offers it on TCP only. */
+	if (optind < argc && strstr(argv[optind], "://")) {
+		r = uri_opts(argv[optind], &o);
+		if (r)
+			return r;
+		optind++;
+	} else if (optind < argc && argc - optind >= 2) {
+		r = nbdc_servers_parse(argv[optind], o.tls ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT,
+				       o.srv, NBDC_MAX_SERVERS, &o.nsrv);
+		if (r < 0) {
+			if (r == -E2BIG)
+				fprintf(stderr, "smcr-attach: '%s': at most %d servers\n",
+					argv[optind], NBDC_MAX_SERVERS);
+			else
+				fprintf(stderr, "smcr-attach: bad address '%s'\n", argv[optind]);
+			return EXIT_USAGE;
+		}
+		o.export = argv[optind + 1];
+		optind += 2;
+	} else {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
 	if (o.tls && !o.forward && !o.ublk) {
 		fprintf(stderr, "smcr-attach: TLS needs --forward (the kernel's nbd driver "
 			"has none)\n");
 		return EXIT_USAGE;
 	}
+	if (o.unix_sock && !o.forward && !o.ublk) {
+		fprintf(stderr, "smcr-attach: a Unix socket needs --forward or --ublk\n");
+		return EXIT_USAGE;
+	}
 	if (o.tls)
 		o.tcp = true;
-	if (o.exec || o.ublk ? argc - optind != 2 :
-	    argc - optind != 3 || parse_dev(argv[optind + 2], &o.index) < 0) {
+	if (o.exec || o.ublk ? argc - optind != 0 :
+	    argc - optind != 1 || parse_dev(argv[optind], &o.index) < 0) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
 	if (o.forward && !timeout_set)
 		o.timeout_s = o.dead_s + 30;
-	r = nbdc_servers_parse(argv[optind], o.tls ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT, o.srv,
-			       NBDC_MAX_SERVERS, &o.nsrv);
-	if (r < 0) {
-		if (r == -E2BIG)
-			fprintf(stderr, "smcr-attach: '%s': at most %d servers\n", argv[optind],
-				NBDC_MAX_SERVERS);
-		else
-			fprintf(stderr, "smcr-attach: bad address '%s'\n", argv[optind]);
-		return EXIT_USAGE;
-	}
-	o.export = argv[optind + 1];
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);

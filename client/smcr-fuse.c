@@ -106,6 +106,8 @@ static void usage(const char *prog)
 	       "     nbd://HOST[:PORT]/EXPORT  (plain NBD over TCP; port %u)\n"
 	       "     nbds://[USER@]HOST[:PORT]/EXPORT[?tls-certificates=DIR...]\n"
 	       "                               (NBD over TCP with TLS, as libnbd's)\n"
+	       "     nbd+unix:///EXPORT?socket=PATH  (NBD on a Unix socket; smcrd -U)\n"
+	       "     nbds+unix://[USER@]/EXPORT?socket=PATH[&tls-...]  (the same, TLS)\n"
 	       "\n"
 	       "  -C, --connections=N   connections if the server allows multi-conn (4)\n"
 	       "  -t, --timeout=S       requests wait S seconds for a lost server (30)\n"
@@ -362,18 +364,16 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	r = nbdc_uri_parse(opt.uri, &u);
-	if (r < 0 && u.bad_key[0]) {
-		fprintf(stderr, "smcr-fuse: %s: unknown query key '%s' (known: %s)\n", opt.uri,
-			u.bad_key, NBDC_URI_KEYS);
-		fputs(TRY_HELP, stderr);
+	if (r < 0) {
+		char msg[600];
+
+		nbdc_uri_strerror(opt.uri, &u, r, msg, sizeof(msg));
+		fprintf(stderr, "smcr-fuse: %s\n%s", msg, TRY_HELP);
 		ret = 2;
 		goto out_args;
 	}
-	if (r < 0) {
-		fprintf(stderr, "smcr-fuse: %s: %s\n", opt.uri,
-			r == -EPROTONOSUPPORT ? "use smcr://HOST[:PORT]/EXPORT, nbd://... or nbds://..." :
-			"bad URI");
-		fputs(TRY_HELP, stderr);
+	if (opt.servers && u.transport == NBDC_UNIX) {
+		fprintf(stderr, "smcr-fuse: --servers: not with a Unix socket\n%s", TRY_HELP);
 		ret = 2;
 		goto out_args;
 	}

@@ -117,7 +117,48 @@ static void test_uri(void)
 	CU_ASSERT_STRING_EQUAL(u.tls_certificates, "/c");
 	CU_ASSERT_STRING_EQUAL(u.tls_username, "b");
 	CU_ASSERT_STRING_EQUAL(u.tls_hostname, "n");
-	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?socket=/s", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?socket=/s", &u), -EDESTADDRREQ);
+	/* libnbd's Unix socket URIs */
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix:///foo?socket=/tmp/nbd.sock", &u), 0);
+	CU_ASSERT_EQUAL(u.transport, NBDC_UNIX);
+	CU_ASSERT_FALSE(u.tls);
+	CU_ASSERT_STRING_EQUAL(u.host, "/tmp/nbd.sock");
+	CU_ASSERT_STRING_EQUAL(u.port, "");
+	CU_ASSERT_STRING_EQUAL(u.export, "foo");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds+unix://alice@/?socket=/s%20t&tls-certificates=c",
+				       &u), 0);
+	CU_ASSERT_EQUAL(u.transport, NBDC_UNIX);
+	CU_ASSERT_TRUE(u.tls);
+	CU_ASSERT_STRING_EQUAL(u.host, "/s t");
+	CU_ASSERT_STRING_EQUAL(u.export, "");
+	CU_ASSERT_STRING_EQUAL(u.tls_username, "alice");
+	CU_ASSERT_STRING_EQUAL(u.tls_certificates, "c");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix://?socket=/s", &u), 0);
+	CU_ASSERT_STRING_EQUAL(u.export, "");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix:///x", &u), -EDESTADDRREQ);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix:///x?socket=", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix://h/x?socket=/s", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix://alice@/x?socket=/s", &u), -EINVAL);
+	{
+		char long_uri[200];
+
+		snprintf(long_uri, sizeof(long_uri), "nbd+unix:///x?socket=/%0120d", 0);
+		CU_ASSERT_EQUAL(nbdc_uri_parse(long_uri, &u), -ENAMETOOLONG);
+	}
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix:///x?socket=/s&colour=blue", &u), -EINVAL);
+	CU_ASSERT_STRING_EQUAL(u.bad_key, "colour");
+	{
+		char msg[300];
+
+		nbdc_uri_strerror("U", &u, -EINVAL, msg, sizeof(msg));
+		CU_ASSERT_PTR_NOT_NULL(strstr(msg, "U: unknown query key 'colour' (known: tls-"));
+		nbdc_uri_format(NBDC_UNIX, true, "/s", "", "e", msg, sizeof(msg));
+		CU_ASSERT_STRING_EQUAL(msg, "nbds+unix:///e?socket=/s");
+		nbdc_uri_format(NBDC_TCP, true, "::1", "5", "e", msg, sizeof(msg));
+		CU_ASSERT_STRING_EQUAL(msg, "nbds://[::1]:5/e");
+		nbdc_uri_format(NBDC_SMCR, false, "h", "1", "", msg, sizeof(msg));
+		CU_ASSERT_STRING_EQUAL(msg, "smcr://h:1/");
+	}
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?tls-verify-peer=maybe", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?tls-certificates", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://alice@h/x", &u), -EINVAL);
