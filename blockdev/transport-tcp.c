@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "transport.h"
@@ -276,6 +277,31 @@ int bd_tcp_connect(const char *host, const char *port, int timeout_ms,
 			break;
 	}
 	freeaddrinfo(res);
+	if (fd < 0)
+		return fd;
+	r = bd_tcp_transport_new(fd, out);
+	if (r < 0)
+		close(fd);
+	return r;
+}
+
+int bd_unix_connect(const char *path, int timeout_ms, struct bd_transport **out)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct addrinfo ai = {
+		.ai_family = AF_UNIX,
+		.ai_socktype = SOCK_STREAM,
+		.ai_addr = (struct sockaddr *)&sun,
+		.ai_addrlen = sizeof(sun),
+	};
+	int fd, r;
+
+	if (!*path)
+		return -EINVAL;
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	fd = connect_one(&ai, timeout_ms);
 	if (fd < 0)
 		return fd;
 	r = bd_tcp_transport_new(fd, out);

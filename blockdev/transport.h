@@ -268,6 +268,9 @@ int bd_tcp_transport_new(int fd, struct bd_transport **out);
 /* Connects to host:port (numeric or name) and wraps the socket. */
 int bd_tcp_connect(const char *host, const char *port, int timeout_ms,
 		   struct bd_transport **out);
+/* Connects to the Unix stream socket at path and wraps it (the same
+ * transport as TCP's). */
+int bd_unix_connect(const char *path, int timeout_ms, struct bd_transport **out);
 
 /* Formats a socket address as "1.2.3.4:5" / "[::1]:5". */
 void bd_format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);

@@ -51,6 +51,8 @@ int nbdc_conn_connect(struct nbdc_conn *c, bool first, unsigned budget_ms)
 
 	if (e->transport == NBDC_SMCR)
 		r = bd_smcr_connect(e->ctx, s->host, s->port, (int)budget_ms, &t);
+	else if (e->transport == NBDC_UNIX)
+		r = bd_unix_connect(s->host, (int)budget_ms, &t);
 	else
 		r = bd_tcp_connect(s->host, s->port, (int)budget_ms, &t);
 	if (r < 0) {

@@ -136,6 +136,7 @@ static int dump_json(struct nbdc *e, const struct nbdc_stats *st, char *buf, siz
 
 int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json)
 {
+	char where[400];
 	struct nbdc_stats st;
 	size_t off = 0;
 	int64_t now = now_ms();
@@ -144,14 +145,15 @@ int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json)
 	nbdc_get_stats(e, &st);
 	if (json)
 		return dump_json(e, &st, buf, len);
+	nbdc_uri_format(e->transport, false, e->host, e->port, "", where, sizeof(where));
+	where[strlen(where) - (e->transport == NBDC_UNIX ? 0 : 1)] = '\0';
 	off = strbuf_out(buf, len, off,
-		  "export '%s' at %s://%s:%s: %" PRIu64 " bytes, %s%s, %u of %u connection(s) up, timeout %u ms\n"
+		  "export '%s' at %s: %" PRIu64 " bytes, %s%s, %u of %u connection(s) up, timeout %u ms\n"
 		  "  requests %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
 		  ", in flight %u, read %" PRIu64 " B, written %" PRIu64 " B\n"
 		  "  reconnects %" PRIu64 ", reconnect failures %" PRIu64
 		  ", connections lost %" PRIu64 ", resent %" PRIu64 ", timed out %" PRIu64 "\n",
-		  e->export_name, nbdc_transport_name(e->transport), e->host, e->port,
-		  e->info.size, e->ro ? "read-only" : "read-write",
+		  e->export_name, where, e->info.size, e->ro ? "read-only" : "read-write",
 		  (e->info.flags & NBD_FLAG_CAN_MULTI_CONN) ? ", multi-conn" : "",
 		  st.connections_up, e->nconns, e->timeout_ms, st.requests,
 		  st.completed, st.errors, st.inflight, st.bytes_read,

@@ -214,6 +214,7 @@ static int conn_init(struct nbdc *e, unsigned idx)
 
 int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 {
+	char where[400];
 	struct nbdc *e;
 	unsigned i, want;
 	int r, r0 = -EHOSTUNREACH;
@@ -228,7 +229,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	snprintf(e->host, sizeof(e->host), "%s", o->host);
 	if (o->port && *o->port)
 		snprintf(e->port, sizeof(e->port), "%s", o->port);
-	else
+	else if (o->transport != NBDC_UNIX)
 		snprintf(e->port, sizeof(e->port), "%u",
 			 o->transport == NBDC_TCP ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT);
 	snprintf(e->export_name, sizeof(e->export_name), "%s", o->export ? o->export : "");
@@ -264,13 +265,15 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 			.certificates = o->tls_certificates,
 			.psk_file = o->tls_psk_file,
 			.username = o->tls_username,
-			.hostname = o->tls_hostname ? o->tls_hostname : o->host,
+			/* A socket's path is no host name: "localhost" */
+			.hostname = o->tls_hostname ? o->tls_hostname :
+				    o->transport == NBDC_UNIX ? "localhost" : o->host,
 			.verify_peer = !o->tls_no_verify_peer,
 		};
 		char why[256];
 
 		/* smcrd offers no STARTTLS on its SMC-R port. */
-		if (e->transport != NBDC_TCP) {
+		if (e->transport == NBDC_SMCR) {
 			r = -EPROTONOSUPPORT;
 			goto out_free;
 		}
@@ -308,13 +311,12 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 			r0 = ri;
 		/* The caller reports a missing export in one line (nbdc_strerror);
 		 * a TLS failure too, with this line's detail. */
+		nbdc_uri_format(e->transport, e->tls == NBDC_TLS_REQUIRE, e->srv[i].host,
+				e->srv[i].port, e->export_name, where, sizeof(where));
 		applog(e->nsrv == 1 && (ri == -ENXIO || ri == -EPERM || ri == -ENOPROTOOPT ||
 		       ri == -EKEYREJECTED || ri == -ENOKEY) ? SMCR_LOG_DEBUG :
 		       i + 1 < e->nsrv ? SMCR_LOG_WARN : SMCR_LOG_ERR,
-		       "nbd: %s://%s%s%s:%s/%s: %s%s",
-		       e->tls == NBDC_TLS_REQUIRE ? "nbds" : nbdc_transport_name(e->transport),
-		       strchr(e->srv[i].host, ':') ? "[" : "", e->srv[i].host,
-		       strchr(e->srv[i].host, ':') ? "]" : "", e->srv[i].port, e->export_name,
+		       "nbd: %s: %s%s", where,
 		       e->conns[0].last_error, i + 1 < e->nsrv ? "; trying the next server" : "");
 	}
 	if (r == 0)
@@ -385,9 +387,9 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 			smcr_ctl_add_section(e->ctl, &sec);
 		}
 	}
-	log_info("nbd: %s://%s:%s/%s: %" PRIu64 " bytes, %u connection(s) (%s)%s",
-		 nbdc_transport_name(e->transport), e->srv[e->good_srv].host,
-		 e->srv[e->good_srv].port, e->export_name,
+	nbdc_uri_format(e->transport, e->tls == NBDC_TLS_REQUIRE, e->srv[e->good_srv].host,
+			e->srv[e->good_srv].port, e->export_name, where, sizeof(where));
+	log_info("nbd: %s: %" PRIu64 " bytes, %u connection(s) (%s)%s", where,
 		 e->info.size, e->nconns, e->conns[0].tname, e->ro ? ", read-only" : "");
 	*out = e;
 	return 0;
@@ -405,25 +407,23 @@ out_free:
 
 void nbdc_strerror(const struct nbdc_opts *o, int err, char *buf, size_t len)
 {
-	char port[16], where[400];
+	char port[16] = "", where[400];
 	const char *host = o->host ? o->host : "";
-	const char *scheme = o->tls == NBDC_TLS_REQUIRE && o->transport == NBDC_TCP ? "nbds" :
-			     nbdc_transport_name(o->transport);
 	const char *why;
 	bool v6 = strchr(host, ':') != NULL;
 
 	if (o->port && *o->port)
 		snprintf(port, sizeof(port), "%s", o->port);
-	else
+	else if (o->transport != NBDC_UNIX)
 		snprintf(port, sizeof(port), "%u",
 			 o->transport == NBDC_TCP ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT);
 	if (err == -ENXIO) {
-		snprintf(buf, len, "smcrd at %s%s%s:%s has no export '%s'", v6 ? "[" : "", host,
-			 v6 ? "]" : "", port, o->export ? o->export : "");
+		snprintf(buf, len, "smcrd at %s%s%s%s%s has no export '%s'", v6 ? "[" : "", host,
+			 v6 ? "]" : "", *port ? ":" : "", port, o->export ? o->export : "");
 		return;
 	}
-	snprintf(where, sizeof(where), "%s://%s%s%s:%s/%s", scheme, v6 ? "[" : "", host,
-		 v6 ? "]" : "", port, o->export ? o->export : "");
+	nbdc_uri_format(o->transport, o->tls == NBDC_TLS_REQUIRE, host, port, o->export,
+			where, sizeof(where));
 	if (o->nservers)
 		snprintf(where + strlen(where), sizeof(where) - strlen(where),
 			 " (nor %u other server%s)", o->nservers, o->nservers > 1 ? "s" : "");

@@ -57,7 +57,7 @@ struct smcr_ctx;
 struct smcr_ctl;
 
 struct nbdc_opts {
-	const char *host;
+	const char *host;			/* NBDC_UNIX: the socket's path */
 	const char *port;			/* NULL: the transport's default */
 	/* More servers of the same export (gateways in front of one
 	 * storage), after host:port: see "Servers" above. */
@@ -85,10 +85,11 @@ struct nbdc_opts {
 	 * named ctl_name (smcr_ctl_open); neither: none. */
 	struct smcr_ctl *ctl;
 	const char *ctl_name;
-	/* TLS (NBD_OPT_STARTTLS), on NBD over TCP only: NBDC_TLS_REQUIRE
-	 * fails without it, _ALLOW goes on in the clear when the server
-	 * offers none.  Credentials as libnbd names them (see
-	 * transport-tls.h); hostname NULL: host. */
+	/* TLS (NBD_OPT_STARTTLS), on NBD over TCP or a Unix socket only:
+	 * NBDC_TLS_REQUIRE fails without it, _ALLOW goes on in the clear
+	 * when the server offers none.  Credentials as libnbd names them (see
+	 * transport-tls.h); hostname NULL: host ("localhost" over a Unix
+	 * socket). */
 	int tls;
 	const char *tls_certificates;
 	const char *tls_psk_file;

@@ -17,7 +17,40 @@ static int hexval(char c)
 
 const char *nbdc_transport_name(enum nbdc_transport t)
 {
-	return t == NBDC_TCP ? "nbd" : "smcr";
+	return t == NBDC_TCP ? "nbd" : t == NBDC_UNIX ? "nbd+unix" : "smcr";
+}
+
+void nbdc_uri_format(enum nbdc_transport t, bool tls, const char *host, const char *port,
+		     const char *export, char *buf, size_t len)
+{
+	bool v6 = host && strchr(host, ':');
+
+	if (t == NBDC_UNIX)
+		snprintf(buf, len, "%s:///%s?socket=%s", tls ? "nbds+unix" : "nbd+unix",
+			 export ? export : "", host ? host : "");
+	else
+		snprintf(buf, len, "%s://%s%s%s:%s/%s",
+			 tls && t == NBDC_TCP ? "nbds" : nbdc_transport_name(t), v6 ? "[" : "",
+			 host ? host : "", v6 ? "]" : "", port ? port : "",
+			 export ? export : "");
+}
+
+void nbdc_uri_strerror(const char *uri, const struct nbdc_uri *u, int r, char *buf,
+		       size_t len)
+{
+	if (r == -EINVAL && u->bad_key[0])
+		snprintf(buf, len, "%s: unknown query key '%s' (known: %s)", uri, u->bad_key,
+			 NBDC_URI_KEYS);
+	else if (r == -EPROTONOSUPPORT)
+		snprintf(buf, len, "%s: use smcr://HOST[:PORT]/EXPORT, nbd://..., nbds://..., "
+			 "nbd+unix:///EXPORT?socket=PATH or nbds+unix://...", uri);
+	else if (r == -EDESTADDRREQ)
+		snprintf(buf, len, "%s: socket=PATH is for nbd+unix:// and nbds+unix:// URIs, "
+			 "which need it (and no host)", uri);
+	else if (r == -ENAMETOOLONG)
+		snprintf(buf, len, "%s: a part is too long", uri);
+	else
+		snprintf(buf, len, "%s: bad URI", uri);
 }
 
 int nbdc_hostport_parse(const char *s, unsigned default_port, char *host,
@@ -160,6 +193,10 @@ static int parse_query(const char *q, struct nbdc_uri *u)
 			r = snprintf(u->tls_hostname, sizeof(u->tls_hostname), "%s", val);
 		else if (!strcmp(key, "tls-verify-peer"))
 			r = u->tls_verify_peer = parse_bool(val);
+		else if (!strcmp(key, "socket") && u->transport == NBDC_UNIX)
+			r = *val ? snprintf(u->host, sizeof(u->host), "%s", val) : -EINVAL;
+		else if (!strcmp(key, "socket"))
+			return -EDESTADDRREQ;
 		else {
 			snprintf(u->bad_key, sizeof(u->bad_key), "%s", key);
 			return -EINVAL;
@@ -167,7 +204,8 @@ static int parse_query(const char *q, struct nbdc_uri *u)
 		if (r < 0)
 			return -EINVAL;
 		if (r >= 4096 || (r >= 256 && (!strcmp(key, "tls-username") ||
-					      !strcmp(key, "tls-hostname"))))
+					      !strcmp(key, "tls-hostname"))) ||
+		    (r >= 108 && !strcmp(key, "socket")))	/* sun_path */
 			return -ENAMETOOLONG;
 		q += len;
 		if (*q == '&')
@@ -198,6 +236,15 @@ int nbdc_uri_parse(const char *uri, struct nbdc_uri *u)
 		u->tls = true;
 		defport = NBD_DEFAULT_PORT;
 		rest = uri + 7;
+	} else if (!strncmp(uri, "nbd+unix://", 11)) {
+		u->transport = NBDC_UNIX;
+		defport = 0;
+		rest = uri + 11;
+	} else if (!strncmp(uri, "nbds+unix://", 12)) {
+		u->transport = NBDC_UNIX;
+		u->tls = true;
+		defport = 0;
+		rest = uri + 12;
 	} else {
 		return -EPROTONOSUPPORT;
 	}
@@ -217,19 +264,29 @@ int nbdc_uri_parse(const char *uri, struct nbdc_uri *u)
 			return r < 0 ? r : -EINVAL;
 		rest = at + 1;
 	}
-	if ((size_t)(slash - rest) >= sizeof(hostport))
-		return -ENAMETOOLONG;
-	memcpy(hostport, rest, (size_t)(slash - rest));
-	hostport[slash - rest] = '\0';
-	if (nbdc_hostport_parse(hostport, defport, u->host, sizeof(u->host), u->port,
-				sizeof(u->port)))
-		return -EINVAL;
+	if (u->transport == NBDC_UNIX) {
+		if (slash != rest)		/* a host beside socket= */
+			return -EINVAL;
+	} else {
+		if ((size_t)(slash - rest) >= sizeof(hostport))
+			return -ENAMETOOLONG;
+		memcpy(hostport, rest, (size_t)(slash - rest));
+		hostport[slash - rest] = '\0';
+		if (nbdc_hostport_parse(hostport, defport, u->host, sizeof(u->host), u->port,
+					sizeof(u->port)))
+			return -EINVAL;
+	}
 	if (slash < query) {
 		r = decode(slash + 1, (size_t)(query - slash - 1), u->export, sizeof(u->export));
 		if (r < 0)
 			return r;
 	}
-	if (*query)
-		return parse_query(query + 1, u);
+	if (*query) {
+		r = parse_query(query + 1, u);
+		if (r < 0)
+			return r;
+	}
+	if (u->transport == NBDC_UNIX && !u->host[0])
+		return -EDESTADDRREQ;
 	return 0;
 }

@@ -9,7 +9,8 @@
  *               [transport=smcr|tcp] [io-timeout=S] [ctl=NAME|off]
  *               [tls=off|on|require] [tls-certificates=DIR] [tls-psk-file=FILE]
  *               [tls-username=NAME] [tls-hostname=NAME] [tls-verify-peer=BOOL]
- *   nbdkit smcr uri=smcr://HOST[:PORT]/NAME ...   (or nbd://, nbds://)
+ *   nbdkit smcr uri=smcr://HOST[:PORT]/NAME ...   (or nbd://, nbds://,
+ *                                                  nbd+unix://, nbds+unix://)
  *
  * One client library instance serves every nbdkit client: it is opened in
  * .after_fork (nbdkit may fork into the background first; threads do not
@@ -28,15 +29,15 @@
 
 #include "applog.h"
 #include "nbd-conn.h"
+#include "nbdc-settings.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
-static char *cfg_server, *cfg_export, *cfg_uri, *cfg_ctl;
-static char *cfg_tls_certificates, *cfg_tls_psk_file, *cfg_tls_username, *cfg_tls_hostname;
-static int cfg_tls = -1, cfg_tls_verify_peer = -1;
-static unsigned cfg_connections = 4;
-static double cfg_timeout = 30, cfg_io_timeout = 60;
-static int cfg_transport = -1;
+static char *cfg_server, *cfg_export, *cfg_uri;
+/* The clients' shared settings (nbdc-settings.h): connections, timeouts,
+ * transport, ctl, TLS. */
+static struct nbdc_settings cfg;
+static bool cfg_ready;
 static struct nbdc *exp_;
 
 static void smcr_unload(void)
@@ -45,11 +46,7 @@ static void smcr_unload(void)
 	free(cfg_server);
 	free(cfg_export);
 	free(cfg_uri);
-	free(cfg_ctl);
-	free(cfg_tls_certificates);
-	free(cfg_tls_psk_file);
-	free(cfg_tls_username);
-	free(cfg_tls_hostname);
+	nbdc_settings_free(&cfg);
 }
 
 static int set_str(char **dst, const char *v)
@@ -63,21 +60,18 @@ static int set_str(char **dst, const char *v)
 	return 0;
 }
 
-static int parse_secs(const char *key, const char *v, double *out)
-{
-	char *end;
-	double d = strtod(v, &end);
-
-	if (*end || d < 0 || d > 86400 * 365) {
-		nbdkit_error("%s: not a number of seconds: %s", key, v);
-		return -1;
-	}
-	*out = d;
-	return 0;
-}
-
 static int smcr_config(const char *key, const char *value)
 {
+	char err[256];
+	int id;
+
+	if (!cfg_ready) {
+		if (nbdc_settings_init(&cfg) < 0) {
+			nbdkit_error("out of memory");
+			return -1;
+		}
+		cfg_ready = true;
+	}
 	if (!strcmp(key, "server")) {
 		if (cfg_server) {
 			nbdkit_error("server= given twice: list the servers in one, "
@@ -90,50 +84,10 @@ static int smcr_config(const char *key, const char *value)
 		return set_str(&cfg_export, value);
 	if (!strcmp(key, "uri"))
 		return set_str(&cfg_uri, value);
-	if (!strcmp(key, "ctl"))
-		return set_str(&cfg_ctl, value);
-	if (!strcmp(key, "connections")) {
-		if (nbdkit_parse_unsigned("connections", value, &cfg_connections) == -1)
-			return -1;
-		if (cfg_connections < 1 || cfg_connections > 16) {
-			nbdkit_error("connections must be 1..16");
-			return -1;
-		}
-		return 0;
-	}
-	/* TLS: libnbd's names, and nbdkit-nbd-plugin's tls-psk, tls-verify. */
-	if (!strcmp(key, "tls")) {
-		if (!strcmp(value, "require") || !strcmp(value, "required"))
-			cfg_tls = NBDC_TLS_REQUIRE;
-		else if (!strcmp(value, "on"))
-			cfg_tls = NBDC_TLS_ALLOW;
-		else if ((cfg_tls = nbdkit_parse_bool(value)) == -1)
-			return -1;
-		return 0;
-	}
-	if (!strcmp(key, "tls-certificates"))
-		return set_str(&cfg_tls_certificates, value);
-	if (!strcmp(key, "tls-psk-file") || !strcmp(key, "tls-psk"))
-		return set_str(&cfg_tls_psk_file, value);
-	if (!strcmp(key, "tls-username"))
-		return set_str(&cfg_tls_username, value);
-	if (!strcmp(key, "tls-hostname"))
-		return set_str(&cfg_tls_hostname, value);
-	if (!strcmp(key, "tls-verify-peer") || !strcmp(key, "tls-verify")) {
-		cfg_tls_verify_peer = nbdkit_parse_bool(value);
-		return cfg_tls_verify_peer == -1 ? -1 : 0;
-	}
-	if (!strcmp(key, "timeout"))
-		return parse_secs(key, value, &cfg_timeout);
-	if (!strcmp(key, "io-timeout"))
-		return parse_secs(key, value, &cfg_io_timeout);
-	if (!strcmp(key, "transport")) {
-		if (!strcmp(value, "smcr"))
-			cfg_transport = NBDC_SMCR;
-		else if (!strcmp(value, "tcp") || !strcmp(value, "nbd"))
-			cfg_transport = NBDC_TCP;
-		else {
-			nbdkit_error("transport must be smcr or tcp, not %s", value);
+	id = nbdc_setting_find(key, NBDC_IN_PLUGIN);
+	if (id >= 0) {
+		if (nbdc_setting_set(&cfg, id, value, err, sizeof(err)) < 0) {
+			nbdkit_error("%s", err);
 			return -1;
 		}
 		return 0;
@@ -162,6 +116,12 @@ static void log_to_nbdkit(void *opaque, enum smcr_log_level level, const char *m
 
 static int smcr_config_complete(void)
 {
+	if (!cfg_ready && nbdc_settings_init(&cfg) == 0)
+		cfg_ready = true;
+	if (!cfg_ready) {
+		nbdkit_error("out of memory");
+		return -1;
+	}
 	if (!cfg_server && !cfg_uri) {
 		nbdkit_error("server=HOST[:PORT] or uri=smcr://HOST[:PORT]/EXPORT is required");
 		return -1;
@@ -170,28 +130,7 @@ static int smcr_config_complete(void)
 		nbdkit_error("give server= or uri=, not both");
 		return -1;
 	}
-	if (cfg_timeout == 0)
-		cfg_timeout = 0.001;	/* fail at once */
 	return 0;
-}
-
-/* TLS parameters over what a URI said. */
-static void tls_opts(struct nbdc_opts *o)
-{
-	if (cfg_tls >= 0)
-		o->tls = cfg_tls;
-	else if (!o->tls && (cfg_tls_certificates || cfg_tls_psk_file || cfg_tls_username))
-		o->tls = NBDC_TLS_ALLOW;	/* as nbdkit-nbd-plugin(1) */
-	if (cfg_tls_certificates)
-		o->tls_certificates = cfg_tls_certificates;
-	if (cfg_tls_psk_file)
-		o->tls_psk_file = cfg_tls_psk_file;
-	if (cfg_tls_username)
-		o->tls_username = cfg_tls_username;
-	if (cfg_tls_hostname)
-		o->tls_hostname = cfg_tls_hostname;
-	if (cfg_tls_verify_peer >= 0)
-		o->tls_no_verify_peer = !cfg_tls_verify_peer;
 }
 
 /* The connection options from the parameters (the servers in sv). */
@@ -203,27 +142,26 @@ static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u,
 
 	if (cfg_uri) {
 		r = nbdc_uri_parse(cfg_uri, u);
-		if (r < 0 && u->bad_key[0]) {
-			nbdkit_error("uri=%s: unknown query key '%s' (known: %s)", cfg_uri,
-				     u->bad_key, NBDC_URI_KEYS);
-			return -1;
-		}
 		if (r < 0) {
-			nbdkit_error("uri=%s: %s", cfg_uri,
-				     r == -EPROTONOSUPPORT ? "use smcr://, nbd:// or nbds://" :
-				     strerror(-r));
+			char label[300], msg[600];
+
+			snprintf(label, sizeof(label), "uri=%.290s", cfg_uri);
+			nbdc_uri_strerror(label, u, r, msg, sizeof(msg));
+			nbdkit_error("%s", msg);
 			return -1;
 		}
-		if (cfg_transport >= 0)
-			u->transport = (enum nbdc_transport)cfg_transport;
+		if (cfg.given[NBDC_S_TRANSPORT] && u->transport == NBDC_UNIX) {
+			nbdkit_error("uri=%s: transport= is for smcr:// and nbd:// URIs", cfg_uri);
+			return -1;
+		}
 		nbdc_opts_from_uri(o, u);
-		tls_opts(o);
+		nbdc_settings_apply(&cfg, o);
 		return 0;
 	}
 	/* TLS is NBD over TCP's (smcrd offers none on its SMC-R port). */
-	o->transport = cfg_transport == NBDC_TCP || (cfg_transport < 0 && (cfg_tls > 0 || (cfg_tls < 0 &&
-			(cfg_tls_certificates || cfg_tls_psk_file || cfg_tls_username)))) ?
-		       NBDC_TCP : NBDC_SMCR;
+	nbdc_settings_apply(&cfg, o);
+	if (!cfg.given[NBDC_S_TRANSPORT])
+		o->transport = o->tls != NBDC_TLS_OFF ? NBDC_TCP : NBDC_SMCR;
 	r = nbdc_servers_parse(cfg_server, o->transport == NBDC_TCP ? NBD_DEFAULT_PORT :
 			       NBDC_SMCR_PORT, sv, NBDC_MAX_SERVERS, &n);
 	if (r == -E2BIG) {
@@ -240,7 +178,6 @@ static int make_opts(struct nbdc_opts *o, struct nbdc_uri *u,
 	o->servers = sv + 1;
 	o->nservers = n - 1;
 	o->export = cfg_export ? cfg_export : "";
-	tls_opts(o);
 	return 0;
 }
 
@@ -262,18 +199,15 @@ static int attach(struct nbdc_opts *o, struct nbdc **out)
  * closed again (its thread does not survive a fork). */
 static int smcr_get_ready(void)
 {
-	struct nbdc_opts o = {
-		.connections = 1,
-		.timeout_ms = (unsigned)(cfg_timeout * 1000),
-	};
+	struct nbdc_opts o = { 0 };
 	struct nbdc_server sv[NBDC_MAX_SERVERS];
 	struct nbdc *probe;
 	struct nbdc_uri u;
 
 	if (make_opts(&o, &u, sv) < 0)
 		return -1;
-	if (!o.timeout_ms)
-		o.timeout_ms = 1;
+	o.connections = 1;
+	o.ctl_name = NULL;
 	applog_set_fn(log_to_nbdkit, NULL);
 	if (attach(&o, &probe) < 0)
 		return -1;
@@ -283,23 +217,10 @@ static int smcr_get_ready(void)
 
 static int smcr_after_fork(void)
 {
-	struct nbdc_opts o = {
-		.connections = cfg_connections,
-		.timeout_ms = (unsigned)(cfg_timeout * 1000),
-		.io_timeout_ms = (unsigned)(cfg_io_timeout * 1000),
-		.ctl_name = "nbdkit-smcr",
-	};
+	struct nbdc_opts o = { .ctl_name = "nbdkit-smcr" };
 	struct nbdc_server sv[NBDC_MAX_SERVERS];
 	struct nbdc_uri u;
 
-	if (!o.timeout_ms)
-		o.timeout_ms = 1;
-	if (!o.io_timeout_ms)
-		o.io_timeout_ms = UINT32_MAX;
-	if (cfg_ctl && (!strcmp(cfg_ctl, "off") || !strcmp(cfg_ctl, "none")))
-		o.ctl_name = NULL;
-	else if (cfg_ctl)
-		o.ctl_name = cfg_ctl;
 	/* libsmcr's lines go to nbdkit's debug log: -v shows them. */
 	applog_set_fn(log_to_nbdkit, NULL);
 	if (make_opts(&o, &u, sv) < 0 ||
@@ -495,26 +416,41 @@ static void smcr_dump_plugin(void)
 {
 	printf("smcr_default_port=%u\n", NBDC_SMCR_PORT);
 	printf("smcr_tcp_default_port=%u\n", NBD_DEFAULT_PORT);
-	printf("smcr_transports=smcr,tcp\n");
+	printf("smcr_transports=smcr,tcp,unix\n");
 }
 
-#define smcr_config_help \
-	"server=HOST[:PORT]     smcrd to attach (port: 10810 smcr, 10809 tcp); a comma\n" \
-	"                       list HOST[:PORT],HOST[:PORT]: gateways of one export,\n" \
-	"                       the next one taken when one is lost\n" \
-	"export=NAME            export name (default \"\")\n" \
-	"uri=smcr://HOST[:PORT]/NAME, nbd://... or nbds://...  instead of server=, export=\n" \
-	"transport=smcr|tcp     SMC-R with TCP fallback (default), or plain TCP\n" \
-	"connections=N          connections if the server allows multi-conn (4)\n" \
-	"timeout=S              requests wait S seconds for a lost server (30)\n" \
-	"io-timeout=S           no reply for S seconds: connection dead (60; 0 never)\n" \
-	"ctl=NAME|off           control socket name for smcrctl (nbdkit-smcr)\n" \
-	"tls=off|on|require     TLS on NBD/TCP (on with any tls-* parameter)\n" \
-	"tls-certificates=DIR   ca-cert.pem [client-cert.pem client-key.pem]\n" \
-	"tls-psk-file=FILE      pre-shared keys (psktool) instead of certificates\n" \
-	"tls-username=NAME      PSK identity (default: the login name)\n" \
-	"tls-hostname=NAME      name in smcrd's certificate (default: the host)\n" \
-	"tls-verify-peer=false  do not verify smcrd's certificate"
+/* The parameters for nbdkit smcr --help: the address ones, then the
+ * clients' settings table (nbdc_settings[]) with its defaults. */
+static char config_help[4096] =
+	"server=HOST[:PORT]     smcrd to attach (port: 10810 smcr, 10809 tcp); a comma\n"
+	"                       list HOST[:PORT],HOST[:PORT]: gateways of one export,\n"
+	"                       the next one taken when one is lost\n"
+	"export=NAME            export name (default \"\")\n"
+	"uri=smcr://HOST[:PORT]/NAME, nbd://..., nbds://... or\n"
+	"    nbd+unix:///NAME?socket=PATH, nbds+unix://...  instead of server=, export=\n"
+	"The connection settings (the same names in smcr-fuse and smcr-attach; a tls-*\n"
+	"one implies tls=on):\n";
+
+__attribute__((constructor)) static void make_config_help(void)
+{
+	struct nbdc_settings v;
+	size_t n = strlen(config_help);
+	FILE *f;
+
+	if (nbdc_settings_init(&v) < 0)
+		return;
+	nbdc_setting_default(&v, NBDC_S_CTL, "nbdkit-smcr");
+	f = fmemopen(config_help + n, sizeof(config_help) - n, "w");
+	if (f) {
+		nbdc_settings_help(f, &v, NBDC_IN_PLUGIN);
+		fclose(f);
+	}
+	nbdc_settings_free(&v);
+	/* nbdkit adds a newline of its own */
+	n = strlen(config_help);
+	if (n && config_help[n - 1] == '\n')
+		config_help[n - 1] = '\0';
+}
 
 static struct nbdkit_plugin plugin = {
 	.name = "smcr",
@@ -524,7 +460,7 @@ static struct nbdkit_plugin plugin = {
 	.unload = smcr_unload,
 	.config = smcr_config,
 	.config_complete = smcr_config_complete,
-	.config_help = smcr_config_help,
+	.config_help = config_help,
 	.magic_config_key = "server",
 	.get_ready = smcr_get_ready,
 	.after_fork = smcr_after_fork,

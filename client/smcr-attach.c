@@ -45,6 +45,7 @@
 #include "monotime.h"
 #include "nbd-client.h"
 #include "nbd-conn.h"
+#include "nbdc-settings.h"
 #include "nbdc-uri.h"
 #include "smcr-attach-ublk.h"
 #include "transport.h"
@@ -77,6 +78,7 @@ struct opts {
 	unsigned dead_s;		/* wait for a reconnect this long */
 	unsigned block;
 	bool tcp;			/* plain TCP instead of AF_SMC */
+	bool unix_sock;			/* srv[0].host: a Unix socket's path */
 	bool readonly;
 	bool forward;			/* socket pairs to our forwarder */
 	const char *exec;		/* --exec CMD, with forward */
@@ -90,6 +92,9 @@ struct opts {
 	bool tls;
 	const char *tls_certificates, *tls_psk_file, *tls_username;
 	bool tls_no_verify_peer;
+	/* The clients' connection settings (nbdc-settings.h), which set
+	 * conns, dead_s, tcp, readonly and tls above. */
+	struct nbdc_settings set;
 };
 
 static volatile sig_atomic_t stop;
@@ -1131,7 +1136,7 @@ static void engine_opts(const struct opts *o, struct nbdc_opts *no)
 		.servers = o->srv + 1,
 		.nservers = o->nsrv - 1,
 		.export = o->export,
-		.transport = o->tcp ? NBDC_TCP : NBDC_SMCR,
+		.transport = o->unix_sock ? NBDC_UNIX : o->tcp ? NBDC_TCP : NBDC_SMCR,
 		.connections = o->conns,
 		.timeout_ms = o->dead_s ? o->dead_s * 1000 : 1,
 		.read_only = o->readonly,
@@ -1142,6 +1147,10 @@ static void engine_opts(const struct opts *o, struct nbdc_opts *no)
 		.tls_username = o->tls_username,
 		.tls_no_verify_peer = o->tls_no_verify_peer,
 	};
+	nbdc_settings_apply(&o->set, no);
+	no->transport = o->unix_sock ? NBDC_UNIX : o->tcp ? NBDC_TCP : NBDC_SMCR;
+	no->tls = o->tls ? nbdc_settings_tls(&o->set) == NBDC_TLS_ALLOW ? NBDC_TLS_ALLOW :
+			   NBDC_TLS_REQUIRE : NBDC_TLS_OFF;
 }
 
 /* The engine on the export, and n socket pairs. */
@@ -1302,7 +1311,8 @@ static int fwd_attach(struct nl *n, const struct opts *o, struct fwd *f)
 	}
 	log_info("/dev/nbd%d: %s:%s export '%s', %llu bytes, %u connection(s) over %s, "
 		 "forwarded", o->index, o->srv[0].host, o->srv[0].port, o->export,
-		 (unsigned long long)nbdc_size(f->e), f->n, o->tcp ? "TCP" : "SMC-R");
+		 (unsigned long long)nbdc_size(f->e), f->n, o->unix_sock ? "a Unix socket" :
+		 o->tcp ? "TCP" : "SMC-R");
 	return 0;
 }
 
@@ -1431,25 +1441,56 @@ static int run_ublk(const struct opts *o)
 }
 
 enum {
-	OPT_TLS = 0x100, OPT_TLS_CERTIFICATES, OPT_TLS_PSK_FILE, OPT_TLS_USERNAME,
-	OPT_TLS_VERIFY_PEER, OPT_UBLK, OPT_RECOVER,
+	OPT_UBLK = 0x100, OPT_RECOVER, OPT_OLD_TIMEOUT,
+	OPT_SETTING = 0x200,	/* + the id of an nbdc setting */
 };
 
-static void usage(FILE *f)
+/* An export's URI instead of HOST[:PORT],... EXPORT: its address, export,
+ * transport and TLS settings into o (pointing into a static copy). */
+static int uri_opts(const char *uri, struct opts *o)
+{
+	static struct nbdc_uri u;
+	char msg[600];
+	int r = nbdc_uri_parse(uri, &u);
+
+	if (r < 0) {
+		nbdc_uri_strerror(uri, &u, r, msg, sizeof(msg));
+		fprintf(stderr, "smcr-attach: %s\n", msg);
+		return EXIT_USAGE;
+	}
+	snprintf(o->srv[0].host, sizeof(o->srv[0].host), "%s", u.host);
+	snprintf(o->srv[0].port, sizeof(o->srv[0].port), "%s", u.port);
+	o->nsrv = 1;
+	o->export = u.export;
+	o->unix_sock = u.transport == NBDC_UNIX;
+	if (u.transport == NBDC_TCP)
+		o->tcp = true;
+	if (u.tls)
+		o->tls = true;
+	if (u.tls_certificates[0])
+		o->tls_certificates = u.tls_certificates;
+	if (u.tls_psk_file[0])
+		o->tls_psk_file = u.tls_psk_file;
+	if (u.tls_username[0])
+		o->tls_username = u.tls_username;
+	if (u.tls_verify_peer >= 0)
+		o->tls_no_verify_peer = !u.tls_verify_peer;
+	return 0;
+}
+
+static void usage(FILE *f, const struct nbdc_settings *set)
 {
 	fprintf(f,
 "Usage: smcr-attach [OPTION]... HOST[:PORT][,HOST[:PORT]]... EXPORT /dev/nbdN\n"
 "       smcr-attach -F --exec CMD [OPTION]... HOST[:PORT][,...] EXPORT\n"
 "       smcr-attach --ublk[=N] [--recover] [OPTION]... HOST[:PORT][,...] EXPORT\n"
+"       smcr-attach [-F | --ublk[=N]] [OPTION]... URI [/dev/nbdN]\n"
 "       smcr-attach -d /dev/nbdN | /dev/ublkbN\n"
 "Attaches an smcrd export to the kernel's nbd driver over AF_SMC (SMC-R, or\n"
 "TCP when SMC-R is not possible) and replaces connections that die; with\n"
 "-F, over socket pairs to its own forwarder on libsmcr (stock kernels);\n"
 "with --ublk, as a ublk device (/dev/ublkbN) that it serves itself.\n"
 "\n"
-"  -C, --connections N     connections if the export allows multi-conn (1)\n"
-"  -t, --tcp               plain TCP sockets instead of AF_SMC (with -F:\n"
-"                          the forwarder speaks NBD over TCP)\n"
 "  -F, --forward           the driver on socket pairs; smcr-attach forwards\n"
 "                          its requests over libsmcr (SMC-R, TCP fallback),\n"
 "                          with reconnect and resend\n"
@@ -1466,32 +1507,28 @@ static void usage(FILE *f)
 "                          256K on AF_SMC: Linux's SMC-R buffers follow them;\n"
 "                          0: the kernel's, net.smc.wmem/rmem)\n"
 "  -b, --block-size N      logical block size (default: the export's, else 4096)\n"
-"  -T, --timeout S         I/O timeout of the driver in seconds (default 30;\n"
-"                          with -F: the dead-timeout + 30)\n"
-"  -D, --dead-timeout S    wait S seconds for a reconnect before failing\n"
-"                          I/O (default 30; with -F: the forwarder's wait)\n"
-"  -r, --read-only         attach read-only\n"
-"      --tls               with -F: NBD over TCP with TLS (STARTTLS) required\n"
-"      --tls-certificates DIR  ca-cert.pem (and client-cert.pem, client-key.pem)\n"
-"      --tls-psk-file FILE pre-shared keys (psktool's) instead of certificates\n"
-"      --tls-username NAME PSK identity (default: the login name)\n"
-"      --tls-verify-peer false  do not check the server's certificate\n"
-"                          (any --tls-* option implies --tls)\n"
+"  -T, --driver-timeout S  I/O timeout of the driver in seconds (default 30;\n"
+"                          with -F: the dead-timeout + 30); --timeout S is an\n"
+"                          old spelling of it\n"
 "  -d, --detach            disconnect /dev/nbdN, or remove /dev/ublkbN\n"
 "  -v, --verbose           debug messages\n"
 "  -h, --help, -V, --version\n"
+"Connection settings (the same names in nbdkit-smcr-plugin and smcr-fuse;\n"
+"any tls-* one implies --tls):\n");
+	nbdc_settings_help(f, set, NBDC_IN_ATTACH);
+	fprintf(f,
 "\n"
 "PORT defaults to %d (smcrd's SMC-R port; with --tls %d, NBD/TCP).  A comma\n"
 "list names gateways of one export: a connection that loses its server\n"
 "reconnects to the next one, in turn.  It stays in the foreground until the\n"
-"device is disconnected (--ublk: removed; a signal removes it too).\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
+"device is disconnected (--ublk: removed; a signal removes it too).\n"
+"URI: smcr://HOST[:PORT]/EXPORT, nbd://..., nbds://... (TLS), and with -F or\n"
+"--ublk nbd+unix:///EXPORT?socket=PATH or nbds+unix://... (smcrd -U).\n", NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "connections", required_argument, NULL, 'C' },
-		{ "tcp", no_argument, NULL, 't' },
+	static const struct option own[] = {
 		{ "forward", no_argument, NULL, 'F' },
 		{ "exec", required_argument, NULL, 'E' },
 		{ "ublk", optional_argument, NULL, OPT_UBLK },
@@ -1499,22 +1536,19 @@ int main(int argc, char **argv)
 		{ "queue-depth", required_argument, NULL, 'Q' },
 		{ "buffer-size", required_argument, NULL, 'B' },
 		{ "block-size", required_argument, NULL, 'b' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "dead-timeout", required_argument, NULL, 'D' },
-		{ "read-only", no_argument, NULL, 'r' },
-		{ "tls", no_argument, NULL, OPT_TLS },
-		{ "tls-certificates", required_argument, NULL, OPT_TLS_CERTIFICATES },
-		{ "tls-psk-file", required_argument, NULL, OPT_TLS_PSK_FILE },
-		{ "tls-username", required_argument, NULL, OPT_TLS_USERNAME },
-		{ "tls-verify-peer", required_argument, NULL, OPT_TLS_VERIFY_PEER },
+		{ "driver-timeout", required_argument, NULL, 'T' },
+		{ "timeout", required_argument, NULL, OPT_OLD_TIMEOUT },
 		{ "detach", no_argument, NULL, 'd' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .conns = 1, .timeout_s = 30, .dead_s = 30, .sockbuf = -1,
-			  .ublk_id = -1 };
+	struct option lo[sizeof(own) / sizeof(own[0]) + 2 * NBDC_NSETTINGS + 1];
+	unsigned nlo = 0, k;
+	char err[256];
+	/* static: its settings' strings live until exit */
+	static struct opts o = { .conns = 1, .timeout_s = 30, .dead_s = 30, .sockbuf = -1,
+				 .ublk_id = -1 };
 	struct sigaction sa = { .sa_handler = on_signal };
 	bool do_detach = false, timeout_set = false;
 	struct nl n;
@@ -1522,8 +1556,45 @@ int main(int argc, char **argv)
 	int c, r;
 
 	applog_set_ident("smcr-attach");
+	if (nbdc_settings_init(&o.set) < 0 ||
+	    nbdc_setting_default(&o.set, NBDC_S_CONNECTIONS, "1") < 0 ||
+	    nbdc_setting_default(&o.set, NBDC_S_CTL, "smcr-attach") < 0)
+		return 1;
+	/* Its own options, then the table's: each by its name, and by its
+	 * old one (timeout: only as dead-timeout; --timeout is the
+	 * driver's, as it was). */
+	for (k = 0; k < sizeof(own) / sizeof(own[0]); k++)
+		lo[nlo++] = own[k];
+	for (k = 0; k < NBDC_NSETTINGS; k++) {
+		const struct nbdc_setting *st = &nbdc_settings[k];
+		int has = st->sets >= 0 ? no_argument : st->implied ? optional_argument :
+			  required_argument;
+
+		if (!(st->in & NBDC_IN_ATTACH))
+			continue;
+		if (k != NBDC_S_TIMEOUT)
+			lo[nlo++] = (struct option){ st->name, has, NULL, OPT_SETTING + (int)k };
+		if (st->alias)
+			lo[nlo++] = (struct option){ st->alias, has, NULL, OPT_SETTING + (int)k };
+	}
+	lo[nlo] = (struct option){ NULL, 0, NULL, 0 };
 	while ((c = getopt_long(argc, argv, "C:tFE:B:b:T:D:rQ:dvhV", lo, NULL)) != -1) {
 		unsigned long v = 0;
+		int id = c >= OPT_SETTING ? c - OPT_SETTING :
+			 c < 0x100 ? nbdc_setting_short((char)c, NBDC_IN_ATTACH) : -1;
+
+		if (id >= 0) {
+			if (nbdc_setting_set(&o.set, id, optarg, err, sizeof(err)) < 0) {
+				fprintf(stderr, "smcr-attach: %s\n", err);
+				return EXIT_USAGE;
+			}
+			continue;
+		}
+		if (c == OPT_OLD_TIMEOUT) {
+			fprintf(stderr, "smcr-attach: --timeout S is an old spelling of "
+				"--driver-timeout S (-T S)\n");
+			c = 'T';
+		}
 
 		if (c == 'E') {
 			o.exec = optarg;
@@ -1539,24 +1610,6 @@ int main(int argc, char **argv)
 		}
 		if (c == OPT_RECOVER) {
 			o.recover = true;
-			continue;
-		}
-		if (c >= OPT_TLS && c <= OPT_TLS_VERIFY_PEER) {
-			o.tls = true;
-			if (c == OPT_TLS_CERTIFICATES)
-				o.tls_certificates = optarg;
-			else if (c == OPT_TLS_PSK_FILE)
-				o.tls_psk_file = optarg;
-			else if (c == OPT_TLS_USERNAME)
-				o.tls_username = optarg;
-			else if (c == OPT_TLS_VERIFY_PEER) {
-				if (strcmp(optarg, "true") && strcmp(optarg, "false")) {
-					fprintf(stderr, "smcr-attach: --tls-verify-peer: true or "
-						"false\n");
-					return EXIT_USAGE;
-				}
-				o.tls_no_verify_peer = !strcmp(optarg, "false");
-			}
 			continue;
 		}
 		if (c == 'B') {
@@ -1582,14 +1635,6 @@ int main(int argc, char **argv)
 			}
 		}
 		switch (c) {
-		case 'C':
-			if (v < 1 || v > MAX_CONNS) {
-				fprintf(stderr, "smcr-attach: connections: 1 to %d\n", MAX_CONNS);
-				return EXIT_USAGE;
-			}
-			o.conns = (unsigned)v;
-			break;
-		case 't': o.tcp = true; break;
 		case 'F': o.forward = true; break;
 		case 'b':
 			if (v < 512 || v > 4096 || (v & (v - 1))) {
@@ -1607,20 +1652,31 @@ int main(int argc, char **argv)
 			o.qdepth = (unsigned)v;
 			break;
 		case 'T': o.timeout_s = (unsigned)v; timeout_set = true; break;
-		case 'D': o.dead_s = (unsigned)v; break;
-		case 'r': o.readonly = true; break;
 		case 'd': do_detach = true; break;
 		case 'v': smcr_log_set_level(SMCR_LOG_DEBUG); break;
-		case 'h': usage(stdout); return 0;
+		case 'h': usage(stdout, &o.set); return 0;
 		case 'V': printf("smcr-attach (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION); return 0;
-		default: usage(stderr); return EXIT_USAGE;
+		default: usage(stderr, &o.set); return EXIT_USAGE;
 		}
 	}
+	o.conns = nbdc_settings_uint(&o.set, NBDC_S_CONNECTIONS);
+	o.dead_s = (nbdc_settings_ms(&o.set, NBDC_S_TIMEOUT) + 999) / 1000;
+	o.tcp = o.set.given[NBDC_S_TRANSPORT] && strcmp(o.set.val[NBDC_S_TRANSPORT], "smcr");
+	o.readonly = nbdc_settings_bool(&o.set, NBDC_S_READ_ONLY);
+	o.tls = o.set.given[NBDC_S_TLS] ? nbdc_settings_tls(&o.set) != NBDC_TLS_OFF :
+		o.set.given[NBDC_S_TLS_CERTIFICATES] || o.set.given[NBDC_S_TLS_PSK_FILE] ||
+		o.set.given[NBDC_S_TLS_USERNAME] || o.set.given[NBDC_S_TLS_HOSTNAME] ||
+		o.set.given[NBDC_S_TLS_VERIFY_PEER];
+	o.tls_certificates = o.set.val[NBDC_S_TLS_CERTIFICATES];
+	o.tls_psk_file = o.set.val[NBDC_S_TLS_PSK_FILE];
+	o.tls_username = o.set.val[NBDC_S_TLS_USERNAME];
+	o.tls_no_verify_peer = o.set.given[NBDC_S_TLS_VERIFY_PEER] &&
+			       !nbdc_settings_bool(&o.set, NBDC_S_TLS_VERIFY_PEER);
 	if (do_detach && argc - optind == 1 && strstr(argv[optind], "ublkb")) {
 		int id;
 
 		if (parse_ublk(argv[optind], &id) < 0) {
-			usage(stderr);
+			usage(stderr, &o.set);
 			return EXIT_USAGE;
 		}
 		r = ublk_detach(id);
@@ -1632,7 +1688,7 @@ int main(int argc, char **argv)
 	}
 	if (do_detach) {
 		if (argc - optind != 1 || parse_dev(argv[optind], &o.index) < 0) {
-			usage(stderr);
+			usage(stderr, &o.set);
 			return EXIT_USAGE;
 		}
 		r = detach(o.index);
@@ -1658,32 +1714,46 @@ int main(int argc, char **argv)
 		fprintf(stderr, "smcr-attach: --exec needs --forward\n");
 		return EXIT_USAGE;
 	}
-	/* The kernel's nbd driver has no TLS; smcrd offers it on TCP only. */
+	if (optind < argc && strstr(argv[optind], "://")) {
+		r = uri_opts(argv[optind], &o);
+		if (r)
+			return r;
+		optind++;
+	} else if (optind < argc && argc - optind >= 2) {
+		r = nbdc_servers_parse(argv[optind], o.tls ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT,
+				       o.srv, NBDC_MAX_SERVERS, &o.nsrv);
+		if (r < 0) {
+			if (r == -E2BIG)
+				fprintf(stderr, "smcr-attach: '%s': at most %d servers\n",
+					argv[optind], NBDC_MAX_SERVERS);
+			else
+				fprintf(stderr, "smcr-attach: bad address '%s'\n", argv[optind]);
+			return EXIT_USAGE;
+		}
+		o.export = argv[optind + 1];
+		optind += 2;
+	} else {
+		usage(stderr, &o.set);
+		return EXIT_USAGE;
+	}
 	if (o.tls && !o.forward && !o.ublk) {
 		fprintf(stderr, "smcr-attach: TLS needs --forward (the kernel's nbd driver "
 			"has none)\n");
 		return EXIT_USAGE;
 	}
+	if (o.unix_sock && !o.forward && !o.ublk) {
+		fprintf(stderr, "smcr-attach: a Unix socket needs --forward or --ublk\n");
+		return EXIT_USAGE;
+	}
 	if (o.tls)
 		o.tcp = true;
-	if (o.exec || o.ublk ? argc - optind != 2 :
-	    argc - optind != 3 || parse_dev(argv[optind + 2], &o.index) < 0) {
-		usage(stderr);
+	if (o.exec || o.ublk ? argc - optind != 0 :
+	    argc - optind != 1 || parse_dev(argv[optind], &o.index) < 0) {
+		usage(stderr, &o.set);
 		return EXIT_USAGE;
 	}
 	if (o.forward && !timeout_set)
 		o.timeout_s = o.dead_s + 30;
-	r = nbdc_servers_parse(argv[optind], o.tls ? NBD_DEFAULT_PORT : NBDC_SMCR_PORT, o.srv,
-			       NBDC_MAX_SERVERS, &o.nsrv);
-	if (r < 0) {
-		if (r == -E2BIG)
-			fprintf(stderr, "smcr-attach: '%s': at most %d servers\n", argv[optind],
-				NBDC_MAX_SERVERS);
-		else
-			fprintf(stderr, "smcr-attach: bad address '%s'\n", argv[optind]);
-		return EXIT_USAGE;
-	}
-	o.export = argv[optind + 1];
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);

@@ -34,22 +34,21 @@
 
 #include "applog.h"
 #include "nbd-conn.h"
+#include "nbdc-settings.h"
 
+/* smcr-fuse's own options; the connection settings are the clients'
+ * table (nbdc-settings.h), taken out of argv before FUSE sees it. */
 struct options {
 	char *uri;
 	char *servers;
 	char *name;
-	char *ctl;
-	unsigned connections;
-	char *timeout;
-	char *tls_certificates, *tls_psk_file, *tls_username, *tls_verify_peer;
-	int read_only;
 	int help;
 	int version;
 	int nonopts;
 };
 
-static struct options opt = { .connections = 4 };
+static struct options opt;
+static struct nbdc_settings set;
 static struct nbdc *exp_;
 static char fname[NAME_MAX + 2];	/* "/" + name */
 static struct nbdc_opts nopts;
@@ -60,21 +59,10 @@ static gid_t gid;
 
 #define OPT(t, p) { t, offsetof(struct options, p), 1 }
 static const struct fuse_opt option_spec[] = {
-	OPT("-C %u", connections),
-	OPT("--connections=%u", connections),
-	OPT("-t %s", timeout),
-	OPT("--timeout=%s", timeout),
 	OPT("-S %s", servers),
 	OPT("--servers=%s", servers),
 	OPT("-n %s", name),
 	OPT("--name=%s", name),
-	OPT("--ctl=%s", ctl),
-	OPT("--tls-certificates=%s", tls_certificates),
-	OPT("--tls-psk-file=%s", tls_psk_file),
-	OPT("--tls-username=%s", tls_username),
-	OPT("--tls-verify-peer=%s", tls_verify_peer),
-	OPT("-r", read_only),
-	OPT("--read-only", read_only),
 	OPT("-h", help),
 	OPT("--help", help),
 	OPT("-V", version),
@@ -106,20 +94,18 @@ static void usage(const char *prog)
 	       "     nbd://HOST[:PORT]/EXPORT  (plain NBD over TCP; port %u)\n"
 	       "     nbds://[USER@]HOST[:PORT]/EXPORT[?tls-certificates=DIR...]\n"
 	       "                               (NBD over TCP with TLS, as libnbd's)\n"
+	       "     nbd+unix:///EXPORT?socket=PATH  (NBD on a Unix socket; smcrd -U)\n"
+	       "     nbds+unix://[USER@]/EXPORT?socket=PATH[&tls-...]  (the same, TLS)\n"
 	       "\n"
-	       "  -C, --connections=N   connections if the server allows multi-conn (4)\n"
-	       "  -t, --timeout=S       requests wait S seconds for a lost server (30)\n"
 	       "  -S, --servers=HOST[:PORT],...  more servers of the same export (gateways\n"
 	       "                        in front of one image), tried in turn after the\n"
 	       "                        URI's when a server is lost (same transport)\n"
-	       "  -r, --read-only       refuse writes (mount read-only)\n"
-	       "  -n, --name=FILE       name of the file in the mount (the export name)\n"
-	       "      --ctl=NAME|off    control socket name for smcrctl (smcr-fuse)\n"
-	       "      --tls-certificates=DIR  ca-cert.pem (and client-cert.pem,\n"
-	       "                        client-key.pem) for an nbds:// URI\n"
-	       "      --tls-psk-file=FILE  pre-shared keys (psktool's) instead\n"
-	       "      --tls-username=NAME  PSK identity (default: the login name)\n"
-	       "      --tls-verify-peer=false  do not check the server's certificate\n"
+	       "  -n, --name=FILE       name of the file in the mount (the export name)\n",
+	       prog, NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
+	printf("Connection settings (the same names in nbdkit-smcr-plugin and smcr-attach;\n"
+	       "a tls-* one implies --tls=on):\n");
+	nbdc_settings_help(stdout, &set, NBDC_IN_FUSE);
+	printf("FUSE:\n"
 	       "  -f                    stay in the foreground\n"
 	       "  -s                    single-threaded FUSE loop\n"
 	       "  -d                    FUSE debug output (implies -f)\n"
@@ -127,8 +113,7 @@ static void usage(const char *prog)
 	       "  -h, --help            this text\n"
 	       "  -V, --version         version\n"
 	       "\n"
-	       "Unmount with fusermount3 -u MOUNTPOINT, or send SIGTERM.  See smcr-fuse(1).\n",
-	       prog, NBDC_SMCR_PORT, NBD_DEFAULT_PORT);
+	       "Unmount with fusermount3 -u MOUNTPOINT, or send SIGTERM.  See smcr-fuse(1).\n");
 }
 
 /* --- file system ------------------------------------------------------------ */
@@ -319,6 +304,7 @@ static int connect_export(void)
 
 	if (r == 0) {
 		nbdc_opts_from_uri(&o, &u);
+		nbdc_settings_apply(&set, &o);
 		o.servers = more;
 		r = nbdc_open(&o, &exp_);
 	}
@@ -329,16 +315,31 @@ static int connect_export(void)
 	return r;
 }
 
+static void old_spelling(const char *line)
+{
+	fprintf(stderr, "smcr-fuse: %s\n", line);
+}
+
 int main(int argc, char **argv)
 {
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_args args;
 	struct fuse_cmdline_opts cl = { 0 };
 	struct fuse_loop_config *lc = NULL;
 	struct fuse_session *se;
 	struct nbdc_uri u;
 	struct fuse *f = NULL;
+	char err[256];
 	int ret = 1, r;
 
+	if (nbdc_settings_init(&set) < 0 || nbdc_setting_default(&set, NBDC_S_CTL, "smcr-fuse") < 0)
+		return 1;
+	if (nbdc_settings_argv(&set, NBDC_IN_FUSE, &argc, argv, err, sizeof(err),
+			       old_spelling) < 0) {
+		fprintf(stderr, "smcr-fuse: %s\n" TRY_HELP, err);
+		nbdc_settings_free(&set);
+		return 2;
+	}
+	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	if (fuse_opt_parse(&args, &opt, option_spec, opt_proc) == -1) {
 		fputs(TRY_HELP, stderr);
 		return 2;
@@ -362,18 +363,17 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	r = nbdc_uri_parse(opt.uri, &u);
-	if (r < 0 && u.bad_key[0]) {
-		fprintf(stderr, "smcr-fuse: %s: unknown query key '%s' (known: %s)\n", opt.uri,
-			u.bad_key, NBDC_URI_KEYS);
-		fputs(TRY_HELP, stderr);
+	if (r < 0) {
+		char msg[600];
+
+		nbdc_uri_strerror(opt.uri, &u, r, msg, sizeof(msg));
+		fprintf(stderr, "smcr-fuse: %s\n%s", msg, TRY_HELP);
 		ret = 2;
 		goto out_args;
 	}
-	if (r < 0) {
-		fprintf(stderr, "smcr-fuse: %s: %s\n", opt.uri,
-			r == -EPROTONOSUPPORT ? "use smcr://HOST[:PORT]/EXPORT, nbd://... or nbds://..." :
-			"bad URI");
-		fputs(TRY_HELP, stderr);
+	if ((opt.servers || set.given[NBDC_S_TRANSPORT]) && u.transport == NBDC_UNIX) {
+		fprintf(stderr, "smcr-fuse: --%s: not with a Unix socket\n%s",
+			opt.servers ? "servers" : "transport", TRY_HELP);
 		ret = 2;
 		goto out_args;
 	}
@@ -390,11 +390,6 @@ int main(int argc, char **argv)
 			goto out_args;
 		}
 	}
-	if (opt.connections < 1 || opt.connections > 16) {
-		fprintf(stderr, "smcr-fuse: connections must be 1..16\n%s", TRY_HELP);
-		ret = 2;
-		goto out_args;
-	}
 	if (opt.name && (!*opt.name || strchr(opt.name, '/') || strlen(opt.name) > NAME_MAX)) {
 		fprintf(stderr, "smcr-fuse: --name: not a file name\n%s", TRY_HELP);
 		ret = 2;
@@ -403,42 +398,7 @@ int main(int argc, char **argv)
 	snprintf(fname, sizeof(fname), "/%s",
 		 opt.name ? opt.name : *u.export && !strchr(u.export, '/') &&
 		 strlen(u.export) <= NAME_MAX ? u.export : "disk");
-	nopts.connections = opt.connections;
-	nopts.read_only = opt.read_only;
-	if (opt.timeout) {
-		char *end;
-		double t = strtod(opt.timeout, &end);
-
-		if (*end || t < 0 || t > 86400) {
-			fprintf(stderr, "smcr-fuse: --timeout: not a number of seconds\n%s",
-				TRY_HELP);
-			ret = 2;
-			goto out_args;
-		}
-		nopts.timeout_ms = t * 1000 >= 1 ? (unsigned)(t * 1000) : 1;
-	}
-	nopts.tls_certificates = opt.tls_certificates;
-	nopts.tls_psk_file = opt.tls_psk_file;
-	nopts.tls_username = opt.tls_username;
-	if (opt.tls_verify_peer) {
-		if (strcmp(opt.tls_verify_peer, "true") && strcmp(opt.tls_verify_peer, "false")) {
-			fprintf(stderr, "smcr-fuse: --tls-verify-peer: true or false\n%s", TRY_HELP);
-			ret = 2;
-			goto out_args;
-		}
-		nopts.tls_no_verify_peer = !strcmp(opt.tls_verify_peer, "false");
-	}
-	if ((opt.tls_certificates || opt.tls_psk_file || opt.tls_username ||
-	     opt.tls_verify_peer) && !u.tls) {
-		fprintf(stderr, "smcr-fuse: TLS options need an nbds:// URI\n%s", TRY_HELP);
-		ret = 2;
-		goto out_args;
-	}
-	nopts.ctl_name = "smcr-fuse";
-	if (opt.ctl)
-		nopts.ctl_name = !strcmp(opt.ctl, "off") || !strcmp(opt.ctl, "none") ? NULL :
-				 opt.ctl;
-	if (opt.read_only)
+	if (nbdc_settings_bool(&set, NBDC_S_READ_ONLY))
 		fuse_opt_add_arg(&args, "-oro");
 	applog_set_ident("smcr-fuse");
 	mount_time = time(NULL);
@@ -497,11 +457,6 @@ out_args:
 	free(opt.uri);
 	free(opt.servers);
 	free(opt.name);
-	free(opt.ctl);
-	free(opt.timeout);
-	free(opt.tls_certificates);
-	free(opt.tls_psk_file);
-	free(opt.tls_username);
-	free(opt.tls_verify_peer);
+	nbdc_settings_free(&set);
 	return ret;
 }

@@ -60,6 +60,7 @@ void config_free(struct smcrd_config *cfg)
 	free(cfg->listen);
 	free(cfg->port);
 	free(cfg->unix_path);
+	free(cfg->metrics_listen);
 	free(cfg->smcr_port);
 	free(cfg->pidfile);
 	free(cfg->log_file);
@@ -679,6 +680,7 @@ const struct cfg_setting smcrd_settings[] = {
 	SET("tls-psk", NULL, 0, CFG_PATH, 0, 0, tls_psk),
 	ENUM("tls-verify-peer", tls_verify_peer, config_parse_verify, "not on or off", verify_names),
 	SET("ctl-group", NULL, 0, CFG_STR, 0, 0, ctl_group),
+	SET("metrics-listen", NULL, 0, CFG_STR, 0, 0, metrics_listen),
 	SET("pidfile", NULL, 'P', CFG_PATH, 0, 0, pidfile),
 	SET("log-file", NULL, 'L', CFG_PATH, 0, 0, log_file),
 	ENUM("log-level", log_level, parse_log_level, "not error, warning, info or debug",

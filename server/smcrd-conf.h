@@ -46,6 +46,7 @@ struct smcrd_config {
 	char *listen;
 	char *port;
 	char *unix_path;		/* Unix socket to listen on, or NULL */
+	char *metrics_listen;		/* HTTP GET /metrics on [ADDR:]PORT, or NULL */
 	char *smcr_port;
 	unsigned queue_depth;		/* requests in flight per connection */
 	unsigned threads;		/* I/O worker threads */

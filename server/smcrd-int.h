@@ -84,6 +84,8 @@ struct server {
 	struct smcr_ctx *smcr;		/* SMC-R: the stack, NULL if off */
 	struct smcr_sock *smcr_ls;	/* its listener */
 	struct smcr_ctl *ctl;		/* control socket (smcrctl), or NULL */
+	struct metrics *metrics;	/* --metrics-listen's thread, or NULL */
+	int metrics_fd;			/* its socket until the thread takes it */
 	gid_t ctl_gid;			/* --ctl-group, or (gid_t)-1 */
 	char cwd[PATH_MAX];
 	int tls_mode;			/* NBD_TLS_*, from cfg.tls */

@@ -29,7 +29,10 @@
 #include "smcrd-int.h"
 #include "smcrd-export.h"
 #include "applog.h"
+#include "json.h"
 #include "jsonw.h"
+#include "prom.h"
+#include "smcrd-metrics.h"
 #include "strbuf.h"
 #include "smcrd-systemd.h"
 #include "transport-tls.h"
@@ -109,6 +112,9 @@ static void usage(FILE *f)
 "      --tls-psk FILE       pre-shared keys (psktool's username:hexkey) instead\n"
 "      --tls-verify-peer on|off  require a client certificate signed by\n"
 "                             ca-cert.pem (default: on when DIR has one)\n"
+"      --metrics-listen [ADDR:]PORT  serve smcrctl metrics' Prometheus text over\n"
+"                             HTTP at GET /metrics on ADDR:PORT (ADDR:\n"
+"                             127.0.0.1 when only PORT is given; default off)\n"
 "      --ctl-group GROUP    members of GROUP may inject faults and run commands\n"
 "                             on the control socket (smcrctl), as root may\n"
 "      --log-level LEVEL    error, warning, info (default) or debug; the\n"
@@ -593,6 +599,80 @@ static void ctl_start(struct server *s)
 	}
 }
 
+/* GET /metrics: smcrctl metrics' text, from the same status JSON (the
+ * smcrd section and libsmcr's counters since the start). */
+static char *metrics_body(void *arg, size_t *lenp)
+{
+	struct server *s = arg;
+	struct json *sec = NULL, *stats = NULL;
+	struct prom_doc d = { 0 };
+	size_t cap = 64 << 10;
+	char *buf = NULL, *out = NULL, err[128];
+	FILE *f;
+	int n;
+
+	for (;;) {
+		char *nb = realloc(buf, cap);
+
+		if (!nb)
+			goto out;
+		buf = nb;
+		n = ctl_dump(s, buf, cap, true);
+		if (n != -ENOSPC || cap >= (64u << 20))
+			break;
+		cap *= 2;
+	}
+	if (n < 0)
+		goto out;
+	sec = json_parse(buf, err, sizeof(err));
+	if (!sec) {
+		log_warn("metrics: the status JSON does not parse: %s", err);
+		goto out;
+	}
+	if (s->smcr) {
+		struct smcr_stats st;
+
+		smcr_ctx_stats(s->smcr, &st);
+		snprintf(buf, cap, "{\"connections\":%llu,\"smc_connections\":%llu,"
+			 "\"fallbacks\":%llu,\"failovers\":%llu,\"link_failures\":%llu,"
+			 "\"bytes_sent\":%llu,\"bytes_recv\":%llu}",
+			 (unsigned long long)st.connections,
+			 (unsigned long long)st.smc_connections,
+			 (unsigned long long)st.fallbacks, (unsigned long long)st.failovers,
+			 (unsigned long long)st.link_failures, (unsigned long long)st.bytes_sent,
+			 (unsigned long long)st.bytes_recv);
+		stats = json_parse(buf, err, sizeof(err));
+	}
+	d.sec = sec;
+	d.stats = stats;
+	f = open_memstream(&out, lenp);
+	if (!f)
+		goto out;
+	prom_print(f, &d, 1);
+	if (fclose(f)) {
+		free(out);
+		out = NULL;
+	}
+out:
+	json_free(stats);
+	json_free(sec);
+	free(buf);
+	return out;
+}
+
+static void metrics_serve(struct server *s)
+{
+	int r;
+
+	if (s->metrics_fd < 0)
+		return;
+	r = metrics_start(s->metrics_fd, metrics_body, s, &s->metrics);
+	s->metrics_fd = -1;
+	if (r < 0)
+		log_err("metrics-listen %s: %s (no metrics over HTTP)", s->cfg.metrics_listen,
+			strerror(-r));
+}
+
 /* --ctl-group: a group name or number; -ENOENT when there is none. */
 static int resolve_group(const char *name, gid_t *gid)
 {
@@ -659,6 +739,7 @@ int main(int argc, char **argv)
 	iostat_init(&s.iostat);
 	pthread_cond_init(&s.cond, NULL);
 	s.cancel_fd = s.cancel_wr = -1;
+	s.metrics_fd = -1;
 	if (!getcwd(s.cwd, sizeof(s.cwd)))
 		strcpy(s.cwd, "/");
 
@@ -787,6 +868,13 @@ int main(int argc, char **argv)
 	if (r == 0 && (!s.cfg.unix_path || !tcp_default) &&
 	    listen_on(&s, s.cfg.listen, s.cfg.port) < 0)
 		goto out_listen;
+	/* Bound now, so that a taken port fails the start; served from
+	 * after the fork (a thread). */
+	if (s.cfg.metrics_listen) {
+		s.metrics_fd = metrics_listen(s.cfg.metrics_listen);
+		if (s.metrics_fd < 0)
+			goto out_listen;
+	}
 	log_table(s.table, s.cfg.config_file);
 
 	/* Signals are taken synchronously by the main thread only. */
@@ -870,8 +958,11 @@ int main(int argc, char **argv)
 	}
 
 	ctl_start(&s);
+	metrics_serve(&s);
 	serve(&s, sfd);
 	sysd_notify("STOPPING=1");
+	metrics_stop(s.metrics);
+	s.metrics = NULL;
 	smcr_ctl_close(s.ctl);
 	s.ctl = NULL;
 	shutdown_server(&s);
@@ -895,6 +986,8 @@ out_listen:
 	for (r = 0; r < (int)s.nlfd; r++)
 		close(s.lfd[r]);
 	unix_remove(&s);
+	if (s.metrics_fd >= 0)
+		close(s.metrics_fd);
 	if (notify >= 0)
 		close(notify);		/* the parent reads EOF: failure */
 out_table:

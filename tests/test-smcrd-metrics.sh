@@ -7,7 +7,8 @@
 # metrics prints the Prometheus text format (every sample line
 # 'name{labels} value', HELP and TYPE before a family's samples, histogram
 # buckets cumulative up to +Inf = _count) with the same numbers; --watch
-# shows rates; with two smcrd, reset, send and metrics want a TARGET or
+# shows rates (in the export_io and client_io tables, and of the global
+# counters); with two smcrd, reset, send and metrics want a TARGET or
 # --all.
 # smcr-timeout: 300
 . "${srcdir:-.}/functions.sh"
@@ -112,6 +113,8 @@ timeout 3.5 "$SMCRCTL" --watch 1 status smcrd >"$d/watch" || true
 wait "$cp" || fail "nbdcopy during --watch"
 grep -Eq "^    disk +[0-9]+ +[0-9]+ \(\+[0-9.]+[kMG]?/s\) +[0-9]+ \(\+[0-9.]+[kMG]?/s\)" "$d/watch" ||
     { cat "$d/watch"; fail "--watch: no rates in the export_io table"; }
+grep -Eq "^    127\.0\.0\.1 +[0-9]+ +[0-9]+ \(\+[0-9.]+[kMG]?/s\) +[0-9]+ \(\+[0-9.]+[kMG]?/s\)" "$d/watch" ||
+    { cat "$d/watch"; fail "--watch: no rates in the client_io table"; }
 grep -Eq "^  requests +[0-9]+ \(\+[0-9.]+[kMG]?/s\)" "$d/watch" || fail "--watch: no rate of requests"
 
 # Two smcrd: commands that change state (and metrics) want one named.

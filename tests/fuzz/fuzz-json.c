@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: libFuzzer target for smcrctl's JSON reader (client/json.c): the
+/* smcrbd: libFuzzer target for smcrctl's JSON reader (common/json.c): the
  * answer of a control socket, which smcrctl reads from whatever socket it
  * finds.  Whatever parses is walked with every accessor smcrctl uses. */
 #include <config.h>

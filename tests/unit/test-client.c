@@ -30,6 +30,7 @@
 #include "monotime.h"
 #include "nbd-conn.h"
 #include "nbd-conn-int.h"
+#include "nbdc-settings.h"
 #include "smcr.h"
 #include "unit.h"
 
@@ -70,6 +71,79 @@ static struct nbdc *client(struct memsrv *s, bool smcr, unsigned conns, unsigned
 	snprintf(port, sizeof(port), "%u", memsrv_port(s));
 	CU_ASSERT_EQUAL_FATAL(nbdc_open(&o, &e), 0);
 	return e;
+}
+
+/* --- the clients' settings table ------------------------------------------ */
+
+static void test_settings(void)
+{
+	char *argv[] = { "prog", "-C3", "-t", "-r", "--timeout=2.5", "-o", "ro", "URI",
+			 "--io-timeout", "0", "--tls-psk=/k", "-D", "7", "MNT", "--", "-C",
+			 "9", NULL };
+	int argc = (int)(sizeof(argv) / sizeof(argv[0])) - 1;
+	struct nbdc_opts o = { 0 };
+	struct nbdc_settings v;
+	char err[256];
+	unsigned i;
+
+	/* One row per setting, each with a name, help and a known type. */
+	for (i = 0; i < NBDC_NSETTINGS; i++) {
+		CU_ASSERT_PTR_NOT_NULL(nbdc_settings[i].name);
+		CU_ASSERT_PTR_NOT_NULL(nbdc_settings[i].help);
+		CU_ASSERT_EQUAL(nbdc_setting_find(nbdc_settings[i].name, NBDC_IN_FUSE) ==
+				(int)i, (nbdc_settings[i].in & NBDC_IN_FUSE) != 0);
+	}
+	CU_ASSERT_EQUAL(nbdc_setting_short('t', NBDC_IN_FUSE), NBDC_S_TCP);
+	CU_ASSERT_EQUAL(nbdc_setting_short('t', NBDC_IN_ATTACH), NBDC_S_TCP);
+	CU_ASSERT_EQUAL(nbdc_setting_find("tcp", NBDC_IN_PLUGIN), -1);
+	CU_ASSERT_EQUAL(nbdc_setting_find("dead-timeout", NBDC_IN_PLUGIN), NBDC_S_TIMEOUT);
+	CU_ASSERT_EQUAL(nbdc_setting_find("tls-verify", NBDC_IN_PLUGIN), NBDC_S_TLS_VERIFY_PEER);
+	CU_ASSERT_EQUAL_FATAL(nbdc_settings_init(&v), 0);
+	CU_ASSERT_STRING_EQUAL(v.val[NBDC_S_CONNECTIONS], "4");
+	CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_CONNECTIONS, "17", err, sizeof(err)), -EINVAL);
+	CU_ASSERT_STRING_EQUAL(err, "connections: 1 to 16, not '17'");
+	CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_TIMEOUT, "x", err, sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_TLS, "maybe", err, sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_TCP, "no", err, sizeof(err)), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_CTL, NULL, err, sizeof(err)), -EINVAL);
+	/* argv: ours out (the old -t S of smcr-fuse too), the rest in order,
+	 * nothing after "--". */
+	CU_ASSERT_EQUAL(nbdc_settings_argv(&v, NBDC_IN_FUSE, &argc, argv, err, sizeof(err), NULL),
+			0);
+	CU_ASSERT_EQUAL(argc, 8);
+	CU_ASSERT_STRING_EQUAL(argv[1], "-o");
+	CU_ASSERT_STRING_EQUAL(argv[2], "ro");
+	CU_ASSERT_STRING_EQUAL(argv[3], "URI");
+	CU_ASSERT_STRING_EQUAL(argv[4], "MNT");
+	CU_ASSERT_STRING_EQUAL(argv[5], "--");
+	CU_ASSERT_STRING_EQUAL(argv[6], "-C");
+	CU_ASSERT_PTR_NULL(argv[8]);
+	CU_ASSERT_EQUAL(nbdc_settings_uint(&v, NBDC_S_CONNECTIONS), 3);
+	CU_ASSERT_STRING_EQUAL(v.val[NBDC_S_TRANSPORT], "tcp");
+	CU_ASSERT_EQUAL(nbdc_settings_ms(&v, NBDC_S_TIMEOUT), 7000);
+	CU_ASSERT_TRUE(v.given[NBDC_S_TLS_PSK_FILE]);
+	o.ctl_name = "prog";
+	nbdc_settings_apply(&v, &o);
+	CU_ASSERT_EQUAL(o.connections, 3);
+	CU_ASSERT_EQUAL(o.timeout_ms, 7000);
+	CU_ASSERT_EQUAL(o.io_timeout_ms, UINT32_MAX);
+	CU_ASSERT_EQUAL(o.transport, NBDC_TCP);
+	CU_ASSERT_TRUE(o.read_only);
+	CU_ASSERT_EQUAL(o.tls, NBDC_TLS_ALLOW);
+	CU_ASSERT_STRING_EQUAL(o.tls_psk_file, "/k");
+	CU_ASSERT_STRING_EQUAL(o.ctl_name, "prog");
+	nbdc_settings_free(&v);
+	{
+		char *a2[] = { "prog", "-t", "5", "-C", "0", NULL };
+		int n = 5;
+
+		CU_ASSERT_EQUAL_FATAL(nbdc_settings_init(&v), 0);
+		CU_ASSERT_EQUAL(nbdc_settings_argv(&v, NBDC_IN_FUSE, &n, a2, err, sizeof(err),
+						   NULL), -EINVAL);
+		CU_ASSERT_EQUAL(nbdc_settings_ms(&v, NBDC_S_TIMEOUT), 5000);
+		CU_ASSERT_STRING_EQUAL(err, "connections: 1 to 16, not '0'");
+		nbdc_settings_free(&v);
+	}
 }
 
 /* --- URIs -------------------------------------------------------------- */
@@ -117,7 +191,48 @@ static void test_uri(void)
 	CU_ASSERT_STRING_EQUAL(u.tls_certificates, "/c");
 	CU_ASSERT_STRING_EQUAL(u.tls_username, "b");
 	CU_ASSERT_STRING_EQUAL(u.tls_hostname, "n");
-	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?socket=/s", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?socket=/s", &u), -EDESTADDRREQ);
+	/* libnbd's Unix socket URIs */
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix:///foo?socket=/tmp/nbd.sock", &u), 0);
+	CU_ASSERT_EQUAL(u.transport, NBDC_UNIX);
+	CU_ASSERT_FALSE(u.tls);
+	CU_ASSERT_STRING_EQUAL(u.host, "/tmp/nbd.sock");
+	CU_ASSERT_STRING_EQUAL(u.port, "");
+	CU_ASSERT_STRING_EQUAL(u.export, "foo");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds+unix://alice@/?socket=/s%20t&tls-certificates=c",
+				       &u), 0);
+	CU_ASSERT_EQUAL(u.transport, NBDC_UNIX);
+	CU_ASSERT_TRUE(u.tls);
+	CU_ASSERT_STRING_EQUAL(u.host, "/s t");
+	CU_ASSERT_STRING_EQUAL(u.export, "");
+	CU_ASSERT_STRING_EQUAL(u.tls_username, "alice");
+	CU_ASSERT_STRING_EQUAL(u.tls_certificates, "c");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix://?socket=/s", &u), 0);
+	CU_ASSERT_STRING_EQUAL(u.export, "");
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix:///x", &u), -EDESTADDRREQ);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix:///x?socket=", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix://h/x?socket=/s", &u), -EINVAL);
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix://alice@/x?socket=/s", &u), -EINVAL);
+	{
+		char long_uri[200];
+
+		snprintf(long_uri, sizeof(long_uri), "nbd+unix:///x?socket=/%0120d", 0);
+		CU_ASSERT_EQUAL(nbdc_uri_parse(long_uri, &u), -ENAMETOOLONG);
+	}
+	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd+unix:///x?socket=/s&colour=blue", &u), -EINVAL);
+	CU_ASSERT_STRING_EQUAL(u.bad_key, "colour");
+	{
+		char msg[300];
+
+		nbdc_uri_strerror("U", &u, -EINVAL, msg, sizeof(msg));
+		CU_ASSERT_PTR_NOT_NULL(strstr(msg, "U: unknown query key 'colour' (known: tls-"));
+		nbdc_uri_format(NBDC_UNIX, true, "/s", "", "e", msg, sizeof(msg));
+		CU_ASSERT_STRING_EQUAL(msg, "nbds+unix:///e?socket=/s");
+		nbdc_uri_format(NBDC_TCP, true, "::1", "5", "e", msg, sizeof(msg));
+		CU_ASSERT_STRING_EQUAL(msg, "nbds://[::1]:5/e");
+		nbdc_uri_format(NBDC_SMCR, false, "h", "1", "", msg, sizeof(msg));
+		CU_ASSERT_STRING_EQUAL(msg, "smcr://h:1/");
+	}
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?tls-verify-peer=maybe", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbds://h/x?tls-certificates", &u), -EINVAL);
 	CU_ASSERT_EQUAL(nbdc_uri_parse("nbd://alice@h/x", &u), -EINVAL);
@@ -1675,6 +1790,7 @@ static void test_strbuf(void)
 
 static CU_TestInfo client_tests[] = {
 	{ "URIs", test_uri },
+	{ "the clients' settings table", test_settings },
 	{ "server lists", test_servers_parse },
 	{ "I/O over TCP, 4 connections", test_io_tcp },
 	{ "no multi-conn: one connection", test_no_multi_conn },

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: smcrctl's read-only view of a JSON document (the control sockets
- * answer in JSON), parsed by json-c.  Numbers keep their text, so 64-bit
- * counters stay exact. */
-#ifndef SMCRBD_CLIENT_JSON_H
-#define SMCRBD_CLIENT_JSON_H
+/* smcrbd: a read-only view of a JSON document (the control sockets answer
+ * in JSON; smcrctl and the metrics read it), parsed by json-c.  Numbers
+ * keep their text, so 64-bit counters stay exact. */
+#ifndef SMCRBD_COMMON_JSON_H
+#define SMCRBD_COMMON_JSON_H
 
 #include <stdbool.h>
 #include <stddef.h>
