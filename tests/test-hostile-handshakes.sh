@@ -12,7 +12,7 @@
 #    is served meanwhile (--tls=on).
 # smcrd's descriptors come back to their count before each attack.
 # About 12 s (most of it the two 3 s waits and start-up).
-# smcr-timeout: 90
+# smcr-timeout: 180
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
