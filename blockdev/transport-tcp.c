@@ -258,6 +258,19 @@ out_close:
 	return err;
 }
 
+/* The transport of a connect's result FD (-errno passes through). */
+static int connected(int fd, struct bd_transport **out)
+{
+	int r;
+
+	if (fd < 0)
+		return fd;
+	r = bd_tcp_transport_new(fd, out);
+	if (r < 0)
+		close(fd);
+	return r;
+}
+
 int bd_tcp_connect(const char *host, const char *port, int timeout_ms,
 		   struct bd_transport **out)
 {
@@ -277,12 +290,7 @@ int bd_tcp_connect(const char *host, const char *port, int timeout_ms,
 			break;
 	}
 	freeaddrinfo(res);
-	if (fd < 0)
-		return fd;
-	r = bd_tcp_transport_new(fd, out);
-	if (r < 0)
-		close(fd);
-	return r;
+	return connected(fd, out);
 }
 
 int bd_unix_connect(const char *path, int timeout_ms, struct bd_transport **out)
@@ -294,7 +302,7 @@ int bd_unix_connect(const char *path, int timeout_ms, struct bd_transport **out)
 		.ai_addr = (struct sockaddr *)&sun,
 		.ai_addrlen = sizeof(sun),
 	};
-	int fd, r;
+	int fd;
 
 	if (!*path)
 		return -EINVAL;
@@ -302,10 +310,5 @@ int bd_unix_connect(const char *path, int timeout_ms, struct bd_transport **out)
 		return -ENAMETOOLONG;
 	memcpy(sun.sun_path, path, strlen(path) + 1);
 	fd = connect_one(&ai, timeout_ms);
-	if (fd < 0)
-		return fd;
-	r = bd_tcp_transport_new(fd, out);
-	if (r < 0)
-		close(fd);
-	return r;
+	return connected(fd, out);
 }
