@@ -27,11 +27,156 @@
 
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <dlfcn.h>
+#include <pthread.h>
 
 #include "applog.h"
 #include "lograte.h"
 #include "monotime.h"
 #include "transport-tls.h"
+
+/* GnuTLS is loaded when TLS is first asked for (bd_tls_server_new,
+ * bd_tls_client_new), not when the program starts: its library and the
+ * eight it needs cost an exec more than everything else it links (on a
+ * slow guest, hundreds of milliseconds for a program that never uses
+ * TLS).  Every GnuTLS function used here is called through gt, which
+ * tls_load() fills from GNUTLS_SONAME with the types of the headers. */
+#define GNUTLS_FUNCTIONS \
+	X(gnutls_alert_get) \
+	X(gnutls_alert_get_name) \
+	X(gnutls_auth_get_type) \
+	X(gnutls_bye) \
+	X(gnutls_certificate_allocate_credentials) \
+	X(gnutls_certificate_free_credentials) \
+	X(gnutls_certificate_get_peers) \
+	X(gnutls_certificate_server_set_request) \
+	X(gnutls_certificate_set_x509_key_file) \
+	X(gnutls_certificate_set_x509_system_trust) \
+	X(gnutls_certificate_set_x509_trust_file) \
+	X(gnutls_certificate_verification_status_print) \
+	X(gnutls_certificate_verify_peers2) \
+	X(gnutls_credentials_set) \
+	X(gnutls_deinit) \
+	X(gnutls_handshake) \
+	X(gnutls_init) \
+	X(gnutls_priority_deinit) \
+	X(gnutls_priority_init) \
+	X(gnutls_priority_set) \
+	X(gnutls_psk_allocate_client_credentials) \
+	X(gnutls_psk_allocate_server_credentials) \
+	X(gnutls_psk_free_client_credentials) \
+	X(gnutls_psk_free_server_credentials) \
+	X(gnutls_psk_server_get_username) \
+	X(gnutls_psk_set_client_credentials) \
+	X(gnutls_psk_set_server_credentials_file) \
+	X(gnutls_record_get_direction) \
+	X(gnutls_record_recv) \
+	X(gnutls_record_send) \
+	X(gnutls_server_name_set) \
+	X(gnutls_session_get_desc) \
+	X(gnutls_session_get_verify_cert_status) \
+	X(gnutls_session_set_verify_cert) \
+	X(gnutls_strerror) \
+	X(gnutls_transport_set_errno) \
+	X(gnutls_transport_set_ptr) \
+	X(gnutls_transport_set_pull_function) \
+	X(gnutls_transport_set_pull_timeout_function) \
+	X(gnutls_transport_set_vec_push_function) \
+	X(gnutls_x509_crt_deinit) \
+	X(gnutls_x509_crt_get_dn3) \
+	X(gnutls_x509_crt_get_dn_by_oid) \
+	X(gnutls_x509_crt_import) \
+	X(gnutls_x509_crt_init) \
+
+static struct {
+#define X(f) __typeof__(f) *f;
+	GNUTLS_FUNCTIONS
+#undef X
+	gnutls_free_function *free_fn;
+} gt;
+static pthread_once_t gt_once = PTHREAD_ONCE_INIT;
+static char gt_error[256];
+
+static void gt_load(void)
+{
+	void *h = dlopen(GNUTLS_SONAME, RTLD_NOW | RTLD_LOCAL);
+	const char *missing = NULL;
+
+	if (!h) {
+		snprintf(gt_error, sizeof(gt_error), "TLS needs GnuTLS: %s", dlerror());
+		return;
+	}
+#define X(f) if (!(gt.f = (__typeof__(f) *)dlsym(h, #f)) && !missing) missing = #f;
+	GNUTLS_FUNCTIONS
+#undef X
+	gt.free_fn = (gnutls_free_function *)dlsym(h, "gnutls_free");
+	if (!gt.free_fn && !missing)
+		missing = "gnutls_free";
+	if (missing)
+		snprintf(gt_error, sizeof(gt_error), "TLS needs GnuTLS: %s has no %s",
+			 GNUTLS_SONAME, missing);
+}
+
+/* 0 once GnuTLS is loaded, or -ENOTSUP with why in err. */
+static int tls_load(char *err, size_t errlen)
+{
+	pthread_once(&gt_once, gt_load);
+	if (gt_error[0]) {
+		snprintf(err, errlen, "%s", gt_error);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+
+/* From here on, every GnuTLS call goes through gt. */
+#define gnutls_alert_get gt.gnutls_alert_get
+#define gnutls_alert_get_name gt.gnutls_alert_get_name
+#define gnutls_auth_get_type gt.gnutls_auth_get_type
+#define gnutls_bye gt.gnutls_bye
+#define gnutls_certificate_allocate_credentials gt.gnutls_certificate_allocate_credentials
+#define gnutls_certificate_free_credentials gt.gnutls_certificate_free_credentials
+#define gnutls_certificate_get_peers gt.gnutls_certificate_get_peers
+#define gnutls_certificate_server_set_request gt.gnutls_certificate_server_set_request
+#define gnutls_certificate_set_x509_key_file gt.gnutls_certificate_set_x509_key_file
+#define gnutls_certificate_set_x509_system_trust gt.gnutls_certificate_set_x509_system_trust
+#define gnutls_certificate_set_x509_trust_file gt.gnutls_certificate_set_x509_trust_file
+#define gnutls_certificate_verification_status_print gt.gnutls_certificate_verification_status_print
+#define gnutls_certificate_verify_peers2 gt.gnutls_certificate_verify_peers2
+#define gnutls_credentials_set gt.gnutls_credentials_set
+#define gnutls_deinit gt.gnutls_deinit
+#define gnutls_handshake gt.gnutls_handshake
+#define gnutls_init gt.gnutls_init
+#define gnutls_priority_deinit gt.gnutls_priority_deinit
+#define gnutls_priority_init gt.gnutls_priority_init
+#define gnutls_priority_set gt.gnutls_priority_set
+#define gnutls_psk_allocate_client_credentials gt.gnutls_psk_allocate_client_credentials
+#define gnutls_psk_allocate_server_credentials gt.gnutls_psk_allocate_server_credentials
+#define gnutls_psk_free_client_credentials gt.gnutls_psk_free_client_credentials
+#define gnutls_psk_free_server_credentials gt.gnutls_psk_free_server_credentials
+#define gnutls_psk_server_get_username gt.gnutls_psk_server_get_username
+#define gnutls_psk_set_client_credentials gt.gnutls_psk_set_client_credentials
+#define gnutls_psk_set_server_credentials_file gt.gnutls_psk_set_server_credentials_file
+#define gnutls_record_get_direction gt.gnutls_record_get_direction
+#define gnutls_record_recv gt.gnutls_record_recv
+#define gnutls_record_send gt.gnutls_record_send
+#define gnutls_server_name_set gt.gnutls_server_name_set
+#define gnutls_session_get_desc gt.gnutls_session_get_desc
+#define gnutls_session_get_verify_cert_status gt.gnutls_session_get_verify_cert_status
+#define gnutls_session_set_verify_cert gt.gnutls_session_set_verify_cert
+#define gnutls_strerror gt.gnutls_strerror
+#define gnutls_transport_set_errno gt.gnutls_transport_set_errno
+#define gnutls_transport_set_ptr gt.gnutls_transport_set_ptr
+#define gnutls_transport_set_pull_function gt.gnutls_transport_set_pull_function
+#define gnutls_transport_set_pull_timeout_function gt.gnutls_transport_set_pull_timeout_function
+#define gnutls_transport_set_vec_push_function gt.gnutls_transport_set_vec_push_function
+#define gnutls_x509_crt_deinit gt.gnutls_x509_crt_deinit
+#define gnutls_x509_crt_get_dn3 gt.gnutls_x509_crt_get_dn3
+#define gnutls_x509_crt_get_dn_by_oid gt.gnutls_x509_crt_get_dn_by_oid
+#define gnutls_x509_crt_import gt.gnutls_x509_crt_import
+#define gnutls_x509_crt_init gt.gnutls_x509_crt_init
+#undef gnutls_free
+#define gnutls_free(a) ((*gt.free_fn)((void *)(a)), (a) = NULL)
 
 #define TLS_CHUNK	16384		/* plaintext per record */
 
@@ -311,6 +456,9 @@ int bd_tls_server_new(const char *cert_dir, const char *psk_file, int verify_pee
 	bool has_ca;
 	int r;
 
+	r = tls_load(err, errlen);
+	if (r < 0)
+		return r;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
@@ -663,6 +811,9 @@ int bd_tls_client_new(const struct bd_tls_client_opts *o, struct bd_tls_client *
 	char path[4096], key[4096];
 	int r;
 
+	r = tls_load(err, errlen);
+	if (r < 0)
+		return r;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

@@ -1016,12 +1016,14 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 		log_info("/dev/ublkb%u: taken over in %lld ms (%u queue(s) of %u, %s): "
 			 "engine up at %lld ms, old server seen gone at %lld ms, "
 			 "START_USER_RECOVERY done at %lld ms, END_USER_RECOVERY at %lld ms; "
-			 "the process had run %lld ms before (exec, libraries, set-up)", u->info.dev_id,
+			 "the process had run %lld ms before (exec, libraries, set-up; main() "
+			 "%lld ms before)", u->info.dev_id,
 			 (long long)(now_ms() - t0), u->nq, u->qd,
 			 u->user_copy ? "USER_COPY" : "copy mode", (long long)(t_eng - t0),
 			 waiting ? (long long)(__atomic_load_n(&u->gone_ms, __ATOMIC_ACQUIRE) -
 					       t0) : -1LL,
-			 (long long)(t_rec - t0), (long long)(now_ms() - t0), age);
+			 (long long)(t_rec - t0), (long long)(now_ms() - t0), age,
+			 a->main_ms ? (long long)(t0 - a->main_ms) : -1LL);
 	else
 		log_info("/dev/ublkb%u: %s:%s export '%s', %llu bytes, %u queue(s) of %u on "
 			 "%u connection(s) over %s, %s", u->info.dev_id, a->no.host,

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "nbd-conn.h"
 
@@ -16,6 +17,7 @@ struct ublk_args {
 	unsigned block;			/* logical block size; 0: the export's */
 	unsigned queue_depth;		/* 0: UBLK_QD */
 	bool readonly;
+	int64_t main_ms;		/* now_ms() when main() began; 0: unknown */
 };
 
 /* Until a signal (then it removes the device) or the device's removal

@@ -98,6 +98,7 @@ struct opts {
 };
 
 static volatile sig_atomic_t stop;
+static int64_t main_ms;		/* when main() began (--ublk --recover's figures) */
 /* Without -F: the server new sockets go to (o->srv[]); a dead connection
  * or a failed attempt moves it on to the next. */
 static unsigned srv_cur;
@@ -1434,6 +1435,7 @@ static int run_ublk(const struct opts *o)
 		.block = o->block,
 		.queue_depth = o->qdepth,
 		.readonly = o->readonly,
+		.main_ms = main_ms,
 	};
 
 	engine_opts(o, &a.no);
@@ -1555,6 +1557,7 @@ int main(int argc, char **argv)
 	char *end;
 	int c, r;
 
+	main_ms = now_ms();
 	applog_set_ident("smcr-attach");
 	if (nbdc_settings_init(&o.set) < 0 ||
 	    nbdc_setting_default(&o.set, NBDC_S_CONNECTIONS, "1") < 0 ||

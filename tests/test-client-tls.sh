@@ -13,6 +13,8 @@
 #  - refused with one clear line and exit 1: a CA that did not sign the
 #    server's certificate (plugin, smcr-fuse, smcr-attach), a plain nbd://
 #    client ("requires TLS"), TLS asked for on smcr:// (plugin).
+# GnuTLS is loaded only for TLS: smcr-attach, smcr-fuse, smcrd and the
+# plugin do not link it (readelf), and all of the above work.
 # smcr-timeout: 240
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
@@ -29,6 +31,15 @@ served() {
 }
 ATTACH=$abs_top_builddir/client/smcr-attach
 [ -x "$ATTACH" ] || fail "$ATTACH not built"
+
+if command -v readelf >/dev/null; then
+    for f in client/.libs/smcr-attach client/.libs/smcr-fuse server/.libs/smcrd \
+             client/.libs/nbdkit-smcr-plugin.so; do
+        [ -e "$abs_top_builddir/$f" ] || continue
+        readelf -d "$abs_top_builddir/$f" | grep -q 'NEEDED.*libgnutls' &&
+            fail "$f links GnuTLS (it is loaded only when TLS is used)"
+    done
+fi
 
 d=$(scratch_dir)
 pki=$d/pki

@@ -15,7 +15,9 @@
 # USER_COPY.  SMCR_UBLK_KILLS=N (default 1): N SIGKILLs and restarts under
 # one fio verify job, the time from each restart to I/O back printed
 # (min/median/max; the aim is 2 s), and with N > 1 nothing else (no ext4,
-# cable pull or smcrd restart).  SMCR_UBLK_TRACE=1: the kernel's side of
+# cable pull or smcrd restart; about 45 s a kill on a busy host, so from
+# 8 kills on give SMCR_VM_SLOW=2 or more: run-test's limit is this
+# file's 480 s times it).  SMCR_UBLK_TRACE=1: the kernel's side of
 # each restart from ftrace.
 # smcr-timeout: 480
 : "${SMCR_UBLK_KILLS:=1}"
