@@ -42,7 +42,8 @@ int absolutize(struct server *s, struct export_list *l)
 	return 0;
 }
 
-int build_table(struct server *s, bool apply_globals, struct export_table **out)
+int build_table(struct server *s, bool apply_globals, const struct export_table *keep,
+		struct export_table **out)
 {
 	struct export_list file = { NULL, 0 };
 	char err[512] = "";
@@ -59,7 +60,7 @@ int build_table(struct server *s, bool apply_globals, struct export_table **out)
 		if (r < 0)
 			goto out_free;
 	}
-	r = export_table_open(&s->cfg.cli_exports, &file, s->cfg.direct, out, err,
+	r = export_table_open(&s->cfg.cli_exports, &file, s->cfg.direct, keep, out, err,
 			      sizeof(err));
 	if (r < 0)
 		log_err("%s", err);
@@ -80,7 +81,7 @@ int reopen_rbd(struct server *s)
 		;
 	if (i == s->table->n)
 		return 0;
-	if (build_table(s, false, &t) < 0)
+	if (build_table(s, false, NULL, &t) < 0)
 		return -EIO;
 	s->table = t;
 	return 0;
@@ -142,7 +143,9 @@ static void reload(struct server *s)
 	}
 	log_info("SIGHUP: reloading exports from %s", s->cfg.config_file);
 	reload_log_level(s);
-	if (build_table(s, false, &t) < 0) {
+	/* The table in use changes only here (this thread): read unlocked.
+	 * Its RBD images whose settings are the same are shared. */
+	if (build_table(s, false, s->table, &t) < 0) {
 		log_err("reload failed: keeping the current exports");
 		return;
 	}

@@ -96,7 +96,40 @@ out_errno:
 	return fl;
 }
 
-int export_open(const struct export_spec *spec, bool direct, struct export **out)
+static bool str_same(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/* The ceph-conf file's identity and age (zeros when there is none or it
+ * cannot be read): a file edited in place is a changed setting. */
+static void conf_stamp(const char *conf, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (conf && stat(conf, st) < 0)
+		memset(st, 0, sizeof(*st));
+}
+
+/* Whether keep's RBD handle serves spec as a new open would: the same
+ * image, cluster config (path and file), client id, read-only asked and
+ * exclusive. */
+static bool rbd_same(const struct export *keep, const struct export_spec *spec,
+		     const struct stat *conf_st)
+{
+	return keep->rbd && !strcmp(keep->spec.path, spec->path) &&
+	       str_same(keep->spec.ceph_conf, spec->ceph_conf) &&
+	       str_same(keep->spec.ceph_id, spec->ceph_id) &&
+	       keep->ro_asked == spec->read_only &&
+	       keep->spec.rbd_exclusive == spec->rbd_exclusive &&
+	       keep->conf_st.st_dev == conf_st->st_dev &&
+	       keep->conf_st.st_ino == conf_st->st_ino &&
+	       keep->conf_st.st_size == conf_st->st_size &&
+	       keep->conf_st.st_mtim.tv_sec == conf_st->st_mtim.tv_sec &&
+	       keep->conf_st.st_mtim.tv_nsec == conf_st->st_mtim.tv_nsec;
+}
+
+int export_open(const struct export_spec *spec, bool direct, const struct export *keep,
+		struct export **out)
 {
 	struct export *e;
 	struct stat st;
@@ -116,6 +149,19 @@ int export_open(const struct export_spec *spec, bool direct, struct export **out
 		char why[256];
 		bool ro;
 
+		e->ro_asked = spec->read_only;
+		conf_stamp(spec->ceph_conf, &e->conf_st);
+		if (keep && rbd_same(keep, spec, &e->conf_st)) {
+			/* Its cluster connection, lock and state stay. */
+			e->rbd = smcrd_rbd_get(keep->rbd);
+			if (smcrd_rbd_size(e->rbd, &e->size) < 0)
+				e->size = keep->size;
+			e->spec.read_only = keep->spec.read_only;
+			e->sector = 1;
+			log_info("export '%s': %s: the open image kept (its settings did not "
+				 "change)", spec->name, spec->path);
+			goto flags;
+		}
 		r = smcrd_rbd_open(spec->path, spec->ceph_conf, spec->ceph_id, spec->read_only,
 				   spec->rbd_exclusive, &e->rbd, &e->size, &ro, why, sizeof(why));
 		if (r < 0) {
@@ -221,7 +267,7 @@ void export_table_free(struct export_table *t)
 }
 
 static int open_list(struct export_table *t, const struct export_list *l, bool direct,
-		     char *err, size_t errlen)
+		     const struct export_table *keep, char *err, size_t errlen)
 {
 	unsigned i;
 	int r;
@@ -234,7 +280,8 @@ static int open_list(struct export_table *t, const struct export_list *l, bool d
 			snprintf(err, errlen, "export '%s' defined twice", s->name);
 			return -EEXIST;
 		}
-		r = export_open(s, s->direct >= 0 ? s->direct : direct, &e);
+		r = export_open(s, s->direct >= 0 ? s->direct : direct,
+				keep && *s->name ? export_table_find(keep, s->name) : NULL, &e);
 		if (r < 0) {
 			snprintf(err, errlen, "export '%s': %s: %s", s->name, s->path,
 				 r == -ENOTBLK ? "not a regular file or block device "
@@ -247,7 +294,8 @@ static int open_list(struct export_table *t, const struct export_list *l, bool d
 }
 
 int export_table_open(const struct export_list *a, const struct export_list *b,
-		      bool direct, struct export_table **out, char *err, size_t errlen)
+		      bool direct, const struct export_table *keep, struct export_table **out,
+		      char *err, size_t errlen)
 {
 	struct export_table *t;
 	unsigned n = (a ? a->n : 0) + (b ? b->n : 0);
@@ -261,9 +309,9 @@ int export_table_open(const struct export_list *a, const struct export_list *b,
 		free(t);
 		return -ENOMEM;
 	}
-	r = open_list(t, a, direct, err, errlen);
+	r = open_list(t, a, direct, keep, err, errlen);
 	if (r == 0)
-		r = open_list(t, b, direct, err, errlen);
+		r = open_list(t, b, direct, keep, err, errlen);
 	if (r < 0) {
 		export_table_free(t);
 		return r;

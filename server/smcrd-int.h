@@ -142,7 +142,8 @@ int listen_activated(struct server *s);
 
 /* smcrd-daemon.c */
 int absolutize(struct server *s, struct export_list *l);
-int build_table(struct server *s, bool apply_globals, struct export_table **out);
+int build_table(struct server *s, bool apply_globals, const struct export_table *keep,
+		struct export_table **out);
 int reopen_rbd(struct server *s);
 void log_table(const struct export_table *t, const char *config);
 void reload_start(struct server *s);

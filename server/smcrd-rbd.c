@@ -130,6 +130,7 @@ struct rbd_conn {
 };
 
 struct smcrd_rbd {
+	int refs;			/* atomic: exports that share it (reload) */
 	struct rbd_conn *cur;		/* read atomically by the workers */
 	char *path, *conf, *id;		/* to reconnect */
 	bool exclusive;			/* read-write with the 'exclusive' option */
@@ -501,6 +502,7 @@ int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read
 	pthread_cond_init(&r->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&r->lock, NULL);
+	r->refs = 1;
 	r->path = strdup(path);
 	r->conf = conf ? strdup(conf) : NULL;
 	r->id = id ? strdup(id) : NULL;
@@ -654,11 +656,24 @@ int smcrd_rbd_activate(struct smcrd_rbd *r, unsigned timeout_ms)
 	return ret;
 }
 
+struct smcrd_rbd *smcrd_rbd_get(struct smcrd_rbd *r)
+{
+	__atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
+int smcrd_rbd_size(struct smcrd_rbd *r, uint64_t *size)
+{
+	struct rbd_conn *k = __atomic_load_n(&r->cur, __ATOMIC_ACQUIRE);
+
+	return rbd_get_size(k->img, size);
+}
+
 void smcrd_rbd_close(struct smcrd_rbd *r)
 {
 	struct rbd_conn *k, *older;
 
-	if (!r)
+	if (!r || __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_lock(&r->lock);
 	if (r->busy) {

@@ -42,7 +42,13 @@ static inline bool rbd_path(const char *path)
 int smcrd_rbd_open(const char *path, const char *conf, const char *id, bool read_only,
 		   bool exclusive, struct smcrd_rbd **out, uint64_t *size, bool *ro_out, char *err,
 		   size_t errlen);
+/* Drops a reference: the last closes the image and the connection. */
 void smcrd_rbd_close(struct smcrd_rbd *r);
+/* One more reference (an export of a reloaded table keeps the handle,
+ * its lock and its cluster connection). */
+struct smcrd_rbd *smcrd_rbd_get(struct smcrd_rbd *r);
+/* The image's size now. */
+int smcrd_rbd_size(struct smcrd_rbd *r, uint64_t *size);
 /* A client arrived (blocks, at most timeout_ms): for an exclusive export,
  * takes the image's exclusive lock and keeps it, breaking (and
  * blocklisting) any other owner, after reconnecting to the cluster if this
@@ -72,6 +78,12 @@ static inline int smcrd_rbd_open(const char *path, const char *conf, const char 
 	return -EPROTONOSUPPORT;
 }
 static inline void smcrd_rbd_close(struct smcrd_rbd *r) { (void)r; }
+static inline struct smcrd_rbd *smcrd_rbd_get(struct smcrd_rbd *r) { return r; }
+static inline int smcrd_rbd_size(struct smcrd_rbd *r, uint64_t *size)
+{
+	(void)r; (void)size;
+	return -EPROTONOSUPPORT;
+}
 static inline int smcrd_rbd_activate(struct smcrd_rbd *r, unsigned timeout_ms)
 {
 	(void)r; (void)timeout_ms;

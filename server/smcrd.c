@@ -754,7 +754,7 @@ int main(int argc, char **argv)
 		smcr_log_set_level(SMCR_LOG_DEBUG);
 	if (absolutize(&s, &s.cfg.cli_exports) < 0)
 		goto out_config;
-	if (build_table(&s, true, &s.table) < 0) {
+	if (build_table(&s, true, NULL, &s.table) < 0) {
 		status = EXIT_USAGE;
 		goto out_config;
 	}

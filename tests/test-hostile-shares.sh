@@ -21,7 +21,8 @@
 #     client from 127.0.0.9 evicts the oldest handshake (127.0.0.2's)
 #     and is served; counted (handshakes_evicted,
 #     refused_handshakes_per_address).
-# About 20 s (80 s on a machine at load 10).
+# About 20 s (70-80 s on a machine at load 10).  Part 1 fails on the fixed
+# shares (a quarter per connection, a half per address): 127.0.0.6 not served.
 # smcr-timeout: 240
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
@@ -80,7 +81,9 @@ for i in 2 3 4 5; do
         2 4 8388608 100 spread
 done
 for i in 2 3 4 5; do wait_for 30 grep -q '^noread 2$' "$d/noread$i"; done
-wait_for 30 grep -q "client 127.0.0.5:[0-9]*: 127.0.0.5 holds" "$SMCRD_LOG"
+# Their READs are in: the worker makes some wait (then the rest settle).
+wait_for 30 grep -q "worker 0: .*limit reached: clients wait" "$SMCRD_LOG"
+sleep 1
 # (the time from its connect: a python's start on a loaded machine is not
 # smcrd's)
 from 127.0.0.6 good "$PORT" disk 5 >"$d/good" ||

@@ -83,7 +83,7 @@ static int env_setup_mem(struct engine_env *env, uint64_t size, bool ro, uint32_
 		return -errno;
 	close(fd);
 	spec.path = env->path;
-	if (export_open(&spec, false, &env->exp) < 0)
+	if (export_open(&spec, false, NULL, &env->exp) < 0)
 		return -1;
 	return engine_start(&ep, &env->e);
 }
