@@ -666,7 +666,7 @@ int smcrd_rbd_size(struct smcrd_rbd *r, uint64_t *size)
 {
 	struct rbd_conn *k = __atomic_load_n(&r->cur, __ATOMIC_ACQUIRE);
 
-	return rbd_get_size(k->img, size);
+	return ceph.rbd_get_size(k->img, size);
 }
 
 void smcrd_rbd_close(struct smcrd_rbd *r)
