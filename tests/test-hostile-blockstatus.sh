@@ -30,7 +30,6 @@ import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 print(os.lseek(fd, 0, os.SEEK_HOLE) < (64 << 20))' "$d/frag.img")
 [ "$nholes" = True ] || skip "the scratch file system reports no holes (SEEK_HOLE)"
-nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
 start_smcrd --export "disk=$d/frag.img,blocksize=65536" -t 1
 base=$(nfds)
 "$NBD_PYTHON" "$srcdir/bs-stall.py" "nbd://127.0.0.1:$PORT/disk" 128 >"$d/out" ||

@@ -19,12 +19,10 @@
 requires python3 --version
 requires certtool --version
 HOSTILE=$srcdir/hostile-clients.py
-python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.2", 0))' 2>/dev/null ||
-    skip "cannot bind 127.0.0.2 (a second loopback source address)"
+requires_src_addr 127.0.0.2 "a second loopback source address"
 
 d=$(scratch_dir)
 limit() { smcrd_limit "$1"; }
-nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
 fds_back() {    # BASE: smcrd's descriptor count back to BASE (polls 10 s)
     local i
     for (( i=0; i<100; i++ )); do

@@ -12,11 +12,9 @@
 . "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py
-python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.2", 0))' 2>/dev/null ||
-    skip "cannot bind 127.0.0.2 (a second loopback source address)"
+requires_src_addr 127.0.0.2 "a second loopback source address"
 
 d=$(scratch_dir)
-nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
 start_smcrd_disk 1M
 base=$(nfds)
 t0=$SECONDS

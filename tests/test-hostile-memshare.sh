@@ -12,13 +12,10 @@
 . "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
-python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.2", 0))' 2>/dev/null ||
-    skip "cannot bind 127.0.0.2 (a second loopback source address)"
+requires_src_addr 127.0.0.2 "a second loopback source address"
 HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
-nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$SMCRD_PID/status"; }
 start_smcrd_disk 256M -t 1 -M 64M --request-timeout 120 --no-fixed-buffers
 [ "$(smcrd_limit max_memory_per_address)" = 33554432 ] ||
     fail "max_memory_per_address $(smcrd_limit max_memory_per_address), want half of 64M"

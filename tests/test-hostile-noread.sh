@@ -15,8 +15,6 @@ requires python3 --version
 HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
-nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$SMCRD_PID/status"; }
 start_smcrd_disk 64M -t 1 -M 64M --request-timeout 2 --no-fixed-buffers
 python3 "$HOSTILE" good "$PORT" disk 8 >/dev/null || fail "good client before the attack"
 base=$(nfds)

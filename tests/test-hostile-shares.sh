@@ -28,13 +28,10 @@
 . "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
-python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.9", 0))' 2>/dev/null ||
-    skip "cannot bind 127.0.0.9 (loopback source addresses 127.0.0.2-9)"
+requires_src_addr 127.0.0.9 "loopback source addresses 127.0.0.2-9"
 HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
-nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$SMCRD_PID/status"; }
 from() { local a=$1; shift; HOSTILE_SRC=$a python3 "$HOSTILE" "$@"; }
 # bg_from ADDR OUT ARGS...: the same in the background (pid in pids),
 # output to OUT.

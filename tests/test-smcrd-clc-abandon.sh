@@ -21,7 +21,6 @@ SPORT=$(free_port)
 start_smcrd_disk 1M --smcr-port "$SPORT" --max-clients 8
 wait_for 10 grep -q 'listening for NBD over SMC-R' "$SMCRD_LOG"
 
-nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
 closewait() { ss -Htan state close-wait "( sport = :$SPORT )" | wc -l; }
 base=$(nfds)
 python3 "$HOSTILE" abandon "$SPORT" 1000 || fail "abandon clients"

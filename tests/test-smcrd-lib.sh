@@ -13,6 +13,10 @@
 #   requires_nbd_python   skips the test without it
 #   make_random FILE MiB  random file
 #   log_has PATTERN       grep the smcrd log
+#   nfds, rss_kib         smcrd's open descriptors, its VmRSS in KiB
+#   requires_src_addr ADDR WHY
+#                         skips the test unless a socket binds ADDR (a
+#                         loopback source address; WHY: which are wanted)
 
 : "${abs_builddir:=$abs_top_builddir/tests}"
 
@@ -103,6 +107,14 @@ make_random() {
 }
 
 log_has() { grep -q -- "$1" "$SMCRD_LOG"; }
+
+nfds() { ls "/proc/$SMCRD_PID/fd" | wc -l; }
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$SMCRD_PID/status"; }
+
+requires_src_addr() {
+    python3 -c 'import socket, sys; s=socket.socket(); s.bind((sys.argv[1], 0))' "$1" 2>/dev/null ||
+        skip "cannot bind $1 ($2)"
+}
 
 # Smaller data under valgrind.
 scale_mib() {
