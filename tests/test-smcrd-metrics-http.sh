@@ -38,11 +38,13 @@ nbdcopy "$d/data" "$(uri disk)" || fail "nbdcopy to the export"
 wait_for 10 bash -c "! '$SMCRCTL' --json status smcrd | grep -q '\"connections\":[1-9]'"
 run_prog "$SMCRCTL" metrics >"$d/ctl.txt" || fail "smcrctl metrics"
 
-python3 - "$MPORT" "$d/ctl.txt" <<'PY' || fail "HTTP replies"
-import socket, sys, time
-port, ctl = int(sys.argv[1]), open(sys.argv[2], "rb").read()
+# ask(port, raw, timeout): raw to 127.0.0.1:port, the reply read to its end;
+# returns its status line, headers (names in lower case) and body.  For the
+# python scripts below (PYTHONPATH=$d).
+cat >"$d/httpask.py" <<'PY'
+import socket
 
-def ask(raw, timeout=5):
+def ask(port, raw, timeout=5):
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.sendall(raw)
     out = b""
@@ -56,22 +58,28 @@ def ask(raw, timeout=5):
     lines = head.decode().split("\r\n")
     hdr = {k.lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
     return lines[0], hdr, body
+PY
+
+PYTHONPATH=$d python3 - "$MPORT" "$d/ctl.txt" <<'PY' || fail "HTTP replies"
+import socket, sys, time
+from httpask import ask
+port, ctl = int(sys.argv[1]), open(sys.argv[2], "rb").read()
 
 for ver in ("1.1", "1.0"):
-    st, h, body = ask(b"GET /metrics HTTP/" + ver.encode() + b"\r\nHost: x\r\nUser-Agent: t\r\n\r\n")
+    st, h, body = ask(port, b"GET /metrics HTTP/" + ver.encode() + b"\r\nHost: x\r\nUser-Agent: t\r\n\r\n")
     assert st == "HTTP/1.1 200 OK", st
     assert h["content-type"] == "text/plain; version=0.0.4; charset=utf-8", h
     assert int(h["content-length"]) == len(body), (h, len(body))
     assert body == ctl, "HTTP/%s body differs from smcrctl metrics" % ver
 assert b'smcrd_export_written_bytes_total{export="disk"} 4194304\n' in body
-st, h, body = ask(b"HEAD /metrics HTTP/1.1\r\n\r\n")
+st, h, body = ask(port, b"HEAD /metrics HTTP/1.1\r\n\r\n")
 assert st.endswith("200 OK") and body == b"" and int(h["content-length"]) == len(ctl), (st, h)
-st, _, _ = ask(b"GET /metrics?x=1 HTTP/1.1\n\n")
+st, _, _ = ask(port, b"GET /metrics?x=1 HTTP/1.1\n\n")
 assert st.endswith("200 OK"), st
 for raw, want in ((b"GET / HTTP/1.1\r\n\r\n", "404"), (b"POST /metrics HTTP/1.1\r\n\r\n", "405"),
                   (b"hello\r\n\r\n", "400"), (b"GET /metrics SMTP/1\r\n\r\n", "400"),
                   (b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 5000, "431")):
-    st, h, _ = ask(raw)
+    st, h, _ = ask(port, raw)
     assert st.split()[1] == want, (raw[:30], st)
 print("HTTP: 200 equal to smcrctl metrics (%d bytes), HEAD, 404, 405, 400, 431" % len(ctl))
 # A client that asks and never reads does not hold up the next scrape.
@@ -79,15 +87,16 @@ s = socket.create_connection(("127.0.0.1", port))
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 s.sendall(b"GET /metrics HTTP/1.1\r\n\r\n" * 64)
 t = time.monotonic()
-st, _, body = ask(b"GET /metrics HTTP/1.0\r\n\r\n", timeout=2)
+st, _, body = ask(port, b"GET /metrics HTTP/1.0\r\n\r\n", timeout=2)
 assert st.endswith("200 OK") and body == ctl, st
 print("scrape beside a client that does not read: %.0f ms" % ((time.monotonic() - t) * 1000))
 PY
 
 # Slow loris and silent clients, scrapes and NBD meanwhile (nbdinfo is
 # started once the slow ones are in: when the file 'in' exists).
-python3 - "$MPORT" "$d/in" <<'PY' &
+PYTHONPATH=$d python3 - "$MPORT" "$d/in" <<'PY' &
 import socket, sys, threading, time
+from httpask import ask
 port, flag = int(sys.argv[1]), sys.argv[2]
 def loris():
     try:
@@ -110,17 +119,10 @@ open(flag, "w").close()
 worst = 0
 for i in range(5):
     t = time.monotonic()
-    s = socket.create_connection(("127.0.0.1", port), timeout=2)
-    s.sendall(b"GET /metrics HTTP/1.1\r\n\r\n")
-    out = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        out += b
+    st, _, body = ask(port, b"GET /metrics HTTP/1.1\r\n\r\n", timeout=2)
     dt = time.monotonic() - t
     worst = max(worst, dt)
-    assert out.startswith(b"HTTP/1.1 200 OK") and b"smcrd_clients" in out, out[:80]
+    assert st == "HTTP/1.1 200 OK" and b"smcrd_clients" in body, (st, body[:80])
     assert dt < 2, dt
     time.sleep(0.2)
 print("5 scrapes beside 12 slow and 8 silent clients: slowest %.0f ms" % (worst * 1000))
