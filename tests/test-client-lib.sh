@@ -9,6 +9,10 @@
 #                           NBDKIT_PID and NBDKIT_LOG
 #   stop_nbdkit             SIGTERM and wait
 #   nbdkit_uri              nbd+unix:///?socket=$NBDKIT_SOCK
+#   nbdkit_roundtrip WHAT SRC BACK IMAGE
+#                           nbdcopy SRC into nbdkit, the export back into
+#                           BACK; fails (WHAT: ...) unless BACK and IMAGE
+#                           (the export's file) begin with SRC
 #   nbdkit_wait_up N [SECS] wait until N of nbdkit's NBD connections are up
 #                           (a lost one comes back after its backoff, up
 #                           to 5 s, or 250 ms if refused; longer on a
@@ -104,6 +108,15 @@ stop_nbdkit() {
 }
 
 nbdkit_uri() { echo "nbd+unix:///?socket=$NBDKIT_SOCK"; }
+
+nbdkit_roundtrip() {
+    local what=$1 src=$2 back=$3 img=$4 n
+    n=$(stat -c %s "$src")
+    nbdcopy "$src" "$(nbdkit_uri)" || fail "$what: nbdcopy in"
+    nbdcopy "$(nbdkit_uri)" "$back" || fail "$what: nbdcopy out"
+    cmp <(head -c "$n" "$back") "$src" || fail "$what: data read back differs"
+    cmp <(head -c "$n" "$img") "$src" || fail "$what: the image differs"
+}
 
 _nbdkit_up() {
     "$SMCRCTL" --json status nbdkit-smcr 2>/dev/null | python3 -c '

@@ -75,10 +75,7 @@ tls="nbds://127.0.0.1:$PORT/disk"
 
 # --- the nbdkit plugin ------------------------------------------------------------
 start_nbdkit uri="$tls?tls-certificates=$d/client" connections=2 ctl=off
-nbdcopy "$d/src" "$(nbdkit_uri)" || fail "plugin: nbdcopy in"
-nbdcopy "$(nbdkit_uri)" "$d/back" || fail "plugin: nbdcopy out"
-cmp <(head -c 8M "$d/back") "$d/src" || fail "plugin: data read back differs"
-cmp <(head -c 8M "$d/disk.img") "$d/src" || fail "plugin: the image differs"
+nbdkit_roundtrip "plugin" "$d/src" "$d/back" "$d/disk.img"
 stop_nbdkit
 log_has "client certificate 'alice'.*verified" || fail "smcrd did not verify the plugin's certificate"
 echo "plugin nbds:// (X.509): 8 MiB in and out, equal, in the image too"

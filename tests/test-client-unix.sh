@@ -41,10 +41,7 @@ u="nbd+unix:///disk?socket=$sock"
 
 # --- nbdkit plugin ----------------------------------------------------------------
 start_nbdkit uri="$u" connections=2 ctl=off
-nbdcopy "$d/src" "$(nbdkit_uri)" || fail "plugin nbd+unix: nbdcopy in"
-nbdcopy "$(nbdkit_uri)" "$d/back" || fail "plugin nbd+unix: nbdcopy out"
-cmp <(head -c 4M "$d/back") "$d/src" || fail "plugin nbd+unix: data read back differs"
-cmp <(head -c 4M "$d/disk.img") "$d/src" || fail "plugin nbd+unix: the image differs"
+nbdkit_roundtrip "plugin nbd+unix" "$d/src" "$d/back" "$d/disk.img"
 grepq "nbd+unix:///disk?socket=$sock: .* 2 connection(s)" "$NBDKIT_LOG" ||
     { cat "$NBDKIT_LOG"; fail "plugin: no nbd+unix attach logged"; }
 stop_nbdkit
