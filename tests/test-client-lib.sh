@@ -143,7 +143,7 @@ print(json.load(sys.stdin)[0]["sections"]["smcrd"]["limits"][sys.argv[1]])' "$1"
 # smcrd's handshake on $PORT for SECS seconds, in the background (pid in
 # $held); returns once all N are connected.
 hold_handshakes() {
-    python3 "$srcdir/hostile-clients.py" hold "$PORT" "$1" "$2" >"$d/hold" &
+    python3 "$HOSTILE" hold "$PORT" "$1" "$2" >"$d/hold" &
     held=$!
     cleanup_fn "kill $held 2>/dev/null"
     wait_for 5 grep -q "^holding $1\$" "$d/hold"

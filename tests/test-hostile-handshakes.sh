@@ -18,7 +18,6 @@
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
 requires certtool --version
-HOSTILE=$srcdir/hostile-clients.py
 requires_src_addr 127.0.0.2 "a second loopback source address"
 
 d=$(scratch_dir)

@@ -11,7 +11,6 @@
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
-HOSTILE=$srcdir/hostile-clients.py
 requires_src_addr 127.0.0.2 "a second loopback source address"
 
 d=$(scratch_dir)

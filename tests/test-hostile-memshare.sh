@@ -13,7 +13,6 @@
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
 requires_src_addr 127.0.0.2 "a second loopback source address"
-HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 start_smcrd_disk 256M -t 1 -M 64M --request-timeout 120 --no-fixed-buffers

@@ -12,7 +12,6 @@
 . "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
-HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 start_smcrd_disk 64M -t 1 -M 64M --request-timeout 2 --no-fixed-buffers

@@ -14,7 +14,6 @@
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
-HOSTILE=$srcdir/hostile-clients.py
 # CLC on every connection (with the SYN option, a peer without it gets TCP).
 export SMCR_SYN_OPTION=off
 FLOOD=3

@@ -29,7 +29,6 @@
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
 requires_src_addr 127.0.0.9 "loopback source addresses 127.0.0.2-9"
-HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 from() { local a=$1; shift; HOSTILE_SRC=$a python3 "$HOSTILE" "$@"; }

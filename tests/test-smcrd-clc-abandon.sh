@@ -12,7 +12,6 @@
 . "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
 requires ss -V
-HOSTILE=$srcdir/hostile-clients.py
 # CLC on every connection (with the SYN option, a peer without it gets TCP).
 export SMCR_SYN_OPTION=off
 

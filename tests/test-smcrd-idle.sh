@@ -10,7 +10,6 @@
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
-HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 start_smcrd_disk 1M --idle-timeout 2

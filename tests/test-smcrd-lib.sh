@@ -14,6 +14,7 @@
 #   make_random FILE MiB  random file
 #   log_has PATTERN       grep the smcrd log
 #   nfds, rss_kib         smcrd's open descriptors, its VmRSS in KiB
+#   HOSTILE               tests/hostile-clients.py (misbehaving clients)
 #   requires_src_addr ADDR WHY
 #                         skips the test unless a socket binds ADDR (a
 #                         loopback source address; WHY: which are wanted)
@@ -27,6 +28,7 @@ if [ -x "$abs_top_builddir/server/.libs/smcrd" ] && head -c 2 "$SMCRD" | grepq '
     export LD_LIBRARY_PATH="$abs_top_builddir/smcr/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 PROBE=$abs_builddir/nbd-probe
+HOSTILE=$srcdir/hostile-clients.py
 [ -x "$SMCRD" ] || fail "smcrd not built ($SMCRD)"
 
 # Seconds to wait for smcrd to come up (valgrind is slow to start).

@@ -16,7 +16,6 @@
 . "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
-HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 limit() { smcrd_limit "$1"; }

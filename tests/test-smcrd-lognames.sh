@@ -10,7 +10,6 @@
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
 requires python3 --version
-HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 truncate -s 1M "$d/disk.img"

@@ -12,7 +12,6 @@
 . "$srcdir/test-smcrd-lib.sh"
 . "$srcdir/test-client-lib.sh"
 requires python3 --version
-HOSTILE=$srcdir/hostile-clients.py
 
 d=$(scratch_dir)
 # All clients come from 127.0.0.1: no per-address share, the charge alone
