@@ -31,6 +31,7 @@
 #include <pthread.h>
 
 #include "applog.h"
+#include "dlsyms.h"
 #include "lograte.h"
 #include "monotime.h"
 #include "transport-tls.h"
@@ -99,22 +100,17 @@ static char gt_error[256];
 
 static void gt_load(void)
 {
-	void *h = dlopen(GNUTLS_SONAME, RTLD_NOW | RTLD_LOCAL);
-	const char *missing = NULL;
-
-	if (!h) {
-		snprintf(gt_error, sizeof(gt_error), "TLS needs GnuTLS: %s", dlerror());
-		return;
-	}
-#define X(f) if (!(gt.f = (__typeof__(f) *)dlsym(h, #f)) && !missing) missing = #f;
-	GNUTLS_FUNCTIONS
+	const struct dl_sym syms[] = {
+#define X(f) { #f, (void **)&gt.f },
+		GNUTLS_FUNCTIONS
 #undef X
-	gt.free_fn = (gnutls_free_function *)dlsym(h, "gnutls_free");
-	if (!gt.free_fn && !missing)
-		missing = "gnutls_free";
-	if (missing)
-		snprintf(gt_error, sizeof(gt_error), "TLS needs GnuTLS: %s has no %s",
-			 GNUTLS_SONAME, missing);
+		{ "gnutls_free", (void **)&gt.free_fn },
+	};
+	char why[200];
+
+	if (dl_load(GNUTLS_SONAME, RTLD_NOW | RTLD_LOCAL, syms, sizeof(syms) / sizeof(syms[0]),
+		    why, sizeof(why)) < 0)
+		snprintf(gt_error, sizeof(gt_error), "TLS needs GnuTLS: %s", why);
 }
 
 /* 0 once GnuTLS is loaded, or -ENOTSUP with why in err. */

@@ -32,6 +32,7 @@
 #include "smcrd-rbd.h"
 #include "nbd-proto.h"
 #include "applog.h"
+#include "dlsyms.h"
 
 /* librados and librbd are loaded at the first RBD export (dlopen), so a
  * daemon without one never maps Ceph's libraries: its start and exit (and a
@@ -74,41 +75,32 @@ static struct {
 } ceph;
 
 static pthread_once_t ceph_once = PTHREAD_ONCE_INIT;
-static char ceph_err[256] = "not loaded";	/* empty once loaded */
-
-static bool ceph_sym(void *h, const char *lib, const char *name, void **fn)
-{
-	*fn = dlsym(h, name);
-	if (*fn)
-		return true;
-	snprintf(ceph_err, sizeof(ceph_err), "%s has no %s", lib, name);
-	return false;
-}
+static char ceph_err[320] = "not loaded";	/* empty once loaded */
 
 static void ceph_load_once(void)
 {
-	void *rados, *rbd;
-	const char *e;
+	const struct dl_sym rados[] = {
+#define CEPH_FN_SYM(f) { #f, (void **)&ceph.f },
+		CEPH_RADOS_FNS(CEPH_FN_SYM)
+	}, rbd[] = {
+		CEPH_RBD_FNS(CEPH_FN_SYM)
+#undef CEPH_FN_SYM
+	};
+	char why[200];
+	int r;
 
-	rados = dlopen(LIBRADOS_SONAME, RTLD_NOW | RTLD_GLOBAL);
-	rbd = rados ? dlopen(LIBRBD_SONAME, RTLD_NOW | RTLD_GLOBAL) : NULL;
-	if (!rbd) {
-		e = dlerror();
+	r = dl_load(LIBRADOS_SONAME, RTLD_NOW | RTLD_GLOBAL, rados, sizeof(rados) / sizeof(rados[0]),
+		    why, sizeof(why));
+	if (r == 0)
+		r = dl_load(LIBRBD_SONAME, RTLD_NOW | RTLD_GLOBAL, rbd, sizeof(rbd) / sizeof(rbd[0]),
+			    why, sizeof(why));
+	if (r == -ELIBACC)
 		snprintf(ceph_err, sizeof(ceph_err), "RBD exports need %s and %s (Debian: librbd1): %s",
-			 LIBRBD_SONAME, LIBRADOS_SONAME, e ? e : "not found");
-		return;
-	}
-#define CEPH_FN_LOAD(f) \
-	if (!ceph_sym(rados, LIBRADOS_SONAME, #f, (void **)&ceph.f)) \
-		return;
-	CEPH_RADOS_FNS(CEPH_FN_LOAD)
-#undef CEPH_FN_LOAD
-#define CEPH_FN_LOAD(f) \
-	if (!ceph_sym(rbd, LIBRBD_SONAME, #f, (void **)&ceph.f)) \
-		return;
-	CEPH_RBD_FNS(CEPH_FN_LOAD)
-#undef CEPH_FN_LOAD
-	ceph_err[0] = '\0';
+			 LIBRBD_SONAME, LIBRADOS_SONAME, why);
+	else if (r < 0)
+		snprintf(ceph_err, sizeof(ceph_err), "%s", why);
+	else
+		ceph_err[0] = '\0';
 }
 
 /* 0, or -ENOSYS with the reason in err. */
