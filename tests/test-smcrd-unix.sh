@@ -102,6 +102,8 @@ fi
 # (the system's python3: a per-user one, e.g. under /root, is not nobody's)
 if id nobody >/dev/null 2>&1 && setpriv --version >/dev/null 2>&1 && [ "$(id -u)" = 0 ] &&
    [ -x /usr/bin/python3 ]; then
+    # The socket in a directory of its own: nobody cannot reach into the
+    # scratch tree (mktemp's 0700).
     top=$(mktemp -d /tmp/smcrbd-unix.XXXXXX)
     cleanup_fn "rm -rf '$top'"
     chmod 0755 "$top"
