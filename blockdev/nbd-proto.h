@@ -18,6 +18,8 @@
 #define NBD_REQUEST_MAGIC		UINT32_C(0x25609513)
 #define NBD_SIMPLE_REPLY_MAGIC		UINT32_C(0x67446698)
 #define NBD_STRUCTURED_REPLY_MAGIC	UINT32_C(0x668e33ef)
+#define NBD_EXTENDED_REQUEST_MAGIC	UINT32_C(0x21e41c71)
+#define NBD_EXTENDED_REPLY_MAGIC	UINT32_C(0x6e8a278c)
 
 /* Handshake flags (server, 16 bits). */
 #define NBD_FLAG_FIXED_NEWSTYLE		(1u << 0)
@@ -51,6 +53,7 @@
 #define NBD_OPT_STRUCTURED_REPLY	8
 #define NBD_OPT_LIST_META_CONTEXT	9
 #define NBD_OPT_SET_META_CONTEXT	10
+#define NBD_OPT_EXTENDED_HEADERS	11
 
 /* Option reply types. */
 #define NBD_REP_ACK			1
@@ -67,6 +70,7 @@
 #define NBD_REP_ERR_SHUTDOWN		(NBD_REP_FLAG_ERROR | 7)
 #define NBD_REP_ERR_BLOCK_SIZE_REQD	(NBD_REP_FLAG_ERROR | 8)
 #define NBD_REP_ERR_TOO_BIG		(NBD_REP_FLAG_ERROR | 9)
+#define NBD_REP_ERR_EXT_HEADER_REQD	(NBD_REP_FLAG_ERROR | 10)
 
 /* NBD_REP_INFO types. */
 #define NBD_INFO_EXPORT			0
@@ -90,6 +94,7 @@
 #define NBD_CMD_FLAG_DF			(1u << 2)
 #define NBD_CMD_FLAG_REQ_ONE		(1u << 3)
 #define NBD_CMD_FLAG_FAST_ZERO		(1u << 4)
+#define NBD_CMD_FLAG_PAYLOAD_LEN	(1u << 5)	/* extended headers only */
 
 /* Structured reply flags and chunk types. */
 #define NBD_REPLY_FLAG_DONE		(1u << 0)
@@ -97,6 +102,7 @@
 #define NBD_REPLY_TYPE_OFFSET_DATA	1
 #define NBD_REPLY_TYPE_OFFSET_HOLE	2
 #define NBD_REPLY_TYPE_BLOCK_STATUS	5
+#define NBD_REPLY_TYPE_BLOCK_STATUS_EXT	6	/* extended headers only */
 #define NBD_REPLY_TYPE_ERROR		((1u << 15) | 1)
 #define NBD_REPLY_TYPE_ERROR_OFFSET	((1u << 15) | 2)
 #define NBD_REPLY_TYPE_IS_ERR(t)	(((t) & (1u << 15)) != 0)

@@ -426,6 +426,7 @@ static int do_starttls(struct hs *h)
 		return r == -ECONNRESET ? -ECONNABORTED : r;
 	h->s->tls = true;
 	h->s->structured = false;
+	h->s->extended = false;
 	h->meta_alloc = false;
 	return 0;
 }
@@ -443,6 +444,13 @@ static int do_export_name(struct hs *h)
 
 	if (!name_ok(h->data, h->len))
 		return -EPROTO;
+	if (h->s->extended) {
+		/* Forbidden after extended headers, and no way to say so. */
+		log_rated(LOGRATE_HANDSHAKE, h->t->peer, SMCR_LOG_INFO,
+			  "nbd: %s: NBD_OPT_EXPORT_NAME after NBD_OPT_EXTENDED_HEADERS: "
+			  "hanging up", h->t->peer);
+		return -EPROTO;
+	}
 	name = malloc(h->len + 1);
 	if (!name)
 		return -ENOMEM;
@@ -593,10 +601,27 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 			if (opt.len)
 				r = hs_error(&h, opt.option, NBD_REP_ERR_INVALID,
 					     "NBD_OPT_STRUCTURED_REPLY takes no data");
+			else if (out->extended)
+				r = hs_error(&h, opt.option, NBD_REP_ERR_EXT_HEADER_REQD,
+					     "extended headers already negotiated");
 			else if (out->structured)
 				r = hs_error(&h, opt.option, NBD_REP_ERR_INVALID,
 					     "structured replies already negotiated");
 			else {
+				out->structured = true;
+				r = hs_reply(&h, opt.option, NBD_REP_ACK, NULL, 0);
+			}
+			break;
+		case NBD_OPT_EXTENDED_HEADERS:
+			/* After structured replies too: an upgrade. */
+			if (opt.len)
+				r = hs_error(&h, opt.option, NBD_REP_ERR_INVALID,
+					     "NBD_OPT_EXTENDED_HEADERS takes no data");
+			else if (out->extended)
+				r = hs_error(&h, opt.option, NBD_REP_ERR_INVALID,
+					     "extended headers already negotiated");
+			else {
+				out->extended = true;
 				out->structured = true;
 				r = hs_reply(&h, opt.option, NBD_REP_ACK, NULL, 0);
 			}
@@ -631,7 +656,8 @@ void nbd_tx_params_from_session(const struct nbd_server_session *s, struct nbd_t
 {
 	p->size = s->exp.size;
 	p->tflags = s->tflags;
-	p->structured = s->structured;
+	p->structured = s->structured || s->extended;
+	p->extended = s->extended;
 	p->base_allocation = s->base_allocation;
 	p->min_block = s->exp.min_block ? s->exp.min_block : 1;
 	p->max_payload = s->exp.max_payload ? s->exp.max_payload : NBD_MAX_PAYLOAD;
@@ -654,6 +680,21 @@ uint32_t nbd_request_check(const struct nbd_tx_params *p, const struct nbd_reque
 {
 	uint16_t allowed = NBD_CMD_FLAG_FUA;
 	bool ro = p->tflags & NBD_FLAG_READ_ONLY;
+
+	if (p->extended) {
+		/* The payload flag: a WRITE's must, nothing else may (no
+		 * command here has a payload form). */
+		if (r->type == NBD_CMD_WRITE && !(r->flags & NBD_CMD_FLAG_PAYLOAD_LEN)) {
+			*msg = "write without NBD_CMD_FLAG_PAYLOAD_LEN";
+			return NBD_EINVAL;
+		}
+		if (r->type != NBD_CMD_WRITE && (r->flags & NBD_CMD_FLAG_PAYLOAD_LEN)) {
+			*msg = "this command takes no payload";
+			return NBD_EINVAL;
+		}
+		if (r->type == NBD_CMD_WRITE)
+			allowed |= NBD_CMD_FLAG_PAYLOAD_LEN;
+	}
 
 	switch (r->type) {
 	case NBD_CMD_READ:
@@ -764,30 +805,73 @@ uint32_t nbd_request_check(const struct nbd_tx_params *p, const struct nbd_reque
 	return 0;
 }
 
-static uint16_t put_chunk(uint8_t *buf, uint16_t flags, uint16_t type, uint64_t cookie,
-			  uint32_t len)
+size_t nbd_request_hdr_len(const struct nbd_tx_params *p)
 {
-	struct nbd_chunk c = { .flags = flags, .type = type, .cookie = cookie, .length = len };
+	return p->extended ? sizeof(struct nbd_ext_request_wire) : sizeof(struct nbd_request_wire);
+}
 
+int nbd_request_parse(const struct nbd_tx_params *p, const void *buf, struct nbd_request *r)
+{
+	return nbd_request_decode_any(buf, p->extended, r);
+}
+
+uint64_t nbd_request_payload(const struct nbd_tx_params *p, const struct nbd_request *r)
+{
+	if (p->extended)
+		return r->flags & NBD_CMD_FLAG_PAYLOAD_LEN ? r->length : 0;
+	return r->type == NBD_CMD_WRITE ? r->length : 0;
+}
+
+bool nbd_request_hangup(const struct nbd_tx_params *p, const struct nbd_request *r,
+			const char **msg)
+{
+	if (p->extended && (r->flags & NBD_CMD_FLAG_PAYLOAD_LEN) && r->length > p->max_payload) {
+		*msg = "payload longer than the maximum payload";
+		return true;
+	}
+	return false;
+}
+
+/* A chunk header (compact or extended, as negotiated) for r. */
+static uint16_t put_chunk(const struct nbd_tx_params *p, uint8_t *buf, uint16_t flags,
+			  uint16_t type, const struct nbd_request *r, uint32_t len)
+{
+	struct nbd_chunk c = { .flags = flags, .type = type, .cookie = r->cookie,
+			       .offset = r->offset, .length = len };
+
+	if (p->extended) {
+		nbd_ext_chunk_encode(&c, (struct nbd_ext_chunk_wire *)buf);
+		return sizeof(struct nbd_ext_chunk_wire);
+	}
 	nbd_chunk_encode(&c, (struct nbd_chunk_wire *)buf);
 	return sizeof(struct nbd_chunk_wire);
 }
 
-static uint16_t put_simple(uint8_t *buf, uint32_t error, uint64_t cookie)
+/* A success without data: a simple reply, or with extended headers
+ * (which allow no simple replies) a NONE chunk. */
+static uint16_t put_simple(const struct nbd_tx_params *p, uint8_t *buf, uint32_t error,
+			   const struct nbd_request *r)
 {
-	struct nbd_simple_reply s = { .error = error, .cookie = cookie };
+	struct nbd_simple_reply s = { .error = error, .cookie = r->cookie };
 
+	if (p->extended)
+		return put_chunk(p, buf, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE, r, 0);
 	nbd_simple_reply_encode(&s, (struct nbd_simple_reply_wire *)buf);
 	return sizeof(struct nbd_simple_reply_wire);
 }
 
-static uint16_t put_error(uint8_t *buf, uint64_t cookie, uint32_t error, const char *msg,
+static uint16_t put_error(const struct nbd_tx_params *p, uint8_t *buf,
+			  const struct nbd_request *r, uint32_t error, const char *msg,
 			  bool has_offset, uint64_t offset)
 {
 	char m[NBD_REPLY_MSG_MAX + 1];
 
 	snprintf(m, sizeof(m), "%s", msg ? msg : "");
-	return (uint16_t)nbd_error_chunk_build(buf, NBD_REPLY_PART_MAX, cookie,
+	if (p->extended)
+		return (uint16_t)nbd_ext_error_chunk_build(buf, NBD_REPLY_PART_MAX, r->cookie,
+							   r->offset, NBD_REPLY_FLAG_DONE,
+							   error, m, has_offset, offset);
+	return (uint16_t)nbd_error_chunk_build(buf, NBD_REPLY_PART_MAX, r->cookie,
 					       NBD_REPLY_FLAG_DONE, error, m,
 					       has_offset, offset);
 }
@@ -811,16 +895,30 @@ void nbd_reply_build(const struct nbd_tx_params *p, const struct nbd_request *r,
 
 	if (!p->structured) {
 		/* Simple replies: data only on success of a READ. */
-		out->head_len = put_simple(out->head, error, r->cookie);
+		out->head_len = put_simple(p, out->head, error, r);
 		if (!error && r->type == NBD_CMD_READ)
-			out->data_len = r->length;
+			out->data_len = (uint32_t)r->length;
+		return;
+	}
+	if (r->type == NBD_CMD_BLOCK_STATUS && !error && p->extended) {
+		struct nbd_chunk_block_status_ext_wire bw;
+
+		out->head_len = put_chunk(p, out->head, NBD_REPLY_FLAG_DONE,
+					  NBD_REPLY_TYPE_BLOCK_STATUS_EXT, r,
+					  (uint32_t)sizeof(bw) + data_len);
+		nbd_block_status_ext_encode(NBD_META_ID_BASE_ALLOCATION,
+					    data_len / (uint32_t)sizeof(struct nbd_block_descriptor_ext_wire),
+					    &bw);
+		memcpy(out->head + out->head_len, &bw, sizeof(bw));
+		out->head_len += sizeof(bw);
+		out->data_len = data_len;
 		return;
 	}
 	if (r->type == NBD_CMD_BLOCK_STATUS && !error) {
 		struct nbd_chunk_block_status_wire idw;
 
-		out->head_len = put_chunk(out->head, NBD_REPLY_FLAG_DONE,
-					  NBD_REPLY_TYPE_BLOCK_STATUS, r->cookie,
+		out->head_len = put_chunk(p, out->head, NBD_REPLY_FLAG_DONE,
+					  NBD_REPLY_TYPE_BLOCK_STATUS, r,
 					  (uint32_t)sizeof(idw) + data_len);
 		nbd_block_status_id_encode(NBD_META_ID_BASE_ALLOCATION, &idw);
 		memcpy(out->head + out->head_len, &idw, sizeof(idw));
@@ -830,28 +928,28 @@ void nbd_reply_build(const struct nbd_tx_params *p, const struct nbd_request *r,
 	}
 	if (r->type != NBD_CMD_READ) {
 		if (!error)
-			out->head_len = put_simple(out->head, 0, r->cookie);
+			out->head_len = put_simple(p, out->head, 0, r);
 		else
-			out->head_len = put_error(out->head, r->cookie, error, msg, has_off,
+			out->head_len = put_error(p, out->head, r, error, msg, has_off,
 						  err_offset);
 		return;
 	}
 	/* Structured READ. */
 	if (!error) {
 		if (r->length == 0) {
-			out->head_len = put_chunk(out->head, NBD_REPLY_FLAG_DONE,
-						  NBD_REPLY_TYPE_NONE, r->cookie, 0);
+			out->head_len = put_chunk(p, out->head, NBD_REPLY_FLAG_DONE,
+						  NBD_REPLY_TYPE_NONE, r, 0);
 			return;
 		}
-		data_len = r->length;
+		data_len = (uint32_t)r->length;
 	} else if (data_len > r->length) {
-		data_len = r->length;
+		data_len = (uint32_t)r->length;
 	}
 	if (data_len) {
 		struct nbd_chunk_offset_data_wire ow;
 
-		out->head_len = put_chunk(out->head, error ? 0 : NBD_REPLY_FLAG_DONE,
-					  NBD_REPLY_TYPE_OFFSET_DATA, r->cookie,
+		out->head_len = put_chunk(p, out->head, error ? 0 : NBD_REPLY_FLAG_DONE,
+					  NBD_REPLY_TYPE_OFFSET_DATA, r,
 					  (uint32_t)sizeof(ow) + data_len);
 		nbd_offset_encode(r->offset, &ow);
 		memcpy(out->head + out->head_len, &ow, sizeof(ow));
@@ -867,7 +965,7 @@ void nbd_reply_build(const struct nbd_tx_params *p, const struct nbd_request *r,
 			has_off = true;
 			err_offset = r->offset + data_len;
 		}
-		n = put_error(dst, r->cookie, error, msg, has_off, err_offset);
+		n = put_error(p, dst, r, error, msg, has_off, err_offset);
 		if (data_len)
 			out->tail_len = n;
 		else
@@ -883,11 +981,11 @@ void nbd_reply_build_read_stream(const struct nbd_tx_params *p, const struct nbd
 	nbd_reply_build(p, r, 0, r->length, NBD_NO_OFFSET, NULL, out);
 	if (!p->structured || r->length == 0)
 		return;
-	out->head_len = put_chunk(out->head, 0, NBD_REPLY_TYPE_OFFSET_DATA, r->cookie,
-				  (uint32_t)sizeof(ow) + r->length);
+	out->head_len = put_chunk(p, out->head, 0, NBD_REPLY_TYPE_OFFSET_DATA, r,
+				  (uint32_t)(sizeof(ow) + r->length));
 	nbd_offset_encode(r->offset, &ow);
 	memcpy(out->head + out->head_len, &ow, sizeof(ow));
 	out->head_len += sizeof(ow);
-	out->tail_len = put_chunk(out->tail, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE,
-				  r->cookie, 0);
+	out->tail_len = put_chunk(p, out->tail, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE,
+				  r, 0);
 }

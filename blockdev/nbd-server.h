@@ -70,7 +70,8 @@ struct nbd_server_session {
 	void *handle;			/* from ops->lookup, owned by caller */
 	struct nbd_server_export exp;
 	uint16_t tflags;		/* as sent to the client */
-	bool structured;
+	bool structured;		/* also true with extended */
+	bool extended;			/* NBD_OPT_EXTENDED_HEADERS */
 	bool no_zeroes;
 	bool fixed_newstyle;
 	bool block_size_ack;		/* client asked for NBD_INFO_BLOCK_SIZE */
@@ -92,7 +93,8 @@ int nbd_server_handshake(struct bd_transport *t, const struct nbd_server_ops *op
 struct nbd_tx_params {
 	uint64_t size;
 	uint16_t tflags;		/* as sent */
-	bool structured;
+	bool structured;		/* chunks, not simple replies (for READ) */
+	bool extended;			/* 32-byte headers both ways, 64-bit lengths */
 	bool base_allocation;		/* NBD_CMD_BLOCK_STATUS allowed */
 	uint32_t min_block;
 	uint32_t max_payload;
@@ -101,6 +103,10 @@ struct nbd_tx_params {
 /* Most descriptors in one NBD_CMD_BLOCK_STATUS reply (the client asks
  * again for the rest). */
 #define NBD_BS_MAX_EXTENTS	512
+/* Most bytes one NBD_CMD_BLOCK_STATUS reply describes: an extended
+ * request's effect length is cut to this (the extents are 32-bit), which
+ * the spec allows (the client asks again from where the reply ends). */
+#define NBD_BS_MAX_LENGTH(min_block)	((UINT64_C(1) << 32) - (min_block))
 
 void nbd_tx_params_from_session(const struct nbd_server_session *s, struct nbd_tx_params *p);
 
@@ -112,10 +118,24 @@ void nbd_tx_params_from_session(const struct nbd_server_session *s, struct nbd_t
 uint32_t nbd_request_check(const struct nbd_tx_params *p, const struct nbd_request *r,
 			   const char **msg);
 
+/* Bytes of a request header: 32 with extended headers, else 28. */
+size_t nbd_request_hdr_len(const struct nbd_tx_params *p);
+/* Decodes the request header at buf (nbd_request_hdr_len() bytes). */
+int nbd_request_parse(const struct nbd_tx_params *p, const void *buf, struct nbd_request *r);
+/* Payload bytes that follow the header on the wire: a compact WRITE's
+ * length; with extended headers the length of a request flagged
+ * NBD_CMD_FLAG_PAYLOAD_LEN (whatever the command), else none. */
+uint64_t nbd_request_payload(const struct nbd_tx_params *p, const struct nbd_request *r);
+/* True when the request must end the connection rather than get an
+ * error reply: an extended request announcing a payload larger than the
+ * maximum payload (the spec's hard disconnect; no byte of it is read). */
+bool nbd_request_hangup(const struct nbd_tx_params *p, const struct nbd_request *r,
+			const char **msg);
+
 /* Wire bytes of a reply around the data: head, then data_len bytes of
  * data (READ only), then tail. */
 #define NBD_REPLY_MSG_MAX	96
-#define NBD_REPLY_PART_MAX	(sizeof(struct nbd_chunk_wire) + \
+#define NBD_REPLY_PART_MAX	(sizeof(struct nbd_ext_chunk_wire) + \
 				 sizeof(struct nbd_chunk_error_wire) + \
 				 NBD_REPLY_MSG_MAX + 8)
 struct nbd_reply_buf {
@@ -131,8 +151,9 @@ struct nbd_reply_buf {
 
 /* Builds the reply to r.
  *  error == 0: success; for READ, data_len must equal r->length; for
- *    BLOCK_STATUS, data_len is the size of the descriptors (n * 8, from
- *    nbd_extents_encode()) that follow the head.
+ *    BLOCK_STATUS, data_len is the size of the descriptors that follow
+ *    the head (n * 8 from nbd_extents_encode(), or with extended headers
+ *    n * 16 from nbd_extents_ext_encode()).
  *  error != 0: for READ, data_len good bytes (from r->offset) may precede
  *    the error (structured replies only; simple replies carry no data on
  *    error); err_offset is the absolute offset of the failure or

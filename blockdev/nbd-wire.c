@@ -4,6 +4,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "nbd-wire.h"
@@ -135,7 +136,7 @@ void nbd_request_encode(const struct nbd_request *h, struct nbd_request_wire *w)
 	w->type = htobe16(h->type);
 	w->cookie = htobe64(h->cookie);
 	w->offset = htobe64(h->offset);
-	w->length = htobe32(h->length);
+	w->length = htobe32((uint32_t)h->length);
 }
 
 int nbd_request_decode(const struct nbd_request_wire *w, struct nbd_request *h)
@@ -148,6 +149,43 @@ int nbd_request_decode(const struct nbd_request_wire *w, struct nbd_request *h)
 	h->offset = be64toh(w->offset);
 	h->length = be32toh(w->length);
 	return 0;
+}
+
+void nbd_ext_request_encode(const struct nbd_request *h, struct nbd_ext_request_wire *w)
+{
+	w->magic = htobe32(NBD_EXTENDED_REQUEST_MAGIC);
+	w->flags = htobe16(h->flags);
+	w->type = htobe16(h->type);
+	w->cookie = htobe64(h->cookie);
+	w->offset = htobe64(h->offset);
+	w->length = htobe64(h->length);
+}
+
+int nbd_ext_request_decode(const struct nbd_ext_request_wire *w, struct nbd_request *h)
+{
+	if (be32toh(w->magic) != NBD_EXTENDED_REQUEST_MAGIC)
+		return -EPROTO;
+	h->flags = be16toh(w->flags);
+	h->type = be16toh(w->type);
+	h->cookie = be64toh(w->cookie);
+	h->offset = be64toh(w->offset);
+	h->length = be64toh(w->length);
+	return 0;
+}
+
+int nbd_request_decode_any(const void *buf, int extended, struct nbd_request *h)
+{
+	if (extended) {
+		struct nbd_ext_request_wire w;
+
+		memcpy(&w, buf, sizeof(w));
+		return nbd_ext_request_decode(&w, h);
+	} else {
+		struct nbd_request_wire w;
+
+		memcpy(&w, buf, sizeof(w));
+		return nbd_request_decode(&w, h);
+	}
 }
 
 void nbd_simple_reply_encode(const struct nbd_simple_reply *h, struct nbd_simple_reply_wire *w)
@@ -172,7 +210,7 @@ void nbd_chunk_encode(const struct nbd_chunk *h, struct nbd_chunk_wire *w)
 	w->flags = htobe16(h->flags);
 	w->type = htobe16(h->type);
 	w->cookie = htobe64(h->cookie);
-	w->length = htobe32(h->length);
+	w->length = htobe32((uint32_t)h->length);
 }
 
 int nbd_chunk_decode(const struct nbd_chunk_wire *w, struct nbd_chunk *h)
@@ -183,6 +221,28 @@ int nbd_chunk_decode(const struct nbd_chunk_wire *w, struct nbd_chunk *h)
 	h->type = be16toh(w->type);
 	h->cookie = be64toh(w->cookie);
 	h->length = be32toh(w->length);
+	return 0;
+}
+
+void nbd_ext_chunk_encode(const struct nbd_chunk *h, struct nbd_ext_chunk_wire *w)
+{
+	w->magic = htobe32(NBD_EXTENDED_REPLY_MAGIC);
+	w->flags = htobe16(h->flags);
+	w->type = htobe16(h->type);
+	w->cookie = htobe64(h->cookie);
+	w->offset = htobe64(h->offset);
+	w->length = htobe64(h->length);
+}
+
+int nbd_ext_chunk_decode(const struct nbd_ext_chunk_wire *w, struct nbd_chunk *h)
+{
+	if (be32toh(w->magic) != NBD_EXTENDED_REPLY_MAGIC)
+		return -EPROTO;
+	h->flags = be16toh(w->flags);
+	h->type = be16toh(w->type);
+	h->cookie = be64toh(w->cookie);
+	h->offset = be64toh(w->offset);
+	h->length = be64toh(w->length);
 	return 0;
 }
 
@@ -238,6 +298,25 @@ void nbd_extents_decode(const void *wire, unsigned n, struct nbd_extent *e)
 	}
 }
 
+void nbd_extents_ext_encode(const struct nbd_extent *e, unsigned n, void *wire)
+{
+	struct nbd_block_descriptor_ext_wire w;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		w.length = htobe64(e[i].length);
+		w.flags = htobe64(e[i].flags);
+		memcpy((uint8_t *)wire + i * sizeof(w), &w, sizeof(w));
+	}
+}
+
+void nbd_block_status_ext_encode(uint32_t id, uint32_t count,
+				 struct nbd_chunk_block_status_ext_wire *w)
+{
+	w->context_id = htobe32(id);
+	w->count = htobe32(count);
+}
+
 void nbd_block_status_id_encode(uint32_t id, struct nbd_chunk_block_status_wire *w)
 {
 	w->context_id = htobe32(id);
@@ -248,14 +327,15 @@ uint32_t nbd_block_status_id_decode(const struct nbd_chunk_block_status_wire *w)
 	return be32toh(w->context_id);
 }
 
-int nbd_error_chunk_build(void *buf, size_t size, uint64_t cookie, uint16_t flags,
-			  uint32_t error, const char *msg, int has_offset,
-			  uint64_t offset)
+/* An error chunk behind a compact or an extended chunk header. */
+static int error_chunk_build(void *buf, size_t size, bool ext, uint64_t cookie,
+			     uint64_t req_offset, uint16_t flags, uint32_t error, const char *msg,
+			     int has_offset, uint64_t offset)
 {
 	struct nbd_chunk ch;
 	struct nbd_chunk_error_wire ew;
-	size_t fixed = sizeof(struct nbd_chunk_wire) + sizeof(ew) +
-		       (has_offset ? sizeof(uint64_t) : 0);
+	size_t hdr_len = ext ? sizeof(struct nbd_ext_chunk_wire) : sizeof(struct nbd_chunk_wire);
+	size_t fixed = hdr_len + sizeof(ew) + (has_offset ? sizeof(uint64_t) : 0);
 	size_t mlen = msg ? strlen(msg) : 0;
 	uint8_t *p = buf;
 
@@ -268,9 +348,20 @@ int nbd_error_chunk_build(void *buf, size_t size, uint64_t cookie, uint16_t flag
 	ch.flags = flags;
 	ch.type = has_offset ? NBD_REPLY_TYPE_ERROR_OFFSET : NBD_REPLY_TYPE_ERROR;
 	ch.cookie = cookie;
-	ch.length = (uint32_t)(fixed - sizeof(struct nbd_chunk_wire) + mlen);
-	nbd_chunk_encode(&ch, (struct nbd_chunk_wire *)p);
-	p += sizeof(struct nbd_chunk_wire);
+	ch.offset = req_offset;
+	ch.length = fixed - hdr_len + mlen;
+	if (ext) {
+		struct nbd_ext_chunk_wire w;
+
+		nbd_ext_chunk_encode(&ch, &w);
+		memcpy(p, &w, sizeof(w));
+	} else {
+		struct nbd_chunk_wire w;
+
+		nbd_chunk_encode(&ch, &w);
+		memcpy(p, &w, sizeof(w));
+	}
+	p += hdr_len;
 	ew.error = htobe32(error);
 	ew.msg_len = htobe16((uint16_t)mlen);
 	memcpy(p, &ew, sizeof(ew));
@@ -285,6 +376,22 @@ int nbd_error_chunk_build(void *buf, size_t size, uint64_t cookie, uint16_t flag
 		p += sizeof(be);
 	}
 	return (int)(p - (uint8_t *)buf);
+}
+
+int nbd_error_chunk_build(void *buf, size_t size, uint64_t cookie, uint16_t flags,
+			  uint32_t error, const char *msg, int has_offset,
+			  uint64_t offset)
+{
+	return error_chunk_build(buf, size, false, cookie, 0, flags, error, msg, has_offset,
+				 offset);
+}
+
+int nbd_ext_error_chunk_build(void *buf, size_t size, uint64_t cookie, uint64_t req_offset,
+			      uint16_t flags, uint32_t error, const char *msg, int has_offset,
+			      uint64_t offset)
+{
+	return error_chunk_build(buf, size, true, cookie, req_offset, flags, error, msg,
+				 has_offset, offset);
 }
 
 int nbd_error_chunk_parse(const void *payload, size_t len, uint16_t type,
@@ -388,6 +495,7 @@ const char *nbd_opt_name(uint32_t option)
 	case NBD_OPT_STRUCTURED_REPLY: return "STRUCTURED_REPLY";
 	case NBD_OPT_LIST_META_CONTEXT: return "LIST_META_CONTEXT";
 	case NBD_OPT_SET_META_CONTEXT: return "SET_META_CONTEXT";
+	case NBD_OPT_EXTENDED_HEADERS: return "EXTENDED_HEADERS";
 	default: return "unknown";
 	}
 }
@@ -408,6 +516,7 @@ const char *nbd_rep_name(uint32_t type)
 	case NBD_REP_ERR_SHUTDOWN: return "ERR_SHUTDOWN";
 	case NBD_REP_ERR_BLOCK_SIZE_REQD: return "ERR_BLOCK_SIZE_REQD";
 	case NBD_REP_ERR_TOO_BIG: return "ERR_TOO_BIG";
+	case NBD_REP_ERR_EXT_HEADER_REQD: return "ERR_EXT_HEADER_REQD";
 	default: return "unknown";
 	}
 }

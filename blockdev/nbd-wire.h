@@ -76,6 +76,18 @@ struct nbd_request_wire {
 	uint32_t length;
 } NBD_PACKED;
 
+/* The request once NBD_OPT_EXTENDED_HEADERS is negotiated: a 64-bit
+ * length, which is the payload's with NBD_CMD_FLAG_PAYLOAD_LEN and the
+ * effect length (no payload) without it. */
+struct nbd_ext_request_wire {
+	uint32_t magic;
+	uint16_t flags;
+	uint16_t type;
+	uint64_t cookie;
+	uint64_t offset;
+	uint64_t length;
+} NBD_PACKED;
+
 struct nbd_simple_reply_wire {
 	uint32_t magic;
 	uint32_t error;
@@ -88,6 +100,17 @@ struct nbd_chunk_wire {
 	uint16_t type;
 	uint64_t cookie;
 	uint32_t length;
+} NBD_PACKED;
+
+/* Every reply chunk once extended headers are negotiated (no simple
+ * replies then); offset is the request's. */
+struct nbd_ext_chunk_wire {
+	uint32_t magic;
+	uint16_t flags;
+	uint16_t type;
+	uint64_t cookie;
+	uint64_t offset;
+	uint64_t length;
 } NBD_PACKED;
 
 /* Payload prefixes of structured chunks. */
@@ -110,6 +133,18 @@ struct nbd_block_descriptor_wire {
 	uint32_t flags;
 } NBD_PACKED;
 
+/* NBD_REPLY_TYPE_BLOCK_STATUS_EXT: context ID and descriptor count, then
+ * count descriptors of 64-bit length and status. */
+struct nbd_chunk_block_status_ext_wire {
+	uint32_t context_id;
+	uint32_t count;
+} NBD_PACKED;
+
+struct nbd_block_descriptor_ext_wire {
+	uint64_t length;
+	uint64_t flags;
+} NBD_PACKED;
+
 /* NBD_REPLY_TYPE_ERROR and _ERROR_OFFSET start with this, then the
  * message, then (ERROR_OFFSET only) a 64-bit offset. */
 struct nbd_chunk_error_wire {
@@ -124,7 +159,10 @@ _Static_assert(sizeof(struct nbd_export_name_reply_wire) == 10, "export name rep
 _Static_assert(sizeof(struct nbd_info_export_wire) == 12, "info export");
 _Static_assert(sizeof(struct nbd_info_block_size_wire) == 14, "info block size");
 _Static_assert(sizeof(struct nbd_request_wire) == 28, "request");
+_Static_assert(sizeof(struct nbd_ext_request_wire) == 32, "extended request");
 _Static_assert(sizeof(struct nbd_simple_reply_wire) == 16, "simple reply");
+_Static_assert(sizeof(struct nbd_ext_chunk_wire) == 32, "extended chunk");
+_Static_assert(sizeof(struct nbd_block_descriptor_ext_wire) == 16, "extended descriptor");
 _Static_assert(sizeof(struct nbd_chunk_wire) == 20, "chunk");
 _Static_assert(sizeof(struct nbd_chunk_error_wire) == 6, "error chunk");
 _Static_assert(sizeof(struct nbd_block_descriptor_wire) == 8, "block descriptor");
@@ -155,7 +193,7 @@ struct nbd_request {
 	uint16_t type;
 	uint64_t cookie;
 	uint64_t offset;
-	uint32_t length;
+	uint64_t length;		/* 32 bits in a compact request */
 };
 
 struct nbd_simple_reply {
@@ -167,7 +205,8 @@ struct nbd_chunk {
 	uint16_t flags;
 	uint16_t type;
 	uint64_t cookie;
-	uint32_t length;
+	uint64_t offset;		/* extended chunks only */
+	uint64_t length;		/* 32 bits in a compact chunk */
 };
 
 /* One block status descriptor (an extent). */
@@ -204,14 +243,22 @@ void nbd_info_block_size_encode(uint32_t min, uint32_t pref, uint32_t max,
 int nbd_info_decode(const void *payload, size_t len, uint16_t *type,
 		    struct nbd_export_info *info);
 
+/* Compact requests: the encoder takes lengths of at most 32 bits (the
+ * caller checks). */
 void nbd_request_encode(const struct nbd_request *h, struct nbd_request_wire *w);
 int nbd_request_decode(const struct nbd_request_wire *w, struct nbd_request *h);
+void nbd_ext_request_encode(const struct nbd_request *h, struct nbd_ext_request_wire *w);
+int nbd_ext_request_decode(const struct nbd_ext_request_wire *w, struct nbd_request *h);
+/* The request header at buf, extended (32 bytes) or compact (28). */
+int nbd_request_decode_any(const void *buf, int extended, struct nbd_request *h);
 
 void nbd_simple_reply_encode(const struct nbd_simple_reply *h, struct nbd_simple_reply_wire *w);
 int nbd_simple_reply_decode(const struct nbd_simple_reply_wire *w, struct nbd_simple_reply *h);
 
 void nbd_chunk_encode(const struct nbd_chunk *h, struct nbd_chunk_wire *w);
 int nbd_chunk_decode(const struct nbd_chunk_wire *w, struct nbd_chunk *h);
+void nbd_ext_chunk_encode(const struct nbd_chunk *h, struct nbd_ext_chunk_wire *w);
+int nbd_ext_chunk_decode(const struct nbd_ext_chunk_wire *w, struct nbd_chunk *h);
 
 /* Magic at the start of a reply (simple or structured), or 0. */
 uint32_t nbd_reply_magic(const void *buf);
@@ -224,6 +271,10 @@ void nbd_hole_decode(const struct nbd_chunk_offset_hole_wire *w, uint64_t *offse
 /* Block status payloads: n descriptors to or from wire bytes (n * 8). */
 void nbd_extents_encode(const struct nbd_extent *e, unsigned n, void *wire);
 void nbd_extents_decode(const void *wire, unsigned n, struct nbd_extent *e);
+/* NBD_REPLY_TYPE_BLOCK_STATUS_EXT descriptors (n * 16 bytes). */
+void nbd_extents_ext_encode(const struct nbd_extent *e, unsigned n, void *wire);
+void nbd_block_status_ext_encode(uint32_t id, uint32_t count,
+				 struct nbd_chunk_block_status_ext_wire *w);
 void nbd_block_status_id_encode(uint32_t id, struct nbd_chunk_block_status_wire *w);
 uint32_t nbd_block_status_id_decode(const struct nbd_chunk_block_status_wire *w);
 
@@ -234,6 +285,11 @@ uint32_t nbd_block_status_id_decode(const struct nbd_chunk_block_status_wire *w)
 int nbd_error_chunk_build(void *buf, size_t size, uint64_t cookie, uint16_t flags,
 			  uint32_t error, const char *msg, int has_offset,
 			  uint64_t offset);
+/* The same with an extended chunk header carrying req_offset (the
+ * request's offset). */
+int nbd_ext_error_chunk_build(void *buf, size_t size, uint64_t cookie, uint64_t req_offset,
+			      uint16_t flags, uint32_t error, const char *msg, int has_offset,
+			      uint64_t offset);
 /* Parses an error chunk payload.  msg (optional) receives a NUL-terminated
  * copy, truncated to msg_size.  Returns -EPROTO if inconsistent. */
 int nbd_error_chunk_parse(const void *payload, size_t len, uint16_t type,

@@ -1037,8 +1037,8 @@ static int fwd_one(struct fwd_conn *c)
 	if (h.type == NBD_CMD_READ || h.type == NBD_CMD_WRITE) {
 		if (h.length > NBD_MAX_PAYLOAD) {
 			/* A WRITE's payload this large is not read: stop. */
-			log_err("forwarder %d: a request of %u bytes", (int)(c - f->c),
-				h.length);
+			log_err("forwarder %d: a request of %llu bytes", (int)(c - f->c),
+				(unsigned long long)h.length);
 			f->bad++;
 			free(q);
 			return -EPROTO;

@@ -50,7 +50,7 @@ enum tag {
 #define POOL_CACHE_MAX	(64u << 20)	/* bytes kept for reuse per worker */
 #define FIXED_SLOTS	1024		/* io_uring fixed buffer slots per worker */
 #define SENDFILE_MIN	(64u << 10)	/* READs this large: sendfile */
-#define BS_BUF_SIZE	(NBD_BS_MAX_EXTENTS * sizeof(struct nbd_block_descriptor_wire))
+#define BS_BUF_SIZE	(NBD_BS_MAX_EXTENTS * sizeof(struct nbd_block_descriptor_ext_wire))
 /* BLOCK_STATUS scans per loop pass: started within this time (each is
  * bounded to EXTENTS_SCAN_STEPS steps). */
 #define BS_SLICE_NS	2000000

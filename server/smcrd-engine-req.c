@@ -124,23 +124,32 @@ out_done:
 }
 
 /* NBD_CMD_BLOCK_STATUS: base:allocation of the range, into q->buf (room
- * for NBD_BS_MAX_EXTENTS descriptors).  The lseeks are done by the worker
- * (file systems answer them from their extent maps), in bs_run's slices. */
+ * for NBD_BS_MAX_EXTENTS descriptors, compact or extended).  The lseeks
+ * are done by the worker (file systems answer them from their extent
+ * maps), in bs_run's slices.  An extended request's effect length beyond
+ * 32 bits is cut (NBD_BS_MAX_LENGTH). */
 void block_status(struct req *q)
 {
 	struct export *e = q->c->exp;
 	struct nbd_extent ext[NBD_BS_MAX_EXTENTS];
+	uint32_t min_block = q->c->tp.min_block;
+	uint32_t len = q->r.length > NBD_BS_MAX_LENGTH(min_block) ?
+		       (uint32_t)NBD_BS_MAX_LENGTH(min_block) : (uint32_t)q->r.length;
 	unsigned n;
 
 	if (e->rbd)
-		n = smcrd_rbd_extents(e->rbd, q->r.offset, q->r.length, q->c->tp.min_block,
+		n = smcrd_rbd_extents(e->rbd, q->r.offset, len, min_block,
 				      q->r.flags & NBD_CMD_FLAG_REQ_ONE, ext, NBD_BS_MAX_EXTENTS);
 	else
-		n = extents_scan(e->fd, !e->blockdev, q->r.offset, q->r.length,
-				 q->c->tp.min_block, q->r.flags & NBD_CMD_FLAG_REQ_ONE, ext,
-				 NBD_BS_MAX_EXTENTS);
-	nbd_extents_encode(ext, n, q->buf);
-	req_reply(q, 0, n * (uint32_t)sizeof(struct nbd_block_descriptor_wire));
+		n = extents_scan(e->fd, !e->blockdev, q->r.offset, len, min_block,
+				 q->r.flags & NBD_CMD_FLAG_REQ_ONE, ext, NBD_BS_MAX_EXTENTS);
+	if (q->c->tp.extended) {
+		nbd_extents_ext_encode(ext, n, q->buf);
+		req_reply(q, 0, n * (uint32_t)sizeof(struct nbd_block_descriptor_ext_wire));
+	} else {
+		nbd_extents_encode(ext, n, q->buf);
+		req_reply(q, 0, n * (uint32_t)sizeof(struct nbd_block_descriptor_wire));
+	}
 }
 
 /* Starts a request that passed the checks. */
@@ -196,7 +205,7 @@ void req_start(struct req *q)
 				return;
 			}
 			q->r.offset = first;
-			q->r.length = (uint32_t)(end - first);
+			q->r.length = end - first;
 		}
 		q->phase = PH_PUNCH;
 		break;

@@ -117,20 +117,28 @@ static bool read_by_send_file(struct conn *c, const struct nbd_request *r)
  * Returns RX_AGAIN (header used, go on), RX_STOP (header used, stop),
  * RX_RETRY (header not used: try again later) or RX_ZC (header used, *zq
  * is a WRITE to be started from the transport's memory). */
-static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool zc_ready,
-			struct req **zq)
+static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req **zq)
 {
 	struct nbd_request r;
 	const char *msg = NULL;
+	uint64_t payload;
 	uint32_t err;
 	struct req *q;
 
-	if (nbd_request_decode(w, &r) < 0) {
+	if (nbd_request_parse(&c->tp, w, &r) < 0) {
 		log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
 			  "client %s: bad request magic: dropping the connection", c->t->peer);
 		conn_close(c, NULL);
 		return RX_STOP;
 	}
+	if (nbd_request_hangup(&c->tp, &r, &msg)) {
+		log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
+			  "client %s: %s with a payload of %llu bytes: dropping the connection",
+			  c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.length);
+		conn_close(c, NULL);
+		return RX_STOP;
+	}
+	payload = nbd_request_payload(&c->tp, &r);
 	err = nbd_request_check(&c->tp, &r, &msg);
 	if (r.type == NBD_CMD_DISC) {
 		c->rx_stop = true;
@@ -221,12 +229,12 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 		}
 	}
 	if (err) {
-		log_dbg("client %s: %s off=%llu len=%u flags=0x%x: error %u: %s",
+		log_dbg("client %s: %s off=%llu len=%llu flags=0x%x: error %u: %s",
 			c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.offset,
-			r.length, r.flags, err, msg);
+			(unsigned long long)r.length, r.flags, err, msg);
 		q->msg = msg;
-		if (r.type == NBD_CMD_WRITE && r.length) {
-			c->skip = r.length;
+		if (payload) {
+			c->skip = payload;
 			c->skip_req = q;
 			q->error = err;
 			return RX_AGAIN;
@@ -249,11 +257,10 @@ static int rx_parse_hdr(struct conn *c, const struct nbd_request_wire *w, bool z
 
 static int rx_parse(struct conn *c)
 {
-	int r = rx_parse_hdr(c, (const struct nbd_request_wire *)(c->rbuf + c->rstart), false,
-			     NULL);
+	int r = rx_parse_hdr(c, c->rbuf + c->rstart, false, NULL);
 
 	if (r != RX_RETRY)
-		c->rstart += sizeof(struct nbd_request_wire);
+		c->rstart += (uint32_t)nbd_request_hdr_len(&c->tp);
 	return r == RX_AGAIN ? RX_AGAIN : RX_STOP;
 }
 
@@ -317,35 +324,36 @@ static void rx_pump_zc(struct conn *c)
 				}
 				continue;
 			}
-			if (avail < sizeof(struct nbd_request_wire))
+			if (avail < nbd_request_hdr_len(&c->tp))
 				break;
 			if (c->inflight >= qd) {
 				c->rx_blocked = true;
 				break;
 			}
 			{
-				struct nbd_request_wire w;
+				uint8_t w[sizeof(struct nbd_ext_request_wire)];
+				size_t hlen = nbd_request_hdr_len(&c->tp);
 				struct nbd_request peek;
 				struct req *q = NULL;
 				bool ready = false;
 				int r;
 
-				win_copy(win, off, &w, sizeof(w));
-				if (nbd_request_decode(&w, &peek) == 0 &&
+				win_copy(win, off, w, hlen);
+				if (nbd_request_parse(&c->tp, w, &peek) == 0 &&
 				    peek.type == NBD_CMD_WRITE &&
-				    avail - sizeof(w) >= peek.length &&
+				    avail - hlen >= peek.length &&
 				    c->pin_cnt < qd)
 					ready = true;
-				r = rx_parse_hdr(c, &w, ready, &q);
+				r = rx_parse_hdr(c, w, ready, &q);
 				if (r == RX_RETRY)
 					break;
-				c->rx_pos += sizeof(w);
+				c->rx_pos += hlen;
 				if (r == RX_STOP)
 					break;
 				if (r == RX_ZC) {
 					unsigned slot = (c->pin_head + c->pin_cnt) % qd;
 
-					win_slice(win, off + sizeof(w), q->r.length, q->zc_iov);
+					win_slice(win, off + hlen, q->r.length, q->zc_iov);
 					c->pins[slot].start = c->rx_pos;
 					c->pins[slot].done = false;
 					c->pin_cnt++;
@@ -493,7 +501,7 @@ void rx_pump(struct conn *c)
 					req_reply(q, q->error, 0);
 				continue;
 			}
-		} else if (avail >= sizeof(struct nbd_request_wire)) {
+		} else if (avail >= nbd_request_hdr_len(&c->tp)) {
 			if (c->inflight >= qd) {
 				c->rx_blocked = true;
 				return;

@@ -700,7 +700,8 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	iostat_conn(c->st_cli, 1);
 	log_rated(LOGRATE_SESSION, t->peer, SMCR_LOG_INFO,
 		  "client %s: export '%s' (%s replies%s, worker %u)", t->peer,
-		  exp->spec.name, s->structured ? "structured" : "simple",
+		  exp->spec.name,
+		  s->extended ? "extended" : s->structured ? "structured" : "simple",
 		  s->base_allocation ? ", base:allocation" : "", w->idx);
 	pthread_mutex_lock(&w->lock);
 	if (w->drain_req) {
