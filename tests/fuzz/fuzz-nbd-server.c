@@ -2,10 +2,11 @@
 /* smcrbd: libFuzzer target for NBD as smcrd sees it from a client: the
  * input is the client's byte stream.  The fixed newstyle handshake
  * (nbd_server_handshake: option haggling, export lookup, INFO/GO,
- * EXPORT_NAME, LIST) runs over it; once in transmission, every request
- * header goes through nbd_request_decode and nbd_request_check, the
- * reply is built (nbd_reply_build) and a WRITE's payload skipped, as the
- * engine does.  The first input byte sets how many bytes each read
+ * EXPORT_NAME, LIST, STRUCTURED_REPLY, EXTENDED_HEADERS) runs over it;
+ * once in transmission, every request header (compact, or extended when
+ * negotiated) goes through nbd_request_parse, nbd_request_hangup and
+ * nbd_request_check, the reply is built (nbd_reply_build) and a payload
+ * skipped, as the engine does.  The first input byte sets how many bytes each read
  * returns (a stream splits anywhere) and the server's mode: TLS required
  * (the upgrade itself stubbed: the stream stays plain), refusing, or
  * shutting down. */
@@ -131,16 +132,25 @@ static void transmission(struct fuzz_transport *ft, const struct nbd_server_sess
 	nbd_tx_params_from_session(s, &p);
 	FUZZ_REQUIRE(p.size == s->exp.size);
 	for (n = 0; n < 4096; n++) {
-		struct nbd_request_wire w;
+		uint8_t w[sizeof(struct nbd_ext_request_wire)];
 		struct nbd_request r;
 		struct nbd_reply_buf rb;
 		const char *msg = NULL;
+		uint64_t payload;
 		uint32_t err, data_len = 0;
 
-		if (bd_read_full(&ft->t, &w, sizeof(w), 0, -1) < 0)
+		if (bd_read_full(&ft->t, w, nbd_request_hdr_len(&p), 0, -1) < 0)
 			return;
-		if (nbd_request_decode(&w, &r) < 0)
+		if (nbd_request_parse(&p, w, &r) < 0)
 			return;
+		if (nbd_request_hangup(&p, &r, &msg)) {
+			FUZZ_REQUIRE(p.extended && msg && r.length > p.max_payload);
+			return;
+		}
+		payload = nbd_request_payload(&p, &r);
+		/* Never more payload than a buffer holds. */
+		FUZZ_REQUIRE(!p.extended || payload <= p.max_payload);
+		FUZZ_REQUIRE(p.extended || r.length <= UINT32_MAX);
 		err = nbd_request_check(&p, &r, &msg);
 		FUZZ_REQUIRE(!err || msg);
 		if (r.type == NBD_CMD_DISC)
@@ -151,20 +161,39 @@ static void transmission(struct fuzz_transport *ft, const struct nbd_server_sess
 			if (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)
 				FUZZ_REQUIRE(r.length <= p.max_payload);
 			if (r.type == NBD_CMD_WRITE)
-				FUZZ_REQUIRE(!(p.tflags & NBD_FLAG_READ_ONLY));
+				FUZZ_REQUIRE(!(p.tflags & NBD_FLAG_READ_ONLY) &&
+					     payload == r.length);
+			else
+				FUZZ_REQUIRE(payload == 0);
 		}
-		if (r.type == NBD_CMD_WRITE && r.length &&
-		    bd_skip_full(&ft->t, r.length, 0, -1) < 0)
+		if (payload && bd_skip_full(&ft->t, payload, 0, -1) < 0)
 			return;
 		if (r.type == NBD_CMD_READ && !err)
-			data_len = r.length;
+			data_len = (uint32_t)r.length;
 		else if (r.type == NBD_CMD_READ && p.structured)
-			data_len = r.length / 2;
+			data_len = (uint32_t)(r.length / 2);
+		else if (r.type == NBD_CMD_BLOCK_STATUS && !err)
+			data_len = (r.flags & NBD_CMD_FLAG_REQ_ONE ? 1 : 3) *
+				   (uint32_t)(p.extended ? sizeof(struct nbd_block_descriptor_ext_wire) :
+						sizeof(struct nbd_block_descriptor_wire));
 		nbd_reply_build(&p, &r, err, data_len,
 				err && r.type == NBD_CMD_READ ? r.offset + data_len : NBD_NO_OFFSET,
 				msg, &rb);
 		FUZZ_REQUIRE(rb.head_len <= sizeof(rb.head) && rb.tail_len <= sizeof(rb.tail));
-		FUZZ_REQUIRE(rb.data_len == data_len || (!p.structured && err && !rb.data_len));
+		FUZZ_REQUIRE(rb.data_len == data_len || (!p.structured && err && !rb.data_len) ||
+			     (r.type != NBD_CMD_READ && !rb.data_len && !err));
+		/* Extended headers: every reply is an extended chunk. */
+		if (p.extended) {
+			struct nbd_ext_chunk_wire cw;
+			struct nbd_chunk ch;
+
+			FUZZ_REQUIRE(rb.head_len >= sizeof(cw));
+			memcpy(&cw, rb.head, sizeof(cw));
+			FUZZ_REQUIRE(nbd_ext_chunk_decode(&cw, &ch) == 0);
+			FUZZ_REQUIRE(ch.cookie == r.cookie && ch.offset == r.offset);
+			FUZZ_REQUIRE(ch.length == rb.head_len - sizeof(cw) + rb.data_len ||
+				     (rb.tail_len && ch.type == NBD_REPLY_TYPE_OFFSET_DATA));
+		}
 		if (!err && r.type == NBD_CMD_READ) {
 			nbd_reply_build_read_stream(&p, &r, &rb);
 			FUZZ_REQUIRE(rb.head_len <= sizeof(rb.head) &&
@@ -201,6 +230,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* No way into transmission around a required TLS. */
 	FUZZ_REQUIRE(c.mode != 1 || s.tls);
 	FUZZ_REQUIRE(!s.base_allocation || s.structured);
+	FUZZ_REQUIRE(!s.extended || s.structured);
 	transmission(&ft, &s);
 	f_release(&c, s.handle);
 	return 0;

@@ -49,6 +49,18 @@ put('nbd-server', 'meta-context', b'\x00' + cflags + opt(9, meta_req(b'disk', ()
 put('nbd-server', 'tls-required', b'\x40' + cflags + opt(8) + opt(3) + opt(5, b'x') +
     opt(5) + opt(5) + opt(8) + opt(10, meta_req(b'disk', (b'base:allocation',))) +
     opt(7, name_req(b'disk')) + req(7, 0, 4096) + req(0, 0, 512) + req(2, 0, 0))
+def xreq(typ, off, ln, flags=0, cookie=1):
+    return struct.pack('>IHHQQQ', 0x21e41c71, flags, typ, cookie, off, ln)
+# Extended headers (after structured replies, then a repeat of each), 64-bit
+# effect lengths, a payload flag on a READ (skipped), a WRITE without it,
+# then a payload beyond the maximum (hangs up).
+put('nbd-server', 'extended-headers', b'\x00' + cflags + opt(8) + opt(11) + opt(11) +
+    opt(8) + opt(11, b'x') + opt(10, meta_req(b'big', (b'base:allocation',))) +
+    opt(7, name_req(b'big', (3,))) + xreq(0, 0, 4096) + xreq(1, 4096, 512, 32) +
+    b'w' * 512 + xreq(1, 0, 512) + xreq(0, 0, 8, 32) + b'r' * 8 +
+    xreq(7, 0, 5 << 32) + xreq(7, 0, 1 << 40, 8) + xreq(4, 1 << 32, 6 << 32) +
+    xreq(6, 0, 1 << 33, 2) + xreq(0, 0, 1 << 32) + xreq(3, 0, 0) +
+    xreq(1, 0, 64 << 20, 32) + xreq(2, 0, 0))
 
 # --- NBD, the server's stream (fuzz-nbd-client) -------------------------------
 REPLY = 0x0003e889045565a9
