@@ -1,0 +1,66 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# NBD_OPT_EXTENDED_HEADERS: tests/nbd-exthdr.py negotiates it against a
+# sparse 6 GiB export (1 MiB of data at 100 MiB) and checks the extended
+# requests and replies byte by byte: negotiation errors, WRITE/READ at
+# 5 GiB, BLOCK_STATUS_EXT equal to the compact base:allocation, lengths
+# above 32 bits refused (EOVERFLOW, EINVAL) or done (TRIM, WRITE_ZEROES),
+# a 2^40-byte payload hung up on.  Clients that do not ask keep the compact
+# headers: nbd-probe (structured and simple), nbdinfo --map and
+# qemu-img compare when installed.  A few seconds.
+. "${srcdir:-.}/functions.sh"
+. "$srcdir/test-smcrd-lib.sh"
+
+d=$(scratch_dir)
+img=$d/big.img
+mib=1048576
+truncate -s 6G "$img"
+head -c $mib /dev/urandom >"$d/a"
+dd if="$d/a" of="$img" bs=1M seek=100 conv=notrunc,fsync status=none
+first=$(python3 -c 'import os,sys; f=os.open(sys.argv[1],os.O_RDONLY); print(os.lseek(f,0,os.SEEK_DATA))' "$img") ||
+    skip "SEEK_DATA does not work on $d"
+[ "$first" = $((100 * mib)) ] || skip "the file system of $d does not keep holes (data at $first)"
+
+start_smcrd --export "disk=$img"
+
+python3 "$srcdir/nbd-exthdr.py" "$PORT" disk || fail "nbd-exthdr.py failed"
+log_has "export 'disk' (extended replies" || fail "smcrd did not log an extended session"
+grep -q "WRITE with a payload of 1099511627776 bytes: dropping the connection" "$SMCRD_LOG" ||
+    fail "smcrd did not log the 2^40-byte payload"
+
+# Our own client (compact headers): data and exact errors as before.
+out=$(probe -s 127.0.0.1 "$PORT" ops disk w:0:4096 r:0:4096 r:6442450944:1 f) ||
+    fail "nbd-probe -s: $out"
+[ "$out" = "w:0:4096 ok
+r:0:4096 ok
+r:6442450944:1 EINVAL
+f ok" ] || fail "nbd-probe -s printed
+$out"
+out=$(probe 127.0.0.1 "$PORT" ops disk r:0:4096 t:0:4096) || fail "nbd-probe: $out"
+[ "$out" = "r:0:4096 ok
+t:0:4096 ok" ] || fail "nbd-probe (simple replies) printed
+$out"
+echo "nbd-probe, compact headers: structured and simple replies as before"
+
+if command -v nbdinfo >/dev/null 2>&1; then
+    got=$(nbdinfo --map "$(uri disk)" | awk '{ print $1, $2, $3 }') || fail "nbdinfo --map failed"
+    want="0 $((100 * mib)) 3
+$((100 * mib)) $mib 0
+$((101 * mib)) $((6144 * mib - 101 * mib)) 3"
+    [ "$got" = "$want" ] || fail "nbdinfo --map shows
+$got
+instead of
+$want"
+    echo "nbdinfo $(nbdinfo --version | head -1 | awk '{ print $2 }') --map: the layout written"
+else
+    echo "nbdinfo not installed: not run"
+fi
+if command -v qemu-img >/dev/null 2>&1; then
+    qemu-img compare -f raw -F raw "$img" "$(uri disk)" >/dev/null ||
+        fail "qemu-img compare: the export differs from its file"
+    echo "$(qemu-img --version | head -1): compare: identical"
+else
+    echo "qemu-img not installed: not run"
+fi
+stop_smcrd
+echo "PASS: extended headers (64-bit requests, BLOCK_STATUS_EXT), compact clients unchanged"
