@@ -53,6 +53,33 @@ static void test_request_bytes(void)
 	CU_ASSERT_EQUAL(nbd_request_decode(&w, &back), -EPROTO);
 }
 
+static void test_ext_request_bytes(void)
+{
+	struct nbd_request r = {
+		.flags = NBD_CMD_FLAG_PAYLOAD_LEN, .type = NBD_CMD_WRITE,
+		.cookie = UINT64_C(0x0102030405060708),
+		.offset = UINT64_C(0x1122334455667788), .length = UINT64_C(0x123456789a),
+	}, back;
+	struct nbd_ext_request_wire w;
+
+	nbd_ext_request_encode(&r, &w);
+	CU_ASSERT_EQUAL(sizeof(w), 32);
+	ASSERT_BYTES(&w, 0x21, 0xe4, 0x1c, 0x71, 0x00, 0x20, 0x00, 0x01,
+		     0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+		     0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
+		     0x00, 0x00, 0x00, 0x12, 0x34, 0x56, 0x78, 0x9a);
+	CU_ASSERT_EQUAL(nbd_request_decode_any(&w, 1, &back), 0);
+	CU_ASSERT_EQUAL(back.flags, r.flags);
+	CU_ASSERT_EQUAL(back.type, r.type);
+	CU_ASSERT_EQUAL(back.cookie, r.cookie);
+	CU_ASSERT_EQUAL(back.offset, r.offset);
+	CU_ASSERT_EQUAL(back.length, r.length);
+	/* A compact magic where an extended one is due, and the reverse. */
+	CU_ASSERT_EQUAL(nbd_request_decode_any(&w, 0, &back), -EPROTO);
+	((uint8_t *)&w)[0] = 0x25;
+	CU_ASSERT_EQUAL(nbd_request_decode_any(&w, 1, &back), -EPROTO);
+}
+
 static void test_handshake_bytes(void)
 {
 	struct nbd_greeting_wire g;
@@ -209,6 +236,7 @@ static void test_errno_map(void)
 
 static CU_TestInfo codec_tests[] = {
 	{ "request bytes", test_request_bytes },
+	{ "extended request bytes", test_ext_request_bytes },
 	{ "handshake bytes", test_handshake_bytes },
 	{ "info bytes", test_info_bytes },
 	{ "reply bytes", test_reply_bytes },
@@ -306,7 +334,71 @@ static void test_check_commands(void)
 	CU_ASSERT_EQUAL(check(&aligned, NBD_CMD_WRITE, 0, 512, 1000), NBD_EINVAL);
 }
 
+static void test_check_extended(void)
+{
+	struct nbd_tx_params x = tp_rw, c = tp_rw;
+	struct nbd_request r = { .flags = NBD_CMD_FLAG_PAYLOAD_LEN, .type = NBD_CMD_WRITE,
+				 .length = 512 };
+	const char *msg = NULL;
+
+	x.extended = true;
+	x.size = c.size = UINT64_C(6) << 30;
+	x.base_allocation = true;
+	CU_ASSERT_EQUAL(nbd_request_hdr_len(&x), 32);
+	CU_ASSERT_EQUAL(nbd_request_hdr_len(&c), 28);
+	/* WRITE needs the payload flag; nothing else takes it. */
+	CU_ASSERT_EQUAL(check(&x, NBD_CMD_WRITE, NBD_CMD_FLAG_PAYLOAD_LEN, 0, 512), 0);
+	CU_ASSERT_EQUAL(check(&x, NBD_CMD_WRITE, NBD_CMD_FLAG_PAYLOAD_LEN | NBD_CMD_FLAG_FUA,
+			      0, 512), 0);
+	CU_ASSERT_EQUAL(check(&x, NBD_CMD_WRITE, 0, 0, 512), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&x, NBD_CMD_READ, NBD_CMD_FLAG_PAYLOAD_LEN, 0, 512), NBD_EINVAL);
+	CU_ASSERT_EQUAL(check(&c, NBD_CMD_WRITE, NBD_CMD_FLAG_PAYLOAD_LEN, 0, 512), NBD_EINVAL);
+	CU_ASSERT_EQUAL(nbd_request_payload(&x, &r), 512);
+	r.type = NBD_CMD_READ;
+	CU_ASSERT_EQUAL(nbd_request_payload(&x, &r), 512);	/* skipped after EINVAL */
+	r.flags = 0;
+	CU_ASSERT_EQUAL(nbd_request_payload(&x, &r), 0);
+	CU_ASSERT_EQUAL(nbd_request_payload(&c, &r), 0);
+	r.type = NBD_CMD_WRITE;
+	CU_ASSERT_EQUAL(nbd_request_payload(&x, &r), 0);	/* EINVAL, nothing to skip */
+	CU_ASSERT_EQUAL(nbd_request_payload(&c, &r), 512);
+	/* Payloads above the maximum: hang up (extended only). */
+	CU_ASSERT(!nbd_request_hangup(&x, &r, &msg));
+	r.flags = NBD_CMD_FLAG_PAYLOAD_LEN;
+	r.length = (uint64_t)NBD_MAX_PAYLOAD + 1;
+	CU_ASSERT(nbd_request_hangup(&x, &r, &msg));
+	CU_ASSERT_PTR_NOT_NULL(msg);
+	CU_ASSERT(!nbd_request_hangup(&c, &r, &msg));
+	r.length = NBD_MAX_PAYLOAD;
+	CU_ASSERT(!nbd_request_hangup(&x, &r, &msg));
+	/* 64-bit effect lengths against the export size. */
+	{
+		struct nbd_request q = { .type = NBD_CMD_TRIM, .length = UINT64_C(5) << 30 };
+
+		CU_ASSERT_EQUAL(nbd_request_check(&x, &q, &msg), 0);
+		q.type = NBD_CMD_WRITE_ZEROES;
+		CU_ASSERT_EQUAL(nbd_request_check(&x, &q, &msg), 0);
+		q.type = NBD_CMD_BLOCK_STATUS;
+		CU_ASSERT_EQUAL(nbd_request_check(&x, &q, &msg), 0);
+		q.type = NBD_CMD_CACHE;
+		CU_ASSERT_EQUAL(nbd_request_check(&x, &q, &msg), 0);
+		q.type = NBD_CMD_READ;
+		CU_ASSERT_EQUAL(nbd_request_check(&x, &q, &msg), NBD_EOVERFLOW);
+		q.offset = UINT64_C(2) << 30;
+		q.type = NBD_CMD_TRIM;
+		CU_ASSERT_EQUAL(nbd_request_check(&x, &q, &msg), NBD_EINVAL);
+		q.type = NBD_CMD_WRITE_ZEROES;
+		CU_ASSERT_EQUAL(nbd_request_check(&x, &q, &msg), NBD_ENOSPC);
+		q.type = NBD_CMD_BLOCK_STATUS;
+		CU_ASSERT_EQUAL(nbd_request_check(&x, &q, &msg), NBD_EINVAL);
+		q.offset = 0;
+		q.length = UINT64_MAX;
+		CU_ASSERT_EQUAL(nbd_request_check(&x, &q, &msg), NBD_EINVAL);
+	}
+}
+
 static CU_TestInfo check_tests[] = {
+	{ "extended headers", test_check_extended },
 	{ "bounds", test_check_bounds },
 	{ "limits", test_check_limits },
 	{ "commands and flags", test_check_commands },
@@ -774,6 +866,100 @@ static void test_bs_check_and_reply(void)
 	CU_ASSERT_EQUAL(rb.data_len, 0);
 }
 
+static void test_reply_extended(void)
+{
+	struct nbd_tx_params p = tp_rw;
+	struct nbd_request w = { .flags = NBD_CMD_FLAG_PAYLOAD_LEN, .type = NBD_CMD_WRITE,
+				 .cookie = 7, .offset = UINT64_C(5) << 30, .length = 512 };
+	struct nbd_request rd = { .type = NBD_CMD_READ, .cookie = 8, .offset = 4096,
+				  .length = 1024 };
+	struct nbd_request bs = { .type = NBD_CMD_BLOCK_STATUS, .cookie = 9, .offset = 0,
+				  .length = UINT64_C(6) << 30 };
+	struct nbd_extent ext[2] = { { 4096, NBD_STATE_HOLE | NBD_STATE_ZERO }, { 8192, 0 } };
+	struct nbd_ext_chunk_wire cw;
+	struct nbd_reply_buf rb;
+	struct nbd_chunk ch;
+	uint8_t wire[32];
+
+	p.extended = true;
+	p.base_allocation = true;
+	/* A WRITE's success: a NONE chunk, never a simple reply. */
+	nbd_reply_build(&p, &w, 0, 0, NBD_NO_OFFSET, NULL, &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 32);
+	CU_ASSERT_EQUAL(rb.data_len + rb.tail_len, 0);
+	ASSERT_BYTES(rb.head, 0x6e, 0x8a, 0x27, 0x8c, 0, 1, 0, 0,
+		     0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 1, 0x40, 0, 0, 0,
+		     0, 0, 0, 0, 0, 0, 0, 0);
+	/* An error: an error chunk behind an extended header. */
+	nbd_reply_build(&p, &w, NBD_ENOSPC, 0, NBD_NO_OFFSET, "x", &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 32 + 6 + 1);
+	memcpy(&cw, rb.head, sizeof(cw));
+	CU_ASSERT_EQUAL(nbd_ext_chunk_decode(&cw, &ch), 0);
+	CU_ASSERT_EQUAL(ch.type, NBD_REPLY_TYPE_ERROR);
+	CU_ASSERT_EQUAL(ch.flags, NBD_REPLY_FLAG_DONE);
+	CU_ASSERT_EQUAL(ch.offset, w.offset);
+	CU_ASSERT_EQUAL(ch.length, 7);
+	ASSERT_BYTES(rb.head + 32, 0, 0, 0, 28, 0, 1, 'x');
+	/* READ: one data chunk, offset in the header and in the payload. */
+	nbd_reply_build(&p, &rd, 0, 1024, NBD_NO_OFFSET, NULL, &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 40);
+	CU_ASSERT_EQUAL(rb.data_len, 1024);
+	ASSERT_BYTES(rb.head, 0x6e, 0x8a, 0x27, 0x8c, 0, 1, 0, 1,
+		     0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0x10, 0,
+		     0, 0, 0, 0, 0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0x10, 0);
+	nbd_reply_build_read_stream(&p, &rd, &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 40);
+	CU_ASSERT_EQUAL(rb.tail_len, 32);
+	memcpy(&cw, rb.tail, sizeof(cw));
+	CU_ASSERT_EQUAL(nbd_ext_chunk_decode(&cw, &ch), 0);
+	CU_ASSERT_EQUAL(ch.type, NBD_REPLY_TYPE_NONE);
+	CU_ASSERT_EQUAL(ch.offset, rd.offset);
+	/* BLOCK_STATUS_EXT: ID, count, 16-byte descriptors. */
+	nbd_extents_ext_encode(ext, 2, wire);
+	ASSERT_BYTES(wire, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 3,
+		     0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+	nbd_reply_build(&p, &bs, 0, sizeof(wire), NBD_NO_OFFSET, NULL, &rb);
+	CU_ASSERT_EQUAL(rb.head_len, 40);
+	CU_ASSERT_EQUAL(rb.data_len, 32);
+	ASSERT_BYTES(rb.head, 0x6e, 0x8a, 0x27, 0x8c, 0, 1, 0, 6,
+		     0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0,
+		     0, 0, 0, 0, 0, 0, 0, 40, 0, 0, 0, 1, 0, 0, 0, 2);
+	CU_ASSERT_EQUAL(NBD_BS_MAX_LENGTH(512), UINT64_C(0xfffffe00));
+}
+
+/* NBD_OPT_EXTENDED_HEADERS in the handshake: refusals, then the session. */
+static void test_ext_handshake(void)
+{
+	struct fake_srv s = { 0 };
+	struct bd_transport *ct;
+	struct nbd_client *c;
+	struct nbd_export_info info;
+	uint32_t id = 0, rep;
+	pthread_t th;
+
+	pair(&ct, &s.t);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, fake_server_main, &s) == 0);
+	CU_ASSERT_FATAL(nbd_client_open(ct, 5000, &c) == 0);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_EXTENDED_HEADERS, "x", 1, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_INVALID);
+	CU_ASSERT_EQUAL(nbd_client_structured(c), 0);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_EXTENDED_HEADERS, NULL, 0, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ACK);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_EXTENDED_HEADERS, NULL, 0, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_INVALID);
+	CU_ASSERT_EQUAL(nbd_client_option(c, NBD_OPT_STRUCTURED_REPLY, NULL, 0, &rep), 0);
+	CU_ASSERT_EQUAL(rep, NBD_REP_ERR_EXT_HEADER_REQD);
+	CU_ASSERT_EQUAL(nbd_client_set_meta_context(c, "disk", NBD_META_BASE_ALLOCATION, &id),
+			0);
+	CU_ASSERT_EQUAL(nbd_client_go(c, "disk", &info), 0);
+	CU_ASSERT(info.flags & NBD_FLAG_SEND_DF);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(s.result, 0);
+	CU_ASSERT(s.sess.extended && s.sess.structured && s.sess.base_allocation);
+	nbd_client_close(c);
+	bd_close(s.t);
+}
+
 static void test_bs_handshake(void)
 {
 	struct fake_srv s = { 0 };
@@ -938,6 +1124,8 @@ static void test_tls_required(void)
 
 static CU_TestInfo bs_tests[] = {
 	{ "request check and reply bytes", test_bs_check_and_reply },
+	{ "extended reply bytes", test_reply_extended },
+	{ "extended headers negotiation", test_ext_handshake },
 	{ "meta context negotiation", test_bs_handshake },
 	{ "STARTTLS required", test_tls_required },
 	CU_TEST_INFO_NULL,
