@@ -48,6 +48,16 @@
                                           offset 0, then N READs of them one
                                           at a time, each compared; prints
                                           the READ latencies (ms)
+  hostile-clients.py exthdr PORT EXPORT N  N clients, one after the other,
+                                          that negotiate extended headers
+                                          and send in turn: a request with
+                                          the compact magic, a WRITE that
+                                          announces 2^63 bytes of payload,
+                                          a BLOCK_STATUS of 2^64-1 bytes
+                                          from offset 2^64-512, a header cut
+                                          short; prints "hung up K, answered
+                                          J" (K connections closed by the
+                                          server, J error replies seen)
 Environment: HOSTILE_SRC=ADDR connects from ADDR (e.g. 127.0.0.2);
 HOSTILE_OFFSET=BYTES adds BYTES to noread's offsets.
 Prints one line of figures; exits non-zero on a setup failure."""
@@ -417,6 +427,40 @@ def readlat(port, export, n, size):
           (n, size, lat[len(lat) // 2], lat[-1]))
 
 
+def exthdr(port, export, n):
+    hung = answered = 0
+    for i in range(n):
+        s = conn(port)
+        nbd_greet(s)
+        s.sendall(struct.pack(">QII", IHAVEOPT, 11, 0))
+        opt_reply(s)
+        go(s, export)
+        kind = i % 4
+        if kind == 0:      # compact header (and 4 bytes more) after extended headers
+            s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, 1, 0, 512) + bytes(4))
+        elif kind == 1:    # payload of 2^63 bytes announced
+            s.sendall(struct.pack(">IHHQQQ", 0x21e41c71, 1 << 5, 1, 1, 0, 1 << 63))
+        elif kind == 2:    # offset + length wraps around 2^64
+            s.sendall(struct.pack(">IHHQQQ", 0x21e41c71, 0, 7, 1, (1 << 64) - 512,
+                                  (1 << 64) - 1))
+        else:              # half a header, then gone
+            s.sendall(struct.pack(">IHHQ", 0x21e41c71, 0, 0, 1))
+            s.close()
+            continue
+        try:
+            b = s.recv(65536)
+            if b:
+                answered += 1
+                magic = struct.unpack(">I", b[:4])[0]
+                assert magic == 0x6e8a278c, "reply magic 0x%08x" % magic
+            else:
+                hung += 1
+        except ConnectionResetError:
+            hung += 1
+        s.close()
+    print("hung up %d, answered %d" % (hung, answered))
+
+
 cmd = sys.argv[1]
 if cmd == "abandon":
     abandon(int(sys.argv[2]), int(sys.argv[3]))
@@ -455,5 +499,7 @@ elif cmd == "readlat":
     readlat(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
 elif cmd == "name":
     name(int(sys.argv[2]), sys.argv[3])
+elif cmd == "exthdr":
+    exthdr(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
 else:
     sys.exit("usage: see the source")

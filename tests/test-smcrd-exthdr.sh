@@ -5,7 +5,8 @@
 # requests and replies byte by byte: negotiation errors, WRITE/READ at
 # 5 GiB, BLOCK_STATUS_EXT equal to the compact base:allocation, lengths
 # above 32 bits refused (EOVERFLOW, EINVAL) or done (TRIM, WRITE_ZEROES),
-# a 2^40-byte payload hung up on.  Clients that do not ask keep the compact
+# a 2^40-byte payload hung up on; hostile-clients.py exthdr's malformed
+# extended requests.  Clients that do not ask keep the compact
 # headers: nbd-probe (structured and simple), nbdinfo --map and
 # qemu-img compare when installed.  A few seconds.
 . "${srcdir:-.}/functions.sh"
@@ -27,6 +28,13 @@ python3 "$srcdir/nbd-exthdr.py" "$PORT" disk || fail "nbd-exthdr.py failed"
 log_has "export 'disk' (extended replies" || fail "smcrd did not log an extended session"
 grep -q "WRITE with a payload of 1099511627776 bytes: dropping the connection" "$SMCRD_LOG" ||
     fail "smcrd did not log the 2^40-byte payload"
+
+# Hostile extended headers: a compact magic and a 2^63-byte payload end the
+# connection, a wrapping BLOCK_STATUS gets an extended error reply, half a
+# header is dropped; smcrd serves on.
+out=$(python3 "$HOSTILE" exthdr "$PORT" disk 40) || fail "hostile-clients.py exthdr: $out"
+[ "$out" = "hung up 20, answered 10" ] || fail "hostile-clients.py exthdr: $out"
+echo "hostile extended headers: $out"
 
 # Our own client (compact headers): data and exact errors as before.
 out=$(probe -s 127.0.0.1 "$PORT" ops disk w:0:4096 r:0:4096 r:6442450944:1 f) ||
