@@ -6,9 +6,10 @@
 # 5 GiB, BLOCK_STATUS_EXT equal to the compact base:allocation, lengths
 # above 32 bits refused (EOVERFLOW, EINVAL) or done (TRIM, WRITE_ZEROES),
 # a 2^40-byte payload hung up on; hostile-clients.py exthdr's malformed
-# extended requests.  Clients that do not ask keep the compact
-# headers: nbd-probe (structured and simple), nbdinfo --map and
-# qemu-img compare when installed.  A few seconds.
+# extended requests.  The checks run on the NBD/TCP port and on the SMC-R
+# port (its TCP fallback on this host).  Clients that do not ask keep the
+# compact headers: nbd-probe (structured and simple), nbdinfo --map and
+# qemu-img compare when installed.  About 10 s.
 . "${srcdir:-.}/functions.sh"
 . "$srcdir/test-smcrd-lib.sh"
 
@@ -22,9 +23,16 @@ first=$(python3 -c 'import os,sys; f=os.open(sys.argv[1],os.O_RDONLY); print(os.
     skip "SEEK_DATA does not work on $d"
 [ "$first" = $((100 * mib)) ] || skip "the file system of $d does not keep holes (data at $first)"
 
-start_smcrd --export "disk=$img"
+SPORT=$(free_port)
+start_smcrd --smcr-port "$SPORT" --export "disk=$img"
+wait_for 10 grep -q 'listening for NBD over SMC-R' "$SMCRD_LOG"
 
 python3 "$srcdir/nbd-exthdr.py" "$PORT" disk || fail "nbd-exthdr.py failed"
+# The SMC-R port's parser, over its TCP fallback (a SYN without the SMC
+# option): the same checks.
+python3 "$srcdir/nbd-exthdr.py" "$SPORT" disk >"$d/smcr.out" ||
+    { cat "$d/smcr.out"; fail "nbd-exthdr.py on the SMC-R port failed"; }
+echo "the same $(grep -c '^ok:' "$d/smcr.out") checks pass on the SMC-R port (TCP fallback)"
 log_has "export 'disk' (extended replies" || fail "smcrd did not log an extended session"
 grep -q "WRITE with a payload of 1099511627776 bytes: dropping the connection" "$SMCRD_LOG" ||
     fail "smcrd did not log the 2^40-byte payload"
