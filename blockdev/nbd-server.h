@@ -112,9 +112,9 @@ void nbd_tx_params_from_session(const struct nbd_server_session *s, struct nbd_t
 
 /* Checks one decoded request.  Returns 0 if it may be executed, or the NBD
  * error to reply with (NBD_EINVAL, NBD_EPERM, NBD_ENOSPC, NBD_EOVERFLOW),
- * with *msg pointing to a static explanation.  Whatever the verdict, a
- * WRITE's payload (length bytes) follows on the wire and must be read or
- * skipped.  NBD_CMD_DISC is valid (the caller ends the session). */
+ * with *msg pointing to a static explanation.  Whatever the verdict, the
+ * request's payload (nbd_request_payload() bytes) follows on the wire and
+ * must be read or skipped.  NBD_CMD_DISC is valid (the caller ends the session). */
 uint32_t nbd_request_check(const struct nbd_tx_params *p, const struct nbd_request *r,
 			   const char **msg);
 
