@@ -120,6 +120,8 @@ struct ub {
 	int closing;			/* atomic */
 	int64_t gone_ms;		/* --recover: when the old server was seen gone (atomic) */
 	unsigned queues_gone;		/* queues whose tags are all aborted (atomic) */
+	int64_t sb_dead, sb_quiesced;	/* --standby: when its server was seen exited,
+					 * the device seen quiesced (0: not seen) */
 };
 
 /* The queue whose engine thread this is (set on its first watch_ready). */
@@ -854,6 +856,8 @@ static int standby_wait(struct ub *u, volatile sig_atomic_t *stop)
 				strerror(-r));
 			break;
 		}
+		if (in.state == UBLK_S_DEV_QUIESCED && !u->sb_quiesced)
+			u->sb_quiesced = now_ms();
 		if (in.state == UBLK_S_DEV_QUIESCED && cdev_free(u)) {
 			r = 0;
 			break;
@@ -869,19 +873,25 @@ static int standby_wait(struct ub *u, volatile sig_atomic_t *stop)
 			pid = in.ublksrv_pid;
 			pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 			dead = pfd < 0 && errno == ESRCH;
+			u->sb_dead = dead ? now_ms() : 0;
 		}
 		if (!dead && pfd >= 0) {
 			struct pollfd p = { .fd = pfd, .events = POLLIN };
 
 			/* 200 ms at most: a signal, or the device removed */
-			if (poll(&p, 1, 200) > 0)
+			if (poll(&p, 1, 200) > 0) {
 				dead = true;
+				u->sb_dead = now_ms();
+			}
 			continue;
 		}
-		if (!dead && pfd < 0 && kill(pid, 0) < 0 && errno == ESRCH)
+		if (!dead && pfd < 0 && kill(pid, 0) < 0 && errno == ESRCH) {
 			dead = true;
-		/* gone (or no pidfd): the kernel quiesces the device */
-		poll(NULL, 0, dead ? 2 : 5);
+			u->sb_dead = now_ms();
+		}
+		/* gone (or no pidfd): the kernel quiesces the device (a
+		 * stopped one, being removed, is not) */
+		poll(NULL, 0, !dead ? 5 : in.state == UBLK_S_DEV_DEAD ? 200 : 2);
 	}
 	if (pfd >= 0)
 		close(pfd);
@@ -1105,11 +1115,14 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 	started = true;
 	if (a->standby)
 		log_info("/dev/ublkb%u: taken over %lld ms after its server (pid %d) was seen "
-			 "gone (%u queue(s) of %u, %s): START_USER_RECOVERY done at %lld ms, "
+			 "gone (%u queue(s) of %u, %s): its exit seen %lld ms before, the "
+			 "device quiesced %lld ms before; START_USER_RECOVERY done at %lld ms, "
 			 "END_USER_RECOVERY at %lld ms; standing by %lld ms, the engine up "
 			 "%lld ms after main()", u->info.dev_id,
 			 (long long)(now_ms() - t_gone), u->info.ublksrv_pid, u->nq, u->qd,
-			 u->user_copy ? "USER_COPY" : "copy mode", (long long)(t_rec - t_gone),
+			 u->user_copy ? "USER_COPY" : "copy mode",
+			 u->sb_dead ? (long long)(t_gone - u->sb_dead) : -1LL,
+			 u->sb_quiesced ? (long long)(t_gone - u->sb_quiesced) : -1LL, (long long)(t_rec - t_gone),
 			 (long long)(now_ms() - t_gone), (long long)(t_gone - t_eng),
 			 a->main_ms ? (long long)(t_eng - a->main_ms) : -1LL);
 	else if (a->recover)

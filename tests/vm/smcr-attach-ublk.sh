@@ -185,6 +185,7 @@ standby_restart() {
 rm -f /tmp/nap; mkfifo /tmp/nap; exec {napfd}<>/tmp/nap
 nap() { read -rt \"\$1\" -u \$napfd || :; }
 ms() { echo \$(( (\${2/./} - \${1/./}) / 1000 )); }
+mark() { :; }
 n=\$(grep -c 'standing by for its server' /tmp/attach.log); m=\$(grep -c 'taken over' /tmp/attach.log)
 rm -f /tmp/back /tmp/standby.pid
 ts=\$EPOCHREALTIME
@@ -193,10 +194,11 @@ for k in \$(seq 600); do [ \$(grep -c 'standing by for its server' /tmp/attach.l
 [ \$(grep -c 'standing by for its server' /tmp/attach.log) -gt \$n ] || { echo 'FAIL: the standby is not standing by after 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
 tr=\$EPOCHREALTIME; sp=\$(cat /tmp/standby.pid)
 pid=\$(cat /tmp/attach.pid)
-t0=\$EPOCHREALTIME; kill -KILL \$pid
-while [ -d /proc/\$pid ]; do nap 0.005; done; t1=\$EPOCHREALTIME
+[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
+mark kill; t0=\$EPOCHREALTIME; kill -KILL \$pid
+while [ -d /proc/\$pid ]; do nap 0.005; done; t1=\$EPOCHREALTIME; mark gone
 [ -b /dev/ublkb0 ] || { echo 'FAIL: /dev/ublkb0 went with its server'; exit 1; }
-(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2 + 1)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back) &
+(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2 + 1)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back && mark back) &
 for k in \$(seq 6000); do [ -s /tmp/back ] && break; nap 0.01; done
 [ -s /tmp/back ] || { echo 'FAIL: no I/O back within 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
 for k in \$(seq 100); do [ \$(grep -c 'taken over' /tmp/attach.log) -gt \$m ] && break; nap 0.1; done
@@ -205,7 +207,12 @@ tb=\$(cat /tmp/back)
 echo \"standby \$i: smcr-attach --standby (pid \$sp) standing by \$(ms \$ts \$tr) ms after its start; smcr-attach (pid \$pid) SIGKILLed, gone after \$(ms \$t0 \$t1) ms; /dev/ublkb0 stayed; I/O back \$(ms \$t1 \$tb) ms after it was gone, \$(ms \$t0 \$tb) ms after the SIGKILL\"
 echo \"STANDBY \$i \$(ms \$t1 \$tb) \$(ms \$t0 \$tb)\"
 echo \$sp >/tmp/attach.pid; echo /tmp/standby\$i.exit >/tmp/attach.exitf
-grep \"smcr-attach\\[\$sp\\]\" /tmp/attach.log | grep -E 'standing by|taken over'"
+grep \"smcr-attach\\[\$sp\\]\" /tmp/attach.log | grep -E 'standing by|taken over'
+[ \"$trace\" = 1 ] || exit 0
+echo 0 >\$T/tracing_on
+grep -v '^#' \$T/trace | awk '{ t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\| +/, \"\", f); gsub(/[0-9]+\\.[0-9]+ us/, \"\", f)
+  if (f == last) { rep++; next } if (rep) print \"    (\" rep \" more)\"; rep = 0; last = f
+  printf \"  ftrace %8.1f ms  %s\\n\", (t - t0) * 1000, f } END { if (rep) print \"    (\" rep \" more)\" }'"
 }
 # SMCR_UBLK_TRACE=1: the kernel's side of each restart (ftrace's
 # function_graph on ublk_drv's open, release, quiesce and recovery
@@ -260,10 +267,18 @@ mmm() {
 (( STANDBYS )) && echo "recovery: ${#sbacks[@]} SIGKILL(s) of smcr-attach under fio verify, taken over by a standby, 0 fio errors; I/O back after the old one was gone: $(mmm "${sbacks[@]}"); after the SIGKILL: $(mmm "${skills[@]}") (aim: within 2000 ms)"
 noerr "SIGKILL and recovery"
 
+# A standby of a device whose server removes it (SIGTERM) exits 0.
+vm_run A "($run_attach --ublk=0 --standby -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/last.pid; wait \$!; echo \"exit \$?\" >/tmp/last.exit) </dev/null >/dev/null 2>&1 &
+for i in \$(seq 600); do [ -s /tmp/last.pid ] && grep -q \"smcr-attach\\[\$(cat /tmp/last.pid)\\].*standing by for its server\" /tmp/attach.log && exit 0; sleep 0.1; done; exit 1" ||
+    { vm_run A "cat /tmp/attach.log"; fail "the last standby is not standing by"; }
 vm_run A 'ef=$(cat /tmp/attach.exitf 2>/dev/null || echo /tmp/attach.exit)
 kill -TERM $(cat /tmp/attach.pid); for i in $(seq 600); do [ -s $ef ] && break; sleep 0.1; done
 grep -qx "exit 0" $ef' || { vm_run A "cat /tmp/attach.exit* /tmp/standby*.exit /tmp/attach.log"; fail "smcr-attach did not exit 0 after SIGTERM"; }
 vm_run A '[ ! -e /dev/ublkb0 ] && [ ! -e /dev/ublkc0 ]' || fail "/dev/ublkb0 or /dev/ublkc0 is still there after SIGTERM"
+vm_run A 'for i in $(seq 300); do [ -s /tmp/last.exit ] && break; sleep 0.1; done
+grep -qx "exit 0" /tmp/last.exit && grep -q "smcr-attach\[$(cat /tmp/last.pid)\].*was removed: not standing by" /tmp/attach.log' ||
+    { vm_run A "cat /tmp/last.exit; tail -n 20 /tmp/attach.log"; fail "the standby of a removed device did not exit 0 saying so"; }
+echo "a standby of the device its server removed: exit 0, 'was removed: not standing by any more'"
 line=$(vm_run A "grep 'ublk: [0-9]* request' /tmp/attach.log | tail -n 1") || fail "no summary"
 echo "$line"
 echo "$line" | grepq ' 0 failed;' || fail "requests failed"
