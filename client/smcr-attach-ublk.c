@@ -28,6 +28,10 @@
  * (START_USER_RECOVERY once the old server's /dev/ublkcN is closed, the
  * queues' FETCH_REQs, END_USER_RECOVERY), and the requests the old one
  * had are issued again.  A signal (SIGINT, SIGTERM) removes the device.
+ * --standby does the same steps in another order: its engine connects
+ * while the device's server still serves it, then it waits on a pidfd of
+ * that server (and of any that takes the device over meanwhile) and, once
+ * the device is quiesced, takes it over at once.
  *
  * Errors are -errno inside. */
 #include <config.h>
@@ -47,6 +51,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <liburing.h>
@@ -115,6 +120,8 @@ struct ub {
 	int closing;			/* atomic */
 	int64_t gone_ms;		/* --recover: when the old server was seen gone (atomic) */
 	unsigned queues_gone;		/* queues whose tags are all aborted (atomic) */
+	int64_t sb_dead, sb_quiesced;	/* --standby: when its server was seen exited,
+					 * the device seen quiesced (0: not seen) */
 };
 
 /* The queue whose engine thread this is (set on its first watch_ready). */
@@ -733,7 +740,7 @@ static int recover_info(struct ub *u, const struct ublk_args *a)
 		log_err("ublk: /dev/ublkb%d: GET_DEV_INFO: %s", a->dev_id, strerror(-r));
 	if (r < 0)
 		return r;
-	if (server_alive(u->info.ublksrv_pid)) {
+	if (!a->standby && server_alive(u->info.ublksrv_pid)) {
 		log_err("ublk: /dev/ublkb%d is busy: its server (pid %d) is running", a->dev_id,
 			u->info.ublksrv_pid);
 		return -EBUSY;
@@ -782,6 +789,21 @@ static long long proc_age_ms(void)
 	       (long long)(start * 1000 / (unsigned long long)hz);
 }
 
+/* Whether /dev/ublkcN is closed (the old server's end): an open of ours
+ * succeeds, and is closed again at once. */
+static bool cdev_free(const struct ub *u)
+{
+	char path[32];
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/ublkc%u", u->info.dev_id);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return errno != EBUSY;	/* another error: START_USER_RECOVERY says it */
+	close(fd);
+	return true;
+}
+
 /* Whether the old server has let go of the device: its /dev/ublkcN is
  * closed (an open of ours succeeds; closed again at once, as
  * START_USER_RECOVERY needs it closed) and the kernel has quiesced the
@@ -789,18 +811,9 @@ static long long proc_age_ms(void)
 static bool old_server_gone(struct ub *u)
 {
 	struct ublksrv_ctrl_dev_info in;
-	char path[32];
-	int fd;
 
-	if (CTRL(u, GET_DEV_INFO, u->info.dev_id, &in, sizeof(in), 0) < 0 ||
-	    in.state != UBLK_S_DEV_QUIESCED)
-		return false;
-	snprintf(path, sizeof(path), "/dev/ublkc%u", u->info.dev_id);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return errno != EBUSY;	/* another error: START_USER_RECOVERY says it */
-	close(fd);
-	return true;
+	return CTRL(u, GET_DEV_INFO, u->info.dev_id, &in, sizeof(in), 0) == 0 &&
+	       in.state == UBLK_S_DEV_QUIESCED && cdev_free(u);
 }
 
 /* The waiter: until the old server is gone, while the engine connects
@@ -815,6 +828,74 @@ static void *recover_wait(void *arg)
 		poll(NULL, 0, 5);
 	__atomic_store_n(&u->gone_ms, now_ms(), __ATOMIC_RELEASE);
 	return NULL;
+}
+
+/* --standby: until the device's server (and any that takes it over
+ * meanwhile) is gone and the device quiesced, waiting on a pidfd of the
+ * server while it lives.  0: take it over; 1: the device was removed;
+ * -EINTR: a signal; another -errno: GET_DEV_INFO failed (said). */
+static int standby_wait(struct ub *u, volatile sig_atomic_t *stop)
+{
+	struct ublksrv_ctrl_dev_info in;
+	pid_t pid = 0;			/* the server waited for */
+	int pfd = -1, r;
+	bool dead = false;
+
+	for (;;) {
+		if (*stop) {
+			r = -EINTR;
+			break;
+		}
+		r = CTRL(u, GET_DEV_INFO, u->info.dev_id, &in, sizeof(in), 0);
+		if (r == -ENODEV) {
+			r = 1;
+			break;
+		}
+		if (r < 0) {
+			log_err("ublk: /dev/ublkb%u: GET_DEV_INFO: %s", u->info.dev_id,
+				strerror(-r));
+			break;
+		}
+		if (in.state == UBLK_S_DEV_QUIESCED && !u->sb_quiesced)
+			u->sb_quiesced = now_ms();
+		if (in.state == UBLK_S_DEV_QUIESCED && cdev_free(u)) {
+			r = 0;
+			break;
+		}
+		if (in.ublksrv_pid != pid) {
+			/* The first server, or a new one (another took the
+			 * device over): wait for that one. */
+			if (pfd >= 0)
+				close(pfd);
+			if (pid)
+				log_info("/dev/ublkb%u: standing by for its new server (pid %d)",
+					 u->info.dev_id, in.ublksrv_pid);
+			pid = in.ublksrv_pid;
+			pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+			dead = pfd < 0 && errno == ESRCH;
+			u->sb_dead = dead ? now_ms() : 0;
+		}
+		if (!dead && pfd >= 0) {
+			struct pollfd p = { .fd = pfd, .events = POLLIN };
+
+			/* 200 ms at most: a signal, or the device removed */
+			if (poll(&p, 1, 200) > 0) {
+				dead = true;
+				u->sb_dead = now_ms();
+			}
+			continue;
+		}
+		if (!dead && pfd < 0 && kill(pid, 0) < 0 && errno == ESRCH) {
+			dead = true;
+			u->sb_dead = now_ms();
+		}
+		/* gone (or no pidfd): the kernel quiesces the device (a
+		 * stopped one, being removed, is not) */
+		poll(NULL, 0, !dead ? 5 : in.state == UBLK_S_DEV_DEAD ? 200 : 2);
+	}
+	if (pfd >= 0)
+		close(pfd);
+	return r;
 }
 
 static int recover_start(struct ub *u)
@@ -877,7 +958,7 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 	struct nbdc_opts no = a->no;
 	struct ub *u;
 	uint64_t features = 0;
-	int64_t t0, t_eng = 0, t_rec = 0;
+	int64_t t0, t_eng = 0, t_rec = 0, t_gone = 0;
 	long long age = -1;
 	pthread_t waiter;
 	bool waiting = false;
@@ -904,8 +985,9 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 		if (no.connections < u->info.nr_hw_queues)
 			no.connections = u->info.nr_hw_queues;
 		/* The old server's end is waited for while the engine
-		 * connects. */
-		waiting = pthread_create(&waiter, NULL, recover_wait, u) == 0;
+		 * connects (--standby: after it is up). */
+		if (!a->standby)
+			waiting = pthread_create(&waiter, NULL, recover_wait, u) == 0;
 	}
 	if (!a->recover && a->dev_id >= 0 &&
 	    CTRL(u, GET_DEV_INFO, (uint32_t)a->dev_id, &u->info, sizeof(u->info), 0) == 0) {
@@ -945,6 +1027,25 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 			goto close_engine;
 		}
 		r = check_size(u);
+		if (r == 0 && a->standby) {
+			log_info("/dev/ublkb%d: standing by for its server (pid %d): engine up in "
+				 "%lld ms (the process had run %lld ms before)", a->dev_id,
+				 u->info.ublksrv_pid, (long long)(t_eng - t0), age);
+			r = standby_wait(u, stop);
+			if (r == 1) {
+				log_info("/dev/ublkb%d was removed: not standing by any more",
+					 a->dev_id);
+				r = 0;
+				goto close_engine;
+			}
+			if (r == -EINTR) {
+				log_info("/dev/ublkb%d: signal: not standing by any more "
+					 "(the device is left as it is)", a->dev_id);
+				r = 0;
+				goto close_engine;
+			}
+			t_gone = now_ms();
+		}
 		if (r == 0)
 			r = recover_start(u);
 		if (r < 0)
@@ -1012,7 +1113,19 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 		goto release;
 	}
 	started = true;
-	if (a->recover)
+	if (a->standby)
+		log_info("/dev/ublkb%u: taken over %lld ms after its server (pid %d) was seen "
+			 "gone (%u queue(s) of %u, %s): its exit seen %lld ms before, the "
+			 "device quiesced %lld ms before; START_USER_RECOVERY done at %lld ms, "
+			 "END_USER_RECOVERY at %lld ms; standing by %lld ms, the engine up "
+			 "%lld ms after main()", u->info.dev_id,
+			 (long long)(now_ms() - t_gone), u->info.ublksrv_pid, u->nq, u->qd,
+			 u->user_copy ? "USER_COPY" : "copy mode",
+			 u->sb_dead ? (long long)(t_gone - u->sb_dead) : -1LL,
+			 u->sb_quiesced ? (long long)(t_gone - u->sb_quiesced) : -1LL, (long long)(t_rec - t_gone),
+			 (long long)(now_ms() - t_gone), (long long)(t_gone - t_eng),
+			 a->main_ms ? (long long)(t_eng - a->main_ms) : -1LL);
+	else if (a->recover)
 		log_info("/dev/ublkb%u: taken over in %lld ms (%u queue(s) of %u, %s): "
 			 "engine up at %lld ms, old server seen gone at %lld ms, "
 			 "START_USER_RECOVERY done at %lld ms, END_USER_RECOVERY at %lld ms; "

@@ -14,6 +14,8 @@ struct ublk_args {
 	struct nbdc_opts no;		/* the engine's (turn_end etc. are ours) */
 	int dev_id;			/* N of /dev/ublkbN; -1: the next free */
 	bool recover;			/* take over the existing /dev/ublkbN */
+	bool standby;			/* with recover: connect first, wait for its
+					 * server (and each next one) to be gone */
 	unsigned block;			/* logical block size; 0: the export's */
 	unsigned queue_depth;		/* 0: UBLK_QD */
 	bool readonly;

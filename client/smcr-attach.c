@@ -85,6 +85,7 @@ struct opts {
 	bool ublk;			/* a ublk device served by the engine */
 	int ublk_id;			/* N of /dev/ublkbN; -1: the next free */
 	bool recover;			/* take over /dev/ublkbN */
+	bool standby;			/* --recover once its server is gone */
 	unsigned qdepth;		/* ublk tags per queue; 0: the default */
 	int sockbuf;			/* SO_SNDBUF/SO_RCVBUF; 0: the kernel's,
 					 * -1: SMC_SOCKBUF on AF_SMC */
@@ -1431,7 +1432,8 @@ static int run_ublk(const struct opts *o)
 {
 	struct ublk_args a = {
 		.dev_id = o->ublk_id,
-		.recover = o->recover,
+		.recover = o->recover || o->standby,
+		.standby = o->standby,
 		.block = o->block,
 		.queue_depth = o->qdepth,
 		.readonly = o->readonly,
@@ -1443,7 +1445,7 @@ static int run_ublk(const struct opts *o)
 }
 
 enum {
-	OPT_UBLK = 0x100, OPT_RECOVER, OPT_OLD_TIMEOUT,
+	OPT_UBLK = 0x100, OPT_RECOVER, OPT_STANDBY, OPT_OLD_TIMEOUT,
 	OPT_SETTING = 0x200,	/* + the id of an nbdc setting */
 };
 
@@ -1485,7 +1487,7 @@ static void usage(FILE *f, const struct nbdc_settings *set)
 	fprintf(f,
 "Usage: smcr-attach [OPTION]... HOST[:PORT][,HOST[:PORT]]... EXPORT /dev/nbdN\n"
 "       smcr-attach -F --exec CMD [OPTION]... HOST[:PORT][,...] EXPORT\n"
-"       smcr-attach --ublk[=N] [--recover] [OPTION]... HOST[:PORT][,...] EXPORT\n"
+"       smcr-attach --ublk[=N] [--recover | --standby] [OPTION]... HOST[:PORT][,...] EXPORT\n"
 "       smcr-attach [-F | --ublk[=N]] [OPTION]... URI [/dev/nbdN]\n"
 "       smcr-attach -d /dev/nbdN | /dev/ublkbN\n"
 "Attaches an smcrd export to the kernel's nbd driver over AF_SMC (SMC-R, or\n"
@@ -1502,6 +1504,8 @@ static void usage(FILE *f, const struct nbdc_settings *set)
 "                          USER_COPY from 6.5); it outlives a killed smcr-attach\n"
 "      --recover           with --ublk=N: take over /dev/ublkbN, whose server\n"
 "                          died; its requests in flight are issued again\n"
+"      --standby           with --ublk=N: connect now, wait for /dev/ublkbN's\n"
+"                          server to die, then take the device over at once\n"
 "  -Q, --queue-depth N     with --ublk: requests per queue (default 128)\n"
 "  -E, --exec CMD          with -F, no device: run CMD with the driver's ends\n"
 "                          of the pairs (fds in $SMCR_ATTACH_FDS; tests)\n"
@@ -1535,6 +1539,7 @@ int main(int argc, char **argv)
 		{ "exec", required_argument, NULL, 'E' },
 		{ "ublk", optional_argument, NULL, OPT_UBLK },
 		{ "recover", no_argument, NULL, OPT_RECOVER },
+		{ "standby", no_argument, NULL, OPT_STANDBY },
 		{ "queue-depth", required_argument, NULL, 'Q' },
 		{ "buffer-size", required_argument, NULL, 'B' },
 		{ "block-size", required_argument, NULL, 'b' },
@@ -1613,6 +1618,10 @@ int main(int argc, char **argv)
 		}
 		if (c == OPT_RECOVER) {
 			o.recover = true;
+			continue;
+		}
+		if (c == OPT_STANDBY) {
+			o.standby = true;
 			continue;
 		}
 		if (c == 'B') {
@@ -1703,6 +1712,10 @@ int main(int argc, char **argv)
 	}
 	if (o.recover && (!o.ublk || o.ublk_id < 0)) {
 		fprintf(stderr, "smcr-attach: --recover needs --ublk=N\n");
+		return EXIT_USAGE;
+	}
+	if (o.standby && (!o.ublk || o.ublk_id < 0)) {
+		fprintf(stderr, "smcr-attach: --standby needs --ublk=N\n");
 		return EXIT_USAGE;
 	}
 	if (o.ublk && (o.forward || o.exec)) {

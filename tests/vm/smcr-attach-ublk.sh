@@ -12,17 +12,19 @@
 # sees no error, the recovery time printed); no I/O error in A's kernel
 # log; a signal removes the device and the last server exits 0 with no
 # failed request.  SMCR_UBLK_COPY_MODE=1: the older copy mode instead of
-# USER_COPY.  SMCR_UBLK_KILLS=N (default 1): N SIGKILLs and restarts under
-# one fio verify job, the time from each restart to I/O back printed
-# (min/median/max; the aim is 2 s), and with N > 1 nothing else (no ext4,
-# cable pull or smcrd restart; about 45 s a kill on a busy host, so from
-# 8 kills on give SMCR_VM_SLOW=2 or more: run-test's limit is this
-# file's 480 s times it).  SMCR_UBLK_TRACE=1: the kernel's side of
-# each restart from ftrace.
+# USER_COPY.  SMCR_UBLK_KILLS=N (default 1): N SIGKILLs and restarts by
+# hand (smcr-attach --recover started once the old one is gone) under one
+# fio verify job, then SMCR_UBLK_STANDBY=M (default 1) SIGKILLs each taken
+# over by an smcr-attach --standby started ahead; the time from each
+# restart to I/O back printed (min/median/max; the aim is 2 s).  With
+# N + M > 2 nothing else runs (no ext4, cable pull or smcrd restart;
+# about 45 s a by-hand kill on a busy host, so from 8 kills on give
+# SMCR_VM_SLOW=2 or more: run-test's limit is this file's 480 s times
+# it).  SMCR_UBLK_TRACE=1: the kernel's side of each restart from ftrace.
 # smcr-timeout: 480
-: "${SMCR_UBLK_KILLS:=1}"
-KILLS=$SMCR_UBLK_KILLS
-: "${SMCR_VM_TIMEOUT:=$((420 + 30 * KILLS))}"
+: "${SMCR_UBLK_KILLS:=1}" "${SMCR_UBLK_STANDBY:=1}"
+KILLS=$SMCR_UBLK_KILLS STANDBYS=$SMCR_UBLK_STANDBY
+: "${SMCR_VM_TIMEOUT:=$((420 + 30 * KILLS + 20 * STANDBYS))}"
 . "$(dirname "$0")/lib.sh"
 vm_kernel 6.12
 vm_requires
@@ -80,9 +82,9 @@ echo "/dev/ublkb0: $out"
 echo "$out" | grepq '^size 268435456 lbs 512 pbs 4096 discard [1-9][0-9]* wz [1-9][0-9]* cache write back fua 1$' ||
     fail "/dev/ublkb0's size, block sizes, discard, write-zeroes, cache or FUA are not the export's"
 
-# The longer recovery run (KILLS > 1) leaves out ext4, the cable pull and
-# the smcrd restart.
-if (( KILLS == 1 )); then
+# The longer recovery run (more than one kill of each kind) leaves out
+# ext4, the cable pull and the smcrd restart.
+if (( KILLS + STANDBYS <= 2 )); then
     out=$(vm_run -t 200 A "bash $_vm_libdir/ext4-check.sh /dev/ublkb0") ||
         { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "ext4 over /dev/ublkb0 failed"; }
     echo "$out"
@@ -175,6 +177,43 @@ grep -v '^#' \$T/trace | awk '{ t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\
   if (f == last) { rep++; next } if (rep) print \"    (\" rep \" more)\"; rep = 0; last = f
   printf \"  ftrace %8.1f ms  %s\\n\", (t - t0) * 1000, f } END { if (rep) print \"    (\" rep \" more)\" }'"
 }
+# One takeover by a standby: smcr-attach --standby started ahead, and once
+# it says it is standing by (its engine connected), the server SIGKILLed;
+# "I/O back" as in restart().
+standby_restart() {
+    vm_run -t 120 A "i=$1
+rm -f /tmp/nap; mkfifo /tmp/nap; exec {napfd}<>/tmp/nap
+nap() { read -rt \"\$1\" -u \$napfd || :; }
+ms() { echo \$(( (\${2/./} - \${1/./}) / 1000 )); }
+mark() { :; }
+n=\$(grep -c 'standing by for its server' /tmp/attach.log); m=\$(grep -c 'taken over' /tmp/attach.log)
+rm -f /tmp/back /tmp/standby.pid
+ts=\$EPOCHREALTIME
+($run_attach --ublk=0 --standby -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/standby.pid; wait \$!; echo \"exit \$?\" >/tmp/standby\$i.exit) </dev/null >/dev/null 2>&1 &
+for k in \$(seq 600); do [ \$(grep -c 'standing by for its server' /tmp/attach.log) -gt \$n ] && break; nap 0.1; done
+[ \$(grep -c 'standing by for its server' /tmp/attach.log) -gt \$n ] || { echo 'FAIL: the standby is not standing by after 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
+tr=\$EPOCHREALTIME; sp=\$(cat /tmp/standby.pid)
+pid=\$(cat /tmp/attach.pid)
+[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
+mark kill; t0=\$EPOCHREALTIME; kill -KILL \$pid
+while [ -d /proc/\$pid ]; do nap 0.005; done; t1=\$EPOCHREALTIME; mark gone
+[ -b /dev/ublkb0 ] || { echo 'FAIL: /dev/ublkb0 went with its server'; exit 1; }
+(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2 + 1)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back && mark back) &
+for k in \$(seq 6000); do [ -s /tmp/back ] && break; nap 0.01; done
+[ -s /tmp/back ] || { echo 'FAIL: no I/O back within 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
+for k in \$(seq 100); do [ \$(grep -c 'taken over' /tmp/attach.log) -gt \$m ] && break; nap 0.1; done
+grep -q \"smcr-attach\\[\$sp\\].*taken over\" /tmp/attach.log || { echo 'FAIL: the standby did not take it over'; tail -n 20 /tmp/attach.log; exit 1; }
+tb=\$(cat /tmp/back)
+echo \"standby \$i: smcr-attach --standby (pid \$sp) standing by \$(ms \$ts \$tr) ms after its start; smcr-attach (pid \$pid) SIGKILLed, gone after \$(ms \$t0 \$t1) ms; /dev/ublkb0 stayed; I/O back \$(ms \$t1 \$tb) ms after it was gone, \$(ms \$t0 \$tb) ms after the SIGKILL\"
+echo \"STANDBY \$i \$(ms \$t1 \$tb) \$(ms \$t0 \$tb)\"
+echo \$sp >/tmp/attach.pid; echo /tmp/standby\$i.exit >/tmp/attach.exitf
+grep \"smcr-attach\\[\$sp\\]\" /tmp/attach.log | grep -E 'standing by|taken over'
+[ \"$trace\" = 1 ] || exit 0
+echo 0 >\$T/tracing_on
+grep -v '^#' \$T/trace | awk '{ t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\| +/, \"\", f); gsub(/[0-9]+\\.[0-9]+ us/, \"\", f)
+  if (f == last) { rep++; next } if (rep) print \"    (\" rep \" more)\"; rep = 0; last = f
+  printf \"  ftrace %8.1f ms  %s\\n\", (t - t0) * 1000, f } END { if (rep) print \"    (\" rep \" more)\" }'"
+}
 # SMCR_UBLK_TRACE=1: the kernel's side of each restart (ftrace's
 # function_graph on ublk_drv's open, release, quiesce and recovery
 # commands, with the test's marks), printed after each restart's line.
@@ -202,6 +241,15 @@ for (( k = 1; k <= KILLS; k++ )); do
     [ "$k" = 3 ] && show='taken over|looking for RDMA ports|link [12] up|connection\(s\) \(|is up \('
     sleep 1	# fio's I/O through the new server before the next SIGKILL
 done
+sbacks=() skills=()
+for (( k = 1; k <= STANDBYS; k++ )); do
+    out=$(standby_restart "$k") || { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "SIGKILL $k of smcr-attach with a standby"; }
+    echo "$out" | grep -v '^STANDBY '
+    sbacks+=("$(echo "$out" | sed -n 's/^STANDBY [0-9]* \([0-9-]*\) .*/\1/p')")
+    skills+=("$(echo "$out" | sed -n 's/^STANDBY [0-9]* [0-9-]* //p')")
+    (( KILLS == 0 && k == 1 )) && { vm_wait -t 10 A "$att" >/dev/null || true; }
+    sleep 1
+done
 sleep 1
 out=$(vm_run A 'kill -INT $(cat /tmp/fio.pid)' && vm_wait -t 200 A "$fio") ||
     { echo "$out"; vm_run A "cat /tmp/attach.log; dmesg | tail -n 30"; fail "fio failed across the SIGKILLs and recoveries"; }
@@ -215,19 +263,29 @@ mmm() {
     s=$(printf '%s\n' "$@" | sort -n)
     echo "min $(echo "$s" | head -n 1) ms, median $(echo "$s" | sed -n "$(( ($# + 1) / 2 ))p") ms, max $(echo "$s" | tail -n 1) ms"
 }
-echo "recovery: ${#backs[@]} SIGKILL(s) of smcr-attach under fio verify, 0 fio errors; I/O back after each restart: $(mmm "${backs[@]}"); after the new process's exec: $(mmm "${execs[@]}") (aim: within 2000 ms)"
+(( KILLS )) && echo "recovery: ${#backs[@]} SIGKILL(s) of smcr-attach under fio verify, restarted by hand, 0 fio errors; I/O back after each restart: $(mmm "${backs[@]}"); after the new process's exec: $(mmm "${execs[@]}") (aim: within 2000 ms)"
+(( STANDBYS )) && echo "recovery: ${#sbacks[@]} SIGKILL(s) of smcr-attach under fio verify, taken over by a standby, 0 fio errors; I/O back after the old one was gone: $(mmm "${sbacks[@]}"); after the SIGKILL: $(mmm "${skills[@]}") (aim: within 2000 ms)"
 noerr "SIGKILL and recovery"
 
-vm_run A 'kill -TERM $(cat /tmp/attach.pid); for i in $(seq 600); do [ -s /tmp/attach.exit ] && break; sleep 0.1; done
-grep -qx "exit 0" /tmp/attach.exit' || { vm_run A "cat /tmp/attach.exit /tmp/attach.log"; fail "smcr-attach did not exit 0 after SIGTERM"; }
+# A standby of a device whose server removes it (SIGTERM) exits 0.
+vm_run A "($run_attach --ublk=0 --standby -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/last.pid; wait \$!; echo \"exit \$?\" >/tmp/last.exit) </dev/null >/dev/null 2>&1 &
+for i in \$(seq 600); do [ -s /tmp/last.pid ] && grep -q \"smcr-attach\\[\$(cat /tmp/last.pid)\\].*standing by for its server\" /tmp/attach.log && exit 0; sleep 0.1; done; exit 1" ||
+    { vm_run A "cat /tmp/attach.log"; fail "the last standby is not standing by"; }
+vm_run A 'ef=$(cat /tmp/attach.exitf 2>/dev/null || echo /tmp/attach.exit)
+kill -TERM $(cat /tmp/attach.pid); for i in $(seq 600); do [ -s $ef ] && break; sleep 0.1; done
+grep -qx "exit 0" $ef' || { vm_run A "cat /tmp/attach.exit* /tmp/standby*.exit /tmp/attach.log"; fail "smcr-attach did not exit 0 after SIGTERM"; }
 vm_run A '[ ! -e /dev/ublkb0 ] && [ ! -e /dev/ublkc0 ]' || fail "/dev/ublkb0 or /dev/ublkc0 is still there after SIGTERM"
+vm_run A 'for i in $(seq 300); do [ -s /tmp/last.exit ] && break; sleep 0.1; done
+grep -qx "exit 0" /tmp/last.exit && grep -q "smcr-attach\[$(cat /tmp/last.pid)\].*was removed: not standing by" /tmp/attach.log' ||
+    { vm_run A "cat /tmp/last.exit; tail -n 20 /tmp/attach.log"; fail "the standby of a removed device did not exit 0 saying so"; }
+echo "a standby of the device its server removed: exit 0, 'was removed: not standing by any more'"
 line=$(vm_run A "grep 'ublk: [0-9]* request' /tmp/attach.log | tail -n 1") || fail "no summary"
 echo "$line"
 echo "$line" | grepq ' 0 failed;' || fail "requests failed"
 echo "$line" | grepq 'ublk: [1-9][0-9]* request' || fail "the recovering smcr-attach served no request: fio was not running across the SIGKILL"
 vm_stop
-if (( KILLS == 1 )); then
-    echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, ext4, fio verify across a cable pull, an smcrd restart and a SIGKILL + --recover of smcr-attach, removed on SIGTERM"
+if (( KILLS + STANDBYS <= 2 )); then
+    echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, ext4, fio verify across a cable pull, an smcrd restart, $KILLS SIGKILL(s) + --recover and $STANDBYS SIGKILL(s) taken over by --standby, removed on SIGTERM"
 else
-    echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, fio verify across $KILLS SIGKILLs + --recover of smcr-attach, removed on SIGTERM"
+    echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, fio verify across $KILLS SIGKILL(s) + --recover and $STANDBYS SIGKILL(s) taken over by --standby, removed on SIGTERM"
 fi
