@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: the daemon's private header.  Its files call one way:
- *   smcrd.c            options, main, the serve loop, status (smcrctl)
+ *   smcrd.c            options, main's steps, the serve loop
+ *   smcrd-status.c     the status dump (smcrctl status) and the metrics page
  *   smcrd-listen.c     listeners and accept (limits at accept)
  *   smcrd-handshake.c  the handshake thread, per-address accounting
  *   smcrd-daemon.c     exports (re)loaded, pid file, fork, syslog */
@@ -162,5 +163,11 @@ void remove_pidfile(struct pidfile *pf);
 int daemonize(void);
 void log_to_syslog(void *opaque, enum smcr_log_level level, const char *msg);
 void detach_stdio(const char *log_file);
+
+/* smcrd-status.c: the control socket's "smcrd" section (smcrctl status),
+ * and --metrics-listen's thread on the socket s->metrics_fd; each logs
+ * why it is absent and smcrd goes on without it. */
+void status_ctl_open(struct server *s);
+void status_metrics_serve(struct server *s);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: the smcrbd target daemon.  Exports files, block devices and RBD
  * images over NBD (TCP, TLS, Unix sockets, SMC-R).  This file: options,
- * main, the serve loop, the status dump; its other rooms are listed in
+ * main in named steps, the serve loop; its other rooms are listed in
  * smcrd-int.h. */
 #include <config.h>
 
@@ -366,313 +366,6 @@ static int smcr_start(struct server *s)
 	return 0;
 }
 
-/* The I/O counters per export and client: "export_io" and "client_io",
- * arrays in order of first use, and "latency_bounds_us", the upper bounds
- * of their "latency" buckets (counts per bucket; the last one has no
- * bound). */
-static void iostat_json(struct server *s, struct json_object *o)
-{
-	struct json_object *arr[2], *b = json_object_new_array();
-	const struct iostat_entry *e;
-	unsigned i;
-
-	for (i = 0; b && i < IOSTAT_BUCKETS - 1; i++)
-		json_object_array_add(b, json_object_new_int64(iostat_bound_us[i]));
-	jsonw_add(o, "latency_bounds_us", b);
-	arr[0] = json_object_new_array();
-	arr[1] = json_object_new_array();
-	jsonw_add(o, "export_io", arr[0]);
-	jsonw_add(o, "client_io", arr[1]);
-	pthread_mutex_lock(&s->iostat.lock);
-	for (e = s->iostat.head; e; e = e->next) {
-		struct json_object *j, *lat, *a = arr[e->kind == IOSTAT_CLIENT];
-		struct iostat st;
-
-		if (!a || !(j = json_object_new_object()))
-			continue;
-		iostat_read(&e->st, &st);
-		jsonw_str(j, e->kind == IOSTAT_CLIENT ? "client" : "export", e->name);
-		jsonw_u64(j, "connections", st.connections);
-		jsonw_u64(j, "connections_total", st.connections_total);
-		jsonw_u64(j, "requests", st.requests);
-		jsonw_u64(j, "reads", st.reads);
-		jsonw_u64(j, "writes", st.writes);
-		jsonw_u64(j, "bytes_read", st.bytes_read);
-		jsonw_u64(j, "bytes_written", st.bytes_written);
-		jsonw_u64(j, "errors", st.errors);
-		jsonw_u64(j, "latency_sum_us", st.lat_sum_us);
-		lat = json_object_new_array();
-		for (i = 0; lat && i < IOSTAT_BUCKETS; i++)
-			json_object_array_add(lat, json_object_new_uint64(st.lat[i]));
-		jsonw_add(j, "latency", lat);
-		json_object_array_add(a, j);
-	}
-	pthread_mutex_unlock(&s->iostat.lock);
-}
-
-/* The "smcrd" section of the control socket (smcrctl status): exports,
- * clients, engine counters, as JSON. */
-static int ctl_dump_json(struct server *s, const struct engine_stats *st,
-			 const struct smcr_stats *sst, unsigned clients, unsigned conns,
-			 char *buf, size_t len)
-{
-	struct json_object *o = json_object_new_object(), *lim, *set, *exps;
-	const struct cfg_setting *cs;
-	char v[PATH_MAX + 8];
-	unsigned i;
-
-	if (!o)
-		return -ENOMEM;
-	lim = json_object_new_object();
-	jsonw_u64(lim, "max_handshakes", s->cfg.max_handshakes);
-	jsonw_u64(lim, "handshake_timeout", s->cfg.handshake_timeout);
-	jsonw_u64(lim, "refused_max_clients", s->refused_max_clients);
-	jsonw_u64(lim, "refused_handshakes", s->refused_handshakes);
-	jsonw_u64(lim, "handshakes_evicted", s->handshakes_evicted);
-	jsonw_u64(lim, "handshake_timeouts", s->handshake_timeouts);
-	jsonw_u64(lim, "accept_paused", s->accept_paused);
-	jsonw_u64(lim, "request_timeout", s->cfg.request_timeout);
-	jsonw_u64(lim, "request_timeouts", st->request_timeouts);
-	jsonw_u64(lim, "idle_timeout", s->cfg.idle_timeout);
-	jsonw_u64(lim, "idle_timeouts", st->idle_timeouts);
-	jsonw_u64(lim, "max_clients_per_address", s->cfg.max_per_address);
-	jsonw_u64(lim, "refused_per_address", s->refused_per_address);
-	jsonw_u64(lim, "max_handshakes_per_address", hs_per_address(s));
-	jsonw_u64(lim, "refused_handshakes_per_address", s->refused_hs_per_address);
-	jsonw_u64(lim, "max_link_groups_per_address", s->cfg.max_lgrs_per_address);
-	jsonw_u64(lim, "max_memory_per_address", mem_per_address(s));
-	jsonw_u64(lim, "refused_link_groups_per_address", sst->lgrs_refused_per_address);
-	jsonw_add(o, "limits", lim);
-	jsonw_u64(o, "clients", clients);
-	jsonw_u64(o, "connections", conns);
-	jsonw_u64(o, "max_clients", s->cfg.max_clients);
-	jsonw_u64(o, "requests", st->requests);
-	jsonw_u64(o, "zc_writes", st->zc_writes);
-	jsonw_u64(o, "zc_reads", st->zc_reads);
-	jsonw_u64(o, "file_reads", st->file_reads);
-	jsonw_u64(o, "inline_writes", st->inline_writes);
-	set = json_object_new_object();
-	for (cs = smcrd_settings; set && cs->name; cs++) {
-		uint64_t n;
-
-		config_setting_format(&s->cfg, cs, v, sizeof(v));
-		if (cs->type == CFG_BOOL)
-			jsonw_bool(set, cs->name, !strcmp(v, "yes"));
-		else if (config_setting_number(&s->cfg, cs, &n))
-			jsonw_u64(set, cs->name, n);
-		else
-			jsonw_str(set, cs->name, v);
-	}
-	jsonw_add(o, "settings", set);
-	iostat_json(s, o);
-	exps = json_object_new_array();
-	jsonw_add(o, "exports", exps);
-	for (i = 0; exps && s->table && i < s->table->n; i++) {
-		const struct export *e = s->table->v[i];
-		struct json_object *j = json_object_new_object();
-
-		if (!j)
-			break;
-		jsonw_str(j, "name", e->spec.name);
-		jsonw_str(j, "path", e->spec.path);
-		jsonw_u64(j, "size", e->size);
-		jsonw_bool(j, "read_only", e->spec.read_only);
-		json_object_array_add(exps, j);
-	}
-	return jsonw_dump(o, buf, len);
-}
-
-/* The I/O counters per export and client, one line each. */
-static size_t iostat_text(struct server *s, char *buf, size_t len, size_t off)
-{
-	const struct iostat_entry *e;
-
-	pthread_mutex_lock(&s->iostat.lock);
-	for (e = s->iostat.head; e; e = e->next) {
-		struct iostat st;
-
-		iostat_read(&e->st, &st);
-		off = strbuf_out(buf, len, off,
-				 "io %s %s: connections %llu (%llu in all), requests %llu "
-				 "(reads %llu, writes %llu), bytes read %llu, written %llu, "
-				 "errors %llu, mean latency %llu us\n",
-				 e->kind == IOSTAT_CLIENT ? "client" : "export", e->name,
-				 (unsigned long long)st.connections,
-				 (unsigned long long)st.connections_total,
-				 (unsigned long long)st.requests, (unsigned long long)st.reads,
-				 (unsigned long long)st.writes, (unsigned long long)st.bytes_read,
-				 (unsigned long long)st.bytes_written, (unsigned long long)st.errors,
-				 (unsigned long long)(st.requests ? st.lat_sum_us / st.requests : 0));
-	}
-	pthread_mutex_unlock(&s->iostat.lock);
-	return off;
-}
-
-/* The "smcrd" section of the control socket (smcrctl status): exports,
- * clients, engine counters.  Runs on the control thread. */
-static int ctl_dump(void *arg, char *buf, size_t len, bool json)
-{
-	struct server *s = arg;
-	struct engine_stats st = { 0 };
-	struct smcr_stats sst = { 0 };
-	const struct cfg_setting *cs;
-	char v[PATH_MAX + 8];
-	size_t off = 0;
-	unsigned i, clients, conns = s->engine ? engine_connections(s->engine) : 0;
-	int r;
-
-	if (s->engine)
-		engine_get_stats(s->engine, &st);
-	if (s->smcr)
-		smcr_ctx_stats(s->smcr, &sst);
-	pthread_mutex_lock(&s->lock);
-	clients = s->clients;
-	if (json) {
-		r = ctl_dump_json(s, &st, &sst, clients, conns, buf, len);
-		pthread_mutex_unlock(&s->lock);
-		return r;
-	}
-	off = strbuf_out(buf, len, off,
-			 "limits: max-handshakes %u, handshake-timeout %u s; refused at "
-			 "max-clients %llu, at max-handshakes %llu (evicted %llu), handshake "
-			 "timeouts %llu, "
-			 "accept paused %llu; request-timeout %u s, request timeouts %llu; "
-			 "max-clients-per-address %u, refused %llu; "
-			 "max-link-groups-per-address %u, refused %llu\n",
-			 s->cfg.max_handshakes, s->cfg.handshake_timeout,
-			 (unsigned long long)s->refused_max_clients,
-			 (unsigned long long)s->refused_handshakes,
-			 (unsigned long long)s->handshakes_evicted,
-			 (unsigned long long)s->handshake_timeouts,
-			 (unsigned long long)s->accept_paused, s->cfg.request_timeout,
-			 (unsigned long long)st.request_timeouts, s->cfg.max_per_address,
-			 (unsigned long long)s->refused_per_address, s->cfg.max_lgrs_per_address,
-			 (unsigned long long)sst.lgrs_refused_per_address);
-	off = strbuf_out(buf, len, off,
-			 "clients %u (in transmission %u, max %u), requests %llu, zero-copy writes %llu, "
-			 "zero-copy reads %llu, sendfile reads %llu, inline writes %llu\n",
-			 clients, conns, s->cfg.max_clients, (unsigned long long)st.requests,
-			 (unsigned long long)st.zc_writes, (unsigned long long)st.zc_reads,
-			 (unsigned long long)st.file_reads,
-			 (unsigned long long)st.inline_writes);
-	for (i = 0; s->table && i < s->table->n; i++) {
-		const struct export *e = s->table->v[i];
-
-		off = strbuf_out(buf, len, off, "export %s: %s, %llu bytes%s\n", e->spec.name,
-				 e->spec.path, (unsigned long long)e->size,
-				 e->spec.read_only ? ", read-only" : "");
-	}
-	off = iostat_text(s, buf, len, off);
-	off = strbuf_out(buf, len, off, "settings:");
-	for (cs = smcrd_settings; cs->name; cs++) {
-		config_setting_format(&s->cfg, cs, v, sizeof(v));
-		off = strbuf_out(buf, len, off, " %s %s%s", cs->name, v, cs[1].name ? "," : "\n");
-	}
-	pthread_mutex_unlock(&s->lock);
-	return off >= len ? -ENOSPC : (int)off;
-}
-
-static void ctl_start(struct server *s)
-{
-	struct smcr_ctl_section sec = { .name = "smcrd", .dump = ctl_dump, .arg = s };
-	int r = smcr_ctl_open(s->smcr, "smcrd", &s->ctl);
-
-	if (r < 0) {
-		char dir[108];
-		const char *why = NULL;
-
-		smcr_ctl_dir(dir, sizeof(dir));
-		if (smcr_ctl_dir_check(dir, &why) < 0 && why)
-			log_err("no control socket (smcrctl): %s: %s", dir, why);
-		else
-			log_warn("no control socket (smcrctl): %s", strerror(-r));
-		return;
-	}
-	if (!s->ctl)
-		return;
-	smcr_ctl_add_section(s->ctl, &sec);
-	if (s->ctl_gid != (gid_t)-1) {
-		r = smcr_ctl_set_group(s->ctl, s->ctl_gid);
-		if (r < 0)
-			log_warn("ctl-group %s: %s (root and uid %u only)", s->cfg.ctl_group,
-				 strerror(-r), (unsigned int)geteuid());
-	}
-}
-
-/* GET /metrics: smcrctl metrics' text, from the same status JSON (the
- * smcrd section and libsmcr's counters since the start). */
-static char *metrics_body(void *arg, size_t *lenp)
-{
-	struct server *s = arg;
-	struct json *sec = NULL, *stats = NULL;
-	struct prom_doc d = { 0 };
-	size_t cap = 64 << 10;
-	char *buf = NULL, *out = NULL, err[128];
-	FILE *f;
-	int n;
-
-	for (;;) {
-		char *nb = realloc(buf, cap);
-
-		if (!nb)
-			goto out;
-		buf = nb;
-		n = ctl_dump(s, buf, cap, true);
-		if (n != -ENOSPC || cap >= (64u << 20))
-			break;
-		cap *= 2;
-	}
-	if (n < 0)
-		goto out;
-	sec = json_parse(buf, err, sizeof(err));
-	if (!sec) {
-		log_warn("metrics: the status JSON does not parse: %s", err);
-		goto out;
-	}
-	if (s->smcr) {
-		struct smcr_stats st;
-
-		smcr_ctx_stats(s->smcr, &st);
-		snprintf(buf, cap, "{\"connections\":%llu,\"smc_connections\":%llu,"
-			 "\"fallbacks\":%llu,\"failovers\":%llu,\"link_failures\":%llu,"
-			 "\"bytes_sent\":%llu,\"bytes_recv\":%llu}",
-			 (unsigned long long)st.connections,
-			 (unsigned long long)st.smc_connections,
-			 (unsigned long long)st.fallbacks, (unsigned long long)st.failovers,
-			 (unsigned long long)st.link_failures, (unsigned long long)st.bytes_sent,
-			 (unsigned long long)st.bytes_recv);
-		stats = json_parse(buf, err, sizeof(err));
-	}
-	d.sec = sec;
-	d.stats = stats;
-	f = open_memstream(&out, lenp);
-	if (!f)
-		goto out;
-	prom_print(f, &d, 1);
-	if (fclose(f)) {
-		free(out);
-		out = NULL;
-	}
-out:
-	json_free(stats);
-	json_free(sec);
-	free(buf);
-	return out;
-}
-
-static void metrics_serve(struct server *s)
-{
-	int r;
-
-	if (s->metrics_fd < 0)
-		return;
-	r = metrics_start(s->metrics_fd, metrics_body, s, &s->metrics);
-	s->metrics_fd = -1;
-	if (r < 0)
-		log_err("metrics-listen %s: %s (no metrics over HTTP)", s->cfg.metrics_listen,
-			strerror(-r));
-}
-
 /* --ctl-group: a group name or number; -ENOENT when there is none. */
 static int resolve_group(const char *name, gid_t *gid)
 {
@@ -719,29 +412,214 @@ static void shutdown_server(struct server *s)
 	s->engine = NULL;
 }
 
+/* --- main's steps --------------------------------------------------------- */
+
+/* The defaults, before the command line. */
+static void server_init(struct server *s)
+{
+	memset(s, 0, sizeof(*s));
+	config_defaults(&s->cfg);
+	applog_set_ident("smcrd");
+	applog_rate_peer_lines(true);
+	pthread_mutex_init(&s->lock, NULL);
+	iostat_init(&s->iostat);
+	pthread_cond_init(&s->cond, NULL);
+	s->cancel_fd = s->cancel_wr = -1;
+	s->metrics_fd = -1;
+	if (!getcwd(s->cwd, sizeof(s->cwd)))
+		strcpy(s->cwd, "/");
+}
+
+/* --ctl-group and the TLS settings: checked, and TLS's credentials loaded
+ * (logged); -EINVAL, said why, when they are wrong. */
+static int check_access(struct server *s)
+{
+	int r;
+
+	s->ctl_gid = (gid_t)-1;
+	if (s->cfg.ctl_group && resolve_group(s->cfg.ctl_group, &s->ctl_gid) < 0) {
+		log_err("ctl-group %s: no such group", s->cfg.ctl_group);
+		return -EINVAL;
+	}
+	s->tls_mode = s->cfg.tls;
+	if ((s->cfg.tls_certificates || s->cfg.tls_psk) && s->tls_mode == NBD_TLS_OFF) {
+		log_err("TLS certificates or keys given, but TLS is off (--tls=on|require)");
+		return -EINVAL;
+	}
+	if (s->cfg.tls_certificates && s->cfg.tls_psk) {
+		log_err("give TLS certificates or a PSK file, not both");
+		return -EINVAL;
+	}
+	if (s->tls_mode != NBD_TLS_OFF) {
+		char err[256], *dir = NULL, *psk = NULL;
+
+		if (s->tls_mode == NBD_TLS_REQUIRE && s->cfg.smcr_port) {
+			log_err("--tls=require cannot cover the SMC-R port (its data goes by RDMA, "
+				"not through TLS): use --tls=on, or no SMC-R port");
+			return -EINVAL;
+		}
+		/* Relative paths of the config file: from smcrd's start directory. */
+		if (s->cfg.tls_certificates)
+			dir = abs_path(s->cwd, s->cfg.tls_certificates);
+		if (s->cfg.tls_psk)
+			psk = abs_path(s->cwd, s->cfg.tls_psk);
+		if (s->cfg.tls_psk && s->cfg.tls_verify_peer == BD_TLS_VERIFY_ON) {
+			log_err("tls-verify-peer is for certificates (PSK clients are always "
+				"checked)");
+			free(dir);
+			free(psk);
+			return -EINVAL;
+		}
+		r = bd_tls_server_new(dir, psk, s->cfg.tls_verify_peer, &s->tls, err, sizeof(err));
+		free(dir);
+		free(psk);
+		if (r < 0) {
+			log_err("TLS: %s", err);
+			return -EINVAL;
+		}
+		log_info("TLS %s on NBD/TCP (%s%s)",
+			 s->tls_mode == NBD_TLS_REQUIRE ? "required" : "offered",
+			 s->cfg.tls_psk ? "pre-shared keys" : "X.509 certificates",
+			 s->cfg.tls_psk ? "" : bd_tls_verifies_peer(s->tls) ?
+			 ", client certificates verified" : ", client certificates not verified");
+	}
+	return 0;
+}
+
+/* --log-file: stderr from here on (local time stamps); -EINVAL, said
+ * why, when the file is not one to write to. */
+static int open_log_file(struct server *s)
+{
+	/* Not through a symbolic link or a hard link, never blocking
+	 * on a FIFO; mode 0640. */
+	int fd = open(s->cfg.log_file, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
+		      O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0640);
+	const char *bad = NULL;
+	struct stat lst;
+
+	if (fd < 0) {
+		log_err("log file %s: %s", s->cfg.log_file,
+			errno == ELOOP ? "is a symbolic link" :
+			errno == ENXIO ? "a FIFO or socket" : strerror(errno));
+		return -EINVAL;
+	}
+	if (fstat(fd, &lst) < 0)
+		bad = strerror(errno);
+	else if (!S_ISREG(lst.st_mode) && !S_ISCHR(lst.st_mode))
+		bad = "not a regular file (a FIFO, socket or directory)";
+	else if (S_ISREG(lst.st_mode) && lst.st_nlink > 1)
+		bad = "has other hard links (another file's name)";
+	else if (fcntl(fd, F_SETFL, O_APPEND) < 0)
+		bad = strerror(errno);
+	if (bad) {
+		log_err("log file %s: %s", s->cfg.log_file, bad);
+		close(fd);
+		return -EINVAL;
+	}
+	dup2(fd, STDERR_FILENO);
+	close(fd);
+	applog_set_stamp(APPLOG_STAMP_LOCAL);
+	return 0;
+}
+
+/* Signals are taken synchronously by the main thread only (a signalfd
+ * of *sigs). */
+static void block_signals(sigset_t *sigs)
+{
+	sigemptyset(sigs);
+	sigaddset(sigs, SIGTERM);
+	sigaddset(sigs, SIGINT);
+	sigaddset(sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The pipe that wakes the handshakes in progress at the end. */
+static int cancel_pipe(struct server *s)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		int r = -errno;
+
+		log_err("pipe: %s", strerror(-r));
+		return r;
+	}
+	s->cancel_fd = p[0];
+	s->cancel_wr = p[1];
+	return 0;
+}
+
+/* SMC-R's listener (after daemonizing: the stack runs its own thread)
+ * and the I/O engine; -errno once said why. */
+static int start_engine(struct server *s)
+{
+	struct engine_params ep;
+	int r;
+
+	memset(&ep, 0, sizeof(ep));
+	ep.threads = s->cfg.threads;
+	ep.queue_depth = s->cfg.queue_depth;
+	ep.max_memory = s->cfg.max_memory;
+	ep.max_memory_per_address = mem_per_address(s);
+	ep.fixed_buffers = s->cfg.fixed_buffers;
+	ep.drain_timeout_ms = 30000;
+	ep.request_timeout_ms = s->cfg.request_timeout * 1000;
+	ep.idle_timeout_ms = s->cfg.idle_timeout * 1000;
+	ep.closed = client_gone;
+	ep.closed_arg = s;
+	ep.iostat = &s->iostat;
+	/* SMC-R after daemonizing: the stack runs its own thread. */
+	if (s->cfg.smcr_port) {
+		r = smcr_start(s);
+		if (r < 0)
+			return r;
+	}
+	r = engine_start(&ep, &s->engine);
+	if (r < 0)
+		log_err("cannot start the I/O engine: %s", strerror(-r));
+	return r;
+}
+
+/* Ready: the parent of the fork (its pipe in *notify, then closed) and
+ * systemd are told; in the background without a log file, syslog. */
+static void notify_ready(struct server *s, int *notify)
+{
+	char st[64];
+	int r;
+
+	if (*notify >= 0) {
+		char ok = 0;
+
+		if (!s->cfg.log_file) {
+			/* In the background without a log file: syslog. */
+			openlog("smcrd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+			applog_set_fn(log_to_syslog, NULL);
+		}
+		detach_stdio(s->cfg.log_file);
+		if (write(*notify, &ok, 1) < 0)
+			log_warn("cannot notify the parent: %s", strerror(errno));
+		close(*notify);
+		*notify = -1;
+	}
+	snprintf(st, sizeof(st), "READY=1\nMAINPID=%ld", (long)getpid());
+	r = sysd_notify(st);
+	if (r < 0)
+		log_warn("cannot notify systemd: %s", strerror(-r));
+}
+
 int main(int argc, char **argv)
 {
 	/* Static: a reload thread left running at exit still reads it
 	 * (and what it holds stays reachable). */
 	static struct server s;
-	struct engine_params ep;
 	struct pidfile pidfile = { .dirfd = -1 };
 	sigset_t sigs;
 	int sfd = -1, notify = -1, r, status = EXIT_FAILURE;
 	long ncpu;
 	bool tcp_default, reload_left = false;
 
-	memset(&s, 0, sizeof(s));
-	config_defaults(&s.cfg);
-	applog_set_ident("smcrd");
-	applog_rate_peer_lines(true);
-	pthread_mutex_init(&s.lock, NULL);
-	iostat_init(&s.iostat);
-	pthread_cond_init(&s.cond, NULL);
-	s.cancel_fd = s.cancel_wr = -1;
-	s.metrics_fd = -1;
-	if (!getcwd(s.cwd, sizeof(s.cwd)))
-		strcpy(s.cwd, "/");
+	server_init(&s);
 
 	r = parse_args(&s, argc, argv);
 	if (r < 0)
@@ -761,58 +639,9 @@ int main(int argc, char **argv)
 	/* --log-level, else the config file's (-v wins over both). */
 	if (!s.cfg.verbose && s.cfg.log_level >= 0)
 		smcr_log_set_level((enum smcr_log_level)s.cfg.log_level);
-	s.ctl_gid = (gid_t)-1;
-	if (s.cfg.ctl_group && resolve_group(s.cfg.ctl_group, &s.ctl_gid) < 0) {
-		log_err("ctl-group %s: no such group", s.cfg.ctl_group);
+	if (check_access(&s) < 0) {
 		status = EXIT_USAGE;
 		goto out_table;
-	}
-	s.tls_mode = s.cfg.tls;
-	if ((s.cfg.tls_certificates || s.cfg.tls_psk) && s.tls_mode == NBD_TLS_OFF) {
-		log_err("TLS certificates or keys given, but TLS is off (--tls=on|require)");
-		status = EXIT_USAGE;
-		goto out_table;
-	}
-	if (s.cfg.tls_certificates && s.cfg.tls_psk) {
-		log_err("give TLS certificates or a PSK file, not both");
-		status = EXIT_USAGE;
-		goto out_table;
-	}
-	if (s.tls_mode != NBD_TLS_OFF) {
-		char err[256], *dir = NULL, *psk = NULL;
-
-		if (s.tls_mode == NBD_TLS_REQUIRE && s.cfg.smcr_port) {
-			log_err("--tls=require cannot cover the SMC-R port (its data goes by RDMA, "
-				"not through TLS): use --tls=on, or no SMC-R port");
-			status = EXIT_USAGE;
-			goto out_table;
-		}
-		/* Relative paths of the config file: from smcrd's start directory. */
-		if (s.cfg.tls_certificates)
-			dir = abs_path(s.cwd, s.cfg.tls_certificates);
-		if (s.cfg.tls_psk)
-			psk = abs_path(s.cwd, s.cfg.tls_psk);
-		if (s.cfg.tls_psk && s.cfg.tls_verify_peer == BD_TLS_VERIFY_ON) {
-			log_err("tls-verify-peer is for certificates (PSK clients are always "
-				"checked)");
-			free(dir);
-			free(psk);
-			status = EXIT_USAGE;
-			goto out_table;
-		}
-		r = bd_tls_server_new(dir, psk, s.cfg.tls_verify_peer, &s.tls, err, sizeof(err));
-		free(dir);
-		free(psk);
-		if (r < 0) {
-			log_err("TLS: %s", err);
-			status = EXIT_USAGE;
-			goto out_table;
-		}
-		log_info("TLS %s on NBD/TCP (%s%s)",
-			 s.tls_mode == NBD_TLS_REQUIRE ? "required" : "offered",
-			 s.cfg.tls_psk ? "pre-shared keys" : "X.509 certificates",
-			 s.cfg.tls_psk ? "" : bd_tls_verifies_peer(s.tls) ?
-			 ", client certificates verified" : ", client certificates not verified");
 	}
 	if (check_config) {
 		printf("smcrd: configuration OK (%s): %u export(s)\n",
@@ -821,37 +650,8 @@ int main(int argc, char **argv)
 		status = EXIT_SUCCESS;
 		goto out_table;
 	}
-	if (s.cfg.log_file) {
-		/* Not through a symbolic link or a hard link, never blocking
-		 * on a FIFO; mode 0640. */
-		int fd = open(s.cfg.log_file, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
-			      O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0640);
-		const char *bad = NULL;
-		struct stat lst;
-
-		if (fd < 0) {
-			log_err("log file %s: %s", s.cfg.log_file,
-				errno == ELOOP ? "is a symbolic link" :
-				errno == ENXIO ? "a FIFO or socket" : strerror(errno));
-			goto out_table;
-		}
-		if (fstat(fd, &lst) < 0)
-			bad = strerror(errno);
-		else if (!S_ISREG(lst.st_mode) && !S_ISCHR(lst.st_mode))
-			bad = "not a regular file (a FIFO, socket or directory)";
-		else if (S_ISREG(lst.st_mode) && lst.st_nlink > 1)
-			bad = "has other hard links (another file's name)";
-		else if (fcntl(fd, F_SETFL, O_APPEND) < 0)
-			bad = strerror(errno);
-		if (bad) {
-			log_err("log file %s: %s", s.cfg.log_file, bad);
-			close(fd);
-			goto out_table;
-		}
-		dup2(fd, STDERR_FILENO);
-		close(fd);
-		applog_set_stamp(APPLOG_STAMP_LOCAL);
-	}
+	if (s.cfg.log_file && open_log_file(&s) < 0)
+		goto out_table;
 	tcp_default = !s.cfg.port && !s.cfg.listen;
 	if (!s.cfg.port)
 		s.cfg.port = strdup("10809");
@@ -877,13 +677,7 @@ int main(int argc, char **argv)
 	}
 	log_table(s.table, s.cfg.config_file);
 
-	/* Signals are taken synchronously by the main thread only. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	block_signals(&sigs);
 
 	if (!s.cfg.foreground) {
 		notify = daemonize();
@@ -899,66 +693,19 @@ int main(int argc, char **argv)
 		log_err("signalfd: %s", strerror(errno));
 		goto out_listen;
 	}
-	{
-		int p[2];
-
-		if (pipe2(p, O_CLOEXEC) < 0) {
-			log_err("pipe: %s", strerror(errno));
-			goto out_sfd;
-		}
-		s.cancel_fd = p[0];
-		s.cancel_wr = p[1];
-	}
+	if (cancel_pipe(&s) < 0)
+		goto out_sfd;
 	if (s.cfg.pidfile && write_pidfile(s.cfg.pidfile, &pidfile) < 0)
 		goto out_pipe;
 
-	memset(&ep, 0, sizeof(ep));
-	ep.threads = s.cfg.threads;
-	ep.queue_depth = s.cfg.queue_depth;
-	ep.max_memory = s.cfg.max_memory;
-	ep.max_memory_per_address = mem_per_address(&s);
-	ep.fixed_buffers = s.cfg.fixed_buffers;
-	ep.drain_timeout_ms = 30000;
-	ep.request_timeout_ms = s.cfg.request_timeout * 1000;
-	ep.idle_timeout_ms = s.cfg.idle_timeout * 1000;
-	ep.closed = client_gone;
-	ep.closed_arg = &s;
-	ep.iostat = &s.iostat;
-	/* SMC-R after daemonizing: the stack runs its own thread. */
-	if (s.cfg.smcr_port && smcr_start(&s) < 0)
+	if (start_engine(&s) < 0)
 		goto out_pidfile;
-	r = engine_start(&ep, &s.engine);
-	if (r < 0) {
-		log_err("cannot start the I/O engine: %s", strerror(-r));
-		goto out_pidfile;
-	}
 	log_info("smcrd %s ready: %u I/O threads, queue depth %u, max %u clients",
 		 PACKAGE_VERSION, s.cfg.threads, s.cfg.queue_depth, s.cfg.max_clients);
-	if (notify >= 0) {
-		char ok = 0;
+	notify_ready(&s, &notify);
 
-		if (!s.cfg.log_file) {
-			/* In the background without a log file: syslog. */
-			openlog("smcrd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
-			applog_set_fn(log_to_syslog, NULL);
-		}
-		detach_stdio(s.cfg.log_file);
-		if (write(notify, &ok, 1) < 0)
-			log_warn("cannot notify the parent: %s", strerror(errno));
-		close(notify);
-		notify = -1;
-	}
-	{
-		char st[64];
-
-		snprintf(st, sizeof(st), "READY=1\nMAINPID=%ld", (long)getpid());
-		r = sysd_notify(st);
-		if (r < 0)
-			log_warn("cannot notify systemd: %s", strerror(-r));
-	}
-
-	ctl_start(&s);
-	metrics_serve(&s);
+	status_ctl_open(&s);
+	status_metrics_serve(&s);
 	serve(&s, sfd);
 	sysd_notify("STOPPING=1");
 	metrics_stop(s.metrics);
