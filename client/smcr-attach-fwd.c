@@ -334,7 +334,7 @@ static void fwd_submit(struct fwd *f, struct fwd_req *q, uint16_t flags, uint64_
 	} while (done < len);
 }
 
-/* One request from c->rx (its header there): 0, or -errno to attach_stop. */
+/* One request from c->rx (its header there): 0, or -errno to stop. */
 static int fwd_one(struct fwd_conn *c)
 {
 	struct fwd *f = c->f;
@@ -368,9 +368,9 @@ static int fwd_one(struct fwd_conn *c)
 	q->parts = 1;
 	if (h.type == NBD_CMD_READ || h.type == NBD_CMD_WRITE) {
 		if (h.length > NBD_MAX_PAYLOAD) {
-			/* A WRITE's payload this large is not read: attach_stop. */
-			log_err("forwarder %d: a request of %u bytes", (int)(c - f->c),
-				h.length);
+			/* A WRITE's payload this large is not read: stop. */
+			log_err("forwarder %d: a request of %llu bytes", (int)(c - f->c),
+				(unsigned long long)h.length);
 			f->bad++;
 			free(q);
 			return -EPROTO;

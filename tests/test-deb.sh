@@ -13,7 +13,11 @@
 #  - the quick start on the unpacked files: smcrd with one export, the
 #    plugin under nbdkit --run sees its size (nbdkit present);
 #  - lintian on the .changes: no error (lintian present; SMCR_DEB_LINTIAN=0
-#    skips it).
+#    skips it);
+#  - installed for real: tests/vm/deb-install.sh boots one guest of the rxe
+#    lane, apt-get installs the .debs there, runs README's quick start on
+#    the installed files and purges them (qemu and a guest kernel present;
+#    SMCR_DEB_GUEST=0 skips it; about 1-2 minutes more).
 # A package build compiles the whole tree: about 4-6 minutes on 2 busy
 # cores, so make check runs it only with SMCR_DEB_TEST=1 (scripts/check.sh
 # sets it in its own step); skips where dpkg-buildpackage, debhelper or a
@@ -126,4 +130,15 @@ if [ "${SMCR_DEB_LINTIAN:-1}" != 0 ] && lintian --version >/dev/null 2>&1; then
 else
     echo "note: lintian not run (absent or SMCR_DEB_LINTIAN=0)"
 fi
-echo "PASS: dpkg-buildpackage built 5 packages; their programs link $soname"
+# --- installed in a guest -------------------------------------------------------------
+guest="not installed in a guest"
+if [ "${SMCR_DEB_GUEST:-1}" != 0 ]; then
+    rc=0
+    bash "$srcdir/vm/deb-install.sh" "$d/build" || rc=$?
+    case $rc in
+    0) guest="apt-get installed, used and purged in a guest" ;;
+    77) echo "note: the guest install not run (the reason above)" ;;
+    *) fail "the packages installed in a guest (tests/vm/deb-install.sh): exit $rc" ;;
+    esac
+fi
+echo "PASS: dpkg-buildpackage built 5 packages; their programs link $soname; $guest"
