@@ -737,7 +737,18 @@ int smcr_conn_rx_cdc_on(struct smcr_conn *conn, const struct smcr_cdc_msg *m,
 			return -ECONNRESET;
 		}
 		fin = peer_fin(conn, m->seqno);
-		peer_prod_lower(conn, &fin);
+		/* The peer's producer cursor is at fin now: it rewound to it
+		 * (Linux, smc_switch_cursor) or replays from there or later
+		 * (ours).  Below what we held it at (smcr_conn_link_gone) it
+		 * lowers the hold; above, it lifts it: Linux 6.12 that filled
+		 * our RMBE before the switch waits for window and sends
+		 * nothing more, and a cursor held below fin would leave both
+		 * ends waiting for good (vm/kernel-v2-6.12 (b) under load,
+		 * our link 1 failed by TEST LINK). */
+		if (smcr_cursor_cmp(len, &fin, &conn->rx_peer_prod) > 0)
+			conn->rx_peer_prod = fin;
+		else
+			peer_prod_lower(conn, &fin);
 		if (live)
 			conn->rx_link = via;
 		/* 6.1 sends nothing after its switch while it has no window:
