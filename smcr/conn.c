@@ -3,6 +3,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "conn.h"
@@ -736,7 +737,18 @@ int smcr_conn_rx_cdc_on(struct smcr_conn *conn, const struct smcr_cdc_msg *m,
 			return -ECONNRESET;
 		}
 		fin = peer_fin(conn, m->seqno);
-		peer_prod_lower(conn, &fin);
+		/* The peer's producer cursor is at fin now: it rewound to it
+		 * (Linux, smc_switch_cursor) or replays from there or later
+		 * (ours).  Below what we held it at (smcr_conn_link_gone) it
+		 * lowers the hold; above, it lifts it: Linux 6.12 that filled
+		 * our RMBE before the switch waits for window and sends
+		 * nothing more, and a cursor held below fin would leave both
+		 * ends waiting for good (vm/kernel-v2-6.12 (b) under load,
+		 * our link 1 failed by TEST LINK). */
+		if (smcr_cursor_cmp(len, &fin, &conn->rx_peer_prod) > 0)
+			conn->rx_peer_prod = fin;
+		else
+			peer_prod_lower(conn, &fin);
 		if (live)
 			conn->rx_link = via;
 		/* 6.1 sends nothing after its switch while it has no window:
@@ -929,4 +941,102 @@ bool smcr_conn_finished(const struct smcr_conn *conn)
 	if (conn->abort_sent || conn->peer_aborted)
 		return true;
 	return conn->closed_sent && conn->inflight_n == 0 && conn->peer_closed;
+}
+
+/* ---- stall detector ----------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	return (h ^ v) * 0x100000001b3ull;
+}
+
+static uint64_t cursor_mix(uint64_t h, const struct smcr_cdc_cursor *c)
+{
+	return mix(h, (uint64_t)c->wrap << 32 | c->count);
+}
+
+/* What moves when the connection makes progress either way. */
+static uint64_t stall_sig(const struct smcr_conn *conn)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	h = cursor_mix(h, &conn->tx_fill);
+	h = cursor_mix(h, &conn->tx_prod);
+	h = cursor_mix(h, &conn->tx_peer_cons);
+	h = cursor_mix(h, &conn->rx_prod);
+	h = cursor_mix(h, &conn->rx_cons);
+	h = mix(h, (uint64_t)conn->tx_seq << 16 | conn->rx_seq);
+	h = mix(h, (uint64_t)conn->ss << 8 | conn->inflight_n);
+	return mix(h, (uintptr_t)conn->link);
+}
+
+static const char *link_state_name(const struct smcr_link *l)
+{
+	if (!l)
+		return "none";
+	switch (l->state) {
+	case SMCR_LINK_INACTIVE: return "inactive";
+	case SMCR_LINK_ACTIVE: return "active";
+	case SMCR_LINK_DELETING: return "deleting";
+	case SMCR_LINK_FAILED: return "failed";
+	}
+	return "?";
+}
+
+bool smcr_conn_stall_check(struct smcr_conn *conn, uint64_t now_ms, uint32_t limit_ms)
+{
+	uint64_t sig = stall_sig(conn);
+	bool unsent = !tx_drained(conn) || conn->cdc_due || conn->fo_pending ||
+		      conn->move_to;
+	bool no_window = smcr_conn_tx_space(conn) == 0;
+	struct smcr_cdc_cursor out = cons_out(conn);
+	const struct smcr_link *l = conn->link;
+	char why[96];
+
+	if (sig != conn->stall_sig || !conn->stall_since_ms) {
+		conn->stall_sig = sig;
+		conn->stall_since_ms = now_ms ? now_ms : 1;
+		conn->stall_logged = false;
+		return false;
+	}
+	if (!limit_ms || conn->stall_logged || conn->error || conn->abort_sent ||
+	    conn->peer_aborted || now_ms - conn->stall_since_ms < limit_ms)
+		return false;
+	/* Idle both ways, or only our reader behind: not a stall. */
+	if (!unsent && !conn->inflight_n && !no_window && !conn->blocked)
+		return false;
+	conn->stall_logged = true;
+	snprintf(why, sizeof(why), "%s%s%s%s%s",
+		 unsent ? "data or a CDC unsent" : "",
+		 unsent && (conn->inflight_n || no_window) ? ", " : "",
+		 conn->inflight_n ? "CDCs not completed" : "",
+		 conn->inflight_n && no_window ? ", " : "",
+		 no_window || (!unsent && !conn->inflight_n) ? "no window" : "");
+	smcr_info("conn %08x: no progress for %llu ms with %s: link %u (%s, %u conns, sq free %d, "
+		  "unconfirmed %llu); tx fill %u:%u prod %u:%u announced %u:%u peer cons %u:%u, "
+		  "space %u of %u, seq %u ss %u ss prod %u:%u, %u CDC(s) in flight%s%s%s%s; "
+		  "rx prod %u:%u cons %u:%u sent %u:%u out %u:%u acked %u:%u peer prod %u:%u, "
+		  "seq %u, peer link %u%s%s%s",
+		  conn->token, (unsigned long long)(now_ms - conn->stall_since_ms), why,
+		  l ? l->link_id : 0, link_state_name(l), l ? l->nconns : 0,
+		  l && l->ops && l->ops->sq_free ? (int)l->ops->sq_free((struct smcr_link *)l) : -1,
+		  l ? (unsigned long long)l->tx_unacked : 0ull,
+		  conn->tx_fill.wrap, conn->tx_fill.count, conn->tx_prod.wrap, conn->tx_prod.count,
+		  conn->tx_prod_sent.wrap, conn->tx_prod_sent.count,
+		  conn->tx_peer_cons.wrap, conn->tx_peer_cons.count,
+		  smcr_conn_tx_space(conn), conn->tx_len, conn->tx_seq, conn->ss,
+		  conn->ss_prod.wrap, conn->ss_prod.count, conn->inflight_n,
+		  conn->blocked ? ", blocked (B sent)" : "",
+		  conn->cdc_due ? ", CDC due" : "",
+		  conn->fo_pending ? ", validation due" : "",
+		  conn->move_to ? ", moving" : "",
+		  conn->rx_prod.wrap, conn->rx_prod.count, conn->rx_cons.wrap, conn->rx_cons.count,
+		  conn->rx_cons_sent.wrap, conn->rx_cons_sent.count, out.wrap, out.count,
+		  conn->rx_cons_acked.wrap, conn->rx_cons_acked.count,
+		  conn->rx_peer_prod.wrap, conn->rx_peer_prod.count, conn->rx_seq,
+		  conn->rx_link ? conn->rx_link->link_id : 0,
+		  conn->peer_blocked ? ", peer blocked" : "",
+		  conn->peer_cons_req ? ", peer asks for our cursor" : "",
+		  conn->peer_done ? ", peer done" : "");
+	return true;
 }

@@ -150,6 +150,12 @@ struct smcr_conn {
 	struct smcr_link *move_to;
 	unsigned int moves;		/* done, not yet counted by the group */
 
+	/* Stall detector (smcr_conn_stall_check): what the cursors and
+	 * seqnos were when they last moved, since when, and whether this
+	 * stall has been reported. */
+	uint64_t stall_sig, stall_since_ms;
+	bool stall_logged;
+
 	struct smcr_conn_stats stats;
 };
 
@@ -171,6 +177,13 @@ int smcr_conn_init(struct smcr_conn *conn, const struct smcr_conn_params *p);
  * connection was set up: take the RMBE and send buffer layout from their
  * RMBs again (smcr_rmb_pool_set_layout).  -EBUSY once data has moved. */
 int smcr_conn_relayout(struct smcr_conn *conn);
+
+/* Stall detector, called from the group's tick at now_ms: a connection
+ * that waits on something (data or a CDC not yet out, CDCs posted and not
+ * completed, no window) while neither its cursors nor its seqnos move for
+ * limit_ms gets one line in the log with both directions' cursors and
+ * what is pending; again only after it has moved.  true when it logged. */
+bool smcr_conn_stall_check(struct smcr_conn *conn, uint64_t now_ms, uint32_t limit_ms);
 
 /* Application side. */
 ssize_t smcr_conn_send(struct smcr_conn *conn, const void *buf, size_t len);

@@ -19,6 +19,7 @@ const struct smcr_lgr_config smcr_lgr_config_default = {
 	.test_link_idle_ms = SMCR_LGR_TEST_LINK_MS_DEFAULT,
 	.test_link_timeout_ms = SMCR_LGR_TEST_LINK_TIMEOUT_MS_DEFAULT,
 	.stall_ms = SMCR_LGR_STALL_MS_DEFAULT,
+	.conn_stall_ms = SMCR_LGR_CONN_STALL_MS_DEFAULT,
 	.acking_keep_ms = 60000,
 	.delete_hold_ms = SMCR_LGR_DELETE_HOLD_MS_DEFAULT,
 	.max_rmb_bytes = SMCR_LGR_MAX_RMB_BYTES,
@@ -960,6 +961,24 @@ const struct smcr_link_handler smcr_lgr_link_handler = {
 	.down = lgr_down,
 };
 
+/* Connections that wait while nothing moves: logged once each, with the
+ * group's exchange in progress. */
+static void lgr_stall_check(struct smcr_lgr *lgr)
+{
+	uint64_t now = lgr_now(lgr);
+	unsigned int i;
+
+	for (i = 0; i < lgr->conns_end; i++) {
+		if (!lgr->conns[i] ||
+		    !smcr_conn_stall_check(lgr->conns[i], now, lgr->cfg.conn_stall_ms))
+			continue;
+		lgr->stats.conn_stalls++;
+		smcr_info("link group: %u link(s) active, LLC exchange %s (step %u), %u queued",
+			  smcr_lgr_active_links(lgr), smcr_llc_flow_name(lgr->flow.kind),
+			  lgr->flow.step, lgr->nqueue);
+	}
+}
+
 void smcr_lgr_tick(struct smcr_lgr *lgr)
 {
 	if (lgr->terminated)
@@ -967,6 +986,8 @@ void smcr_lgr_tick(struct smcr_lgr *lgr)
 	smcr_llc_tick(lgr, lgr_now(lgr));
 	if (!lgr->terminated)
 		lgr_tx_recount(lgr);
+	if (!lgr->terminated)
+		lgr_stall_check(lgr);
 	if (lgr->cfg.rebalance && !lgr->terminated)
 		lgr_rebalance(lgr);
 }

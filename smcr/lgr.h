@@ -105,6 +105,10 @@ struct smcr_lgr_config {
 	 * stall of our own (host busy, VM paused): the reply deadlines move
 	 * by it and links are probed again.  0: off. */
 	uint32_t stall_ms;
+	/* A connection that waits on something while nothing of it moves
+	 * for this long is logged once with its cursors
+	 * (smcr_conn_stall_check).  0: off. */
+	uint32_t conn_stall_ms;
 	/* A client's failed link that still acknowledges the peer (link
 	 * ops->acking) waits this long, not the LLC timeouts, for the
 	 * server's DELETE LINK: Linux 6.1's server deletes it only once its
@@ -154,6 +158,7 @@ struct smcr_lgr_config {
 #define SMCR_LGR_TEST_LINK_MS_DEFAULT		1000
 #define SMCR_LGR_TEST_LINK_TIMEOUT_MS_DEFAULT	2000
 #define SMCR_LGR_STALL_MS_DEFAULT		500
+#define SMCR_LGR_CONN_STALL_MS_DEFAULT		10000
 #define SMCR_LGR_DELETE_HOLD_MS_DEFAULT		2000
 
 extern const struct smcr_lgr_config smcr_lgr_config_default;
@@ -227,6 +232,7 @@ struct smcr_lgr_stats {
 	uint64_t test_links;
 	uint64_t rebalanced;		/* connections moved to a less busy link */
 	uint64_t stalls, stall_ms;	/* our own stalls (cfg.stall_ms), their time */
+	uint64_t conn_stalls;		/* connections logged by cfg.conn_stall_ms */
 	uint64_t add_links_refused_max;	/* ADD LINKs refused at max_links 1 (v2.1) */
 };
 
@@ -468,6 +474,8 @@ int smcr_llc_start(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
 		   uint8_t slot, uint32_t reason, struct smcr_rmb *rmb);
 /* Deadline check of the running exchange and of TEST LINK. */
 void smcr_llc_tick(struct smcr_lgr *lgr, uint64_t now);
+/* "CONFIRM LINK", ..., "none": for the log. */
+const char *smcr_llc_flow_name(enum smcr_llc_flow_kind k);
 /* A link in slot is gone: end any exchange that depends on it. */
 /* An SMC-Rv2 LLC message longer than 44 bytes (ADD LINK with RKeys). */
 void smcr_llc_rx_long(struct smcr_lgr *lgr, struct smcr_link *link,

@@ -11,7 +11,7 @@
 #include "lgr.h"
 #include "log.h"
 
-static const char *flow_name(enum smcr_llc_flow_kind k)
+const char *smcr_llc_flow_name(enum smcr_llc_flow_kind k)
 {
 	switch (k) {
 	case SMCR_FLOW_CONFIRM_LINK: return "CONFIRM LINK";
@@ -1321,7 +1321,7 @@ static int flow_begin(struct smcr_lgr *lgr, enum smcr_llc_flow_kind kind,
 	if (ret) {
 		/* Done at once (1), or could not start (< 0). */
 		if (ret < 0)
-			smcr_dbg("llc: %s not started: %d", flow_name(kind), ret);
+			smcr_dbg("llc: %s not started: %d", smcr_llc_flow_name(kind), ret);
 		if (ret < 0 && kind == SMCR_FLOW_CONFIRM_RKEY && lgr->ops->event)
 			lgr->ops->event(lgr, SMCR_LGR_RMB_CONFIRMED, NULL, ret);
 		memset(&lgr->flow, 0, sizeof(lgr->flow));
@@ -1533,7 +1533,7 @@ static void flow_timeout(struct smcr_lgr *lgr)
 		if (smcr_link_send(link, f->req, smcr_wr_id(0, SMCR_WR_TAG_LLC, f->req[0])) == 0)
 			return;
 	}
-	smcr_warn("llc: %s timed out", flow_name(kind));
+	smcr_warn("llc: %s timed out", smcr_llc_flow_name(kind));
 	switch (kind) {
 	case SMCR_FLOW_CONFIRM_LINK:
 		/* The first link never came up: the group is unusable. */

@@ -989,6 +989,58 @@ static void test_cons_held_at_own_failover(void)
 	teardown();
 }
 
+static void test_cons_released_at_validation(void)
+{
+	static uint8_t buf[1 << 20];
+	struct smcr_link *l0, *l1;
+	struct smcr_conn *b;
+	uint32_t len, i;
+	ssize_t n, got = 0;
+
+	/* Linux 6.12 as the peer, our link failing first (vm/kernel-v2-6.12
+	 * (b) under load: no TEST LINK reply on link 1).  The peer filled
+	 * our RMBE while it knew our consumer cursor at 0; B read it all,
+	 * but its CDC saying so never completed.  B fails over and holds
+	 * its cursor at what the peer has surely seen (0).  The peer's
+	 * validation names its last completed CDC (seqno less one): it
+	 * rewound its producer cursor to that CDC's, a whole RMBE ahead,
+	 * and waits for window, sending nothing more.  B must now announce
+	 * up to there, or both wait for good.  (The CDCs are made up: the
+	 * wire is not run, A never sees them.) */
+	setup(1000, 1000, 64);
+	b = &B.conn[0];
+	l0 = &B.ends[0]->link;
+	l1 = &B.ends[1]->link;
+	len = b->rmbe.data_len;
+	for (i = 1; i <= 4; i++)
+		CU_ASSERT_EQUAL(rx_linux(b, (uint16_t)i, i == 4 ? 1 : 0,
+					 i == 4 ? 0 : len / 4 * i, false), 0);
+	while ((n = smcr_conn_recv(b, buf + got, sizeof(buf) - (size_t)got)) > 0)
+		got += n;
+	CU_ASSERT_EQUAL(got, (ssize_t)len);
+	CU_ASSERT(b->peer_blocked == false);
+	smcr_conn_link_gone(b, l0);
+	l0->state = SMCR_LINK_FAILED;
+	CU_ASSERT_EQUAL(smcr_conn_failover(b, l1), 0);
+	CU_ASSERT_EQUAL(cons_posted(b), 0);		/* held: the peer saw 0 */
+	CU_ASSERT_EQUAL(b->rx_cons_sent.wrap, 0);
+	/* its CDC 4 completed last: validation seqno 3, producer at 1:0 */
+	CU_ASSERT_EQUAL(smcr_conn_rx_cdc_on(b, &(struct smcr_cdc_msg){
+			.token = b->token, .seqno = 3, .failover_validation = true }, l1), 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	CU_ASSERT_EQUAL(b->rx_cons_sent.wrap, 1);	/* sent at once */
+	CU_ASSERT_EQUAL(b->rx_cons_sent.count, 0);
+	CU_ASSERT_EQUAL(cons_posted(b), 0);
+	CU_ASSERT_EQUAL(b->rx_cons_sent.wrap, 1);
+	/* An older validation (a CDC before it) still lowers it. */
+	CU_ASSERT_EQUAL(smcr_conn_rx_cdc_on(b, &(struct smcr_cdc_msg){
+			.token = b->token, .seqno = 2, .failover_validation = true }, l1), 0);
+	CU_ASSERT_EQUAL(cons_posted(b), len / 4 * 3);
+	CU_ASSERT_EQUAL(b->rx_cons_sent.wrap, 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	teardown();
+}
+
 /* Where the bytes and the wire cursors are in each layout, across a wrap:
  * a 16 KiB element holds 16384 data bytes (Linux) or 16380 after the eye
  * catcher (RFC); wire counts are data offsets + 0 or + 4. */
@@ -1096,6 +1148,7 @@ BOTH(test_failover_peer_consumed_more)
 BOTH(test_prod_rewind)
 BOTH(test_cons_held_at_rewind)
 BOTH(test_cons_held_at_own_failover)
+BOTH(test_cons_released_at_validation)
 BOTH(test_layout_offsets)
 
 /* ---- request/reply through the scheduled wire ---------------------------
@@ -1523,6 +1576,8 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "producer cursor rewound (Linux after a failover)", test_prod_rewind_linux },
 	{ "consumer cursor held at a rewound producer cursor", test_cons_held_at_rewind_linux },
 	{ "consumer cursor held at our own failover", test_cons_held_at_own_failover_linux },
+	{ "consumer cursor held at our failover, released at the peer's validation",
+	  test_cons_released_at_validation_linux },
 	{ "layout: offsets at the wrap, no eye catcher", test_layout_offsets_linux },
 	{ "layout fixed after set-up: relayout", test_relayout },
 	{ "RFC layout: stream, small windows, wrap", test_stream_small_window_rfc },
@@ -1541,6 +1596,8 @@ CU_TestInfo smcr_conn_tests[] = {
 	  test_cons_held_at_rewind_rfc },
 	{ "RFC layout: consumer cursor held at our own failover",
 	  test_cons_held_at_own_failover_rfc },
+	{ "RFC layout: consumer cursor released at the peer's validation",
+	  test_cons_released_at_validation_rfc },
 	{ "RFC layout: offsets at the wrap, eye catcher", test_layout_offsets_rfc },
 	{ "scheduled wire: request/reply", test_sched_rpc },
 	{ "scheduled wire: request/reply, link cut", test_sched_rpc_cut },

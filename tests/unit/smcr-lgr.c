@@ -6,12 +6,14 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "unit.h"
 #include "smcr-suites.h"
 #include "lgr.h"
+#include "log.h"
 #include "memwire.h"
 
 #define MAX_ENDS 32
@@ -1207,6 +1209,84 @@ static void stall_3s(void)
 	run();
 }
 
+/* The stall detector: a connection out of window whose peer reads nothing
+ * is logged once, with its cursors, after cfg.conn_stall_ms; again only
+ * after it has moved.  Idle connections, and the reader with unread data
+ * and nothing to send, are not logged. */
+static char stall_line[1024];
+static unsigned int stall_lines;
+
+static void stall_log(void *opaque, enum smcr_log_level level, const char *msg)
+{
+	(void)opaque;
+	(void)level;
+	if (strstr(msg, "no progress")) {
+		stall_lines++;
+		snprintf(stall_line, sizeof(stall_line), "%s", msg);
+	}
+}
+
+static void fill_window(struct smcr_conn *c)
+{
+	static const uint8_t junk[4096];
+
+	while (smcr_conn_send(c, junk, sizeof(junk)) > 0)
+		run();
+	run();
+}
+
+static void drain(struct smcr_conn *c)
+{
+	uint8_t buf[4096];
+
+	while (smcr_conn_recv(c, buf, sizeof(buf)) > 0)
+		run();
+	run();
+}
+
+static void test_conn_stall_logged(void)
+{
+	struct smcr_lgr_config cfg = smcr_lgr_config_default;
+	char want[64];
+
+	cfg.conn_stall_ms = 1000;
+	group_up(2, 2, &cfg);
+	conns_up();
+	smcr_log_set_fn(stall_log, NULL);
+	stall_lines = 0;
+	fill_window(&C.conn[0]);
+	CU_ASSERT_EQUAL(smcr_conn_tx_space(&C.conn[0]), 0);
+	wait_ms(800);
+	CU_ASSERT_EQUAL(C.lgr->stats.conn_stalls, 0);
+	wait_ms(700);
+	CU_ASSERT_EQUAL(C.lgr->stats.conn_stalls, 1);
+	CU_ASSERT_EQUAL(S.lgr->stats.conn_stalls, 0);
+	CU_ASSERT_EQUAL(stall_lines, 1);
+	snprintf(want, sizeof(want), "conn %08x: no progress for ", C.conn[0].token);
+	CU_ASSERT_PTR_NOT_NULL(strstr(stall_line, want));
+	CU_ASSERT_PTR_NOT_NULL(strstr(stall_line, "with no window"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(stall_line, "peer cons 0:0"));
+	snprintf(want, sizeof(want), "space 0 of %u", C.conn[0].tx_len);
+	CU_ASSERT_PTR_NOT_NULL(strstr(stall_line, want));
+	/* once */
+	wait_ms(3000);
+	CU_ASSERT_EQUAL(C.lgr->stats.conn_stalls, 1);
+	CU_ASSERT_EQUAL(stall_lines, 1);
+	/* the peer reads: moving again, idle, not logged */
+	drain(&S.conn[0]);
+	CU_ASSERT(smcr_conn_tx_space(&C.conn[0]) > 0);
+	wait_ms(3000);
+	CU_ASSERT_EQUAL(C.lgr->stats.conn_stalls, 1);
+	/* stuck again: logged again */
+	fill_window(&C.conn[0]);
+	wait_ms(1500);
+	CU_ASSERT_EQUAL(C.lgr->stats.conn_stalls, 2);
+	CU_ASSERT_EQUAL(S.lgr->stats.conn_stalls, 0);
+	CU_ASSERT_EQUAL(stall_lines, 2);
+	smcr_log_set_fn(NULL, NULL);
+	group_down();
+}
+
 static void test_local_stall(void)
 {
 	struct smcr_lgr_config cfg = smcr_lgr_config_default;
@@ -2234,6 +2314,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "an unanswered TEST LINK goes again once", test_test_link_resent },
 	{ "a probe unanswered while the peer sends: no link fails", test_test_link_busy_peer },
 	{ "a probe acknowledged, unanswered: three timeouts", test_test_link_acked_probe },
+	{ "a stalled connection is logged once with its cursors", test_conn_stall_logged },
 	{ "our own stall: no link blamed, a dead one still found", test_local_stall },
 	{ "our own stall: an LLC exchange not timed out", test_local_stall_llc },
 	{ "both links down: connections reset", test_both_links_down },

@@ -138,6 +138,16 @@ vm_run B 'mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; echo >/sys/ker
     echo 1 >/sys/kernel/tracing/events/smc/smcr_link_down/enable' >/dev/null 2>&1 ||
     vm_say "no smcr_link_down tracepoint in B"
 
+# stalls VM JOB WHO: libsmcr's stall reports (SMCR_CONN_STALL_MS: a
+# connection that waited with nothing moving, its cursors and pending
+# state) in a job's output so far, shown.
+stalls() {
+    local lines
+    lines=$(cat "$(vm_share "$1")/out/$2.out" "$(vm_share "$1")/out/$2.err" 2>/dev/null |
+        grep -E 'no progress for|link group: [0-9]+ link\(s\) active')
+    [ -z "$lines" ] || { echo "--- libsmcr $3's stall reports"; echo "$lines" | tail -n 40; }
+}
+
 # run CASE PORT SERVER_TYPE CLIENT_TYPE: one case; sets out/sout.
 run() {
     local name=$1 port=$2 st=$3 ct=$4 srv t0 t1
@@ -145,7 +155,7 @@ run() {
     vm_listening B "$port"
     t0=$(date +%s%N)
     out=$(vm_run -t 420 A "SMCR_EIDS=$EID ${rmem:+SMCR_RMBE_SIZE=$rmem} timeout 380 $S client $B1 -t $ct -p $port -m verify -n $nconn -b $bytes -s 65536 2>&1") ||
-        { echo "$out"; ab_fail "$name: client failed"; }
+        { echo "$out"; [ "$st" != smcr ] || stalls B "$srv" server; ab_fail "$name: client failed"; }
     t1=$(date +%s%N)
     sout=$(vm_wait -t 60 B "$srv" 2>&1) || { echo "$sout"; ab_fail "$name: server failed"; }
     echo "--- $name ($(( (t1 - t0) / 1000000 )) ms)"
@@ -345,6 +355,7 @@ fo() {
     if [ $crc = 1 ] || [ $src = 1 ]; then
         echo "--- client (A)"; echo "$cout" | tail -n 30
         echo "--- server (B)"; echo "$sout" | tail -n 30
+        if [ "$ours" = B ]; then stalls B "$srv" server; else stalls A "$cli" client; fi
         [ $crc = 0 ] || fo_fail "$name: client failed"
         fo_fail "$name: server failed"
     fi
