@@ -11,11 +11,15 @@
  *   path = /dev/sdb
  *   read-only = yes
  *   allow = 10.0.0.0/8, 192.168.0.0/16
+ *
+ * After FILE come the drop-ins FILE.d/ *.conf, sorted by name: a later
+ * setting overrides an earlier one, exports are added (smcrd.conf(5)).
  */
 #include <config.h>
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "applog.h"
 #include "smcr.h"
@@ -876,8 +881,9 @@ static int global_set(struct smcrd_config *cfg, const char *key, const char *val
 	return r;
 }
 
-int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_globals,
-		     struct export_list *out, char *err, size_t errlen)
+/* One file of the configuration. */
+static int load_one(const char *path, struct smcrd_config *cfg, bool apply_globals,
+		    struct export_list *out, char *err, size_t errlen)
 {
 	struct export_spec cur;
 	bool in_export = false;
@@ -886,6 +892,7 @@ int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_glob
 	ssize_t len;
 	unsigned lineno = 0;
 	FILE *f;
+	unsigned before = out->n;
 	char e2[200];
 	int r = 0;
 
@@ -997,12 +1004,72 @@ out_free:
 	if (r == 0) {
 		unsigned i;
 
-		for (i = 0; i < out->n; i++)
+		for (i = before; i < out->n; i++)
 			if (!out->v[i].path) {
 				seterr(err, errlen, "%s: export '%s' has no path", path,
 				       out->v[i].name);
 				return -EINVAL;
 			}
 	}
+	return r;
+}
+
+/* The drop-ins: NAME.conf, not hidden, a regular file (a symlink to
+ * /dev/null masks one). */
+static int dropin_filter(const struct dirent *de)
+{
+	size_t n = strlen(de->d_name);
+
+	return de->d_name[0] != '.' && n > 5 && !strcmp(de->d_name + n - 5, ".conf");
+}
+
+/* By byte value, whatever the locale. */
+static int dropin_cmp(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_globals,
+		     struct export_list *out, char *err, size_t errlen)
+{
+	struct dirent **names = NULL;
+	char *dir = NULL;
+	int i, n, r;
+
+	r = load_one(path, cfg, apply_globals, out, err, errlen);
+	if (r < 0)
+		return r;
+	if (asprintf(&dir, "%s.d", path) < 0)
+		return -ENOMEM;
+	n = scandir(dir, &names, dropin_filter, dropin_cmp);
+	if (n < 0) {
+		r = errno == ENOENT ? 0 : -errno;
+		if (r < 0)
+			seterr(err, errlen, "%s: %s", dir, strerror(-r));
+		goto out_dir;
+	}
+	for (i = 0; i < n; i++) {
+		struct stat st;
+		char *file;
+
+		if (r < 0)
+			continue;
+		if (asprintf(&file, "%s/%s", dir, names[i]->d_name) < 0) {
+			r = -ENOMEM;
+			continue;
+		}
+		if (stat(file, &st) < 0) {
+			r = -errno;
+			seterr(err, errlen, "%s: %s", file, strerror(errno));
+		} else if (S_ISREG(st.st_mode)) {
+			r = load_one(file, cfg, apply_globals, out, err, errlen);
+		}
+		free(file);
+	}
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+out_dir:
+	free(dir);
 	return r;
 }

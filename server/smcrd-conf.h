@@ -161,8 +161,10 @@ void config_free(struct smcrd_config *cfg);
  * (also a bare "path", named after its last path component). */
 int config_parse_export_arg(const char *arg, struct export_spec *out, char *err,
 			    size_t errlen);
-/* Reads the config file: globals (unless set on the command line) into
- * cfg when apply_globals, exports into *out (appended). */
+/* Reads the config file, then its drop-ins (path.d/NAME.conf, by name;
+ * none when path.d does not exist): globals (unless set on the command
+ * line) into cfg when apply_globals, a later one winning, exports into
+ * *out (appended; one defined twice is an error). */
 int config_load_file(const char *path, struct smcrd_config *cfg, bool apply_globals,
 		     struct export_list *out, char *err, size_t errlen);
 
