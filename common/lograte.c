@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: per-kind and per-client rate limits of log lines. */
+/* smcrbd: per-kind, per-client and per-interval rate limits of log lines. */
 #include <config.h>
 
 #include <pthread.h>
@@ -15,18 +15,13 @@
 #define CLIENT_SLOTS	256		/* addresses tracked (hashed, replaced) */
 #define ADDR_MAX	48
 
-struct bucket {
-	double tokens;
-	int64_t at_ms;			/* last refill; 0: never used (full) */
-};
-
 struct client_slot {
 	char addr[ADDR_MAX];
-	struct bucket b;
+	struct lograte_bucket b;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct bucket kinds[LOGRATE_KINDS];
+static struct lograte_bucket kinds[LOGRATE_KINDS];
 static unsigned long held[LOGRATE_KINDS];
 static struct client_slot clients[CLIENT_SLOTS];
 
@@ -37,7 +32,7 @@ static const char *const kind_names[LOGRATE_KINDS] = {
 	[LOGRATE_PROTOCOL] = "protocol error",
 };
 
-static void refill(struct bucket *b, int64_t now, double burst, double rate)
+static void refill(struct lograte_bucket *b, int64_t now, double burst, double rate)
 {
 	if (!b->at_ms) {
 		b->tokens = burst;
@@ -97,7 +92,7 @@ static struct client_slot *client_slot(const char *addr)
 
 bool lograte_ok(enum lograte_kind kind, const char *client)
 {
-	struct bucket *k = &kinds[kind];
+	struct lograte_bucket *k = &kinds[kind];
 	struct client_slot *c = NULL;
 	unsigned long n = 0;
 	int64_t now = now_ms();
@@ -125,5 +120,24 @@ bool lograte_ok(enum lograte_kind kind, const char *client)
 	pthread_mutex_unlock(&lock);
 	if (n)
 		log_warn("log: suppressed %lu %s messages (rate limit)", n, kind_names[kind]);
+	return ok;
+}
+
+bool lograte_every_ok(struct lograte_every *e, unsigned interval_ms, unsigned long *nheld)
+{
+	bool ok;
+
+	pthread_mutex_lock(&e->lock);
+	/* A bucket of one token, refilled over interval_ms. */
+	refill(&e->b, now_ms(), 1.0, interval_ms ? 1000.0 / interval_ms : 1e9);
+	ok = e->b.tokens >= 1.0;
+	if (ok) {
+		e->b.tokens -= 1.0;
+		*nheld = e->held;
+		e->held = 0;
+	} else {
+		e->held++;
+	}
+	pthread_mutex_unlock(&e->lock);
 	return ok;
 }

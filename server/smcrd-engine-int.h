@@ -247,8 +247,7 @@ struct worker {
 	uint64_t limit_logged_ms;
 	bool draining;
 	bool timer_armed;
-	uint64_t stall_logged_ms;	/* request timeouts: logged at */
-	unsigned long stall_unlogged;
+	struct lograte_every stall_log;	/* request timeouts' lines */
 	uint64_t drain_deadline;
 	struct __kernel_timespec tick;
 	/* CQEs of this batch that only free buffers (ring-socket sends that

@@ -138,17 +138,10 @@ static void stall_check(struct worker *w)
 		if (!tx && (!(c->rx_req || c->skip_req) || now - c->rx_progress_ms < limit))
 			continue;
 		__atomic_add_fetch(&w->stats.request_timeouts, 1, __ATOMIC_RELAXED);
-		if (now - w->stall_logged_ms >= 10000) {
-			log_warn("client %s: %s for %llu ms (request-timeout): closing "
-				 "(%lu more like this not logged)", c->t->peer,
-				 tx ? "replies not read" : "request payload stalled",
-				 (unsigned long long)(now - (tx ? c->tx_seen_ms : c->rx_progress_ms)),
-				 w->stall_unlogged);
-			w->stall_logged_ms = now;
-			w->stall_unlogged = 0;
-		} else {
-			w->stall_unlogged++;
-		}
+		log_every_warn(&w->stall_log, 10000,
+			       "client %s: %s for %llu ms (request-timeout): closing", c->t->peer,
+			       tx ? "replies not read" : "request payload stalled",
+			       (unsigned long long)(now - (tx ? c->tx_seen_ms : c->rx_progress_ms)));
 		conn_close(c, tx ? "reply timeout: closing" : "request timeout: closing");
 		conn_maybe_destroy(c);
 	}
@@ -541,6 +534,7 @@ static int worker_init(struct engine *e, struct worker *w, unsigned idx)
 	if (w->evfd < 0)
 		return -errno;
 	pthread_mutex_init(&w->lock, NULL);
+	pthread_mutex_init(&w->stall_log.lock, NULL);
 	return 0;
 }
 
@@ -554,6 +548,7 @@ static void worker_fini(struct worker *w)
 		free(q);
 	}
 	pool_free_all(w);
+	pthread_mutex_destroy(&w->stall_log.lock);
 	pthread_mutex_destroy(&w->lock);
 }
 

@@ -19,26 +19,6 @@
 #include "transport-smcr.h"
 #include "monotime.h"
 
-/* True when this event may be logged; *suppressed: how many were not since
- * the last one that was. */
-bool ratelog_ok(struct ratelog *rl, unsigned long *suppressed)
-{
-	int64_t now = now_ms();
-	bool ok = false;
-
-	pthread_mutex_lock(&rl->lock);
-	if (now >= rl->next_ms) {
-		ok = true;
-		*suppressed = rl->suppressed;
-		rl->suppressed = 0;
-		rl->next_ms = now + LIMIT_LOG_MS;
-	} else {
-		rl->suppressed++;
-	}
-	pthread_mutex_unlock(&rl->lock);
-	return ok;
-}
-
 /* --- handshake callbacks ------------------------------------------------ */
 
 static void fill_export(const struct export *e, struct nbd_server_export *out)
@@ -369,7 +349,7 @@ void client_gone(void *arg, void *owner)
 	free(owner);
 }
 
-static struct ratelog rl_hs_timeout = RATELOG_INIT;
+static struct lograte_every rl_hs_timeout = LOGRATE_EVERY_INIT;
 
 void *handshake_main(void *arg)
 {

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include <arpa/inet.h>
 
+#include "lograte.h"
 #include "smcrd-conf.h"
 #include "smcrd-engine.h"
 #include "smcrd-iostat.h"
@@ -35,21 +36,9 @@
 /* A refusal at a limit is logged once per this interval, with a count. */
 #define LIMIT_LOG_MS		10000
 
-/* Rate-limited logging of one kind of refusal. */
-struct ratelog {
-	pthread_mutex_t lock;
-	int64_t next_ms;
-	unsigned long suppressed;
-};
-
-#define RATELOG_INIT { PTHREAD_MUTEX_INITIALIZER, 0, 0 }
-
-#define limit_warn(rl, fmt, ...) do {						\
-		unsigned long sup_;						\
-		if (ratelog_ok(rl, &sup_))					\
-			log_warn(fmt " (%lu more like this not logged)",	\
-				 ##__VA_ARGS__, sup_);				\
-	} while (0)
+/* A refusal at a limit, logged once per LIMIT_LOG_MS with a count
+ * (common/lograte.h). */
+#define limit_warn(e, fmt, ...) log_every_warn(e, LIMIT_LOG_MS, fmt, ##__VA_ARGS__)
 
 struct server {
 	struct smcrd_config cfg;
@@ -117,7 +106,6 @@ struct hs_ctx {
 };
 
 /* smcrd-handshake.c */
-bool ratelog_ok(struct ratelog *rl, unsigned long *suppressed);
 void addr_key(int fd, const struct sockaddr_storage *ss, char *out, size_t len);
 struct addr_count *addr_find(struct server *s, const char *addr);
 bool addr_may_connect(const struct server *s, const struct addr_count *a);

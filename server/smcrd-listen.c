@@ -17,9 +17,9 @@
 #include "smcrd-systemd.h"
 #include "monotime.h"
 
-static struct ratelog rl_accept = RATELOG_INIT, rl_max_clients = RATELOG_INIT,
-		      rl_handshakes = RATELOG_INIT, rl_per_address = RATELOG_INIT,
-		      rl_hs_per_address = RATELOG_INIT, rl_hs_evict = RATELOG_INIT;
+static struct lograte_every rl_accept = LOGRATE_EVERY_INIT, rl_max_clients = LOGRATE_EVERY_INIT,
+		      rl_handshakes = LOGRATE_EVERY_INIT, rl_per_address = LOGRATE_EVERY_INIT,
+		      rl_hs_per_address = LOGRATE_EVERY_INIT, rl_hs_evict = LOGRATE_EVERY_INIT;
 
 /* Accepts on lfd; smcr: the SMC-R listener (CLC runs in the handshake
  * thread, which then wraps the socket in an SMC-R transport).  Returns

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "unit.h"
+#include "lograte.h"
 #include "bd-unit.h"
 #include "smcr.h"
 #include "smcrd-conf.h"
@@ -1781,6 +1782,32 @@ static void test_settings(void)
 	config_free(&cfg);
 }
 
+/* common/lograte.c: one line per interval with the count held back, and
+ * the per-client burst of lograte_ok. */
+static void test_lograte(void)
+{
+	struct lograte_every e = LOGRATE_EVERY_INIT;
+	struct timespec ts = { 0, 120 * 1000000 };
+	unsigned long held = 99;
+	unsigned i, passed = 0;
+
+	CU_ASSERT(lograte_every_ok(&e, 100, &held));
+	CU_ASSERT_EQUAL(held, 0);
+	for (i = 0; i < 3; i++)
+		CU_ASSERT(!lograte_every_ok(&e, 100, &held));
+	nanosleep(&ts, NULL);
+	CU_ASSERT(lograte_every_ok(&e, 100, &held));
+	CU_ASSERT_EQUAL(held, 3);
+	CU_ASSERT(!lograte_every_ok(&e, 100, &held));
+	/* A client gets its burst (the kind's is larger), then held back. */
+	for (i = 0; i < LOGRATE_CLIENT_BURST + 10; i++)
+		passed += lograte_ok(LOGRATE_SESSION, "192.0.2.7:4000");
+	CU_ASSERT(passed >= LOGRATE_CLIENT_BURST && passed <= LOGRATE_CLIENT_BURST + 1);
+	/* Another client is not. */
+	CU_ASSERT(lograte_ok(LOGRATE_SESSION, "192.0.2.8:4000"));
+	pthread_mutex_destroy(&e.lock);
+}
+
 static CU_TestInfo config_tests[] = {
 	{ "--export argument", test_export_arg },
 	{ "address prefixes", test_acl },
@@ -1789,6 +1816,7 @@ static CU_TestInfo config_tests[] = {
 	{ "numbers", test_sizes },
 	{ "config file", test_config_file },
 	{ "settings table", test_settings },
+	{ "log rate limits", test_lograte },
 	CU_TEST_INFO_NULL,
 };
 
