@@ -283,9 +283,14 @@ static int open_list(struct export_table *t, const struct export_list *l, bool d
 		r = export_open(s, s->direct >= 0 ? s->direct : direct,
 				keep && *s->name ? export_table_find(keep, s->name) : NULL, &e);
 		if (r < 0) {
-			snprintf(err, errlen, "export '%s': %s: %s", s->name, s->path,
+			snprintf(err, errlen, "export '%s': %s: %s%s", s->name, s->path,
 				 r == -ENOTBLK ? "not a regular file or block device "
-				 "(a FIFO, socket, directory or character device)" : strerror(-r));
+				 "(a FIFO, socket, directory or character device)" : strerror(-r),
+				 /* smcrd.service has ProtectSystem=strict: every path
+				  * outside its ReadWritePaths= is read-only. */
+				 r == -EROFS ? " (under systemd, add its directory to "
+				 "ReadWritePaths=: systemctl edit smcrd; or export it read-only)" :
+				 "");
 			return r;
 		}
 		t->v[t->n++] = e;

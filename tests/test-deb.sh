@@ -69,7 +69,7 @@ la=$(find "$root" -name '*.la')
 grep -qx /etc/smcrd.conf "$d/ctrl-smcrd/conffiles" || fail "/etc/smcrd.conf is not a conffile of smcrd"
 for f in etc/smcrd.conf lib/systemd/system/smcrd.service lib/systemd/system/smcrd.socket \
          usr/include/smcr.h "usr/lib/$triplet/pkgconfig/libsmcr.pc" \
-         usr/share/man/man8/smcrd.8.gz usr/share/man/man3/libsmcr.3.gz \
+         usr/share/man/man8/smcrd.8.gz usr/share/man/man5/smcrd.conf.5.gz usr/share/man/man3/libsmcr.3.gz \
          usr/share/man/man1/nbdkit-smcr-plugin.1.gz usr/share/man/man1/smcr-fuse.1.gz \
          usr/share/bash-completion/completions/smcrd usr/share/bash-completion/completions/smcrctl \
          usr/share/bash-completion/completions/smcr-attach usr/share/bash-completion/completions/smcr-fuse; do

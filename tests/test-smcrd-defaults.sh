@@ -3,13 +3,17 @@
 # Every default of smcrd's settings that a document states is the one in
 # effect: smcrd started with only an export prints its settings ("smcrctl
 # status smcrd", the "settings:" line, from server/smcrd-conf.c's
-# config_defaults()); smcrd --help, smcrd(8) OPTIONS and smcrd.conf.example
-# may each state a setting's default, and where one does it must be that
+# config_defaults()); smcrd --help, smcrd(8) OPTIONS, smcrd.conf(5) and
+# smcrd.conf.example may each state a setting's default, and where one does it must be that
 # value.  A setting the status shows as "auto" or "-" (worked out later,
 # or none) is described, not a value: the documents that give it a value
 # must agree with each other.  How a document states a default:
 #   --help, smcrd(8)     "(default VALUE" or "VALUE (default)" / "VALUE (the
 #                        default"; "(default: words)" describes, not checked
+#   smcrd.conf(5)        "Default: VALUE." or "Default: VALUE (" in the
+#                        key's GLOBAL SETTINGS entry, VALUE a number, a
+#                        size or a word of a setting's values (yes, off,
+#                        auto, info, ...); other words describe
 #   smcrd.conf.example   "#key = VALUE" (or "key = VALUE") with no comment
 #                        after it; "key = VALUE   # ..." is an example
 # Sizes compare as bytes (256M = 268435456).
@@ -35,10 +39,10 @@ sed -n '/^const struct cfg_setting smcrd_settings\[\]/,/^};/p' "$abs_top_srcdir/
 [ "$(wc -l <"$d/names")" -ge 27 ] || fail "found only $(wc -l <"$d/names") smcrd settings"
 
 python3 - "$d/names" "$d/settings" "$d/help" "$abs_top_srcdir/man/smcrd.8" \
-    "$abs_top_srcdir/server/smcrd.conf.example" <<'PY' >"$d/out" || { cat "$d/out"; fail "defaults differ"; }
+    "$abs_top_srcdir/server/smcrd.conf.example" "$abs_top_srcdir/man/smcrd.conf.5" <<'PY' >"$d/out" || { cat "$d/out"; fail "defaults differ"; }
 import re, sys
 
-names_f, settings_f, help_f, man_f, conf_f = sys.argv[1:]
+names_f, settings_f, help_f, man_f, conf_f, man5_f = sys.argv[1:]
 # Given by start_smcrd: not defaults.
 given = {"listen", "port"}
 names = []
@@ -92,6 +96,21 @@ for para in opts.split(".TP\n")[1:]:
     for m in re.finditer(r"\\-\\-([a-z\\-]+)", head):
         man_paras.setdefault(m.group(1).replace("\\-", "-"), " ".join(man_plain(body).split()))
 
+# smcrd.conf(5) GLOBAL SETTINGS: .TP, '.BI "key = " ...', its text.
+man5 = open(man5_f).read()
+glob5 = man5[man5.index(".SH GLOBAL SETTINGS"):man5.index(".SH EXPORT SETTINGS")]
+words = {"yes", "no", "on", "off", "auto", "bpf", "require", "error", "warning", "info", "debug"}
+man5_vals = {}
+for para in glob5.split(".TP\n")[1:]:
+    head, _, body = para.partition("\n")
+    m = re.match(r'^\.BI "([a-z\\-]+) = "', head)
+    if not m:
+        continue
+    key = m.group(1).replace("\\-", "-")
+    m = re.search(r"Default: ([^\s.;,()]+)(\.|\s\()", " ".join(man_plain(body).split()))
+    if m and (re.fullmatch(r"\d+([KMGT]i?B?)?", m.group(1), re.I) or m.group(1) in words):
+        man5_vals[key] = norm(m.group(1))
+
 conf = {}
 for line in open(conf_f):
     m = re.match(r"^#?([a-z-]+) = (\S+)\s*$", line)
@@ -109,6 +128,7 @@ for name, opt in names:
     docs = {}
     for where, vals in (("--help", stated(help_para(opt))),
                         ("smcrd(8)", stated(man_paras.get(opt, ""))),
+                        ("smcrd.conf(5)", {man5_vals[name]} if name in man5_vals and val != "-" else set()),
                         ("smcrd.conf.example", {conf[name]} if name in conf else set())):
         if len(vals) > 1:
             bad.append(f"{name}: {where} states defaults {sorted(vals)}")
@@ -125,7 +145,7 @@ for name, opt in names:
     checked += bool(docs)
 for b in bad:
     print(b)
-print(f"{checked} settings' defaults checked")
+print(f"{checked} settings' defaults checked ({len(man5_vals)} stated in smcrd.conf(5))")
 sys.exit(1 if bad else 0)
 PY
-echo "PASS: $(cat "$d/out"): --help, smcrd(8) and smcrd.conf.example state the defaults in effect"
+echo "PASS: $(cat "$d/out"): --help, smcrd(8), smcrd.conf(5) and smcrd.conf.example state the defaults in effect"
