@@ -12,7 +12,7 @@
  *   smcrctl [--all] reset [PID|NAME]
  *   smcrctl [--all] send PID|NAME COMMAND...
  *
- * See smcrctl(8). */
+ * See smcrctl(1). */
 #include <config.h>
 
 #include <dirent.h>
@@ -1015,7 +1015,7 @@ static void usage(FILE *f)
 		"  -V, --version            version\n"
 		"\n"
 		"Exit status: 0 success, 1 no such program or a failed command, 2 usage.\n"
-		"See smcrctl(8).\n");
+		"See smcrctl(1).\n");
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrbd: the control socket of a libsmcr program (see smcr.h), which
- * smcrctl(8) reads: status of the link groups, links and connections,
+ * smcrctl(1) reads: status of the link groups, links and connections,
  * counters, the program's own sections, fault injection.
  *
  * One thread per control socket: it polls the listening socket, an

@@ -371,7 +371,7 @@ int smcr_ctx_dump(struct smcr_ctx *ctx, char *buf, size_t len, bool json);
  * without a time waits for its link. */
 int smcr_fault(struct smcr_ctx *ctx, const char *spec);
 
-/* Control socket (smcr/ctl.c), read by smcrctl(8): a unix stream socket
+/* Control socket (smcr/ctl.c), read by smcrctl(1): a unix stream socket
  * DIR/NAME.PID.sock served by its own thread.  A client sends one command
  * line and reads the answer up to the end of the stream; an answer that
  * starts with "error:" failed.  Commands:
