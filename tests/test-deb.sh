@@ -17,7 +17,7 @@
 #  - installed for real: tests/vm/deb-install.sh boots one guest of the rxe
 #    lane, apt-get installs the .debs there, runs README's quick start on
 #    the installed files and purges them (qemu and a guest kernel present;
-#    SMCR_DEB_GUEST=0 skips it; about 1-2 minutes more).
+#    SMCR_DEB_GUEST=0 skips it; about 100 s more).
 # A package build compiles the whole tree: about 4-6 minutes on 2 busy
 # cores, so make check runs it only with SMCR_DEB_TEST=1 (scripts/check.sh
 # sets it in its own step); skips where dpkg-buildpackage, debhelper or a
