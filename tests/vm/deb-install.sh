@@ -22,8 +22,9 @@
 debdir=${1:?usage: deb-install.sh DEBDIR}
 debdir=$(cd "$debdir" && pwd) || fail "no directory $1"
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+pkgs="libsmcr0 libsmcr-dev smcrd smcrbd-clients nbdkit-plugin-smcr"
 debs=()
-for p in libsmcr0 libsmcr-dev smcrd smcrbd-clients nbdkit-plugin-smcr; do
+for p in $pkgs; do
     f=$(ls "$debdir/${p}_"*"_$arch.deb" 2>/dev/null | head -n 1)
     [ -n "$f" ] || fail "no $p package in $debdir"
     debs+=("./${f##*/}")
@@ -45,7 +46,7 @@ log=$(vm_share A)/apt.log
 cd $debdir
 apt-get install -y -o Dpkg::Use-Pty=0 ${debs[*]} >\$log 2>&1 ||
     { tail -n 30 \$log; echo 'FAIL: apt-get install ./*.deb'; exit 1; }
-for p in libsmcr0 libsmcr-dev smcrd smcrbd-clients nbdkit-plugin-smcr; do
+for p in $pkgs; do
     st=\$(dpkg-query -W -f '\${Status}' \$p)
     [ \"\$st\" = 'install ok installed' ] || { echo \"FAIL: \$p: \$st\"; exit 1; }
 done
@@ -83,7 +84,7 @@ echo 'smcrctl status answered; smcrd exited 0 on SIGTERM'
 
 # (dpkg itself: apt-get would read the package lists again, a minute under TCG)
 t=\$SECONDS
-dpkg --purge libsmcr-dev nbdkit-plugin-smcr smcrbd-clients smcrd libsmcr0 >>\$log 2>&1 ||
+dpkg --purge $pkgs >>\$log 2>&1 ||
     { tail -n 20 \$log; echo 'FAIL: dpkg --purge'; exit 1; }
 for f in /usr/sbin/smcrd /usr/bin/smcrctl /usr/bin/smcr-fuse /usr/sbin/smcr-attach /etc/smcrd.conf; do
     [ ! -e \$f ] || { echo \"FAIL: \$f left after dpkg --purge\"; exit 1; }
