@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The whole test suite, from a fresh Debian 12 machine:
-#   1. install dependencies, 2. build and "make check" (unit tests, host
-#   integration tests, the rxe VM lane), 3. unit and host tests again under
-#   ASan+UBSan, 4. unit tests under valgrind; make distcheck after step 2.
+#   1. install dependencies, 2. build plain and with ASan+UBSan, 3. "make
+#   check" of the unit and host integration tests in both trees side by
+#   side, 4. the rxe VM lane, 5. make distcheck and the Debian packages,
+#   6. unit tests under valgrind.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -40,16 +41,28 @@ summary() {
 # build them first on every core, then run the tests as before.
 prebuild() { make -C "$1" -j"$(nproc)" check TESTS= FUZZ_CHECK=no; }
 
-step "build"
+step "build (plain, and ASan+UBSan in build-san)"
 bash scripts/build.sh build
 prebuild build
-# The unit and host tests run SMCR_CHECK_JOBS (default 2) at a time: most
-# of their time is spent waiting on timeouts, and every one of them passes
-# two at a time on a host at load 10-12.  The rxe VM lane runs after them,
-# one test at a time (its two guests need both cores).
+bash scripts/build.sh build-san --enable-sanitizers
+prebuild build-san
+# The unit and host tests run SMCR_CHECK_JOBS (default 2) at a time in each
+# tree, the plain and the ASan+UBSan tree side by side: most of their time
+# is spent waiting on timeouts, and every one of them passes two at a time
+# on a host at load 10-12.  The rxe VM lane runs after them, one test at a
+# time (its two guests need both cores).
 jobs=${SMCR_CHECK_JOBS:-2}
-step "make check: unit and host integration tests, $jobs at a time"
-if ! make -C build -j"$jobs" check VM_TESTS=; then show_logs build; exit 1; fi
+step "make check: unit and host integration tests, $jobs at a time, plain and ASan+UBSan side by side"
+make -C build -j"$jobs" check VM_TESTS= >build/host-check.log 2>&1 & plain=$!
+# (FUZZ_CHECK=no: the fuzz targets are ASan+UBSan builds already, replayed
+# in the plain tree)
+make -C build-san -j"$jobs" check VM_TESTS= FUZZ_CHECK=no >build-san/host-check.log 2>&1 & san=$!
+rc_plain=0; wait "$plain" || rc_plain=$?
+rc_san=0; wait "$san" || rc_san=$?
+tail -n 40 build/host-check.log; tail -n 40 build-san/host-check.log
+[ "$rc_plain" = 0 ] || { show_logs build; echo "check.sh: the plain host tests failed" >&2; exit 1; }
+[ "$rc_san" = 0 ] || { show_logs build-san; echo "check.sh: the ASan+UBSan host tests failed" >&2; exit 1; }
+echo "plain and ASan+UBSan host tests passed (at $SECONDS s)"
 # SMCR_VM_612 (default ublk here: smcr-attach-ublk.sh, which needs 6.12;
 # core adds kernel-v2-6.12.sh, 1 every kernel-peer test): which tests run
 # with both guests on Linux 6.12 (tests/vm/README.md, "Two kernels").
@@ -72,11 +85,6 @@ fi
 step "the Debian packages: dpkg-buildpackage, the .debs unpacked and checked (tests/test-deb.sh)"
 if ! make -C build check TESTS=test-deb.sh SMCR_DEB_TEST=1 FUZZ_CHECK=no; then show_logs build; exit 1; fi
 
-step "ASan + UBSan: unit and host tests"
-bash scripts/build.sh build-san --enable-sanitizers
-prebuild build-san
-# (FUZZ_CHECK=no: the fuzz targets are ASan+UBSan builds already, replayed above)
-if ! make -C build-san -j"$jobs" check VM_TESTS= FUZZ_CHECK=no; then show_logs build-san; exit 1; fi
 summary build-san
 
 step "valgrind: unit tests"
