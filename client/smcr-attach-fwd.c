@@ -81,20 +81,29 @@ struct fwd_req {
 
 #define FWD_IOV		64		/* replies per writev: 2 iovecs each */
 
+/* Some of len bytes from fd: the count, or -errno (-ECONNRESET at the
+ * end of the stream). */
+static ssize_t read_some(int fd, void *buf, size_t len)
+{
+	ssize_t got;
+
+	do
+		got = read(fd, buf, len);
+	while (got < 0 && errno == EINTR);
+	if (got < 0)
+		return -errno;
+	return got ? got : -ECONNRESET;
+}
+
 static int full_read(int fd, void *buf, size_t len)
 {
 	char *p = buf;
 
 	while (len) {
-		ssize_t got = read(fd, p, len);
+		ssize_t got = read_some(fd, p, len);
 
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (got == 0)
-			return -ECONNRESET;
+		if (got < 0)
+			return (int)got;
 		p += got;
 		len -= (size_t)got;
 	}
@@ -112,15 +121,10 @@ static int rx_fill(struct fwd_conn *c, size_t n)
 	}
 	while (c->rx_len < n) {
 		char *end = c->rx + c->rx_off + c->rx_len;
-		ssize_t got = read(c->fd, end, FWD_RXBUF - c->rx_off - c->rx_len);
+		ssize_t got = read_some(c->fd, end, FWD_RXBUF - c->rx_off - c->rx_len);
 
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (got == 0)
-			return -ECONNRESET;
+		if (got < 0)
+			return (int)got;
 		c->rx_len += (size_t)got;
 		__atomic_add_fetch(&c->f->reads, 1, __ATOMIC_RELAXED);
 	}
