@@ -701,8 +701,9 @@ static void test_watch(void)
 
 /* nbdc_open with a connect timeout kept short for the reconnects a test
  * times: on a loaded host the first handshake can outlast it, so an open
- * that timed out is tried again (up to 20 times) before the test begins. */
-static int open_short_timeout(const struct nbdc_opts *o, struct nbdc **e)
+ * that timed out is tried again (up to 20 times), its timeout doubled each
+ * time up to max_ms (what the test's timings still allow). */
+static int open_short_timeout(struct nbdc_opts *o, struct nbdc **e, unsigned max_ms)
 {
 	int r, i;
 
@@ -710,7 +711,9 @@ static int open_short_timeout(const struct nbdc_opts *o, struct nbdc **e)
 		r = nbdc_open(o, e);
 		if (r != -ETIMEDOUT)
 			break;
-		printf("(open timed out, again) ");
+		if (o->connect_timeout_ms * 2 <= max_ms)
+			o->connect_timeout_ms *= 2;
+		printf("(open timed out, again at %u ms) ", o->connect_timeout_ms);
 	}
 	return r;
 }
@@ -1076,7 +1079,7 @@ static void test_connect_timeout(void)
 	/* Reconnects while the server's port takes no connection. */
 	snprintf(p, sizeof(p), "%u", memsrv_port(s));
 	o.transport = NBDC_SMCR;
-	CU_ASSERT_EQUAL_FATAL(open_short_timeout(&o, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(open_short_timeout(&o, &e, 300), 0);
 	fill(a, sizeof(a), 11);
 	CU_ASSERT_EQUAL(nbdc_pwrite(e, a, sizeof(a), 4096, 0), 0);
 	memsrv_pause(s);
@@ -1155,13 +1158,14 @@ static void test_reconnect_refused(void)
 	CU_ASSERT_EQUAL(st.errors, 0);
 	nbdc_close(e);
 
-	/* A port that takes no connection: an attempt times out (100 ms)
-	 * and the next waits for the backoff (5 s here), so from the bind
-	 * on, at most one refused attempt (before it) and one timeout. */
+	/* A port that takes no connection: an attempt times out (100 ms,
+	 * up to 800 on a loaded host) and the next waits for the backoff
+	 * (5 s here), so in the 1.5 s from the bind on, at most one refused
+	 * attempt (before it) and one timeout. */
 	o.connections = 1;
 	o.connect_timeout_ms = 100;
 	o.backoff_min_ms = o.backoff_max_ms = 5000;
-	CU_ASSERT_EQUAL_FATAL(open_short_timeout(&o, &e), 0);
+	CU_ASSERT_EQUAL_FATAL(open_short_timeout(&o, &e, 800), 0);
 	memsrv_pause(s);
 	port = memsrv_port(s);
 	lfd = full_listener(&port, queued);
