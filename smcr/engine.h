@@ -169,6 +169,12 @@ int smcr_engine_wait(struct smcr_ctx *ctx, bool (*pred)(void *arg), void *arg,
  * number of links acted on or -ENOENT if none; scheduled (",after=MS",
  * ",every=MS", ",count=C"), 0; -EINVAL for a bad spec. */
 int smcr_engine_fault(struct smcr_ctx *ctx, const char *spec);
+/* The scheduled faults due at now, each applied (fault.c); one whose link
+ * does not exist (yet) waits for it.  Every tick. */
+void smcr_engine_faults_tick(struct smcr_ctx *ctx, uint64_t now);
+/* The progress thread's timer to ms (SMCR_LGR_TICK_MS, or faster while a
+ * link holds work requests back under a fault). */
+void smcr_engine_set_tick(struct smcr_ctx *ctx, uint32_t ms);
 /* Sum the counters of every group and connection into ctx->stats. */
 void smcr_engine_collect(struct smcr_ctx *ctx, struct smcr_stats *st);
 /* Add one connection's counters to st (a live one's, or a freed one's to
