@@ -8,7 +8,8 @@
 # client/, blockdev/ nothing of server/ or client/); and
 # libsmcr has one JSON string writer, in smcr/ctl.c; smcrd's rooms and the
 # client engine's call one way (down the lists of smcrd-engine-int.h,
-# smcrd-int.h and nbd-conn-int.h).
+# smcrd-int.h and nbd-conn-int.h); and the fuzz targets link every source
+# of libsmcr.
 # smcr-timeout: 60
 . "${srcdir:-.}/functions.sh"
 
@@ -96,4 +97,14 @@ one_way server smcrd-int.h smcrd.c smcrd-listen.c smcrd-handshake.c smcrd-daemon
 one_way client nbd-conn-int.h nbd-conn.c nbd-conn-status.c nbd-conn-reconnect.c \
     nbd-conn-tx.c nbd-conn-rx.c nbd-conn-core.c
 
-echo "PASS: the floors above smcr/ get -I onto smcr/include only; $n source files above smcr/ include none of its $(wc -w <<<"$internal") internal headers; common/ and blockdev/ include nothing from the floors above them; one JSON escaper (smcr/ctl.c); smcrd's and the client engine's rooms call one way"
+# The fuzz targets link libsmcr's sources by name (tests/fuzz/Makefile.am):
+# a file added to the library and not to that list breaks their link.
+lib_c=$(sed -n '/^libsmcr_internal_la_SOURCES/,/^[^[:space:]]/p' "$top/smcr/Makefile.am" |
+        grep -oE '[A-Za-z0-9_]+\.c')
+[ -n "$lib_c" ] || fail "no libsmcr sources found in smcr/Makefile.am"
+for c in $lib_c; do
+    grep -q "(top_srcdir)/smcr/$c" "$top/tests/fuzz/Makefile.am" ||
+        fail "smcr/$c is in libsmcr but not in tests/fuzz/Makefile.am's FUZZ_LIB_SRCS"
+done
+
+echo "PASS: the floors above smcr/ get -I onto smcr/include only; $n source files above smcr/ include none of its $(wc -w <<<"$internal") internal headers; common/ and blockdev/ include nothing from the floors above them; one JSON escaper (smcr/ctl.c); smcrd's and the client engine's rooms call one way; the fuzz targets link all $(wc -w <<<"$lib_c") of libsmcr's sources"
