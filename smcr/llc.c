@@ -912,6 +912,9 @@ static void delete_link_rx(struct smcr_lgr *lgr, unsigned int via,
 {
 	const struct smcr_llc_delete_link *d = &m->delete_link;
 	int slot = slot_of_id(lgr, d->link_num);
+	/* A lost path fails over at once: Linux marks its DELETE LINK for
+	 * one orderly (smcr_link_down), libsmcr does not. */
+	bool lost = !d->orderly || d->reason == SMCR_LLC_DEL_LOST_PATH;
 	struct smcr_llc_msg r;
 
 	if (d->all) {
@@ -933,8 +936,7 @@ static void delete_link_rx(struct smcr_lgr *lgr, unsigned int via,
 		/* The client asks us to delete: run the exchange (queued
 		 * behind a running one, §3.5.5.3). */
 		if (slot >= 0) {
-			if (lgr->links[slot].link->state == SMCR_LINK_ACTIVE &&
-			    !d->orderly)
+			if (lgr->links[slot].link->state == SMCR_LINK_ACTIVE && lost)
 				smcr_lgr_link_down(lgr, lgr->links[slot].link, -ECONNRESET);
 			else
 				smcr_llc_start(lgr, SMCR_FLOW_DELETE_LINK,
@@ -953,7 +955,7 @@ static void delete_link_rx(struct smcr_lgr *lgr, unsigned int via,
 
 		/* A lost path (the server's end failed): a failure here too,
 		 * with failover semantics; the server runs the deletion. */
-		if (!d->orderly && !lgr->links[slot].down && l->state == SMCR_LINK_ACTIVE)
+		if (lost && !lgr->links[slot].down && l->state == SMCR_LINK_ACTIVE)
 			smcr_lgr_link_fail(lgr, l, -ECONNRESET, false);
 		if (l->state == SMCR_LINK_ACTIVE)
 			l->state = SMCR_LINK_DELETING;

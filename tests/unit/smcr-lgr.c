@@ -1551,6 +1551,73 @@ static struct memwire_end *client_link1_fails(bool acking)
 	return client_link1_fails2(acking, false);
 }
 
+/* A DELETE LINK request for link 1 as Linux sends one for a lost path
+ * (smcr_link_down: reason LOST_PATH, the orderly flag set), arriving at
+ * h over its link 2. */
+static void linux_lost_path_delete(struct host *h)
+{
+	struct smcr_llc_msg m;
+	uint8_t buf[SMCR_LLC_LEN];
+
+	memset(&m, 0, sizeof(m));
+	m.type = SMCR_LLC_DELETE_LINK;
+	m.delete_link.link_num = h->lgr->links[0].link->link_id;
+	m.delete_link.reason = SMCR_LLC_DEL_LOST_PATH;
+	m.delete_link.orderly = true;
+	CU_ASSERT_FATAL(smcr_llc_encode(&m, buf, sizeof(buf)) == SMCR_LLC_LEN);
+	smcr_llc_rx(h->lgr, h->lgr->links[1].link, buf);
+}
+
+static void lost_path_at_server(unsigned int round)
+{
+	if (round != 30)
+		return;
+	/* Linux's client: its end of link 1 failed, it asks the server */
+	memwire_fault(end_of(C.lgr->links[0].link), MEMWIRE_BLACKHOLE);
+	linux_lost_path_delete(&S);
+}
+
+static void lost_path_at_client(unsigned int round)
+{
+	if (round != 30)
+		return;
+	/* Linux's server: its end of link 1 failed, it tells the client
+	 * (and runs its own deletion, as ours does) */
+	server_link1_fails(-ENETDOWN);
+	linux_lost_path_delete(&C);
+}
+
+/* A DELETE LINK for a lost path fails the link over at once, orderly flag
+ * or not (Linux sets it): the receiver neither queues an orderly exchange
+ * behind the link's sends nor waits for them, and nothing is lost. */
+static void test_lost_path_marked_orderly(void)
+{
+	const uint64_t total = 256 * 1024;
+
+	group_up(2, 2, NULL);
+	conns_up();
+	stream_with(total, lost_path_at_server);
+	check_stream(total);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 1);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	group_down();
+
+	stream_counts_clear();
+	group_up(2, 2, NULL);
+	conns_up();
+	stream_with(total, lost_path_at_client);
+	check_stream(total);
+	CU_ASSERT_EQUAL(C.lgr->stats.link_failures, 1);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	group_down();
+}
+
 /* A group up with connections, the client's link 1 failed (acking or
  * not): how long, up to limit ms, until the client dropped that link. */
 static uint64_t client_link1_gone_after(bool acking, const struct smcr_lgr_config *cfg,
@@ -2323,6 +2390,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "collision: both start ADD LINK", test_collision_add_link_both },
 	{ "collision: both DELETE LINK", test_collision_delete_link_both },
 	{ "lost link seen by both sides at once", test_lost_link_both_sides },
+	{ "a lost path's DELETE LINK marked orderly fails over at once", test_lost_path_marked_orderly },
 	{ "a failed link that still acknowledges waits for DELETE LINK", test_acking_link_kept },
 	{ "a failed link that still acknowledges holds its DELETE LINK", test_acking_link_holds_delete },
 	{ "a server keeps no late acker on a failed link", test_server_acker_off },
