@@ -14,6 +14,10 @@
 #   fwd      smcrbd through smcr-attach -F: the stock nbd driver on socket
 #            pairs to smcr-attach's forwarder on libsmcr (/dev/nbd3)
 #   tcp      smcrbd over plain NBD/TCP: nbd-client to smcrd (/dev/nbd1)
+#   ublk     smcrbd through smcr-attach --ublk (2 connections): the kernel's
+#            ublk driver (/dev/ublkb0), io_uring into the block layer, no
+#            nbd.ko; only when asked for (-s) and on a kernel with
+#            ublk_drv (SMCR_VM_KERNEL=6.12), skipped otherwise
 #   fuse     smcrbd through smcr-fuse (2 connections): the export as a file
 #            in a FUSE mount (/mnt/f/disk), the sequential jobs only
 #   nvmeof   NVMe-oF/RDMA, native multipath over both links (rdma-peers.sh)
@@ -97,6 +101,10 @@ eids=
 case " $systems " in
     *" attach "*) export SMCR_VM_RXE=smc SMCR_VM_NBD=smc; eids="--eids SMCRBD.KPEER" ;;
 esac
+if [[ " $systems " == *" ublk "* ]] && ! modprobe -S "$VM_KVER" -n ublk_drv >/dev/null 2>&1; then
+    echo "kernel $VM_KVER has no ublk_drv: ublk is skipped (SMCR_VM_KERNEL=6.12)"
+    systems=$(echo " $systems " | sed 's/ ublk / /; s/^ *//; s/ *$//')
+fi
 vm_start_pair
 [ -n "$eids" ] && kpeer_setup A
 B1=$(vm_ip B 1)
@@ -121,6 +129,10 @@ echo /dev/nbd0" ;;
             vm_bg A "exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd3 2>/tmp/fwd.log" >/dev/null
             vm_run A "for i in \$(seq 300); do grep -q 'over SMC-R, forwarded' /tmp/fwd.log && echo /dev/nbd3 && exit 0; sleep 0.1; done
 cat /tmp/fwd.log >&2; exit 1" ;;
+        ublk)
+            vm_bg A "exec $ATTACH --ublk=0 -C 2 $B1:10810 disk 2>/tmp/ublk.log" >/dev/null
+            vm_run A "for i in \$(seq 300); do grep -q '/dev/ublkb0: .* queue(s) of' /tmp/ublk.log && echo /dev/ublkb0 && exit 0; sleep 0.1; done
+cat /tmp/ublk.log >&2; exit 1" ;;
         attach)
             vm_bg A "exec $ATTACH -C 2 -T 10 -D 60 $B1:10810 disk /dev/nbd2 2>/tmp/attach.log" >/dev/null
             vm_run A "for i in \$(seq 300); do grep -q 'connection(s) over AF_SMC' /tmp/attach.log && echo /dev/nbd2 && exit 0; sleep 0.1; done
@@ -136,6 +148,7 @@ detach() {
         tcp) vm_run A "nbd-client -d /dev/nbd1 >/dev/null" ;;
         attach) vm_run A "$ATTACH -d /dev/nbd2" >/dev/null ;;
         fwd) vm_run A "$ATTACH -d /dev/nbd3" >/dev/null ;;
+        ublk) vm_run A "kill -TERM \$(pidof smcr-attach); for i in \$(seq 300); do pidof smcr-attach >/dev/null || exit 0; sleep 0.1; done" >/dev/null ;;
         fuse) vm_run A "fusermount3 -u /mnt/f" ;;
         nvmeof) nvmeof_detach; nvmet_unexport ;;
         rnbd) rnbd_detach; rnbd_unexport ;;
@@ -272,7 +285,7 @@ for x in rows:
 def mean(sysn, job, k):
     v = [float(x[k]) for x in acc.get((sysn, job), []) if x[k] not in ("-", "")]
     return sum(v) / len(v) if v else None
-systems = sorted({x["system"] for x in rows}, key=["smcr", "fwd", "attach", "fuse", "tcp", "nvmeof", "rnbd"].index)
+systems = sorted({x["system"] for x in rows}, key=["smcr", "fwd", "ublk", "attach", "fuse", "tcp", "nvmeof", "rnbd"].index)
 jobs = list(dict.fromkeys(x["job"] for x in rows))
 def best_peer(job, k, low):
     v = [mean(p, job, k) for p in ("nvmeof", "rnbd") if mean(p, job, k) is not None]
@@ -291,10 +304,10 @@ for job in jobs:
         print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (job, s, f(m["iops"]), f(m["MBps"], 2),
               f(m["lat_mean_us"]), f(m["p50_us"]), f(m["p99_us"]), f(m["p999_us"]),
               f(m["cpuA_us_per_io"]), f(m["cpuB_us_per_io"]), f(m["framesA_per_io"], 1), f(m["framesB_per_io"], 1), ratio))
-print("\n## Aims (smcrbd's best attach path, smcr, fwd, attach or fuse, against the better peer)\n")
+print("\n## Aims (smcrbd's best attach path, smcr, fwd, ublk, attach or fuse, against the better peer)\n")
 def aim(label, job, k, low, limit):
     bp = best_peer(job, k, low)
-    v = [mean(s, job, k) for s in ("smcr", "fwd", "attach", "fuse") if mean(s, job, k) is not None]
+    v = [mean(s, job, k) for s in ("smcr", "fwd", "ublk", "attach", "fuse") if mean(s, job, k) is not None]
     v = (min(v) if low else max(v)) if v else None
     if bp is None or v is None:
         print("- %s: not measured" % label); return
