@@ -285,6 +285,37 @@ fo_fail() {
     grep smcr_link_down "${km%dmesg.txt}trace.txt" | tail -n 20
     fail "$@"
 }
+# carrier_watch start|stop WHAT (SMCR_KV2_KLOG=1): each guest logs, from
+# the cut on, its clock whenever a NIC's carrier or an rxe port's state
+# changes (busybox builtins, every 20 ms); stop prints when each went down
+# after the cut, by the guest's own clock (the guest kernel's share of a
+# failover: virtio's carrier, then rxe's port event).
+carrier_watch() {
+    local v f
+    for v in A B; do
+        f=/tmp/carrier-watch
+        if [ "$1" = start ]; then
+            vm_run "$v" "rm -f $f.stop; read u _ </proc/uptime; echo \"cut \$u\" >$f.log
+                (p=; while [ ! -e $f.stop ]; do
+                    s=; for n in /sys/class/net/eth*; do c=x; read c <\$n/carrier 2>/dev/null; s=\"\$s \${n##*/}=\$c\"; done
+                    for d in /sys/class/infiniband/*; do read st _ <\$d/ports/1/state; s=\"\$s \${d##*/}=\$st\"; done
+                    [ \"\$s\" = \"\$p\" ] || { read u _ </proc/uptime; echo \"\$u\$s\" >>$f.log; p=\$s; }
+                    usleep 20000; done) >/dev/null 2>&1 &" >/dev/null
+        else
+            vm_run "$v" "touch $f.stop; sleep 0.1; cp $f.log $(vm_share "$v")/carrier-watch.log 2>/dev/null; cat $f.log" 2>/dev/null |
+                awk -v who="$v" -v what="$2" '
+                    $1 == "cut" { t0 = $2; next }
+                    { for (i = 2; i <= NF; i++) {
+                        split($i, kv, "="); k = kv[1]; val = kv[2]
+                        off = k ~ /^eth/ ? (val == "0" || val == "x") : val == "1:"
+                        if ((k in seen) && off && !(k in down)) down[k] = $1 - t0
+                        seen[k] = val } }
+                    END { s = ""; for (k in down) s = s sprintf(" %s down %.0f ms", k, down[k] * 1000)
+                          printf "  %s %s: by the guest clock after the cut:%s\n", who, what,
+                              (s == "" ? " nothing went down" : s) }'
+        fi
+    done
+}
 fo_cycle() {
     local what=$1 cut=$2 heal=$3 fa foa aa t0 t1 t2
     until_ok 60 "[ \$(tf $T 8) = 2 ]" || fo_fail "$what: not two links before the cut ($(tail -n 1 $T))"
@@ -294,12 +325,14 @@ fo_cycle() {
     [ "${SMCR_KV2_KLOG:-0}" = 1 ] &&
         vm_run A 'echo "smcrbd: cut at $(date +%s.%N)" >/dev/kmsg' >/dev/null &&
         vm_run B 'echo "smcrbd: cut at $(date +%s.%N)" >/dev/kmsg' >/dev/null
+    [ "${SMCR_KV2_KLOG:-0}" = 1 ] && carrier_watch start
     t0=$(date +%s%N)
     eval "$cut" >/dev/null || fo_fail "$what: '$cut' failed"
     # the link fails here, or the kernel saw it first and deleted it
     until_ok 30 "[ \$(tf $T 6) -gt $fa ] || [ \$(tf $T 8) -lt 2 ]" ||
         fo_fail "$what: libsmcr lost no link ($(tail -n 1 $T))"
     t1=$(date +%s%N)
+    [ "${SMCR_KV2_KLOG:-0}" = 1 ] && carrier_watch stop "$what"
     eval "$heal" >/dev/null || fo_fail "$what: '$heal' failed"
     until_ok 90 "[ \$(tf $T 8) = 2 ] && [ \$(tf $T 7) -gt $aa ]" ||
         fo_fail "$what: no second link again after the heal ($(tail -n 1 $T))"
