@@ -21,7 +21,7 @@ requires cc --version
 
 d=$(scratch_dir)
 root=$d/root
-make -s -C "$abs_top_builddir/smcr" install DESTDIR="$root" >"$d/install.log" 2>&1 ||
+make_install -s -C "$abs_top_builddir/smcr" install DESTDIR="$root" >"$d/install.log" 2>&1 ||
     { cat "$d/install.log"; fail "make install of smcr/"; }
 pc=$(find "$root" -name libsmcr.pc | head -n 1)
 [ -n "$pc" ] || fail "no libsmcr.pc installed"
@@ -172,7 +172,7 @@ grep -qx "sockname 127.0.0.1:$port" "$d/server.out" &&
 [ "$(sed -n 2p "$d/client.out")" = hello ] || { cat "$d/client.out"; fail "no echo"; }
 # The programs of this tree link the shared library, not a copy of it.
 for sub in server client; do
-    env -u MAKEFLAGS -u MFLAGS make -s -C "$abs_top_builddir/$sub" install DESTDIR="$root" \
+    make_install -s -C "$abs_top_builddir/$sub" install DESTDIR="$root" \
         >"$d/install-$sub.log" 2>&1 || { cat "$d/install-$sub.log"; fail "make install of $sub/"; }
 done
 soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
@@ -200,7 +200,7 @@ for p in smcrd smcrctl smcr-fuse smcr-attach nbdkit-smcr-plugin.so; do
     progs=$((progs + 1))
 done
 [ "$progs" -ge 3 ] || fail "only $progs programs checked"
-env -u MAKEFLAGS -u MFLAGS make -s -C "$abs_top_builddir/smcr" uninstall DESTDIR="$root" \
+make_install -s -C "$abs_top_builddir/smcr" uninstall DESTDIR="$root" \
     >"$d/uninstall.log" 2>&1 || { cat "$d/uninstall.log"; fail "make uninstall of smcr/"; }
 left=$(find "$root" -name 'libsmcr*' ! -name '*.3')
 [ -z "$left" ] || fail "make uninstall left: ${left//$root/}"

@@ -26,7 +26,7 @@ requires psktool --version
 
 d=$(scratch_dir)
 root=$d/root
-env -u MAKEFLAGS -u MFLAGS make -s -C "$abs_top_builddir" install DESTDIR="$root" \
+make_install -s -C "$abs_top_builddir" install DESTDIR="$root" \
     >"$d/install.log" 2>&1 || { cat "$d/install.log"; fail "make install DESTDIR="; }
 bin() { find "$root" -type f -name "$1" -perm -u+x | head -n 1; }
 smcrd=$(bin smcrd) smcrctl=$(bin smcrctl) fuse=$(bin smcr-fuse)
