@@ -373,6 +373,10 @@ int smcr_conn_flush(struct smcr_conn *conn)
 				       SMCR_CONN_SQ_RESERVE) {
 		if (data)
 			conn->cdc_due = true;
+		/* The slots come back with send completions (an unsignaled
+		 * write's with the CDC after it): someone must take them. */
+		if (link->ops->want_send_done)
+			link->ops->want_send_done(link);
 		return -EAGAIN;
 	}
 	if (conn->inflight_n >= SMCR_CONN_INFLIGHT) {

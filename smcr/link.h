@@ -137,6 +137,17 @@ struct smcr_link {
 	 * (ibv_post_send calls, a chain of them counting once). */
 	uint64_t writes, write_bytes, sends, recvs, errors;
 	uint64_t doorbells;
+	/* How work requests are flagged (smcr_link_wr_flags()), set by the
+	 * implementation: SENDs of at most max_inline bytes (the QP's
+	 * max_inline_data) go inline; a work request is signaled when its
+	 * completion is wanted, and at least every signal_every-th (0: none
+	 * forced), since an unsignaled one's send queue slot frees only when
+	 * a later signaled one completes; unsignaled_run: posted since the
+	 * last signaled one.  Counted: inline SENDs, unsignaled work
+	 * requests, signals forced for slots. */
+	uint32_t max_inline;
+	unsigned int signal_every, unsignaled_run;
+	uint64_t inline_sends, unsignaled, forced_signals;
 	unsigned int nconns;		/* connections using this link */
 	/* RDMA-written bytes whose CDC has not completed, and the most the
 	 * group lets be (0: no limit): what is queued ahead of an LLC
@@ -144,6 +155,36 @@ struct smcr_link {
 	uint64_t tx_unacked;
 	uint32_t tx_cap;
 };
+
+/* Flags of one work request (smcr_link_wr_flags()). */
+#define SMCR_WR_SIGNALED	0x1u	/* completes into the CQ */
+#define SMCR_WR_INLINE		0x2u	/* the payload is copied at the post */
+
+/* The flags of the work request an implementation posts now (one that the
+ * send queue takes: the counters and the run of unsignaled ones move):
+ * a SEND (send) or an RDMA WRITE of len bytes whose completion the owner
+ * wants or not (want_done).  Every implementation decides here. */
+static inline unsigned int smcr_link_wr_flags(struct smcr_link *link, bool send,
+					      uint32_t len, bool want_done)
+{
+	unsigned int f = 0;
+
+	if (want_done || (link->signal_every &&
+			  link->unsignaled_run + 1 >= link->signal_every)) {
+		f |= SMCR_WR_SIGNALED;
+		if (!want_done)
+			link->forced_signals++;
+		link->unsignaled_run = 0;
+	} else {
+		link->unsignaled_run++;
+		link->unsignaled++;
+	}
+	if (send && len <= link->max_inline) {
+		f |= SMCR_WR_INLINE;
+		link->inline_sends++;
+	}
+	return f;
+}
 
 static inline int smcr_link_write(struct smcr_link *link,
 				  const struct smcr_sge *sge, unsigned int nsge,

@@ -87,8 +87,7 @@ struct smcr_vlink {
 	struct ibv_mr *mr;
 	uint8_t *bufs;			/* rq_depth receive slots, then sq_depth send slots */
 	size_t bufs_len;
-	unsigned int sq_depth, rq_depth, signal_every;
-	uint32_t max_inline;		/* the QP's inline data: CDC/LLC sends up to it */
+	unsigned int sq_depth, rq_depth;
 	/* Send queue: sequence numbers [sq_tail, sq_head) are outstanding;
 	 * entry seq lives at sq[seq % sq_depth] and is the verbs wr_id. */
 	struct sq_ent *sq;
@@ -110,7 +109,6 @@ struct smcr_vlink {
 	unsigned int *rx_held;
 	uint64_t rx_head, rx_tail;
 	uint64_t rx_held_ms;		/* when the oldest of them came */
-	unsigned int since_signal;
 	/* The one long (SMC-Rv2 LLC) send in flight: sequence number long_seq
 	 * until the send queue's tail passes it. */
 	bool long_busy;
@@ -336,20 +334,18 @@ static int sq_post(struct smcr_vlink *vl, struct ibv_send_wr *wr, uint8_t kind,
 {
 	struct held *h = &vl->held[vl->sq_head % vl->sq_depth];
 	struct sq_ent *e;
-	bool sig = user_signaled || vl->since_signal + 1 >= vl->signal_every;
+	unsigned int f;
 	uint32_t len = 0;
 	int i;
 
 	for (i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
-	wr->wr_id = vl->sq_head;
-	wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
 	/* A 44-byte CDC or LLC message goes inline: the device copies it
 	 * at the post, no DMA read of the slot. */
-	if (kind == SQ_SEND && len <= vl->max_inline) {
-		wr->send_flags |= IBV_SEND_INLINE;
-		vl->stats.inline_sends++;
-	}
+	f = smcr_link_wr_flags(&vl->link, kind == SQ_SEND, len, user_signaled);
+	wr->wr_id = vl->sq_head;
+	wr->send_flags = (f & SMCR_WR_SIGNALED ? IBV_SEND_SIGNALED : 0) |
+			 (f & SMCR_WR_INLINE ? IBV_SEND_INLINE : 0);
 	h->wr = *wr;
 	h->wr.next = NULL;
 	for (i = 0; i < wr->num_sge; i++)
@@ -376,13 +372,6 @@ static int sq_post(struct smcr_vlink *vl, struct ibv_send_wr *wr, uint8_t kind,
 		post_pending(vl);
 	if (scq_needed(vl))
 		scq_arm(vl);
-	if (sig) {
-		vl->since_signal = 0;
-		if (!user_signaled)
-			vl->stats.forced_signals++;
-	} else {
-		vl->since_signal++;
-	}
 	return 0;
 }
 
@@ -1298,12 +1287,12 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 	snprintf(vl->devname, sizeof(vl->devname), "%s", dev->name);
 	vl->sq_depth = attr && attr->sq_depth ? attr->sq_depth : VL_DEF_SQ;
 	vl->rq_depth = attr && attr->rq_depth ? attr->rq_depth : VL_DEF_RQ;
-	vl->signal_every = attr && attr->signal_every ? attr->signal_every :
-			   vl->sq_depth / 4;
-	if (vl->signal_every < 1)
-		vl->signal_every = 1;
-	if (vl->signal_every > vl->sq_depth)
-		vl->signal_every = vl->sq_depth;
+	vl->link.signal_every = attr && attr->signal_every ? attr->signal_every :
+				vl->sq_depth / 4;
+	if (vl->link.signal_every < 1)
+		vl->link.signal_every = 1;
+	if (vl->link.signal_every > vl->sq_depth)
+		vl->link.signal_every = vl->sq_depth;
 	vl->timing = attr && attr->timing ? *attr->timing : smcr_qp_timing_default;
 	/* rxe takes a transport retry count of 7 for "retry forever" (as the
 	 * IBTA does only for the RNR retry count): a silently dead path would
@@ -1386,12 +1375,11 @@ int smcr_vlink_create(struct smcr_vlink_set *set, const struct smcr_port_ref *re
 		goto err_destroy_cq;
 	vl->rcq_armed = true;
 	ret = smcr_qp_create(&vl->ref, pd, vl->scq, vl->cq, vl->sq_depth, vl->rq_depth,
-			     &vl->qp, &vl->max_inline);
+			     &vl->qp, &vl->link.max_inline);
 	if (ret)
 		goto err_destroy_cq;
 	vl->qp->qp_context = vl;
 	vl->qpn = vl->qp->qp_num;
-	vl->stats.max_inline = vl->max_inline;
 	ret = smcr_qp_to_init(vl->qp, &vl->ref);
 	if (ret) {
 		smcr_err("%s: QP to INIT: %s", dev->name, strerror(-ret));

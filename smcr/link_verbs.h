@@ -8,7 +8,9 @@
  * accounting of the send queue: an unsignaled RDMA write keeps its slot until
  * a later signaled work request completes, so sq_free() counts exactly what
  * the QP can still take; every signal_every-th work request is signaled even
- * when the caller did not ask for it, so that slots always come back.
+ * when the caller did not ask for it, so that slots always come back
+ * (smcr_link_wr_flags() flags each one; a CDC or LLC SEND is signaled and,
+ * up to the QP's max_inline_data, inline).
  *
  * Completions are dispatched to the owner's struct smcr_link_handler:
  * recv() with the 44 bytes; send_done()/write_done() with 0 or -errno
@@ -17,7 +19,12 @@
  * device error, or smcr_link_ops.fail() make the link FAILED: its QP goes to
  * the error state at once (so that nothing it still carries is placed after
  * the owner has replayed it elsewhere), handler->down() is called exactly
- * once, and everything outstanding then completes with flush errors.
+ * once, and everything outstanding then completes with flush errors.  A
+ * completion in error comes for unsignaled work requests too (IBTA; rxe
+ * flushes every WQE): it frees their slots and makes no upcall.  A device
+ * that flushed signaled ones only would lose nothing either: every
+ * unsignaled write of a connection is followed by its signaled CDC, and
+ * what the owner replays it counts from the CDCs that completed.
  *
  * Independent of link groups: the owner (a link group, or a test program)
  * supplies the handler, drives the state, and calls the event functions from
@@ -95,11 +102,9 @@ struct smcr_vlink_attr {
 /* Link counters beyond those of struct smcr_link. */
 struct smcr_vlink_stats {
 	uint64_t cq_events, completions;
-	uint64_t forced_signals;	/* unsignaled WRs we signaled for slots */
-	/* Work requests the QP took (link.doorbells: in how many posts),
-	 * SENDs posted inline, the QP's max_inline_data. */
-	uint64_t posted, inline_sends;
-	uint32_t max_inline;
+	/* Work requests the QP took (link.doorbells: in how many posts;
+	 * link.inline_sends, link.forced_signals: how they were flagged). */
+	uint64_t posted;
 	uint64_t flushed;		/* completions with a flush error */
 	uint64_t bad_recvs;		/* messages that were not 44 bytes */
 	/* Injected faults: work requests held back (delayed or dropped),

@@ -12,8 +12,11 @@
 struct memwire_op {
 	struct memwire_op *next;
 	bool is_write;
-	bool signaled;
+	bool signaled;			/* completes into the CQ */
+	bool report;			/* the owner wants the completion */
+	unsigned int flags;		/* smcr_link_wr_flags() */
 	int status;			/* of a completion in cq */
+	uint64_t seq;			/* its send queue slot's */
 	uint64_t wr_id;
 	uint64_t raddr;
 	uint32_t rkey;
@@ -26,16 +29,61 @@ static struct memwire_end *end_of(struct smcr_link *link)
 	return (struct memwire_end *)link;	/* link is the first member */
 }
 
-static int enqueue(struct memwire_end *e, struct memwire_op *op)
+/* A doorbell rings for what was posted since the last: its work
+ * requests are kept as the last chain. */
+static void doorbell(struct memwire_end *e)
 {
+	unsigned int n = e->batch_n;
+
+	e->link.doorbells++;
+	memcpy(e->chain, e->batch_log, sizeof(e->chain));
+	e->chain_n = n;
+	if (n && e->batch_last_write)
+		e->chains_write_last++;
+	e->batch_n = 0;
+}
+
+static unsigned int sq_used(const struct memwire_end *e)
+{
+	return (unsigned int)(e->sq_head - e->sq_tail);
+}
+
+/* A completion of the work request in slot seq (signaled or flushed):
+ * its slot and those of the unsignaled ones before it are free. */
+static void sq_done(struct memwire_end *e, uint64_t seq)
+{
+	if (seq + 1 > e->sq_tail)
+		e->sq_tail = seq + 1;
+}
+
+/* The slots of delivered work requests that no completion freed yet. */
+static void sq_note_held(struct memwire_end *e)
+{
+	unsigned int held = sq_used(e) - e->queued;
+
+	if (held > e->sq_done_held_max)
+		e->sq_done_held_max = held;
+}
+
+static int enqueue(struct memwire_end *e, struct memwire_op *op, bool want_done)
+{
+	struct memwire_wr *w;
+
 	if (e->failed || e->link.state == SMCR_LINK_FAILED) {
 		free(op);
 		return -ENOTCONN;
 	}
-	if (e->queued >= e->sq_depth) {
+	if (sq_used(e) >= e->sq_depth) {
+		e->sq_refused++;
 		free(op);
 		return -EAGAIN;
 	}
+	op->flags = smcr_link_wr_flags(&e->link, !op->is_write, op->len, want_done);
+	op->signaled = op->flags & SMCR_WR_SIGNALED;
+	op->report = want_done;
+	op->seq = e->sq_head++;
+	if (sq_used(e) > e->sq_max_used)
+		e->sq_max_used = sq_used(e);
 	op->next = NULL;
 	if (e->tail)
 		e->tail->next = op;
@@ -43,10 +91,18 @@ static int enqueue(struct memwire_end *e, struct memwire_op *op)
 		e->head = op;
 	e->tail = op;
 	e->queued++;
+	if (e->batch_n < MEMWIRE_CHAIN_LOG) {
+		w = &e->batch_log[e->batch_n];
+		w->is_write = op->is_write;
+		w->flags = op->flags;
+		w->len = op->len;
+	}
+	e->batch_n++;
+	e->batch_last_write = op->is_write;
 	if (e->batch)
 		e->batch_ops++;
 	else
-		e->link.doorbells++;
+		doorbell(e);
 	return 0;
 }
 
@@ -64,7 +120,7 @@ static void mw_post_end(struct smcr_link *link)
 		abort();
 	}
 	if (--e->batch == 0 && e->batch_ops) {
-		e->link.doorbells++;
+		doorbell(e);
 		e->batch_ops = 0;
 	}
 }
@@ -97,12 +153,11 @@ static int mw_post_write(struct smcr_link *link, const struct smcr_sge *sge,
 		off += sge[i].len;
 	}
 	op->is_write = true;
-	op->signaled = signaled;
 	op->wr_id = wr_id;
 	op->raddr = raddr;
 	op->rkey = rkey;
 	op->len = len;
-	return enqueue(end_of(link), op);
+	return enqueue(end_of(link), op, signaled);
 }
 
 static int mw_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
@@ -113,10 +168,9 @@ static int mw_post_send(struct smcr_link *link, const void *msg, uint64_t wr_id)
 		return -ENOMEM;
 	memcpy(op->data, msg, SMCR_MSG_LEN);
 	op->is_write = false;
-	op->signaled = true;
 	op->wr_id = wr_id;
 	op->len = SMCR_MSG_LEN;
-	return enqueue(end_of(link), op);
+	return enqueue(end_of(link), op, true);
 }
 
 /* SMC-Rv2: one LLC message of 45..8192 bytes, delivered whole. */
@@ -132,10 +186,9 @@ static int mw_post_send_long(struct smcr_link *link, const void *msg, uint32_t l
 		return -ENOMEM;
 	memcpy(op->data, msg, len);
 	op->is_write = false;
-	op->signaled = true;
 	op->wr_id = wr_id;
 	op->len = len;
-	return enqueue(end_of(link), op);
+	return enqueue(end_of(link), op, true);
 }
 
 static void report_down(struct memwire_end *e)
@@ -151,6 +204,9 @@ static void report_down(struct memwire_end *e)
 
 static void cq_add(struct memwire_end *e, struct memwire_op *op, int status);
 
+/* Everything queued completes with a flush error, unsignaled work
+ * requests too (as on a QP in error); the owner hears of what it asked
+ * for. */
 static void flush_all(struct memwire_end *e)
 {
 	struct memwire_op *op;
@@ -158,15 +214,16 @@ static void flush_all(struct memwire_end *e)
 	while ((op = e->head)) {
 		e->head = op->next;
 		e->queued--;
+		e->flushed++;
+		if (!op->signaled)
+			e->flushed_unsignaled++;
 		if (e->sched) {
 			/* Behind the completions already in the cq. */
-			if (op->signaled)
-				cq_add(e, op, -EIO);
-			else
-				free(op);
+			cq_add(e, op, -EIO);
 			continue;
 		}
-		if (op->signaled) {
+		sq_done(e, op->seq);
+		if (op->report) {
 			if (op->is_write && e->link.handler->write_done)
 				e->link.handler->write_done(&e->link, op->wr_id, -EIO);
 			else if (!op->is_write && e->link.handler->send_done)
@@ -186,7 +243,7 @@ static unsigned int mw_sq_free(struct smcr_link *link)
 {
 	struct memwire_end *e = end_of(link);
 
-	return e->queued >= e->sq_depth ? 0 : e->sq_depth - e->queued;
+	return sq_used(e) >= e->sq_depth ? 0 : e->sq_depth - sq_used(e);
 }
 
 static void poll_rx(struct memwire_end *e);
@@ -261,6 +318,9 @@ void memwire_init(struct memwire_end *e, unsigned int sq_depth,
 {
 	memset(e, 0, sizeof(*e));
 	e->sq_depth = sq_depth;
+	/* As a verbs link on rxe. */
+	e->link.max_inline = 64;
+	e->link.signal_every = sq_depth / 4 ? sq_depth / 4 : 1;
 	e->link.ops = &memwire_ops;
 	e->link.handler = h;
 	e->link.handler_arg = arg;
@@ -362,6 +422,7 @@ static int place_write(struct memwire_end *e, struct memwire_op *op, bool place)
 
 	if (!dst) {
 		e->bad_rkey++;
+		sq_done(e, op->seq);
 		free(op);
 		memwire_fault(e, MEMWIRE_CUT);
 		return -EFAULT;
@@ -384,6 +445,7 @@ static int deliver_sched(struct memwire_end *e, struct memwire_op *op, bool plac
 			cq_add(e, op, 0);
 		else
 			free(op);
+		sq_note_held(e);
 		return 1;
 	}
 	/* A send: the message waits in the peer's rx queue, its completion
@@ -395,6 +457,7 @@ static int deliver_sched(struct memwire_end *e, struct memwire_op *op, bool plac
 	c->len = 0;
 	cq_add(e, c, 0);
 	e->delivered++;
+	sq_note_held(e);
 	if (place) {
 		q_add(&e->peer->rx_head, &e->peer->rx_tail, op);
 		e->peer->nrx++;
@@ -418,6 +481,7 @@ int memwire_step(struct memwire_end *e)
 		if (!e->head)
 			e->tail = NULL;
 		e->queued--;
+		sq_done(e, op->seq);	/* gone without a trace */
 		free(op);
 		return 1;
 	}
@@ -442,7 +506,11 @@ int memwire_step(struct memwire_end *e)
 	if (op->is_write) {
 		if (place_write(e, op, place) < 0)
 			return memwire_step(e) + 1;
-		if (op->signaled && h->write_done)
+		if (op->signaled)
+			sq_done(e, op->seq);
+		else
+			sq_note_held(e);
+		if (op->report && h->write_done)
 			h->write_done(&e->link, op->wr_id, 0);
 	} else {
 		const struct smcr_link_handler *ph = e->peer->link.handler;
@@ -454,6 +522,7 @@ int memwire_step(struct memwire_end *e)
 			e->peer->link.recvs++;
 			ph->recv(&e->peer->link, op->data);
 		}
+		sq_done(e, op->seq);
 		if (h->send_done)
 			h->send_done(&e->link, op->wr_id, 0);
 	}
@@ -493,6 +562,7 @@ void memwire_free(struct memwire_end *e)
 	}
 	e->tail = NULL;
 	e->queued = 0;
+	e->sq_tail = e->sq_head;
 	while ((op = q_take(&e->rx_head, &e->rx_tail)))
 		free(op);
 	while ((op = q_take(&e->cq_head, &e->cq_tail)))
@@ -554,7 +624,10 @@ static void poll_cq(struct memwire_end *e)
 	const struct smcr_link_handler *h = e->link.handler;
 
 	e->ncq--;
-	if (op->is_write && h->write_done)
+	sq_done(e, op->seq);
+	if (!op->report)
+		;		/* a forced signal, or an unsignaled one's flush */
+	else if (op->is_write && h->write_done)
 		h->write_done(&e->link, op->wr_id, op->status);
 	else if (!op->is_write && h->send_done)
 		h->send_done(&e->link, op->wr_id, op->status);
@@ -567,7 +640,9 @@ static bool has(const struct memwire_end *e, int kind)
 	case MEMWIRE_EV_DELIVER: return e->head != NULL;
 	case MEMWIRE_EV_RX: return e->rx_head != NULL;
 	case MEMWIRE_EV_CQ:
-		return e->cq_head != NULL && (!e->lazy_cq || e->cq_armed || e->failed);
+		/* a verbs link arms its send CQ while the queue is half full */
+		return e->cq_head != NULL && (!e->lazy_cq || e->cq_armed || e->failed ||
+					      sq_used(e) >= e->sq_depth / 2);
 	}
 	return false;
 }

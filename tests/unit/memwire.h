@@ -22,6 +22,15 @@ enum memwire_fault {
 	MEMWIRE_BLACKHOLE,
 };
 
+/* A work request as the wire took it. */
+struct memwire_wr {
+	bool is_write;
+	unsigned int flags;		/* SMCR_WR_SIGNALED, SMCR_WR_INLINE */
+	uint32_t len;
+};
+
+#define MEMWIRE_CHAIN_LOG 8
+
 struct memwire_mr {
 	uint8_t *base;
 	uint64_t len;
@@ -44,8 +53,9 @@ struct memwire_end {
 	bool polling;			/* inside its link's poll op */
 	/* Scheduled mode, as libsmcr's caller-driven progress: completions
 	 * are polled only when armed (ops->want_send_done, until the queue
-	 * is empty), with a received message (a poll takes both CQs), or
-	 * once the link failed. */
+	 * is empty; and while the send queue is half full, as a verbs link
+	 * arms it then), with a received message (a poll takes both CQs),
+	 * or once the link failed. */
 	bool lazy_cq, cq_armed;
 	unsigned int sq_depth;
 	/* ops->post_begin depth, and what was queued since the outermost
@@ -53,6 +63,28 @@ struct memwire_end {
 	 * post outside a batch is one).  Nothing is delivered while a
 	 * batch is open (a batch left open aborts the test). */
 	unsigned int batch, batch_ops;
+	/* Send queue slots, as a QP's: work requests [sq_tail, sq_head)
+	 * hold one each, delivered or not, until a completion frees it and
+	 * those before it: a signaled one's (in scheduled mode when it is
+	 * polled), or a flush, which completes unsignaled ones too.  Work
+	 * requests are flagged by smcr_link_wr_flags() (link.max_inline: 64,
+	 * link.signal_every: sq_depth / 4, as on rxe; a test may change
+	 * them).  Kept: the most slots held at once, the most held by work
+	 * requests already delivered, posts refused for a full queue,
+	 * flushes (of unsignaled ones). */
+	uint64_t sq_head, sq_tail;
+	unsigned int sq_max_used, sq_done_held_max;
+	uint64_t sq_refused, flushed, flushed_unsignaled;
+	/* The work requests of the last doorbell, in order (chain_n of
+	 * them, the first MEMWIRE_CHAIN_LOG kept), and how many doorbells
+	 * rang for a chain that ends with an RDMA WRITE (a message's data
+	 * without its CDC). */
+	struct memwire_wr chain[MEMWIRE_CHAIN_LOG];
+	unsigned int chain_n;
+	uint64_t chains_write_last;
+	struct memwire_wr batch_log[MEMWIRE_CHAIN_LOG];
+	unsigned int batch_n;
+	bool batch_last_write;
 	enum memwire_fault fault;
 	bool failed;			/* down already reported */
 	bool acking;			/* failed, it says it still acknowledges */

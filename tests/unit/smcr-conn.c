@@ -753,6 +753,244 @@ static void test_one_doorbell(void)
 	teardown();
 }
 
+/* A message's chain: its write(s) first, unsignaled, then its CDC,
+ * signaled and inline (44 bytes within the QP's 64 of inline data); on a
+ * QP without inline data the CDC goes from its slot and arrives all the
+ * same.  No chain ends with a write. */
+static void test_chain_inline(void)
+{
+	static uint8_t buf[1 << 17], got[1 << 17];
+	struct memwire_end *e0 = &wire[0][0];
+	struct smcr_conn *a, *b;
+	uint64_t d, sent = 0;
+	size_t n, i;
+	ssize_t r;
+
+	setup(1000, 1000, 64);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	CU_ASSERT_PTR_EQUAL_FATAL(a->link, &e0->link);
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 13 + 5);
+
+	d = e0->link.doorbells;
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, 700), 700);
+	CU_ASSERT_EQUAL(e0->link.doorbells - d, 1);
+	CU_ASSERT_EQUAL_FATAL(e0->chain_n, 2);
+	CU_ASSERT(e0->chain[0].is_write);
+	CU_ASSERT_EQUAL(e0->chain[0].flags, 0);
+	CU_ASSERT_EQUAL(e0->chain[0].len, 700);
+	CU_ASSERT(!e0->chain[1].is_write);
+	CU_ASSERT_EQUAL(e0->chain[1].flags, SMCR_WR_SIGNALED | SMCR_WR_INLINE);
+	CU_ASSERT_EQUAL(e0->chain[1].len, SMCR_MSG_LEN);
+	run_wire(0);
+	r = smcr_conn_recv(b, got, sizeof(got));
+	CU_ASSERT_EQUAL(r, 700);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 700), 0);
+	sent += 700;
+	CU_ASSERT(smcr_conn_cursor_update(b, false) >= 0);
+	run_wire(0);
+
+	/* At the wrap: write, write, CDC. */
+	n = a->tx_len - a->tx_fill.count + 100;
+	CU_ASSERT_FATAL(n <= smcr_conn_tx_space(a));
+	CU_ASSERT_FATAL(n <= sizeof(buf));
+	d = e0->link.doorbells;
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf, n), (ssize_t)n);
+	CU_ASSERT_EQUAL(e0->link.doorbells - d, 1);
+	CU_ASSERT_EQUAL_FATAL(e0->chain_n, 3);
+	CU_ASSERT(e0->chain[0].is_write && e0->chain[1].is_write);
+	CU_ASSERT_EQUAL(e0->chain[0].flags | e0->chain[1].flags, 0);
+	CU_ASSERT_EQUAL(e0->chain[0].len + e0->chain[1].len, n);
+	CU_ASSERT(!e0->chain[2].is_write);
+	CU_ASSERT_EQUAL(e0->chain[2].flags, SMCR_WR_SIGNALED | SMCR_WR_INLINE);
+	run_wire(0);
+	r = smcr_conn_recv(b, got, sizeof(got));
+	CU_ASSERT_EQUAL(r, (ssize_t)n);
+	CU_ASSERT_EQUAL(memcmp(got, buf, n), 0);
+	CU_ASSERT(smcr_conn_cursor_update(b, false) >= 0);
+	run_wire(0);
+
+	/* A QP without inline data. */
+	e0->link.max_inline = 0;
+	CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 1, 500), 500);
+	CU_ASSERT_EQUAL_FATAL(e0->chain_n, 2);
+	CU_ASSERT_EQUAL(e0->chain[0].flags, 0);
+	CU_ASSERT_EQUAL(e0->chain[1].flags, SMCR_WR_SIGNALED);
+	run_wire(0);
+	r = smcr_conn_recv(b, got, sizeof(got));
+	CU_ASSERT_EQUAL(r, 500);
+	CU_ASSERT_EQUAL(memcmp(got, buf + 1, 500), 0);
+	CU_ASSERT_EQUAL(e0->link.inline_sends, e0->link.sends - 1);
+	CU_ASSERT_EQUAL(e0->link.unsignaled, e0->link.writes);
+	CU_ASSERT_EQUAL(e0->chains_write_last, 0);
+	CU_ASSERT_EQUAL(a->error, 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	teardown();
+}
+
+static unsigned int raw_write_dones, raw_send_dones;
+
+static void raw_write_done(struct smcr_link *link, uint64_t wr_id, int status)
+{
+	(void)link, (void)wr_id, (void)status;
+	raw_write_dones++;
+}
+
+static void raw_send_done(struct smcr_link *link, uint64_t wr_id, int status)
+{
+	(void)link, (void)wr_id, (void)status;
+	raw_send_dones++;
+}
+
+static void raw_recv(struct smcr_link *link, const uint8_t msg[SMCR_MSG_LEN])
+{
+	(void)link, (void)msg;
+}
+
+static const struct smcr_link_handler raw_handler = {
+	.write_done = raw_write_done,
+	.send_done = raw_send_done,
+	.recv = raw_recv,
+};
+
+/* An unsignaled work request keeps its send queue slot, placed or not,
+ * until a later signaled one completes; the signals forced every
+ * signal_every-th bring slots back to a run of unsignaled writes and are
+ * not reported to the owner. */
+static void test_sq_unsignaled_slots(void)
+{
+	static uint8_t src[64], dst[64 * 100], msg[SMCR_MSG_LEN];
+	struct memwire_end ea, eb, *ends[2] = { &ea, &eb };
+	struct smcr_sge sge = { src, sizeof(src), 1 };
+	unsigned int i, posted, rounds;
+
+	for (i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i + 1);
+	raw_write_dones = raw_send_dones = 0;
+	memwire_pair(&ea, &eb, 1, 0, 8, &raw_handler, NULL, &raw_handler, NULL);
+	memwire_add_mr(&eb, dst, sizeof(dst), 77);
+	ea.link.signal_every = 0;
+	for (i = 0; i < 7; i++)
+		CU_ASSERT_EQUAL(smcr_link_write(&ea.link, &sge, 1, (uintptr_t)dst + 64 * i,
+						77, i, false), 0);
+	memwire_run(ends, 2);
+	CU_ASSERT_EQUAL(ea.delivered, 7);
+	CU_ASSERT_EQUAL(ea.link.ops->sq_free(&ea.link), 1);	/* placed, still held */
+	CU_ASSERT_EQUAL(ea.sq_done_held_max, 7);
+	CU_ASSERT_EQUAL(smcr_link_send(&ea.link, msg, 100), 0);
+	CU_ASSERT_EQUAL(smcr_link_write(&ea.link, &sge, 1, (uintptr_t)dst, 77, 9, false),
+			-EAGAIN);
+	CU_ASSERT_EQUAL(ea.sq_refused, 1);
+	memwire_run(ends, 2);
+	CU_ASSERT_EQUAL(ea.link.ops->sq_free(&ea.link), 8);	/* the SEND freed all */
+	CU_ASSERT_EQUAL(raw_send_dones, 1);
+	CU_ASSERT_EQUAL(raw_write_dones, 0);
+	memwire_free(&ea);
+	memwire_free(&eb);
+
+	/* 100 unsignaled writes through 8 slots, every fourth signaled. */
+	memset(dst, 0, sizeof(dst));
+	memwire_pair(&ea, &eb, 1, 0, 8, &raw_handler, NULL, &raw_handler, NULL);
+	memwire_add_mr(&eb, dst, sizeof(dst), 77);
+	ea.link.signal_every = 4;
+	for (posted = 0, rounds = 0; posted < 100 && rounds < 1000; rounds++) {
+		int r = smcr_link_write(&ea.link, &sge, 1, (uintptr_t)dst + 64 * posted,
+					77, posted, false);
+
+		if (r == -EAGAIN) {
+			memwire_run(ends, 2);
+			continue;
+		}
+		CU_ASSERT_EQUAL_FATAL(r, 0);
+		posted++;
+	}
+	memwire_run(ends, 2);
+	CU_ASSERT_EQUAL(posted, 100);
+	CU_ASSERT_EQUAL(ea.delivered, 100);
+	CU_ASSERT_EQUAL(ea.link.forced_signals, 25);
+	CU_ASSERT_EQUAL(ea.link.unsignaled, 75);
+	CU_ASSERT_EQUAL(raw_write_dones, 0);
+	CU_ASSERT(ea.sq_max_used <= 8);
+	CU_ASSERT_EQUAL(ea.link.ops->sq_free(&ea.link), 8);
+	for (i = 0; i < 100; i++)
+		CU_ASSERT_EQUAL(memcmp(dst + 64 * i, src, 64), 0);
+	memwire_free(&ea);
+	memwire_free(&eb);
+}
+
+/* A long stream both ways through an 8-slot send queue: unsignaled
+ * writes hold slots until their CDCs complete, and no post is refused
+ * (a message waits whole for room, never half posted). */
+static void test_stream_sq_unsignaled(void)
+{
+	const uint64_t total = 1u << 20;
+	unsigned int s, k;
+
+	setup(30000, 30000, 8);
+	stream(total, 9000, 5, -1, MEMWIRE_OK, false);
+	check_streams(total);
+	for (s = 0; s < NLINK; s++) {
+		for (k = 0; k < 2; k++) {
+			struct memwire_end *e = &wire[s][k];
+
+			CU_ASSERT(e->sq_max_used <= 8);
+			CU_ASSERT(e->sq_done_held_max > 0);
+			CU_ASSERT_EQUAL(e->sq_refused, 0);
+			CU_ASSERT_EQUAL(e->chains_write_last, 0);
+			CU_ASSERT(e->link.unsignaled > 0);
+			CU_ASSERT_EQUAL(e->link.unsignaled + e->link.forced_signals,
+					e->link.writes);
+			CU_ASSERT_EQUAL(e->link.inline_sends, e->link.sends);
+			CU_ASSERT_EQUAL(e->link.doorbells, e->link.sends);
+		}
+	}
+	teardown();
+}
+
+/* Three messages posted, one write placed, nothing completed, the link
+ * cut: the flush completes the unsignaled writes too, and the failover
+ * replays all three on link 1, exactly once and in order. */
+static void test_failover_unsignaled(void)
+{
+	static uint8_t buf[3000], got[4096];
+	struct memwire_end *e0 = &wire[0][0];
+	struct smcr_conn *a, *b;
+	unsigned int k;
+	size_t i;
+	ssize_t r;
+
+	setup(30000, 30000, 16);
+	a = &A.conn[0];
+	b = &B.conn[0];
+	CU_ASSERT_PTR_EQUAL_FATAL(a->link, &e0->link);
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 31 + 7);
+	for (k = 0; k < 3; k++)
+		CU_ASSERT_EQUAL(smcr_conn_send(a, buf + 1000 * k, 1000), 1000);
+	CU_ASSERT_EQUAL(e0->queued, 6);
+	CU_ASSERT_EQUAL(e0->link.unsignaled, 3);
+	CU_ASSERT_EQUAL(memwire_step(e0), 1);	/* the first write, placed */
+	CU_ASSERT_EQUAL(e0->sq_done_held_max, 1);
+	CU_ASSERT_EQUAL(e0->link.ops->sq_free(&e0->link), 10);
+	memwire_fault(e0, MEMWIRE_CUT);
+	run_wire(0);
+	CU_ASSERT_EQUAL(e0->flushed, 5);
+	CU_ASSERT_EQUAL(e0->flushed_unsignaled, 2);
+	CU_ASSERT_EQUAL(A.downs, 1);
+	CU_ASSERT_PTR_EQUAL(a->link, &wire[1][0].link);
+	CU_ASSERT_EQUAL(a->stats.failovers, 1);
+	CU_ASSERT_EQUAL(a->stats.replayed_bytes, 3000);
+	r = smcr_conn_recv(b, got, sizeof(got));
+	CU_ASSERT_EQUAL(r, 3000);
+	CU_ASSERT_EQUAL(memcmp(got, buf, 3000), 0);
+	CU_ASSERT_EQUAL(a->error, 0);
+	CU_ASSERT_EQUAL(b->error, 0);
+	CU_ASSERT_EQUAL(wire[1][0].chains_write_last, 0);
+	CU_ASSERT_EQUAL(wire[1][0].sq_refused, 0);
+	teardown();
+}
+
 static void test_failover_lost_data(void)
 {
 	uint8_t buf[4096];
@@ -1469,6 +1707,10 @@ static uint64_t rpc_run(const struct rpc_cfg *cfg, bool verbose)
 				k->rx_cons_sent.wrap, k->rx_cons_sent.count);
 		}
 	}
+	for (i = 0; i < NLINK * 2; i++) {
+		CU_ASSERT(ends[i]->sq_max_used <= cfg->sq_depth);
+		CU_ASSERT_EQUAL(ends[i]->chains_write_last, 0);
+	}
 	if (!stalled) {
 		CU_ASSERT_EQUAL(A.bad_bytes, 0);
 		CU_ASSERT_EQUAL(B.bad_bytes, 0);
@@ -1570,6 +1812,14 @@ CU_TestInfo smcr_conn_tests[] = {
 	{ "peer RMBE beyond 512 KiB: stream through 1 MiB", test_stream_large_peer_rmbe },
 	{ "one doorbell per message (writes, CDC, failover validation)",
 	  test_one_doorbell },
+	{ "a chain: writes unsignaled, then the CDC signaled and inline",
+	  test_chain_inline },
+	{ "send queue: unsignaled slots held until a signaled completion",
+	  test_sq_unsignaled_slots },
+	{ "send queue: a long stream through 8 slots, no post refused",
+	  test_stream_sq_unsignaled },
+	{ "failover after chains with unsignaled writes: all replayed",
+	  test_failover_unsignaled },
 	{ "failover: cut link, replay", test_failover_cut_linux },
 	{ "failover: acked but lost data resets", test_failover_lost_data_linux },
 	{ "failover: the peer consumed beyond the rollback", test_failover_peer_consumed_more_linux },

@@ -422,6 +422,17 @@ static void test_first_contact_two_links(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
 	CU_ASSERT(p->r.rkey[1] != 0);
 	CU_ASSERT_EQUAL(S.lgr->stats.llc_bad + C.lgr->stats.llc_bad, 0);
+	/* LLC messages of 44 bytes went inline, each signaled. */
+	for (i = 0; i < 2; i++) {
+		const struct smcr_link *ls = S.lgr->links[i].link, *lc = C.lgr->links[i].link;
+
+		CU_ASSERT(ls->sends > 0 && lc->sends > 0);
+		if (lgr_version == 1) {
+			CU_ASSERT_EQUAL(ls->inline_sends, ls->sends);
+			CU_ASSERT_EQUAL(lc->inline_sends, lc->sends);
+		}
+		CU_ASSERT_EQUAL(ls->unsignaled + lc->unsignaled, 0);
+	}
 	group_down();
 }
 

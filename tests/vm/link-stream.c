@@ -1097,10 +1097,10 @@ static int report(struct side *s, const struct peer_result *pr)
 		       k->state == SMCR_LINK_FAILED ? "FAILED" : "active",
 		       k->writes, (double)k->write_bytes / (1 << 20), k->sends,
 		       k->recvs, vs->cq_events, vs->completions, vs->flushed,
-		       vs->forced_signals);
+		       k->forced_signals);
 		printf("link %u posts: %" PRIu64 " work requests in %" PRIu64
 		       " ibv_post_send calls, %" PRIu64 " sends inline (max_inline_data %u)\n",
-		       l + 1, vs->posted, k->doorbells, vs->inline_sends, vs->max_inline);
+		       l + 1, vs->posted, k->doorbells, k->inline_sends, k->max_inline);
 		if (s->down_at[l] > 0)
 			printf("link %u failover: %u connections moved, detect %.0f ms\n",
 			       l + 1, s->moved[l], s->detect_ms[l]);
