@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: the engine's private header.  Its rooms call one way, each the
  * ones below it:
- *   smcrd-engine.c       the workers (io_uring loop, timers) and the API
- *   smcrd-engine-rx.c    receive: requests parsed from the transport
- *   smcrd-engine-req.c   requests: their file or RBD operations
- *   smcrd-engine-tx.c    replies: queued per connection, sent in order
+ *   smcrd-engine.c       the workers (io_uring loop, timers), a
+ *                        connection's start and end, and the API
+ *   smcrd-engine-rx.c    receive: request headers and payloads read from
+ *                        the transport
+ *   smcrd-engine-tx.c    send: the reply queue written to the transport,
+ *                        replies freed once sent
+ *   smcrd-engine-req.c   a request's life: made, admitted, started,
+ *                        completed, answered, freed
  *   smcrd-engine-conn.c  ground floor: buffer pool, lists, submission,
- *                        connection and request life */
+ *                        closing, the zero-copy window */
 #ifndef SMCRD_SMCRD_ENGINE_INT_H
 #define SMCRD_SMCRD_ENGINE_INT_H
 
@@ -286,22 +290,29 @@ static inline uint64_t ud(void *p, enum tag tag)
 unsigned size_class(uint64_t len);
 void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
 	      bool *blocked);
+void buf_put(struct worker *w, unsigned cls, void *p, int slot);
 void pool_free_all(struct worker *w);
 void conn_kick(struct conn *c);
 void conn_dirty(struct conn *c);
 int addr_share_get(struct conn *c);
-void addr_limit_log(struct conn *c, const char *what);
+void addr_share_put(struct conn *c);
 void mem_wait(struct conn *c, const char *what);
 void mem_wake(struct worker *w);
+void mem_unlink(struct conn *c);
 struct io_uring_sqe *get_sqe(struct worker *w);
 void arm_poll_in(struct conn *c);
 void arm_poll_out(struct conn *c);
-void conn_destroy(struct conn *c);
-void conn_maybe_destroy(struct conn *c);
+void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc);
+void worker_wake(struct worker *w);
 void conn_close(struct conn *c, const char *why);
 void conn_maybe_finish(struct conn *c);
 void zc_release(struct conn *c);
 void zc_unpin(struct req *q);
+void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len);
+void win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len);
+int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2]);
+int zc_remaining(struct req *q);
+
 /* Appends q to c's reply queue. */
 static inline void tx_push(struct conn *c, struct req *q)
 {
@@ -313,32 +324,25 @@ static inline void tx_push(struct conn *c, struct req *q)
 	c->tx_tail = q;
 }
 
-void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len);
-void win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len);
-int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2]);
-int zc_remaining(struct req *q);
+/* smcrd-engine-req.c: a request's life */
 uint64_t chunk_len(const struct req *q);
 struct req *req_new(struct conn *c);
-void req_free(struct req *q);
-void worker_wake(struct worker *w);
-
-/* One request answered (its reply queued): the connection's and the
- * iostat counters.  bytes: READ data sent, WRITE data written. */
-void req_account(struct req *q, uint32_t error, uint64_t bytes);
-
-/* smcrd-engine-tx.c: replies */
-bool tx_reserve_read(struct conn *c, struct req *q);
-void req_reply(struct req *q, uint32_t error, uint32_t data_len);
-void tx_retire(struct conn *c, size_t n);
-void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc);
-void conn_flush(struct conn *c);
-
-/* smcrd-engine-req.c: requests */
+int req_admit(struct req *q);
 void block_status(struct req *q);
 void req_start(struct req *q);
 void req_submit(struct req *q);
 void req_complete(struct req *q, int res);
 void link_resolve(struct req *q);
+/* One request answered (its reply queued): the connection's and the
+ * iostat counters.  bytes: READ data sent, WRITE data written. */
+void req_account(struct req *q, uint32_t error, uint64_t bytes);
+void req_reply(struct req *q, uint32_t error, uint32_t data_len);
+void req_free(struct req *q);
+
+/* smcrd-engine-tx.c: send */
+bool tx_reserve_read(struct conn *c, struct req *q);
+void tx_retire(struct conn *c, size_t n);
+void conn_flush(struct conn *c);
 
 /* smcrd-engine-rx.c: receive */
 void rx_done(struct conn *c, int res);

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrd engine: requests.  A parsed request's file (io_uring) or RBD
- * operations, their completions and the reply they end in
- * (smcrd-engine-int.h). */
+/* smcrd engine: a request's life, top to bottom.  Made for a header
+ * (req_new) and its buffer admitted within the worker's memory limits
+ * (req_admit); started (req_start) as file (io_uring) or RBD operations
+ * (req_submit), completed phase by phase (req_complete); answered
+ * (req_reply: the reply queued for tx) and freed once sent or dropped
+ * (req_free), its buffer back in the pool (smcrd-engine-int.h). */
 #include <config.h>
 
 #include <errno.h>
@@ -15,6 +18,134 @@
 #include "memcheck.h"
 #include "smcrd-extents.h"
 #include "smcrd-rbd.h"
+
+/* --- birth: a request for a header, its buffer admitted ------------------- */
+
+/* The bytes of a copied WRITE payload that buf holds at a time: from part
+ * on, one chunk or the rest (a payload in place: all of it). */
+uint64_t chunk_len(const struct req *q)
+{
+	uint64_t left = q->r.length - q->part;
+
+	if (q->zc)
+		return q->r.length;
+	return left < WRITE_CHUNK ? left : WRITE_CHUNK;
+}
+
+/* A request of c, counted in flight until req_free; NULL: no memory. */
+struct req *req_new(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct req *q = w->req_free;
+
+	if (q)
+		w->req_free = q->next;
+	else if (!(q = malloc(sizeof(*q))))
+		return NULL;
+	q->c = c;
+	q->next = NULL;
+	q->buf = NULL;
+	q->buf_slot = -1;
+	q->from_file = false;
+	q->zc_tx = false;
+	q->tx_ready = false;
+	q->zc = false;
+	q->linked = false;
+	q->phase = PH_NONE;
+	q->part = 0;
+	q->done = 0;
+	q->error = 0;
+	q->err_off = NBD_NO_OFFSET;
+	q->msg = NULL;
+	q->t0_us = mono_us();
+	c->inflight++;
+	c->nreq++;
+	__atomic_add_fetch(&w->stats.requests, 1, __ATOMIC_RELAXED);
+	return q;
+}
+
+/* Once per 10 s per address and worker; what: the share reached
+ * ("connection": the connection's of its address's, "address": the
+ * address's of the worker's). */
+static void share_log(struct conn *c, const char *what)
+{
+	uint64_t now = now_ms();
+
+	if (c->as->logged_ms && now - c->as->logged_ms < 10000)
+		return;
+	c->as->logged_ms = now;
+	log_info("client %s: %s holds %llu bytes of worker %u's request memory in %u "
+		 "connections, %llu of it this one: the %s's share reached "
+		 "(max-memory-per-address; %u addresses hold some): it waits", c->t->peer,
+		 c->akey, (unsigned long long)c->as->used, c->w->idx, c->as->holders,
+		 (unsigned long long)c->mem_used, what, c->w->addr_holders);
+}
+
+/* q never started: gone as if its header had not been read (it is read
+ * again when the connection is woken). */
+static void req_drop(struct req *q)
+{
+	struct conn *c = q->c;
+
+	req_free(q);
+	c->nreq--;
+}
+
+/* The buffer for q's data (a WRITE payload or a chunk of it, READ data,
+ * BLOCK_STATUS descriptors) from the worker's pool, charged to the
+ * connection and its address.  Shares (share_allows()): a connection of
+ * its address's memory on this worker, the address of the worker's.  A
+ * connection that does not read its replies stalls only itself once it
+ * holds its share, and one address however many connections it opens;
+ * what they leave serves the next connection and the next address.
+ * Their buffers come back on this worker (req_free), which then wakes
+ * them.  Returns 0; -EAGAIN: over a share or the memory limit, q dropped
+ * and the connection waiting; -ENOMEM: no buffer, q kept to be answered
+ * with the error. */
+int req_admit(struct req *q)
+{
+	struct conn *c = q->c;
+	struct worker *wk = c->w;
+	const struct nbd_request *r = &q->r;
+	uint64_t need = r->type == NBD_CMD_BLOCK_STATUS ? BS_BUF_SIZE :
+			r->type == NBD_CMD_WRITE && r->length > WRITE_CHUNK ? WRITE_CHUNK :
+			r->length;
+	uint64_t size = (uint64_t)1 << (size_class(need) + POOL_MIN_SHIFT);
+	uint64_t apool = wk->addr_limit ? wk->addr_limit : wk->mem_limit;
+	bool by_conn = !share_allows(apool, c->as->used, c->mem_used, c->as->holders, 0, size);
+	bool by_addr = !by_conn && wk->addr_limit &&
+		       !share_allows(wk->mem_limit, wk->mem_used, c->as->used,
+				     wk->addr_holders, wk->addr_limit, size);
+	bool blocked;
+
+	if (by_conn && c->mem_used) {
+		/* Woken when one of its own buffers comes back. */
+		req_drop(q);
+		c->rx_blocked = true;
+		share_log(c, "connection");
+		return -EAGAIN;
+	}
+	blocked = by_conn || by_addr;
+	q->buf = blocked ? NULL : buf_get(wk, need, &q->buf_class, &q->buf_slot, &blocked);
+	if (!q->buf) {
+		if (!blocked)
+			return -ENOMEM;
+		req_drop(q);
+		if (by_conn || by_addr)
+			share_log(c, by_conn ? "connection" : "address");
+		mem_wait(c, by_conn || by_addr ? "per-address memory" : "memory");
+		return -EAGAIN;
+	}
+	if (!c->mem_used)
+		c->as->holders++;
+	if (!c->as->used)
+		wk->addr_holders++;
+	c->mem_used += size;
+	c->as->used += size;
+	return 0;
+}
+
+/* --- start: the request's first operation --------------------------------- */
 
 static int io_fd(const struct export *e, uint64_t off, uint64_t len, const void *buf)
 {
@@ -226,6 +357,8 @@ void req_start(struct req *q)
 	req_submit(q);
 }
 
+/* --- submission: a phase as file or RBD operations ------------------------ */
+
 /* Ring socket: the reply to a READ or WRITE q may be sent by a sendmsg
  * linked to its file I/O when nothing else is in flight on the connection
  * (the reply is then the next bytes of the stream; the link breaks, and
@@ -419,6 +552,8 @@ void req_submit(struct req *q)
 		link_send(q);
 	}
 }
+
+/* --- completion: the next phase, or the reply ----------------------------- */
 
 static bool not_supported(int res)
 {
@@ -671,4 +806,73 @@ void link_resolve(struct req *q)
 	if (!c->tx_tail)
 		c->tx_tail = q;
 	c->tx_off = s > 0 ? (size_t)s : 0;
+}
+
+/* --- end: accounted, answered, freed -------------------------------------- */
+
+/* One request answered (its reply queued): the connection's and the
+ * iostat counters.  bytes: READ data sent, WRITE data written. */
+void req_account(struct req *q, uint32_t error, uint64_t bytes)
+{
+	struct conn *c = q->c;
+	uint64_t now = mono_us(), lat = now > q->t0_us ? now - q->t0_us : 0;
+
+	if (q->r.type == NBD_CMD_READ)
+		c->rbytes += bytes;
+	else if (q->r.type == NBD_CMD_WRITE)
+		c->wbytes += bytes;
+	iostat_add(c->st_exp, q->r.type, bytes, error, lat);
+	iostat_add(c->st_cli, q->r.type, bytes, error, lat);
+}
+
+/* Queues the reply of q (data_len bytes of q->buf for READ). */
+void req_reply(struct req *q, uint32_t error, uint32_t data_len)
+{
+	struct conn *c = q->c;
+
+	if (c->closing) {
+		req_free(q);
+		return;
+	}
+	zc_unpin(q);
+	q->error = error;
+	nbd_reply_build(&c->tp, &q->r, error, data_len, q->err_off, q->msg, &q->rb);
+	req_account(q, error, q->r.type == NBD_CMD_READ ? q->rb.data_len :
+			q->r.type == NBD_CMD_WRITE && !error ? q->r.length : 0);
+	tx_push(c, q);
+	conn_dirty(c);
+}
+
+/* Once its reply is sent, or the connection goes: the buffer back to the
+ * pool (waking who waits for memory), the slot in the queue depth free
+ * (waking a connection that waits for it). */
+void req_free(struct req *q)
+{
+	struct conn *c = q->c;
+	struct worker *w = c->w;
+
+	if (q->zc) {
+		/* Closing: nothing to give back. */
+		q->zc = false;
+		c->pins[q->pin].done = true;
+	}
+	if (q->buf) {
+		c->mem_used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
+		c->as->used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
+		if (!c->mem_used)
+			c->as->holders--;
+		if (!c->as->used)
+			w->addr_holders--;
+		buf_put(w, q->buf_class, q->buf, q->buf_slot);
+		q->buf = NULL;
+		if (w->mem_head)
+			mem_wake(w);
+	}
+	c->inflight--;
+	if (c->rx_blocked) {
+		c->rx_blocked = false;
+		conn_kick(c);
+	}
+	q->next = w->req_free;
+	w->req_free = q;
 }

@@ -169,63 +169,13 @@ static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req
 		q->zc = true;
 	} else if (!err && ((r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) ||
 			    r.type == NBD_CMD_BLOCK_STATUS)) {
-		uint64_t need = r.type == NBD_CMD_BLOCK_STATUS ? BS_BUF_SIZE :
-				r.type == NBD_CMD_WRITE && r.length > WRITE_CHUNK ? WRITE_CHUNK :
-				r.length;
-		uint64_t size = (uint64_t)1 << (size_class(need) + POOL_MIN_SHIFT);
-		bool blocked;
+		int a = req_admit(q);
 
-		/* Shares (share_allows()): a connection of its address's
-		 * memory on this worker, the address of the worker's.  A
-		 * connection that does not read its replies stalls only itself
-		 * once it holds its share, and one address however many
-		 * connections it opens; what they leave serves the next
-		 * connection and the next address.  Their buffers come back
-		 * on this worker, which then wakes them. */
-		struct worker *wk = c->w;
-		uint64_t apool = wk->addr_limit ? wk->addr_limit : wk->mem_limit;
-		bool by_conn = !share_allows(apool, c->as->used, c->mem_used, c->as->holders,
-					     0, size);
-		bool by_addr = !by_conn && wk->addr_limit &&
-			       !share_allows(wk->mem_limit, wk->mem_used, c->as->used,
-					     wk->addr_holders, wk->addr_limit, size);
-
-		if (by_conn && c->mem_used) {
-			/* Woken when one of its own buffers comes back. */
-			req_free(q);
-			c->nreq--;
-			c->rx_blocked = true;
-			addr_limit_log(c, "connection");
+		if (a == -EAGAIN)
 			return RX_RETRY;
-		}
-		blocked = by_conn || by_addr;
-		q->buf = blocked ? NULL :
-			 buf_get(wk, need, &q->buf_class, &q->buf_slot, &blocked);
-		if (q->buf) {
-			if (!c->mem_used)
-				c->as->holders++;
-			if (!c->as->used)
-				wk->addr_holders++;
-			c->mem_used += size;
-			c->as->used += size;
-		}
-		if (!q->buf) {
-			req_free(q);
-			c->nreq--;
-			if (blocked) {
-				if (by_conn || by_addr)
-					addr_limit_log(c, by_conn ? "connection" : "address");
-				mem_wait(c, by_conn || by_addr ? "per-address memory" : "memory");
-				return RX_RETRY;
-			}
+		if (a < 0) {
 			err = NBD_ENOMEM;
 			msg = "out of memory";
-			q = req_new(c);
-			if (!q) {
-				conn_close(c, "out of memory");
-				return RX_STOP;
-			}
-			q->r = r;
 		}
 	}
 	if (err) {

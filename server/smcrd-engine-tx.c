@@ -33,24 +33,6 @@ bool tx_reserve_read(struct conn *c, struct req *q)
 	return true;
 }
 
-/* Queues the reply of q (data_len bytes of q->buf for READ). */
-void req_reply(struct req *q, uint32_t error, uint32_t data_len)
-{
-	struct conn *c = q->c;
-
-	if (c->closing) {
-		req_free(q);
-		return;
-	}
-	zc_unpin(q);
-	q->error = error;
-	nbd_reply_build(&c->tp, &q->r, error, data_len, q->err_off, q->msg, &q->rb);
-	req_account(q, error, q->r.type == NBD_CMD_READ ? q->rb.data_len :
-			q->r.type == NBD_CMD_WRITE && !error ? q->r.length : 0);
-	tx_push(c, q);
-	conn_dirty(c);
-}
-
 /* n bytes of the tx queue went out: frees the replies sent completely. */
 void tx_retire(struct conn *c, size_t n)
 {
@@ -69,27 +51,6 @@ void tx_retire(struct conn *c, size_t n)
 			c->tx_tail = NULL;
 		req_free(q);
 	}
-}
-
-/* Ring socket: sendmsg of iov[cnt] (copied) as one SQE; zero-copy (the
- * buffers are held until the kernel's notification) if zc. */
-void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc)
-{
-	struct io_uring_sqe *sqe = get_sqe(c->w);
-
-	memcpy(c->tx_iov, iov, (size_t)cnt * sizeof(*iov));
-	memset(&c->tx_msg, 0, sizeof(c->tx_msg));
-	c->tx_msg.msg_iov = c->tx_iov;
-	c->tx_msg.msg_iovlen = (size_t)cnt;
-	if (zc)
-		io_uring_prep_sendmsg_zc(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
-	else
-		io_uring_prep_sendmsg(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
-	c->tx_zc = zc;
-	c->tx_zc_res = 0;
-	io_uring_sqe_set_data64(sqe, ud(c, TAG_SEND));
-	c->tx_busy = true;
-	c->io_pending++;
 }
 
 void conn_flush(struct conn *c)

@@ -29,6 +29,57 @@
 
 static void arm_timer(struct worker *w);
 
+/* Frees c and what it holds, after its last SQE completed. */
+static void conn_destroy(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct engine *e = w->e;
+	void *owner;
+
+	while (c->tx_head) {
+		struct req *q = c->tx_head;
+
+		c->tx_head = q->next;
+		req_free(q);
+	}
+	if (c->rx_req)
+		req_free(c->rx_req);
+	if (c->skip_req)
+		req_free(c->skip_req);
+	mem_unlink(c);
+	addr_share_put(c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	log_rated(LOGRATE_SESSION, c->t->peer, SMCR_LOG_INFO,
+		  "client %s: export '%s' closed (%llu requests, %llu bytes read, "
+		  "%llu bytes written)", c->t->peer, c->exp->spec.name,
+		  (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
+		  (unsigned long long)c->wbytes);
+	iostat_conn(c->st_exp, -1);
+	iostat_conn(c->st_cli, -1);
+	owner = c->owner;
+	bd_close(c->t);
+	export_put(c->exp);
+	free(c->pins);
+	free(c->rbuf);
+	free(c);
+	__atomic_sub_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&e->conns, 1, __ATOMIC_RELAXED);
+	if (e->p.closed)
+		e->p.closed(e->p.closed_arg, owner);
+}
+
+/* At a safe point: a closing connection goes once nothing refers to it. */
+static void conn_maybe_destroy(struct conn *c)
+{
+	if (c->closing && c->io_pending == 0 && !c->kicked && !c->dirty)
+		conn_destroy(c);
+}
+
 static void conn_start(struct worker *w, struct conn *c)
 {
 	c->w = w;
