@@ -16,7 +16,7 @@
 
 /* --- buffer pool ---------------------------------------------------------- */
 
-unsigned size_class(uint64_t len)
+unsigned pool_class(uint64_t len)
 {
 	unsigned shift = POOL_MIN_SHIFT;
 
@@ -94,10 +94,10 @@ static void fixed_del(struct worker *w, int slot)
 }
 
 /* NULL with *blocked set: over the memory limit, try again later. */
-void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
-	      bool *blocked)
+void *pool_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
+	       bool *blocked)
 {
-	unsigned cls = size_class(len);
+	unsigned cls = pool_class(len);
 	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
 	struct pool_buf *b;
 	void *p;
@@ -124,7 +124,7 @@ void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
 	return p;
 }
 
-void buf_put(struct worker *w, unsigned cls, void *p, int slot)
+void pool_put(struct worker *w, unsigned cls, void *p, int slot)
 {
 	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
 	struct pool_buf *b = p;
@@ -179,7 +179,7 @@ void conn_dirty(struct conn *c)
 
 /* The share of c's address on its worker, created at the first
  * connection; -ENOMEM. */
-int addr_share_get(struct conn *c)
+int conn_share_get(struct conn *c)
 {
 	struct worker *w = c->w;
 	unsigned h = 5381;
@@ -206,7 +206,7 @@ int addr_share_get(struct conn *c)
 }
 
 /* After the connection's buffers are back. */
-void addr_share_put(struct conn *c)
+void conn_share_put(struct conn *c)
 {
 	struct worker *w = c->w;
 	struct addr_share *a = c->as, **pp;
@@ -225,7 +225,7 @@ void addr_share_put(struct conn *c)
 
 /* The connection reads no more requests until buffers (or io_uring
  * slots) of this worker are free again. */
-void mem_wait(struct conn *c, const char *what)
+void conn_mem_wait(struct conn *c, const char *what)
 {
 	struct worker *w = c->w;
 	uint64_t now;
@@ -248,7 +248,7 @@ void mem_wait(struct conn *c, const char *what)
 	w->mem_tail = c;
 }
 
-void mem_wake(struct worker *w)
+void conn_mem_wake(struct worker *w)
 {
 	struct conn *c = w->mem_head;
 
@@ -263,7 +263,7 @@ void mem_wake(struct worker *w)
 }
 
 /* Off the memory wait list (the connection goes). */
-void mem_unlink(struct conn *c)
+void conn_mem_unlink(struct conn *c)
 {
 	struct worker *w = c->w;
 	struct conn **pp, *prev = NULL;
@@ -283,7 +283,7 @@ void mem_unlink(struct conn *c)
 
 /* --- submission ------------------------------------------------------------ */
 
-struct io_uring_sqe *get_sqe(struct worker *w)
+struct io_uring_sqe *conn_get_sqe(struct worker *w)
 {
 	struct io_uring_sqe *sqe;
 
@@ -298,9 +298,9 @@ struct io_uring_sqe *get_sqe(struct worker *w)
 	return sqe;
 }
 
-void arm_poll_in(struct conn *c)
+void conn_arm_poll_in(struct conn *c)
 {
-	struct io_uring_sqe *sqe = get_sqe(c->w);
+	struct io_uring_sqe *sqe = conn_get_sqe(c->w);
 
 	io_uring_prep_poll_multishot(sqe, c->pfd, (unsigned)bd_poll_events(c->t, BD_WANT_READ));
 	io_uring_sqe_set_data64(sqe, ud(c, TAG_POLL_IN));
@@ -308,13 +308,13 @@ void arm_poll_in(struct conn *c)
 	c->io_pending++;
 }
 
-void arm_poll_out(struct conn *c)
+void conn_arm_poll_out(struct conn *c)
 {
 	struct io_uring_sqe *sqe;
 
 	if (c->poll_out || c->closing)
 		return;
-	sqe = get_sqe(c->w);
+	sqe = conn_get_sqe(c->w);
 	io_uring_prep_poll_add(sqe, c->pfd, (unsigned)bd_poll_events(c->t, BD_WANT_WRITE));
 	io_uring_sqe_set_data64(sqe, ud(c, TAG_POLL_OUT));
 	c->poll_out = true;
@@ -323,9 +323,9 @@ void arm_poll_out(struct conn *c)
 
 /* Ring socket: sendmsg of iov[cnt] (copied) as one SQE; zero-copy (the
  * buffers are held until the kernel's notification) if zc. */
-void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc)
+void conn_arm_send(struct conn *c, const struct iovec *iov, int cnt, bool zc)
 {
-	struct io_uring_sqe *sqe = get_sqe(c->w);
+	struct io_uring_sqe *sqe = conn_get_sqe(c->w);
 
 	memcpy(c->tx_iov, iov, (size_t)cnt * sizeof(*iov));
 	memset(&c->tx_msg, 0, sizeof(c->tx_msg));
@@ -343,7 +343,7 @@ void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc)
 }
 
 /* Wakes w's loop (its eventfd): work handed over by another thread. */
-void worker_wake(struct worker *w)
+void conn_worker_wake(struct worker *w)
 {
 	uint64_t one = 1;
 
@@ -353,7 +353,7 @@ void worker_wake(struct worker *w)
 
 static void cancel_ud(struct worker *w, uint64_t data)
 {
-	struct io_uring_sqe *sqe = get_sqe(w);
+	struct io_uring_sqe *sqe = conn_get_sqe(w);
 
 	io_uring_prep_cancel64(sqe, data, 0);
 	io_uring_sqe_set_data64(sqe, ud(w, TAG_IGNORE));
@@ -394,7 +394,7 @@ void conn_maybe_finish(struct conn *c)
 /* --- zero-copy receive -------------------------------------------------- */
 
 /* Gives the transport back what is parsed and not pinned. */
-void zc_release(struct conn *c)
+void conn_zc_release(struct conn *c)
 {
 	unsigned cap = c->w->e->p.queue_depth;
 	uint64_t target;
@@ -419,7 +419,7 @@ void zc_release(struct conn *c)
 }
 
 /* The payload of q is on disk (or failed): its bytes may go. */
-void zc_unpin(struct req *q)
+void conn_zc_unpin(struct req *q)
 {
 	struct conn *c = q->c;
 
@@ -427,7 +427,7 @@ void zc_unpin(struct req *q)
 		return;
 	q->zc = false;
 	c->pins[q->pin].done = true;
-	zc_release(c);
+	conn_zc_release(c);
 	/* Window space came free: there may be more to read. */
 	conn_kick(c);
 }
@@ -459,19 +459,19 @@ static void win_xfer(const struct iovec win[2], uint64_t off, uint8_t *buf, size
 }
 
 /* Copies len bytes at off of a two-piece window. */
-void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len)
+void conn_win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len)
 {
 	win_xfer(win, off, dst, len, false);
 }
 
 /* Copies len bytes into a two-piece window at off. */
-void win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len)
+void conn_win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len)
 {
 	win_xfer(win, off, (uint8_t *)src, len, true);
 }
 
 /* The window pieces covering [off, off + len). */
-int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2])
+int conn_win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2])
 {
 	int i, cnt = 0;
 
@@ -499,7 +499,7 @@ int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec 
 }
 
 /* The remaining pieces of a zero-copy WRITE after done bytes. */
-int zc_remaining(struct req *q)
+int conn_zc_remaining(struct req *q)
 {
 	uint64_t skip = q->done;
 	int i, cnt = 0;

@@ -287,34 +287,34 @@ static inline uint64_t ud(void *p, enum tag tag)
 }
 
 /* smcrd-engine-conn.c: ground floor */
-unsigned size_class(uint64_t len);
-void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
-	      bool *blocked);
-void buf_put(struct worker *w, unsigned cls, void *p, int slot);
+unsigned pool_class(uint64_t len);
+void *pool_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
+	       bool *blocked);
+void pool_put(struct worker *w, unsigned cls, void *p, int slot);
 void pool_free_all(struct worker *w);
 void conn_kick(struct conn *c);
 void conn_dirty(struct conn *c);
-int addr_share_get(struct conn *c);
-void addr_share_put(struct conn *c);
-void mem_wait(struct conn *c, const char *what);
-void mem_wake(struct worker *w);
-void mem_unlink(struct conn *c);
-struct io_uring_sqe *get_sqe(struct worker *w);
-void arm_poll_in(struct conn *c);
-void arm_poll_out(struct conn *c);
-void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc);
-void worker_wake(struct worker *w);
+int conn_share_get(struct conn *c);
+void conn_share_put(struct conn *c);
+void conn_mem_wait(struct conn *c, const char *what);
+void conn_mem_wake(struct worker *w);
+void conn_mem_unlink(struct conn *c);
+struct io_uring_sqe *conn_get_sqe(struct worker *w);
+void conn_arm_poll_in(struct conn *c);
+void conn_arm_poll_out(struct conn *c);
+void conn_arm_send(struct conn *c, const struct iovec *iov, int cnt, bool zc);
+void conn_worker_wake(struct worker *w);
 void conn_close(struct conn *c, const char *why);
 void conn_maybe_finish(struct conn *c);
-void zc_release(struct conn *c);
-void zc_unpin(struct req *q);
-void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len);
-void win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len);
-int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2]);
-int zc_remaining(struct req *q);
+void conn_zc_release(struct conn *c);
+void conn_zc_unpin(struct req *q);
+void conn_win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len);
+void conn_win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len);
+int conn_win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2]);
+int conn_zc_remaining(struct req *q);
 
 /* Appends q to c's reply queue. */
-static inline void tx_push(struct conn *c, struct req *q)
+static inline void conn_tx_push(struct conn *c, struct req *q)
 {
 	q->next = NULL;
 	if (c->tx_tail)
@@ -325,14 +325,14 @@ static inline void tx_push(struct conn *c, struct req *q)
 }
 
 /* smcrd-engine-req.c: a request's life */
-uint64_t chunk_len(const struct req *q);
+uint64_t req_chunk_len(const struct req *q);
 struct req *req_new(struct conn *c);
 int req_admit(struct req *q);
-void block_status(struct req *q);
+void req_block_status(struct req *q);
 void req_start(struct req *q);
 void req_submit(struct req *q);
 void req_complete(struct req *q, int res);
-void link_resolve(struct req *q);
+void req_link_resolve(struct req *q);
 /* One request answered (its reply queued): the connection's and the
  * iostat counters.  bytes: READ data sent, WRITE data written. */
 void req_account(struct req *q, uint32_t error, uint64_t bytes);
@@ -342,7 +342,7 @@ void req_free(struct req *q);
 /* smcrd-engine-tx.c: send */
 bool tx_reserve_read(struct conn *c, struct req *q);
 void tx_retire(struct conn *c, size_t n);
-void conn_flush(struct conn *c);
+void tx_flush(struct conn *c);
 
 /* smcrd-engine-rx.c: receive */
 void rx_done(struct conn *c, int res);

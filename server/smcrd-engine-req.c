@@ -23,7 +23,7 @@
 
 /* The bytes of a copied WRITE payload that buf holds at a time: from part
  * on, one chunk or the rest (a payload in place: all of it). */
-uint64_t chunk_len(const struct req *q)
+uint64_t req_chunk_len(const struct req *q)
 {
 	uint64_t left = q->r.length - q->part;
 
@@ -110,7 +110,7 @@ int req_admit(struct req *q)
 	uint64_t need = r->type == NBD_CMD_BLOCK_STATUS ? BS_BUF_SIZE :
 			r->type == NBD_CMD_WRITE && r->length > WRITE_CHUNK ? WRITE_CHUNK :
 			r->length;
-	uint64_t size = (uint64_t)1 << (size_class(need) + POOL_MIN_SHIFT);
+	uint64_t size = (uint64_t)1 << (pool_class(need) + POOL_MIN_SHIFT);
 	uint64_t apool = wk->addr_limit ? wk->addr_limit : wk->mem_limit;
 	bool by_conn = !share_allows(apool, c->as->used, c->mem_used, c->as->holders, 0, size);
 	bool by_addr = !by_conn && wk->addr_limit &&
@@ -126,14 +126,14 @@ int req_admit(struct req *q)
 		return -EAGAIN;
 	}
 	blocked = by_conn || by_addr;
-	q->buf = blocked ? NULL : buf_get(wk, need, &q->buf_class, &q->buf_slot, &blocked);
+	q->buf = blocked ? NULL : pool_get(wk, need, &q->buf_class, &q->buf_slot, &blocked);
 	if (!q->buf) {
 		if (!blocked)
 			return -ENOMEM;
 		req_drop(q);
 		if (by_conn || by_addr)
 			share_log(c, by_conn ? "connection" : "address");
-		mem_wait(c, by_conn || by_addr ? "per-address memory" : "memory");
+		conn_mem_wait(c, by_conn || by_addr ? "per-address memory" : "memory");
 		return -EAGAIN;
 	}
 	if (!c->mem_used)
@@ -220,7 +220,7 @@ static bool write_inline(struct req *q)
 	struct iovec one = { .iov_base = q->buf, .iov_len = q->r.length };
 	const struct iovec *iov = q->zc ? q->zc_iov : &one;
 	int cnt = q->zc ? (q->zc_iov[1].iov_len ? 2 : 1) : 1;
-	bool whole = q->zc || (!q->part && chunk_len(q) == q->r.length);
+	bool whole = q->zc || (!q->part && req_chunk_len(q) == q->r.length);
 	bool alone = __atomic_load_n(&q->c->w->nconns, __ATOMIC_RELAXED) == 1;
 	bool small = !(q->r.flags & NBD_CMD_FLAG_FUA) && whole &&
 		     (q->r.length <= INLINE_WRITE_MAX || alone) &&
@@ -259,7 +259,7 @@ out_done:
  * are done by the worker (file systems answer them from their extent
  * maps), in bs_run's slices.  An extended request's effect length beyond
  * 32 bits is cut (NBD_BS_MAX_LENGTH). */
-void block_status(struct req *q)
+void req_block_status(struct req *q)
 {
 	struct export *e = q->c->exp;
 	struct nbd_extent ext[NBD_BS_MAX_EXTENTS];
@@ -306,7 +306,7 @@ void req_start(struct req *q)
 
 			nbd_reply_build_read_stream(&c->tp, &q->r, &q->rb);
 			req_account(q, 0, q->r.length);
-			tx_push(c, q);
+			conn_tx_push(c, q);
 			conn_dirty(c);
 			return;
 		}
@@ -372,7 +372,7 @@ static bool link_ok(const struct conn *c, const struct req *q)
 		return false;
 	if (q->phase == PH_READ)
 		return !q->zc_tx;
-	return q->phase == PH_WRITE && !q->zc && !q->part && chunk_len(q) == q->r.length;
+	return q->phase == PH_WRITE && !q->zc && !q->part && req_chunk_len(q) == q->r.length;
 }
 
 static void link_send(struct req *q)
@@ -389,7 +389,7 @@ static void link_send(struct req *q)
 		iov[cnt++] = (struct iovec){ q->buf, q->rb.data_len };
 	if (q->rb.tail_len)
 		iov[cnt++] = (struct iovec){ q->rb.tail, q->rb.tail_len };
-	tx_submit(c, iov, cnt, false);
+	conn_arm_send(c, iov, cnt, false);
 	if (q->rb.head_len + q->rb.data_len + q->rb.tail_len < LAZY_MAX)
 		c->w->lazy += 2;	/* the file I/O's CQE and the send's */
 	c->tx_link = q;
@@ -412,7 +412,7 @@ static void rbd_done(void *arg, int res)
 	pthread_mutex_unlock(&w->lock);
 	/* One wake-up for the list: the worker takes it whole. */
 	if (first)
-		worker_wake(w);
+		conn_worker_wake(w);
 }
 
 /* req_submit for an RBD export: the phase as a librbd operation, which
@@ -421,7 +421,7 @@ static void rbd_submit(struct req *q)
 {
 	struct conn *c = q->c;
 	uint64_t off = q->r.offset + q->part + q->done;
-	uint64_t left = (q->phase == PH_WRITE ? chunk_len(q) : q->r.length) - q->done;
+	uint64_t left = (q->phase == PH_WRITE ? req_chunk_len(q) : q->r.length) - q->done;
 	struct iovec one = { NULL, left };
 	const struct iovec *iov = &one;
 	int cnt = 1;
@@ -433,7 +433,7 @@ static void rbd_submit(struct req *q)
 	case PH_READ:
 		op = RBD_IO_READ;
 		if (q->zc_tx) {
-			cnt = win_slice(q->tx_win, q->rb.head_len + q->done, left, q->zc_cur);
+			cnt = conn_win_slice(q->tx_win, q->rb.head_len + q->done, left, q->zc_cur);
 			iov = q->zc_cur;
 		}
 		break;
@@ -441,7 +441,7 @@ static void rbd_submit(struct req *q)
 		op = RBD_IO_WRITE;
 		if (q->zc) {
 			iov = q->zc_cur;
-			cnt = (int)zc_remaining(q);
+			cnt = (int)conn_zc_remaining(q);
 		}
 		break;
 	case PH_SYNC:
@@ -484,7 +484,7 @@ void req_submit(struct req *q)
 	bool link;
 	struct io_uring_sqe *sqe;
 	uint64_t off = q->r.offset + q->part + q->done;
-	uint64_t left = (q->phase == PH_WRITE ? chunk_len(q) : q->r.length) - q->done;
+	uint64_t left = (q->phase == PH_WRITE ? req_chunk_len(q) : q->r.length) - q->done;
 	uint8_t *p = (uint8_t *)q->buf + q->done;
 
 	if (e->rbd) {
@@ -492,13 +492,14 @@ void req_submit(struct req *q)
 		return;
 	}
 	link = link_ok(c, q);
-	sqe = get_sqe(c->w);
+	sqe = conn_get_sqe(c->w);
 	switch (q->phase) {
 	case PH_READ:
 		if (q->zc_tx) {
 			/* Into the reserved reply, after its header; that
 			 * memory need not suit O_DIRECT: the buffered fd. */
-			int cnt = win_slice(q->tx_win, q->rb.head_len + q->done, left, q->zc_cur);
+			int cnt = conn_win_slice(q->tx_win, q->rb.head_len + q->done, left,
+						 q->zc_cur);
 
 			io_uring_prep_readv(sqe, e->fd, q->zc_cur, (unsigned)cnt, off);
 			break;
@@ -513,7 +514,8 @@ void req_submit(struct req *q)
 		if (q->zc) {
 			/* Straight from the transport's receive buffer; its
 			 * memory need not suit O_DIRECT: the buffered fd. */
-			io_uring_prep_writev(sqe, e->fd, q->zc_cur, (unsigned)zc_remaining(q), off);
+			io_uring_prep_writev(sqe, e->fd, q->zc_cur, (unsigned)conn_zc_remaining(q),
+					     off);
 		} else if (q->buf_slot >= 0) {
 			io_uring_prep_write_fixed(sqe, io_fd(e, off, left, p), p, (unsigned)left,
 						  off, q->buf_slot);
@@ -585,7 +587,7 @@ static void req_fail(struct req *q, int res, uint64_t good)
 static void chunk_written(struct req *q, int res)
 {
 	struct conn *c = q->c;
-	uint64_t next = q->part + chunk_len(q);
+	uint64_t next = q->part + req_chunk_len(q);
 
 	c->rx_chunk = NULL;
 	q->done = 0;
@@ -647,7 +649,7 @@ static void req_finish(struct req *q, int res)
 			req_submit(q);
 			return;
 		}
-		win_put(q->tx_win, q->rb.head_len + q->r.length, q->rb.tail, q->rb.tail_len);
+		conn_win_put(q->tx_win, q->rb.head_len + q->r.length, q->rb.tail, q->rb.tail_len);
 		q->tx_ready = true;
 		req_account(q, 0, q->r.length);
 		conn_dirty(c);
@@ -655,7 +657,7 @@ static void req_finish(struct req *q, int res)
 	}
 	if (c->rx_chunk == q) {
 		/* A chunk of a payload still coming. */
-		if (res > 0 && (q->done += (uint64_t)res) < chunk_len(q)) {
+		if (res > 0 && (q->done += (uint64_t)res) < req_chunk_len(q)) {
 			req_submit(q);
 			return;
 		}
@@ -679,7 +681,7 @@ static void req_finish(struct req *q, int res)
 		if (q->phase == PH_READ)
 			mem_filled((uint8_t *)q->buf + q->done, (size_t)res);
 		q->done += (uint64_t)res;
-		if (q->done < (q->phase == PH_WRITE ? chunk_len(q) : q->r.length)) {
+		if (q->done < (q->phase == PH_WRITE ? req_chunk_len(q) : q->r.length)) {
 			req_submit(q);
 			return;
 		}
@@ -754,19 +756,19 @@ void req_complete(struct req *q, int res)
 
 	c->io_pending--;
 	if (w->io_inflight-- == IO_LIMIT && w->mem_head)
-		mem_wake(w);
+		conn_mem_wake(w);
 	if (q->linked) {
 		q->lk_rres = res;
 		q->lk_done |= LK_READ;
 		if (q->lk_done & LK_SEND)
-			link_resolve(q);
+			req_link_resolve(q);
 		return;
 	}
 	req_finish(q, res);
 }
 
 /* Both CQEs of a linked READ + reply send are in. */
-void link_resolve(struct req *q)
+void req_link_resolve(struct req *q)
 {
 	struct conn *c = q->c;
 	size_t full = (size_t)q->rb.head_len + q->rb.data_len + q->rb.tail_len;
@@ -834,12 +836,12 @@ void req_reply(struct req *q, uint32_t error, uint32_t data_len)
 		req_free(q);
 		return;
 	}
-	zc_unpin(q);
+	conn_zc_unpin(q);
 	q->error = error;
 	nbd_reply_build(&c->tp, &q->r, error, data_len, q->err_off, q->msg, &q->rb);
 	req_account(q, error, q->r.type == NBD_CMD_READ ? q->rb.data_len :
 			q->r.type == NBD_CMD_WRITE && !error ? q->r.length : 0);
-	tx_push(c, q);
+	conn_tx_push(c, q);
 	conn_dirty(c);
 }
 
@@ -863,10 +865,10 @@ void req_free(struct req *q)
 			c->as->holders--;
 		if (!c->as->used)
 			w->addr_holders--;
-		buf_put(w, q->buf_class, q->buf, q->buf_slot);
+		pool_put(w, q->buf_class, q->buf, q->buf_slot);
 		q->buf = NULL;
 		if (w->mem_head)
-			mem_wake(w);
+			conn_mem_wake(w);
 	}
 	c->inflight--;
 	if (c->rx_blocked) {

@@ -40,7 +40,7 @@ static void chunk_received(struct conn *c, struct req *q)
 {
 	c->rx_req = NULL;
 	q->done = 0;
-	if (q->part + chunk_len(q) == q->r.length) {
+	if (q->part + req_chunk_len(q) == q->r.length) {
 		req_start(q);
 		return;
 	}
@@ -151,7 +151,7 @@ static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req
 		msg = "server is shutting down";
 	}
 	if (c->w->io_inflight >= IO_LIMIT) {
-		mem_wait(c, "I/O");
+		conn_mem_wait(c, "I/O");
 		return RX_RETRY;
 	}
 	q = req_new(c);
@@ -248,10 +248,10 @@ static void rx_pump_zc(struct conn *c)
 			avail = (uint64_t)n - off;
 			if (c->rx_req) {
 				struct req *q = c->rx_req;
-				uint64_t need = chunk_len(q) - q->done;
+				uint64_t need = req_chunk_len(q) - q->done;
 				uint64_t take = avail < need ? avail : need;
 
-				win_copy(win, off, (uint8_t *)q->buf + q->done, take);
+				conn_win_copy(win, off, (uint8_t *)q->buf + q->done, take);
 				q->done += take;
 				c->rx_pos += take;
 				if (take < need)
@@ -288,7 +288,7 @@ static void rx_pump_zc(struct conn *c)
 				bool ready = false;
 				int r;
 
-				win_copy(win, off, w, hlen);
+				conn_win_copy(win, off, w, hlen);
 				if (nbd_request_parse(&c->tp, w, &peek) == 0 &&
 				    peek.type == NBD_CMD_WRITE &&
 				    avail - hlen >= peek.length &&
@@ -303,7 +303,7 @@ static void rx_pump_zc(struct conn *c)
 				if (r == RX_ZC) {
 					unsigned slot = (c->pin_head + c->pin_cnt) % qd;
 
-					win_slice(win, off + hlen, q->r.length, q->zc_iov);
+					conn_win_slice(win, off + hlen, q->r.length, q->zc_iov);
 					c->pins[slot].start = c->rx_pos;
 					c->pins[slot].done = false;
 					c->pin_cnt++;
@@ -313,7 +313,7 @@ static void rx_pump_zc(struct conn *c)
 				}
 			}
 		}
-		zc_release(c);
+		conn_zc_release(c);
 		if (c->rx_pos == start)
 			return;		/* nothing new: wait for the poll */
 	}
@@ -339,7 +339,7 @@ static void rx_wait(struct conn *c, uint64_t need)
  * rbuf); rx_done takes its result. */
 static void rx_arm(struct conn *c, void *p, size_t len, bool into_req)
 {
-	struct io_uring_sqe *sqe = get_sqe(c->w);
+	struct io_uring_sqe *sqe = conn_get_sqe(c->w);
 
 	io_uring_prep_recv(sqe, c->pfd, p, len, 0);
 	/* A large payload: wait for the low-water mark (rx_wait) instead of
@@ -399,7 +399,7 @@ void rx_pump(struct conn *c)
 
 		if (c->rx_req) {
 			struct req *q = c->rx_req;
-			uint64_t need = chunk_len(q) - q->done;
+			uint64_t need = req_chunk_len(q) - q->done;
 			uint32_t take = avail < need ? avail : (uint32_t)need;
 
 			memcpy((uint8_t *)q->buf + q->done, c->rbuf + c->rstart, take);

@@ -27,9 +27,9 @@ bool tx_reserve_read(struct conn *c, struct req *q)
 	if (bd_tx_reserve(c->t, q->rb.head_len + q->r.length + q->rb.tail_len,
 				  q->tx_win) < 0)
 		return false;
-	win_put(q->tx_win, 0, q->rb.head, q->rb.head_len);
+	conn_win_put(q->tx_win, 0, q->rb.head, q->rb.head_len);
 	q->zc_tx = true;
-	tx_push(c, q);
+	conn_tx_push(c, q);
 	return true;
 }
 
@@ -53,7 +53,7 @@ void tx_retire(struct conn *c, size_t n)
 	}
 }
 
-void conn_flush(struct conn *c)
+void tx_flush(struct conn *c)
 {
 	if (c->tx_busy)
 		return;		/* its completion flushes again */
@@ -119,8 +119,8 @@ void conn_flush(struct conn *c)
 			}
 		}
 		if (!file_next && c->ring) {
-			tx_submit(c, iov, cnt, c->w->e->read_reply == RR_ZC &&
-				  total >= SENDFILE_MIN);
+			conn_arm_send(c, iov, cnt, c->w->e->read_reply == RR_ZC &&
+				      total >= SENDFILE_MIN);
 			/* All the connection owes: its CQE is bookkeeping.
 			 * Small sends only: a large one waits for socket
 			 * space, and with DEFER_TASKRUN its retry runs only
@@ -138,7 +138,7 @@ void conn_flush(struct conn *c)
 				n = -EIO;	/* the file shrank under us */
 		}
 		if (n == -EAGAIN) {
-			arm_poll_out(c);
+			conn_arm_poll_out(c);
 			return;
 		}
 		if (n < 0) {
@@ -150,7 +150,7 @@ void conn_flush(struct conn *c)
 		}
 		tx_retire(c, (size_t)n);
 		if ((size_t)n < total) {
-			arm_poll_out(c);
+			conn_arm_poll_out(c);
 			return;
 		}
 	}

@@ -46,8 +46,8 @@ static void conn_destroy(struct conn *c)
 		req_free(c->rx_req);
 	if (c->skip_req)
 		req_free(c->skip_req);
-	mem_unlink(c);
-	addr_share_put(c);
+	conn_mem_unlink(c);
+	conn_share_put(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -87,7 +87,7 @@ static void conn_start(struct worker *w, struct conn *c)
 	if (w->conns)
 		w->conns->prev = c;
 	w->conns = c;
-	if (addr_share_get(c) < 0) {
+	if (conn_share_get(c) < 0) {
 		log_warn("client %s: out of memory: closing", c->t->peer);
 		conn_destroy(c);
 		return;
@@ -100,7 +100,7 @@ static void conn_start(struct worker *w, struct conn *c)
 	if (w->e->p.request_timeout_ms || w->e->p.idle_timeout_ms)
 		arm_timer(w);
 	if (!c->ring)
-		arm_poll_in(c);
+		conn_arm_poll_in(c);
 	/* Requests may have arrived with the handshake. */
 	conn_kick(c);
 }
@@ -111,7 +111,7 @@ static void arm_timer(struct worker *w)
 
 	if (w->timer_armed)
 		return;
-	sqe = get_sqe(w);
+	sqe = conn_get_sqe(w);
 	w->tick.tv_sec = 0;
 	w->tick.tv_nsec = DRAIN_TICK_MS * 1000000L;
 	io_uring_prep_timeout(sqe, &w->tick, 0, 0);
@@ -275,7 +275,7 @@ static void take_incoming(struct worker *w)
 
 static void arm_wake(struct worker *w)
 {
-	struct io_uring_sqe *sqe = get_sqe(w);
+	struct io_uring_sqe *sqe = conn_get_sqe(w);
 
 	io_uring_prep_read(sqe, w->evfd, &w->evbuf, sizeof(w->evbuf), 0);
 	io_uring_sqe_set_data64(sqe, ud(w, TAG_WAKE));
@@ -300,7 +300,7 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			c->poll_in = false;
 			c->io_pending--;
 			if (!c->closing && cqe->res >= 0)
-				arm_poll_in(c);
+				conn_arm_poll_in(c);
 		}
 		if (c->closing) {
 			conn_maybe_destroy(c);
@@ -361,7 +361,7 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			q->lk_sres = cqe_res;
 			q->lk_done |= LK_SEND;
 			if (q->lk_done & LK_READ)
-				link_resolve(q);
+				req_link_resolve(q);
 			conn_maybe_destroy(c);
 			break;
 		}
@@ -431,7 +431,7 @@ static void bs_run(struct worker *w)
 			req_free(q);
 			conn_maybe_destroy(c);
 		} else {
-			block_status(q);
+			req_block_status(q);
 		}
 		if (now_ns() >= end)
 			break;
@@ -454,7 +454,7 @@ static void run_lists(struct worker *w)
 		while ((c = w->dirty_head)) {
 			w->dirty_head = c->dirty_next;
 			c->dirty = false;
-			conn_flush(c);
+			tx_flush(c);
 			conn_maybe_destroy(c);
 		}
 	}
@@ -764,7 +764,7 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	c->next = w->incoming;
 	w->incoming = c;
 	pthread_mutex_unlock(&w->lock);
-	worker_wake(w);
+	conn_worker_wake(w);
 	return 0;
 out_refuse:
 	bd_close(t);
@@ -781,7 +781,7 @@ void engine_drain(struct engine *e)
 		pthread_mutex_lock(&e->w[i].lock);
 		e->w[i].drain_req = true;
 		pthread_mutex_unlock(&e->w[i].lock);
-		worker_wake(&e->w[i]);
+		conn_worker_wake(&e->w[i]);
 	}
 }
 
