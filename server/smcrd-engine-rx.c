@@ -112,44 +112,69 @@ static bool read_by_send_file(struct conn *c, const struct nbd_request *r)
 	return cs.nr_cache >= last - first + 1;
 }
 
-/* Handles one request header.  zc_ready: the transport holds the whole
- * WRITE payload in place (rx_peek) and it can be written from there.
- * Returns RX_AGAIN (header used, go on), RX_STOP (header used, stop),
- * RX_RETRY (header not used: try again later) or RX_ZC (header used, *zq
- * is a WRITE to be started from the transport's memory). */
-static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req **zq)
-{
+/* A request header, decoded and checked. */
+struct rx_hdr {
 	struct nbd_request r;
-	const char *msg = NULL;
-	uint64_t payload;
-	uint32_t err;
-	struct req *q;
+	uint64_t payload;		/* bytes that follow it on the wire */
+	uint32_t err;			/* NBD error it is answered with, or 0 */
+	const char *msg;		/* why */
+};
 
-	if (nbd_request_parse(&c->tp, w, &r) < 0) {
-		log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
-			  "client %s: bad request magic: dropping the connection", c->t->peer);
-		conn_close(c, NULL);
-		return RX_STOP;
-	}
-	if (nbd_request_hangup(&c->tp, &r, &msg)) {
+/* Header bytes to the host struct; -EBADMSG (bad magic): the connection
+ * is dropped. */
+static int rx_decode(struct conn *c, const void *wire, struct nbd_request *r)
+{
+	if (nbd_request_parse(&c->tp, wire, r) == 0)
+		return 0;
+	log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
+		  "client %s: bad request magic: dropping the connection", c->t->peer);
+	conn_close(c, NULL);
+	return -EBADMSG;
+}
+
+/* Validates h->r: RX_AGAIN, with h->err set for a request answered with an
+ * error (its payload dropped first), or RX_STOP: DISC, or a request whose
+ * payload cannot be skipped (the connection dropped, the reason logged). */
+static int rx_check(struct conn *c, struct rx_hdr *h)
+{
+	const struct nbd_request *r = &h->r;
+
+	h->msg = NULL;
+	if (nbd_request_hangup(&c->tp, r, &h->msg)) {
 		log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
 			  "client %s: %s with a payload of %llu bytes: dropping the connection",
-			  c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.length);
+			  c->t->peer, nbd_cmd_name(r->type), (unsigned long long)r->length);
 		conn_close(c, NULL);
 		return RX_STOP;
 	}
-	payload = nbd_request_payload(&c->tp, &r);
-	err = nbd_request_check(&c->tp, &r, &msg);
-	if (r.type == NBD_CMD_DISC) {
+	h->payload = nbd_request_payload(&c->tp, r);
+	h->err = nbd_request_check(&c->tp, r, &h->msg);
+	if (r->type == NBD_CMD_DISC) {
 		c->rx_stop = true;
 		log_dbg("client %s: NBD_CMD_DISC", c->t->peer);
 		conn_maybe_finish(c);
 		return RX_STOP;
 	}
-	if (c->drain && !err) {
-		err = NBD_ESHUTDOWN;
-		msg = "server is shutting down";
+	if (c->drain && !h->err) {
+		h->err = NBD_ESHUTDOWN;
+		h->msg = "server is shutting down";
 	}
+	return RX_AGAIN;
+}
+
+/* Admits a checked request within the worker's limits: *out, with the way
+ * its data goes (sent from the file, read into a reserved reply, written
+ * from the transport's memory in place, or a pool buffer: req_admit).
+ * inplace: the bytes after the header the transport holds in place
+ * (rx_peek; 0 when copying).  RX_AGAIN, RX_RETRY (a limit reached: the
+ * header is read again once the connection is woken) or RX_STOP. */
+static int rx_admit(struct conn *c, struct rx_hdr *h, uint64_t inplace, struct req **out)
+{
+	const struct nbd_request *r = &h->r;
+	bool zc_ready = r->length && inplace >= r->length &&
+			c->pin_cnt < c->w->e->p.queue_depth;
+	struct req *q;
+
 	if (c->w->io_inflight >= IO_LIMIT) {
 		conn_mem_wait(c, "I/O");
 		return RX_RETRY;
@@ -159,37 +184,50 @@ static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req
 		conn_close(c, "out of memory");
 		return RX_STOP;
 	}
-	q->r = r;
-	if (!err && r.type == NBD_CMD_READ && read_by_send_file(c, &r)) {
+	q->r = *r;
+	*out = q;
+	if (h->err)
+		return RX_AGAIN;
+	if (r->type == NBD_CMD_READ && read_by_send_file(c, r)) {
 		q->from_file = true;
 		__atomic_add_fetch(&c->w->stats.file_reads, 1, __ATOMIC_RELAXED);
-	} else if (!err && r.type == NBD_CMD_READ && tx_reserve_read(c, q)) {
+	} else if (r->type == NBD_CMD_READ && tx_reserve_read(c, q)) {
 		__atomic_add_fetch(&c->w->stats.zc_reads, 1, __ATOMIC_RELAXED);
-	} else if (!err && r.type == NBD_CMD_WRITE && r.length && zc_ready) {
+	} else if (r->type == NBD_CMD_WRITE && zc_ready) {
 		q->zc = true;
-	} else if (!err && ((r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) ||
-			    r.type == NBD_CMD_BLOCK_STATUS)) {
+	} else if ((r->length && (r->type == NBD_CMD_READ || r->type == NBD_CMD_WRITE)) ||
+		   r->type == NBD_CMD_BLOCK_STATUS) {
 		int a = req_admit(q);
 
 		if (a == -EAGAIN)
 			return RX_RETRY;
 		if (a < 0) {
-			err = NBD_ENOMEM;
-			msg = "out of memory";
+			h->err = NBD_ENOMEM;
+			h->msg = "out of memory";
 		}
 	}
-	if (err) {
+	return RX_AGAIN;
+}
+
+/* Starts admitted q: an error answered (once its payload is dropped), a
+ * WRITE's payload awaited (rx_req), or the request started.  RX_AGAIN, or
+ * RX_ZC: *zq is a WRITE to be started from the transport's memory. */
+static int rx_start(struct conn *c, const struct rx_hdr *h, struct req *q, struct req **zq)
+{
+	const struct nbd_request *r = &h->r;
+
+	if (h->err) {
 		log_dbg("client %s: %s off=%llu len=%llu flags=0x%x: error %u: %s",
-			c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.offset,
-			(unsigned long long)r.length, r.flags, err, msg);
-		q->msg = msg;
-		if (payload) {
-			c->skip = payload;
+			c->t->peer, nbd_cmd_name(r->type), (unsigned long long)r->offset,
+			(unsigned long long)r->length, r->flags, h->err, h->msg);
+		q->msg = h->msg;
+		if (h->payload) {
+			c->skip = h->payload;
 			c->skip_req = q;
-			q->error = err;
+			q->error = h->err;
 			return RX_AGAIN;
 		}
-		req_reply(q, err, 0);
+		req_reply(q, h->err, 0);
 		return RX_AGAIN;
 	}
 	if (q->zc) {
@@ -197,7 +235,7 @@ static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req
 		*zq = q;
 		return RX_ZC;
 	}
-	if (r.type == NBD_CMD_WRITE && r.length) {
+	if (r->type == NBD_CMD_WRITE && r->length) {
 		c->rx_req = q;
 		return RX_AGAIN;
 	}
@@ -205,9 +243,29 @@ static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req
 	return RX_AGAIN;
 }
 
+/* One request header: decoded, checked, admitted, started.  inplace: see
+ * rx_admit.  Returns RX_AGAIN (header used, go on), RX_STOP (header used,
+ * stop), RX_RETRY (header not used: try again later) or RX_ZC (header
+ * used, *zq is a WRITE to be started from the transport's memory). */
+static int rx_parse_hdr(struct conn *c, const void *wire, uint64_t inplace, struct req **zq)
+{
+	struct rx_hdr h;
+	struct req *q;
+	int r;
+
+	if (rx_decode(c, wire, &h.r) < 0)
+		return RX_STOP;
+	r = rx_check(c, &h);
+	if (r == RX_AGAIN)
+		r = rx_admit(c, &h, inplace, &q);
+	if (r == RX_AGAIN)
+		r = rx_start(c, &h, q, zq);
+	return r;
+}
+
 static int rx_parse(struct conn *c)
 {
-	int r = rx_parse_hdr(c, c->rbuf + c->rstart, false, NULL);
+	int r = rx_parse_hdr(c, c->rbuf + c->rstart, 0, NULL);
 
 	if (r != RX_RETRY)
 		c->rstart += (uint32_t)nbd_request_hdr_len(&c->tp);
@@ -283,18 +341,11 @@ static void rx_pump_zc(struct conn *c)
 			{
 				uint8_t w[sizeof(struct nbd_ext_request_wire)];
 				size_t hlen = nbd_request_hdr_len(&c->tp);
-				struct nbd_request peek;
 				struct req *q = NULL;
-				bool ready = false;
 				int r;
 
 				conn_win_copy(win, off, w, hlen);
-				if (nbd_request_parse(&c->tp, w, &peek) == 0 &&
-				    peek.type == NBD_CMD_WRITE &&
-				    avail - hlen >= peek.length &&
-				    c->pin_cnt < qd)
-					ready = true;
-				r = rx_parse_hdr(c, w, ready, &q);
+				r = rx_parse_hdr(c, w, avail - hlen, &q);
 				if (r == RX_RETRY)
 					break;
 				c->rx_pos += hlen;
