@@ -138,6 +138,30 @@ struct addr_share {
 
 #define ADDR_BUCKETS	64
 
+/* How a connection's bytes move, chosen once at its setup (engine_add):
+ * received in place (rx_peek), by recv SQEs on the worker's ring (plain
+ * TCP) or by readv after a poll; sent by sendmsg SQEs on the ring or by
+ * writev after a poll.  (READ data by send_file and replies reserved in
+ * the transport's send buffer are chosen per request.) */
+struct rx_ops {
+	/* Reads what there is and parses the requests in it. */
+	void (*pump)(struct conn *c);
+	/* Receiving through rbuf: the rest of a payload, need bytes, not in
+	 * rbuf (RX_PL_*); more bytes into rbuf (false: wait for them). */
+	int (*payload)(struct conn *c, struct req *q, uint64_t need);
+	bool (*fill)(struct conn *c);
+	bool poll;			/* woken by a multishot POLL_IN */
+};
+
+struct tx_ops {
+	/* Sends gathered replies, total bytes in iov[cnt]; all: they are
+	 * all the connection owes.  False: stop flushing (a CQE, POLL_OUT or
+	 * the close comes next). */
+	bool (*send)(struct conn *c, const struct iovec *iov, int cnt, size_t total, bool all);
+	bool sqe;			/* sends are SQEs on the worker's ring: a
+					 * reply may be linked to its file I/O */
+};
+
 struct conn {
 	void *owner;			/* engine_add()'s, for p.closed */
 	struct worker *w;
@@ -149,6 +173,8 @@ struct conn {
 	int pfd;
 	struct export *exp;
 	struct nbd_tx_params tp;
+	const struct rx_ops *rx_ops;	/* chosen in engine_add */
+	const struct tx_ops *tx_ops;
 	/* receive */
 	uint8_t *rbuf;
 	uint32_t rstart, rend;
@@ -185,10 +211,9 @@ struct conn {
 	uint64_t mem_used;		/* request buffers held */
 	char akey[INET6_ADDRSTRLEN];	/* peer address, no port */
 	struct addr_share *as;		/* its share on this worker */
-	/* Zero-copy receive (transports with rx_peek): the stream is read in
-	 * place; WRITE payloads stay there (pinned) until on disk, and bytes
-	 * are consumed in order up to the oldest pin. */
-	bool zc;
+	/* Zero-copy receive (rx_ops_inplace: transports with rx_peek): the
+	 * stream is read in place; WRITE payloads stay there (pinned) until
+	 * on disk, and bytes are consumed in order up to the oldest pin. */
 	uint64_t rx_pos;		/* stream bytes parsed */
 	uint64_t rx_cons;		/* stream bytes consumed */
 	struct pin {
@@ -196,9 +221,9 @@ struct conn {
 		bool done;
 	} *pins;			/* ring of queue-depth entries */
 	unsigned pin_head, pin_cnt;
-	/* Ring socket (plain TCP): recv and sendmsg go through the worker's
-	 * ring instead of poll + recv(2)/sendmsg(2).  One of each at most. */
-	bool ring;
+	/* Ring socket (plain TCP: rx_ops_ring, tx_ops_ring): recv and
+	 * sendmsg go through the worker's ring instead of poll +
+	 * recv(2)/sendmsg(2).  One of each at most. */
 	bool rx_armed;			/* recv SQE outstanding */
 	bool rx_into_req;		/* it receives into rx_req's buffer */
 	bool tx_busy;			/* sendmsg SQE outstanding */
@@ -343,9 +368,10 @@ void req_free(struct req *q);
 bool tx_reserve_read(struct conn *c, struct req *q);
 void tx_retire(struct conn *c, size_t n);
 void tx_flush(struct conn *c);
+extern const struct tx_ops tx_ops_writev, tx_ops_ring;
 
 /* smcrd-engine-rx.c: receive */
 void rx_done(struct conn *c, int res);
-void rx_pump(struct conn *c);
+extern const struct rx_ops rx_ops_inplace, rx_ops_ring, rx_ops_copy;
 
 #endif

@@ -365,7 +365,7 @@ void req_start(struct req *q)
  * the send is cancelled, if the I/O fails or comes short). */
 static bool link_ok(const struct conn *c, const struct req *q)
 {
-	if (!c->ring || c->exp->rbd || c->closing || c->tx_busy || c->tx_head ||
+	if (!c->tx_ops->sqe || c->exp->rbd || c->closing || c->tx_busy || c->tx_head ||
 	    c->inflight != 1 ||
 	    q->done || !q->buf || !q->r.length ||
 	    io_uring_sq_space_left((struct io_uring *)&c->w->ring) < 2)

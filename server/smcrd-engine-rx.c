@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd engine: receive.  Request headers and WRITE payloads read from
- * the transport: copied, in place (rx_peek) or by recv on the ring
- * (smcrd-engine-int.h). */
+ * the transport in one of three ways, a connection's rx_ops: in place
+ * (rx_peek), by recv on the ring, or copied by readv (smcrd-engine-int.h);
+ * a header decoded, checked, admitted and started (rx_parse_hdr). */
 #include <config.h>
 
 #include <errno.h>
@@ -434,19 +435,101 @@ void rx_done(struct conn *c, int res)
 	conn_kick(c);
 }
 
-void rx_pump(struct conn *c)
-{
-	struct worker *w = c->w;
-	unsigned qd = w->e->p.queue_depth;
+/* What a payload step did (rx_ops.payload). */
+enum { RX_PL_WAIT, RX_PL_MORE, RX_PL_DONE };
 
-	if (c->zc) {
-		rx_pump_zc(c);
-		return;
+/* Ring socket: the rest of q's payload (rbuf is empty) by a recv straight
+ * into its buffer; its CQE (rx_done) wakes the pump again. */
+static int rx_payload_ring(struct conn *c, struct req *q, uint64_t need)
+{
+	if (!c->rx_armed) {
+		rx_wait(c, need);
+		rx_arm(c, (uint8_t *)q->buf + q->done, need, true);
 	}
+	return RX_PL_WAIT;
+}
+
+/* Copying: the rest of q's payload (rbuf is empty) and what follows, in
+ * one readv. */
+static int rx_payload_copy(struct conn *c, struct req *q, uint64_t need)
+{
+	struct iovec iov[2];
+	ssize_t n;
+
+	if (c->rx_short) {
+		rx_wait(c, need);
+		return RX_PL_WAIT;
+	}
+	c->rstart = c->rend = 0;
+	iov[0].iov_base = (uint8_t *)q->buf + q->done;
+	iov[0].iov_len = need;
+	iov[1].iov_base = c->rbuf;
+	iov[1].iov_len = RBUF_SIZE;
+	n = rx_read(c, iov, 2);
+	if (n <= 0)
+		return RX_PL_WAIT;
+	if ((uint64_t)n <= need) {
+		q->done += (uint64_t)n;
+		return RX_PL_MORE;
+	}
+	q->done += need;
+	c->rend = (uint32_t)((uint64_t)n - need);
+	return RX_PL_DONE;
+}
+
+/* Room at rbuf's end for what comes next. */
+static void rx_compact(struct conn *c)
+{
+	if (c->rstart == c->rend) {
+		c->rstart = c->rend = 0;
+	} else if (c->rstart > RBUF_SIZE / 2) {
+		memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
+		c->rend -= c->rstart;
+		c->rstart = 0;
+	}
+}
+
+/* Ring socket: more bytes into rbuf by a recv; false: wait for its CQE. */
+static bool rx_fill_ring(struct conn *c)
+{
+	if (c->rx_armed)
+		return false;
+	rx_compact(c);
+	rx_wait(c, 1);
+	rx_arm(c, c->rbuf + c->rend, RBUF_SIZE - c->rend, false);
+	return false;
+}
+
+/* Copying: more bytes into rbuf by a readv; false: wait for the poll. */
+static bool rx_fill_copy(struct conn *c)
+{
+	struct iovec iov;
+	ssize_t n;
+
+	if (c->rx_short) {
+		rx_wait(c, 1);
+		return false;
+	}
+	rx_compact(c);
+	iov.iov_base = c->rbuf + c->rend;
+	iov.iov_len = RBUF_SIZE - c->rend;
+	n = rx_read(c, &iov, 1);
+	if (n <= 0)
+		return false;
+	c->rend += (uint32_t)n;
+	return true;
+}
+
+/* Receiving through rbuf: headers parsed from it, payloads copied out of
+ * it, and what rbuf lacks received by the connection's rx_ops (its
+ * payload and fill steps). */
+static void rx_pump_buf(struct conn *c)
+{
+	const struct rx_ops *ops = c->rx_ops;
+	unsigned qd = c->w->e->p.queue_depth;
+
 	while (!c->closing && !c->rx_stop && !c->mem_blocked && !c->rx_chunk) {
 		uint32_t avail = c->rend - c->rstart;
-		struct iovec iov[2];
-		ssize_t n;
 
 		if (c->rx_req) {
 			struct req *q = c->rx_req;
@@ -457,34 +540,13 @@ void rx_pump(struct conn *c)
 			c->rstart += take;
 			q->done += take;
 			need -= take;
-			if (need && c->ring) {
-				/* rbuf is empty: the payload goes straight in. */
-				if (!c->rx_armed) {
-					rx_wait(c, need);
-					rx_arm(c, (uint8_t *)q->buf + q->done, need, true);
-				}
-				return;
-			}
 			if (need) {
-				if (c->rx_short) {
-					rx_wait(c, need);
+				int r = ops->payload(c, q, need);
+
+				if (r == RX_PL_WAIT)
 					return;
-				}
-				/* The rest of the payload, and what follows. */
-				c->rstart = c->rend = 0;
-				iov[0].iov_base = (uint8_t *)q->buf + q->done;
-				iov[0].iov_len = need;
-				iov[1].iov_base = c->rbuf;
-				iov[1].iov_len = RBUF_SIZE;
-				n = rx_read(c, iov, 2);
-				if (n <= 0)
-					return;
-				if ((uint64_t)n <= need) {
-					q->done += (uint64_t)n;
+				if (r == RX_PL_MORE)
 					continue;
-				}
-				q->done += need;
-				c->rend = (uint32_t)((uint64_t)n - need);
 			}
 			chunk_received(c, q);
 			continue;
@@ -512,29 +574,18 @@ void rx_pump(struct conn *c)
 			continue;
 		}
 		/* Need more bytes. */
-		if (c->ring && c->rx_armed)
+		if (!ops->fill(c))
 			return;
-		if (c->rx_short && !c->ring) {
-			rx_wait(c, 1);
-			return;
-		}
-		if (c->rstart == c->rend) {
-			c->rstart = c->rend = 0;
-		} else if (c->rstart > RBUF_SIZE / 2) {
-			memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
-			c->rend -= c->rstart;
-			c->rstart = 0;
-		}
-		if (c->ring) {
-			rx_wait(c, 1);
-			rx_arm(c, c->rbuf + c->rend, RBUF_SIZE - c->rend, false);
-			return;
-		}
-		iov[0].iov_base = c->rbuf + c->rend;
-		iov[0].iov_len = RBUF_SIZE - c->rend;
-		n = rx_read(c, iov, 1);
-		if (n <= 0)
-			return;
-		c->rend += (uint32_t)n;
 	}
 }
+
+/* In place (transports with rx_peek: SMC-R). */
+const struct rx_ops rx_ops_inplace = { .pump = rx_pump_zc, .poll = true };
+/* Plain TCP on the worker's ring: recv SQEs, no poll. */
+const struct rx_ops rx_ops_ring = {
+	.pump = rx_pump_buf, .payload = rx_payload_ring, .fill = rx_fill_ring,
+};
+/* The other transports: a multishot poll, then readv. */
+const struct rx_ops rx_ops_copy = {
+	.pump = rx_pump_buf, .payload = rx_payload_copy, .fill = rx_fill_copy, .poll = true,
+};

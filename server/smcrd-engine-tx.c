@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrd engine: replies.  Queued per connection in completion order and
- * sent by writev, send_file, a reserved send buffer or a sendmsg on the
- * ring (smcrd-engine-int.h). */
+/* smcrd engine: send.  The replies queued per connection in completion
+ * order, sent by a reserved send buffer, send_file, or the connection's
+ * tx_ops (writev, or a sendmsg on the ring), and freed once sent
+ * (smcrd-engine-int.h). */
 #include <config.h>
 
 #include <errno.h>
@@ -52,6 +53,54 @@ void tx_retire(struct conn *c, size_t n)
 		req_free(q);
 	}
 }
+
+/* A send of total bytes returned n: the replies sent retired.  False:
+ * stop (the rest waits for POLL_OUT, or the connection closes). */
+static bool tx_sent(struct conn *c, ssize_t n, size_t total)
+{
+	if (n == -EAGAIN) {
+		conn_arm_poll_out(c);
+		return false;
+	}
+	if (n < 0) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "send failed: %s", strerror((int)-n));
+		conn_close(c, n == -EPIPE || n == -ECONNRESET ? "client went away" : why);
+		return false;
+	}
+	tx_retire(c, (size_t)n);
+	if ((size_t)n < total) {
+		conn_arm_poll_out(c);
+		return false;
+	}
+	return true;
+}
+
+/* Gathered replies (total bytes in iov[cnt]) by writev. */
+static bool tx_send_writev(struct conn *c, const struct iovec *iov, int cnt, size_t total,
+			   bool all)
+{
+	(void)all;
+	return tx_sent(c, bd_writev(c->t, iov, cnt), total);
+}
+
+/* Ring socket: gathered replies by one sendmsg SQE, whose CQE retires them
+ * and flushes again; all: they are all the connection owes. */
+static bool tx_send_ring(struct conn *c, const struct iovec *iov, int cnt, size_t total,
+			 bool all)
+{
+	conn_arm_send(c, iov, cnt, c->w->e->read_reply == RR_ZC && total >= SENDFILE_MIN);
+	/* All the connection owes: its CQE is bookkeeping.  Small sends
+	 * only: a large one waits for socket space, and with DEFER_TASKRUN
+	 * its retry runs only once the wait ends. */
+	if (all && total < LAZY_MAX)
+		c->w->lazy++;
+	return false;
+}
+
+const struct tx_ops tx_ops_writev = { .send = tx_send_writev };
+const struct tx_ops tx_ops_ring = { .send = tx_send_ring, .sqe = true };
 
 void tx_flush(struct conn *c)
 {
@@ -118,39 +167,13 @@ void tx_flush(struct conn *c)
 				cnt++;
 			}
 		}
-		if (!file_next && c->ring) {
-			conn_arm_send(c, iov, cnt, c->w->e->read_reply == RR_ZC &&
-				      total >= SENDFILE_MIN);
-			/* All the connection owes: its CQE is bookkeeping.
-			 * Small sends only: a large one waits for socket
-			 * space, and with DEFER_TASKRUN its retry runs only
-			 * once the wait ends. */
-			if (!q && nq == c->inflight && total < LAZY_MAX)
-				c->w->lazy++;
-			return;
-		}
-		if (!file_next) {
-			n = bd_writev(c->t, iov, cnt);
-		} else {
-			total += flen;
+		if (file_next) {
 			n = bd_send_file(c->t, iov, cnt, c->exp->fd, &foff, flen);
 			if (n == 0)
 				n = -EIO;	/* the file shrank under us */
-		}
-		if (n == -EAGAIN) {
-			conn_arm_poll_out(c);
-			return;
-		}
-		if (n < 0) {
-			char why[96];
-
-			snprintf(why, sizeof(why), "send failed: %s", strerror((int)-n));
-			conn_close(c, n == -EPIPE || n == -ECONNRESET ? "client went away" : why);
-			return;
-		}
-		tx_retire(c, (size_t)n);
-		if ((size_t)n < total) {
-			conn_arm_poll_out(c);
+			if (!tx_sent(c, n, total + flen))
+				return;
+		} else if (!c->tx_ops->send(c, iov, cnt, total, !q && nq == c->inflight)) {
 			return;
 		}
 	}

@@ -99,7 +99,7 @@ static void conn_start(struct worker *w, struct conn *c)
 	c->tx_seen_outq = -1;
 	if (w->e->p.request_timeout_ms || w->e->p.idle_timeout_ms)
 		arm_timer(w);
-	if (!c->ring)
+	if (c->rx_ops->poll)
 		conn_arm_poll_in(c);
 	/* Requests may have arrived with the handshake. */
 	conn_kick(c);
@@ -157,7 +157,7 @@ static bool tx_stalled(struct conn *c, uint64_t now, uint64_t limit)
 		c->tx_seen_ms = now;
 		return false;
 	}
-	if (c->ring || bd_info(c->t).kernel_tcp)
+	if (c->tx_ops->sqe || bd_info(c->t).kernel_tcp)
 		if (ioctl(c->pfd, SIOCOUTQ, &outq) < 0)
 			outq = -1;
 	if (c->tx_bytes != c->tx_seen || outq != c->tx_seen_outq) {
@@ -448,7 +448,7 @@ static void run_lists(struct worker *w)
 		while ((c = w->kick_head)) {
 			w->kick_head = c->kick_next;
 			c->kicked = false;
-			rx_pump(c);
+			c->rx_ops->pump(c);
 			conn_maybe_destroy(c);
 		}
 		while ((c = w->dirty_head)) {
@@ -728,9 +728,15 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 			free(c);
 			goto out_refuse;
 		}
-		c->zc = true;
+		c->rx_ops = &rx_ops_inplace;
+		c->tx_ops = &tx_ops_writev;
+	} else if (e->ring_sock && bd_info(t).tcp_fd >= 0) {
+		c->rx_ops = &rx_ops_ring;
+		c->tx_ops = &tx_ops_ring;
+	} else {
+		c->rx_ops = &rx_ops_copy;
+		c->tx_ops = &tx_ops_writev;
 	}
-	c->ring = e->ring_sock && !c->zc && bd_info(t).tcp_fd >= 0;
 	nbd_tx_params_from_session(s, &c->tp);
 	for (i = 0; i < e->nw; i++) {
 		unsigned n = __atomic_load_n(&e->w[i].nconns, __ATOMIC_RELAXED);
