@@ -22,7 +22,7 @@
 /* --- configuration ------------------------------------------------------ */
 
 /* Relative export paths are relative to the directory smcrd started in. */
-int absolutize(struct server *s, struct export_list *l)
+int daemon_absolutize(struct server *s, struct export_list *l)
 {
 	unsigned i;
 
@@ -42,8 +42,8 @@ int absolutize(struct server *s, struct export_list *l)
 	return 0;
 }
 
-int build_table(struct server *s, bool apply_globals, const struct export_table *keep,
-		struct export_table **out)
+int daemon_build_table(struct server *s, bool apply_globals,
+		       const struct export_table *keep, struct export_table **out)
 {
 	struct export_list file = { NULL, 0 };
 	char err[512] = "";
@@ -56,7 +56,7 @@ int build_table(struct server *s, bool apply_globals, const struct export_table 
 			log_err("%s", err);
 			goto out_free;
 		}
-		r = absolutize(s, &file);
+		r = daemon_absolutize(s, &file);
 		if (r < 0)
 			goto out_free;
 	}
@@ -72,7 +72,7 @@ out_free:
 /* After fork: librados's threads stayed with the parent, so RBD images
  * are opened again.  The parent's handles are dropped, not closed (closing
  * would wait for those threads); the files it opened are left open. */
-int reopen_rbd(struct server *s)
+int daemon_reopen_rbd(struct server *s)
 {
 	struct export_table *t;
 	unsigned i;
@@ -81,13 +81,13 @@ int reopen_rbd(struct server *s)
 		;
 	if (i == s->table->n)
 		return 0;
-	if (build_table(s, false, NULL, &t) < 0)
+	if (daemon_build_table(s, false, NULL, &t) < 0)
 		return -EIO;
 	s->table = t;
 	return 0;
 }
 
-void log_table(const struct export_table *t, const char *config)
+void daemon_log_table(const struct export_table *t, const char *config)
 {
 	unsigned i;
 
@@ -145,7 +145,7 @@ static void reload(struct server *s)
 	reload_log_level(s);
 	/* The table in use changes only here (this thread): read unlocked.
 	 * Its RBD images whose settings are the same are shared. */
-	if (build_table(s, false, s->table, &t) < 0) {
+	if (daemon_build_table(s, false, s->table, &t) < 0) {
 		log_err("reload failed: keeping the current exports");
 		return;
 	}
@@ -161,7 +161,7 @@ static void reload(struct server *s)
 	pthread_mutex_unlock(&s->lock);
 	/* Connected clients keep their own references. */
 	export_table_free(old);
-	log_table(t, s->cfg.config_file);
+	daemon_log_table(t, s->cfg.config_file);
 }
 
 /* The new table is built here, off the accept loop (an RBD export opens
@@ -183,7 +183,7 @@ static void *reload_thread(void *arg)
 	return NULL;
 }
 
-void reload_start(struct server *s)
+void daemon_reload_start(struct server *s)
 {
 	int r;
 
@@ -217,7 +217,7 @@ void reload_start(struct server *s)
 
 /* At exit (s->stopping set): waits up to wait_ms for a reload.  false:
  * it still runs (inside a cluster that does not answer) and uses s. */
-bool reload_stop(struct server *s, unsigned wait_ms)
+bool daemon_reload_stop(struct server *s, unsigned wait_ms)
 {
 	struct timespec ts;
 	bool joinable;
@@ -242,7 +242,7 @@ bool reload_stop(struct server *s, unsigned wait_ms)
  * root's), and only a regular file; mode 0644.  Made relative to its
  * directory, opened once: removal at exit is in that directory, whatever
  * its name points to by then. */
-int write_pidfile(const char *path, struct pidfile *pf)
+int daemon_write_pidfile(const char *path, struct pidfile *pf)
 {
 	const char *slash = strrchr(path, '/');
 	char dir[4096];
@@ -322,7 +322,7 @@ out_dir:
 /* Removes the pid file if its name in its directory is still the file
  * made and it still holds our pid (not one another process or user put
  * in its place). */
-void remove_pidfile(struct pidfile *pf)
+void daemon_remove_pidfile(struct pidfile *pf)
 {
 	char buf[32], want[32];
 	struct stat st;
@@ -349,7 +349,7 @@ void remove_pidfile(struct pidfile *pf)
 
 /* Forks; the parent waits until the child reports readiness and exits
  * with its status.  Returns the pipe to report on (child). */
-int daemonize(void)
+int daemon_fork(void)
 {
 	int p[2];
 	pid_t pid;
@@ -372,14 +372,14 @@ int daemonize(void)
 	return p[1];
 }
 
-void log_to_syslog(void *opaque, enum smcr_log_level level, const char *msg)
+void daemon_syslog(void *opaque, enum smcr_log_level level, const char *msg)
 {
 	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
 
 	syslog(prio[level], "%s", msg);
 }
 
-void detach_stdio(const char *log_file)
+void daemon_detach_stdio(const char *log_file)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 

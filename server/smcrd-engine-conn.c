@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd engine, ground floor: the buffer pool, the worker's lists, SQE
- * submission, connection and request life, the zero-copy window.  Calls
- * nothing of the rooms above (smcrd-engine-int.h). */
+ * submission (polls, the ring socket's send), a connection's closing, the
+ * zero-copy window.  Calls nothing of the rooms above
+ * (smcrd-engine-int.h). */
 #include <config.h>
 
 #include <errno.h>
@@ -15,7 +16,7 @@
 
 /* --- buffer pool ---------------------------------------------------------- */
 
-unsigned size_class(uint64_t len)
+unsigned pool_class(uint64_t len)
 {
 	unsigned shift = POOL_MIN_SHIFT;
 
@@ -93,10 +94,10 @@ static void fixed_del(struct worker *w, int slot)
 }
 
 /* NULL with *blocked set: over the memory limit, try again later. */
-void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
-	      bool *blocked)
+void *pool_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
+	       bool *blocked)
 {
-	unsigned cls = size_class(len);
+	unsigned cls = pool_class(len);
 	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
 	struct pool_buf *b;
 	void *p;
@@ -123,7 +124,7 @@ void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
 	return p;
 }
 
-static void buf_put(struct worker *w, unsigned cls, void *p, int slot)
+void pool_put(struct worker *w, unsigned cls, void *p, int slot)
 {
 	size_t size = (size_t)1 << (cls + POOL_MIN_SHIFT);
 	struct pool_buf *b = p;
@@ -178,7 +179,7 @@ void conn_dirty(struct conn *c)
 
 /* The share of c's address on its worker, created at the first
  * connection; -ENOMEM. */
-int addr_share_get(struct conn *c)
+int conn_share_get(struct conn *c)
 {
 	struct worker *w = c->w;
 	unsigned h = 5381;
@@ -205,7 +206,7 @@ int addr_share_get(struct conn *c)
 }
 
 /* After the connection's buffers are back. */
-static void addr_share_put(struct conn *c)
+void conn_share_put(struct conn *c)
 {
 	struct worker *w = c->w;
 	struct addr_share *a = c->as, **pp;
@@ -222,26 +223,9 @@ static void addr_share_put(struct conn *c)
 			}
 }
 
-/* Once per 10 s per address and worker; what: the share reached
- * ("connection": the connection's of its address's, "address": the
- * address's of the worker's). */
-void addr_limit_log(struct conn *c, const char *what)
-{
-	uint64_t now = now_ms();
-
-	if (c->as->logged_ms && now - c->as->logged_ms < 10000)
-		return;
-	c->as->logged_ms = now;
-	log_info("client %s: %s holds %llu bytes of worker %u's request memory in %u "
-		 "connections, %llu of it this one: the %s's share reached "
-		 "(max-memory-per-address; %u addresses hold some): it waits", c->t->peer,
-		 c->akey, (unsigned long long)c->as->used, c->w->idx, c->as->holders,
-		 (unsigned long long)c->mem_used, what, c->w->addr_holders);
-}
-
 /* The connection reads no more requests until buffers (or io_uring
  * slots) of this worker are free again. */
-void mem_wait(struct conn *c, const char *what)
+void conn_mem_wait(struct conn *c, const char *what)
 {
 	struct worker *w = c->w;
 	uint64_t now;
@@ -264,7 +248,7 @@ void mem_wait(struct conn *c, const char *what)
 	w->mem_tail = c;
 }
 
-void mem_wake(struct worker *w)
+void conn_mem_wake(struct worker *w)
 {
 	struct conn *c = w->mem_head;
 
@@ -278,7 +262,8 @@ void mem_wake(struct worker *w)
 	}
 }
 
-static void mem_unlink(struct conn *c)
+/* Off the memory wait list (the connection goes). */
+void conn_mem_unlink(struct conn *c)
 {
 	struct worker *w = c->w;
 	struct conn **pp, *prev = NULL;
@@ -298,7 +283,7 @@ static void mem_unlink(struct conn *c)
 
 /* --- submission ------------------------------------------------------------ */
 
-struct io_uring_sqe *get_sqe(struct worker *w)
+struct io_uring_sqe *conn_get_sqe(struct worker *w)
 {
 	struct io_uring_sqe *sqe;
 
@@ -313,9 +298,9 @@ struct io_uring_sqe *get_sqe(struct worker *w)
 	return sqe;
 }
 
-void arm_poll_in(struct conn *c)
+void conn_arm_poll_in(struct conn *c)
 {
-	struct io_uring_sqe *sqe = get_sqe(c->w);
+	struct io_uring_sqe *sqe = conn_get_sqe(c->w);
 
 	io_uring_prep_poll_multishot(sqe, c->pfd, (unsigned)bd_poll_events(c->t, BD_WANT_READ));
 	io_uring_sqe_set_data64(sqe, ud(c, TAG_POLL_IN));
@@ -323,77 +308,58 @@ void arm_poll_in(struct conn *c)
 	c->io_pending++;
 }
 
-void arm_poll_out(struct conn *c)
+void conn_arm_poll_out(struct conn *c)
 {
 	struct io_uring_sqe *sqe;
 
 	if (c->poll_out || c->closing)
 		return;
-	sqe = get_sqe(c->w);
+	sqe = conn_get_sqe(c->w);
 	io_uring_prep_poll_add(sqe, c->pfd, (unsigned)bd_poll_events(c->t, BD_WANT_WRITE));
 	io_uring_sqe_set_data64(sqe, ud(c, TAG_POLL_OUT));
 	c->poll_out = true;
 	c->io_pending++;
 }
 
+/* Ring socket: sendmsg of iov[cnt] (copied) as one SQE; zero-copy (the
+ * buffers are held until the kernel's notification) if zc. */
+void conn_arm_send(struct conn *c, const struct iovec *iov, int cnt, bool zc)
+{
+	struct io_uring_sqe *sqe = conn_get_sqe(c->w);
+
+	memcpy(c->tx_iov, iov, (size_t)cnt * sizeof(*iov));
+	memset(&c->tx_msg, 0, sizeof(c->tx_msg));
+	c->tx_msg.msg_iov = c->tx_iov;
+	c->tx_msg.msg_iovlen = (size_t)cnt;
+	if (zc)
+		io_uring_prep_sendmsg_zc(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
+	else
+		io_uring_prep_sendmsg(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
+	c->tx_zc = zc;
+	c->tx_zc_res = 0;
+	io_uring_sqe_set_data64(sqe, ud(c, TAG_SEND));
+	c->tx_busy = true;
+	c->io_pending++;
+}
+
+/* Wakes w's loop (its eventfd): work handed over by another thread. */
+void conn_worker_wake(struct worker *w)
+{
+	uint64_t one = 1;
+
+	if (write(w->evfd, &one, sizeof(one)) < 0)
+		log_warn("worker %u: eventfd: %s", w->idx, strerror(errno));
+}
+
 static void cancel_ud(struct worker *w, uint64_t data)
 {
-	struct io_uring_sqe *sqe = get_sqe(w);
+	struct io_uring_sqe *sqe = conn_get_sqe(w);
 
 	io_uring_prep_cancel64(sqe, data, 0);
 	io_uring_sqe_set_data64(sqe, ud(w, TAG_IGNORE));
 }
 
 /* --- connection life ----------------------------------------------------- */
-
-void conn_destroy(struct conn *c)
-{
-	struct worker *w = c->w;
-	struct engine *e = w->e;
-	void *owner;
-
-	while (c->tx_head) {
-		struct req *q = c->tx_head;
-
-		c->tx_head = q->next;
-		req_free(q);
-	}
-	if (c->rx_req)
-		req_free(c->rx_req);
-	if (c->skip_req)
-		req_free(c->skip_req);
-	mem_unlink(c);
-	addr_share_put(c);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		w->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	log_rated(LOGRATE_SESSION, c->t->peer, SMCR_LOG_INFO,
-		  "client %s: export '%s' closed (%llu requests, %llu bytes read, "
-		  "%llu bytes written)", c->t->peer, c->exp->spec.name,
-		  (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
-		  (unsigned long long)c->wbytes);
-	iostat_conn(c->st_exp, -1);
-	iostat_conn(c->st_cli, -1);
-	owner = c->owner;
-	bd_close(c->t);
-	export_put(c->exp);
-	free(c->pins);
-	free(c->rbuf);
-	free(c);
-	__atomic_sub_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
-	__atomic_sub_fetch(&e->conns, 1, __ATOMIC_RELAXED);
-	if (e->p.closed)
-		e->p.closed(e->p.closed_arg, owner);
-}
-
-void conn_maybe_destroy(struct conn *c)
-{
-	if (c->closing && c->io_pending == 0 && !c->kicked && !c->dirty)
-		conn_destroy(c);
-}
 
 /* Stops everything; the connection goes once its SQEs have completed. */
 void conn_close(struct conn *c, const char *why)
@@ -413,7 +379,7 @@ void conn_close(struct conn *c, const char *why)
 		cancel_ud(c->w, ud(c, TAG_RECV));
 	if (c->tx_busy)
 		cancel_ud(c->w, ud(c, TAG_SEND));
-	/* Destroyed at a safe point (conn_maybe_destroy callers). */
+	/* Destroyed at a safe point (smcrd-engine.c's conn_maybe_destroy). */
 }
 
 /* Closes once nothing is left to do (after DISC, EOF, or when draining). */
@@ -428,7 +394,7 @@ void conn_maybe_finish(struct conn *c)
 /* --- zero-copy receive -------------------------------------------------- */
 
 /* Gives the transport back what is parsed and not pinned. */
-void zc_release(struct conn *c)
+void conn_zc_release(struct conn *c)
 {
 	unsigned cap = c->w->e->p.queue_depth;
 	uint64_t target;
@@ -453,7 +419,7 @@ void zc_release(struct conn *c)
 }
 
 /* The payload of q is on disk (or failed): its bytes may go. */
-void zc_unpin(struct req *q)
+void conn_zc_unpin(struct req *q)
 {
 	struct conn *c = q->c;
 
@@ -461,7 +427,7 @@ void zc_unpin(struct req *q)
 		return;
 	q->zc = false;
 	c->pins[q->pin].done = true;
-	zc_release(c);
+	conn_zc_release(c);
 	/* Window space came free: there may be more to read. */
 	conn_kick(c);
 }
@@ -493,19 +459,19 @@ static void win_xfer(const struct iovec win[2], uint64_t off, uint8_t *buf, size
 }
 
 /* Copies len bytes at off of a two-piece window. */
-void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len)
+void conn_win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len)
 {
 	win_xfer(win, off, dst, len, false);
 }
 
 /* Copies len bytes into a two-piece window at off. */
-void win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len)
+void conn_win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len)
 {
 	win_xfer(win, off, (uint8_t *)src, len, true);
 }
 
 /* The window pieces covering [off, off + len). */
-int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2])
+int conn_win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2])
 {
 	int i, cnt = 0;
 
@@ -533,7 +499,7 @@ int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec 
 }
 
 /* The remaining pieces of a zero-copy WRITE after done bytes. */
-int zc_remaining(struct req *q)
+int conn_zc_remaining(struct req *q)
 {
 	uint64_t skip = q->done;
 	int i, cnt = 0;
@@ -551,98 +517,3 @@ int zc_remaining(struct req *q)
 	return cnt;
 }
 
-/* --- request life ---------------------------------------------------------- */
-
-/* The bytes of a copied WRITE payload that buf holds at a time: from part
- * on, one chunk or the rest (a payload in place: all of it). */
-uint64_t chunk_len(const struct req *q)
-{
-	uint64_t left = q->r.length - q->part;
-
-	if (q->zc)
-		return q->r.length;
-	return left < WRITE_CHUNK ? left : WRITE_CHUNK;
-}
-
-struct req *req_new(struct conn *c)
-{
-	struct worker *w = c->w;
-	struct req *q = w->req_free;
-
-	if (q)
-		w->req_free = q->next;
-	else if (!(q = malloc(sizeof(*q))))
-		return NULL;
-	q->c = c;
-	q->next = NULL;
-	q->buf = NULL;
-	q->buf_slot = -1;
-	q->from_file = false;
-	q->zc_tx = false;
-	q->tx_ready = false;
-	q->zc = false;
-	q->linked = false;
-	q->phase = PH_NONE;
-	q->part = 0;
-	q->done = 0;
-	q->error = 0;
-	q->err_off = NBD_NO_OFFSET;
-	q->msg = NULL;
-	q->t0_us = mono_us();
-	c->inflight++;
-	c->nreq++;
-	__atomic_add_fetch(&w->stats.requests, 1, __ATOMIC_RELAXED);
-	return q;
-}
-
-void req_account(struct req *q, uint32_t error, uint64_t bytes)
-{
-	struct conn *c = q->c;
-	uint64_t now = mono_us(), lat = now > q->t0_us ? now - q->t0_us : 0;
-
-	if (q->r.type == NBD_CMD_READ)
-		c->rbytes += bytes;
-	else if (q->r.type == NBD_CMD_WRITE)
-		c->wbytes += bytes;
-	iostat_add(c->st_exp, q->r.type, bytes, error, lat);
-	iostat_add(c->st_cli, q->r.type, bytes, error, lat);
-}
-
-void req_free(struct req *q)
-{
-	struct conn *c = q->c;
-	struct worker *w = c->w;
-
-	if (q->zc) {
-		/* Closing: nothing to give back. */
-		q->zc = false;
-		c->pins[q->pin].done = true;
-	}
-	if (q->buf) {
-		c->mem_used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
-		c->as->used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
-		if (!c->mem_used)
-			c->as->holders--;
-		if (!c->as->used)
-			w->addr_holders--;
-		buf_put(w, q->buf_class, q->buf, q->buf_slot);
-		q->buf = NULL;
-		if (w->mem_head)
-			mem_wake(w);
-	}
-	c->inflight--;
-	if (c->rx_blocked) {
-		c->rx_blocked = false;
-		conn_kick(c);
-	}
-	q->next = w->req_free;
-	w->req_free = q;
-}
-
-void worker_wake(struct worker *w)
-{
-	uint64_t one = 1;
-
-	if (write(w->evfd, &one, sizeof(one)) < 0)
-		log_warn("worker %u: eventfd: %s", w->idx, strerror(errno));
-}

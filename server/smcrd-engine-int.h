@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd: the engine's private header.  Its rooms call one way, each the
  * ones below it:
- *   smcrd-engine.c       the workers (io_uring loop, timers) and the API
- *   smcrd-engine-rx.c    receive: requests parsed from the transport
- *   smcrd-engine-req.c   requests: their file or RBD operations
- *   smcrd-engine-tx.c    replies: queued per connection, sent in order
+ *   smcrd-engine.c       the workers (io_uring loop, timers), a
+ *                        connection's start and end, and the API
+ *   smcrd-engine-rx.c    receive: request headers and payloads read from
+ *                        the transport
+ *   smcrd-engine-tx.c    send: the reply queue written to the transport,
+ *                        replies freed once sent
+ *   smcrd-engine-req.c   a request's life: made, admitted, started,
+ *                        completed, answered, freed
  *   smcrd-engine-conn.c  ground floor: buffer pool, lists, submission,
- *                        connection and request life */
+ *                        closing, the zero-copy window */
 #ifndef SMCRD_SMCRD_ENGINE_INT_H
 #define SMCRD_SMCRD_ENGINE_INT_H
 
@@ -134,6 +138,30 @@ struct addr_share {
 
 #define ADDR_BUCKETS	64
 
+/* How a connection's bytes move, chosen once at its setup (engine_add):
+ * received in place (rx_peek), by recv SQEs on the worker's ring (plain
+ * TCP) or by readv after a poll; sent by sendmsg SQEs on the ring or by
+ * writev after a poll.  (READ data by send_file and replies reserved in
+ * the transport's send buffer are chosen per request.) */
+struct rx_ops {
+	/* Reads what there is and parses the requests in it. */
+	void (*pump)(struct conn *c);
+	/* Receiving through rbuf: the rest of a payload, need bytes, not in
+	 * rbuf (RX_PL_*); more bytes into rbuf (false: wait for them). */
+	int (*payload)(struct conn *c, struct req *q, uint64_t need);
+	bool (*fill)(struct conn *c);
+	bool poll;			/* woken by a multishot POLL_IN */
+};
+
+struct tx_ops {
+	/* Sends gathered replies, total bytes in iov[cnt]; all: they are
+	 * all the connection owes.  False: stop flushing (a CQE, POLL_OUT or
+	 * the close comes next). */
+	bool (*send)(struct conn *c, const struct iovec *iov, int cnt, size_t total, bool all);
+	bool sqe;			/* sends are SQEs on the worker's ring: a
+					 * reply may be linked to its file I/O */
+};
+
 struct conn {
 	void *owner;			/* engine_add()'s, for p.closed */
 	struct worker *w;
@@ -145,6 +173,8 @@ struct conn {
 	int pfd;
 	struct export *exp;
 	struct nbd_tx_params tp;
+	const struct rx_ops *rx_ops;	/* chosen in engine_add */
+	const struct tx_ops *tx_ops;
 	/* receive */
 	uint8_t *rbuf;
 	uint32_t rstart, rend;
@@ -181,10 +211,9 @@ struct conn {
 	uint64_t mem_used;		/* request buffers held */
 	char akey[INET6_ADDRSTRLEN];	/* peer address, no port */
 	struct addr_share *as;		/* its share on this worker */
-	/* Zero-copy receive (transports with rx_peek): the stream is read in
-	 * place; WRITE payloads stay there (pinned) until on disk, and bytes
-	 * are consumed in order up to the oldest pin. */
-	bool zc;
+	/* Zero-copy receive (rx_ops_inplace: transports with rx_peek): the
+	 * stream is read in place; WRITE payloads stay there (pinned) until
+	 * on disk, and bytes are consumed in order up to the oldest pin. */
 	uint64_t rx_pos;		/* stream bytes parsed */
 	uint64_t rx_cons;		/* stream bytes consumed */
 	struct pin {
@@ -192,9 +221,9 @@ struct conn {
 		bool done;
 	} *pins;			/* ring of queue-depth entries */
 	unsigned pin_head, pin_cnt;
-	/* Ring socket (plain TCP): recv and sendmsg go through the worker's
-	 * ring instead of poll + recv(2)/sendmsg(2).  One of each at most. */
-	bool ring;
+	/* Ring socket (plain TCP: rx_ops_ring, tx_ops_ring): recv and
+	 * sendmsg go through the worker's ring instead of poll +
+	 * recv(2)/sendmsg(2).  One of each at most. */
 	bool rx_armed;			/* recv SQE outstanding */
 	bool rx_into_req;		/* it receives into rx_req's buffer */
 	bool tx_busy;			/* sendmsg SQE outstanding */
@@ -283,27 +312,34 @@ static inline uint64_t ud(void *p, enum tag tag)
 }
 
 /* smcrd-engine-conn.c: ground floor */
-unsigned size_class(uint64_t len);
-void *buf_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
-	      bool *blocked);
+unsigned pool_class(uint64_t len);
+void *pool_get(struct worker *w, uint64_t len, unsigned *cls_out, int *slot_out,
+	       bool *blocked);
+void pool_put(struct worker *w, unsigned cls, void *p, int slot);
 void pool_free_all(struct worker *w);
 void conn_kick(struct conn *c);
 void conn_dirty(struct conn *c);
-int addr_share_get(struct conn *c);
-void addr_limit_log(struct conn *c, const char *what);
-void mem_wait(struct conn *c, const char *what);
-void mem_wake(struct worker *w);
-struct io_uring_sqe *get_sqe(struct worker *w);
-void arm_poll_in(struct conn *c);
-void arm_poll_out(struct conn *c);
-void conn_destroy(struct conn *c);
-void conn_maybe_destroy(struct conn *c);
+int conn_share_get(struct conn *c);
+void conn_share_put(struct conn *c);
+void conn_mem_wait(struct conn *c, const char *what);
+void conn_mem_wake(struct worker *w);
+void conn_mem_unlink(struct conn *c);
+struct io_uring_sqe *conn_get_sqe(struct worker *w);
+void conn_arm_poll_in(struct conn *c);
+void conn_arm_poll_out(struct conn *c);
+void conn_arm_send(struct conn *c, const struct iovec *iov, int cnt, bool zc);
+void conn_worker_wake(struct worker *w);
 void conn_close(struct conn *c, const char *why);
 void conn_maybe_finish(struct conn *c);
-void zc_release(struct conn *c);
-void zc_unpin(struct req *q);
+void conn_zc_release(struct conn *c);
+void conn_zc_unpin(struct req *q);
+void conn_win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len);
+void conn_win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len);
+int conn_win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2]);
+int conn_zc_remaining(struct req *q);
+
 /* Appends q to c's reply queue. */
-static inline void tx_push(struct conn *c, struct req *q)
+static inline void conn_tx_push(struct conn *c, struct req *q)
 {
 	q->next = NULL;
 	if (c->tx_tail)
@@ -313,35 +349,29 @@ static inline void tx_push(struct conn *c, struct req *q)
 	c->tx_tail = q;
 }
 
-void win_copy(const struct iovec win[2], uint64_t off, void *dst, size_t len);
-void win_put(const struct iovec win[2], uint64_t off, const void *src, size_t len);
-int win_slice(const struct iovec win[2], uint64_t off, size_t len, struct iovec out[2]);
-int zc_remaining(struct req *q);
-uint64_t chunk_len(const struct req *q);
+/* smcrd-engine-req.c: a request's life */
+uint64_t req_chunk_len(const struct req *q);
 struct req *req_new(struct conn *c);
-void req_free(struct req *q);
-void worker_wake(struct worker *w);
-
-/* One request answered (its reply queued): the connection's and the
- * iostat counters.  bytes: READ data sent, WRITE data written. */
-void req_account(struct req *q, uint32_t error, uint64_t bytes);
-
-/* smcrd-engine-tx.c: replies */
-bool tx_reserve_read(struct conn *c, struct req *q);
-void req_reply(struct req *q, uint32_t error, uint32_t data_len);
-void tx_retire(struct conn *c, size_t n);
-void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc);
-void conn_flush(struct conn *c);
-
-/* smcrd-engine-req.c: requests */
-void block_status(struct req *q);
+int req_admit(struct req *q);
+void req_block_status(struct req *q);
 void req_start(struct req *q);
 void req_submit(struct req *q);
 void req_complete(struct req *q, int res);
-void link_resolve(struct req *q);
+void req_link_resolve(struct req *q);
+/* One request answered (its reply queued): the connection's and the
+ * iostat counters.  bytes: READ data sent, WRITE data written. */
+void req_account(struct req *q, uint32_t error, uint64_t bytes);
+void req_reply(struct req *q, uint32_t error, uint32_t data_len);
+void req_free(struct req *q);
+
+/* smcrd-engine-tx.c: send */
+bool tx_reserve_read(struct conn *c, struct req *q);
+void tx_retire(struct conn *c, size_t n);
+void tx_flush(struct conn *c);
+extern const struct tx_ops tx_ops_writev, tx_ops_ring;
 
 /* smcrd-engine-rx.c: receive */
 void rx_done(struct conn *c, int res);
-void rx_pump(struct conn *c);
+extern const struct rx_ops rx_ops_inplace, rx_ops_ring, rx_ops_copy;
 
 #endif

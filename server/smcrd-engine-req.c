@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrd engine: requests.  A parsed request's file (io_uring) or RBD
- * operations, their completions and the reply they end in
- * (smcrd-engine-int.h). */
+/* smcrd engine: a request's life, top to bottom.  Made for a header
+ * (req_new) and its buffer admitted within the worker's memory limits
+ * (req_admit); started (req_start) as file (io_uring) or RBD operations
+ * (req_submit), completed phase by phase (req_complete); answered
+ * (req_reply: the reply queued for tx) and freed once sent or dropped
+ * (req_free), its buffer back in the pool (smcrd-engine-int.h). */
 #include <config.h>
 
 #include <errno.h>
@@ -15,6 +18,134 @@
 #include "memcheck.h"
 #include "smcrd-extents.h"
 #include "smcrd-rbd.h"
+
+/* --- birth: a request for a header, its buffer admitted ------------------- */
+
+/* The bytes of a copied WRITE payload that buf holds at a time: from part
+ * on, one chunk or the rest (a payload in place: all of it). */
+uint64_t req_chunk_len(const struct req *q)
+{
+	uint64_t left = q->r.length - q->part;
+
+	if (q->zc)
+		return q->r.length;
+	return left < WRITE_CHUNK ? left : WRITE_CHUNK;
+}
+
+/* A request of c, counted in flight until req_free; NULL: no memory. */
+struct req *req_new(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct req *q = w->req_free;
+
+	if (q)
+		w->req_free = q->next;
+	else if (!(q = malloc(sizeof(*q))))
+		return NULL;
+	q->c = c;
+	q->next = NULL;
+	q->buf = NULL;
+	q->buf_slot = -1;
+	q->from_file = false;
+	q->zc_tx = false;
+	q->tx_ready = false;
+	q->zc = false;
+	q->linked = false;
+	q->phase = PH_NONE;
+	q->part = 0;
+	q->done = 0;
+	q->error = 0;
+	q->err_off = NBD_NO_OFFSET;
+	q->msg = NULL;
+	q->t0_us = mono_us();
+	c->inflight++;
+	c->nreq++;
+	__atomic_add_fetch(&w->stats.requests, 1, __ATOMIC_RELAXED);
+	return q;
+}
+
+/* Once per 10 s per address and worker; what: the share reached
+ * ("connection": the connection's of its address's, "address": the
+ * address's of the worker's). */
+static void share_log(struct conn *c, const char *what)
+{
+	uint64_t now = now_ms();
+
+	if (c->as->logged_ms && now - c->as->logged_ms < 10000)
+		return;
+	c->as->logged_ms = now;
+	log_info("client %s: %s holds %llu bytes of worker %u's request memory in %u "
+		 "connections, %llu of it this one: the %s's share reached "
+		 "(max-memory-per-address; %u addresses hold some): it waits", c->t->peer,
+		 c->akey, (unsigned long long)c->as->used, c->w->idx, c->as->holders,
+		 (unsigned long long)c->mem_used, what, c->w->addr_holders);
+}
+
+/* q never started: gone as if its header had not been read (it is read
+ * again when the connection is woken). */
+static void req_drop(struct req *q)
+{
+	struct conn *c = q->c;
+
+	req_free(q);
+	c->nreq--;
+}
+
+/* The buffer for q's data (a WRITE payload or a chunk of it, READ data,
+ * BLOCK_STATUS descriptors) from the worker's pool, charged to the
+ * connection and its address.  Shares (share_allows()): a connection of
+ * its address's memory on this worker, the address of the worker's.  A
+ * connection that does not read its replies stalls only itself once it
+ * holds its share, and one address however many connections it opens;
+ * what they leave serves the next connection and the next address.
+ * Their buffers come back on this worker (req_free), which then wakes
+ * them.  Returns 0; -EAGAIN: over a share or the memory limit, q dropped
+ * and the connection waiting; -ENOMEM: no buffer, q kept to be answered
+ * with the error. */
+int req_admit(struct req *q)
+{
+	struct conn *c = q->c;
+	struct worker *wk = c->w;
+	const struct nbd_request *r = &q->r;
+	uint64_t need = r->type == NBD_CMD_BLOCK_STATUS ? BS_BUF_SIZE :
+			r->type == NBD_CMD_WRITE && r->length > WRITE_CHUNK ? WRITE_CHUNK :
+			r->length;
+	uint64_t size = (uint64_t)1 << (pool_class(need) + POOL_MIN_SHIFT);
+	uint64_t apool = wk->addr_limit ? wk->addr_limit : wk->mem_limit;
+	bool by_conn = !share_allows(apool, c->as->used, c->mem_used, c->as->holders, 0, size);
+	bool by_addr = !by_conn && wk->addr_limit &&
+		       !share_allows(wk->mem_limit, wk->mem_used, c->as->used,
+				     wk->addr_holders, wk->addr_limit, size);
+	bool blocked;
+
+	if (by_conn && c->mem_used) {
+		/* Woken when one of its own buffers comes back. */
+		req_drop(q);
+		c->rx_blocked = true;
+		share_log(c, "connection");
+		return -EAGAIN;
+	}
+	blocked = by_conn || by_addr;
+	q->buf = blocked ? NULL : pool_get(wk, need, &q->buf_class, &q->buf_slot, &blocked);
+	if (!q->buf) {
+		if (!blocked)
+			return -ENOMEM;
+		req_drop(q);
+		if (by_conn || by_addr)
+			share_log(c, by_conn ? "connection" : "address");
+		conn_mem_wait(c, by_conn || by_addr ? "per-address memory" : "memory");
+		return -EAGAIN;
+	}
+	if (!c->mem_used)
+		c->as->holders++;
+	if (!c->as->used)
+		wk->addr_holders++;
+	c->mem_used += size;
+	c->as->used += size;
+	return 0;
+}
+
+/* --- start: the request's first operation --------------------------------- */
 
 static int io_fd(const struct export *e, uint64_t off, uint64_t len, const void *buf)
 {
@@ -89,7 +220,7 @@ static bool write_inline(struct req *q)
 	struct iovec one = { .iov_base = q->buf, .iov_len = q->r.length };
 	const struct iovec *iov = q->zc ? q->zc_iov : &one;
 	int cnt = q->zc ? (q->zc_iov[1].iov_len ? 2 : 1) : 1;
-	bool whole = q->zc || (!q->part && chunk_len(q) == q->r.length);
+	bool whole = q->zc || (!q->part && req_chunk_len(q) == q->r.length);
 	bool alone = __atomic_load_n(&q->c->w->nconns, __ATOMIC_RELAXED) == 1;
 	bool small = !(q->r.flags & NBD_CMD_FLAG_FUA) && whole &&
 		     (q->r.length <= INLINE_WRITE_MAX || alone) &&
@@ -128,7 +259,7 @@ out_done:
  * are done by the worker (file systems answer them from their extent
  * maps), in bs_run's slices.  An extended request's effect length beyond
  * 32 bits is cut (NBD_BS_MAX_LENGTH). */
-void block_status(struct req *q)
+void req_block_status(struct req *q)
 {
 	struct export *e = q->c->exp;
 	struct nbd_extent ext[NBD_BS_MAX_EXTENTS];
@@ -175,7 +306,7 @@ void req_start(struct req *q)
 
 			nbd_reply_build_read_stream(&c->tp, &q->r, &q->rb);
 			req_account(q, 0, q->r.length);
-			tx_push(c, q);
+			conn_tx_push(c, q);
 			conn_dirty(c);
 			return;
 		}
@@ -226,20 +357,22 @@ void req_start(struct req *q)
 	req_submit(q);
 }
 
+/* --- submission: a phase as file or RBD operations ------------------------ */
+
 /* Ring socket: the reply to a READ or WRITE q may be sent by a sendmsg
  * linked to its file I/O when nothing else is in flight on the connection
  * (the reply is then the next bytes of the stream; the link breaks, and
  * the send is cancelled, if the I/O fails or comes short). */
 static bool link_ok(const struct conn *c, const struct req *q)
 {
-	if (!c->ring || c->exp->rbd || c->closing || c->tx_busy || c->tx_head ||
+	if (!c->tx_ops->sqe || c->exp->rbd || c->closing || c->tx_busy || c->tx_head ||
 	    c->inflight != 1 ||
 	    q->done || !q->buf || !q->r.length ||
 	    io_uring_sq_space_left((struct io_uring *)&c->w->ring) < 2)
 		return false;
 	if (q->phase == PH_READ)
 		return !q->zc_tx;
-	return q->phase == PH_WRITE && !q->zc && !q->part && chunk_len(q) == q->r.length;
+	return q->phase == PH_WRITE && !q->zc && !q->part && req_chunk_len(q) == q->r.length;
 }
 
 static void link_send(struct req *q)
@@ -256,7 +389,7 @@ static void link_send(struct req *q)
 		iov[cnt++] = (struct iovec){ q->buf, q->rb.data_len };
 	if (q->rb.tail_len)
 		iov[cnt++] = (struct iovec){ q->rb.tail, q->rb.tail_len };
-	tx_submit(c, iov, cnt, false);
+	conn_arm_send(c, iov, cnt, false);
 	if (q->rb.head_len + q->rb.data_len + q->rb.tail_len < LAZY_MAX)
 		c->w->lazy += 2;	/* the file I/O's CQE and the send's */
 	c->tx_link = q;
@@ -279,7 +412,7 @@ static void rbd_done(void *arg, int res)
 	pthread_mutex_unlock(&w->lock);
 	/* One wake-up for the list: the worker takes it whole. */
 	if (first)
-		worker_wake(w);
+		conn_worker_wake(w);
 }
 
 /* req_submit for an RBD export: the phase as a librbd operation, which
@@ -288,7 +421,7 @@ static void rbd_submit(struct req *q)
 {
 	struct conn *c = q->c;
 	uint64_t off = q->r.offset + q->part + q->done;
-	uint64_t left = (q->phase == PH_WRITE ? chunk_len(q) : q->r.length) - q->done;
+	uint64_t left = (q->phase == PH_WRITE ? req_chunk_len(q) : q->r.length) - q->done;
 	struct iovec one = { NULL, left };
 	const struct iovec *iov = &one;
 	int cnt = 1;
@@ -300,7 +433,7 @@ static void rbd_submit(struct req *q)
 	case PH_READ:
 		op = RBD_IO_READ;
 		if (q->zc_tx) {
-			cnt = win_slice(q->tx_win, q->rb.head_len + q->done, left, q->zc_cur);
+			cnt = conn_win_slice(q->tx_win, q->rb.head_len + q->done, left, q->zc_cur);
 			iov = q->zc_cur;
 		}
 		break;
@@ -308,7 +441,7 @@ static void rbd_submit(struct req *q)
 		op = RBD_IO_WRITE;
 		if (q->zc) {
 			iov = q->zc_cur;
-			cnt = (int)zc_remaining(q);
+			cnt = (int)conn_zc_remaining(q);
 		}
 		break;
 	case PH_SYNC:
@@ -351,7 +484,7 @@ void req_submit(struct req *q)
 	bool link;
 	struct io_uring_sqe *sqe;
 	uint64_t off = q->r.offset + q->part + q->done;
-	uint64_t left = (q->phase == PH_WRITE ? chunk_len(q) : q->r.length) - q->done;
+	uint64_t left = (q->phase == PH_WRITE ? req_chunk_len(q) : q->r.length) - q->done;
 	uint8_t *p = (uint8_t *)q->buf + q->done;
 
 	if (e->rbd) {
@@ -359,13 +492,14 @@ void req_submit(struct req *q)
 		return;
 	}
 	link = link_ok(c, q);
-	sqe = get_sqe(c->w);
+	sqe = conn_get_sqe(c->w);
 	switch (q->phase) {
 	case PH_READ:
 		if (q->zc_tx) {
 			/* Into the reserved reply, after its header; that
 			 * memory need not suit O_DIRECT: the buffered fd. */
-			int cnt = win_slice(q->tx_win, q->rb.head_len + q->done, left, q->zc_cur);
+			int cnt = conn_win_slice(q->tx_win, q->rb.head_len + q->done, left,
+						 q->zc_cur);
 
 			io_uring_prep_readv(sqe, e->fd, q->zc_cur, (unsigned)cnt, off);
 			break;
@@ -380,7 +514,8 @@ void req_submit(struct req *q)
 		if (q->zc) {
 			/* Straight from the transport's receive buffer; its
 			 * memory need not suit O_DIRECT: the buffered fd. */
-			io_uring_prep_writev(sqe, e->fd, q->zc_cur, (unsigned)zc_remaining(q), off);
+			io_uring_prep_writev(sqe, e->fd, q->zc_cur, (unsigned)conn_zc_remaining(q),
+					     off);
 		} else if (q->buf_slot >= 0) {
 			io_uring_prep_write_fixed(sqe, io_fd(e, off, left, p), p, (unsigned)left,
 						  off, q->buf_slot);
@@ -420,6 +555,8 @@ void req_submit(struct req *q)
 	}
 }
 
+/* --- completion: the next phase, or the reply ----------------------------- */
+
 static bool not_supported(int res)
 {
 	return res == -EOPNOTSUPP || res == -ENOTSUP || res == -ENOSYS || res == -ENOTTY;
@@ -450,7 +587,7 @@ static void req_fail(struct req *q, int res, uint64_t good)
 static void chunk_written(struct req *q, int res)
 {
 	struct conn *c = q->c;
-	uint64_t next = q->part + chunk_len(q);
+	uint64_t next = q->part + req_chunk_len(q);
 
 	c->rx_chunk = NULL;
 	q->done = 0;
@@ -512,7 +649,7 @@ static void req_finish(struct req *q, int res)
 			req_submit(q);
 			return;
 		}
-		win_put(q->tx_win, q->rb.head_len + q->r.length, q->rb.tail, q->rb.tail_len);
+		conn_win_put(q->tx_win, q->rb.head_len + q->r.length, q->rb.tail, q->rb.tail_len);
 		q->tx_ready = true;
 		req_account(q, 0, q->r.length);
 		conn_dirty(c);
@@ -520,7 +657,7 @@ static void req_finish(struct req *q, int res)
 	}
 	if (c->rx_chunk == q) {
 		/* A chunk of a payload still coming. */
-		if (res > 0 && (q->done += (uint64_t)res) < chunk_len(q)) {
+		if (res > 0 && (q->done += (uint64_t)res) < req_chunk_len(q)) {
 			req_submit(q);
 			return;
 		}
@@ -544,7 +681,7 @@ static void req_finish(struct req *q, int res)
 		if (q->phase == PH_READ)
 			mem_filled((uint8_t *)q->buf + q->done, (size_t)res);
 		q->done += (uint64_t)res;
-		if (q->done < (q->phase == PH_WRITE ? chunk_len(q) : q->r.length)) {
+		if (q->done < (q->phase == PH_WRITE ? req_chunk_len(q) : q->r.length)) {
 			req_submit(q);
 			return;
 		}
@@ -619,19 +756,19 @@ void req_complete(struct req *q, int res)
 
 	c->io_pending--;
 	if (w->io_inflight-- == IO_LIMIT && w->mem_head)
-		mem_wake(w);
+		conn_mem_wake(w);
 	if (q->linked) {
 		q->lk_rres = res;
 		q->lk_done |= LK_READ;
 		if (q->lk_done & LK_SEND)
-			link_resolve(q);
+			req_link_resolve(q);
 		return;
 	}
 	req_finish(q, res);
 }
 
 /* Both CQEs of a linked READ + reply send are in. */
-void link_resolve(struct req *q)
+void req_link_resolve(struct req *q)
 {
 	struct conn *c = q->c;
 	size_t full = (size_t)q->rb.head_len + q->rb.data_len + q->rb.tail_len;
@@ -671,4 +808,73 @@ void link_resolve(struct req *q)
 	if (!c->tx_tail)
 		c->tx_tail = q;
 	c->tx_off = s > 0 ? (size_t)s : 0;
+}
+
+/* --- end: accounted, answered, freed -------------------------------------- */
+
+/* One request answered (its reply queued): the connection's and the
+ * iostat counters.  bytes: READ data sent, WRITE data written. */
+void req_account(struct req *q, uint32_t error, uint64_t bytes)
+{
+	struct conn *c = q->c;
+	uint64_t now = mono_us(), lat = now > q->t0_us ? now - q->t0_us : 0;
+
+	if (q->r.type == NBD_CMD_READ)
+		c->rbytes += bytes;
+	else if (q->r.type == NBD_CMD_WRITE)
+		c->wbytes += bytes;
+	iostat_add(c->st_exp, q->r.type, bytes, error, lat);
+	iostat_add(c->st_cli, q->r.type, bytes, error, lat);
+}
+
+/* Queues the reply of q (data_len bytes of q->buf for READ). */
+void req_reply(struct req *q, uint32_t error, uint32_t data_len)
+{
+	struct conn *c = q->c;
+
+	if (c->closing) {
+		req_free(q);
+		return;
+	}
+	conn_zc_unpin(q);
+	q->error = error;
+	nbd_reply_build(&c->tp, &q->r, error, data_len, q->err_off, q->msg, &q->rb);
+	req_account(q, error, q->r.type == NBD_CMD_READ ? q->rb.data_len :
+			q->r.type == NBD_CMD_WRITE && !error ? q->r.length : 0);
+	conn_tx_push(c, q);
+	conn_dirty(c);
+}
+
+/* Once its reply is sent, or the connection goes: the buffer back to the
+ * pool (waking who waits for memory), the slot in the queue depth free
+ * (waking a connection that waits for it). */
+void req_free(struct req *q)
+{
+	struct conn *c = q->c;
+	struct worker *w = c->w;
+
+	if (q->zc) {
+		/* Closing: nothing to give back. */
+		q->zc = false;
+		c->pins[q->pin].done = true;
+	}
+	if (q->buf) {
+		c->mem_used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
+		c->as->used -= (uint64_t)1 << (q->buf_class + POOL_MIN_SHIFT);
+		if (!c->mem_used)
+			c->as->holders--;
+		if (!c->as->used)
+			w->addr_holders--;
+		pool_put(w, q->buf_class, q->buf, q->buf_slot);
+		q->buf = NULL;
+		if (w->mem_head)
+			conn_mem_wake(w);
+	}
+	c->inflight--;
+	if (c->rx_blocked) {
+		c->rx_blocked = false;
+		conn_kick(c);
+	}
+	q->next = w->req_free;
+	w->req_free = q;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* smcrd engine: receive.  Request headers and WRITE payloads read from
- * the transport: copied, in place (rx_peek) or by recv on the ring
- * (smcrd-engine-int.h). */
+ * the transport in one of three ways, a connection's rx_ops: in place
+ * (rx_peek), by recv on the ring, or copied by readv (smcrd-engine-int.h);
+ * a header decoded, checked, admitted and started (rx_parse_hdr). */
 #include <config.h>
 
 #include <errno.h>
@@ -40,7 +41,7 @@ static void chunk_received(struct conn *c, struct req *q)
 {
 	c->rx_req = NULL;
 	q->done = 0;
-	if (q->part + chunk_len(q) == q->r.length) {
+	if (q->part + req_chunk_len(q) == q->r.length) {
 		req_start(q);
 		return;
 	}
@@ -112,46 +113,71 @@ static bool read_by_send_file(struct conn *c, const struct nbd_request *r)
 	return cs.nr_cache >= last - first + 1;
 }
 
-/* Handles one request header.  zc_ready: the transport holds the whole
- * WRITE payload in place (rx_peek) and it can be written from there.
- * Returns RX_AGAIN (header used, go on), RX_STOP (header used, stop),
- * RX_RETRY (header not used: try again later) or RX_ZC (header used, *zq
- * is a WRITE to be started from the transport's memory). */
-static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req **zq)
-{
+/* A request header, decoded and checked. */
+struct rx_hdr {
 	struct nbd_request r;
-	const char *msg = NULL;
-	uint64_t payload;
-	uint32_t err;
-	struct req *q;
+	uint64_t payload;		/* bytes that follow it on the wire */
+	uint32_t err;			/* NBD error it is answered with, or 0 */
+	const char *msg;		/* why */
+};
 
-	if (nbd_request_parse(&c->tp, w, &r) < 0) {
-		log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
-			  "client %s: bad request magic: dropping the connection", c->t->peer);
-		conn_close(c, NULL);
-		return RX_STOP;
-	}
-	if (nbd_request_hangup(&c->tp, &r, &msg)) {
+/* Header bytes to the host struct; -EBADMSG (bad magic): the connection
+ * is dropped. */
+static int rx_decode(struct conn *c, const void *wire, struct nbd_request *r)
+{
+	if (nbd_request_parse(&c->tp, wire, r) == 0)
+		return 0;
+	log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
+		  "client %s: bad request magic: dropping the connection", c->t->peer);
+	conn_close(c, NULL);
+	return -EBADMSG;
+}
+
+/* Validates h->r: RX_AGAIN, with h->err set for a request answered with an
+ * error (its payload dropped first), or RX_STOP: DISC, or a request whose
+ * payload cannot be skipped (the connection dropped, the reason logged). */
+static int rx_check(struct conn *c, struct rx_hdr *h)
+{
+	const struct nbd_request *r = &h->r;
+
+	h->msg = NULL;
+	if (nbd_request_hangup(&c->tp, r, &h->msg)) {
 		log_rated(LOGRATE_PROTOCOL, c->t->peer, SMCR_LOG_WARN,
 			  "client %s: %s with a payload of %llu bytes: dropping the connection",
-			  c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.length);
+			  c->t->peer, nbd_cmd_name(r->type), (unsigned long long)r->length);
 		conn_close(c, NULL);
 		return RX_STOP;
 	}
-	payload = nbd_request_payload(&c->tp, &r);
-	err = nbd_request_check(&c->tp, &r, &msg);
-	if (r.type == NBD_CMD_DISC) {
+	h->payload = nbd_request_payload(&c->tp, r);
+	h->err = nbd_request_check(&c->tp, r, &h->msg);
+	if (r->type == NBD_CMD_DISC) {
 		c->rx_stop = true;
 		log_dbg("client %s: NBD_CMD_DISC", c->t->peer);
 		conn_maybe_finish(c);
 		return RX_STOP;
 	}
-	if (c->drain && !err) {
-		err = NBD_ESHUTDOWN;
-		msg = "server is shutting down";
+	if (c->drain && !h->err) {
+		h->err = NBD_ESHUTDOWN;
+		h->msg = "server is shutting down";
 	}
+	return RX_AGAIN;
+}
+
+/* Admits a checked request within the worker's limits: *out, with the way
+ * its data goes (sent from the file, read into a reserved reply, written
+ * from the transport's memory in place, or a pool buffer: req_admit).
+ * inplace: the bytes after the header the transport holds in place
+ * (rx_peek; 0 when copying).  RX_AGAIN, RX_RETRY (a limit reached: the
+ * header is read again once the connection is woken) or RX_STOP. */
+static int rx_admit(struct conn *c, struct rx_hdr *h, uint64_t inplace, struct req **out)
+{
+	const struct nbd_request *r = &h->r;
+	bool zc_ready = r->length && inplace >= r->length &&
+			c->pin_cnt < c->w->e->p.queue_depth;
+	struct req *q;
+
 	if (c->w->io_inflight >= IO_LIMIT) {
-		mem_wait(c, "I/O");
+		conn_mem_wait(c, "I/O");
 		return RX_RETRY;
 	}
 	q = req_new(c);
@@ -159,87 +185,50 @@ static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req
 		conn_close(c, "out of memory");
 		return RX_STOP;
 	}
-	q->r = r;
-	if (!err && r.type == NBD_CMD_READ && read_by_send_file(c, &r)) {
+	q->r = *r;
+	*out = q;
+	if (h->err)
+		return RX_AGAIN;
+	if (r->type == NBD_CMD_READ && read_by_send_file(c, r)) {
 		q->from_file = true;
 		__atomic_add_fetch(&c->w->stats.file_reads, 1, __ATOMIC_RELAXED);
-	} else if (!err && r.type == NBD_CMD_READ && tx_reserve_read(c, q)) {
+	} else if (r->type == NBD_CMD_READ && tx_reserve_read(c, q)) {
 		__atomic_add_fetch(&c->w->stats.zc_reads, 1, __ATOMIC_RELAXED);
-	} else if (!err && r.type == NBD_CMD_WRITE && r.length && zc_ready) {
+	} else if (r->type == NBD_CMD_WRITE && zc_ready) {
 		q->zc = true;
-	} else if (!err && ((r.length && (r.type == NBD_CMD_READ || r.type == NBD_CMD_WRITE)) ||
-			    r.type == NBD_CMD_BLOCK_STATUS)) {
-		uint64_t need = r.type == NBD_CMD_BLOCK_STATUS ? BS_BUF_SIZE :
-				r.type == NBD_CMD_WRITE && r.length > WRITE_CHUNK ? WRITE_CHUNK :
-				r.length;
-		uint64_t size = (uint64_t)1 << (size_class(need) + POOL_MIN_SHIFT);
-		bool blocked;
+	} else if ((r->length && (r->type == NBD_CMD_READ || r->type == NBD_CMD_WRITE)) ||
+		   r->type == NBD_CMD_BLOCK_STATUS) {
+		int a = req_admit(q);
 
-		/* Shares (share_allows()): a connection of its address's
-		 * memory on this worker, the address of the worker's.  A
-		 * connection that does not read its replies stalls only itself
-		 * once it holds its share, and one address however many
-		 * connections it opens; what they leave serves the next
-		 * connection and the next address.  Their buffers come back
-		 * on this worker, which then wakes them. */
-		struct worker *wk = c->w;
-		uint64_t apool = wk->addr_limit ? wk->addr_limit : wk->mem_limit;
-		bool by_conn = !share_allows(apool, c->as->used, c->mem_used, c->as->holders,
-					     0, size);
-		bool by_addr = !by_conn && wk->addr_limit &&
-			       !share_allows(wk->mem_limit, wk->mem_used, c->as->used,
-					     wk->addr_holders, wk->addr_limit, size);
-
-		if (by_conn && c->mem_used) {
-			/* Woken when one of its own buffers comes back. */
-			req_free(q);
-			c->nreq--;
-			c->rx_blocked = true;
-			addr_limit_log(c, "connection");
+		if (a == -EAGAIN)
 			return RX_RETRY;
-		}
-		blocked = by_conn || by_addr;
-		q->buf = blocked ? NULL :
-			 buf_get(wk, need, &q->buf_class, &q->buf_slot, &blocked);
-		if (q->buf) {
-			if (!c->mem_used)
-				c->as->holders++;
-			if (!c->as->used)
-				wk->addr_holders++;
-			c->mem_used += size;
-			c->as->used += size;
-		}
-		if (!q->buf) {
-			req_free(q);
-			c->nreq--;
-			if (blocked) {
-				if (by_conn || by_addr)
-					addr_limit_log(c, by_conn ? "connection" : "address");
-				mem_wait(c, by_conn || by_addr ? "per-address memory" : "memory");
-				return RX_RETRY;
-			}
-			err = NBD_ENOMEM;
-			msg = "out of memory";
-			q = req_new(c);
-			if (!q) {
-				conn_close(c, "out of memory");
-				return RX_STOP;
-			}
-			q->r = r;
+		if (a < 0) {
+			h->err = NBD_ENOMEM;
+			h->msg = "out of memory";
 		}
 	}
-	if (err) {
+	return RX_AGAIN;
+}
+
+/* Starts admitted q: an error answered (once its payload is dropped), a
+ * WRITE's payload awaited (rx_req), or the request started.  RX_AGAIN, or
+ * RX_ZC: *zq is a WRITE to be started from the transport's memory. */
+static int rx_start(struct conn *c, const struct rx_hdr *h, struct req *q, struct req **zq)
+{
+	const struct nbd_request *r = &h->r;
+
+	if (h->err) {
 		log_dbg("client %s: %s off=%llu len=%llu flags=0x%x: error %u: %s",
-			c->t->peer, nbd_cmd_name(r.type), (unsigned long long)r.offset,
-			(unsigned long long)r.length, r.flags, err, msg);
-		q->msg = msg;
-		if (payload) {
-			c->skip = payload;
+			c->t->peer, nbd_cmd_name(r->type), (unsigned long long)r->offset,
+			(unsigned long long)r->length, r->flags, h->err, h->msg);
+		q->msg = h->msg;
+		if (h->payload) {
+			c->skip = h->payload;
 			c->skip_req = q;
-			q->error = err;
+			q->error = h->err;
 			return RX_AGAIN;
 		}
-		req_reply(q, err, 0);
+		req_reply(q, h->err, 0);
 		return RX_AGAIN;
 	}
 	if (q->zc) {
@@ -247,7 +236,7 @@ static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req
 		*zq = q;
 		return RX_ZC;
 	}
-	if (r.type == NBD_CMD_WRITE && r.length) {
+	if (r->type == NBD_CMD_WRITE && r->length) {
 		c->rx_req = q;
 		return RX_AGAIN;
 	}
@@ -255,9 +244,29 @@ static int rx_parse_hdr(struct conn *c, const void *w, bool zc_ready, struct req
 	return RX_AGAIN;
 }
 
+/* One request header: decoded, checked, admitted, started.  inplace: see
+ * rx_admit.  Returns RX_AGAIN (header used, go on), RX_STOP (header used,
+ * stop), RX_RETRY (header not used: try again later) or RX_ZC (header
+ * used, *zq is a WRITE to be started from the transport's memory). */
+static int rx_parse_hdr(struct conn *c, const void *wire, uint64_t inplace, struct req **zq)
+{
+	struct rx_hdr h;
+	struct req *q;
+	int r;
+
+	if (rx_decode(c, wire, &h.r) < 0)
+		return RX_STOP;
+	r = rx_check(c, &h);
+	if (r == RX_AGAIN)
+		r = rx_admit(c, &h, inplace, &q);
+	if (r == RX_AGAIN)
+		r = rx_start(c, &h, q, zq);
+	return r;
+}
+
 static int rx_parse(struct conn *c)
 {
-	int r = rx_parse_hdr(c, c->rbuf + c->rstart, false, NULL);
+	int r = rx_parse_hdr(c, c->rbuf + c->rstart, 0, NULL);
 
 	if (r != RX_RETRY)
 		c->rstart += (uint32_t)nbd_request_hdr_len(&c->tp);
@@ -298,10 +307,10 @@ static void rx_pump_zc(struct conn *c)
 			avail = (uint64_t)n - off;
 			if (c->rx_req) {
 				struct req *q = c->rx_req;
-				uint64_t need = chunk_len(q) - q->done;
+				uint64_t need = req_chunk_len(q) - q->done;
 				uint64_t take = avail < need ? avail : need;
 
-				win_copy(win, off, (uint8_t *)q->buf + q->done, take);
+				conn_win_copy(win, off, (uint8_t *)q->buf + q->done, take);
 				q->done += take;
 				c->rx_pos += take;
 				if (take < need)
@@ -333,18 +342,11 @@ static void rx_pump_zc(struct conn *c)
 			{
 				uint8_t w[sizeof(struct nbd_ext_request_wire)];
 				size_t hlen = nbd_request_hdr_len(&c->tp);
-				struct nbd_request peek;
 				struct req *q = NULL;
-				bool ready = false;
 				int r;
 
-				win_copy(win, off, w, hlen);
-				if (nbd_request_parse(&c->tp, w, &peek) == 0 &&
-				    peek.type == NBD_CMD_WRITE &&
-				    avail - hlen >= peek.length &&
-				    c->pin_cnt < qd)
-					ready = true;
-				r = rx_parse_hdr(c, w, ready, &q);
+				conn_win_copy(win, off, w, hlen);
+				r = rx_parse_hdr(c, w, avail - hlen, &q);
 				if (r == RX_RETRY)
 					break;
 				c->rx_pos += hlen;
@@ -353,7 +355,7 @@ static void rx_pump_zc(struct conn *c)
 				if (r == RX_ZC) {
 					unsigned slot = (c->pin_head + c->pin_cnt) % qd;
 
-					win_slice(win, off + hlen, q->r.length, q->zc_iov);
+					conn_win_slice(win, off + hlen, q->r.length, q->zc_iov);
 					c->pins[slot].start = c->rx_pos;
 					c->pins[slot].done = false;
 					c->pin_cnt++;
@@ -363,7 +365,7 @@ static void rx_pump_zc(struct conn *c)
 				}
 			}
 		}
-		zc_release(c);
+		conn_zc_release(c);
 		if (c->rx_pos == start)
 			return;		/* nothing new: wait for the poll */
 	}
@@ -389,7 +391,7 @@ static void rx_wait(struct conn *c, uint64_t need)
  * rbuf); rx_done takes its result. */
 static void rx_arm(struct conn *c, void *p, size_t len, bool into_req)
 {
-	struct io_uring_sqe *sqe = get_sqe(c->w);
+	struct io_uring_sqe *sqe = conn_get_sqe(c->w);
 
 	io_uring_prep_recv(sqe, c->pfd, p, len, 0);
 	/* A large payload: wait for the low-water mark (rx_wait) instead of
@@ -433,57 +435,118 @@ void rx_done(struct conn *c, int res)
 	conn_kick(c);
 }
 
-void rx_pump(struct conn *c)
-{
-	struct worker *w = c->w;
-	unsigned qd = w->e->p.queue_depth;
+/* What a payload step did (rx_ops.payload). */
+enum { RX_PL_WAIT, RX_PL_MORE, RX_PL_DONE };
 
-	if (c->zc) {
-		rx_pump_zc(c);
-		return;
+/* Ring socket: the rest of q's payload (rbuf is empty) by a recv straight
+ * into its buffer; its CQE (rx_done) wakes the pump again. */
+static int rx_payload_ring(struct conn *c, struct req *q, uint64_t need)
+{
+	if (!c->rx_armed) {
+		rx_wait(c, need);
+		rx_arm(c, (uint8_t *)q->buf + q->done, need, true);
 	}
+	return RX_PL_WAIT;
+}
+
+/* Copying: the rest of q's payload (rbuf is empty) and what follows, in
+ * one readv. */
+static int rx_payload_copy(struct conn *c, struct req *q, uint64_t need)
+{
+	struct iovec iov[2];
+	ssize_t n;
+
+	if (c->rx_short) {
+		rx_wait(c, need);
+		return RX_PL_WAIT;
+	}
+	c->rstart = c->rend = 0;
+	iov[0].iov_base = (uint8_t *)q->buf + q->done;
+	iov[0].iov_len = need;
+	iov[1].iov_base = c->rbuf;
+	iov[1].iov_len = RBUF_SIZE;
+	n = rx_read(c, iov, 2);
+	if (n <= 0)
+		return RX_PL_WAIT;
+	if ((uint64_t)n <= need) {
+		q->done += (uint64_t)n;
+		return RX_PL_MORE;
+	}
+	q->done += need;
+	c->rend = (uint32_t)((uint64_t)n - need);
+	return RX_PL_DONE;
+}
+
+/* Room at rbuf's end for what comes next. */
+static void rx_compact(struct conn *c)
+{
+	if (c->rstart == c->rend) {
+		c->rstart = c->rend = 0;
+	} else if (c->rstart > RBUF_SIZE / 2) {
+		memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
+		c->rend -= c->rstart;
+		c->rstart = 0;
+	}
+}
+
+/* Ring socket: more bytes into rbuf by a recv; false: wait for its CQE. */
+static bool rx_fill_ring(struct conn *c)
+{
+	if (c->rx_armed)
+		return false;
+	rx_compact(c);
+	rx_wait(c, 1);
+	rx_arm(c, c->rbuf + c->rend, RBUF_SIZE - c->rend, false);
+	return false;
+}
+
+/* Copying: more bytes into rbuf by a readv; false: wait for the poll. */
+static bool rx_fill_copy(struct conn *c)
+{
+	struct iovec iov;
+	ssize_t n;
+
+	if (c->rx_short) {
+		rx_wait(c, 1);
+		return false;
+	}
+	rx_compact(c);
+	iov.iov_base = c->rbuf + c->rend;
+	iov.iov_len = RBUF_SIZE - c->rend;
+	n = rx_read(c, &iov, 1);
+	if (n <= 0)
+		return false;
+	c->rend += (uint32_t)n;
+	return true;
+}
+
+/* Receiving through rbuf: headers parsed from it, payloads copied out of
+ * it, and what rbuf lacks received by the connection's rx_ops (its
+ * payload and fill steps). */
+static void rx_pump_buf(struct conn *c)
+{
+	const struct rx_ops *ops = c->rx_ops;
+	unsigned qd = c->w->e->p.queue_depth;
+
 	while (!c->closing && !c->rx_stop && !c->mem_blocked && !c->rx_chunk) {
 		uint32_t avail = c->rend - c->rstart;
-		struct iovec iov[2];
-		ssize_t n;
 
 		if (c->rx_req) {
 			struct req *q = c->rx_req;
-			uint64_t need = chunk_len(q) - q->done;
+			uint64_t need = req_chunk_len(q) - q->done;
 			uint32_t take = avail < need ? avail : (uint32_t)need;
 
 			memcpy((uint8_t *)q->buf + q->done, c->rbuf + c->rstart, take);
 			c->rstart += take;
 			q->done += take;
 			need -= take;
-			if (need && c->ring) {
-				/* rbuf is empty: the payload goes straight in. */
-				if (!c->rx_armed) {
-					rx_wait(c, need);
-					rx_arm(c, (uint8_t *)q->buf + q->done, need, true);
-				}
-				return;
-			}
 			if (need) {
-				if (c->rx_short) {
-					rx_wait(c, need);
+				int r = ops->payload(c, q, need);
+
+				if (r == RX_PL_WAIT)
 					return;
-				}
-				/* The rest of the payload, and what follows. */
-				c->rstart = c->rend = 0;
-				iov[0].iov_base = (uint8_t *)q->buf + q->done;
-				iov[0].iov_len = need;
-				iov[1].iov_base = c->rbuf;
-				iov[1].iov_len = RBUF_SIZE;
-				n = rx_read(c, iov, 2);
-				if (n <= 0)
-					return;
-				if ((uint64_t)n <= need) {
-					q->done += (uint64_t)n;
+				if (r == RX_PL_MORE)
 					continue;
-				}
-				q->done += need;
-				c->rend = (uint32_t)((uint64_t)n - need);
 			}
 			chunk_received(c, q);
 			continue;
@@ -511,29 +574,18 @@ void rx_pump(struct conn *c)
 			continue;
 		}
 		/* Need more bytes. */
-		if (c->ring && c->rx_armed)
+		if (!ops->fill(c))
 			return;
-		if (c->rx_short && !c->ring) {
-			rx_wait(c, 1);
-			return;
-		}
-		if (c->rstart == c->rend) {
-			c->rstart = c->rend = 0;
-		} else if (c->rstart > RBUF_SIZE / 2) {
-			memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
-			c->rend -= c->rstart;
-			c->rstart = 0;
-		}
-		if (c->ring) {
-			rx_wait(c, 1);
-			rx_arm(c, c->rbuf + c->rend, RBUF_SIZE - c->rend, false);
-			return;
-		}
-		iov[0].iov_base = c->rbuf + c->rend;
-		iov[0].iov_len = RBUF_SIZE - c->rend;
-		n = rx_read(c, iov, 1);
-		if (n <= 0)
-			return;
-		c->rend += (uint32_t)n;
 	}
 }
+
+/* In place (transports with rx_peek: SMC-R). */
+const struct rx_ops rx_ops_inplace = { .pump = rx_pump_zc, .poll = true };
+/* Plain TCP on the worker's ring: recv SQEs, no poll. */
+const struct rx_ops rx_ops_ring = {
+	.pump = rx_pump_buf, .payload = rx_payload_ring, .fill = rx_fill_ring,
+};
+/* The other transports: a multishot poll, then readv. */
+const struct rx_ops rx_ops_copy = {
+	.pump = rx_pump_buf, .payload = rx_payload_copy, .fill = rx_fill_copy, .poll = true,
+};

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrd engine: replies.  Queued per connection in completion order and
- * sent by writev, send_file, a reserved send buffer or a sendmsg on the
- * ring (smcrd-engine-int.h). */
+/* smcrd engine: send.  The replies queued per connection in completion
+ * order, sent by a reserved send buffer, send_file, or the connection's
+ * tx_ops (writev, or a sendmsg on the ring), and freed once sent
+ * (smcrd-engine-int.h). */
 #include <config.h>
 
 #include <errno.h>
@@ -27,28 +28,10 @@ bool tx_reserve_read(struct conn *c, struct req *q)
 	if (bd_tx_reserve(c->t, q->rb.head_len + q->r.length + q->rb.tail_len,
 				  q->tx_win) < 0)
 		return false;
-	win_put(q->tx_win, 0, q->rb.head, q->rb.head_len);
+	conn_win_put(q->tx_win, 0, q->rb.head, q->rb.head_len);
 	q->zc_tx = true;
-	tx_push(c, q);
+	conn_tx_push(c, q);
 	return true;
-}
-
-/* Queues the reply of q (data_len bytes of q->buf for READ). */
-void req_reply(struct req *q, uint32_t error, uint32_t data_len)
-{
-	struct conn *c = q->c;
-
-	if (c->closing) {
-		req_free(q);
-		return;
-	}
-	zc_unpin(q);
-	q->error = error;
-	nbd_reply_build(&c->tp, &q->r, error, data_len, q->err_off, q->msg, &q->rb);
-	req_account(q, error, q->r.type == NBD_CMD_READ ? q->rb.data_len :
-			q->r.type == NBD_CMD_WRITE && !error ? q->r.length : 0);
-	tx_push(c, q);
-	conn_dirty(c);
 }
 
 /* n bytes of the tx queue went out: frees the replies sent completely. */
@@ -71,28 +54,55 @@ void tx_retire(struct conn *c, size_t n)
 	}
 }
 
-/* Ring socket: sendmsg of iov[cnt] (copied) as one SQE; zero-copy (the
- * buffers are held until the kernel's notification) if zc. */
-void tx_submit(struct conn *c, const struct iovec *iov, int cnt, bool zc)
+/* A send of total bytes returned n: the replies sent retired.  False:
+ * stop (the rest waits for POLL_OUT, or the connection closes). */
+static bool tx_sent(struct conn *c, ssize_t n, size_t total)
 {
-	struct io_uring_sqe *sqe = get_sqe(c->w);
+	if (n == -EAGAIN) {
+		conn_arm_poll_out(c);
+		return false;
+	}
+	if (n < 0) {
+		char why[96];
 
-	memcpy(c->tx_iov, iov, (size_t)cnt * sizeof(*iov));
-	memset(&c->tx_msg, 0, sizeof(c->tx_msg));
-	c->tx_msg.msg_iov = c->tx_iov;
-	c->tx_msg.msg_iovlen = (size_t)cnt;
-	if (zc)
-		io_uring_prep_sendmsg_zc(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
-	else
-		io_uring_prep_sendmsg(sqe, c->pfd, &c->tx_msg, MSG_NOSIGNAL | MSG_WAITALL);
-	c->tx_zc = zc;
-	c->tx_zc_res = 0;
-	io_uring_sqe_set_data64(sqe, ud(c, TAG_SEND));
-	c->tx_busy = true;
-	c->io_pending++;
+		snprintf(why, sizeof(why), "send failed: %s", strerror((int)-n));
+		conn_close(c, n == -EPIPE || n == -ECONNRESET ? "client went away" : why);
+		return false;
+	}
+	tx_retire(c, (size_t)n);
+	if ((size_t)n < total) {
+		conn_arm_poll_out(c);
+		return false;
+	}
+	return true;
 }
 
-void conn_flush(struct conn *c)
+/* Gathered replies (total bytes in iov[cnt]) by writev. */
+static bool tx_send_writev(struct conn *c, const struct iovec *iov, int cnt, size_t total,
+			   bool all)
+{
+	(void)all;
+	return tx_sent(c, bd_writev(c->t, iov, cnt), total);
+}
+
+/* Ring socket: gathered replies by one sendmsg SQE, whose CQE retires them
+ * and flushes again; all: they are all the connection owes. */
+static bool tx_send_ring(struct conn *c, const struct iovec *iov, int cnt, size_t total,
+			 bool all)
+{
+	conn_arm_send(c, iov, cnt, c->w->e->read_reply == RR_ZC && total >= SENDFILE_MIN);
+	/* All the connection owes: its CQE is bookkeeping.  Small sends
+	 * only: a large one waits for socket space, and with DEFER_TASKRUN
+	 * its retry runs only once the wait ends. */
+	if (all && total < LAZY_MAX)
+		c->w->lazy++;
+	return false;
+}
+
+const struct tx_ops tx_ops_writev = { .send = tx_send_writev };
+const struct tx_ops tx_ops_ring = { .send = tx_send_ring, .sqe = true };
+
+void tx_flush(struct conn *c)
 {
 	if (c->tx_busy)
 		return;		/* its completion flushes again */
@@ -157,39 +167,13 @@ void conn_flush(struct conn *c)
 				cnt++;
 			}
 		}
-		if (!file_next && c->ring) {
-			tx_submit(c, iov, cnt, c->w->e->read_reply == RR_ZC &&
-				  total >= SENDFILE_MIN);
-			/* All the connection owes: its CQE is bookkeeping.
-			 * Small sends only: a large one waits for socket
-			 * space, and with DEFER_TASKRUN its retry runs only
-			 * once the wait ends. */
-			if (!q && nq == c->inflight && total < LAZY_MAX)
-				c->w->lazy++;
-			return;
-		}
-		if (!file_next) {
-			n = bd_writev(c->t, iov, cnt);
-		} else {
-			total += flen;
+		if (file_next) {
 			n = bd_send_file(c->t, iov, cnt, c->exp->fd, &foff, flen);
 			if (n == 0)
 				n = -EIO;	/* the file shrank under us */
-		}
-		if (n == -EAGAIN) {
-			arm_poll_out(c);
-			return;
-		}
-		if (n < 0) {
-			char why[96];
-
-			snprintf(why, sizeof(why), "send failed: %s", strerror((int)-n));
-			conn_close(c, n == -EPIPE || n == -ECONNRESET ? "client went away" : why);
-			return;
-		}
-		tx_retire(c, (size_t)n);
-		if ((size_t)n < total) {
-			arm_poll_out(c);
+			if (!tx_sent(c, n, total + flen))
+				return;
+		} else if (!c->tx_ops->send(c, iov, cnt, total, !q && nq == c->inflight)) {
 			return;
 		}
 	}

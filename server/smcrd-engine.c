@@ -29,6 +29,57 @@
 
 static void arm_timer(struct worker *w);
 
+/* Frees c and what it holds, after its last SQE completed. */
+static void conn_destroy(struct conn *c)
+{
+	struct worker *w = c->w;
+	struct engine *e = w->e;
+	void *owner;
+
+	while (c->tx_head) {
+		struct req *q = c->tx_head;
+
+		c->tx_head = q->next;
+		req_free(q);
+	}
+	if (c->rx_req)
+		req_free(c->rx_req);
+	if (c->skip_req)
+		req_free(c->skip_req);
+	conn_mem_unlink(c);
+	conn_share_put(c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	log_rated(LOGRATE_SESSION, c->t->peer, SMCR_LOG_INFO,
+		  "client %s: export '%s' closed (%llu requests, %llu bytes read, "
+		  "%llu bytes written)", c->t->peer, c->exp->spec.name,
+		  (unsigned long long)c->nreq, (unsigned long long)c->rbytes,
+		  (unsigned long long)c->wbytes);
+	iostat_conn(c->st_exp, -1);
+	iostat_conn(c->st_cli, -1);
+	owner = c->owner;
+	bd_close(c->t);
+	export_put(c->exp);
+	free(c->pins);
+	free(c->rbuf);
+	free(c);
+	__atomic_sub_fetch(&w->nconns, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&e->conns, 1, __ATOMIC_RELAXED);
+	if (e->p.closed)
+		e->p.closed(e->p.closed_arg, owner);
+}
+
+/* At a safe point: a closing connection goes once nothing refers to it. */
+static void conn_maybe_destroy(struct conn *c)
+{
+	if (c->closing && c->io_pending == 0 && !c->kicked && !c->dirty)
+		conn_destroy(c);
+}
+
 static void conn_start(struct worker *w, struct conn *c)
 {
 	c->w = w;
@@ -36,7 +87,7 @@ static void conn_start(struct worker *w, struct conn *c)
 	if (w->conns)
 		w->conns->prev = c;
 	w->conns = c;
-	if (addr_share_get(c) < 0) {
+	if (conn_share_get(c) < 0) {
 		log_warn("client %s: out of memory: closing", c->t->peer);
 		conn_destroy(c);
 		return;
@@ -48,8 +99,8 @@ static void conn_start(struct worker *w, struct conn *c)
 	c->tx_seen_outq = -1;
 	if (w->e->p.request_timeout_ms || w->e->p.idle_timeout_ms)
 		arm_timer(w);
-	if (!c->ring)
-		arm_poll_in(c);
+	if (c->rx_ops->poll)
+		conn_arm_poll_in(c);
 	/* Requests may have arrived with the handshake. */
 	conn_kick(c);
 }
@@ -60,7 +111,7 @@ static void arm_timer(struct worker *w)
 
 	if (w->timer_armed)
 		return;
-	sqe = get_sqe(w);
+	sqe = conn_get_sqe(w);
 	w->tick.tv_sec = 0;
 	w->tick.tv_nsec = DRAIN_TICK_MS * 1000000L;
 	io_uring_prep_timeout(sqe, &w->tick, 0, 0);
@@ -106,7 +157,7 @@ static bool tx_stalled(struct conn *c, uint64_t now, uint64_t limit)
 		c->tx_seen_ms = now;
 		return false;
 	}
-	if (c->ring || bd_info(c->t).kernel_tcp)
+	if (c->tx_ops->sqe || bd_info(c->t).kernel_tcp)
 		if (ioctl(c->pfd, SIOCOUTQ, &outq) < 0)
 			outq = -1;
 	if (c->tx_bytes != c->tx_seen || outq != c->tx_seen_outq) {
@@ -224,7 +275,7 @@ static void take_incoming(struct worker *w)
 
 static void arm_wake(struct worker *w)
 {
-	struct io_uring_sqe *sqe = get_sqe(w);
+	struct io_uring_sqe *sqe = conn_get_sqe(w);
 
 	io_uring_prep_read(sqe, w->evfd, &w->evbuf, sizeof(w->evbuf), 0);
 	io_uring_sqe_set_data64(sqe, ud(w, TAG_WAKE));
@@ -249,7 +300,7 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			c->poll_in = false;
 			c->io_pending--;
 			if (!c->closing && cqe->res >= 0)
-				arm_poll_in(c);
+				conn_arm_poll_in(c);
 		}
 		if (c->closing) {
 			conn_maybe_destroy(c);
@@ -310,7 +361,7 @@ static void handle_cqe(struct worker *w, struct io_uring_cqe *cqe)
 			q->lk_sres = cqe_res;
 			q->lk_done |= LK_SEND;
 			if (q->lk_done & LK_READ)
-				link_resolve(q);
+				req_link_resolve(q);
 			conn_maybe_destroy(c);
 			break;
 		}
@@ -380,7 +431,7 @@ static void bs_run(struct worker *w)
 			req_free(q);
 			conn_maybe_destroy(c);
 		} else {
-			block_status(q);
+			req_block_status(q);
 		}
 		if (now_ns() >= end)
 			break;
@@ -397,13 +448,13 @@ static void run_lists(struct worker *w)
 		while ((c = w->kick_head)) {
 			w->kick_head = c->kick_next;
 			c->kicked = false;
-			rx_pump(c);
+			c->rx_ops->pump(c);
 			conn_maybe_destroy(c);
 		}
 		while ((c = w->dirty_head)) {
 			w->dirty_head = c->dirty_next;
 			c->dirty = false;
-			conn_flush(c);
+			tx_flush(c);
 			conn_maybe_destroy(c);
 		}
 	}
@@ -677,9 +728,15 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 			free(c);
 			goto out_refuse;
 		}
-		c->zc = true;
+		c->rx_ops = &rx_ops_inplace;
+		c->tx_ops = &tx_ops_writev;
+	} else if (e->ring_sock && bd_info(t).tcp_fd >= 0) {
+		c->rx_ops = &rx_ops_ring;
+		c->tx_ops = &tx_ops_ring;
+	} else {
+		c->rx_ops = &rx_ops_copy;
+		c->tx_ops = &tx_ops_writev;
 	}
-	c->ring = e->ring_sock && !c->zc && bd_info(t).tcp_fd >= 0;
 	nbd_tx_params_from_session(s, &c->tp);
 	for (i = 0; i < e->nw; i++) {
 		unsigned n = __atomic_load_n(&e->w[i].nconns, __ATOMIC_RELAXED);
@@ -713,7 +770,7 @@ int engine_add(struct engine *e, struct bd_transport *t, struct export *exp,
 	c->next = w->incoming;
 	w->incoming = c;
 	pthread_mutex_unlock(&w->lock);
-	worker_wake(w);
+	conn_worker_wake(w);
 	return 0;
 out_refuse:
 	bd_close(t);
@@ -730,7 +787,7 @@ void engine_drain(struct engine *e)
 		pthread_mutex_lock(&e->w[i].lock);
 		e->w[i].drain_req = true;
 		pthread_mutex_unlock(&e->w[i].lock);
-		worker_wake(&e->w[i]);
+		conn_worker_wake(&e->w[i]);
 	}
 }
 

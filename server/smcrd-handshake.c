@@ -149,12 +149,12 @@ static const struct nbd_server_ops hs_ops = {
 };
 
 /* The key of max-clients-per-address (addr_key_of_fd()). */
-void addr_key(int fd, const struct sockaddr_storage *ss, char *out, size_t len)
+void hs_addr_key(int fd, const struct sockaddr_storage *ss, char *out, size_t len)
 {
 	addr_key_of_fd(fd, (const struct sockaddr *)ss, out, len);
 }
 
-struct addr_count *addr_find(struct server *s, const char *addr)
+struct addr_count *hs_addr_find(struct server *s, const char *addr)
 {
 	unsigned i;
 
@@ -166,7 +166,7 @@ struct addr_count *addr_find(struct server *s, const char *addr)
 
 /* Request memory one address may hold: never the whole pool (0: no
  * limit). */
-uint64_t mem_per_address(const struct server *s)
+uint64_t hs_mem_per_address(const struct server *s)
 {
 	if (s->cfg.max_mem_per_address == UINT64_MAX)
 		return s->cfg.max_memory / 2;
@@ -187,7 +187,7 @@ unsigned hs_per_address(const struct server *s)
  * max-clients-per-address, and its share of max-clients among the
  * addresses that hold some (share_allows()); with no per-address limit
  * (0), no share either.  s->lock held. */
-bool addr_may_connect(const struct server *s, const struct addr_count *a)
+bool hs_addr_may_connect(const struct server *s, const struct addr_count *a)
 {
 	if (!s->cfg.max_per_address)
 		return true;	/* 0: no per-address limit, no share */
@@ -201,7 +201,7 @@ bool addr_may_connect(const struct server *s, const struct addr_count *a)
  * share of max-handshakes); when the pool is full, as if the handshake
  * hs_evict() would end were gone (an address over its share evicts
  * none).  s->lock held. */
-bool addr_may_handshake(const struct server *s, const struct addr_count *a)
+bool hs_addr_may_handshake(const struct server *s, const struct addr_count *a)
 {
 	unsigned cap = hs_per_address(s);
 	unsigned live = s->handshakes - s->hs_dying;
@@ -218,9 +218,9 @@ bool addr_may_handshake(const struct server *s, const struct addr_count *a)
 
 /* One more client from addr, in the handshake (s->lock held): -EBUSY at
  * the limit. */
-int addr_get(struct server *s, const char *addr)
+int hs_addr_get(struct server *s, const char *addr)
 {
-	struct addr_count *v, *a = addr_find(s, addr);
+	struct addr_count *v, *a = hs_addr_find(s, addr);
 
 	if (a) {
 		if (s->cfg.max_per_address && a->n >= s->cfg.max_per_address)
@@ -245,9 +245,9 @@ int addr_get(struct server *s, const char *addr)
 }
 
 /* addr's client left the handshake (s->lock held). */
-void addr_hs_done(struct server *s, const char *addr)
+void hs_addr_done(struct server *s, const char *addr)
 {
-	struct addr_count *a = addr_find(s, addr);
+	struct addr_count *a = hs_addr_find(s, addr);
 
 	if (a && a->hs && !--a->hs)
 		s->hs_addrs--;
@@ -325,7 +325,7 @@ const char *hs_evict(struct server *s, const char *addr, char *victim, size_t le
 	return victim;
 }
 
-void addr_put(struct server *s, const char *addr)
+void hs_addr_put(struct server *s, const char *addr)
 {
 	unsigned i;
 
@@ -337,21 +337,21 @@ void addr_put(struct server *s, const char *addr)
 		}
 }
 
-void client_gone(void *arg, void *owner)
+void hs_client_gone(void *arg, void *owner)
 {
 	struct server *s = arg;
 
 	pthread_mutex_lock(&s->lock);
 	s->clients--;
 	if (owner)
-		addr_put(s, owner);
+		hs_addr_put(s, owner);
 	pthread_mutex_unlock(&s->lock);
 	free(owner);
 }
 
 static struct lograte_every rl_hs_timeout = LOGRATE_EVERY_INIT;
 
-void *handshake_main(void *arg)
+void *hs_main(void *arg)
 {
 	struct hs_ctx *h = arg;
 	struct server *s = h->srv;
@@ -423,7 +423,7 @@ void *handshake_main(void *arg)
 	/* Out of the list before its socket goes (engine or close). */
 	hs_list_del(s, h);
 	if (h->hs_counted) {
-		addr_hs_done(s, h->addr);
+		hs_addr_done(s, h->addr);
 		h->hs_counted = false;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -435,7 +435,7 @@ void *handshake_main(void *arg)
 	}
 	if (r == 0) {
 		/* The engine owns the transport and the export reference now,
-		 * and reports the end through client_gone(). */
+		 * and reports the end through hs_client_gone(). */
 		char *owner = h->addr[0] ? strdup(h->addr) : NULL;
 
 		if (engine_add(s->engine, h->t, sess.handle, &sess, owner) == 0)
@@ -445,7 +445,7 @@ void *handshake_main(void *arg)
 		if (!counted && h->addr[0] && !owner) {
 			/* No memory for the key: uncounted from now on. */
 			pthread_mutex_lock(&s->lock);
-			addr_put(s, h->addr);
+			hs_addr_put(s, h->addr);
 			pthread_mutex_unlock(&s->lock);
 		}
 		h->t = NULL;
@@ -479,7 +479,7 @@ void *handshake_main(void *arg)
 	if (counted) {
 		s->clients--;
 		if (h->addr[0])
-			addr_put(s, h->addr);
+			hs_addr_put(s, h->addr);
 	}
 	if (h->refusal[0])
 		s->refusing--;

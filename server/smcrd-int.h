@@ -106,38 +106,38 @@ struct hs_ctx {
 };
 
 /* smcrd-handshake.c */
-void addr_key(int fd, const struct sockaddr_storage *ss, char *out, size_t len);
-struct addr_count *addr_find(struct server *s, const char *addr);
-bool addr_may_connect(const struct server *s, const struct addr_count *a);
-bool addr_may_handshake(const struct server *s, const struct addr_count *a);
+void hs_addr_key(int fd, const struct sockaddr_storage *ss, char *out, size_t len);
+struct addr_count *hs_addr_find(struct server *s, const char *addr);
+bool hs_addr_may_connect(const struct server *s, const struct addr_count *a);
+bool hs_addr_may_handshake(const struct server *s, const struct addr_count *a);
 void hs_list_add(struct server *s, struct hs_ctx *h);
 void hs_list_del(struct server *s, struct hs_ctx *h);
 const char *hs_evict(struct server *s, const char *addr, char *victim, size_t len);
-uint64_t mem_per_address(const struct server *s);
+uint64_t hs_mem_per_address(const struct server *s);
 unsigned hs_per_address(const struct server *s);
-int addr_get(struct server *s, const char *addr);
-void addr_hs_done(struct server *s, const char *addr);
-void addr_put(struct server *s, const char *addr);
-void client_gone(void *arg, void *owner);
-void *handshake_main(void *arg);
+int hs_addr_get(struct server *s, const char *addr);
+void hs_addr_done(struct server *s, const char *addr);
+void hs_addr_put(struct server *s, const char *addr);
+void hs_client_gone(void *arg, void *owner);
+void *hs_main(void *arg);
 void hs_free(struct hs_ctx *h);
 
 /* smcrd-listen.c */
-int accept_one(struct server *s, int lfd, bool smcr);
+int listen_accept(struct server *s, int lfd, bool smcr);
 int listen_on(struct server *s, const char *host, const char *port);
 int listen_unix(struct server *s, const char *path);
-void unix_remove(struct server *s);
+void listen_unix_remove(struct server *s);
 int listen_activated(struct server *s);
 
 /* smcrd-daemon.c */
-int absolutize(struct server *s, struct export_list *l);
-int build_table(struct server *s, bool apply_globals, const struct export_table *keep,
-		struct export_table **out);
-int reopen_rbd(struct server *s);
-void log_table(const struct export_table *t, const char *config);
-void reload_start(struct server *s);
-bool reload_stop(struct server *s, unsigned wait_ms);
-/* A pid file made by write_pidfile(): its directory (opened once), its
+int daemon_absolutize(struct server *s, struct export_list *l);
+int daemon_build_table(struct server *s, bool apply_globals,
+		       const struct export_table *keep, struct export_table **out);
+int daemon_reopen_rbd(struct server *s);
+void daemon_log_table(const struct export_table *t, const char *config);
+void daemon_reload_start(struct server *s);
+bool daemon_reload_stop(struct server *s, unsigned wait_ms);
+/* A pid file made by daemon_write_pidfile(): its directory (opened once), its
  * name in it and the file itself, to remove it only if it is still ours. */
 struct pidfile {
 	int dirfd;			/* -1: none */
@@ -146,11 +146,11 @@ struct pidfile {
 	dev_t dev;
 	ino_t ino;
 };
-int write_pidfile(const char *path, struct pidfile *pf);
-void remove_pidfile(struct pidfile *pf);
-int daemonize(void);
-void log_to_syslog(void *opaque, enum smcr_log_level level, const char *msg);
-void detach_stdio(const char *log_file);
+int daemon_write_pidfile(const char *path, struct pidfile *pf);
+void daemon_remove_pidfile(struct pidfile *pf);
+int daemon_fork(void);
+void daemon_syslog(void *opaque, enum smcr_log_level level, const char *msg);
+void daemon_detach_stdio(const char *log_file);
 
 /* smcrd-status.c: the control socket's "smcrd" section (smcrctl status),
  * and --metrics-listen's thread on the socket s->metrics_fd; each logs

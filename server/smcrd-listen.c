@@ -24,7 +24,7 @@ static struct lograte_every rl_accept = LOGRATE_EVERY_INIT, rl_max_clients = LOG
 /* Accepts on lfd; smcr: the SMC-R listener (CLC runs in the handshake
  * thread, which then wraps the socket in an SMC-R transport).  Returns
  * -EMFILE when out of descriptors (the caller pauses), else 0. */
-int accept_one(struct server *s, int lfd, bool smcr)
+int listen_accept(struct server *s, int lfd, bool smcr)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -70,18 +70,18 @@ int accept_one(struct server *s, int lfd, bool smcr)
 		}
 	}
 	bd_format_addr((struct sockaddr *)&ss, len, peer, sizeof(peer));
-	addr_key(fd, &ss, addr, sizeof(addr));
+	hs_addr_key(fd, &ss, addr, sizeof(addr));
 	/* SMC-R's socket goes to libsmcr, which may close it: not evicted. */
 	h->kill_fd = smcr ? -1 : fd;
 	pthread_mutex_lock(&s->lock);
 	/* Per address first: one address never takes a whole global pool;
 	 * its share (share_allows()) leaves room for the others. */
-	a = addr_find(s, addr);
-	if (s->clients < s->cfg.max_clients && !addr_may_connect(s, a))
+	a = hs_addr_find(s, addr);
+	if (s->clients < s->cfg.max_clients && !hs_addr_may_connect(s, a))
 		goto refuse_per_address;
 	if (a && s->cfg.max_per_address && a->n >= s->cfg.max_per_address)
 		goto refuse_per_address;
-	if (!addr_may_handshake(s, a)) {
+	if (!hs_addr_may_handshake(s, a)) {
 		unsigned ahs = a ? a->hs : 0, nhs = s->hs_addrs;
 
 		s->refused_hs_per_address++;
@@ -129,7 +129,7 @@ int accept_one(struct server *s, int lfd, bool smcr)
 		snprintf(h->refusal, sizeof(h->refusal),
 			 "server has too many clients (max-clients %u)", s->cfg.max_clients);
 	} else {
-		r = addr_get(s, addr);
+		r = hs_addr_get(s, addr);
 		if (r == -EBUSY)
 			goto refuse_per_address;
 		if (r == 0) {
@@ -151,7 +151,7 @@ int accept_one(struct server *s, int lfd, bool smcr)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 << 10);
-	r = pthread_create(&th, &attr, handshake_main, h);
+	r = pthread_create(&th, &attr, hs_main, h);
 	pthread_attr_destroy(&attr);
 	if (r) {
 		log_err("client %s: cannot start a thread: %s", peer, strerror(r));
@@ -159,8 +159,8 @@ int accept_one(struct server *s, int lfd, bool smcr)
 		if (!refuse) {
 			s->clients--;
 			if (h->addr[0]) {
-				addr_hs_done(s, h->addr);
-				addr_put(s, h->addr);
+				hs_addr_done(s, h->addr);
+				hs_addr_put(s, h->addr);
 			}
 		} else {
 			s->refusing--;
@@ -306,7 +306,7 @@ out_close:
 }
 
 /* Removes the Unix socket smcrd made, if it is still that one. */
-void unix_remove(struct server *s)
+void listen_unix_remove(struct server *s)
 {
 	struct stat st;
 

@@ -99,7 +99,7 @@ static int ctl_dump_json(struct server *s, const struct engine_stats *st,
 	jsonw_u64(lim, "max_handshakes_per_address", hs_per_address(s));
 	jsonw_u64(lim, "refused_handshakes_per_address", s->refused_hs_per_address);
 	jsonw_u64(lim, "max_link_groups_per_address", s->cfg.max_lgrs_per_address);
-	jsonw_u64(lim, "max_memory_per_address", mem_per_address(s));
+	jsonw_u64(lim, "max_memory_per_address", hs_mem_per_address(s));
 	jsonw_u64(lim, "refused_link_groups_per_address", sst->lgrs_refused_per_address);
 	jsonw_add(o, "limits", lim);
 	jsonw_u64(o, "clients", clients);

@@ -300,7 +300,7 @@ static void serve(struct server *s, int sfd)
 
 			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo == SIGHUP) {
-					reload_start(s);
+					daemon_reload_start(s);
 				} else {
 					log_info("%s: draining and exiting",
 						 strsignal((int)si.ssi_signo));
@@ -309,10 +309,10 @@ static void serve(struct server *s, int sfd)
 			}
 		}
 		for (i = 0; i < s->nlfd; i++)
-			if (pfd[i].revents && accept_one(s, s->lfd[i], false) == -EMFILE)
+			if (pfd[i].revents && listen_accept(s, s->lfd[i], false) == -EMFILE)
 				paused = true;
 		if (s->smcr_ls && pfd[s->nlfd + 1].revents &&
-		    accept_one(s, smcr_listen_fd(s->smcr_ls), true) == -EMFILE)
+		    listen_accept(s, smcr_listen_fd(s->smcr_ls), true) == -EMFILE)
 			paused = true;
 	}
 }
@@ -561,12 +561,12 @@ static int start_engine(struct server *s)
 	ep.threads = s->cfg.threads;
 	ep.queue_depth = s->cfg.queue_depth;
 	ep.max_memory = s->cfg.max_memory;
-	ep.max_memory_per_address = mem_per_address(s);
+	ep.max_memory_per_address = hs_mem_per_address(s);
 	ep.fixed_buffers = s->cfg.fixed_buffers;
 	ep.drain_timeout_ms = 30000;
 	ep.request_timeout_ms = s->cfg.request_timeout * 1000;
 	ep.idle_timeout_ms = s->cfg.idle_timeout * 1000;
-	ep.closed = client_gone;
+	ep.closed = hs_client_gone;
 	ep.closed_arg = s;
 	ep.iostat = &s->iostat;
 	/* SMC-R after daemonizing: the stack runs its own thread. */
@@ -594,9 +594,9 @@ static void notify_ready(struct server *s, int *notify)
 		if (!s->cfg.log_file) {
 			/* In the background without a log file: syslog. */
 			openlog("smcrd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
-			applog_set_fn(log_to_syslog, NULL);
+			applog_set_fn(daemon_syslog, NULL);
 		}
-		detach_stdio(s->cfg.log_file);
+		daemon_detach_stdio(s->cfg.log_file);
 		if (write(*notify, &ok, 1) < 0)
 			log_warn("cannot notify the parent: %s", strerror(errno));
 		close(*notify);
@@ -630,9 +630,9 @@ int main(int argc, char **argv)
 	}
 	if (s.cfg.verbose)
 		smcr_log_set_level(SMCR_LOG_DEBUG);
-	if (absolutize(&s, &s.cfg.cli_exports) < 0)
+	if (daemon_absolutize(&s, &s.cfg.cli_exports) < 0)
 		goto out_config;
-	if (build_table(&s, true, NULL, &s.table) < 0) {
+	if (daemon_build_table(&s, true, NULL, &s.table) < 0) {
 		status = EXIT_USAGE;
 		goto out_config;
 	}
@@ -675,17 +675,17 @@ int main(int argc, char **argv)
 		if (s.metrics_fd < 0)
 			goto out_listen;
 	}
-	log_table(s.table, s.cfg.config_file);
+	daemon_log_table(s.table, s.cfg.config_file);
 
 	block_signals(&sigs);
 
 	if (!s.cfg.foreground) {
-		notify = daemonize();
+		notify = daemon_fork();
 		if (notify < 0) {
 			log_err("daemonize: %s", strerror(-notify));
 			goto out_listen;
 		}
-		if (reopen_rbd(&s) < 0)
+		if (daemon_reopen_rbd(&s) < 0)
 			goto out_listen;
 	}
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
@@ -695,7 +695,7 @@ int main(int argc, char **argv)
 	}
 	if (cancel_pipe(&s) < 0)
 		goto out_sfd;
-	if (s.cfg.pidfile && write_pidfile(s.cfg.pidfile, &pidfile) < 0)
+	if (s.cfg.pidfile && daemon_write_pidfile(s.cfg.pidfile, &pidfile) < 0)
 		goto out_pipe;
 
 	if (start_engine(&s) < 0)
@@ -715,7 +715,7 @@ int main(int argc, char **argv)
 	shutdown_server(&s);
 	/* A reload stuck in its cluster still reads s: s's table and
 	 * settings are left as they are (the process ends). */
-	reload_left = !reload_stop(&s, 5000);
+	reload_left = !daemon_reload_stop(&s, 5000);
 	log_info("exiting");
 	status = EXIT_SUCCESS;
 
@@ -723,7 +723,7 @@ out_pidfile:
 	if (s.smcr_ls)
 		smcr_close(s.smcr_ls);
 	smcr_ctx_destroy(s.smcr);
-	remove_pidfile(&pidfile);
+	daemon_remove_pidfile(&pidfile);
 out_pipe:
 	close(s.cancel_fd);
 	close(s.cancel_wr);
@@ -732,7 +732,7 @@ out_sfd:
 out_listen:
 	for (r = 0; r < (int)s.nlfd; r++)
 		close(s.lfd[r]);
-	unix_remove(&s);
+	listen_unix_remove(&s);
 	if (s.metrics_fd >= 0)
 		close(s.metrics_fd);
 	if (notify >= 0)

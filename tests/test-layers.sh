@@ -91,8 +91,8 @@ one_way() {
         fi
     done
 }
-one_way server smcrd-engine-int.h smcrd-engine.c smcrd-engine-rx.c smcrd-engine-req.c \
-    smcrd-engine-tx.c smcrd-engine-conn.c
+one_way server smcrd-engine-int.h smcrd-engine.c smcrd-engine-rx.c smcrd-engine-tx.c \
+    smcrd-engine-req.c smcrd-engine-conn.c
 one_way server smcrd-int.h smcrd.c smcrd-listen.c smcrd-handshake.c smcrd-daemon.c
 one_way client nbd-conn-int.h nbd-conn.c nbd-conn-status.c nbd-conn-reconnect.c \
     nbd-conn-tx.c nbd-conn-rx.c nbd-conn-core.c
