@@ -31,7 +31,10 @@
  * --standby does the same steps in another order: its engine connects
  * while the device's server still serves it, then it waits on a pidfd of
  * that server (and of any that takes the device over meanwhile) and, once
- * the device is quiesced, takes it over at once.
+ * the device is quiesced, takes it over at once.  --recover=auto (a
+ * service's restarts) makes the device when there is none, else does
+ * what --standby does.  Under systemd (NOTIFY_SOCKET) it says READY=1 once
+ * it serves the device or stands by.
  *
  * Errors are -errno inside. */
 #include <config.h>
@@ -60,6 +63,7 @@
 #include "monotime.h"
 #include "nbd-proto.h"
 #include "smcr-attach-ublk.h"
+#include "sysd.h"
 #include "ublk-compat.h"
 
 #define UBLK_QD		128		/* tags per queue, unless -Q */
@@ -953,8 +957,10 @@ static void del_dev(struct ub *u)
 		log_warn("ublk: /dev/ublkb%u: DEL_DEV: %s", u->info.dev_id, strerror(-r));
 }
 
-int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
+int ublk_run(const struct ublk_args *in, volatile sig_atomic_t *stop)
 {
+	struct ublk_args args = *in;
+	const struct ublk_args *a = &args;
 	struct nbdc_opts no = a->no;
 	struct ub *u;
 	uint64_t features = 0;
@@ -977,6 +983,21 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 	if (r < 0)
 		goto free_u;
 	t0 = now_ms();
+	if (a->recover_auto) {
+		/* A service's restart: make the device, or stand by for (or
+		 * take over at once from) its server. */
+		r = CTRL(u, GET_DEV_INFO, (uint32_t)a->dev_id, &u->info, sizeof(u->info), 0);
+		if (r == 0) {
+			args.recover = args.standby = true;
+			log_info("/dev/ublkb%d exists (its server, pid %d, %s): --recover=auto takes "
+				 "it over once it is gone", a->dev_id, u->info.ublksrv_pid,
+				 kill(u->info.ublksrv_pid, 0) == 0 || errno == EPERM ? "runs" :
+				 "is gone");
+		} else if (r != -ENODEV) {
+			log_err("ublk: /dev/ublkb%d: GET_DEV_INFO: %s", a->dev_id, strerror(-r));
+			goto close_ctrl;
+		}
+	}
 	if (a->recover) {
 		age = proc_age_ms();
 		r = recover_info(u, a);
@@ -1031,6 +1052,9 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 			log_info("/dev/ublkb%d: standing by for its server (pid %d): engine up in "
 				 "%lld ms (the process had run %lld ms before)", a->dev_id,
 				 u->info.ublksrv_pid, (long long)(t_eng - t0), age);
+			snprintf(msg, sizeof(msg), "READY=1\nSTATUS=standing by for the server "
+				 "of /dev/ublkb%d (pid %d)", a->dev_id, u->info.ublksrv_pid);
+			sysd_notify(msg);
 			r = standby_wait(u, stop);
 			if (r == 1) {
 				log_info("/dev/ublkb%d was removed: not standing by any more",
@@ -1113,6 +1137,8 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 		goto release;
 	}
 	started = true;
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving /dev/ublkb%u", u->info.dev_id);
+	sysd_notify(msg);
 	if (a->standby)
 		log_info("/dev/ublkb%u: taken over %lld ms after its server (pid %d) was seen "
 			 "gone (%u queue(s) of %u, %s): its exit seen %lld ms before, the "
@@ -1147,6 +1173,7 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 	while (!*stop && __atomic_load_n(&u->queues_gone, __ATOMIC_ACQUIRE) < u->nq)
 		poll(NULL, 0, 200);
 	if (*stop) {
+		sysd_notify("STOPPING=1");
 		log_info("/dev/ublkb%u: signal: removing it", u->info.dev_id);
 		r = CTRL(u, STOP_DEV, u->info.dev_id, NULL, 0, 0);
 		if (r < 0)
