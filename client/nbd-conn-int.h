@@ -142,6 +142,8 @@ struct nbdc_conn {
 	unsigned nfree, inflight;
 	uint64_t gen;
 	int64_t next_attempt_ms, last_progress_ms, up_ms;
+	/* The last connect's steps (nbdc_conn_times; atomic). */
+	int64_t t_attempt_ms, t_transport_ms, t_handshake_ms, t_up_ms;
 	unsigned backoff_ms, spins;
 	unsigned srv;			/* e->srv[]: connected to, or tries next */
 	unsigned good_gen;		/* e->good_gen when it last looked */
@@ -187,6 +189,7 @@ struct nbdc {
 	void (*turn_end)(void *arg);
 	void *turn_arg;
 	int (*watch_ready)(void *arg, unsigned conn);
+	void (*sent)(void *arg, void *req_arg, unsigned conn);
 };
 
 #define ALOAD(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)

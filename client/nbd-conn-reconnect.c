@@ -49,6 +49,9 @@ int nbdc_conn_connect(struct nbdc_conn *c, bool first, unsigned budget_ms)
 	int64_t deadline = now_ms() + budget_ms, left;
 	int r;
 
+	ASTORE(&c->t_attempt_ms, now_ms());
+	ASTORE(&c->t_transport_ms, 0);
+	ASTORE(&c->t_handshake_ms, 0);
 	if (e->transport == NBDC_SMCR)
 		r = bd_smcr_connect(e->ctx, s->host, s->port, (int)budget_ms, &t);
 	else if (e->transport == NBDC_UNIX)
@@ -59,6 +62,7 @@ int nbdc_conn_connect(struct nbdc_conn *c, bool first, unsigned budget_ms)
 		set_error(c, "connect: %s", strerror(-r));
 		return r;
 	}
+	ASTORE(&c->t_transport_ms, now_ms());
 	left = deadline - now_ms();
 	r = nbd_client_open(t, left > 0 ? (int)left : 1, &nc);
 	if (r < 0) {
@@ -130,6 +134,7 @@ int nbdc_conn_connect(struct nbdc_conn *c, bool first, unsigned budget_ms)
 		log_warn("nbd: export '%s' is now %" PRIu64 " bytes (was %" PRIu64 ")",
 			 e->export_name, info.size, e->info.size);
 	}
+	ASTORE(&c->t_handshake_ms, now_ms());
 	c->structured = nbd_client_is_structured(nc);
 	c->t = nbd_client_detach(nc);
 	ti = bd_info(c->t);
@@ -159,6 +164,7 @@ void nbdc_mark_up(struct nbdc_conn *c)
 	c->shut = false;
 	c->spins = 0;
 	c->last_progress_ms = c->up_ms = now_ms();
+	ASTORE(&c->t_up_ms, c->up_ms);
 	pthread_mutex_lock(&e->lock);
 	e->nup++;
 	pthread_mutex_unlock(&e->lock);

@@ -36,6 +36,20 @@ void nbdc_get_stats(struct nbdc *e, struct nbdc_stats *st)
 	}
 }
 
+int nbdc_conn_times(struct nbdc *e, unsigned conn, struct nbdc_conn_times *t)
+{
+	struct nbdc_conn *c;
+
+	if (conn >= e->nconns)
+		return -EINVAL;
+	c = &e->conns[conn];
+	t->attempt_ms = ALOAD(&c->t_attempt_ms);
+	t->transport_ms = ALOAD(&c->t_transport_ms);
+	t->handshake_ms = ALOAD(&c->t_handshake_ms);
+	t->up_ms = ALOAD(&c->t_up_ms);
+	return 0;
+}
+
 /* One connection's state, copied under its lock. */
 struct conn_view {
 	char tname[24], peer[64], err[96];

@@ -97,6 +97,8 @@ int nbdc_tx(struct nbdc_conn *c, bool *progress)
 				break;
 			rq_pop(&c->txq);
 			AADD(&c->st_sent, 1);
+			if (c->e->sent)
+				c->e->sent(c->e->turn_arg, r->arg, c->idx);
 			if (r->was_sent) {
 				r->was_sent = false;
 				AADD(&c->st_resent, 1);

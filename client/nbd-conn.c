@@ -255,6 +255,7 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	e->turn_end = o->turn_end;
 	e->turn_arg = o->turn_arg;
 	e->watch_ready = o->watch_ready;
+	e->sent = o->sent;
 	want = o->connections ? o->connections : 1;
 	if (want > NBDC_MAX_CONNS)
 		want = NBDC_MAX_CONNS;

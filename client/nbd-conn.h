@@ -108,6 +108,10 @@ struct nbdc_opts {
 	 * Returns 0 when it read all there was, 1 when there may be more,
 	 * -1 to stop watching.  Same rules as done, with turn_arg. */
 	int (*watch_ready)(void *arg, unsigned conn);
+	/* Traces (optional): called by connection conn's thread when a
+	 * request has gone out whole, with nbdc_submit's arg; turn_arg as
+	 * above. */
+	void (*sent)(void *arg, void *req_arg, unsigned conn);
 };
 enum { NBDC_TLS_OFF = 0, NBDC_TLS_ALLOW, NBDC_TLS_REQUIRE };
 
@@ -204,6 +208,14 @@ struct nbdc_stats {
 	unsigned connections_up;
 };
 void nbdc_get_stats(struct nbdc *e, struct nbdc_stats *st);
+
+/* Connection conn's last connect, on now_ms()'s clock (0: not yet): the
+ * attempt began, the transport was connected (SMC-R: CLC and the link
+ * done), the NBD handshake was done, the connection was up. */
+struct nbdc_conn_times {
+	int64_t attempt_ms, transport_ms, handshake_ms, up_ms;
+};
+int nbdc_conn_times(struct nbdc *e, unsigned conn, struct nbdc_conn_times *t);
 /* Status text or JSON, like smcr_ctx_dump(): length or -ENOSPC. */
 int nbdc_dump(struct nbdc *e, char *buf, size_t len, bool json);
 

@@ -37,6 +37,7 @@ struct opts {
 	int ublk_id;			/* N of /dev/ublkbN; -1: the next free */
 	bool recover;			/* take over /dev/ublkbN */
 	bool standby;			/* --recover once its server is gone */
+	bool recover_auto;		/* --recover=auto: make, take over or stand by */
 	unsigned qdepth;		/* ublk tags per queue; 0: the default */
 	int sockbuf;			/* SO_SNDBUF/SO_RCVBUF; 0: the kernel's,
 					 * -1: SMC_SOCKBUF on AF_SMC */

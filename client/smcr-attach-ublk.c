@@ -31,7 +31,15 @@
  * --standby does the same steps in another order: its engine connects
  * while the device's server still serves it, then it waits on a pidfd of
  * that server (and of any that takes the device over meanwhile) and, once
- * the device is quiesced, takes it over at once.
+ * the device is quiesced, takes it over at once.  --recover=auto (a
+ * service's restarts) makes the device when there is none, else does
+ * what --standby does.  Under systemd (NOTIFY_SOCKET) it says READY=1 once
+ * it serves the device or stands by.
+ *
+ * SMCR_UBLK_TRACE=1: after the device is started or taken over, the
+ * times of its steps and of the first TRACE_REQS requests (arrival,
+ * sent, reply, commit) on stderr, in ms from START_DEV's or
+ * END_USER_RECOVERY's return.
  *
  * Errors are -errno inside. */
 #include <config.h>
@@ -39,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -60,6 +69,7 @@
 #include "monotime.h"
 #include "nbd-proto.h"
 #include "smcr-attach-ublk.h"
+#include "sysd.h"
 #include "ublk-compat.h"
 
 #define UBLK_QD		128		/* tags per queue, unless -Q */
@@ -67,6 +77,9 @@
 #define UBLK_MAX_QUEUES	16		/* as smcr-attach's connections */
 #define POLL_TAG	0xffffffffu	/* user_data of the eventfd's poll */
 #define RECOVER_WAIT_MS	30000		/* for the old server to be gone */
+#define TRACE_REQS	64		/* requests SMCR_UBLK_TRACE=1 follows */
+#define TRACE_EVENTS	64
+#define TRACE_WAIT_MS	10000		/* it prints then at the latest */
 
 extern char **environ;
 
@@ -81,6 +94,7 @@ struct utag {
 	uint8_t op;
 	unsigned parts;			/* still out (atomic) */
 	int err;			/* first error (atomic) */
+	int tr;				/* its trace.req[] slot; -1: none */
 };
 
 struct ub;
@@ -126,6 +140,194 @@ struct ub {
 
 /* The queue whose engine thread this is (set on its first watch_ready). */
 static __thread struct uq *my_q;
+
+/* --- SMCR_UBLK_TRACE=1 ------------------------------------------------------- */
+
+/* Times in us on CLOCK_MONOTONIC (now_ms()'s clock); 0: not yet. */
+struct trace_req {
+	uint64_t off;
+	uint32_t len;
+	uint8_t op;
+	uint16_t q, tag;
+	unsigned conn;			/* that sent it (its first part) */
+	int64_t arrive, sent, reply, commit;
+};
+
+static struct {
+	bool on, printed;
+	int64_t ref;			/* START_DEV or END_USER_RECOVERY returned */
+	const char *ref_what;
+	unsigned nreq;			/* slots taken (atomic) */
+	struct trace_req req[TRACE_REQS];
+	unsigned nev;			/* atomic */
+	struct {
+		int64_t us;
+		char what[96];
+	} ev[TRACE_EVENTS];
+} trace;
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* An event at us (0: now). */
+static void trace_ev_at(int64_t us, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void trace_ev_at(int64_t us, const char *fmt, ...)
+{
+	unsigned i;
+	va_list ap;
+
+	if (!trace.on)
+		return;
+	if (!us)
+		us = now_us();
+	i = __atomic_fetch_add(&trace.nev, 1, __ATOMIC_RELAXED);
+	if (i >= TRACE_EVENTS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(trace.ev[i].what, sizeof(trace.ev[i].what), fmt, ap);
+	va_end(ap);
+	__atomic_store_n(&trace.ev[i].us, us, __ATOMIC_RELEASE);
+}
+#define trace_ev(...)	trace_ev_at(0, __VA_ARGS__)
+
+static void trace_set(int64_t *field)
+{
+	if (!__atomic_load_n(field, __ATOMIC_RELAXED))
+		__atomic_store_n(field, now_us(), __ATOMIC_RELEASE);
+}
+
+/* Engine callback (nbdc_opts.sent): a part of a request went out. */
+static void trace_sent(void *arg, void *req_arg, unsigned conn)
+{
+	struct utag *t = req_arg;
+
+	(void)arg;
+	if (t->tr >= 0 && !__atomic_load_n(&trace.req[t->tr].sent, __ATOMIC_RELAXED)) {
+		trace.req[t->tr].conn = conn;
+		trace_set(&trace.req[t->tr].sent);
+	}
+}
+
+static const char *op_name(uint8_t op)
+{
+	switch (op) {
+	case UBLK_IO_OP_READ: return "READ";
+	case UBLK_IO_OP_WRITE: return "WRITE";
+	case UBLK_IO_OP_FLUSH: return "FLUSH";
+	case UBLK_IO_OP_DISCARD: return "DISCARD";
+	case UBLK_IO_OP_WRITE_ZEROES: return "WRITE_ZEROES";
+	default: return "?";
+	}
+}
+
+/* ms from the reference, "-" for not yet. */
+static const char *trace_ms(int64_t us, char *buf, size_t len)
+{
+	if (!us)
+		return "-";
+	snprintf(buf, len, "%.1f", (double)(us - trace.ref) / 1000.0);
+	return buf;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_ev(const void *a, const void *b)
+{
+	/* ev[]'s entries start with their time */
+	return cmp_i64(a, b);
+}
+
+/* "min/median/max" of n values (us), sorted in place. */
+static void trace_mmm(int64_t *v, unsigned n, char *buf, size_t len)
+{
+	if (!n) {
+		snprintf(buf, len, "none");
+		return;
+	}
+	qsort(v, n, sizeof(*v), cmp_i64);
+	snprintf(buf, len, "%.1f/%.1f/%.1f", (double)v[0] / 1000.0,
+		 (double)v[(n - 1) / 2] / 1000.0, (double)v[n - 1] / 1000.0);
+}
+
+/* Prints the trace once every followed request is committed, or
+ * TRACE_WAIT_MS after the reference (the main thread, every 200 ms). */
+static void trace_print(struct ub *u, bool force)
+{
+	unsigned n = __atomic_load_n(&trace.nreq, __ATOMIC_ACQUIRE), i, k, ns = 0, nr = 0, na = 0;
+	int64_t s[TRACE_REQS], rp[TRACE_REQS], ar[TRACE_REQS];
+	char b1[24], b2[24], b3[24], b4[24];
+
+	if (!trace.on || trace.printed || !trace.ref)
+		return;
+	if (n > TRACE_REQS)
+		n = TRACE_REQS;
+	if (!force && now_us() - trace.ref < TRACE_WAIT_MS * 1000) {
+		if (n < TRACE_REQS)
+			return;
+		for (i = 0; i < n; i++)
+			if (!__atomic_load_n(&trace.req[i].commit, __ATOMIC_ACQUIRE))
+				return;
+	}
+	trace.printed = true;
+	log_info("ublk trace: reference (0 ms): %s returned, CLOCK_MONOTONIC %" PRId64 ".%06" PRId64
+		 " s", trace.ref_what, trace.ref / 1000000, trace.ref % 1000000);
+	k = __atomic_load_n(&trace.nev, __ATOMIC_ACQUIRE);
+	if (k > TRACE_EVENTS)
+		k = TRACE_EVENTS;
+	qsort(trace.ev, k, sizeof(trace.ev[0]), cmp_ev);
+	for (i = 0; i < k; i++)
+		log_info("ublk trace: %9s ms  %s", trace_ms(trace.ev[i].us, b1, sizeof(b1)),
+			 trace.ev[i].what);
+	for (i = 0; i < nbdc_connections(u->e); i++) {
+		struct nbdc_conn_times ct;
+
+		if (nbdc_conn_times(u->e, i, &ct) < 0)
+			continue;
+		log_info("ublk trace: engine connection %u: attempt %s, transport %s, handshake %s, "
+			 "up %s ms", i, trace_ms(ct.attempt_ms * 1000, b1, sizeof(b1)),
+			 trace_ms(ct.transport_ms * 1000, b2, sizeof(b2)),
+			 trace_ms(ct.handshake_ms * 1000, b3, sizeof(b3)),
+			 trace_ms(ct.up_ms * 1000, b4, sizeof(b4)));
+	}
+	for (i = 0; i < n; i++) {
+		struct trace_req *q = &trace.req[i];
+		char b5[24];
+		int64_t a = __atomic_load_n(&q->arrive, __ATOMIC_ACQUIRE);
+		int64_t se = __atomic_load_n(&q->sent, __ATOMIC_ACQUIRE);
+		int64_t re = __atomic_load_n(&q->reply, __ATOMIC_ACQUIRE);
+		int64_t co = __atomic_load_n(&q->commit, __ATOMIC_ACQUIRE);
+
+		log_info("ublk trace: request %2u: queue %u tag %3u %s %" PRIu64 "+%u: arrived %s, "
+			 "sent %s (connection %u), reply %s, committed %s ms%s", i, q->q, q->tag,
+			 op_name(q->op), q->off, q->len, trace_ms(a, b1, sizeof(b1)),
+			 trace_ms(se, b2, sizeof(b2)), q->conn, trace_ms(re, b3, sizeof(b3)),
+			 trace_ms(co, b4, sizeof(b4)),
+			 se && re ? (snprintf(b5, sizeof(b5), "; out %.1f ms",
+					      (double)(re - se) / 1000.0), b5) : "");
+		if (a)
+			ar[na++] = a - trace.ref;
+		if (a && se)
+			s[ns++] = se - a;
+		if (se && re)
+			rp[nr++] = re - se;
+	}
+	trace_mmm(ar, na, b1, sizeof(b1));
+	trace_mmm(s, ns, b2, sizeof(b2));
+	trace_mmm(rp, nr, b3, sizeof(b3));
+	log_info("ublk trace: %u request(s) followed: arrived %s ms after the reference, sent %s "
+		 "ms after arriving, replied %s ms after being sent (min/median/max)", n, b1, b2,
+		 b3);
+}
 
 static uint64_t io_pos(const struct uq *q, unsigned tag)
 {
@@ -296,6 +498,8 @@ static void tag_done(void *arg, int result)
 					    __ATOMIC_RELAXED);
 	if (__atomic_sub_fetch(&t->parts, 1, __ATOMIC_ACQ_REL))
 		return;
+	if (t->tr >= 0)
+		trace_set(&trace.req[t->tr].reply);
 	pthread_mutex_lock(&q->lock);
 	t->next = q->done;
 	q->done = t;
@@ -338,6 +542,11 @@ static void commit_done(struct uq *q)
 	}
 	if (any)
 		io_uring_submit(&q->ring);
+	for (t = list; trace.on && t; t = t->next)
+		if (t->tr >= 0) {
+			trace_set(&trace.req[t->tr].commit);
+			t->tr = -1;
+		}
 }
 
 static int nbd_type(uint8_t op, uint32_t flags, uint16_t *type, uint16_t *nflags)
@@ -387,6 +596,22 @@ static void tag_start(struct uq *q, unsigned tag)
 	q->requests++;
 	t->op = op;
 	t->next = NULL;
+	t->tr = -1;
+	if (trace.on && __atomic_load_n(&trace.nreq, __ATOMIC_RELAXED) < TRACE_REQS) {
+		unsigned k = __atomic_fetch_add(&trace.nreq, 1, __ATOMIC_RELAXED);
+
+		if (k < TRACE_REQS) {
+			struct trace_req *tq = &trace.req[k];
+
+			tq->off = off;
+			tq->len = (uint32_t)len64;
+			tq->op = op;
+			tq->q = (uint16_t)q->id;
+			tq->tag = (uint16_t)tag;
+			__atomic_store_n(&tq->arrive, now_us(), __ATOMIC_RELEASE);
+			t->tr = (int)k;
+		}
+	}
 	__atomic_store_n(&t->err, 0, __ATOMIC_RELAXED);
 	r = nbd_type(op, iod->op_flags >> 8, &type, &flags);
 	data = op == UBLK_IO_OP_READ || op == UBLK_IO_OP_WRITE;
@@ -484,6 +709,10 @@ static int q_ready(void *arg, unsigned i)
 		for (tag = 0; tag < u->qd; tag++)
 			io_cmd(q, tag, false, 0);
 		q->started = true;
+		trace_ev("queue %u: %u FETCH_REQ(s) queued (its connection's thread)", q->id,
+			 u->qd);
+		io_uring_submit(&q->ring);
+		trace_ev("queue %u: FETCH_REQs submitted", q->id);
 	}
 	if (rearm)
 		arm_poll(q);
@@ -530,6 +759,7 @@ static int q_open(struct ub *u, unsigned i)
 		return -ENOMEM;
 	for (tag = 0; tag < u->qd; tag++) {
 		q->tags[tag].q = q;
+		q->tags[tag].tr = -1;
 		q->tags[tag].buf = u->bufs + ((size_t)i * u->qd + tag) * u->io_max;
 	}
 	while (entries < u->qd + 2)
@@ -902,10 +1132,14 @@ static int recover_start(struct ub *u)
 {
 	int64_t until = now_ms() + RECOVER_WAIT_MS;
 	bool said = false;
+	unsigned busy = 0;
 	int r;
 
+	trace_ev("START_USER_RECOVERY sent");
 	for (;;) {
 		r = CTRL(u, START_USER_RECOVERY, u->info.dev_id, NULL, 0, 0);
+		if (r == -EBUSY)
+			busy++;
 		if (r != -EBUSY || now_ms() > until)
 			break;
 		if (!said) {
@@ -915,6 +1149,7 @@ static int recover_start(struct ub *u)
 		}
 		poll(NULL, 0, 5);
 	}
+	trace_ev("START_USER_RECOVERY returned %d (after %u -EBUSY)", r, busy);
 	if (r == -EBUSY)
 		log_err("ublk: /dev/ublkb%u is busy: its server (pid %d) still serves it",
 			u->info.dev_id, u->info.ublksrv_pid);
@@ -953,9 +1188,12 @@ static void del_dev(struct ub *u)
 		log_warn("ublk: /dev/ublkb%u: DEL_DEV: %s", u->info.dev_id, strerror(-r));
 }
 
-int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
+int ublk_run(const struct ublk_args *in, volatile sig_atomic_t *stop)
 {
+	struct ublk_args args = *in;
+	const struct ublk_args *a = &args;
 	struct nbdc_opts no = a->no;
+	const char *tr_env = getenv("SMCR_UBLK_TRACE");
 	struct ub *u;
 	uint64_t features = 0;
 	int64_t t0, t_eng = 0, t_rec = 0, t_gone = 0;
@@ -973,10 +1211,35 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 	u->cdev = -1;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->cond, NULL);
+	trace.on = tr_env && *tr_env && strcmp(tr_env, "0");
+	if (trace.on) {
+		long long pa = proc_age_ms();
+
+		if (pa >= 0)
+			trace_ev_at((now_ms() - pa) * 1000, "the process started (exec)");
+		if (a->main_ms)
+			trace_ev_at(a->main_ms * 1000, "main()");
+		trace_ev("ublk set-up");
+	}
 	r = ctrl_open(u, &features);
 	if (r < 0)
 		goto free_u;
 	t0 = now_ms();
+	if (a->recover_auto) {
+		/* A service's restart: make the device, or stand by for (or
+		 * take over at once from) its server. */
+		r = CTRL(u, GET_DEV_INFO, (uint32_t)a->dev_id, &u->info, sizeof(u->info), 0);
+		if (r == 0) {
+			args.recover = args.standby = true;
+			log_info("/dev/ublkb%d exists (its server, pid %d, %s): --recover=auto takes "
+				 "it over once it is gone", a->dev_id, u->info.ublksrv_pid,
+				 kill(u->info.ublksrv_pid, 0) == 0 || errno == EPERM ? "runs" :
+				 "is gone");
+		} else if (r != -ENODEV) {
+			log_err("ublk: /dev/ublkb%d: GET_DEV_INFO: %s", a->dev_id, strerror(-r));
+			goto close_ctrl;
+		}
+	}
 	if (a->recover) {
 		age = proc_age_ms();
 		r = recover_info(u, a);
@@ -1004,8 +1267,12 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 	no.turn_end = q_turn_end;
 	no.turn_arg = u;
 	no.watch_ready = q_ready;
+	if (trace.on)
+		no.sent = trace_sent;
+	trace_ev("engine: connecting");
 	r = nbdc_open(&no, &u->e);
 	t_eng = now_ms();
+	trace_ev("engine: first connection up (nbdc_open returned %d)", r);
 	if (waiting) {
 		if (r < 0)
 			__atomic_store_n(&u->closing, 1, __ATOMIC_RELEASE);
@@ -1031,6 +1298,9 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 			log_info("/dev/ublkb%d: standing by for its server (pid %d): engine up in "
 				 "%lld ms (the process had run %lld ms before)", a->dev_id,
 				 u->info.ublksrv_pid, (long long)(t_eng - t0), age);
+			snprintf(msg, sizeof(msg), "READY=1\nSTATUS=standing by for the server "
+				 "of /dev/ublkb%d (pid %d)", a->dev_id, u->info.ublksrv_pid);
+			sysd_notify(msg);
 			r = standby_wait(u, stop);
 			if (r == 1) {
 				log_info("/dev/ublkb%d was removed: not standing by any more",
@@ -1045,7 +1315,12 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 				goto close_engine;
 			}
 			t_gone = now_ms();
+			trace_ev("standby: the server seen gone and the device quiesced");
 		}
+		if (r == 0 && waiting)
+			trace_ev_at(__atomic_load_n(&u->gone_ms, __ATOMIC_ACQUIRE) * 1000,
+				    "the old server seen gone (device quiesced, /dev/ublkc%u "
+				    "closed)", u->info.dev_id);
 		if (r == 0)
 			r = recover_start(u);
 		if (r < 0)
@@ -1103,16 +1378,21 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 		}
 	}
 	/* Both wait until every queue's thread has sent its FETCH_REQs. */
+	trace.ref_what = a->recover ? "END_USER_RECOVERY" : "START_DEV";
+	trace_ev("%s sent", trace.ref_what);
 	if (a->recover)
 		r = CTRL(u, END_USER_RECOVERY, u->info.dev_id, NULL, 0, (uint64_t)getpid());
 	else
 		r = CTRL(u, START_DEV, u->info.dev_id, NULL, 0, (uint64_t)getpid());
+	trace.ref = now_us();
 	if (r < 0) {
 		log_err("ublk: /dev/ublkb%u: %s: %s", u->info.dev_id,
 			a->recover ? "END_USER_RECOVERY" : "START_DEV", strerror(-r));
 		goto release;
 	}
 	started = true;
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving /dev/ublkb%u", u->info.dev_id);
+	sysd_notify(msg);
 	if (a->standby)
 		log_info("/dev/ublkb%u: taken over %lld ms after its server (pid %d) was seen "
 			 "gone (%u queue(s) of %u, %s): its exit seen %lld ms before, the "
@@ -1144,9 +1424,13 @@ int ublk_run(const struct ublk_args *a, volatile sig_atomic_t *stop)
 			 (unsigned long long)nbdc_size(u->e), u->nq, u->qd,
 			 nbdc_connections(u->e), a->no.transport == NBDC_TCP ? "TCP" : "SMC-R",
 			 u->user_copy ? "USER_COPY" : "copy mode");
-	while (!*stop && __atomic_load_n(&u->queues_gone, __ATOMIC_ACQUIRE) < u->nq)
+	while (!*stop && __atomic_load_n(&u->queues_gone, __ATOMIC_ACQUIRE) < u->nq) {
 		poll(NULL, 0, 200);
+		trace_print(u, false);
+	}
+	trace_print(u, true);
 	if (*stop) {
+		sysd_notify("STOPPING=1");
 		log_info("/dev/ublkb%u: signal: removing it", u->info.dev_id);
 		r = CTRL(u, STOP_DEV, u->info.dev_id, NULL, 0, 0);
 		if (r < 0)

@@ -16,6 +16,8 @@ struct ublk_args {
 	bool recover;			/* take over the existing /dev/ublkbN */
 	bool standby;			/* with recover: connect first, wait for its
 					 * server (and each next one) to be gone */
+	bool recover_auto;		/* make /dev/ublkbN if there is none, else as
+					 * recover + standby (a service's restarts) */
 	unsigned block;			/* logical block size; 0: the export's */
 	unsigned queue_depth;		/* 0: UBLK_QD */
 	bool readonly;

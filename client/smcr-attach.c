@@ -436,6 +436,7 @@ static int run_ublk(const struct opts *o)
 		.dev_id = o->ublk_id,
 		.recover = o->recover || o->standby,
 		.standby = o->standby,
+		.recover_auto = o->recover_auto,
 		.block = o->block,
 		.queue_depth = o->qdepth,
 		.readonly = o->readonly,
@@ -489,7 +490,8 @@ static void usage(FILE *f, const struct nbdc_settings *set)
 	fprintf(f,
 "Usage: smcr-attach [OPTION]... HOST[:PORT][,HOST[:PORT]]... EXPORT /dev/nbdN\n"
 "       smcr-attach -F --exec CMD [OPTION]... HOST[:PORT][,...] EXPORT\n"
-"       smcr-attach --ublk[=N] [--recover | --standby] [OPTION]... HOST[:PORT][,...] EXPORT\n"
+"       smcr-attach --ublk[=N] [--recover[=auto] | --standby] [OPTION]... HOST[:PORT][,...]\n"
+"                   EXPORT\n"
 "       smcr-attach [-F | --ublk[=N]] [OPTION]... URI [/dev/nbdN]\n"
 "       smcr-attach -d /dev/nbdN | /dev/ublkbN\n"
 "Attaches an smcrd export to the kernel's nbd driver over AF_SMC (SMC-R, or\n"
@@ -504,8 +506,10 @@ static void usage(FILE *f, const struct nbdc_settings *set)
 "                          served over libsmcr (SMC-R, TCP fallback) with\n"
 "                          reconnect and resend; needs ublk_drv (Linux >= 6.0,\n"
 "                          USER_COPY from 6.5); it outlives a killed smcr-attach\n"
-"      --recover           with --ublk=N: take over /dev/ublkbN, whose server\n"
-"                          died; its requests in flight are issued again\n"
+"      --recover[=auto]    with --ublk=N: take over /dev/ublkbN, whose server\n"
+"                          died; its requests in flight are issued again.\n"
+"                          auto: make it if there is none, else as --standby\n"
+"                          (at once if its server is gone): a service's restarts\n"
 "      --standby           with --ublk=N: connect now, wait for /dev/ublkbN's\n"
 "                          server to die, then take the device over at once\n"
 "  -Q, --queue-depth N     with --ublk: requests per queue (default 128)\n"
@@ -540,7 +544,7 @@ int main(int argc, char **argv)
 		{ "forward", no_argument, NULL, 'F' },
 		{ "exec", required_argument, NULL, 'E' },
 		{ "ublk", optional_argument, NULL, OPT_UBLK },
-		{ "recover", no_argument, NULL, OPT_RECOVER },
+		{ "recover", optional_argument, NULL, OPT_RECOVER },
 		{ "standby", no_argument, NULL, OPT_STANDBY },
 		{ "queue-depth", required_argument, NULL, 'Q' },
 		{ "buffer-size", required_argument, NULL, 'B' },
@@ -619,7 +623,12 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (c == OPT_RECOVER) {
-			o.recover = true;
+			if (optarg && strcmp(optarg, "auto")) {
+				fprintf(stderr, "smcr-attach: --recover takes no value but auto\n");
+				return EXIT_USAGE;
+			}
+			o.recover = !optarg;
+			o.recover_auto = optarg;
 			continue;
 		}
 		if (c == OPT_STANDBY) {
@@ -712,8 +721,12 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (o.recover && (!o.ublk || o.ublk_id < 0)) {
+	if ((o.recover || o.recover_auto) && (!o.ublk || o.ublk_id < 0)) {
 		fprintf(stderr, "smcr-attach: --recover needs --ublk=N\n");
+		return EXIT_USAGE;
+	}
+	if (o.recover_auto && (o.recover || o.standby)) {
+		fprintf(stderr, "smcr-attach: --recover=auto excludes --recover and --standby\n");
 		return EXIT_USAGE;
 	}
 	if (o.standby && (!o.ublk || o.ublk_id < 0)) {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "smcrd-int.h"
-#include "smcrd-systemd.h"
+#include "sysd.h"
 #include "monotime.h"
 
 static struct lograte_every rl_accept = LOGRATE_EVERY_INIT, rl_max_clients = LOGRATE_EVERY_INIT,

@@ -34,7 +34,7 @@
 #include "prom.h"
 #include "smcrd-metrics.h"
 #include "strbuf.h"
-#include "smcrd-systemd.h"
+#include "sysd.h"
 #include "transport-tls.h"
 #include "nbd-server.h"
 #include "transport.h"

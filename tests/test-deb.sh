@@ -68,6 +68,7 @@ la=$(find "$root" -name '*.la')
 [ -z "$la" ] || fail "libtool archives packaged: ${la//$root/}"
 grep -qx /etc/smcrd.conf "$d/ctrl-smcrd/conffiles" || fail "/etc/smcrd.conf is not a conffile of smcrd"
 for f in etc/smcrd.conf lib/systemd/system/smcrd.service lib/systemd/system/smcrd.socket \
+         lib/systemd/system/smcr-attach-ublk@.service lib/systemd/system/smcr-attach-ublk-standby@.service \
          usr/include/smcr.h "usr/lib/$triplet/pkgconfig/libsmcr.pc" \
          usr/share/man/man8/smcrd.8.gz usr/share/man/man5/smcrd.conf.5.gz usr/share/man/man3/libsmcr.3.gz \
          usr/share/man/man1/nbdkit-smcr-plugin.1.gz usr/share/man/man1/smcr-fuse.1.gz \
@@ -77,6 +78,10 @@ for f in etc/smcrd.conf lib/systemd/system/smcrd.service lib/systemd/system/smcr
 done
 grep -q '^ExecStart=/usr/sbin/smcrd .*--config /etc/smcrd.conf' "$root/lib/systemd/system/smcrd.service" ||
     fail "smcrd.service does not run /usr/sbin/smcrd with /etc/smcrd.conf"
+grep -q '^EnvironmentFile=/etc/smcr-attach/ublk%i.conf$' "$root/lib/systemd/system/smcr-attach-ublk@.service" ||
+    fail "smcr-attach-ublk@.service does not read /etc/smcr-attach/ublk%i.conf"
+grep -q '^ExecStart=/usr/sbin/smcr-attach --ublk=%i --recover=auto ' "$root/lib/systemd/system/smcr-attach-ublk@.service" ||
+    fail "smcr-attach-ublk@.service does not run /usr/sbin/smcr-attach --ublk=%i --recover=auto"
 sym=$d/ctrl-libsmcr0/symbols
 [ -f "$sym" ] || fail "libsmcr0 has no symbols file"
 grep -q 'smcr_connect@LIBSMCR_0.1\|(symver)LIBSMCR_0.1' "$sym" &&

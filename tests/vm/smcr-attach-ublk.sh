@@ -20,7 +20,12 @@
 # N + M > 2 nothing else runs (no ext4, cable pull or smcrd restart;
 # about 45 s a by-hand kill on a busy host, so from 8 kills on give
 # SMCR_VM_SLOW=2 or more: run-test's limit is this file's 480 s times
-# it).  SMCR_UBLK_TRACE=1: the kernel's side of each restart from ftrace.
+# it).  The first smcr-attach makes the device with --recover=auto, and
+# the by-hand restarts take it over with --recover, every second one with
+# --recover=auto (what smcr-attach-ublk@.service runs).
+# SMCR_UBLK_TRACE=1: the kernel's side of each restart from ftrace (from
+# the SIGKILL to I/O back), and smcr-attach's own (SMCR_UBLK_TRACE=1 in
+# its environment: its steps and its first 64 requests).
 # smcr-timeout: 480
 : "${SMCR_UBLK_KILLS:=1}" "${SMCR_UBLK_STANDBY:=1}"
 KILLS=$SMCR_UBLK_KILLS STANDBYS=$SMCR_UBLK_STANDBY
@@ -39,6 +44,8 @@ for f in "$SMCRD" "$ATTACH" "$SMCRCTL"; do [ -x "$f" ] || fail "$f not built"; d
     skip "kernel $VM_KVER has no ublk_drv module"
 envs=
 [ "${SMCR_UBLK_COPY_MODE:-0}" = 1 ] && envs="SMCR_UBLK_NO_USER_COPY=1"
+trace=${SMCR_UBLK_TRACE:-0}
+[ "$trace" = 1 ] && envs="${envs:+$envs }SMCR_UBLK_TRACE=1"
 vm_start_pair
 
 B1=$(vm_ip B 1)
@@ -62,7 +69,7 @@ noerr() {
 vm_run B "truncate -s 256M /tmp/disk.img" || fail "disk"
 start_smcrd 1
 
-att=$(start_attach 'connection(s) over SMC-R, ' 1)
+att=$(start_attach 'connection(s) over SMC-R, ' 1 --recover=auto)
 vm_run A "cat /tmp/attach.log"
 vm_run A "grep -q '2 connection(s) (smcr)' /tmp/attach.log" || fail "the engine's connections are not SMC-R"
 vm_run A "$SMCRCTL status smcr-attach | grep -E 'link group|NBD export|^  [01] +up'" ||
@@ -140,20 +147,22 @@ sleep 4
 # and a 4 KiB O_DIRECT read of /dev/ublkb0 is issued (it waits with fio's
 # requests); "I/O back" is when that read is done.
 restart() {
+    local how=--recover
+    (( $1 % 2 == 0 )) && how=--recover=auto
     vm_run -t 120 A "i=$1
 rm -f /tmp/nap; mkfifo /tmp/nap; exec {napfd}<>/tmp/nap
 nap() { read -rt \"\$1\" -u \$napfd || :; }
 ms() { echo \$(( (\${2/./} - \${1/./}) / 1000 )); }
-mark() { :; }
-[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
+mark() { :; }; traceoff() { :; }
+[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; traceoff() { echo 0 >\$T/tracing_on; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
 pid=\$(cat /tmp/attach.pid); n=\$(grep -c 'taken over' /tmp/attach.log)
 mark kill; t0=\$EPOCHREALTIME; kill -KILL \$pid
 while [ -d /proc/\$pid ]; do nap 0.005; done; t1=\$EPOCHREALTIME; mark gone
 [ -b /dev/ublkb0 ] || { echo 'FAIL: /dev/ublkb0 went with its server'; exit 1; }
 rm -f /tmp/back /tmp/attach.exit
 # (a subshell: no exec but smcr-attach's own on the way to it)
-($run_attach --ublk=0 --recover -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/attach.pid; wait \$!; echo \"exit \$?\" >/tmp/attach.exit) </dev/null >/dev/null 2>&1 &
-(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back && mark back) &
+($run_attach --ublk=0 $how -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/attach.pid; wait \$!; echo \"exit \$?\" >/tmp/attach.exit) </dev/null >/dev/null 2>&1 &
+(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back && mark back && traceoff) &
 # (no fork while it waits: the guest's CPU is the new server's)
 for k in \$(seq 6000); do [ -s /tmp/back ] && break; nap 0.01; done
 [ -s /tmp/back ] || { echo 'FAIL: no I/O back within 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
@@ -168,6 +177,7 @@ te=\${te:0:-6}.\${te: -6}
 tt=\$(date -d \"\$(grep \"smcr-attach\\[\$np\\].*taken over\" /tmp/attach.log | cut -c1-23)\" +%s.%6N)
 echo \"restart \$i: smcr-attach (pid \$pid) SIGKILLed, gone after \$(ms \$t0 \$t1) ms; /dev/ublkb0 stayed; the new one exec'd \$(ms \$t1 \$te) ms after the restart, took over \$(ms \$te \$tt) ms after its exec; I/O back \$(ms \$tt \$tb) ms after that: \$(ms \$te \$tb) ms after the exec, \$(ms \$t1 \$tb) ms after the restart, \$(ms \$t0 \$tb) ms after the SIGKILL\"
 echo \"RESTART \$i \$(ms \$t1 \$tb) \$(ms \$te \$tb)\"
+[ \"$trace\" = 1 ] && for k in \$(seq 150); do grep -q \"smcr-attach\\[\$np\\].*ublk trace: .* followed\" /tmp/attach.log && break; nap 0.1; done
 grep \"smcr-attach\\[\$(cat /tmp/attach.pid)\\]\" /tmp/attach.log | grep -E \"$show\"
 [ \"$trace\" = 1 ] || exit 0
 echo 0 >\$T/tracing_on
@@ -175,6 +185,7 @@ echo 0 >\$T/tracing_on
 # probe's opens) counted, not listed.
 grep -v '^#' \$T/trace | awk '{ t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\| +/, \"\", f); gsub(/[0-9]+\\.[0-9]+ us/, \"\", f)
   if (f == last) { rep++; next } if (rep) print \"    (\" rep \" more)\"; rep = 0; last = f
+  if (!said) { printf \"  ftrace: 0 ms is CLOCK_MONOTONIC %.6f s\\n\", t0; said = 1 }
   printf \"  ftrace %8.1f ms  %s\\n\", (t - t0) * 1000, f } END { if (rep) print \"    (\" rep \" more)\" }'"
 }
 # One takeover by a standby: smcr-attach --standby started ahead, and once
@@ -185,7 +196,7 @@ standby_restart() {
 rm -f /tmp/nap; mkfifo /tmp/nap; exec {napfd}<>/tmp/nap
 nap() { read -rt \"\$1\" -u \$napfd || :; }
 ms() { echo \$(( (\${2/./} - \${1/./}) / 1000 )); }
-mark() { :; }
+mark() { :; }; traceoff() { :; }
 n=\$(grep -c 'standing by for its server' /tmp/attach.log); m=\$(grep -c 'taken over' /tmp/attach.log)
 rm -f /tmp/back /tmp/standby.pid
 ts=\$EPOCHREALTIME
@@ -194,11 +205,11 @@ for k in \$(seq 600); do [ \$(grep -c 'standing by for its server' /tmp/attach.l
 [ \$(grep -c 'standing by for its server' /tmp/attach.log) -gt \$n ] || { echo 'FAIL: the standby is not standing by after 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
 tr=\$EPOCHREALTIME; sp=\$(cat /tmp/standby.pid)
 pid=\$(cat /tmp/attach.pid)
-[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
+[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; traceoff() { echo 0 >\$T/tracing_on; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
 mark kill; t0=\$EPOCHREALTIME; kill -KILL \$pid
 while [ -d /proc/\$pid ]; do nap 0.005; done; t1=\$EPOCHREALTIME; mark gone
 [ -b /dev/ublkb0 ] || { echo 'FAIL: /dev/ublkb0 went with its server'; exit 1; }
-(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2 + 1)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back && mark back) &
+(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2 + 1)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back && mark back && traceoff) &
 for k in \$(seq 6000); do [ -s /tmp/back ] && break; nap 0.01; done
 [ -s /tmp/back ] || { echo 'FAIL: no I/O back within 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
 for k in \$(seq 100); do [ \$(grep -c 'taken over' /tmp/attach.log) -gt \$m ] && break; nap 0.1; done
@@ -207,28 +218,33 @@ tb=\$(cat /tmp/back)
 echo \"standby \$i: smcr-attach --standby (pid \$sp) standing by \$(ms \$ts \$tr) ms after its start; smcr-attach (pid \$pid) SIGKILLed, gone after \$(ms \$t0 \$t1) ms; /dev/ublkb0 stayed; I/O back \$(ms \$t1 \$tb) ms after it was gone, \$(ms \$t0 \$tb) ms after the SIGKILL\"
 echo \"STANDBY \$i \$(ms \$t1 \$tb) \$(ms \$t0 \$tb)\"
 echo \$sp >/tmp/attach.pid; echo /tmp/standby\$i.exit >/tmp/attach.exitf
-grep \"smcr-attach\\[\$sp\\]\" /tmp/attach.log | grep -E 'standing by|taken over'
+[ \"$trace\" = 1 ] && for k in \$(seq 150); do grep -q \"smcr-attach\\[\$sp\\].*ublk trace: .* followed\" /tmp/attach.log && break; nap 0.1; done
+grep \"smcr-attach\\[\$sp\\]\" /tmp/attach.log | grep -E 'standing by|taken over|$show_trace'
 [ \"$trace\" = 1 ] || exit 0
 echo 0 >\$T/tracing_on
 grep -v '^#' \$T/trace | awk '{ t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\| +/, \"\", f); gsub(/[0-9]+\\.[0-9]+ us/, \"\", f)
   if (f == last) { rep++; next } if (rep) print \"    (\" rep \" more)\"; rep = 0; last = f
+  if (!said) { printf \"  ftrace: 0 ms is CLOCK_MONOTONIC %.6f s\\n\", t0; said = 1 }
   printf \"  ftrace %8.1f ms  %s\\n\", (t - t0) * 1000, f } END { if (rep) print \"    (\" rep \" more)\" }'"
 }
 # SMCR_UBLK_TRACE=1: the kernel's side of each restart (ftrace's
 # function_graph on ublk_drv's open, release, quiesce and recovery
-# commands, with the test's marks), printed after each restart's line.
-trace=${SMCR_UBLK_TRACE:-0}
+# commands and its requests' dispatch, with the test's marks), printed
+# after each restart's line.
 if [ "$trace" = 1 ]; then
     vm_run A 'T=/sys/kernel/tracing; [ -e $T/trace ] || mount -t tracefs nodev $T || exit 1
 echo 0 >$T/tracing_on; echo mono >$T/trace_clock; echo function_graph >$T/current_tracer
 echo 1 >$T/options/funcgraph-abstime; echo 0 >$T/options/funcgraph-irqs
-for f in ublk_ch_open ublk_ch_release ublk_quiesce_work_fn ublk_stop_work_fn ublk_ctrl_start_recovery ublk_ctrl_end_recovery ublk_abort_requests; do
+for f in ublk_ch_open ublk_ch_release ublk_quiesce_work_fn ublk_stop_work_fn ublk_ctrl_start_recovery ublk_ctrl_end_recovery ublk_abort_requests ublk_queue_rq ublk_rq_task_work_cb; do
     echo $f >>$T/set_ftrace_filter 2>/dev/null || echo "ftrace: no $f"; done
 cat $T/set_ftrace_filter' || fail "ftrace in A"
 fi
 # The new server's log: all of it for the first three restarts, then its
 # "taken over" line and the steps of its engine's connect.
 show=.
+# ... and of smcr-attach's trace, all but the requests other than 4 KiB
+# READs (the probe's).
+show_trace='ublk trace: ([^r]|reference|request .* READ [0-9]+\+4096:)'
 backs=() execs=()
 run_attach=$ATTACH
 [ -n "$envs" ] && run_attach="env $envs $ATTACH"
@@ -238,7 +254,7 @@ for (( k = 1; k <= KILLS; k++ )); do
     backs+=("$(echo "$out" | sed -n 's/^RESTART [0-9]* \([0-9-]*\) .*/\1/p')")
     execs+=("$(echo "$out" | sed -n 's/^RESTART [0-9]* [0-9-]* //p')")
     [ "$k" = 1 ] && { vm_wait -t 10 A "$att" >/dev/null || true; }
-    [ "$k" = 3 ] && show='taken over|looking for RDMA ports|link [12] up|connection\(s\) \(|is up \('
+    [ "$k" = 3 ] && show="taken over|looking for RDMA ports|link [12] up|connection\\(s\\) \\(|is up \\(|$show_trace"
     sleep 1	# fio's I/O through the new server before the next SIGKILL
 done
 sbacks=() skills=()

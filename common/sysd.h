@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrd: systemd socket activation and readiness notification. */
-#ifndef SMCRD_SYSTEMD_H
-#define SMCRD_SYSTEMD_H
+/* systemd's socket activation and readiness notification. */
+#ifndef SMCRBD_SYSD_H
+#define SMCRBD_SYSD_H
 
 #include <stddef.h>
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrd: systemd's socket activation and readiness protocol, without
- * libsystemd (sd_listen_fds(3), sd_notify(3) describe both). */
+/* systemd's socket activation (smcrd) and readiness protocol (smcrd,
+ * smcr-attach), without libsystemd (sd_listen_fds(3), sd_notify(3)
+ * describe both). */
 #include <config.h>
 
 #include <errno.h>
@@ -15,7 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "smcrd-systemd.h"
+#include "sysd.h"
 
 #define SD_LISTEN_FDS_START	3
 
