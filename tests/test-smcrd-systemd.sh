@@ -111,7 +111,7 @@ echo "units: systemd-analyze verify clean"
 unit=$d/units/smcrd.service
 filter=$(sed -n 's/^SystemCallFilter=//p' "$unit" | tr ' ' '\n')
 for c in io_uring_setup io_uring_enter io_uring_register cachestat; do
-    echo "$filter" | grep -qx "$c" || fail "smcrd.service: SystemCallFilter does not name $c"
+    grep -qx "$c" <<<"$filter" || fail "smcrd.service: SystemCallFilter does not name $c"
 done
 grep -qx 'SystemCallErrorNumber=EPERM' "$unit" || fail "smcrd.service: no SystemCallErrorNumber=EPERM"
 expand_calls() {
@@ -127,7 +127,7 @@ allowed=$(expand_calls $filter | sort -u)
 for c in io_uring_setup io_uring_enter io_uring_register mlock mlockall \
          mmap madvise ioctl epoll_wait eventfd2 signalfd4 accept4 sendmsg recvmsg \
          sendfile pread64 pwritev2 clone3 rseq cachestat; do
-    echo "$allowed" | grep -qx "$c" || fail "smcrd.service: SystemCallFilter lets no $c through"
+    grep -qx "$c" <<<"$allowed" || fail "smcrd.service: SystemCallFilter lets no $c through"
 done
 echo "units: SystemCallFilter allows $(echo "$allowed" | wc -l) calls, io_uring and mlock among them"
 echo "PASS: socket activation, readiness, bad and foreign LISTEN_FDS, units"
