@@ -82,13 +82,14 @@ static void share_log(struct conn *c, const char *what)
 }
 
 /* q never started: gone as if its header had not been read (it is read
- * again when the connection is woken). */
+ * again when the connection is woken, and counted then). */
 static void req_drop(struct req *q)
 {
 	struct conn *c = q->c;
 
 	req_free(q);
 	c->nreq--;
+	__atomic_sub_fetch(&c->w->stats.requests, 1, __ATOMIC_RELAXED);
 }
 
 /* The buffer for q's data (a WRITE payload or a chunk of it, READ data,
