@@ -263,8 +263,10 @@ static void trace_mmm(int64_t *v, unsigned n, char *buf, size_t len)
  * TRACE_WAIT_MS after the reference (the main thread, every 200 ms). */
 static void trace_print(struct ub *u, bool force)
 {
-	unsigned n = __atomic_load_n(&trace.nreq, __ATOMIC_ACQUIRE), i, k, ns = 0, nr = 0, na = 0;
-	int64_t s[TRACE_REQS], rp[TRACE_REQS], ar[TRACE_REQS];
+	unsigned n = __atomic_load_n(&trace.nreq, __ATOMIC_ACQUIRE), i, k, ns = 0, nr = 0, na = 0,
+		 nc = 0;
+	int64_t s[TRACE_REQS], rp[TRACE_REQS], ar[TRACE_REQS], cm[TRACE_REQS];
+	char b5[24];
 	char b1[24], b2[24], b3[24], b4[24];
 
 	if (!trace.on || trace.printed || !trace.ref)
@@ -301,7 +303,6 @@ static void trace_print(struct ub *u, bool force)
 	}
 	for (i = 0; i < n; i++) {
 		struct trace_req *q = &trace.req[i];
-		char b5[24];
 		int64_t a = __atomic_load_n(&q->arrive, __ATOMIC_ACQUIRE);
 		int64_t se = __atomic_load_n(&q->sent, __ATOMIC_ACQUIRE);
 		int64_t re = __atomic_load_n(&q->reply, __ATOMIC_ACQUIRE);
@@ -320,13 +321,16 @@ static void trace_print(struct ub *u, bool force)
 			s[ns++] = se - a;
 		if (se && re)
 			rp[nr++] = re - se;
+		if (co)
+			cm[nc++] = co - trace.ref;
 	}
 	trace_mmm(ar, na, b1, sizeof(b1));
 	trace_mmm(s, ns, b2, sizeof(b2));
 	trace_mmm(rp, nr, b3, sizeof(b3));
+	trace_mmm(cm, nc, b5, sizeof(b5));
 	log_info("ublk trace: %u request(s) followed: arrived %s ms after the reference, sent %s "
-		 "ms after arriving, replied %s ms after being sent (min/median/max)", n, b1, b2,
-		 b3);
+		 "ms after arriving, replied %s ms after being sent, committed %s ms after the "
+		 "reference (min/median/max)", n, b1, b2, b3, b5);
 }
 
 static uint64_t io_pos(const struct uq *q, unsigned tag)

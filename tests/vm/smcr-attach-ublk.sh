@@ -145,7 +145,17 @@ sleep 4
 # One restart, all in one guest command (no round trip of the lane in
 # the figures): SIGKILL; once the old process is gone, the new one starts
 # and a 4 KiB O_DIRECT read of /dev/ublkb0 is issued (it waits with fio's
-# requests); "I/O back" is when that read is done.
+# requests); "I/O back" is when that read is done.  The read comes from
+# ublk-probe.py, started (and the device opened) before the SIGKILL: a
+# process started after it (dd) took 1-2 s to exec and issue its read in
+# a guest whose CPU fio and the new server share, after the device was
+# back.
+# probe OFFSET (a function of the guest's scripts): the probe, waiting on
+# /tmp/probe.go; tdir: the tracefs directory, if ftrace.
+probe_fn='probe() { rm -f /tmp/back /tmp/probe.ready /tmp/probe.go; mkfifo /tmp/probe.go
+python3 '"$_vm_libdir"'/ublk-probe.py /dev/ublkb0 "$1" /tmp/probe.ready /tmp/probe.go /tmp/back "$tdir" 2>>/tmp/probe.err &
+for k in $(seq 300); do [ -e /tmp/probe.ready ] && break; nap 0.1; done
+[ -e /tmp/probe.ready ] || { echo "FAIL: the probe did not start"; cat /tmp/probe.err; exit 1; }; }'
 restart() {
     local how=--recover
     (( $1 % 2 == 0 )) && how=--recover=auto
@@ -153,16 +163,19 @@ restart() {
 rm -f /tmp/nap; mkfifo /tmp/nap; exec {napfd}<>/tmp/nap
 nap() { read -rt \"\$1\" -u \$napfd || :; }
 ms() { echo \$(( (\${2/./} - \${1/./}) / 1000 )); }
-mark() { :; }; traceoff() { :; }
-[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; traceoff() { echo 0 >\$T/tracing_on; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
+mark() { :; }
+tdir=; [ \"$trace\" = 1 ] && tdir=/sys/kernel/tracing
+$probe_fn
+probe \$((i * 8192))
+[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
 pid=\$(cat /tmp/attach.pid); n=\$(grep -c 'taken over' /tmp/attach.log)
 mark kill; t0=\$EPOCHREALTIME; kill -KILL \$pid
 while [ -d /proc/\$pid ]; do nap 0.005; done; t1=\$EPOCHREALTIME; mark gone
 [ -b /dev/ublkb0 ] || { echo 'FAIL: /dev/ublkb0 went with its server'; exit 1; }
-rm -f /tmp/back /tmp/attach.exit
+rm -f /tmp/attach.exit
 # (a subshell: no exec but smcr-attach's own on the way to it)
 ($run_attach --ublk=0 $how -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/attach.pid; wait \$!; echo \"exit \$?\" >/tmp/attach.exit) </dev/null >/dev/null 2>&1 &
-(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back && mark back && traceoff) &
+echo go >/tmp/probe.go
 # (no fork while it waits: the guest's CPU is the new server's)
 for k in \$(seq 6000); do [ -s /tmp/back ] && break; nap 0.01; done
 [ -s /tmp/back ] || { echo 'FAIL: no I/O back within 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
@@ -183,7 +196,7 @@ grep \"smcr-attach\\[\$(cat /tmp/attach.pid)\\]\" /tmp/attach.log | grep -E \"$s
 echo 0 >\$T/tracing_on
 # Times in ms from the SIGKILL; repeated polls (START_USER_RECOVERY, the
 # probe's opens) counted, not listed.
-grep -v '^#' \$T/trace | awk '{ t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\| +/, \"\", f); gsub(/[0-9]+\\.[0-9]+ us/, \"\", f)
+grep -v '^#' \$T/trace | awk '\$1 !~ /^[0-9]+\\.[0-9]+\$/ { next } { t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\| +/, \"\", f); gsub(/[0-9]+\\.[0-9]+ us/, \"\", f)
   if (f == last) { rep++; next } if (rep) print \"    (\" rep \" more)\"; rep = 0; last = f
   if (!said) { printf \"  ftrace: 0 ms is CLOCK_MONOTONIC %.6f s\\n\", t0; said = 1 }
   printf \"  ftrace %8.1f ms  %s\\n\", (t - t0) * 1000, f } END { if (rep) print \"    (\" rep \" more)\" }'"
@@ -196,20 +209,23 @@ standby_restart() {
 rm -f /tmp/nap; mkfifo /tmp/nap; exec {napfd}<>/tmp/nap
 nap() { read -rt \"\$1\" -u \$napfd || :; }
 ms() { echo \$(( (\${2/./} - \${1/./}) / 1000 )); }
-mark() { :; }; traceoff() { :; }
+mark() { :; }
 n=\$(grep -c 'standing by for its server' /tmp/attach.log); m=\$(grep -c 'taken over' /tmp/attach.log)
-rm -f /tmp/back /tmp/standby.pid
+rm -f /tmp/standby.pid
 ts=\$EPOCHREALTIME
 ($run_attach --ublk=0 --standby -C 2 -D 60 $B1:10810 disk 2>>/tmp/attach.log & echo \$! >/tmp/standby.pid; wait \$!; echo \"exit \$?\" >/tmp/standby\$i.exit) </dev/null >/dev/null 2>&1 &
 for k in \$(seq 600); do [ \$(grep -c 'standing by for its server' /tmp/attach.log) -gt \$n ] && break; nap 0.1; done
 [ \$(grep -c 'standing by for its server' /tmp/attach.log) -gt \$n ] || { echo 'FAIL: the standby is not standing by after 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
 tr=\$EPOCHREALTIME; sp=\$(cat /tmp/standby.pid)
 pid=\$(cat /tmp/attach.pid)
-[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; traceoff() { echo 0 >\$T/tracing_on; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
+tdir=; [ \"$trace\" = 1 ] && tdir=/sys/kernel/tracing
+$probe_fn
+probe \$((i * 8192 + 4096))
+[ \"$trace\" = 1 ] && { T=/sys/kernel/tracing; mark() { echo \"\$*\" >\$T/trace_marker; }; echo >\$T/trace; echo 1 >\$T/tracing_on; }
 mark kill; t0=\$EPOCHREALTIME; kill -KILL \$pid
 while [ -d /proc/\$pid ]; do nap 0.005; done; t1=\$EPOCHREALTIME; mark gone
 [ -b /dev/ublkb0 ] || { echo 'FAIL: /dev/ublkb0 went with its server'; exit 1; }
-(dd if=/dev/ublkb0 of=/dev/null bs=4k count=1 skip=\$((i * 2 + 1)) iflag=direct status=none && echo \$EPOCHREALTIME >/tmp/back && mark back && traceoff) &
+echo go >/tmp/probe.go
 for k in \$(seq 6000); do [ -s /tmp/back ] && break; nap 0.01; done
 [ -s /tmp/back ] || { echo 'FAIL: no I/O back within 60 s'; tail -n 20 /tmp/attach.log; exit 1; }
 for k in \$(seq 100); do [ \$(grep -c 'taken over' /tmp/attach.log) -gt \$m ] && break; nap 0.1; done
@@ -219,10 +235,10 @@ echo \"standby \$i: smcr-attach --standby (pid \$sp) standing by \$(ms \$ts \$tr
 echo \"STANDBY \$i \$(ms \$t1 \$tb) \$(ms \$t0 \$tb)\"
 echo \$sp >/tmp/attach.pid; echo /tmp/standby\$i.exit >/tmp/attach.exitf
 [ \"$trace\" = 1 ] && for k in \$(seq 150); do grep -q \"smcr-attach\\[\$sp\\].*ublk trace: .* followed\" /tmp/attach.log && break; nap 0.1; done
-grep \"smcr-attach\\[\$sp\\]\" /tmp/attach.log | grep -E 'standing by|taken over|$show_trace'
+grep \"smcr-attach\\[\$sp\\]\" /tmp/attach.log | grep -E 'standing by|taken over|$sshow'
 [ \"$trace\" = 1 ] || exit 0
 echo 0 >\$T/tracing_on
-grep -v '^#' \$T/trace | awk '{ t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\| +/, \"\", f); gsub(/[0-9]+\\.[0-9]+ us/, \"\", f)
+grep -v '^#' \$T/trace | awk '\$1 !~ /^[0-9]+\\.[0-9]+\$/ { next } { t = \$1 + 0; if (!t0) t0 = t; f = \$0; sub(/.*\\| +/, \"\", f); gsub(/[0-9]+\\.[0-9]+ us/, \"\", f)
   if (f == last) { rep++; next } if (rep) print \"    (\" rep \" more)\"; rep = 0; last = f
   if (!said) { printf \"  ftrace: 0 ms is CLOCK_MONOTONIC %.6f s\\n\", t0; said = 1 }
   printf \"  ftrace %8.1f ms  %s\\n\", (t - t0) * 1000, f } END { if (rep) print \"    (\" rep \" more)\" }'"
@@ -246,11 +262,20 @@ show=.
 # READs (the probe's).
 show_trace='ublk trace: ([^r]|reference|request .* READ [0-9]+\+4096:)'
 backs=() execs=()
+# SMCR_UBLK_TRACE=1: smcrd's log lines (B) of each restart, after it.
+smcrd_lines=0
+smcrd_log() {
+    [ "$trace" = 1 ] || return 0
+    vm_run B "tail -n +$((smcrd_lines + 1)) /tmp/smcrd.log | sed 's/^/  smcrd: /'; wc -l </tmp/smcrd.log >/tmp/smcrd.lines" || true
+    smcrd_lines=$(vm_run B "cat /tmp/smcrd.lines" 2>/dev/null || echo "$smcrd_lines")
+}
+smcrd_log >/dev/null
 run_attach=$ATTACH
 [ -n "$envs" ] && run_attach="env $envs $ATTACH"
 for (( k = 1; k <= KILLS; k++ )); do
     out=$(restart "$k") || { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "SIGKILL $k and --recover of smcr-attach"; }
     echo "$out" | grep -v '^RESTART '
+    smcrd_log
     backs+=("$(echo "$out" | sed -n 's/^RESTART [0-9]* \([0-9-]*\) .*/\1/p')")
     execs+=("$(echo "$out" | sed -n 's/^RESTART [0-9]* [0-9-]* //p')")
     [ "$k" = 1 ] && { vm_wait -t 10 A "$att" >/dev/null || true; }
@@ -258,9 +283,12 @@ for (( k = 1; k <= KILLS; k++ )); do
     sleep 1	# fio's I/O through the new server before the next SIGKILL
 done
 sbacks=() skills=()
+sshow='ublk trace'	# all of it for the first two, then as show
 for (( k = 1; k <= STANDBYS; k++ )); do
+    (( k == 3 )) && sshow=$show_trace
     out=$(standby_restart "$k") || { echo "$out"; vm_run A "cat /tmp/attach.log"; fail "SIGKILL $k of smcr-attach with a standby"; }
     echo "$out" | grep -v '^STANDBY '
+    smcrd_log
     sbacks+=("$(echo "$out" | sed -n 's/^STANDBY [0-9]* \([0-9-]*\) .*/\1/p')")
     skills+=("$(echo "$out" | sed -n 's/^STANDBY [0-9]* [0-9-]* //p')")
     (( KILLS == 0 && k == 1 )) && { vm_wait -t 10 A "$att" >/dev/null || true; }
