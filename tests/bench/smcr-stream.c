@@ -496,7 +496,7 @@ static void print_stats(const char *who)
 	       "links_deleted %llu rebalanced %llu devices_lost %llu test_links %llu "
 	       "open_connections %llu rmbes_in_use %llu sndbufs_in_use %llu "
 	       "fault_held %llu fault_discarded %llu fault_held_recvs %llu corked %llu "
-	       "prod_rewinds %llu cons_held %llu\n", who,
+	       "prod_rewinds %llu cons_held %llu link_groups_v21 %llu\n", who,
 	       (unsigned long long)st.connections, (unsigned long long)st.smc_connections,
 	       (unsigned long long)st.fallbacks, (unsigned long long)st.link_groups,
 	       (unsigned long long)st.links_added, (unsigned long long)st.link_failures,
@@ -509,7 +509,8 @@ static void print_stats(const char *who)
 	       (unsigned long long)st.sndbufs_in_use, (unsigned long long)st.fault_held,
 	       (unsigned long long)st.fault_discarded,
 	       (unsigned long long)st.fault_held_recvs, (unsigned long long)st.corked,
-	       (unsigned long long)st.prod_rewinds, (unsigned long long)st.cons_held);
+	       (unsigned long long)st.prod_rewinds, (unsigned long long)st.cons_held,
+	       (unsigned long long)st.link_groups_v21);
 	printf("stats %s: progress thread woken by kick %llu timer %llu devcq %llu link %llu "
 	       "async %llu; caller_serves %llu\n", who,
 	       (unsigned long long)st.wake_kick, (unsigned long long)st.wake_timer,

@@ -166,13 +166,19 @@ run() {
         fail "$name: server did not verify $nconn streams"
 }
 # ours OUTPUT WHO: libsmcr counted nconn SMC-R connections, no fallback,
-# all on one link group.
+# all on one link group, at release 1 (SMC-Rv2.1) with 6.12 and 0 with 6.1.
 ours() {
     echo "$1" | grepq "^stats $2: connections $nconn smc $nconn fallbacks 0 link_groups 1 " || {
         echo "--- libsmcr $2's log"; echo "$1" | grep '^smcr\[' | tail -n 40
         ab_fail "libsmcr $2 did not count $nconn SMC-R connections, 0 fallbacks, 1 link group"; }
     [ "$(echo "$1" | grep -c "^$2: SMC-R (first contact)")" = 1 ] ||
         fail "libsmcr $2: not exactly one first contact"
+    # the group's release: SMC-Rv2.1 with Linux 6.6+ (6.12), 2.0 with 6.1
+    local v21 want=0
+    vm_kernel_ge 6.12 && want=1
+    v21=$(echo "$1" | sed -n "s/^stats $2: connections .* link_groups_v21 \([0-9]*\).*/\1/p" | tail -n 1)
+    echo "  libsmcr $2: link groups at SMC-Rv2.1: ${v21:-?} (want $want on $VM_KSERIES)"
+    [ "$v21" = "$want" ] || fail "libsmcr $2: ${v21:-no} link group(s) at SMC-Rv2.1, not $want, with Linux $VM_KSERIES"
 }
 
 k0A=$(kstats A) k0B=$(kstats B)
