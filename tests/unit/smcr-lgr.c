@@ -1598,35 +1598,33 @@ static void lost_path_at_client(unsigned int round)
 	linux_lost_path_delete(&C);
 }
 
+/* A stream over a group whose link 1 loses its path at round 30 (cut):
+ * the receiver of the DELETE LINK (rx) fails the link over, both sides
+ * delete it once, nothing is lost. */
+static void lost_path_stream(void (*cut)(unsigned int round), struct host *rx)
+{
+	const uint64_t total = 256 * 1024;
+
+	stream_counts_clear();
+	group_up(2, 2, NULL);
+	conns_up();
+	stream_with(total, cut);
+	check_stream(total);
+	CU_ASSERT_EQUAL(rx->lgr->stats.link_failures, 1);
+	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
+	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
+	group_down();
+}
+
 /* A DELETE LINK for a lost path fails the link over at once, orderly flag
  * or not (Linux sets it): the receiver neither queues an orderly exchange
  * behind the link's sends nor waits for them, and nothing is lost. */
 static void test_lost_path_marked_orderly(void)
 {
-	const uint64_t total = 256 * 1024;
-
-	group_up(2, 2, NULL);
-	conns_up();
-	stream_with(total, lost_path_at_server);
-	check_stream(total);
-	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 1);
-	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
-	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
-	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
-	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
-	group_down();
-
-	stream_counts_clear();
-	group_up(2, 2, NULL);
-	conns_up();
-	stream_with(total, lost_path_at_client);
-	check_stream(total);
-	CU_ASSERT_EQUAL(C.lgr->stats.link_failures, 1);
-	CU_ASSERT_EQUAL(S.lgr->stats.links_deleted, 1);
-	CU_ASSERT_EQUAL(C.lgr->stats.links_deleted, 1);
-	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 1);
-	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 1);
-	group_down();
+	lost_path_stream(lost_path_at_server, &S);
+	lost_path_stream(lost_path_at_client, &C);
 }
 
 /* A group up with connections, the client's link 1 failed (acking or
