@@ -143,7 +143,7 @@ static __thread struct uq *my_q;
 
 /* --- SMCR_UBLK_TRACE=1 ------------------------------------------------------- */
 
-/* Times in us on CLOCK_MONOTONIC (now_ms()'s clock); 0: not yet. */
+/* Times in us (now_us(), monotime.h); 0: not yet. */
 struct trace_req {
 	uint64_t off;
 	uint32_t len;
@@ -165,14 +165,6 @@ static struct {
 		char what[96];
 	} ev[TRACE_EVENTS];
 } trace;
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* An event at us (0: now). */
 static void trace_ev_at(int64_t us, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* smcrbd: CLOCK_MONOTONIC in milliseconds, for deadlines, timeouts and
- * rates.  Header only: libsmcr, blockdev, the programs and the tests use
+/* smcrbd: CLOCK_MONOTONIC in milliseconds (and microseconds), for
+ * deadlines, timeouts and rates.  Header only: libsmcr, blockdev, the programs and the tests use
  * this one. */
 #ifndef SMCRBD_MONOTIME_H
 #define SMCRBD_MONOTIME_H
@@ -14,6 +14,14 @@ static inline int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* The absolute time ms from now on clock, for pthread's timed waits. */

@@ -11,12 +11,11 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "monotime.h"
+
 static inline uint64_t mono_us(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	return (uint64_t)now_us();
 }
 
 /* Latency histogram: request received to reply queued.  Upper bounds in

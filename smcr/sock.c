@@ -21,6 +21,7 @@
 #include "clc.h"
 #include "engine.h"
 #include "log.h"
+#include "monotime.h"
 #include "sock.h"
 #include "synopt.h"
 #include "strbuf.h"
@@ -252,14 +253,6 @@ static void sock_wait_link(struct smcr_sock *s, unsigned int ms, bool want_send)
 	ops->wait_end(&w);
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* Before a receive sleeps: poll the connection's link for up to
  * ctx->busy_poll_us (ctx->lock held, dropped between polls).  A message
  * that comes within it is handled on this thread: no wake-up of the
@@ -267,7 +260,7 @@ static uint64_t now_us(void)
 static bool sock_busy_poll(struct smcr_sock *s)
 {
 	unsigned int us = s->ctx->busy_poll_us;
-	uint64_t end;
+	int64_t end;
 
 	if (!us || s->conn.error)
 		return false;
