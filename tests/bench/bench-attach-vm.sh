@@ -176,7 +176,7 @@ attach() {
 }
 detach() {
     if [[ ${1%-ac[0-9]*} = ublk* ]]; then
-        vm_run A "kill -TERM \$(pidof smcr-attach); for i in \$(seq 300); do pidof smcr-attach >/dev/null || exit 0; sleep 0.1; done" >/dev/null
+        bench_ublk_stop
     elif [[ ${1%-ac[0-9]*} = nbdkit || ${1%-ac[0-9]*} = kittcp ]]; then
         vm_run A "nbd-client -d /dev/nbd0 >/dev/null 2>&1; kill \$(cat /tmp/kit.pid); sleep 1" >/dev/null
     else

@@ -148,7 +148,7 @@ detach() {
         tcp) vm_run A "nbd-client -d /dev/nbd1 >/dev/null" ;;
         attach) vm_run A "$ATTACH -d /dev/nbd2" >/dev/null ;;
         fwd) vm_run A "$ATTACH -d /dev/nbd3" >/dev/null ;;
-        ublk) vm_run A "kill -TERM \$(pidof smcr-attach); for i in \$(seq 300); do pidof smcr-attach >/dev/null || exit 0; sleep 0.1; done" >/dev/null ;;
+        ublk) bench_ublk_stop ;;
         fuse) vm_run A "fusermount3 -u /mnt/f" ;;
         nvmeof) nvmeof_detach; nvmet_unexport ;;
         rnbd) rnbd_detach; rnbd_unexport ;;

@@ -17,6 +17,12 @@ bench_need_cmd() {
     done
 }
 
+# bench_ublk_stop: after tests/vm/lib.sh, SIGTERM to guest A's
+# smcr-attach --ublk (it removes its device), its exit awaited (30 s).
+bench_ublk_stop() {
+    vm_run A "kill -TERM \$(pidof smcr-attach); for i in \$(seq 300); do pidof smcr-attach >/dev/null || exit 0; sleep 0.1; done" >/dev/null
+}
+
 # bench_vm_lock: the VM lock (SMCR_VM_LOCK, default /tmp/smcrbd-vm.lock;
 # empty: none) held on fd 9 until the benchmark exits.
 bench_vm_lock() {

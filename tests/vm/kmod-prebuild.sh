@@ -12,11 +12,10 @@
 set -u
 out=${1:?usage: kmod-prebuild.sh BUILDDIR}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/kernel-path.sh"
 rc=0
 for series in 6.1 6.12; do
-    k=$(ls -1v /boot/vmlinuz-"$series".*-amd64 2>/dev/null |
-            grep -v -e '-rt-amd64$' -e '-cloud-amd64$' | tail -n 1)
-    [ -n "$k" ] || { echo "kmod-prebuild: no $series image in /boot"; continue; }
+    k=$(_vm_kernel_path "$series") || { echo "kmod-prebuild: no $series image in /boot"; continue; }
     kver=${k##*/vmlinuz-}
     mods="nbd rnbd"
     [ "$series" = 6.1 ] && mods="rxe $mods"

@@ -147,20 +147,8 @@ vm_say() { echo "[vm $(printf '%6.1f' "$(_vm_ms)e-3")s] $*"; }
 # The lane's default kernel series: Debian 12's own (linux-image-amd64).
 VM_KERNEL_DEFAULT=6.1
 
-# _vm_kernel_path SPEC: prints the image SMCR_VM_KERNEL=SPEC names (a series
-# or a path); 1 when there is none.
-_vm_kernel_path() {
-    local spec=$1 k
-    case $spec in
-        */*) [ -r "$spec" ] && echo "$spec" ;;
-        [0-9]*.[0-9]*)
-            # Debian's generic flavour: not -rt-amd64 or -cloud-amd64.
-            k=$(ls -1v /boot/vmlinuz-"$spec".*-amd64 2>/dev/null |
-                    grep -v -e '-rt-amd64$' -e '-cloud-amd64$' | tail -n 1)
-            [ -n "$k" ] && echo "$k" ;;
-        *) return 1 ;;
-    esac
-}
+# _vm_kernel_path SPEC (kernel-path.sh, shared with kmod-prebuild.sh)
+. "$_vm_libdir/kernel-path.sh"
 
 # _vm_kernel_series VERSION: 6.12.117+deb12-amd64 -> 6.12, 6.1.0-57-amd64 -> 6.1
 _vm_kernel_series() {
