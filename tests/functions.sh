@@ -67,12 +67,13 @@ cleanup_fn() { _cleanup_fns+=("$*"); }
 run_prog() { "${VALGRIND[@]}" "$@"; }
 
 # make_install ARGS...: make ARGS (an install or uninstall in the build
-# tree) under an install lock (outside the tree, which distcheck wants
-# clean): libtool relinks a module in the build tree when it installs it,
+# tree) under a lock on the build directory itself (no file in the tree,
+# which distcheck wants clean; not under $TMPDIR, which run-test makes per
+# test): libtool relinks a module in the build tree when it installs it,
 # and two tests installing at once (make check -j2) broke each other's
 # relink ("syntax error in VERSION script").
 make_install() {
-    env -u MAKEFLAGS -u MFLAGS flock "${TMPDIR:-/tmp}/smcrbd-make-install.lock" make "$@"
+    env -u MAKEFLAGS -u MFLAGS flock "$abs_top_builddir" make "$@"
 }
 
 wait_for() {
