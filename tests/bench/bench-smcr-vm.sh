@@ -24,7 +24,7 @@
 #   tests/bench/bench-smcr-vm.sh [-B BUILDDIR] [-r ROUNDS] [-b BYTES] [-i ITERS]
 #                                [--smc-v2-probe] [--v2] [--sizes "4K 64K ..."]
 #                                [--profile] [--profile-only] [--caller-poll]
-#                                [--autocork] [-o DIR]
+#                                [--autocork] [--kbuf "64K 512K 4M"] [-o DIR]
 #
 #   -B BUILDDIR  the build tree (default: ./build next to the sources, or
 #                $abs_top_builddir)
@@ -63,6 +63,15 @@
 #                (SMC-R with --v2, else its TCP fallback) and TCP
 #   --autocork   the same rows with SMCR_AUTOCORK_BYTES=0 and =65536
 #                instead of SMCR_CALLER_POLL (default caller poll)
+#   --kbuf LIST  only the 1 MiB streams against the kernel's buffer size
+#                (implies --v2): for each size K of LIST, net.smc.wmem and
+#                net.smc.rmem = K in both guests (the kernel's send buffer
+#                and RMB; above 512 KiB from Linux 6.11 on, so with
+#                SMCR_VM_KERNEL=6.12) and SMCR_RMBE_SIZE=K for libsmcr:
+#                AF_SMC to AF_SMC, libsmcr client to the kernel's server
+#                and the kernel's client to libsmcr's server, 1 MiB
+#                messages, against ib_write_bw 1 MiB in the same round;
+#                the RMBE libsmcr's client saw the kernel offer
 #   -o DIR       where the report goes (default: bench-smcr-report in the
 #                build tree): report.md (what this prints) and, with
 #                --sizes, bw-size.dat and bw-size.png
@@ -81,7 +90,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir= profile=0 po=0 cp=0
+rounds=3 bytes=32M iters=1000 probe=0 v2=0 sizes= outdir= profile=0 po=0 cp=0 kbuf=
 cpknob=SMCR_CALLER_POLL cpvals="0 1" cpname="caller poll"
 while [ $# -gt 0 ]; do
     case $1 in
@@ -96,8 +105,9 @@ while [ $# -gt 0 ]; do
         --profile-only) profile=1 po=1; shift ;;
         --caller-poll) cp=1; shift ;;
         --autocork) cp=1 cpknob=SMCR_AUTOCORK_BYTES cpvals="0 65536" cpname=autocork; shift ;;
+        --kbuf) kbuf=$2 v2=1; shift 2 ;;
         -o) outdir=$2; shift 2 ;;
-        *) sed -n '3,69p' "$0"; exit 2 ;;
+        *) sed -n '3,78p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -310,6 +320,53 @@ profile_run() {
 
 # --caller-poll (--autocork): the round-trip rows only, then the table,
 # and nothing else.
+if [ -n "$kbuf" ]; then
+    ks=
+    for (( r=1; r<=rounds; r++ )); do
+        vm_say "kernel buffer round $r of $rounds"
+        out=$(perf_run ib_write_bw "-s 1048576 -n $(( (nbytes + 1048575) / 1048576 ))")
+        v=$(field '$1 == 1048576 && NF >= 5 { printf "%.2f\n", $4 * 1.048576 }'); complain "ib_write_bw 1M" "$v"
+        val ibbw1m $r "$v"
+        for z in $kbuf; do
+            b=$(numfmt --from=iec "$z")
+            if ! vm_run A "sysctl -qw net.smc.wmem=$b net.smc.rmem=$b" >/dev/null 2>&1 ||
+                ! vm_run B "sysctl -qw net.smc.wmem=$b net.smc.rmem=$b" >/dev/null 2>&1; then
+                [ "$r" = 1 ] && echo "  $z: the kernel takes no net.smc.rmem of $b"
+                continue
+            fi
+            for t in smc smc:smcr smcr:smc; do
+                k=kb_${t/:/_}_$z
+                out=$(stream_run $t bw "-s 1M -b $bytes" "SMCR_RMBE_SIZE=$b")
+                v=$(field '$1 == "result" && $2 == "bw" { print $4 }'); complain "$t bw 1M ($z)" "$v"
+                val $k $r "$v"
+                [ "$t" = smc:smcr ] && val kb_peer_$z $r "$(field '/^client: SMC-R/ { for (i = 1; i < NF; i++) if ($i == "peer" && $(i + 1) == "RMBE") { sub(",", "", $(i + 2)); print $(i + 2) } }')"
+            done
+        done
+    done
+    echo
+    echo "1 MiB streams by the kernel's buffer size (net.smc.wmem = rmem = K; libsmcr SMCR_RMBE_SIZE=K), rxe link 1, guests on Linux $(vm_run A 'uname -r' 2>/dev/null); $rounds round(s) of $bytes; medians over the rounds, ratios: median of per-round ratios to ib_write_bw 1 MiB"
+    printf '%-34s %9s %8s %14s\n' "1 MiB stream" "MB/s" /ib_bw "kernel RMBE"
+    printf '%-34s %9s %8s %14s\n' "ib_write_bw 1 MiB" "$(med ibbw1m)" 1.00 -
+    for z in $kbuf; do
+        for t in smc smc:smcr smcr:smc; do
+            k=kb_${t/:/_}_$z
+            case $t in
+                smc) n="AF_SMC <-> AF_SMC, $z" ;;
+                smc:smcr) n="libsmcr client -> kernel, $z" ;;
+                smcr:smc) n="kernel client -> libsmcr, $z" ;;
+            esac
+            printf '%-34s %9s %8s %14s\n' "$n" "$(med $k)" "$(mratio $k ibbw1m)" \
+                "$([ $t = smc:smcr ] && med kb_peer_$z || echo -)"
+            ks+=" $k"
+        done
+    done
+    echo "per round:"
+    for k in ibbw1m $ks; do printf '  %-26s %s\n' "$k" "$(all $k)"; done
+    smc_stats=$(vm_run A "$N stats" 2>&1)
+    echo "kernel AF_SMC in A: $(echo "$smc_stats" | awk '$1 ~ /^smcr_client_v2_ok$/ { s += $2 } END { print s + 0 }') SMC-Rv2 client connection(s)"
+    exit 0
+fi
+
 if [ "$cp" = 1 ]; then
     unset "$cpknob"
     # One smcrd per value of the knob (NBD over SMC-R on 10830, 10831, ...):
