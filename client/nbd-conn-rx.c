@@ -11,6 +11,20 @@
 #include "nbd-conn-int.h"
 #include "transport.h"
 
+/* What a read of the transport gave: 1 bytes (progress noted), 0 none
+ * yet, -errno (the stream's end: -ECONNRESET). */
+static int rx_result(struct nbdc_conn *c, ssize_t n)
+{
+	if (n == -EAGAIN)
+		return 0;
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return (int)n;
+	c->last_progress_ms = now_ms();
+	return 1;
+}
+
 /* Hands [at, at + the iovecs' total) of r to its sink; its first error
  * fails r when its reply is over. */
 static void sink_put(struct nbdc_req *r, uint8_t *at, const struct iovec *iov, int n)
@@ -66,13 +80,9 @@ static int rx_fill_sink(struct nbdc_conn *c)
 			iov[0] = (struct iovec){ at, want };
 			n = bd_readv(c->t, iov, 1);
 		}
-		if (n == -EAGAIN)
-			return 0;
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0)
-			return (int)n;
-		c->last_progress_ms = now_ms();
+		ret = rx_result(c, n);
+		if (ret <= 0)
+			return ret;
 		if (in_place) {
 			niov = iov_trim(iov, (size_t)n, want);
 			n = (ssize_t)(iov[0].iov_len + (niov > 1 ? iov[1].iov_len : 0));
@@ -98,6 +108,7 @@ static int rx_fill(struct nbdc_conn *c)
 		size_t want = rx->need - rx->got;
 		struct iovec iov;
 		ssize_t n;
+		int ret;
 
 		if (rx->rpos < rx->rend) {
 			size_t k = rx->rend - rx->rpos;
@@ -117,13 +128,9 @@ static int rx_fill(struct nbdc_conn *c)
 			iov.iov_len = NBDC_RBUF;
 		}
 		n = bd_readv(c->t, &iov, 1);
-		if (n == -EAGAIN)
-			return 0;
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0)
-			return (int)n;
-		c->last_progress_ms = now_ms();
+		ret = rx_result(c, n);
+		if (ret <= 0)
+			return ret;
 		if (iov.iov_base == rx->rbuf) {
 			rx->rpos = 0;
 			rx->rend = (size_t)n;
