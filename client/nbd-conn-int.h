@@ -56,6 +56,7 @@ struct nbdc_req {
 	void *buf;
 	nbdc_done_fn done;
 	void *arg;
+	nbdc_sink_fn sink;		/* nbdc_submit_read's, or NULL */
 	/* Owned by the connection thread that holds the request. */
 	struct nbd_request_wire w;
 	size_t sent;			/* bytes of w + payload written */
@@ -63,6 +64,7 @@ struct nbdc_req {
 	uint64_t cookie;
 	int result;
 	uint64_t data_seen;
+	int sink_err;			/* the first error its sink gave */
 	/* The disjoint ranges a structured READ's chunks have filled, sorted
 	 * and merged where they touch; spans is inl or a heap array. */
 	struct nbdc_span *spans, inl[NBDC_SPANS_INLINE];
@@ -98,6 +100,7 @@ struct rx {
 	size_t need, got;
 	struct nbd_chunk ch;
 	struct nbdc_req *req;
+	struct nbdc_req *sink;		/* dst is this READ's, which has a sink */
 	uint32_t bs_left;		/* descriptors still to read */
 	uint64_t bs_sum;		/* bytes they covered so far */
 	uint8_t err[NBD_MAX_STRING + 64];

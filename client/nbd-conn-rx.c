@@ -11,15 +11,104 @@
 #include "nbd-conn-int.h"
 #include "transport.h"
 
+/* What a read of the transport gave: 1 bytes (progress noted), 0 none
+ * yet, -errno (the stream's end: -ECONNRESET). */
+static int rx_result(struct nbdc_conn *c, ssize_t n)
+{
+	if (n == -EAGAIN)
+		return 0;
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return (int)n;
+	c->last_progress_ms = now_ms();
+	return 1;
+}
+
+/* Hands [at, at + the iovecs' total) of r to its sink; its first error
+ * fails r when its reply is over. */
+static void sink_put(struct nbdc_req *r, uint8_t *at, const struct iovec *iov, int n)
+{
+	int ret;
+
+	if (r->sink_err)
+		return;
+	ret = r->sink(r->arg, at, iov, n);
+	if (ret < 0)
+		r->sink_err = ret;
+}
+
+/* At most want bytes of iov[0..1] (n > 0 in all): how many iovecs. */
+static int iov_trim(struct iovec iov[2], size_t n, size_t want)
+{
+	if (n <= want)
+		return iov[1].iov_len && n > iov[0].iov_len ? 2 : 1;
+	if (iov[0].iov_len >= want) {
+		iov[0].iov_len = want;
+		return 1;
+	}
+	iov[1].iov_len = want - iov[0].iov_len;
+	return 2;
+}
+
+/* rx_fill for the data of a READ with a sink: what was read ahead, then
+ * in place where the transport allows, else read into dst first. */
+static int rx_fill_sink(struct nbdc_conn *c)
+{
+	struct rx *rx = &c->rx;
+	struct nbdc_req *r = rx->sink;
+	bool in_place = bd_has(c->t, BD_HAS_ZC_RX);
+
+	while (rx->got < rx->need) {
+		uint8_t *at = rx->dst + rx->got;
+		size_t want = rx->need - rx->got;
+		struct iovec iov[2] = { { 0 } };
+		int niov = 1, ret;
+		ssize_t n;
+
+		if (rx->rpos < rx->rend) {
+			n = (ssize_t)(rx->rend - rx->rpos < want ? rx->rend - rx->rpos : want);
+			iov[0] = (struct iovec){ rx->rbuf + rx->rpos, (size_t)n };
+			sink_put(r, at, iov, 1);
+			rx->rpos += (size_t)n;
+			rx->got += (size_t)n;
+			continue;
+		}
+		if (in_place) {
+			n = bd_rx_peek(c->t, iov);
+		} else {
+			iov[0] = (struct iovec){ at, want };
+			n = bd_readv(c->t, iov, 1);
+		}
+		ret = rx_result(c, n);
+		if (ret <= 0)
+			return ret;
+		if (in_place) {
+			niov = iov_trim(iov, (size_t)n, want);
+			n = (ssize_t)(iov[0].iov_len + (niov > 1 ? iov[1].iov_len : 0));
+		} else {
+			iov[0].iov_len = (size_t)n;
+		}
+		sink_put(r, at, iov, niov);
+		if (in_place && (ret = bd_rx_consume(c->t, (size_t)n)) < 0)
+			return ret;
+		rx->got += (size_t)n;
+	}
+	return 1;
+}
+
 /* Fills rx->dst up to rx->need: 1 done, 0 would block, -errno. */
 static int rx_fill(struct nbdc_conn *c)
 {
 	struct rx *rx = &c->rx;
 
+	if (rx->sink)
+		return rx_fill_sink(c);
 	while (rx->got < rx->need) {
 		size_t want = rx->need - rx->got;
 		struct iovec iov;
 		ssize_t n;
+		int ret;
 
 		if (rx->rpos < rx->rend) {
 			size_t k = rx->rend - rx->rpos;
@@ -39,13 +128,9 @@ static int rx_fill(struct nbdc_conn *c)
 			iov.iov_len = NBDC_RBUF;
 		}
 		n = bd_readv(c->t, &iov, 1);
-		if (n == -EAGAIN)
-			return 0;
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0)
-			return (int)n;
-		c->last_progress_ms = now_ms();
+		ret = rx_result(c, n);
+		if (ret <= 0)
+			return ret;
 		if (iov.iov_base == rx->rbuf) {
 			rx->rpos = 0;
 			rx->rend = (size_t)n;
@@ -58,6 +143,7 @@ static int rx_fill(struct nbdc_conn *c)
 
 static void rx_expect(struct rx *rx, enum rx_step step, void *dst, size_t need)
 {
+	rx->sink = NULL;
 	rx->step = step;
 	rx->dst = dst;
 	rx->need = need;
@@ -112,6 +198,8 @@ static int reply_done(struct nbdc_conn *c, struct nbdc_req *r)
 	}
 	if (!r->result && r->type == NBD_CMD_BLOCK_STATUS && !r->status_seen)
 		r->result = -EIO;
+	if (!r->result && r->sink_err)
+		r->result = r->sink_err;
 	nbdc_req_complete(c, r, r->result);
 	return ret;
 }
@@ -172,6 +260,7 @@ static int rx_step(struct nbdc_conn *c)
 			if (!rep.error && r->type == NBD_CMD_READ && r->len) {
 				rx->req = r;
 				rx_expect(rx, RX_SIMPLE_DATA, r->buf, r->len);
+				rx->sink = r->sink ? r : NULL;
 				return 1;
 			}
 			rx_expect(rx, RX_HDR, rx->hdr, 16);
@@ -236,6 +325,7 @@ static int rx_step(struct nbdc_conn *c)
 		if (ret < 0)
 			return ret;
 		rx_expect(rx, RX_DATA, (uint8_t *)r->buf + (off - r->offset), n);
+		rx->sink = r->sink ? r : NULL;
 		return 1;
 	}
 	case RX_DATA:
@@ -255,6 +345,11 @@ static int rx_step(struct nbdc_conn *c)
 		if (ret < 0)
 			return ret;
 		memset((uint8_t *)r->buf + (off - r->offset), 0, n);
+		if (r->sink) {
+			struct iovec z = { (uint8_t *)r->buf + (off - r->offset), n };
+
+			sink_put(r, z.iov_base, &z, 1);
+		}
 		return chunk_done(c) ? -EPROTO : 1;
 	}
 	case RX_BS_ID:

@@ -558,8 +558,8 @@ struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e)
 
 /* --- requests ------------------------------------------------------------- */
 
-int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
-		uint32_t len, void *buf, nbdc_done_fn done, void *arg)
+static int submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset, uint32_t len,
+		  void *buf, nbdc_sink_fn sink, nbdc_done_fn done, void *arg)
 {
 	uint16_t need = 0;
 	struct nbdc_conn *c, *own;
@@ -650,6 +650,7 @@ int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 	r->buf = buf;
 	r->done = done;
 	r->arg = arg;
+	r->sink = sink;
 	r->slot = -1;
 	r->submit_ms = now;
 	AADD(&e->st_requests, 1);
@@ -663,6 +664,20 @@ int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 	rq_push(&q, r);
 	nbdc_conn_give(c, &q, false);
 	return 0;
+}
+
+int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
+		uint32_t len, void *buf, nbdc_done_fn done, void *arg)
+{
+	return submit(e, type, flags, offset, len, buf, NULL, done, arg);
+}
+
+int nbdc_submit_read(struct nbdc *e, uint64_t offset, uint32_t len, void *buf,
+		     nbdc_sink_fn sink, nbdc_done_fn done, void *arg)
+{
+	if (!sink)
+		return -EINVAL;
+	return submit(e, NBD_CMD_READ, 0, offset, len, buf, sink, done, arg);
 }
 
 int nbdc_watch(struct nbdc *e, unsigned conn, int fd)

@@ -47,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "nbd-proto.h"
 #include "nbd-wire.h"
@@ -158,6 +159,18 @@ struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e);
 typedef void (*nbdc_done_fn)(void *arg, int result);
 int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		uint32_t len, void *buf, nbdc_done_fn done, void *arg);
+
+/* A READ whose data is handed over where it landed: sink(arg, at, iov, n)
+ * is called on the connection thread with the bytes that belong at at
+ * (inside buf) as they arrive: in place in the transport's receive buffer
+ * where it has one (SMC-R's RMBE), else from buf, which must be len
+ * bytes as for nbdc_submit.  The iovecs are valid during the call only.
+ * The same bytes may come again (the READ sent again after a lost
+ * connection), and a hole comes as zeros.  A sink returns 0, or -errno to
+ * fail the READ (done gets that error).  Otherwise as nbdc_submit. */
+typedef int (*nbdc_sink_fn)(void *arg, uint8_t *at, const struct iovec *iov, int n);
+int nbdc_submit_read(struct nbdc *e, uint64_t offset, uint32_t len, void *buf,
+		     nbdc_sink_fn sink, nbdc_done_fn done, void *arg);
 
 /* Has connection conn's thread poll fd (readable) beside its transport
  * and call watch_ready (nbdc_opts) when it is: a caller with one stream

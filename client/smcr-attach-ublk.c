@@ -18,9 +18,10 @@
  * on another connection (its own was lost and its requests moved) is
  * queued for the queue's thread, which an eventfd polled on its ring
  * wakes.  Data: with UBLK_F_USER_COPY (Linux >= 6.5) a WRITE's payload
- * is pread() from /dev/ublkcN at the tag's offset and a READ's data
- * pwrite()n there; without it the kernel copies to and from a buffer per
- * tag that the commands name (addr).
+ * is pread() from /dev/ublkcN at the tag's offset, and a READ's data is
+ * pwritev()n there by the engine's sink (nbdc_submit_read) straight from
+ * where it landed (SMC-R: the RMBE); without it the kernel copies to and
+ * from a buffer per tag that the commands name (addr).
  *
  * Recovery: the device is created with UBLK_F_USER_RECOVERY and
  * _REISSUE, so when smcr-attach dies (SIGKILL, a crash) /dev/ublkbN stays
@@ -92,6 +93,7 @@ struct utag {
 	char *buf;			/* the tag's buffer */
 	uint32_t len;
 	uint8_t op;
+	bool sunk;			/* a READ's data went in by its sink */
 	unsigned parts;			/* still out (atomic) */
 	int err;			/* first error (atomic) */
 	int tr;				/* its trace.req[] slot; -1: none */
@@ -522,7 +524,7 @@ static void commit_done(struct uq *q)
 
 		if (!res && (t->op == UBLK_IO_OP_READ || t->op == UBLK_IO_OP_WRITE))
 			res = (int)t->len;
-		if (res > 0 && t->op == UBLK_IO_OP_READ && u->user_copy) {
+		if (res > 0 && t->op == UBLK_IO_OP_READ && u->user_copy && !t->sunk) {
 			ssize_t n = pwrite(u->cdev, t->buf, t->len, (off_t)io_pos(q, tag));
 
 			if (n != (ssize_t)t->len) {
@@ -543,6 +545,23 @@ static void commit_done(struct uq *q)
 			trace_set(&trace.req[t->tr].commit);
 			t->tr = -1;
 		}
+}
+
+/* The engine's sink of a READ (USER_COPY): its bytes into the device's
+ * request at their place, from where they landed (SMC-R: the RMBE). */
+static int tag_sink(void *arg, uint8_t *at, const struct iovec *iov, int n)
+{
+	struct utag *t = arg;
+	struct uq *q = t->q;
+	size_t len = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
+	off_t pos = (off_t)(io_pos(q, (unsigned)(t - q->tags)) + (uint64_t)(at - (uint8_t *)t->buf));
+	ssize_t w = pwritev(q->u->cdev, iov, n, pos);
+
+	if (w == (ssize_t)len)
+		return 0;
+	log_warn("ublk queue %u tag %u: pwrite of a READ's data: %s", q->id,
+		 (unsigned)(t - q->tags), w < 0 ? strerror(errno) : "short");
+	return -EIO;
 }
 
 static int nbd_type(uint8_t op, uint32_t flags, uint16_t *type, uint16_t *nflags)
@@ -591,6 +610,7 @@ static void tag_start(struct uq *q, unsigned tag)
 
 	q->requests++;
 	t->op = op;
+	t->sunk = op == UBLK_IO_OP_READ && u->user_copy;
 	t->next = NULL;
 	t->tr = -1;
 	if (trace.on && __atomic_load_n(&trace.nreq, __ATOMIC_RELAXED) < TRACE_REQS) {
@@ -643,8 +663,12 @@ static void tag_start(struct uq *q, unsigned tag)
 
 		if (more)
 			__atomic_add_fetch(&t->parts, 1, __ATOMIC_RELAXED);
-		r = nbdc_submit(u->e, type, flags, off + done, part, data ? t->buf + done : NULL,
-				tag_done, t);
+		if (t->sunk)
+			r = nbdc_submit_read(u->e, off + done, part, t->buf + done, tag_sink,
+					     tag_done, t);
+		else
+			r = nbdc_submit(u->e, type, flags, off + done, part,
+					data ? t->buf + done : NULL, tag_done, t);
 		if (r < 0)
 			tag_done(t, r);
 		done += part;

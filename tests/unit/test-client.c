@@ -1368,6 +1368,101 @@ static void test_read_shapes(void)
 	memsrv_stop(s);
 }
 
+/* A sink's view of a READ: what came where, and an error to give. */
+struct sink_rec {
+	struct batch b;
+	uint8_t *buf, *out;
+	uint64_t bytes;
+	unsigned calls;
+	int fail;
+};
+
+static int rec_sink(void *arg, uint8_t *at, const struct iovec *iov, int n)
+{
+	struct sink_rec *sr = arg;
+	size_t off = (size_t)(at - sr->buf);
+	int i;
+
+	sr->calls++;
+	if (sr->fail)
+		return sr->fail;
+	for (i = 0; i < n; i++) {
+		memcpy(sr->out + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+		sr->bytes += iov[i].iov_len;
+	}
+	return 0;
+}
+
+static void sink_done(void *arg, int result)
+{
+	struct sink_rec *sr = arg;
+
+	batch_done(&sr->b, result);
+}
+
+/* nbdc_submit_read: in every legal reply shape the sink gets every byte
+ * at its place (a hole as zeros); a sink's error fails that READ only. */
+static void test_read_sink(void)
+{
+	static const uint32_t lens[] = { 65536, 4097, 2 };
+	struct memsrv *s = server(false, true);
+	struct nbdc *e = client(s, false, 1, 5000, 0);
+	uint8_t *a = malloc(65536), *buf = malloc(65536), *out = malloc(65536);
+	struct nbdc_stats st;
+	unsigned i, k;
+
+	for (i = 0; i < MEMSRV_READ_SHAPES; i++) {
+		if (i == MEMSRV_READ_OVERLAP || i == MEMSRV_READ_HOLE_TWICE || i == MEMSRV_READ_GAP)
+			continue;
+		for (k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+			uint32_t len = lens[k];
+			uint64_t off = 1048576 + 65536 * (uint64_t)(i * 4 + k);
+			struct sink_rec sr = { .buf = buf, .out = out };
+
+			fill(a, len, i * 10 + k + 100);
+			memsrv_read_shape(s, MEMSRV_READ_ONE);
+			CU_ASSERT_EQUAL_FATAL(nbdc_pwrite(e, a, len, off, 0), 0);
+			memsrv_read_shape(s, (enum memsrv_read_shape)i);
+			memset(out, 0xaa, len);
+			batch_init(&sr.b, 1);
+			CU_ASSERT_EQUAL_FATAL(nbdc_submit_read(e, off, len, buf, rec_sink, sink_done, &sr), 0);
+			CU_ASSERT_EQUAL(batch_wait(&sr.b, 5000), 0);
+			CU_ASSERT_EQUAL(sr.b.errors, 0);
+			batch_fini(&sr.b);
+			if (i == MEMSRV_READ_HOLES)
+				memset(a, 0, len / 2);
+			CU_ASSERT(memcmp(a, out, len) == 0);
+			CU_ASSERT_EQUAL(sr.bytes, len);
+		}
+	}
+	/* a sink that fails: that READ gets its error, the connection stays */
+	{
+		struct sink_rec sr = { .buf = buf, .out = out, .fail = -EIO };
+
+		memsrv_read_shape(s, MEMSRV_READ_ONE);
+		batch_init(&sr.b, 1);
+		CU_ASSERT_EQUAL_FATAL(nbdc_submit_read(e, 0, 65536, buf, rec_sink, sink_done, &sr), 0);
+		CU_ASSERT_EQUAL(batch_wait(&sr.b, 5000), 0);
+		CU_ASSERT_EQUAL(sr.b.errors, 1);
+		CU_ASSERT_EQUAL(sr.b.last_error, -EIO);
+		CU_ASSERT(sr.calls >= 1);
+		batch_fini(&sr.b);
+		CU_ASSERT_EQUAL(nbdc_submit_read(e, 0, 4096, buf, NULL, sink_done, &sr), -EINVAL);
+	}
+	fill(a, 4096, 7);
+	CU_ASSERT_EQUAL(nbdc_pwrite(e, a, 4096, 0, 0), 0);
+	CU_ASSERT_EQUAL(nbdc_pread(e, buf, 4096, 0, 0), 0);
+	CU_ASSERT(memcmp(a, buf, 4096) == 0);
+	nbdc_get_stats(e, &st);
+	CU_ASSERT_EQUAL(st.connections_lost, 0);
+	free(a);
+	free(buf);
+	free(out);
+	nbdc_close(e);
+	memsrv_stop(s);
+}
+
 /* --- timeouts that bound ---------------------------------------------------- */
 
 /* A server that answers every request with ESHUTDOWN: the request fails
@@ -1815,6 +1910,7 @@ static CU_TestInfo client_tests[] = {
 	{ "dead connection (io timeout)", test_io_timeout },
 	{ "READ ranges: merged, overlaps refused, capped", test_read_spans },
 	{ "READ replies: legal shapes read back, overlaps and gaps fail", test_read_shapes },
+	{ "READ with a sink: every byte at its place, a sink's error fails it", test_read_sink },
 	{ "ESHUTDOWN to every request: EIO at the timeout, reconnects back off",
 	  test_eshutdown_always },
 	{ "a reconnect's handshake that never ends: EIO at the timeout",
