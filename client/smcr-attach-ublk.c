@@ -93,7 +93,6 @@ struct utag {
 	char *buf;			/* the tag's buffer */
 	uint32_t len;
 	uint8_t op;
-	bool sunk;			/* a READ's data went in by its sink */
 	unsigned parts;			/* still out (atomic) */
 	int err;			/* first error (atomic) */
 	int tr;				/* its trace.req[] slot; -1: none */
@@ -510,7 +509,6 @@ static void tag_done(void *arg, int result)
 /* Commits what is done, in one submission. */
 static void commit_done(struct uq *q)
 {
-	struct ub *u = q->u;
 	struct utag *t, *list;
 	bool any = false;
 
@@ -524,15 +522,6 @@ static void commit_done(struct uq *q)
 
 		if (!res && (t->op == UBLK_IO_OP_READ || t->op == UBLK_IO_OP_WRITE))
 			res = (int)t->len;
-		if (res > 0 && t->op == UBLK_IO_OP_READ && u->user_copy && !t->sunk) {
-			ssize_t n = pwrite(u->cdev, t->buf, t->len, (off_t)io_pos(q, tag));
-
-			if (n != (ssize_t)t->len) {
-				log_warn("ublk queue %u tag %u: pwrite of a READ's data: %s",
-					 q->id, tag, n < 0 ? strerror(errno) : "short");
-				res = -EIO;
-			}
-		}
 		if (res < 0)
 			q->errors++;
 		io_cmd(q, tag, true, res);
@@ -610,7 +599,6 @@ static void tag_start(struct uq *q, unsigned tag)
 
 	q->requests++;
 	t->op = op;
-	t->sunk = op == UBLK_IO_OP_READ && u->user_copy;
 	t->next = NULL;
 	t->tr = -1;
 	if (trace.on && __atomic_load_n(&trace.nreq, __ATOMIC_RELAXED) < TRACE_REQS) {
@@ -663,7 +651,7 @@ static void tag_start(struct uq *q, unsigned tag)
 
 		if (more)
 			__atomic_add_fetch(&t->parts, 1, __ATOMIC_RELAXED);
-		if (t->sunk)
+		if (op == UBLK_IO_OP_READ && u->user_copy)	/* into the device by tag_sink */
 			r = nbdc_submit_read(u->e, off + done, part, t->buf + done, tag_sink,
 					     tag_done, t);
 		else
