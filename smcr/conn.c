@@ -764,6 +764,8 @@ int smcr_conn_rx_cdc_on(struct smcr_conn *conn, const struct smcr_cdc_msg *m,
 		return 0;
 	}
 	if (m->peer_abort) {
+		if (!conn->error)
+			smcr_info("conn %08x: the peer aborted the connection", conn->token);
 		conn->peer_aborted = true;
 		if (!conn->error)
 			conn->error = -ECONNRESET;
@@ -921,7 +923,12 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
 	/* The flags already sent go out again with the replayed state. */
 	conn->cdc_due = true;
 	ret = smcr_conn_flush(conn);
-	return ret == -EAGAIN ? 0 : ret;
+	if (ret == -EAGAIN)
+		return 0;
+	if (ret)
+		smcr_warn("conn %08x: failover to link %u failed: %s", conn->token,
+			  link->link_id, strerror(-ret));
+	return ret;
 }
 
 unsigned int smcr_conn_poll(const struct smcr_conn *conn)

@@ -196,6 +196,9 @@ static void link_delete(struct smcr_lgr *lgr, unsigned int slot)
 			continue;
 		link->state = SMCR_LINK_DELETING;
 		to = smcr_lgr_least_loaded_for(lgr, conn);
+		if (!to)
+			smcr_warn("conn %08x: its link is deleted and no other has an RKey for its peer's RMB",
+				  conn->token);
 		if (!to || smcr_conn_failover(conn, to))
 			smcr_conn_abort(conn, -ECONNRESET);
 		else

@@ -746,7 +746,8 @@ static int serve_one(struct conn *c, unsigned int idx)
 		struct verify_job j = { .c = *c, .k = h.conn, .dir = 1,
 					.bytes = h.bytes_or_iters, .size = h.size };
 
-		ret = verify_conn(&j) ? 0 : -EIO;
+		/* the transport's error, else a data or digest mismatch */
+		ret = verify_conn(&j) ? 0 : j.err ? j.err : -EBADMSG;
 		if (j.aborted) {
 			*c = j.c;	/* what the abort left to close */
 			printf("server: conn %u aborted (received %llu, sent %llu bytes)\n", idx,

@@ -412,8 +412,11 @@ fo() {
     cout=$(vm_wait -t 120 A "$cli" 2>&1) || crc=1
     sout=$(vm_wait -t 60 B "$srv" 2>&1) || src=1
     if [ $crc = 1 ] || [ $src = 1 ]; then
-        echo "--- client (A)"; echo "$cout" | tail -n 30
-        echo "--- server (B)"; echo "$sout" | tail -n 30
+        # each end's verdict per connection (stdout), then its log (stderr)
+        echo "--- client (A)"; echo "$cout" | grep -E '^(client|server|result)[: ]' | tail -n 20
+        echo "$cout" | grep -vE '^(client|server|result|stats|receiving)[: ]' | tail -n 30
+        echo "--- server (B)"; echo "$sout" | grep -E '^(client|server|result)[: ]' | tail -n 20
+        echo "$sout" | grep -vE '^(client|server|result|stats|receiving)[: ]' | tail -n 30
         if [ "$ours" = B ]; then stalls B "$srv" server; else stalls A "$cli" client; fi
         [ $crc = 0 ] || fo_fail "$name: client failed"
         fo_fail "$name: server failed"
