@@ -193,6 +193,11 @@ static int smcr_t_tx_commit(struct bd_transport *t, size_t len)
 	return smcr_commit(st_of(t)->s, len);
 }
 
+static int smcr_t_tx_unreserve(struct bd_transport *t, size_t len)
+{
+	return smcr_unreserve(st_of(t)->s, len);
+}
+
 static int smcr_t_rx_waiting(struct bd_transport *t, bool request)
 {
 	return smcr_cursor_update(st_of(t)->s, request ? SMCR_CURSOR_REQUEST : 0);
@@ -228,6 +233,7 @@ static const struct bd_transport_ops smcr_ops = {
 	.rx_consume = smcr_t_rx_consume,
 	.tx_reserve = smcr_t_tx_reserve,
 	.tx_commit = smcr_t_tx_commit,
+	.tx_unreserve = smcr_t_tx_unreserve,
 	.rx_waiting = smcr_t_rx_waiting,
 	.woken = smcr_t_woken,
 	.info = smcr_t_info,

@@ -28,6 +28,7 @@
  *     (at most two pieces), fill them (e.g. io_uring reads file data
  *     into them), and commit reservations in the order they were made.
  *     While reservations are outstanding the caller must not call writev.
+ *     tx_unreserve gives the newest back when it cannot be filled.
  *   send_file: put file data on the stream straight from the page cache
  *     (TCP: sendfile(2)), for large READ replies.
  *
@@ -92,6 +93,8 @@ struct bd_transport_ops {
 	/* Sends the oldest outstanding reservation, which must be len
 	 * bytes long. */
 	int (*tx_commit)(struct bd_transport *t, size_t len);
+	/* Gives back the newest reservation, len bytes, unsent. */
+	int (*tx_unreserve)(struct bd_transport *t, size_t len);
 
 	/* --- optional: file data without a copy -------------------------
 	 * Sends the hdr_cnt iovecs of hdr (may be none), then up to len
@@ -180,6 +183,7 @@ void bd_abort(struct bd_transport *t);
 #define BD_HAS_SEND_FILE	0x4u
 #define BD_HAS_RX_LOWAT		0x8u
 #define BD_HAS_RX_WAITING	0x10u
+#define BD_HAS_TX_UNRESERVE	0x20u
 
 /* True when t has every op of what (BD_HAS_*). */
 static inline bool bd_has(struct bd_transport *t, unsigned what)
@@ -189,7 +193,8 @@ static inline bool bd_has(struct bd_transport *t, unsigned what)
 		       (o->tx_reserve && o->tx_commit ? BD_HAS_ZC_TX : 0) |
 		       (o->send_file ? BD_HAS_SEND_FILE : 0) |
 		       (o->rx_lowat ? BD_HAS_RX_LOWAT : 0) |
-		       (o->rx_waiting ? BD_HAS_RX_WAITING : 0);
+		       (o->rx_waiting ? BD_HAS_RX_WAITING : 0) |
+		       (o->tx_unreserve ? BD_HAS_TX_UNRESERVE : 0);
 
 	return (has & what) == what;
 }
@@ -212,6 +217,11 @@ static inline int bd_tx_reserve(struct bd_transport *t, size_t len, struct iovec
 static inline int bd_tx_commit(struct bd_transport *t, size_t len)
 {
 	return t->ops->tx_commit ? t->ops->tx_commit(t, len) : -EOPNOTSUPP;
+}
+
+static inline int bd_tx_unreserve(struct bd_transport *t, size_t len)
+{
+	return t->ops->tx_unreserve ? t->ops->tx_unreserve(t, len) : -EOPNOTSUPP;
 }
 
 static inline ssize_t bd_send_file(struct bd_transport *t, const struct iovec *hdr,

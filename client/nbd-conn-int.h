@@ -57,6 +57,7 @@ struct nbdc_req {
 	nbdc_done_fn done;
 	void *arg;
 	nbdc_sink_fn sink;		/* nbdc_submit_read's, or NULL */
+	nbdc_source_fn source;		/* nbdc_submit_write's, or NULL */
 	/* Owned by the connection thread that holds the request. */
 	struct nbd_request_wire w;
 	size_t sent;			/* bytes of w + payload written */
@@ -65,6 +66,7 @@ struct nbdc_req {
 	int result;
 	uint64_t data_seen;
 	int sink_err;			/* the first error its sink gave */
+	bool filled;			/* its source filled buf (no ZC send) */
 	/* The disjoint ranges a structured READ's chunks have filled, sorted
 	 * and merged where they touch; spans is inl or a heap array. */
 	struct nbdc_span *spans, inl[NBDC_SPANS_INLINE];

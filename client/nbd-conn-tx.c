@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <string.h>
 
 #include "nbd-conn-int.h"
 #include "transport.h"
@@ -31,18 +32,88 @@ static void tx_drop_block_status(struct nbdc_conn *c)
 		nbdc_req_complete(c, r, -ENOTSUP);
 }
 
+/* The request at the head of txq leaves before any of it went out: its
+ * slot is free again and done gets result. */
+static void tx_fail_head(struct nbdc_conn *c, struct nbdc_req *r, int result)
+{
+	rq_pop(&c->txq);
+	c->slots[r->slot] = NULL;
+	c->free_slots[c->nfree++] = r->slot;
+	c->inflight--;
+	r->slot = -1;
+	nbdc_req_complete(c, r, result);
+}
+
+/* The pieces of iov[0..1] from byte off on, in out: how many. */
+static int iov_from(const struct iovec iov[2], size_t off, struct iovec out[2])
+{
+	int i, n = 0;
+
+	for (i = 0; i < 2; i++) {
+		size_t skip = off < iov[i].iov_len ? off : iov[i].iov_len;
+
+		off -= skip;
+		if (iov[i].iov_len > skip)
+			out[n++] = (struct iovec){ (uint8_t *)iov[i].iov_base + skip,
+						   iov[i].iov_len - skip };
+	}
+	return n;
+}
+
+/* A WRITE with a source, before any of it went out (header encoded): its
+ * header and payload straight into the transport's send buffer where it
+ * lends one (SMC-R), else the payload into r->buf for writev.  1: sent
+ * whole; 0: no room yet; 2: in r->buf now; -errno: the connection's
+ * error, or the source's in *src_err (nothing of it was sent). */
+static int tx_sourced(struct nbdc_conn *c, struct nbdc_req *r, int *src_err)
+{
+	size_t total = REQ_HDR + r->len, first;
+	struct iovec iov[2], pay[2];
+	int ret;
+
+	*src_err = 0;
+	if (bd_has(c->t, BD_HAS_ZC_TX | BD_HAS_TX_UNRESERVE)) {
+		ret = bd_tx_reserve(c->t, total, iov);
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret == 0) {
+			first = iov[0].iov_len < REQ_HDR ? iov[0].iov_len : REQ_HDR;
+			memcpy(iov[0].iov_base, &r->w, first);
+			memcpy(iov[1].iov_base, (uint8_t *)&r->w + first, REQ_HDR - first);
+			*src_err = r->source(r->arg, r->buf, pay, iov_from(iov, REQ_HDR, pay));
+			if (*src_err) {
+				ret = bd_tx_unreserve(c->t, total);
+				return ret ? ret : *src_err;
+			}
+			ret = bd_tx_commit(c->t, total);
+			return ret ? ret : 1;
+		}
+		/* never fits, or not on this connection (a TCP fallback) */
+		if (ret != -EMSGSIZE && ret != -EOPNOTSUPP)
+			return ret;
+	}
+	pay[0] = (struct iovec){ r->buf, r->len };
+	*src_err = r->source(r->arg, r->buf, pay, 1);
+	if (*src_err)
+		return *src_err;
+	r->filled = true;
+	return 2;
+}
+
 int nbdc_tx(struct nbdc_conn *c, bool *progress)
 {
 	struct iovec iov[NBDC_TX_IOV];
 	struct nbdc_req *r;
-	int cnt, rounds;
+	int cnt, rounds, src_err, ret;
+	bool whole, failed, stop = false;
 	ssize_t n;
 
 	if (!c->meta_alloc && c->e->block_status)
 		tx_drop_block_status(c);
 
-	for (rounds = 0; rounds < 16 && c->txq.head; rounds++) {
+	for (rounds = 0; rounds < 16 && c->txq.head && !stop; rounds++) {
 		cnt = 0;
+		whole = failed = false;
 		for (r = c->txq.head; r && cnt <= NBDC_TX_IOV - 2; r = r->next) {
 			size_t pay;
 
@@ -62,6 +133,26 @@ int nbdc_tx(struct nbdc_conn *c, bool *progress)
 				h.cookie = r->cookie;
 				nbd_request_encode(&h, &r->w);
 			}
+			if (r->source && !r->sent && !r->filled) {
+				if (cnt)
+					break;	/* what is gathered goes first */
+				ret = tx_sourced(c, r, &src_err);
+				if (ret == 1) {
+					whole = true;
+					break;
+				}
+				if (ret == 0) {
+					stop = true;
+					break;
+				}
+				if (ret < 0 && !src_err)
+					return ret;
+				if (ret < 0) {
+					tx_fail_head(c, r, src_err);
+					*progress = failed = true;
+					break;
+				}
+			}
 			if (r->sent < REQ_HDR) {
 				iov[cnt].iov_base = (uint8_t *)&r->w + r->sent;
 				iov[cnt].iov_len = REQ_HDR - r->sent;
@@ -74,6 +165,12 @@ int nbdc_tx(struct nbdc_conn *c, bool *progress)
 				cnt++;
 			}
 		}
+		if (whole) {
+			n = (ssize_t)(REQ_HDR + c->txq.head->len);
+			goto sent;
+		}
+		if (!cnt && failed)
+			continue;
 		if (!cnt)
 			break;
 		n = bd_writev(c->t, iov, cnt);
@@ -83,6 +180,7 @@ int nbdc_tx(struct nbdc_conn *c, bool *progress)
 			return (int)n;
 		if (n == 0)
 			break;
+sent:
 		*progress = true;
 		c->last_progress_ms = now_ms();
 		while (n > 0 && (r = c->txq.head)) {

@@ -559,7 +559,8 @@ struct smcr_ctx *nbdc_smcr_ctx(struct nbdc *e)
 /* --- requests ------------------------------------------------------------- */
 
 static int submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset, uint32_t len,
-		  void *buf, nbdc_sink_fn sink, nbdc_done_fn done, void *arg)
+		  void *buf, nbdc_sink_fn sink, nbdc_source_fn source, nbdc_done_fn done,
+		  void *arg)
 {
 	uint16_t need = 0;
 	struct nbdc_conn *c, *own;
@@ -651,6 +652,7 @@ static int submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset
 	r->done = done;
 	r->arg = arg;
 	r->sink = sink;
+	r->source = source;
 	r->slot = -1;
 	r->submit_ms = now;
 	AADD(&e->st_requests, 1);
@@ -669,7 +671,7 @@ static int submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset
 int nbdc_submit(struct nbdc *e, uint16_t type, uint16_t flags, uint64_t offset,
 		uint32_t len, void *buf, nbdc_done_fn done, void *arg)
 {
-	return submit(e, type, flags, offset, len, buf, NULL, done, arg);
+	return submit(e, type, flags, offset, len, buf, NULL, NULL, done, arg);
 }
 
 int nbdc_submit_read(struct nbdc *e, uint64_t offset, uint32_t len, void *buf,
@@ -677,7 +679,15 @@ int nbdc_submit_read(struct nbdc *e, uint64_t offset, uint32_t len, void *buf,
 {
 	if (!sink)
 		return -EINVAL;
-	return submit(e, NBD_CMD_READ, 0, offset, len, buf, sink, done, arg);
+	return submit(e, NBD_CMD_READ, 0, offset, len, buf, sink, NULL, done, arg);
+}
+
+int nbdc_submit_write(struct nbdc *e, uint16_t flags, uint64_t offset, uint32_t len,
+		      void *buf, nbdc_source_fn source, nbdc_done_fn done, void *arg)
+{
+	if (!source || !len)
+		return -EINVAL;
+	return submit(e, NBD_CMD_WRITE, flags, offset, len, buf, NULL, source, done, arg);
 }
 
 int nbdc_watch(struct nbdc *e, unsigned conn, int fd)

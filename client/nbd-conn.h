@@ -172,6 +172,18 @@ typedef int (*nbdc_sink_fn)(void *arg, uint8_t *at, const struct iovec *iov, int
 int nbdc_submit_read(struct nbdc *e, uint64_t offset, uint32_t len, void *buf,
 		     nbdc_sink_fn sink, nbdc_done_fn done, void *arg);
 
+/* A WRITE whose data is fetched where it goes: source(arg, at, iov, n) is
+ * called on the connection thread, as the request goes out, to fill the
+ * iovecs with the bytes that belong at at (inside buf): in place in the
+ * transport's send buffer where it lends one (SMC-R), else in buf, which
+ * must be len bytes as for nbdc_submit.  It may be called again for the
+ * same bytes (the WRITE sent again after a lost connection) and must give
+ * the same data.  A source returns 0, or -errno to fail the WRITE before
+ * any of it is sent (done gets that error).  Otherwise as nbdc_submit. */
+typedef int (*nbdc_source_fn)(void *arg, uint8_t *at, const struct iovec *iov, int n);
+int nbdc_submit_write(struct nbdc *e, uint16_t flags, uint64_t offset, uint32_t len,
+		      void *buf, nbdc_source_fn source, nbdc_done_fn done, void *arg);
+
 /* Has connection conn's thread poll fd (readable) beside its transport
  * and call watch_ready (nbdc_opts) when it is: a caller with one stream
  * per connection reads it in that connection's thread.  The caller keeps

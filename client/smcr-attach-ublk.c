@@ -18,10 +18,12 @@
  * on another connection (its own was lost and its requests moved) is
  * queued for the queue's thread, which an eventfd polled on its ring
  * wakes.  Data: with UBLK_F_USER_COPY (Linux >= 6.5) a WRITE's payload
- * is pread() from /dev/ublkcN at the tag's offset, and a READ's data is
- * pwritev()n there by the engine's sink (nbdc_submit_read) straight from
- * where it landed (SMC-R: the RMBE); without it the kernel copies to and
- * from a buffer per tag that the commands name (addr).
+ * is preadv()n from /dev/ublkcN at the tag's offset by the engine's
+ * source (nbdc_submit_write) straight to where it goes (SMC-R: the send
+ * buffer), and a READ's data is pwritev()n there by the engine's sink
+ * (nbdc_submit_read) straight from where it landed (SMC-R: the RMBE);
+ * without it the kernel copies to and from a buffer per tag that the
+ * commands name (addr).
  *
  * Recovery: the device is created with UBLK_F_USER_RECOVERY and
  * _REISSUE, so when smcr-attach dies (SIGKILL, a crash) /dev/ublkbN stays
@@ -553,6 +555,24 @@ static int tag_sink(void *arg, uint8_t *at, const struct iovec *iov, int n)
 	return -EIO;
 }
 
+/* The engine's source of a WRITE (USER_COPY): the device's request's bytes
+ * at their place, read straight to where they go (SMC-R: the send
+ * buffer). */
+static int tag_source(void *arg, uint8_t *at, const struct iovec *iov, int n)
+{
+	struct utag *t = arg;
+	struct uq *q = t->q;
+	size_t len = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
+	off_t pos = (off_t)(io_pos(q, (unsigned)(t - q->tags)) + (uint64_t)(at - (uint8_t *)t->buf));
+	ssize_t r = preadv(q->u->cdev, iov, n, pos);
+
+	if (r == (ssize_t)len)
+		return 0;
+	log_warn("ublk queue %u tag %u: pread of a WRITE's data: %s", q->id,
+		 (unsigned)(t - q->tags), r < 0 ? strerror(errno) : "short");
+	return -EIO;
+}
+
 static int nbd_type(uint8_t op, uint32_t flags, uint16_t *type, uint16_t *nflags)
 {
 	*nflags = 0;
@@ -627,15 +647,6 @@ static void tag_start(struct uq *q, unsigned tag)
 		off = 0;
 		t->len = 0;
 	}
-	if (r == 0 && op == UBLK_IO_OP_WRITE && u->user_copy && t->len) {
-		ssize_t n = pread(u->cdev, t->buf, t->len, (off_t)io_pos(q, tag));
-
-		if (n != (ssize_t)t->len) {
-			log_warn("ublk queue %u tag %u: pread of a WRITE's data: %s", q->id, tag,
-				 n < 0 ? strerror(errno) : "short");
-			r = -EIO;
-		}
-	}
 	if (r < 0) {
 		__atomic_store_n(&t->parts, 1, __ATOMIC_RELAXED);
 		tag_done(t, r);
@@ -654,6 +665,9 @@ static void tag_start(struct uq *q, unsigned tag)
 		if (op == UBLK_IO_OP_READ && u->user_copy)	/* into the device by tag_sink */
 			r = nbdc_submit_read(u->e, off + done, part, t->buf + done, tag_sink,
 					     tag_done, t);
+		else if (op == UBLK_IO_OP_WRITE && u->user_copy)	/* from it by tag_source */
+			r = nbdc_submit_write(u->e, flags, off + done, part, t->buf + done,
+					      tag_source, tag_done, t);
 		else
 			r = nbdc_submit(u->e, type, flags, off + done, part,
 					data ? t->buf + done : NULL, tag_done, t);

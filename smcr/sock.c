@@ -459,6 +459,21 @@ int smcr_commit(struct smcr_sock *s, size_t n)
 	return ret;
 }
 
+int smcr_unreserve(struct smcr_sock *s, size_t n)
+{
+	int ret = 0;
+
+	if (!s->smc)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&s->ctx->lock);
+	if (n > s->tx_reserved)
+		ret = -EINVAL;
+	else
+		s->tx_reserved -= n;
+	pthread_mutex_unlock(&s->ctx->lock);
+	return ret;
+}
+
 ssize_t smcr_peek(struct smcr_sock *s, struct iovec iov[2], int flags)
 {
 	ssize_t n;

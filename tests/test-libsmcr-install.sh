@@ -48,7 +48,8 @@ for v in smcr_abort@@LIBSMCR_0.1 smcr_ctx_create@LIBSMCR_0.1 smcr_ctx_stats@LIBS
          smcr_sock_info@LIBSMCR_0.1 smcr_ctx_create_size@@LIBSMCR_0.2 \
          smcr_ctx_stats_size@@LIBSMCR_0.2 smcr_sock_info_size@@LIBSMCR_0.2 \
          smcr_log_peer@@LIBSMCR_0.3 smcr_check_version@@LIBSMCR_0.3 \
-         smcr_version_major@@LIBSMCR_0.3 smcr_version_minor@@LIBSMCR_0.3; do
+         smcr_version_major@@LIBSMCR_0.3 smcr_version_minor@@LIBSMCR_0.3 \
+         smcr_unreserve@@LIBSMCR_0.4; do
     grep -qxF "$v" "$d/versioned" || fail "libsmcr.so has no $v"
 done
 # Each node needs its line in the Debian symbols file, or dpkg-gensymbols

@@ -228,6 +228,10 @@ ssize_t smcr_reserve(struct smcr_sock *s, struct iovec iov[2], int flags);
  * are outstanding smcr_reserve() says -EBUSY. */
 int smcr_reserve_len(struct smcr_sock *s, size_t len, struct iovec iov[2], int flags);
 int smcr_commit(struct smcr_sock *s, size_t n);
+/* Gives back the newest n bytes that smcr_reserve_len() reserved and
+ * nothing committed (the data to fill them could not be had): 0, or
+ * -EINVAL if fewer are outstanding. */
+int smcr_unreserve(struct smcr_sock *s, size_t n);
 ssize_t smcr_peek(struct smcr_sock *s, struct iovec iov[2], int flags);
 int smcr_consume(struct smcr_sock *s, size_t n);
 /* The caller waits for more bytes: send the peer a CDC with our consumer

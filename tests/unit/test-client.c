@@ -1463,6 +1463,102 @@ static void test_read_sink(void)
 	memsrv_stop(s);
 }
 
+/* A source's side of a WRITE: the data it gives, and an error to give. */
+struct source_rec {
+	struct batch b;
+	uint8_t *buf;
+	const uint8_t *data;
+	uint64_t bytes;
+	unsigned calls;
+	int fail;
+};
+
+static int rec_source(void *arg, uint8_t *at, const struct iovec *iov, int n)
+{
+	struct source_rec *sr = arg;
+	size_t off = (size_t)(at - sr->buf);
+	int i;
+
+	sr->calls++;
+	if (sr->fail)
+		return sr->fail;
+	for (i = 0; i < n; i++) {
+		memcpy(iov[i].iov_base, sr->data + off, iov[i].iov_len);
+		off += iov[i].iov_len;
+		sr->bytes += iov[i].iov_len;
+	}
+	return 0;
+}
+
+static void source_done(void *arg, int result)
+{
+	struct source_rec *sr = arg;
+
+	batch_done(&sr->b, result);
+}
+
+/* nbdc_submit_write over TCP and over SMC-R fallen back to TCP (no room
+ * to lend: the source fills buf): the disk gets the source's bytes; a
+ * source's error fails that WRITE only and nothing of it reaches the
+ * disk. */
+static void test_write_source(void)
+{
+	static const uint32_t lens[] = { 65536, 4097, 1 };
+	uint8_t *a = malloc(65536), *buf = malloc(65536), *back = malloc(65536);
+	unsigned t, k;
+
+	for (t = 0; t < 2; t++) {
+		struct memsrv *s = server(t == 1, true);
+		struct nbdc *e = client(s, t == 1, 2, 5000, 0);
+		struct nbdc_stats st;
+
+		for (k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+			uint32_t len = lens[k];
+			uint64_t off = 1048576 + 131072 * (uint64_t)k + k;
+			struct source_rec sr = { .buf = buf, .data = a };
+
+			fill(a, len, 200 + t * 10 + k);
+			memset(buf, 0x55, len);
+			batch_init(&sr.b, 1);
+			CU_ASSERT_EQUAL_FATAL(nbdc_submit_write(e, 0, off, len, buf, rec_source,
+								source_done, &sr), 0);
+			CU_ASSERT_EQUAL(batch_wait(&sr.b, 5000), 0);
+			CU_ASSERT_EQUAL(sr.b.errors, 0);
+			batch_fini(&sr.b);
+			CU_ASSERT(sr.calls >= 1);
+			CU_ASSERT_EQUAL(sr.bytes % len, 0);
+			CU_ASSERT_EQUAL(nbdc_pread(e, back, len, off, 0), 0);
+			CU_ASSERT(memcmp(a, back, len) == 0);
+		}
+		/* a source that fails: that WRITE gets its error, the old data
+		 * stays, the connection too */
+		{
+			struct source_rec sr = { .buf = buf, .data = a, .fail = -EIO };
+
+			fill(a, 8192, 77);
+			CU_ASSERT_EQUAL(nbdc_pwrite(e, a, 8192, 0, 0), 0);
+			batch_init(&sr.b, 1);
+			CU_ASSERT_EQUAL_FATAL(nbdc_submit_write(e, 0, 0, 8192, buf, rec_source,
+								source_done, &sr), 0);
+			CU_ASSERT_EQUAL(batch_wait(&sr.b, 5000), 0);
+			CU_ASSERT_EQUAL(sr.b.errors, 1);
+			CU_ASSERT_EQUAL(sr.b.last_error, -EIO);
+			batch_fini(&sr.b);
+			CU_ASSERT_EQUAL(nbdc_pread(e, back, 8192, 0, 0), 0);
+			CU_ASSERT(memcmp(a, back, 8192) == 0);
+			CU_ASSERT_EQUAL(nbdc_submit_write(e, 0, 0, 4096, buf, NULL, source_done, &sr),
+					-EINVAL);
+		}
+		nbdc_get_stats(e, &st);
+		CU_ASSERT_EQUAL(st.connections_lost, 0);
+		nbdc_close(e);
+		memsrv_stop(s);
+	}
+	free(a);
+	free(buf);
+	free(back);
+}
+
 /* --- timeouts that bound ---------------------------------------------------- */
 
 /* A server that answers every request with ESHUTDOWN: the request fails
@@ -1911,6 +2007,8 @@ static CU_TestInfo client_tests[] = {
 	{ "READ ranges: merged, overlaps refused, capped", test_read_spans },
 	{ "READ replies: legal shapes read back, overlaps and gaps fail", test_read_shapes },
 	{ "READ with a sink: every byte at its place, a sink's error fails it", test_read_sink },
+	{ "WRITE with a source: its bytes reach the disk, a source's error fails it",
+	  test_write_source },
 	{ "ESHUTDOWN to every request: EIO at the timeout, reconnects back off",
 	  test_eshutdown_always },
 	{ "a reconnect's handshake that never ends: EIO at the timeout",
