@@ -136,6 +136,7 @@ struct nbdc_conn {
 	/* Private to the thread. */
 	struct bd_transport *t;
 	struct smcr_sock *smc;		/* real SMC-R socket (eventfd), or NULL */
+	size_t zc_tx_max;		/* largest WRITE put in its send buffer */
 	bool structured;
 	bool meta_alloc;		/* base:allocation selected, as meta_id */
 	uint32_t meta_id;

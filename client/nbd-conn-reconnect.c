@@ -141,6 +141,9 @@ int nbdc_conn_connect(struct nbdc_conn *c, bool first, unsigned budget_ms)
 	c->smc = ti.smcr;
 	if (c->smc && (smcr_sock_info(c->smc, &si) || !si.smc))
 		c->smc = NULL;
+	/* Half the send buffer at most: a WRITE waits for that much room
+	 * whole (a writev would stream it), so two at a time fit. */
+	c->zc_tx_max = c->smc ? si.peer_rmbe_size / 2 : 0;
 	pthread_mutex_lock(&c->lock);
 	/* Over smcr:// a connection that fell back to TCP says so. */
 	snprintf(c->tname, sizeof(c->tname), "%s",

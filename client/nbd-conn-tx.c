@@ -62,7 +62,8 @@ static int iov_from(const struct iovec iov[2], size_t off, struct iovec out[2])
 
 /* A WRITE with a source, before any of it went out (header encoded): its
  * header and payload straight into the transport's send buffer where it
- * lends one (SMC-R), else the payload into r->buf for writev.  1: sent
+ * lends one (SMC-R) and the WRITE takes half of it at most, else the
+ * payload into r->buf for writev.  1: sent
  * whole; 0: no room yet; 2: in r->buf now; -errno: the connection's
  * error, or the source's in *src_err (nothing of it was sent). */
 static int tx_sourced(struct nbdc_conn *c, struct nbdc_req *r, int *src_err)
@@ -72,7 +73,7 @@ static int tx_sourced(struct nbdc_conn *c, struct nbdc_req *r, int *src_err)
 	int ret;
 
 	*src_err = 0;
-	if (bd_has(c->t, BD_HAS_ZC_TX | BD_HAS_TX_UNRESERVE)) {
+	if (total <= c->zc_tx_max && bd_has(c->t, BD_HAS_ZC_TX | BD_HAS_TX_UNRESERVE)) {
 		ret = bd_tx_reserve(c->t, total, iov);
 		if (ret == -EAGAIN)
 			return 0;
