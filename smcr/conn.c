@@ -498,9 +498,13 @@ int smcr_conn_commit(struct smcr_conn *conn, size_t n)
 		conn->stats.corked++;
 		return 0;
 	}
-	ret = smcr_conn_flush(conn);
-	/* The data is accepted; a full send queue only delays it. */
-	return ret == -EAGAIN ? 0 : ret;
+	/* The data is accepted: a full send queue only delays it, and a
+	 * link that refuses posts (down, or going down at its next poll)
+	 * is the group's to fail over, which replays it (a write that
+	 * failed otherwise is logged by flush_post).  Only the
+	 * connection's own end is the caller's error. */
+	smcr_conn_flush(conn);
+	return conn->error;
 }
 
 ssize_t smcr_conn_send(struct smcr_conn *conn, const void *buf, size_t len)
@@ -640,8 +644,9 @@ int smcr_conn_cursor_update(struct smcr_conn *conn, bool request)
 	conn->cons_req_out = conn->cons_req_out || request;
 	conn->cdc_due = true;
 	ret = smcr_conn_flush(conn);
-	/* A full send queue only delays it: the next completion sends it. */
-	return ret == -EAGAIN || ret == 0 ? 1 : ret;
+	/* A full send queue only delays it (the next completion sends it),
+	 * and a link that refuses posts fails over, which sends it. */
+	return ret == -EAGAIN || ret == -ENOTCONN || ret == 0 ? 1 : ret;
 }
 
 ssize_t smcr_conn_recv(struct smcr_conn *conn, void *buf, size_t len)
@@ -923,7 +928,9 @@ int smcr_conn_failover(struct smcr_conn *conn, struct smcr_link *link)
 	/* The flags already sent go out again with the replayed state. */
 	conn->cdc_due = true;
 	ret = smcr_conn_flush(conn);
-	if (ret == -EAGAIN)
+	/* A link that refuses posts goes down at its next poll and the
+	 * connection moves on again from there. */
+	if (ret == -EAGAIN || ret == -ENOTCONN)
 		return 0;
 	if (ret)
 		smcr_warn("conn %08x: failover to link %u failed: %s", conn->token,

@@ -69,7 +69,7 @@ static int enqueue(struct memwire_end *e, struct memwire_op *op, bool want_done)
 {
 	struct memwire_wr *w;
 
-	if (e->failed || e->link.state == SMCR_LINK_FAILED) {
+	if (e->failed || e->refuse_posts || e->link.state == SMCR_LINK_FAILED) {
 		free(op);
 		return -ENOTCONN;
 	}

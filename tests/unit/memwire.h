@@ -87,6 +87,9 @@ struct memwire_end {
 	bool batch_last_write;
 	enum memwire_fault fault;
 	bool failed;			/* down already reported */
+	/* New work requests refused (-ENOTCONN) with the owner not told:
+	 * link_verbs' QP that refused a post, down at its next poll. */
+	bool refuse_posts;
 	bool acking;			/* failed, it says it still acknowledges */
 	unsigned int ack_offs;		/* its owner turned the acker off */
 	/* Memory the peer may write into (our RMBs). */

@@ -714,6 +714,36 @@ static void cut_link1(unsigned int round)
 		memwire_fault(end_of(S.lgr->links[0].link), MEMWIRE_CUT);
 }
 
+/* Link 1's QP refuses posts for 10 rounds before it goes down (a refused
+ * post: link_verbs takes the link down at its next poll). */
+static void refuse_then_cut_link1(unsigned int round)
+{
+	struct memwire_end *e = S.lgr->links[0].link ? end_of(S.lgr->links[0].link) : NULL;
+
+	if (e && round == 30)
+		e->refuse_posts = true;
+	if (e && round == 40) {
+		e->refuse_posts = false;
+		memwire_fault(e, MEMWIRE_CUT);
+	}
+}
+
+/* What a send accepted while its link refused posts is sent once, after
+ * the failover: the caller is told it went (no error it would send
+ * again), and every byte arrives once, in order. */
+static void test_failover_refused_posts(void)
+{
+	const uint64_t total = 256 * 1024;
+
+	group_up(2, 2, NULL);
+	conns_up();
+	CU_ASSERT(S.lgr->links[0].link->nconns > 0);
+	stream_with(total, refuse_then_cut_link1);
+	check_stream(total);
+	CU_ASSERT_EQUAL(S.lgr->stats.link_failures, 1);
+	group_down();
+}
+
 /* For the next stream_with()/check_stream(). */
 static void stream_counts_clear(void)
 {
@@ -2374,6 +2404,7 @@ CU_TestInfo smcr_lgr_tests[] = {
 	{ "asymmetric and single-RNIC groups", test_asymmetric },
 	{ "CONFIRM RKEY and DELETE RKEY", test_confirm_delete_rkey },
 	{ "failover under load, DELETE LINK, re-add", test_failover_and_readd },
+	{ "failover: sends accepted while the link refused posts go once, after it", test_failover_refused_posts },
 	{ "an aborted connection's send buffer waits for its writes", test_sndbuf_parked },
 	{ "send buffer for a peer's RMBE beyond 512 KiB", test_sndbuf_large_peer_rmbe },
 	{ "SMC-Rv2: ADD LINK with its RKeys", test_v2_add_link },
