@@ -336,6 +336,7 @@ int smcr_lgr_first_link(struct smcr_lgr *lgr, struct smcr_link *link,
 	 * CONFIRM LINK (as Linux does). */
 	link->link_id = lgr->role == SMCR_ROLE_SERVER && lgr->cfg.first_link_id ?
 			lgr->cfg.first_link_id : 1;
+	lgr->last_link_id = link->link_id;
 	link->handler = &smcr_lgr_link_handler;
 	link->handler_arg = lgr;
 	link->state = SMCR_LINK_INACTIVE;

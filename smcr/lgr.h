@@ -353,6 +353,7 @@ struct smcr_lgr {
 	unsigned int nqueue;
 	struct smcr_lgr_stats stats;
 	unsigned int rr_next;		/* round robin: the slot after the last */
+	uint8_t last_link_id;		/* the newest link number given out */
 	struct smcr_lgr *next;		/* the owner's list */
 };
 

@@ -228,13 +228,21 @@ static int free_slot(const struct smcr_lgr *lgr)
 	return -1;
 }
 
-static uint8_t free_link_id(const struct smcr_lgr *lgr)
+/* The next number after the last one given out (1-255, none in use), as
+ * Linux's smcr_next_link_id: a number freed now is not given again soon,
+ * so a DELETE LINK for the old link that the peer still has queued (a
+ * retransmission) cannot take the new one. */
+static uint8_t free_link_id(struct smcr_lgr *lgr)
 {
-	unsigned int id;
+	unsigned int k, id;
 
-	for (id = 1; id < 256; id++)
-		if (slot_of_id(lgr, (uint8_t)id) < 0)
+	for (k = 1; k < 256; k++) {
+		id = (lgr->last_link_id + k - 1) % 255 + 1;
+		if (slot_of_id(lgr, (uint8_t)id) < 0) {
+			lgr->last_link_id = (uint8_t)id;
 			return (uint8_t)id;
+		}
+	}
 	return 0;
 }
 

@@ -792,6 +792,13 @@ static void test_failover_and_readd(void)
 	CU_ASSERT_EQUAL(smcr_lgr_active_links(S.lgr), 2);
 	CU_ASSERT_EQUAL(smcr_lgr_active_links(C.lgr), 2);
 	CU_ASSERT_EQUAL(S.lgr->stats.links_added, 3);
+	/* It has a new number (Linux's smcr_next_link_id), not the dead
+	 * link's 1: a DELETE LINK for that one still queued at the peer
+	 * must not take it. */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(S.lgr->links[0].link);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(C.lgr->links[0].link);
+	CU_ASSERT_EQUAL(S.lgr->links[0].link->link_id, 3);
+	CU_ASSERT_EQUAL(C.lgr->links[0].link->link_id, 3);
 	/* And the re-added link carries data: cut the other one now. */
 	stream_counts_clear();
 	memwire_fault(end_of(S.lgr->links[1].link), MEMWIRE_CUT);
