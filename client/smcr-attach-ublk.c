@@ -538,39 +538,35 @@ static void commit_done(struct uq *q)
 		}
 }
 
-/* The engine's sink of a READ (USER_COPY): its bytes into the device's
- * request at their place, from where they landed (SMC-R: the RMBE). */
-static int tag_sink(void *arg, uint8_t *at, const struct iovec *iov, int n)
+/* USER_COPY: a request's bytes at their place inside the tag's buffer
+ * (at) moved between /dev/ublkcN and iov, where the engine has them
+ * (SMC-R: the RMBE a READ's reply landed in, the send buffer a WRITE
+ * goes out of). */
+static int tag_copy(struct utag *t, uint8_t *at, const struct iovec *iov, int n, bool to_dev)
 {
-	struct utag *t = arg;
 	struct uq *q = t->q;
 	size_t len = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
 	off_t pos = (off_t)(io_pos(q, (unsigned)(t - q->tags)) + (uint64_t)(at - (uint8_t *)t->buf));
-	ssize_t w = pwritev(q->u->cdev, iov, n, pos);
-
-	if (w == (ssize_t)len)
-		return 0;
-	log_warn("ublk queue %u tag %u: pwrite of a READ's data: %s", q->id,
-		 (unsigned)(t - q->tags), w < 0 ? strerror(errno) : "short");
-	return -EIO;
-}
-
-/* The engine's source of a WRITE (USER_COPY): the device's request's bytes
- * at their place, read straight to where they go (SMC-R: the send
- * buffer). */
-static int tag_source(void *arg, uint8_t *at, const struct iovec *iov, int n)
-{
-	struct utag *t = arg;
-	struct uq *q = t->q;
-	size_t len = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
-	off_t pos = (off_t)(io_pos(q, (unsigned)(t - q->tags)) + (uint64_t)(at - (uint8_t *)t->buf));
-	ssize_t r = preadv(q->u->cdev, iov, n, pos);
+	ssize_t r = to_dev ? pwritev(q->u->cdev, iov, n, pos) : preadv(q->u->cdev, iov, n, pos);
 
 	if (r == (ssize_t)len)
 		return 0;
-	log_warn("ublk queue %u tag %u: pread of a WRITE's data: %s", q->id,
-		 (unsigned)(t - q->tags), r < 0 ? strerror(errno) : "short");
+	log_warn("ublk queue %u tag %u: %s: %s", q->id, (unsigned)(t - q->tags),
+		 to_dev ? "pwrite of a READ's data" : "pread of a WRITE's data",
+		 r < 0 ? strerror(errno) : "short");
 	return -EIO;
+}
+
+/* The engine's sink of a READ: its bytes into the device's request. */
+static int tag_sink(void *arg, uint8_t *at, const struct iovec *iov, int n)
+{
+	return tag_copy(arg, at, iov, n, true);
+}
+
+/* The engine's source of a WRITE: the device's request's bytes. */
+static int tag_source(void *arg, uint8_t *at, const struct iovec *iov, int n)
+{
+	return tag_copy(arg, at, iov, n, false);
 }
 
 static int nbd_type(uint8_t op, uint32_t flags, uint16_t *type, uint16_t *nflags)

@@ -1368,18 +1368,19 @@ static void test_read_shapes(void)
 	memsrv_stop(s);
 }
 
-/* A sink's view of a READ: what came where, and an error to give. */
+/* A sink's view of a READ (what came where) or a source's of a WRITE
+ * (what it gives from data), and an error to give. */
 struct sink_rec {
 	struct batch b;
 	uint8_t *buf, *out;
+	const uint8_t *data;
 	uint64_t bytes;
 	unsigned calls;
 	int fail;
 };
 
-static int rec_sink(void *arg, uint8_t *at, const struct iovec *iov, int n)
+static int rec_copy(struct sink_rec *sr, uint8_t *at, const struct iovec *iov, int n, bool sink)
 {
-	struct sink_rec *sr = arg;
 	size_t off = (size_t)(at - sr->buf);
 	int i;
 
@@ -1387,11 +1388,24 @@ static int rec_sink(void *arg, uint8_t *at, const struct iovec *iov, int n)
 	if (sr->fail)
 		return sr->fail;
 	for (i = 0; i < n; i++) {
-		memcpy(sr->out + off, iov[i].iov_base, iov[i].iov_len);
+		if (sink)
+			memcpy(sr->out + off, iov[i].iov_base, iov[i].iov_len);
+		else
+			memcpy(iov[i].iov_base, sr->data + off, iov[i].iov_len);
 		off += iov[i].iov_len;
 		sr->bytes += iov[i].iov_len;
 	}
 	return 0;
+}
+
+static int rec_sink(void *arg, uint8_t *at, const struct iovec *iov, int n)
+{
+	return rec_copy(arg, at, iov, n, true);
+}
+
+static int rec_source(void *arg, uint8_t *at, const struct iovec *iov, int n)
+{
+	return rec_copy(arg, at, iov, n, false);
 }
 
 static void sink_done(void *arg, int result)
@@ -1463,40 +1477,6 @@ static void test_read_sink(void)
 	memsrv_stop(s);
 }
 
-/* A source's side of a WRITE: the data it gives, and an error to give. */
-struct source_rec {
-	struct batch b;
-	uint8_t *buf;
-	const uint8_t *data;
-	uint64_t bytes;
-	unsigned calls;
-	int fail;
-};
-
-static int rec_source(void *arg, uint8_t *at, const struct iovec *iov, int n)
-{
-	struct source_rec *sr = arg;
-	size_t off = (size_t)(at - sr->buf);
-	int i;
-
-	sr->calls++;
-	if (sr->fail)
-		return sr->fail;
-	for (i = 0; i < n; i++) {
-		memcpy(iov[i].iov_base, sr->data + off, iov[i].iov_len);
-		off += iov[i].iov_len;
-		sr->bytes += iov[i].iov_len;
-	}
-	return 0;
-}
-
-static void source_done(void *arg, int result)
-{
-	struct source_rec *sr = arg;
-
-	batch_done(&sr->b, result);
-}
-
 /* nbdc_submit_write over TCP and over SMC-R fallen back to TCP (no room
  * to lend: the source fills buf): the disk gets the source's bytes; a
  * source's error fails that WRITE only and nothing of it reaches the
@@ -1515,13 +1495,13 @@ static void test_write_source(void)
 		for (k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
 			uint32_t len = lens[k];
 			uint64_t off = 1048576 + 131072 * (uint64_t)k + k;
-			struct source_rec sr = { .buf = buf, .data = a };
+			struct sink_rec sr = { .buf = buf, .data = a };
 
 			fill(a, len, 200 + t * 10 + k);
 			memset(buf, 0x55, len);
 			batch_init(&sr.b, 1);
 			CU_ASSERT_EQUAL_FATAL(nbdc_submit_write(e, 0, off, len, buf, rec_source,
-								source_done, &sr), 0);
+								sink_done, &sr), 0);
 			CU_ASSERT_EQUAL(batch_wait(&sr.b, 5000), 0);
 			CU_ASSERT_EQUAL(sr.b.errors, 0);
 			batch_fini(&sr.b);
@@ -1533,20 +1513,20 @@ static void test_write_source(void)
 		/* a source that fails: that WRITE gets its error, the old data
 		 * stays, the connection too */
 		{
-			struct source_rec sr = { .buf = buf, .data = a, .fail = -EIO };
+			struct sink_rec sr = { .buf = buf, .data = a, .fail = -EIO };
 
 			fill(a, 8192, 77);
 			CU_ASSERT_EQUAL(nbdc_pwrite(e, a, 8192, 0, 0), 0);
 			batch_init(&sr.b, 1);
 			CU_ASSERT_EQUAL_FATAL(nbdc_submit_write(e, 0, 0, 8192, buf, rec_source,
-								source_done, &sr), 0);
+								sink_done, &sr), 0);
 			CU_ASSERT_EQUAL(batch_wait(&sr.b, 5000), 0);
 			CU_ASSERT_EQUAL(sr.b.errors, 1);
 			CU_ASSERT_EQUAL(sr.b.last_error, -EIO);
 			batch_fini(&sr.b);
 			CU_ASSERT_EQUAL(nbdc_pread(e, back, 8192, 0, 0), 0);
 			CU_ASSERT(memcmp(a, back, 8192) == 0);
-			CU_ASSERT_EQUAL(nbdc_submit_write(e, 0, 0, 4096, buf, NULL, source_done, &sr),
+			CU_ASSERT_EQUAL(nbdc_submit_write(e, 0, 0, 4096, buf, NULL, sink_done, &sr),
 					-EINVAL);
 		}
 		nbdc_get_stats(e, &st);
