@@ -132,6 +132,7 @@ struct nbdc_conn {
 	unsigned load;			/* requests this connection holds */
 	int drop;
 	uint64_t st_reconnects, st_failed, st_lost, st_resent, st_sent;
+	uint64_t st_in_place;		/* sourced WRITEs sent from the send buffer */
 
 	/* Private to the thread. */
 	struct bd_transport *t;

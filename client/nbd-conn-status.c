@@ -32,6 +32,7 @@ void nbdc_get_stats(struct nbdc *e, struct nbdc_stats *st)
 		st->reconnect_failures += ALOAD(&c->st_failed);
 		st->connections_lost += ALOAD(&c->st_lost);
 		st->resent += ALOAD(&c->st_resent);
+		st->writes_in_place += ALOAD(&c->st_in_place);
 		st->connections_up += ALOAD(&c->state) == C_UP;
 	}
 }
@@ -120,6 +121,7 @@ static int dump_json(struct nbdc *e, const struct nbdc_stats *st, char *buf, siz
 	jsonw_u64(s, "connections_lost", st->connections_lost);
 	jsonw_u64(s, "resent", st->resent);
 	jsonw_u64(s, "timed_out", st->timed_out);
+	jsonw_u64(s, "writes_in_place", st->writes_in_place);
 	jsonw_add(o, "stats", s);
 	conns = json_object_new_array();
 	jsonw_add(o, "connections", conns);

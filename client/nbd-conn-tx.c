@@ -87,7 +87,10 @@ static int tx_sourced(struct nbdc_conn *c, struct nbdc_req *r, int *src_err)
 				return ret ? ret : *src_err;
 			}
 			ret = bd_tx_commit(c->t, total);
-			return ret ? ret : 1;
+			if (ret)
+				return ret;
+			AADD(&c->st_in_place, 1);
+			return 1;
 		}
 		/* never fits, or not on this connection (a TCP fallback) */
 		if (ret != -EMSGSIZE && ret != -EOPNOTSUPP)

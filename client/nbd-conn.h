@@ -229,6 +229,7 @@ struct nbdc_stats {
 	uint64_t connections_lost;
 	uint64_t resent;		/* requests sent again after a loss */
 	uint64_t timed_out;		/* failed after the timeout */
+	uint64_t writes_in_place;	/* sourced WRITEs put in the send buffer */
 	unsigned inflight;		/* submitted, not yet done */
 	unsigned connections_up;
 };

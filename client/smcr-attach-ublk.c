@@ -1474,8 +1474,9 @@ close_engine:
 		}
 		if (started)
 			log_info("ublk: %" PRIu64 " request(s), %" PRIu64 " failed; engine: %"
-				 PRIu64 " reconnect(s), %" PRIu64 " resent", req, err,
-				 st.reconnects, st.resent);
+				 PRIu64 " reconnect(s), %" PRIu64 " resent, %" PRIu64
+				 " WRITE(s) from the send buffer", req, err,
+				 st.reconnects, st.resent, st.writes_in_place);
 	}
 	for (i = 0; i < nq; i++)
 		q_free(&u->q[i]);

@@ -1531,6 +1531,7 @@ static void test_write_source(void)
 		}
 		nbdc_get_stats(e, &st);
 		CU_ASSERT_EQUAL(st.connections_lost, 0);
+		CU_ASSERT_EQUAL(st.writes_in_place, 0);	/* no send buffer to lend */
 		nbdc_close(e);
 		memsrv_stop(s);
 	}

@@ -327,6 +327,10 @@ line=$(vm_run A "grep 'ublk: [0-9]* request' /tmp/attach.log | tail -n 1") || fa
 echo "$line"
 echo "$line" | grepq ' 0 failed;' || fail "requests failed"
 echo "$line" | grepq 'ublk: [1-9][0-9]* request' || fail "the recovering smcr-attach served no request: fio was not running across the SIGKILL"
+# USER_COPY over SMC-R: fio's 16 KiB WRITEs were read from /dev/ublkc0
+# straight into libsmcr's send buffer (nbdc_submit_write)
+[ -n "$envs" ] || echo "$line" | grepq -E ', [1-9][0-9]* WRITE\(s\) from the send buffer' ||
+    fail "no WRITE went out of libsmcr's send buffer: $line"
 vm_stop
 if (( KILLS + STANDBYS <= 2 )); then
     echo "PASS: smcr-attach --ublk${envs:+ ($envs)}: /dev/ublkb0 over SMC-R to smcrd, ext4, fio verify across a cable pull, an smcrd restart, $KILLS SIGKILL(s) + --recover and $STANDBYS SIGKILL(s) taken over by --standby, removed on SIGTERM"
