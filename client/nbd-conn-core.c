@@ -101,6 +101,14 @@ int nbdc_req_span_add(struct nbdc_req *r, uint32_t start, uint32_t len)
 	return 0;
 }
 
+void nbdc_slot_release(struct nbdc_conn *c, struct nbdc_req *r)
+{
+	c->slots[r->slot] = NULL;
+	c->free_slots[c->nfree++] = r->slot;
+	c->inflight--;
+	r->slot = -1;
+}
+
 void nbdc_req_complete(struct nbdc_conn *c, struct nbdc_req *r, int result)
 {
 	struct nbdc *e = c->e;

@@ -272,6 +272,8 @@ int nbdc_rx(struct nbdc_conn *c, bool *progress);
 /* nbd-conn-core.c: ground floor */
 void nbdc_req_rewind(struct nbdc_req *r);
 int nbdc_req_span_add(struct nbdc_req *r, uint32_t start, uint32_t len);
+/* r leaves its in-flight slot (its reply is over, or it never went out). */
+void nbdc_slot_release(struct nbdc_conn *c, struct nbdc_req *r);
 void nbdc_req_complete(struct nbdc_conn *c, struct nbdc_req *r, int result);
 void nbdc_turn_end(struct nbdc_conn *c);
 void nbdc_conn_wake(struct nbdc_conn *c);

@@ -163,22 +163,13 @@ static struct nbdc_req *find_req(struct nbdc_conn *c, uint64_t cookie)
 	return r;
 }
 
-/* r's reply is over: its in-flight slot is free again. */
-static void slot_release(struct nbdc_conn *c, struct nbdc_req *r)
-{
-	c->slots[r->slot] = NULL;
-	c->free_slots[c->nfree++] = r->slot;
-	c->inflight--;
-	r->slot = -1;
-}
-
 /* A request's reply is complete: 0, or -EPROTO when a structured READ's
  * chunks left a gap (the request fails with EIO, the connection goes). */
 static int reply_done(struct nbdc_conn *c, struct nbdc_req *r)
 {
 	int ret = 0;
 
-	slot_release(c, r);
+	nbdc_slot_release(c, r);
 	if (r->result == -ESHUTDOWN) {
 		/* The server is going away: send it again elsewhere/later. */
 		c->shut = true;
@@ -214,7 +205,7 @@ static int reply_bad(struct nbdc_conn *c, struct nbdc_req *r, const char *what, 
 		 c->idx, what, len, (unsigned long long)off, r->len,
 		 (unsigned long long)r->offset);
 	c->rx.req = NULL;
-	slot_release(c, r);
+	nbdc_slot_release(c, r);
 	nbdc_req_complete(c, r, -EIO);
 	return -EPROTO;
 }

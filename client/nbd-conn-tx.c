@@ -37,10 +37,7 @@ static void tx_drop_block_status(struct nbdc_conn *c)
 static void tx_fail_head(struct nbdc_conn *c, struct nbdc_req *r, int result)
 {
 	rq_pop(&c->txq);
-	c->slots[r->slot] = NULL;
-	c->free_slots[c->nfree++] = r->slot;
-	c->inflight--;
-	r->slot = -1;
+	nbdc_slot_release(c, r);
 	nbdc_req_complete(c, r, result);
 }
 
@@ -92,7 +89,7 @@ static int tx_sourced(struct nbdc_conn *c, struct nbdc_req *r, int *src_err)
 			AADD(&c->st_in_place, 1);
 			return 1;
 		}
-		/* never fits, or not on this connection (a TCP fallback) */
+		/* the transport cannot lend it after all: buf instead */
 		if (ret != -EMSGSIZE && ret != -EOPNOTSUPP)
 			return ret;
 	}

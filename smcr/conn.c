@@ -769,11 +769,11 @@ int smcr_conn_rx_cdc_on(struct smcr_conn *conn, const struct smcr_cdc_msg *m,
 		return 0;
 	}
 	if (m->peer_abort) {
-		if (!conn->error)
+		if (!conn->error) {
 			smcr_info("conn %08x: the peer aborted the connection", conn->token);
-		conn->peer_aborted = true;
-		if (!conn->error)
 			conn->error = -ECONNRESET;
+		}
+		conn->peer_aborted = true;
 		conn_notify(conn);
 		return 0;
 	}

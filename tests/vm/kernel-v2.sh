@@ -111,11 +111,9 @@ big() {
 }
 
 # SMCR_KV2_612_PARTS: the default parts on 6.12 (scripts/check.sh: "ab e")
-if vm_kernel_ge 6.12; then
-    parts=" ${SMCR_KV2_PARTS:-${SMCR_KV2_612_PARTS:-ab c d e}} "
-else
-    parts=" ${SMCR_KV2_PARTS:-ab c d e} "
-fi
+parts="ab c d e"
+vm_kernel_ge 6.12 && parts=${SMCR_KV2_612_PARTS:-$parts}
+parts=" ${SMCR_KV2_PARTS:-$parts} "
 if [[ $parts == *" ab "* ]]; then
 # the CLC streams and every RoCE SEND (BTH opcode 4, RC SEND Only: LLC and
 # CDC; not the RDMA WRITEs) on both NICs (a -f before the first -i is
