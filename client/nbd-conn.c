@@ -287,7 +287,9 @@ int nbdc_open(const struct nbdc_opts *o, struct nbdc **out)
 	if (e->transport == NBDC_SMCR) {
 		e->ctx = o->ctx;
 		if (!e->ctx) {
-			r = smcr_ctx_create(NULL, &e->ctx);
+			struct smcr_ctx_opts co = { .rmbe_size = o->rmbe_size };
+
+			r = smcr_ctx_create(&co, &e->ctx);
 			if (r < 0) {
 				log_err("nbd: SMC-R context: %s", strerror(-r));
 				goto out_free;

@@ -97,6 +97,9 @@ struct nbdc_opts {
 	const char *tls_username;
 	const char *tls_hostname;
 	bool tls_no_verify_peer;
+	/* SMC-R receive buffer per connection (with its own ctx); 0:
+	 * libsmcr's choice (smcr_ctx_opts.rmbe_size). */
+	uint32_t rmbe_size;
 	/* Called by a connection thread at the end of each turn of its loop
 	 * in which it called done callbacks (and once more after the last
 	 * of them): a caller that queues what its callbacks produce can

@@ -43,6 +43,9 @@ const struct nbdc_setting nbdc_settings[NBDC_NSETTINGS] = {
 		"NAME", "name in smcrd's certificate (default: the host)", NBDC_IN_ALL },
 	[NBDC_S_TLS_VERIFY_PEER] = { "tls-verify-peer", "tls-verify", 0, NBDC_SET_BOOL, 0, 0,
 		"true", NULL, -1, "BOOL", "check smcrd's certificate", NBDC_IN_ALL },
+	[NBDC_S_RMBE_SIZE] = { "rmbe-size", NULL, 0, NBDC_SET_SIZE, 16u << 10, 512u << 20, "4M",
+		NULL, -1, "N[K|M]", "SMC-R receive buffer per connection, 0: libsmcr's choice",
+		NBDC_IN_ALL },
 };
 
 int nbdc_settings_init(struct nbdc_settings *v)
@@ -111,6 +114,29 @@ static int parse_bool(const char *v)
 	return -1;
 }
 
+/* A size with an optional K, M or G (powers of 1024); -1: none. */
+static int64_t parse_size(const char *v)
+{
+	unsigned long long n;
+	char *end;
+	int shift = 0;
+
+	if (!*v || *v == '-')
+		return -1;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || end == v)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	}
+	if (*end || n > (UINT64_C(1) << 40) >> shift)
+		return -1;
+	return (int64_t)(n << shift);
+}
+
 static int parse_tls(const char *v)
 {
 	if (!strcmp(v, "require") || !strcmp(v, "required"))
@@ -159,6 +185,15 @@ static int check(const struct nbdc_setting *s, const char *value, char *err, siz
 			return 0;
 		snprintf(err, len, "tls: off, on or require, not '%s'", value);
 		return -EINVAL;
+	case NBDC_SET_SIZE: {
+		int64_t n = parse_size(value);
+
+		if (n == 0 || (n >= s->min && n <= s->max))
+			return 0;
+		snprintf(err, len, "%s: 0 or %uK to %uM, not '%s'", s->name, s->min >> 10,
+			 s->max >> 20, value);
+		return -EINVAL;
+	}
 	case NBDC_SET_STR:
 		return 0;
 	}
@@ -221,6 +256,13 @@ unsigned nbdc_settings_ms(const struct nbdc_settings *v, int id)
 	return ms >= UINT32_MAX ? UINT32_MAX - 1 : (unsigned)ms;
 }
 
+uint64_t nbdc_settings_size(const struct nbdc_settings *v, int id)
+{
+	int64_t n = v->val[id] ? parse_size(v->val[id]) : 0;
+
+	return n > 0 ? (uint64_t)n : 0;
+}
+
 bool nbdc_settings_bool(const struct nbdc_settings *v, int id)
 {
 	return v->val[id] && parse_bool(v->val[id]) == 1;
@@ -262,6 +304,9 @@ void nbdc_settings_apply(const struct nbdc_settings *v, struct nbdc_opts *o)
 		o->tls_hostname = v->val[NBDC_S_TLS_HOSTNAME];
 	if (v->given[NBDC_S_TLS_VERIFY_PEER])
 		o->tls_no_verify_peer = !nbdc_settings_bool(v, NBDC_S_TLS_VERIFY_PEER);
+	/* The default gives way to SMCR_RMBE_SIZE in the environment. */
+	if (v->given[NBDC_S_RMBE_SIZE] || !getenv("SMCR_RMBE_SIZE"))
+		o->rmbe_size = (uint32_t)nbdc_settings_size(v, NBDC_S_RMBE_SIZE);
 }
 
 /* A number of seconds: smcr-fuse's old "-t S". */

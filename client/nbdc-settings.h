@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "nbd-conn.h"
@@ -26,6 +27,7 @@ enum nbdc_set_type {
 	NBDC_SET_STR,
 	NBDC_SET_TRANSPORT,	/* smcr | tcp (nbd) */
 	NBDC_SET_TLS,		/* off | on | require */
+	NBDC_SET_SIZE,		/* bytes, K/M/G suffix: 0 or min..max */
 };
 
 /* The values, by setting (index in nbdc_settings[]). */
@@ -33,6 +35,7 @@ enum nbdc_set_id {
 	NBDC_S_CONNECTIONS, NBDC_S_TIMEOUT, NBDC_S_IO_TIMEOUT, NBDC_S_TRANSPORT, NBDC_S_TCP,
 	NBDC_S_READ_ONLY, NBDC_S_CTL, NBDC_S_TLS, NBDC_S_TLS_CERTIFICATES,
 	NBDC_S_TLS_PSK_FILE, NBDC_S_TLS_USERNAME, NBDC_S_TLS_HOSTNAME, NBDC_S_TLS_VERIFY_PEER,
+	NBDC_S_RMBE_SIZE,
 	NBDC_NSETTINGS
 };
 
@@ -74,6 +77,7 @@ int nbdc_setting_default(struct nbdc_settings *v, int id, const char *value);
 /* Parsed values (checked by nbdc_setting_set). */
 unsigned nbdc_settings_uint(const struct nbdc_settings *v, int id);
 unsigned nbdc_settings_ms(const struct nbdc_settings *v, int id);	/* SECS */
+uint64_t nbdc_settings_size(const struct nbdc_settings *v, int id);	/* SIZE */
 bool nbdc_settings_bool(const struct nbdc_settings *v, int id);
 int nbdc_settings_tls(const struct nbdc_settings *v);		/* NBDC_TLS_* */
 /* Into o: connections, timeout (0: at once), io-timeout (0: never),

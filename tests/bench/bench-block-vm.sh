@@ -31,7 +31,7 @@
 #
 #   tests/bench/bench-block-vm.sh [-B BUILDDIR] [-r ROUNDS] [-t SECS]
 #                                 [-s "smcr fwd tcp nvmeof rnbd"] [-p JOBS]
-#                                 [-P SYSTEMS] [-j JOBS] [-o DIR]
+#                                 [-P SYSTEMS] [-j JOBS] [-R BYTES] [-o DIR]
 #   -B BUILDDIR  the build tree (default ./build, or $abs_top_builddir)
 #   -r ROUNDS    rounds (default 1); -t SECS per job (default 10)
 #   -s SYSTEMS   which systems (default "smcr fwd tcp nvmeof rnbd")
@@ -45,6 +45,9 @@
 #                (DIR/profile/SYSTEM.JOB.{A,B}.perf.data, .kallsyms) for
 #                perf report on the host (--kallsyms)
 #   -j JOBS      run only these jobs (default: all six)
+#   -R BYTES     SMC-R receive buffers of BYTES at both ends: smcrd's
+#                (--rmbe-size; default libsmcr's, 512 KiB down to 64 KiB)
+#                and the plugin's, -F's and ublk's (rmbe-size; default 4M)
 #   -o DIR       report dir (default BUILDDIR/bench-block-report):
 #                results.tsv (one line per round, system and job), report.md,
 #                cdf.tsv and the plots (bench-block-plots.sh): lat-cdf-4k-qd1.png,
@@ -56,7 +59,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench-vm-lib.sh"
 top=$(cd "$here/../.." && pwd)
 builddir=${abs_top_builddir:-$top/build}
-rounds=1 secs=10 systems="smcr fwd tcp nvmeof rnbd" outdir= profile= psys= only=
+rounds=1 secs=10 systems="smcr fwd tcp nvmeof rnbd" outdir= profile= psys= only= rmbe=
 while [ $# -gt 0 ]; do
     case $1 in
         -B) builddir=$2; shift 2 ;;
@@ -67,7 +70,8 @@ while [ $# -gt 0 ]; do
         -p) profile=$2; shift 2 ;;
         -P) psys=$2; shift 2 ;;
         -j) only=$2; shift 2 ;;
-        *) sed -n '3,49p' "$0"; exit 2 ;;
+        -R) rmbe=$(numfmt --from=iec "$2") || exit 2; shift 2 ;;
+        *) sed -n '3,55p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -111,7 +115,13 @@ B1=$(vm_ip B 1)
 IMG=/dev/shm/disk.img
 vm_run B "truncate -s 64M $IMG && modprobe loop" || fail "backing file"
 vm_run A "modprobe nbd" || fail "nbd"
-vm_bg B "exec $SMCRD -f -P /tmp/smcrd.pid -p 10809 --smcr-port 10810 $eids -e disk=$IMG >/tmp/smcrd.log 2>&1" >/dev/null
+# -R: smcrd's option (srm), the plugin's parameter (prm), -F's and ublk's (arm)
+srm= prm= arm=
+if [ -n "$rmbe" ]; then
+    srm="--rmbe-size $rmbe" prm="rmbe-size=$rmbe" arm="--rmbe-size=$rmbe"
+    echo "SMC-R receive buffers of $rmbe bytes at both ends"
+fi
+vm_bg B "exec $SMCRD -f -P /tmp/smcrd.pid -p 10809 --smcr-port 10810 $eids $srm -e disk=$IMG >/tmp/smcrd.log 2>&1" >/dev/null
 vm_run B "for i in \$(seq 300); do grep -q 'listening for NBD over SMC-R' /tmp/smcrd.log && exit 0; sleep 0.1; done; cat /tmp/smcrd.log; exit 1" ||
     fail "smcrd did not come up in B"
 SA=$(vm_share A)
@@ -120,17 +130,17 @@ SA=$(vm_share A)
 attach() {
     case $1 in
         smcr)
-            vm_bg A "exec nbdkit -f -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN server=$B1 export=disk connections=2 timeout=60 2>/tmp/nbdkit.log" >/dev/null
+            vm_bg A "exec nbdkit -f -U /tmp/nbdkit.sock -P /tmp/nbdkit.pid $PLUGIN server=$B1 export=disk connections=2 timeout=60 $prm 2>/tmp/nbdkit.log" >/dev/null
             vm_run A "for i in \$(seq 600); do [ -S /tmp/nbdkit.sock ] && break; sleep 0.1; done
 nbd-client -N '' -b 4096 -C 2 -u /tmp/nbdkit.sock /dev/nbd0 >/dev/null || { cat /tmp/nbdkit.log; exit 1; }
 echo /dev/nbd0" ;;
         tcp) vm_run A "nbd-client -N disk -b 4096 -C 2 $B1 10809 /dev/nbd1 >/dev/null && echo /dev/nbd1" ;;
         fwd)
-            vm_bg A "exec $ATTACH -F -C 2 $B1:10810 disk /dev/nbd3 2>/tmp/fwd.log" >/dev/null
+            vm_bg A "exec $ATTACH -F -C 2 $arm $B1:10810 disk /dev/nbd3 2>/tmp/fwd.log" >/dev/null
             vm_run A "for i in \$(seq 300); do grep -q 'over SMC-R, forwarded' /tmp/fwd.log && echo /dev/nbd3 && exit 0; sleep 0.1; done
 cat /tmp/fwd.log >&2; exit 1" ;;
         ublk)
-            vm_bg A "exec $ATTACH --ublk=0 -C 2 $B1:10810 disk 2>/tmp/ublk.log" >/dev/null
+            vm_bg A "exec $ATTACH --ublk=0 -C 2 $arm $B1:10810 disk 2>/tmp/ublk.log" >/dev/null
             vm_run A "for i in \$(seq 300); do grep -q '/dev/ublkb0: .* queue(s) of' /tmp/ublk.log && echo /dev/ublkb0 && exit 0; sleep 0.1; done
 cat /tmp/ublk.log >&2; exit 1" ;;
         attach)

@@ -144,6 +144,43 @@ static void test_settings(void)
 		CU_ASSERT_STRING_EQUAL(err, "connections: 1 to 16, not '0'");
 		nbdc_settings_free(&v);
 	}
+	/* rmbe-size: 4M by default, K/M/G, 0 or 16K..512M; its default gives
+	 * way to SMCR_RMBE_SIZE, a given value does not. */
+	{
+		char *old = getenv("SMCR_RMBE_SIZE") ? strdup(getenv("SMCR_RMBE_SIZE")) : NULL;
+		struct nbdc_opts o2 = { 0 };
+
+		unsetenv("SMCR_RMBE_SIZE");
+		CU_ASSERT_EQUAL_FATAL(nbdc_settings_init(&v), 0);
+		nbdc_settings_apply(&v, &o2);
+		CU_ASSERT_EQUAL(o2.rmbe_size, 4u << 20);
+		setenv("SMCR_RMBE_SIZE", "65536", 1);
+		o2 = (struct nbdc_opts){ 0 };
+		nbdc_settings_apply(&v, &o2);
+		CU_ASSERT_EQUAL(o2.rmbe_size, 0);
+		CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_RMBE_SIZE, "16k", err, sizeof(err)), 0);
+		nbdc_settings_apply(&v, &o2);
+		CU_ASSERT_EQUAL(o2.rmbe_size, 16u << 10);
+		CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_RMBE_SIZE, "0", err, sizeof(err)), 0);
+		CU_ASSERT_EQUAL(nbdc_settings_size(&v, NBDC_S_RMBE_SIZE), 0);
+		CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_RMBE_SIZE, "512M", err, sizeof(err)), 0);
+		CU_ASSERT_EQUAL(nbdc_settings_size(&v, NBDC_S_RMBE_SIZE), 512u << 20);
+		CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_RMBE_SIZE, "1G", err, sizeof(err)),
+				-EINVAL);
+		CU_ASSERT_STRING_EQUAL(err, "rmbe-size: 0 or 16K to 512M, not '1G'");
+		CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_RMBE_SIZE, "8K", err, sizeof(err)),
+				-EINVAL);
+		CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_RMBE_SIZE, "4X", err, sizeof(err)),
+				-EINVAL);
+		CU_ASSERT_EQUAL(nbdc_setting_set(&v, NBDC_S_RMBE_SIZE, "-1", err, sizeof(err)),
+				-EINVAL);
+		nbdc_settings_free(&v);
+		if (old)
+			setenv("SMCR_RMBE_SIZE", old, 1);
+		else
+			unsetenv("SMCR_RMBE_SIZE");
+		free(old);
+	}
 }
 
 /* --- URIs -------------------------------------------------------------- */
