@@ -824,7 +824,7 @@ void config_setting_format(const struct smcrd_config *cfg, const struct cfg_sett
 			snprintf(buf, len, "auto");
 		else if (!*(const uint64_t *)p && !strcmp(st->name, "rmbe-size"))
 			/* libsmcr's choice (smcrd(8), --rmbe-size) */
-			snprintf(buf, len, "auto (SMCR_RMBE_SIZE, else 512K down to 64K)");
+			snprintf(buf, len, "auto (SMCR_RMBE_SIZE, else 4M down to 64K)");
 		else
 			snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)p);
 		return;

@@ -73,7 +73,9 @@ struct smcrd_config {
 	char *ctl_group;		/* control group (name or number), or NULL */
 	char *eids;			/* SMC-Rv2 user EIDs, comma-separated, or NULL */
 	char *rdma_devices;		/* libsmcr's devices ("dev[:port],..."), or NULL */
-	uint64_t rmbe_size;		/* SMC-R receive buffer per connection; 0: libsmcr's */
+	/* SMC-R receive buffer per connection; 0: libsmcr's choice, up to
+	 * SMCRD_RMBE_AUTO_MAX */
+	uint64_t rmbe_size;
 	bool foreground;
 	bool verbose;
 	int log_level;			/* enum smcr_log_level; -1: libsmcr's
@@ -118,6 +120,9 @@ struct cfg_setting {
 };
 
 #define CFG_MAX_SETTINGS	64	/* bits of set_mask */
+
+/* rmbe-size auto: libsmcr's rmbe_auto_max for smcrd (bytes, as text). */
+#define SMCRD_RMBE_AUTO_MAX	"4194304"
 
 /* Ends with a NULL name. */
 extern const struct cfg_setting smcrd_settings[];

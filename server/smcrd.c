@@ -100,7 +100,7 @@ static void usage(FILE *f)
 "                             $SMCR_DEVICES, else every active RoCE port with\n"
 "                             an IP address)\n"
 "      --rmbe-size SIZE     SMC-R receive buffer per connection, 16K..512M\n"
-"                             (default: $SMCR_RMBE_SIZE, else 512K shrinking\n"
+"                             (default: $SMCR_RMBE_SIZE, else 4M shrinking\n"
 "                             to 64K as a link group fills)\n"
 "  -f, --foreground         stay in the foreground, log to stderr\n"
 "  -P, --pidfile FILE       write the process id to FILE\n"
@@ -330,14 +330,22 @@ static int smcr_start(struct server *s)
 							   s->cfg.max_lgrs_per_address : UINT_MAX };
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	char *end, pinned[24];
-	/* --max-memory also bounds the stack's pinned memory (every link
-	 * group's RMBs and send buffers); SMCR_MAX_PINNED_BYTES overrides. */
-	struct smcr_setting set[2] = { { "max_pinned_bytes", pinned } };
+	struct smcr_setting set[3] = { { NULL, NULL } };
 	unsigned long port = strtoul(s->cfg.smcr_port, &end, 10);
+	unsigned nset = 0;
 	int r;
 
+	/* --max-memory also bounds the stack's pinned memory (every link
+	 * group's RMBs and send buffers); SMCR_MAX_PINNED_BYTES overrides. */
 	snprintf(pinned, sizeof(pinned), "%" PRIu64, s->cfg.max_memory);
 	if (!getenv("SMCR_MAX_PINNED_BYTES"))
+		set[nset++] = (struct smcr_setting){ "max_pinned_bytes", pinned };
+	/* rmbe-size auto: up to SMCRD_RMBE_AUTO_MAX a connection (a 1 MiB
+	 * WRITE then needs no cursor update per piece), fewer and smaller
+	 * as a group fills; SMCR_RMBE_AUTO_MAX overrides. */
+	if (!s->cfg.rmbe_size && !getenv("SMCR_RMBE_AUTO_MAX"))
+		set[nset++] = (struct smcr_setting){ "rmbe_auto_max", SMCRD_RMBE_AUTO_MAX };
+	if (nset)
 		o.settings = set;
 
 	if (*end || port == 0 || port > 65535) {

@@ -24,6 +24,7 @@ const struct smcr_lgr_config smcr_lgr_config_default = {
 	.delete_hold_ms = SMCR_LGR_DELETE_HOLD_MS_DEFAULT,
 	.max_rmb_bytes = SMCR_LGR_MAX_RMB_BYTES,
 	.link_tx_bytes = SMCR_LGR_LINK_TX_BYTES,
+	.rmbe_auto_max = SMCR_LGR_RMBE_AUTO_MAX,
 };
 
 static uint64_t lgr_now(struct smcr_lgr *lgr)

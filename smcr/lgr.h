@@ -131,6 +131,9 @@ struct smcr_lgr_config {
 	 * NULL: no limit but max_rmb_bytes. */
 	struct smcr_rmb_budget *pinned;
 	uint32_t link_tx_bytes;		/* written, unconfirmed per link; 0: no limit */
+	/* The largest receive buffer a connection gets when none is set
+	 * (sock_clc.c rmbe_auto_size). */
+	uint32_t rmbe_auto_max;
 	/* RMBE layout.  By default we speak Linux's (no eye catcher) and say
 	 * so with CONFIRM LINK flag 0x03; the server offers it in its
 	 * request, the client takes it by setting the flag in its response,
@@ -146,6 +149,9 @@ struct smcr_lgr_config {
  * keeps an LLC round trip near 1 s: with 2 MiB a v1 ADD LINK's steps took
  * 1.8-2 s each and the flow timed out. */
 #define SMCR_LGR_LINK_TX_BYTES	(512u << 10)
+
+/* RFC 7609's largest receive buffer, what a connection gets by default. */
+#define SMCR_LGR_RMBE_AUTO_MAX	(512u << 10)
 
 /* A peer must not make one group take all our memory. */
 #define SMCR_LGR_MAX_RMB_BYTES	((size_t)256 << 20)

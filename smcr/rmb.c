@@ -52,6 +52,22 @@ uint8_t smcr_rmb_pool_auto_code(const struct smcr_rmb_pool *pool, uint8_t lo,
 	return lo;
 }
 
+uint32_t smcr_rmbe_auto_size(const struct smcr_rmb_pool *pool, size_t max_rmb_bytes,
+			     uint32_t auto_max)
+{
+	uint8_t lo = smcr_rmb_size_code(SMCR_RMBE_AUTO_MIN - SMCR_RMBE_EYE_LEN);
+	uint8_t hi = smcr_rmb_size_code(auto_max - SMCR_RMBE_EYE_LEN);
+	size_t budget = max_rmb_bytes / 64;
+
+	if (hi < lo)
+		hi = lo;
+	if (hi > SMCR_RMB_SIZE_COMPRESSED_RFC_MAX)
+		budget <<= hi - SMCR_RMB_SIZE_COMPRESSED_RFC_MAX;
+	if (budget > max_rmb_bytes / 2)
+		budget = max_rmb_bytes / 2;
+	return smcr_rmb_size_decompress(smcr_rmb_pool_auto_code(pool, lo, hi, budget));
+}
+
 void smcr_rmb_pool_init(struct smcr_rmb_pool *pool, size_t max_bytes)
 {
 	memset(pool, 0, sizeof(*pool));

@@ -97,6 +97,15 @@ uint8_t smcr_rmb_size_code(size_t want);
  * (it is then bounded by the pool's own limit only). */
 uint8_t smcr_rmb_pool_auto_code(const struct smcr_rmb_pool *pool, uint8_t lo,
 				uint8_t hi, size_t budget);
+/* The element size for such a connection (eye catcher included): up to
+ * auto_max (by default RFC 7609's largest, 512 KiB, what a writer needs
+ * to keep a link busy over a round trip of milliseconds) while the pool
+ * stays within a sixty-fourth of max_rmb_bytes (4 MiB of the default:
+ * more in flight at once overran rxe in smcr-stream.sh, 32 x 512 KiB),
+ * as many times more as auto_max is larger than 512 KiB (at most half of
+ * max_rmb_bytes), then smaller classes down to 64 KiB. */
+uint32_t smcr_rmbe_auto_size(const struct smcr_rmb_pool *pool, size_t max_rmb_bytes,
+			     uint32_t auto_max);
 
 void smcr_rmb_pool_init(struct smcr_rmb_pool *pool, size_t max_bytes);
 /* Deregisters and frees every RMB, used or not. */

@@ -94,19 +94,12 @@ static unsigned int rkey_wait_ms(const struct smcr_ctx *ctx)
 	return ctx->lgr_cfg.llc_timeout_ms * (ctx->lgr_cfg.llc_retries + 2);
 }
 
-/* The receive buffer of a new connection when none is set: the RFC's
- * largest class (512 KiB, what a writer needs to keep a link busy over a round trip
- * of milliseconds) while the group's RMBs stay within a sixty-fourth of its
- * RMB memory (4 MiB by default: more in flight at once overran rxe in
- * smcr-stream.sh, 32 x 512 KiB), then smaller classes down to 64 KiB. */
+/* The receive buffer of a new connection when none is set. */
 static uint32_t rmbe_auto_size(const struct smcr_lgr *lgr)
 {
-	size_t budget = lgr->cfg.max_rmb_bytes ? lgr->cfg.max_rmb_bytes / 64 :
-			SMCR_LGR_MAX_RMB_BYTES / 64;
-
-	return smcr_rmb_size_decompress(smcr_rmb_pool_auto_code(&lgr->rmbs,
-				smcr_rmb_size_code(SMCR_RMBE_AUTO_MIN - SMCR_RMBE_EYE_LEN),
-				SMCR_RMB_SIZE_COMPRESSED_RFC_MAX, budget));
+	return smcr_rmbe_auto_size(&lgr->rmbs, lgr->cfg.max_rmb_bytes ? lgr->cfg.max_rmb_bytes :
+				   SMCR_LGR_MAX_RMB_BYTES, lgr->cfg.rmbe_auto_max ?
+				   lgr->cfg.rmbe_auto_max : SMCR_LGR_RMBE_AUTO_MAX);
 }
 
 static uint32_t rmbe_get(struct setup *st, struct smcr_rmbe *e)

@@ -30,7 +30,7 @@ rc=0; "$SMCRD" --check-config --export "disk=$d/disk.img" --tls on --tls-certifi
 # rmbe-size: libsmcr's choice is shown, not 0.
 start_smcrd --export "disk=$d/disk.img"
 wait_for 10 test -S "$SMCR_CTL_DIR/smcrd.$SMCRD_PID.sock"
-"$SMCRCTL" send smcrd status | grepq "rmbe-size auto (SMCR_RMBE_SIZE, else 512K down to 64K)," ||
+"$SMCRCTL" send smcrd status | grepq "rmbe-size auto (SMCR_RMBE_SIZE, else 4M down to 64K)," ||
     fail "status: rmbe-size not auto"
 "$SMCRCTL" --json status smcrd | grepq '"rmbe-size": *"auto' || fail "status-json: rmbe-size not auto"
 stop_smcrd

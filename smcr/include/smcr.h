@@ -97,8 +97,10 @@ struct smcr_ctx_opts {
 	/* Receive buffer per connection, rounded up to a power of two from
 	 * 16 KiB to 512 MiB (the wire's 4-bit size; a peer's send buffer for
 	 * it is as large); 0: SMCR_RMBE_SIZE if set, else chosen per
-	 * connection: 512 KiB while the group's RMBs are within a
-	 * sixty-fourth of max_rmb_bytes, then smaller, down to 64 KiB. */
+	 * connection: rmbe_auto_max (setting by name, SMCR_RMBE_AUTO_MAX;
+	 * default 512 KiB) while the group's RMBs are within a sixty-fourth
+	 * of max_rmb_bytes times rmbe_auto_max / 512 KiB, then smaller,
+	 * down to 64 KiB. */
 	uint32_t rmbe_size;
 	unsigned int max_links;		/* links per group, 2..8; 0: 2 */
 	unsigned int clc_timeout_ms;	/* each CLC message; 0: 2000 (an Accept or

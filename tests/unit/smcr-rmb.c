@@ -64,6 +64,48 @@ static void test_auto_size(void)
 	smcr_rmb_pool_fini(&pool);
 }
 
+/* The size a connection gets: auto_max while the pool is within a
+ * sixty-fourth of max_rmb_bytes times auto_max / 512 KiB, then the floor. */
+static void test_auto_size_max(void)
+{
+	size_t max = (size_t)64 << 20;
+	struct smcr_rmb_pool pool;
+	struct smcr_rmbe e[3];
+	bool fresh;
+	unsigned int i;
+
+	smcr_rmb_pool_init(&pool, 0);
+	/* 512 KiB (the default): 1 MiB of 64 MiB, two of them. */
+	for (i = 0; i < 2; i++) {
+		CU_ASSERT_EQUAL(smcr_rmbe_auto_size(&pool, max, 512u << 10), 512u << 10);
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&pool, (512u << 10) - SMCR_RMBE_EYE_LEN,
+						      &e[i], &fresh), 0);
+	}
+	CU_ASSERT_EQUAL(smcr_rmbe_auto_size(&pool, max, 512u << 10), 64u << 10);
+	for (i = 0; i < 2; i++)
+		smcr_rmbe_free(&pool, &e[i]);
+	CU_ASSERT_EQUAL(smcr_rmb_pool_trim(&pool, NULL, NULL), 2);
+	/* 4 MiB: eight times the share, 8 MiB, two of them; then the floor. */
+	for (i = 0; i < 2; i++) {
+		CU_ASSERT_EQUAL(smcr_rmbe_auto_size(&pool, max, 4u << 20), 4u << 20);
+		CU_ASSERT_EQUAL_FATAL(smcr_rmbe_alloc(&pool, (4u << 20) - SMCR_RMBE_EYE_LEN,
+						      &e[i], &fresh), 0);
+		CU_ASSERT(fresh);
+	}
+	CU_ASSERT_EQUAL(pool.bytes, (size_t)8 << 20);
+	CU_ASSERT_EQUAL(smcr_rmbe_auto_size(&pool, max, 4u << 20), 64u << 10);
+	for (i = 0; i < 2; i++)
+		smcr_rmbe_free(&pool, &e[i]);
+	CU_ASSERT_EQUAL(smcr_rmb_pool_trim(&pool, NULL, NULL), 2);
+	/* Rounded up to a class; never above half of max_rmb_bytes; the
+	 * floor is 64 KiB. */
+	CU_ASSERT_EQUAL(smcr_rmbe_auto_size(&pool, max, 3u << 20), 4u << 20);
+	CU_ASSERT_EQUAL(smcr_rmbe_auto_size(&pool, max, 512u << 20), 32u << 20);
+	CU_ASSERT_EQUAL(smcr_rmbe_auto_size(&pool, max, 64u << 10), 64u << 10);
+	CU_ASSERT_EQUAL(smcr_rmbe_auto_size(&pool, max, 16u << 10), 64u << 10);
+	smcr_rmb_pool_fini(&pool);
+}
+
 static void test_alloc_reuse(void)
 {
 	struct smcr_rmb_pool pool;
@@ -223,6 +265,7 @@ static void test_local_only(void)
 CU_TestInfo smcr_rmb_tests[] = {
 	{ "size code", test_size_code },
 	{ "size chosen per connection", test_auto_size },
+	{ "size chosen per connection, up to rmbe_auto_max", test_auto_size_max },
 	{ "alloc and reuse", test_alloc_reuse },
 	{ "eye catcher and lookup", test_eyecatcher_overlay },
 	{ "pool limit", test_pool_limit },
