@@ -46,7 +46,7 @@
 #                perf report on the host (--kallsyms)
 #   -j JOBS      run only these jobs (default: all six)
 #   -R BYTES     SMC-R receive buffers of BYTES at both ends: smcrd's
-#                (--rmbe-size; default libsmcr's, 512 KiB down to 64 KiB)
+#                (--rmbe-size; default auto, 4 MiB down to 64 KiB)
 #                and the plugin's, -F's and ublk's (rmbe-size; default 4M)
 #   -o DIR       report dir (default BUILDDIR/bench-block-report):
 #                results.tsv (one line per round, system and job), report.md,
