@@ -47,7 +47,9 @@
 #   -j JOBS      run only these jobs (default: all six)
 #   -R BYTES     SMC-R receive buffers of BYTES at both ends: smcrd's
 #                (--rmbe-size; default auto, 4 MiB down to 64 KiB)
-#                and the plugin's, -F's and ublk's (rmbe-size; default 4M)
+#                and the plugin's, -F's and ublk's (rmbe-size; default 4M);
+#                attach's AF_SMC socket buffers too (-B; default 256K), which
+#                Linux sizes its SMC-R buffers by (beyond 512 KiB from 6.11)
 #   -o DIR       report dir (default BUILDDIR/bench-block-report):
 #                results.tsv (one line per round, system and job), report.md,
 #                cdf.tsv and the plots (bench-block-plots.sh): lat-cdf-4k-qd1.png,
@@ -71,7 +73,7 @@ while [ $# -gt 0 ]; do
         -P) psys=$2; shift 2 ;;
         -j) only=$2; shift 2 ;;
         -R) rmbe=$(numfmt --from=iec "$2") || exit 2; shift 2 ;;
-        *) sed -n '3,55p' "$0"; exit 2 ;;
+        *) sed -n '3,57p' "$0"; exit 2 ;;
     esac
 done
 builddir=$(cd "$builddir" && pwd) || exit 1
@@ -115,10 +117,11 @@ B1=$(vm_ip B 1)
 IMG=/dev/shm/disk.img
 vm_run B "truncate -s 64M $IMG && modprobe loop" || fail "backing file"
 vm_run A "modprobe nbd" || fail "nbd"
-# -R: smcrd's option (srm), the plugin's parameter (prm), -F's and ublk's (arm)
-srm= prm= arm=
+# -R: smcrd's option (srm), the plugin's parameter (prm), -F's and ublk's
+# (arm), attach's socket buffers (bm)
+srm= prm= arm= bm=
 if [ -n "$rmbe" ]; then
-    srm="--rmbe-size $rmbe" prm="rmbe-size=$rmbe" arm="--rmbe-size=$rmbe"
+    srm="--rmbe-size $rmbe" prm="rmbe-size=$rmbe" arm="--rmbe-size=$rmbe" bm="-B $rmbe"
     echo "SMC-R receive buffers of $rmbe bytes at both ends"
 fi
 vm_bg B "exec $SMCRD -f -P /tmp/smcrd.pid -p 10809 --smcr-port 10810 $eids $srm -e disk=$IMG >/tmp/smcrd.log 2>&1" >/dev/null
@@ -144,7 +147,7 @@ cat /tmp/fwd.log >&2; exit 1" ;;
             vm_run A "for i in \$(seq 300); do grep -q '/dev/ublkb0: .* queue(s) of' /tmp/ublk.log && echo /dev/ublkb0 && exit 0; sleep 0.1; done
 cat /tmp/ublk.log >&2; exit 1" ;;
         attach)
-            vm_bg A "exec $ATTACH -C 2 -T 10 -D 60 $B1:10810 disk /dev/nbd2 2>/tmp/attach.log" >/dev/null
+            vm_bg A "exec $ATTACH -C 2 -T 10 -D 60 $bm $B1:10810 disk /dev/nbd2 2>/tmp/attach.log" >/dev/null
             vm_run A "for i in \$(seq 300); do grep -q 'connection(s) over AF_SMC' /tmp/attach.log && echo /dev/nbd2 && exit 0; sleep 0.1; done
 cat /tmp/attach.log >&2; exit 1" ;;
         fuse) vm_run A "modprobe fuse && mkdir -p /mnt/f && $FUSE -C 2 smcr://$B1:10810/disk /mnt/f && echo /mnt/f/disk" ;;
