@@ -161,7 +161,9 @@ detach() {
         tcp) vm_run A "nbd-client -d /dev/nbd1 >/dev/null" ;;
         attach) vm_run A "$ATTACH -d /dev/nbd2" >/dev/null ;;
         fwd) vm_run A "$ATTACH -d /dev/nbd3" >/dev/null ;;
-        ublk) bench_ublk_stop ;;
+        ublk) bench_ublk_stop
+              # its summary: requests, failures, WRITEs from the send buffer
+              vm_run A "grep -h 'request(s), ' /tmp/ublk.log | tail -n 1 | sed 's/^.*ublk: /  ublk: /'" || true ;;
         fuse) vm_run A "fusermount3 -u /mnt/f" ;;
         nvmeof) nvmeof_detach; nvmet_unexport ;;
         rnbd) rnbd_detach; rnbd_unexport ;;
