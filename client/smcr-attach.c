@@ -745,6 +745,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "smcr-attach: --exec needs --forward\n");
 		return EXIT_USAGE;
 	}
+	if (o.set.given[NBDC_S_RMBE_SIZE] && !o.forward && !o.ublk) {
+		fprintf(stderr, "smcr-attach: --rmbe-size needs --forward or --ublk (the kernel's "
+			"AF_SMC sizes its buffers by -B)\n");
+		return EXIT_USAGE;
+	}
 	if (optind < argc && strstr(argv[optind], "://")) {
 		r = uri_opts(argv[optind], &o);
 		if (r)

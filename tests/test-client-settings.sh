@@ -70,6 +70,12 @@ rc=0; timeout $((asan ? 20 : 60)) "${nk[@]}" -U - "$PLUGIN" server=h connections
 [ "$rc" = 124 ] && [ "$asan" = 1 ] && rc=1
 [ "$rc" = 1 ] && grepq "$want" "$d/err" || { cat "$d/err"; fail "plugin connections=17: exit $rc"; }
 echo "connections 17, refused alike: $want"
+rc=0; run_prog "$ATTACH" --rmbe-size=4M h x /dev/nbd0 2>"$d/err" || rc=$?
+[ "$rc" = 2 ] && grepq -- "--rmbe-size needs --forward or --ublk" "$d/err" ||
+    { cat "$d/err"; fail "smcr-attach --rmbe-size without -F or --ublk: exit $rc"; }
+rc=0; run_prog "$SMCR_FUSE" --rmbe-size=1G nbd://h/x "$d" 2>"$d/err" || rc=$?
+[ "$rc" = 2 ] && grepq "rmbe-size: 0 or 16K to 512M, not '1G'" "$d/err" ||
+    { cat "$d/err"; fail "smcr-fuse --rmbe-size=1G: exit $rc"; }
 
 # -t: --tcp; the old spellings.
 rc=0; run_prog "$SMCR_FUSE" -t "nbd+unix:///x?socket=/nonexistent" "$d" 2>"$d/err" || rc=$?
