@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "nbdc-settings.h"
+#include "sizearg.h"
 
 #define YEAR_S	(86400u * 365)
 
@@ -114,29 +115,6 @@ static int parse_bool(const char *v)
 	return -1;
 }
 
-/* A size with an optional K, M or G (powers of 1024); -1: none. */
-static int64_t parse_size(const char *v)
-{
-	unsigned long long n;
-	char *end;
-	int shift = 0;
-
-	if (!*v || *v == '-')
-		return -1;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno || end == v)
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	}
-	if (*end || n > (UINT64_C(1) << 40) >> shift)
-		return -1;
-	return (int64_t)(n << shift);
-}
-
 static int parse_tls(const char *v)
 {
 	if (!strcmp(v, "require") || !strcmp(v, "required"))
@@ -186,9 +164,9 @@ static int check(const struct nbdc_setting *s, const char *value, char *err, siz
 		snprintf(err, len, "tls: off, on or require, not '%s'", value);
 		return -EINVAL;
 	case NBDC_SET_SIZE: {
-		int64_t n = parse_size(value);
+		uint64_t n;
 
-		if (n == 0 || (n >= s->min && n <= s->max))
+		if (parse_size(value, &n) == 0 && (n == 0 || (n >= s->min && n <= s->max)))
 			return 0;
 		snprintf(err, len, "%s: 0 or %uK to %uM, not '%s'", s->name, s->min >> 10,
 			 s->max >> 20, value);
@@ -258,9 +236,9 @@ unsigned nbdc_settings_ms(const struct nbdc_settings *v, int id)
 
 uint64_t nbdc_settings_size(const struct nbdc_settings *v, int id)
 {
-	int64_t n = v->val[id] ? parse_size(v->val[id]) : 0;
+	uint64_t n;
 
-	return n > 0 ? (uint64_t)n : 0;
+	return v->val[id] && parse_size(v->val[id], &n) == 0 ? n : 0;
 }
 
 bool nbdc_settings_bool(const struct nbdc_settings *v, int id)

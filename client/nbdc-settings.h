@@ -27,7 +27,7 @@ enum nbdc_set_type {
 	NBDC_SET_STR,
 	NBDC_SET_TRANSPORT,	/* smcr | tcp (nbd) */
 	NBDC_SET_TLS,		/* off | on | require */
-	NBDC_SET_SIZE,		/* bytes, K/M/G suffix: 0 or min..max */
+	NBDC_SET_SIZE,		/* bytes (parse_size: 4k, 64M, 1GiB): 0 or min..max */
 };
 
 /* The values, by setting (index in nbdc_settings[]). */

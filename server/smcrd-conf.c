@@ -91,38 +91,6 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (!s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	switch (tolower((unsigned char)*end)) {
-	case '\0': break;
-	case 'k': shift = 10; end++; break;
-	case 'm': shift = 20; end++; break;
-	case 'g': shift = 30; end++; break;
-	case 't': shift = 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end == 'i' || *end == 'I')
-		end++;
-	if (*end == 'b' || *end == 'B')
-		end++;
-	if (*end)
-		return -EINVAL;
-	if (shift && v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 {
 	char *end;

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "sizearg.h"	/* parse_size */
+
 /* An allowed client address prefix. */
 struct acl_entry {
 	int family;			/* AF_INET or AF_INET6 */
@@ -207,8 +209,6 @@ bool share_allows(uint64_t pool, uint64_t used, uint64_t mine, unsigned holders,
  * this tls-allow list (none: everybody). */
 bool tls_allow_match(char *const *v, unsigned n, const char *name);
 
-/* "64M", "1G", "4096", "4k". */
-int parse_size(const char *s, uint64_t *out);
 int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out);
 int parse_bool(const char *s, bool *out);
 
