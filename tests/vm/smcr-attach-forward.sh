@@ -4,7 +4,8 @@
 # socket pairs to smcr-attach, which forwards the driver's requests over
 # libsmcr's SMC-R (two links) to smcrd in B.  No patched module: this is
 # the path of a stock kernel.  Checked: the engine's connections are SMC-R
-# (smcrctl), mkfs.ext4 with a tree of files, fsck clean and checksums
+# with 4 MiB receive buffers at both ends, the defaults (smcrctl),
+# mkfs.ext4 with a tree of files, fsck clean and checksums
 # equal after a remount; fio randrw with crc32c verification while the
 # cable of link 1 is out (libsmcr fails over to link 2); smcrd killed and
 # restarted under I/O (the forwarder reconnects and resends: no I/O
@@ -39,6 +40,11 @@ vm_run A "cat /tmp/attach.log"
 vm_run A "grep -q '2 connection(s) (smcr)' /tmp/attach.log" || fail "the forwarder's connections are not SMC-R"
 vm_run A "$SMCRCTL status smcr-attach | grep -E 'link group|NBD export|^  [01] +up'" ||
     fail "smcrctl status smcr-attach"
+# The receive buffers, each connection: the forwarder's (rmbe-size,
+# default 4M) and smcrd's (rmbe-size auto: 4 MiB while its group has room).
+n=$(vm_run A "$SMCRCTL --json status smcr-attach" | grep -o '"rmbe":4194304,"peer_rmbe":4194304,' | wc -l)
+[ "$n" = 2 ] || { vm_run A "$SMCRCTL status smcr-attach"; fail "$n of 2 connections have 4 MiB receive buffers at both ends"; }
+echo "receive buffers: 2 connections with 4 MiB at both ends"
 
 out=$(vm_run -t 200 A "
 set -eu
