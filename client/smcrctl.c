@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 
 #include "json.h"
@@ -56,6 +57,7 @@ static volatile sig_atomic_t stop;
 static int ask(const char *path, const char *cmd, char **out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = ASK_MS / 1000, .tv_usec = ASK_MS % 1000 * 1000 };
 	size_t len = 0, cap = 65536;
 	struct ucred cred;
 	socklen_t credlen = sizeof(cred);
@@ -67,8 +69,14 @@ static int ask(const char *path, const char *cmd, char **out)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+	/* A program whose listen backlog is full (its control thread stuck
+	 * or busy) makes connect() and send() wait: for ASK_MS at most. */
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))) {
 		r = -errno;
+		goto out;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		r = errno == EAGAIN ? -ETIMEDOUT : -errno;
 		goto out;
 	}
 	/* Only a program of root's or ours may answer (not one that took
@@ -85,7 +93,7 @@ static int ask(const char *path, const char *cmd, char **out)
 	}
 	if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) < 0 ||
 	    send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
-		r = -errno;
+		r = errno == EAGAIN ? -ETIMEDOUT : -errno;
 		goto out;
 	}
 	buf = malloc(cap);

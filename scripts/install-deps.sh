@@ -17,6 +17,8 @@ PACKAGES=(
     nbdkit nbd-client libnbd-bin python3-libnbd qemu-utils qemu-block-extra fio fuse3
     # protocol checks, memory checks
     tshark valgrind
+    # stacks of a hung program in a test (backtraces in tests/functions.sh)
+    gdb
     # the Debian packages (tests/test-deb.sh: dpkg-buildpackage, lintian)
     debhelper lintian
     # smcrd's units and socket activation (systemd.pc, systemd-socket-activate)

@@ -14,6 +14,8 @@
 #                            input, so the writer never dies of SIGPIPE (with
 #                            pipefail that would fail the pipeline)
 #   scratch_dir              print a fresh directory, removed at exit
+#   backtraces PID           print every thread's stack of PID (gdb, if
+#                            installed; 30 s at most): for a hung program
 #
 # Valgrind and smcrd with a disk (the block at the end):
 #   VALGRIND                 the one valgrind switch: the words that put one
@@ -65,6 +67,13 @@ trap 'exit 130' INT TERM
 cleanup_fn() { _cleanup_fns+=("$*"); }
 
 run_prog() { "${VALGRIND[@]}" "$@"; }
+
+backtraces() {
+    command -v gdb >/dev/null || { echo "(no gdb: no backtraces of $1)"; return 0; }
+    echo "--- threads of pid $1 ($(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | head -c 200))"
+    timeout 30 gdb -q -batch -p "$1" -ex 'thread apply all bt' 2>&1 |
+        grep -E '^(Thread|#)' | head -n 200 || true
+}
 
 # make_install ARGS...: make ARGS (an install or uninstall in the build
 # tree) under a lock on the build directory itself (no file in the tree,

@@ -103,6 +103,14 @@ stop_nbdkit() {
         wait "$NBDKIT_PID" 2>/dev/null || true
         return 0
     fi
+    if kill -0 "$NBDKIT_PID" 2>/dev/null; then
+        # Hung with the plugin loaded: show where, then end it.
+        tail -n 30 "$NBDKIT_LOG" >&2
+        backtraces "$NBDKIT_PID" >&2
+        kill -KILL "$NBDKIT_PID"
+        wait "$NBDKIT_PID" 2>/dev/null || true
+        fail "nbdkit did not exit within 20 s of SIGTERM"
+    fi
     wait "$NBDKIT_PID" || rc=$?
     [ "$rc" = 0 ] || { tail -n 30 "$NBDKIT_LOG" >&2; fail "nbdkit exited with status $rc"; }
 }
