@@ -6,13 +6,13 @@
 # not installed), its logs in vm/NAME-6.12.d.  Only with SMCR_VM_612=1
 # (every 6.12 run) or SMCR_VM_612=core (kernel-v2-6.12.sh and
 # smcr-attach-ublk.sh only; =ublk: smcr-attach-ublk.sh only, no wrapper;
-# tests/vm/README.md, "Two kernels"): 6.12's
-# stock rdma_rxe panics now and then in these guests.  Not a test itself.
+# tests/vm/README.md, "Two kernels"): every 6.12 run is lane time CI
+# has little of.  Not a test itself.
 name=$1; shift
 case ${SMCR_VM_612:-0}:$name in
     1:* | core:kernel-v2) ;;
     *)
-        echo "SKIP: $name-6.12.sh: the 6.12 lane runs with SMCR_VM_612=1 (SMCR_VM_612=core: kernel-v2-6.12 and smcr-attach-ublk only, =ublk: smcr-attach-ublk only; 6.12's rdma_rxe panics now and then under TCG: tests/vm/README.md)"
+        echo "SKIP: $name-6.12.sh: the 6.12 lane runs with SMCR_VM_612=1 (SMCR_VM_612=core: kernel-v2-6.12 and smcr-attach-ublk only, =ublk: smcr-attach-ublk only; which test runs on which kernel: tests/vm/README.md, \"Two kernels\")"
         exit 77 ;;
 esac
 : "${abs_builddir:=$abs_top_builddir/tests}"
