@@ -74,14 +74,14 @@ tail -n 40 build/host-check.log; tail -n 40 build-san/host-check.log
 [ "$rc_plain" = 0 ] || { show_logs build; echo "check.sh: the plain host tests failed" >&2; exit 1; }
 [ "$rc_san" = 0 ] || { show_logs build-san; echo "check.sh: the ASan+UBSan host tests failed" >&2; exit 1; }
 echo "plain and ASan+UBSan host tests passed (at $SECONDS s)"
-# SMCR_VM_612 (default core here: smcr-attach-ublk.sh, which needs 6.12,
-# and kernel-v2-6.12.sh, SMC-Rv2.1 with Linux's own 6.12 net/smc, in parts
+# SMCR_VM_612 (default 1 here: every kernel-peer test again with both
+# guests on Linux 6.12, about 5 minutes, and smcr-attach-ublk.sh, which
+# needs 6.12; core: kernel-v2-6.12.sh and smcr-attach-ublk.sh only; ublk:
+# smcr-attach-ublk.sh only).  kernel-v2-6.12.sh runs parts
 # SMCR_KV2_612_PARTS, "ab e" by default: data both ways in both roles and
 # the aborts; its failover parts (c) and (d) take 5-10 minutes more on a
-# loaded host; ublk: smcr-attach-ublk.sh only; 1: every kernel-peer test):
-# which tests run with both guests on Linux 6.12 (tests/vm/README.md, "Two
-# kernels").
-export SMCR_VM_612=${SMCR_VM_612:-core}
+# loaded host (tests/vm/README.md, "Two kernels").
+export SMCR_VM_612=${SMCR_VM_612:-1}
 export SMCR_KV2_612_PARTS=${SMCR_KV2_612_PARTS:-ab e}
 step "make check: the rxe VM lane (6.1, then SMCR_VM_612=$SMCR_VM_612 on 6.12, kernel-v2 parts '$SMCR_KV2_612_PARTS')"
 if ! make -C build check UNIT_TESTS= CHECK_SHELL_TESTS= FUZZ_CHECK=no; then
