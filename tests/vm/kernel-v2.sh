@@ -275,10 +275,9 @@ fi
 #                kernel's port goes down (IB_EVENT_PORT_ERR); it has no
 #                way to force a single QP into error from user space, so
 #                this is its nearest equivalent, not a QP error; the heal
-#                puts back eth1's /28 route too, which the down removed
-#                (a link up restores only the connected /24, and without
-#                the /28 the guest routes the second link's peer through
-#                eth0)
+#                (vm_ifup) puts back eth1's /28 route too, which the down
+#                removed: without it the guest routes the second link's
+#                peer through eth0
 # Our counters (ticks) must show each link fail, its connections move, and
 # a second link again after the heal (added by whichever end's turn it is).
 # A link leaves either by failing here (link_failures) or by the kernel's
@@ -412,8 +411,7 @@ fo() {
     last_cut=
     [[ $cuts == *" kernel-down "* ]] && last_cut="$name kernel-down ($kern eth1)"
     [[ $cuts == *" kernel-down "* ]] &&
-        fo_cycle "$name kernel-down ($kern eth1)" "vm_run $kern 'ip link set eth1 down'" \
-            "vm_run $kern 'ip link set eth1 up && ip route replace 10.1.1.16/28 dev eth1 src $(vm_ip "$kern" 2)'"
+        fo_cycle "$name kernel-down ($kern eth1)" "vm_run $kern 'ip link set eth1 down'" "vm_ifup $kern 2"
     fo_summary+=("$name: cuts${cuts% }")
     vm_run A 'kill -USR1 $(pidof smcr-stream)' >/dev/null
     [ -z "$cap" ] || vm_run "$kern" 'kill -INT $(pidof dumpcap)' >/dev/null

@@ -36,6 +36,10 @@
 #                            wait for a job, print its output, return status
 #   vm_ip NAME LINK          print the VM's address on link LINK (10.1.L.idx,
 #                            or 10.1.1.(16(L-1)+idx) with SMCR_VM_SUBNET=one)
+#   vm_ifup NAME LINK        "ip link set up" of the VM's NIC on link LINK,
+#                            and with SMCR_VM_SUBNET=one its /28 route again
+#                            (a link down removes it; up brings back only
+#                            the connected /24)
 #   vm_link NAME LINK on|off set_link on the VM's side of link LINK (the
 #                            guest sees carrier loss on that NIC)
 #   vm_cable LINK on|off     both ends of link LINK: a pulled cable
@@ -510,6 +514,13 @@ vm_ip() {
     else
         echo "10.1.$2.${_vm_idx[$1]}"
     fi
+}
+
+vm_ifup() {
+    local dev=eth$(( $2 - 1 )) route=
+    [ "${SMCR_VM_SUBNET:-per-link}" = one ] &&
+        route=" && ip route replace 10.1.1.$(( 16 * ($2 - 1) ))/28 dev $dev src $(vm_ip "$1" "$2")"
+    vm_run "$1" "ip link set $dev up$route"
 }
 
 vm_listening() {
